@@ -1,0 +1,451 @@
+//! A durable, segmented, append-only log: the public face of the storage engine.
+//!
+//! Writes go through one writer thread that performs group commit (see `writer.rs`); reads
+//! run on the caller's thread against immutable bytes below the visible end, so readers never
+//! block writers.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+
+use crate::batch::{self, HEADER_LEN, NewRecord, Record, RecordBatch};
+use crate::clock::{Clock, SystemClock};
+use crate::config::LogConfig;
+use crate::dir_lock::DirLock;
+use crate::error::{Result, StorageError};
+use crate::index::{self, IndexEntry};
+use crate::recovery::{self, RecoveryReport};
+use crate::segment::Segment;
+use crate::writer::{Command, Completion, Writer};
+
+/// Offsets assigned to one append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+/// State shared by the writer thread and readers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub config: LogConfig,
+    pub clock: Arc<dyn Clock>,
+    /// Ordered by base offset; the last one is the active segment.
+    pub segments: RwLock<Vec<Arc<Segment>>>,
+    /// Offsets below this are visible to readers.
+    pub visible_end: AtomicU64,
+    /// Set after a failed fdatasync: nothing more is written until the log is reopened.
+    pub poisoned: Mutex<Option<String>>,
+    /// Sealed segments whose index is loaded, oldest first; bounded by `index_cache_segments`.
+    pub loaded_indexes: Mutex<VecDeque<Arc<Segment>>>,
+}
+
+impl Shared {
+    pub fn poison_error(&self) -> Option<StorageError> {
+        self.poisoned
+            .lock()
+            .expect("poison lock")
+            .as_ref()
+            .map(|cause| StorageError::Poisoned {
+                dir: self.dir.clone(),
+                cause: cause.clone(),
+            })
+    }
+}
+
+#[derive(Debug)]
+pub struct Log {
+    shared: Arc<Shared>,
+    sender: Option<Sender<Command>>,
+    writer: Option<JoinHandle<()>>,
+    recovery: RecoveryReport,
+    _lock: DirLock,
+}
+
+impl Log {
+    /// Opens (creating if needed) the log in `dir` with the system clock.
+    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
+        Self::open_with_clock(dir, config, Arc::new(SystemClock))
+    }
+
+    pub fn open_with_clock(
+        dir: impl AsRef<Path>,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Log> {
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        crate::fs_util::create_dir_durable(&dir)?;
+        let lock = DirLock::acquire(&dir)?;
+        let recovered = recovery::recover(&dir, &config, clock.as_ref())?;
+        let visible_end = recovered.active_state.next_offset;
+        let shared = Arc::new(Shared {
+            dir,
+            config,
+            clock,
+            segments: RwLock::new(recovered.segments),
+            visible_end: AtomicU64::new(visible_end),
+            poisoned: Mutex::new(None),
+            loaded_indexes: Mutex::new(VecDeque::new()),
+        });
+        let (sender, receiver) = mpsc::channel();
+        let writer = Writer::new(shared.clone(), recovered.active_state, receiver)?;
+        let handle = std::thread::Builder::new()
+            .name("ferry-log-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| StorageError::io("spawn writer thread for", &shared.dir, e))?;
+        Ok(Log {
+            shared,
+            sender: Some(sender),
+            writer: Some(handle),
+            recovery: recovered.report,
+            _lock: lock,
+        })
+    }
+
+    /// What recovery found and did when this log was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.shared.config
+    }
+
+    /// Appends `records` as one batch and blocks until the log's durability holds for it.
+    pub fn append(&self, records: Vec<NewRecord>) -> Result<Appended> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.append_then(
+            records,
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        );
+        rx.recv().unwrap_or(Err(StorageError::Closed))
+    }
+
+    /// Appends without blocking: `done` runs on the writer thread once the append is durable
+    /// (or has failed). It must be quick; hand real work to another thread.
+    pub fn append_then(&self, records: Vec<NewRecord>, done: Completion) {
+        let encoded_len = match self.validate(&records) {
+            Ok(len) => len,
+            Err(e) => return done(Err(e)),
+        };
+        let command = Command::Append {
+            records,
+            encoded_len,
+            done,
+        };
+        if let Err(mpsc::SendError(Command::Append { done, .. })) =
+            self.sender().send(command)
+        {
+            done(Err(StorageError::Closed));
+        }
+    }
+
+    fn validate(&self, records: &[NewRecord]) -> Result<usize> {
+        if records.is_empty() {
+            return Err(StorageError::EmptyAppend);
+        }
+        let config = &self.shared.config;
+        let mut total = HEADER_LEN;
+        for record in records {
+            let len = record.encoded_len();
+            if len > config.max_record_bytes {
+                return Err(StorageError::TooLarge {
+                    what: "record",
+                    size: len,
+                    max: config.max_record_bytes,
+                });
+            }
+            if record.headers.len() > config.max_headers {
+                return Err(StorageError::TooLarge {
+                    what: "header count",
+                    size: record.headers.len(),
+                    max: config.max_headers,
+                });
+            }
+            if let Some((name, _)) = record.headers.iter().find(|(n, _)| n.len() > u16::MAX as usize) {
+                return Err(StorageError::TooLarge {
+                    what: "header name",
+                    size: name.len(),
+                    max: u16::MAX as usize,
+                });
+            }
+            total += len;
+        }
+        if total > config.max_batch_bytes {
+            return Err(StorageError::TooLarge {
+                what: "batch",
+                size: total,
+                max: config.max_batch_bytes,
+            });
+        }
+        Ok(total - HEADER_LEN)
+    }
+
+    fn sender(&self) -> &Sender<Command> {
+        self.sender.as_ref().expect("sender lives until drop")
+    }
+
+    fn round_trip(&self, make: impl FnOnce(mpsc::SyncSender<Result<()>>) -> Command) -> Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.sender()
+            .send(make(tx))
+            .map_err(|_| StorageError::Closed)?;
+        rx.recv().unwrap_or(Err(StorageError::Closed))
+    }
+
+    /// Forces everything appended so far to disk, whatever the durability mode.
+    pub fn sync(&self) -> Result<()> {
+        self.round_trip(Command::Sync)
+    }
+
+    /// Seals the active segment and starts a new one (no-op on an empty active segment).
+    pub fn roll(&self) -> Result<()> {
+        self.round_trip(Command::Roll)
+    }
+
+    /// Lowest offset still held.
+    pub fn start_offset(&self) -> u64 {
+        self.segments()[0].base_offset
+    }
+
+    /// One past the last offset readers can see.
+    pub fn end_offset(&self) -> u64 {
+        self.shared.visible_end.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn segments(&self) -> Vec<Arc<Segment>> {
+        self.shared.segments.read().expect("segments lock").clone()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.shared.segments.read().expect("segments lock").len()
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments().iter().map(|s| s.extent().len).sum()
+    }
+
+    /// Reads whole batches starting with the one that holds `from`, up to about `max_bytes`
+    /// (at least one batch is returned when any is available). Every batch's checksum is
+    /// verified; damage is a [`StorageError::Corrupt`] naming the file and byte.
+    pub fn read_batches(&self, from: u64, max_bytes: usize) -> Result<Vec<RecordBatch>> {
+        let end = self.end_offset();
+        let segments = self.segments();
+        let start = segments[0].base_offset;
+        if from < start || from > end {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: from,
+                start,
+                end,
+            });
+        }
+        let mut out = Vec::new();
+        let mut budget = max_bytes;
+        let mut next = from;
+        let first = segments.partition_point(|s| s.base_offset <= from).saturating_sub(1);
+        for segment in &segments[first..] {
+            if next >= end || (budget == 0 && !out.is_empty()) {
+                break;
+            }
+            let extent = segment.extent();
+            if next >= extent.next_offset {
+                continue;
+            }
+            next = next.max(segment.base_offset);
+            let position = self.position_for_offset(segment, next)?;
+            let read = read_segment(segment, position, extent.len, next, &mut budget, !out.is_empty(), &self.shared.config)?;
+            if let Some(last) = read.last() {
+                next = last.next_offset();
+            }
+            out.extend(read);
+        }
+        Ok(out)
+    }
+
+    /// Reads records with offsets from `from`, up to about `max_bytes`.
+    pub fn read(&self, from: u64, max_bytes: usize) -> Result<Vec<Record>> {
+        Ok(self
+            .read_batches(from, max_bytes)?
+            .iter()
+            .flat_map(|b| b.records().collect::<Vec<_>>())
+            .filter(|r| r.offset >= from)
+            .collect())
+    }
+
+    /// The first offset whose record timestamp is at or after `timestamp`, or `None` if every
+    /// visible record is older (a reader should then start at the end).
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
+        let end = self.end_offset();
+        for segment in self.segments() {
+            let extent = segment.extent();
+            if extent.max_timestamp < timestamp || segment.base_offset >= end {
+                continue;
+            }
+            let position = self.with_index(&segment, |entries| {
+                index::floor_by_time(entries, timestamp).map_or(0, |e| e.position as u64)
+            })?;
+            let mut pos = position;
+            while pos < extent.len {
+                let batch = read_one_batch(&segment, pos, extent.len, &self.shared.config)?;
+                if batch.header().max_timestamp >= timestamp {
+                    if let Some(r) = batch.records().find(|r| r.timestamp >= timestamp) {
+                        return Ok(Some(r.offset));
+                    }
+                }
+                pos += batch.header().length as u64;
+            }
+        }
+        Ok(None)
+    }
+
+    fn position_for_offset(&self, segment: &Arc<Segment>, offset: u64) -> Result<u64> {
+        let relative = (offset - segment.base_offset).min(u32::MAX as u64) as u32;
+        self.with_index(segment, |entries| {
+            index::floor_by_offset(entries, relative).map_or(0, |e| e.position as u64)
+        })
+    }
+
+    /// Runs `f` on the segment's index, loading it first if it is a sealed segment whose index
+    /// is not in memory (and evicting the least recently loaded one past the cache bound).
+    fn with_index<T>(&self, segment: &Arc<Segment>, f: impl Fn(&[IndexEntry]) -> T) -> Result<T> {
+        if let Some(entries) = segment.index.read().expect("index lock").as_ref() {
+            return Ok(f(entries));
+        }
+        let entries = recovery::load_or_rebuild_index(segment, &self.shared.config)?;
+        let result = f(&entries);
+        *segment.index.write().expect("index lock") = Some(entries);
+        let mut loaded = self.shared.loaded_indexes.lock().expect("cache lock");
+        loaded.push_back(segment.clone());
+        while loaded.len() > self.shared.config.index_cache_segments {
+            if let Some(evicted) = loaded.pop_front()
+                && evicted.extent().sealed
+            {
+                *evicted.index.write().expect("index lock") = None;
+            }
+        }
+        Ok(result)
+    }
+
+    /// Flushes, writes a final checkpoint and stops the writer. Dropping the log does the same
+    /// but cannot report a failure.
+    pub fn close(mut self) -> Result<()> {
+        let result = self.sync();
+        self.shutdown();
+        result
+    }
+
+    fn shutdown(&mut self) {
+        self.sender.take();
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn corrupt(segment: &Segment, position: u64, offset: u64, detail: String) -> StorageError {
+    StorageError::Corrupt {
+        file: segment.log_path.clone(),
+        position,
+        offset,
+        detail,
+    }
+}
+
+/// Reads and verifies the batch that starts at `position`.
+fn read_one_batch(
+    segment: &Segment,
+    position: u64,
+    limit: u64,
+    config: &LogConfig,
+) -> Result<RecordBatch> {
+    let head = segment.read_at(position, HEADER_LEN.min((limit - position) as usize))?;
+    let header = batch::parse_header(&head, config.max_batch_bytes)
+        .map_err(|e| corrupt(segment, position, segment.base_offset, e.to_string()))?;
+    if position + header.length as u64 > limit {
+        return Err(corrupt(
+            segment,
+            position,
+            header.base_offset,
+            "batch runs past the end of the segment".into(),
+        ));
+    }
+    let bytes = segment.read_at(position, header.length as usize)?;
+    RecordBatch::decode(bytes, config.max_batch_bytes)
+        .map_err(|e| corrupt(segment, position, header.base_offset, e.to_string()))
+}
+
+/// Reads batches of one segment from `position`, skipping those wholly before `from`.
+/// Reads go in chunks sized to the budget so the scan inside one index interval costs one
+/// syscall; batches are sliced out of a chunk without copying.
+fn read_segment(
+    segment: &Segment,
+    mut position: u64,
+    limit: u64,
+    from: u64,
+    budget: &mut usize,
+    have_some: bool,
+    config: &LogConfig,
+) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    let want = (*budget + config.index_interval_bytes as usize + HEADER_LEN).max(64 * 1024);
+    let mut chunk = Bytes::new();
+    let mut chunk_pos = position;
+    while position < limit {
+        let mut at = (position - chunk_pos) as usize;
+        if chunk.len().saturating_sub(at) < HEADER_LEN {
+            chunk = segment.read_at(position, (limit - position).min(want as u64) as usize)?;
+            chunk_pos = position;
+            at = 0;
+        }
+        let header = batch::parse_header(&chunk[at..], config.max_batch_bytes)
+            .map_err(|e| corrupt(segment, position, from, e.to_string()))?;
+        let len = header.length as usize;
+        if position + len as u64 > limit {
+            let detail = "batch runs past the end of the segment".to_string();
+            return Err(corrupt(segment, position, header.base_offset, detail));
+        }
+        if chunk.len() - at < len {
+            chunk = segment.read_at(position, (limit - position).min(want.max(len) as u64) as usize)?;
+            chunk_pos = position;
+            at = 0;
+        }
+        if header.next_offset() > from {
+            if (have_some || !out.is_empty()) && len > *budget {
+                break;
+            }
+            let batch = RecordBatch::decode(chunk.slice(at..at + len), config.max_batch_bytes)
+                .map_err(|e| corrupt(segment, position, header.base_offset, e.to_string()))?;
+            *budget = budget.saturating_sub(len);
+            out.push(batch);
+        }
+        position += len as u64;
+        if *budget == 0 && !out.is_empty() {
+            break;
+        }
+    }
+    Ok(out)
+}

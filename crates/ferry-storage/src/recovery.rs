@@ -1,0 +1,504 @@
+//! Opening a log: find its segments, check what a crash may have left behind, and hand the
+//! writer a consistent active segment.
+//!
+//! Crash windows and how each is handled:
+//! - **Torn tail** (crash mid-write, or power loss before fdatasync): the active segment ends
+//!   in a partial or unchecksummed batch after the checkpoint. It is truncated, and the byte
+//!   range is logged and counted. Nothing acknowledged under `Fsync` lies there, since an
+//!   append is acknowledged only after its fdatasync and a checkpoint never runs ahead of one.
+//! - **Damage in the middle** (bit rot, a bad sector, a truncated sealed segment): a bad batch
+//!   below the checkpoint, or one followed by an intact batch, means acknowledged data is
+//!   gone. The log refuses to open unless repair is asked for; repair copies the segment to
+//!   `quarantine/`, keeps every batch that still verifies and reports the lost offsets. Lost
+//!   data is reported, never silently dropped.
+//! - **Crash during a roll**: data is synced before the footer is written and the footer
+//!   before the next segment is created, so the last segment either lacks a footer (scanned
+//!   like any active segment) or has a truthful one.
+//! - **Missing or damaged index**: rebuilt from the log; the log is the source of truth.
+//! - **Crash during retention**: the log file is unlinked before its index, so an orphaned
+//!   index is deleted here; a segment whose index vanished is simply rebuilt.
+
+use std::fs;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::BatchHeader;
+use crate::checkpoint::Checkpoint;
+use crate::clock::Clock;
+use crate::config::LogConfig;
+use crate::error::{IoContext, Result, StorageError};
+use crate::fs_util;
+use crate::index::{self, Footer, IndexBuilder, IndexEntry};
+use crate::segment::{self, Extent, ScanOutcome, Segment};
+use crate::writer::ActiveState;
+
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// What recovery found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub segments: usize,
+    /// Bytes of the active segment verified by the tail scan.
+    pub scanned_bytes: u64,
+    /// A torn tail that was cut off: the file and the byte range removed.
+    pub truncated: Option<(PathBuf, Range<u64>)>,
+    /// Indexes that were missing or damaged and were rebuilt from the log.
+    pub rebuilt_indexes: Vec<PathBuf>,
+    /// Segments repaired on request, with where the damaged copy went and the offsets lost.
+    pub repaired: Vec<RepairedSegment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairedSegment {
+    pub file: PathBuf,
+    pub quarantined_to: PathBuf,
+    pub lost: Vec<Range<u64>>,
+}
+
+pub(crate) struct Recovered {
+    pub segments: Vec<Arc<Segment>>,
+    pub active_state: ActiveState,
+    pub report: RecoveryReport,
+}
+
+pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Result<Recovered> {
+    let mut report = RecoveryReport::default();
+    let mut bases = list_segments(dir)?;
+    if bases.is_empty() {
+        fs::File::create(segment::log_path(dir, 0)).ctx("create segment", dir)?;
+        fs_util::sync_dir(dir)?;
+        bases.push(0);
+    }
+    let mut segments = Vec::with_capacity(bases.len());
+    let last = bases.len() - 1;
+    for (i, &base) in bases[..last].iter().enumerate() {
+        let next_base = bases[i + 1];
+        segments.push(Arc::new(open_sealed(dir, base, next_base, config, clock, &mut report)?));
+    }
+    let (active, active_state) = open_active(dir, bases[last], config, clock, &mut report)?;
+    segments.push(active);
+    report.segments = segments.len();
+    Ok(Recovered {
+        segments,
+        active_state,
+        report,
+    })
+}
+
+/// Base offsets of the segments in `dir`, ascending; removes leftovers of interrupted work.
+fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list", dir)? {
+        let path = entry.ctx("list", dir)?.path();
+        let (Some(stem), Some(ext)) = (
+            path.file_stem().and_then(|s| s.to_str()),
+            path.extension().and_then(|s| s.to_str()),
+        ) else {
+            continue;
+        };
+        if ext == "tmp" {
+            fs::remove_file(&path).ctx("remove leftover", &path)?;
+            continue;
+        }
+        let Ok(base) = stem.parse::<u64>() else {
+            continue;
+        };
+        match ext {
+            segment::LOG_SUFFIX => logs.push(base),
+            segment::INDEX_SUFFIX => indexes.push(base),
+            _ => {}
+        }
+    }
+    logs.sort_unstable();
+    for base in indexes {
+        if logs.binary_search(&base).is_err() {
+            let path = segment::index_path(dir, base);
+            fs::remove_file(&path).ctx("remove orphaned index", &path)?;
+        }
+    }
+    Ok(logs)
+}
+
+fn file_len(path: &Path) -> Result<u64> {
+    Ok(fs::metadata(path).ctx("stat", path)?.len())
+}
+
+/// A sealed segment costs one footer read; only a missing or inconsistent footer makes us
+/// read the segment itself.
+fn open_sealed(
+    dir: &Path,
+    base: u64,
+    next_base: u64,
+    config: &LogConfig,
+    clock: &dyn Clock,
+    report: &mut RecoveryReport,
+) -> Result<Segment> {
+    let log_path = segment::log_path(dir, base);
+    let len = file_len(&log_path)?;
+    let footer = index::read_footer(&segment::index_path(dir, base))?;
+    if let Some(f) = footer
+        && f.segment_len == len
+        && f.next_offset <= next_base
+    {
+        let extent = Extent {
+            next_offset: f.next_offset,
+            max_timestamp: f.max_timestamp,
+            len,
+            sealed: true,
+        };
+        return Segment::open(dir, base, extent, false);
+    }
+    let segment = Segment::open(dir, base, placeholder_extent(base, len, true), false)?;
+    let outcome = segment::scan(&segment.file, &log_path, 0, len, Some(base), config.max_batch_bytes)?;
+    let (outcome, builder_base) = match &outcome.stop {
+        None => (outcome, base),
+        Some(stop) => {
+            let lost = expected_after(&outcome, base)..next_base;
+            if !config.repair {
+                return Err(corrupt_log(dir, &log_path, stop, lost));
+            }
+            drop(segment);
+            let repaired = repair(dir, base, len, next_base, config, clock, report)?;
+            (repaired, base)
+        }
+    };
+    let segment_len = outcome.valid_end;
+    let (entries, builder) = build_entries(builder_base, config, &outcome.batches, IndexBuilder::new(builder_base, config.index_interval_bytes), Vec::new());
+    let next_offset = outcome.batches.last().map_or(base, |(_, h)| h.next_offset());
+    write_sealed_index(dir, base, &entries, next_offset, builder.max_timestamp(), segment_len)?;
+    report.rebuilt_indexes.push(segment::index_path(dir, base));
+    tracing::warn!(segment = %log_path.display(), "rebuilt a missing or damaged segment index");
+    let extent = Extent {
+        next_offset,
+        max_timestamp: builder.max_timestamp(),
+        len: segment_len,
+        sealed: true,
+    };
+    let segment = Segment::open(dir, base, extent, false)?;
+    *segment.index.write().expect("index lock") = None;
+    Ok(segment)
+}
+
+fn placeholder_extent(base: u64, len: u64, sealed: bool) -> Extent {
+    Extent {
+        next_offset: base,
+        max_timestamp: i64::MIN,
+        len,
+        sealed,
+    }
+}
+
+fn expected_after(outcome: &ScanOutcome, base: u64) -> u64 {
+    outcome.batches.last().map_or(base, |(_, h)| h.next_offset())
+}
+
+fn corrupt_log(dir: &Path, file: &Path, stop: &segment::ScanStop, lost: Range<u64>) -> StorageError {
+    StorageError::CorruptLog {
+        dir: dir.to_path_buf(),
+        file: file.to_path_buf(),
+        position: stop.position,
+        detail: stop.error.to_string(),
+        lost,
+    }
+}
+
+/// The active segment: trust what the checkpoint (or a footer left by an interrupted roll)
+/// proves durable, scan the rest, and cut a torn tail.
+fn open_active(
+    dir: &Path,
+    base: u64,
+    config: &LogConfig,
+    clock: &dyn Clock,
+    report: &mut RecoveryReport,
+) -> Result<(Arc<Segment>, ActiveState)> {
+    let log_path = segment::log_path(dir, base);
+    let index_path = segment::index_path(dir, base);
+    let mut len = file_len(&log_path)?;
+    let footer = index::read_footer(&index_path)?.filter(|f| f.segment_len <= len);
+    let checkpoint = Checkpoint::read(dir).filter(|c| c.segment_base == base);
+    // Bytes below `trusted_len` were fsynced before the checkpoint (or footer) was written.
+    let (trusted_len, trusted_next) = match (checkpoint, footer) {
+        (Some(c), _) => (c.position, c.next_offset),
+        (None, Some(f)) => (f.segment_len, f.next_offset),
+        (None, None) => (0, base),
+    };
+    let mut entries = match footer {
+        Some(f) => index::load_sealed(&index_path, &f)?.unwrap_or_default(),
+        None => index::load_active_prefix(&index_path, trusted_len)?,
+    };
+    entries.retain(|e| (e.position as u64) < trusted_len);
+    // Resume at the last trusted entry: it is a batch boundary whose state the entry records.
+    let (scan_from, expected, builder) = match entries.pop() {
+        Some(e) => (
+            e.position as u64,
+            base + e.relative_offset as u64,
+            IndexBuilder::resume_at(base, config.index_interval_bytes, &e),
+        ),
+        None => (0, base, IndexBuilder::new(base, config.index_interval_bytes)),
+    };
+    let segment = Segment::open(dir, base, placeholder_extent(base, len, false), true)?;
+    let mut outcome =
+        segment::scan(&segment.file, &log_path, scan_from, len, Some(expected), config.max_batch_bytes)?;
+    report.scanned_bytes = outcome.valid_end - scan_from;
+    let mut next_offset = expected_after(&outcome, expected);
+    let mut builder = builder;
+    let damaged = match &outcome.stop {
+        Some(stop) => {
+            stop.position < trusted_len
+                || intact_batch_follows(&segment, stop.position, len, config)
+        }
+        None => outcome.valid_end < trusted_len,
+    };
+    if damaged {
+        let stop = outcome.stop.clone().unwrap_or(segment::ScanStop {
+            position: outcome.valid_end,
+            error: crate::batch::DecodeError::Incomplete {
+                needed: (trusted_len - outcome.valid_end) as usize,
+                available: 0,
+            },
+        });
+        let lost = next_offset..trusted_next.max(next_offset);
+        if !config.repair {
+            return Err(corrupt_log(dir, &log_path, &stop, lost));
+        }
+        drop(segment);
+        outcome = repair(dir, base, len, trusted_next, config, clock, report)?;
+        entries.clear();
+        builder = IndexBuilder::new(base, config.index_interval_bytes);
+        len = outcome.valid_end;
+        // Offsets up to what was durable may have been seen by readers: never hand them out
+        // again, even though their data is gone.
+        next_offset = expected_after(&outcome, base).max(trusted_next);
+        let _ = fs::remove_file(&index_path);
+    } else if let Some(stop) = &outcome.stop {
+        let cut = stop.position..len;
+        tracing::warn!(
+            segment = %log_path.display(),
+            from = cut.start, to = cut.end,
+            reason = %stop.error,
+            "truncating a torn tail left by an interrupted write"
+        );
+        metrics::counter!("ferry_storage_recovery_truncated_bytes_total").increment(cut.end - cut.start);
+        segment.file.set_len(stop.position).ctx("truncate torn tail of", &log_path)?;
+        segment.file.sync_all().ctx("fsync", &log_path)?;
+        report.truncated = Some((log_path.clone(), cut));
+        len = stop.position;
+    }
+    let (entries, builder) = build_entries(base, config, &outcome.batches, builder, entries);
+    // The index file is rewritten to match what was recovered; from here the writer appends.
+    let mut index_bytes = Vec::with_capacity(entries.len() * index::ENTRY_LEN);
+    for e in &entries {
+        e.encode(&mut index_bytes);
+    }
+    fs_util::write_atomic(&index_path, &index_bytes)?;
+    let segment = Arc::new(Segment::open(
+        dir,
+        base,
+        Extent {
+            next_offset,
+            max_timestamp: builder.max_timestamp(),
+            len,
+            sealed: false,
+        },
+        true,
+    )?);
+    *segment.index.write().expect("index lock") = Some(entries);
+    let created_ms = first_timestamp(&segment).unwrap_or_else(|| clock.now_ms());
+    let state = ActiveState {
+        segment: segment.clone(),
+        len,
+        next_offset,
+        created_ms,
+        index: builder,
+        index_file_len: index_bytes.len() as u64,
+    };
+    // The recovered end is durable now (the scan read it back and the truncation was synced),
+    // so the next open need not scan it again.
+    segment.file.sync_data().ctx("fsync", &log_path)?;
+    Checkpoint {
+        segment_base: base,
+        position: len,
+        next_offset,
+        max_timestamp: state.index.max_timestamp(),
+    }
+    .write(dir)?;
+    Ok((segment, state))
+}
+
+fn first_timestamp(segment: &Segment) -> Option<i64> {
+    let head = segment.read_at(0, crate::batch::HEADER_LEN).ok()?;
+    crate::batch::parse_header(&head, u32::MAX as usize)
+        .ok()
+        .map(|h| h.first_timestamp)
+}
+
+/// True when the batch at `position` fails but the one its length points to verifies: the
+/// damage is in the middle, not a torn end.
+fn intact_batch_follows(segment: &Segment, position: u64, len: u64, config: &LogConfig) -> bool {
+    let Ok(head) = segment.read_at(position, crate::batch::HEADER_LEN.min((len - position) as usize)) else {
+        return false;
+    };
+    let declared = if head.len() >= 4 {
+        u32::from_le_bytes(head[0..4].try_into().unwrap()) as u64
+    } else {
+        return false;
+    };
+    declared >= crate::batch::HEADER_LEN as u64
+        && segment::valid_batch_at(&segment.file, position + declared, len, config.max_batch_bytes).is_some()
+}
+
+fn build_entries(
+    base: u64,
+    _config: &LogConfig,
+    batches: &[(u64, BatchHeader)],
+    mut builder: IndexBuilder,
+    mut entries: Vec<IndexEntry>,
+) -> (Vec<IndexEntry>, IndexBuilder) {
+    debug_assert!(batches.iter().all(|(_, h)| h.base_offset >= base));
+    for (position, header) in batches {
+        if let Some(entry) = builder.note(*position, header) {
+            entries.push(entry);
+        }
+    }
+    (entries, builder)
+}
+
+fn write_sealed_index(
+    dir: &Path,
+    base: u64,
+    entries: &[IndexEntry],
+    next_offset: u64,
+    max_timestamp: i64,
+    segment_len: u64,
+) -> Result<()> {
+    let mut bytes = Vec::with_capacity(entries.len() * index::ENTRY_LEN + index::FOOTER_LEN);
+    for e in entries {
+        e.encode(&mut bytes);
+    }
+    Footer {
+        entry_count: entries.len() as u64,
+        next_offset,
+        max_timestamp,
+        segment_len,
+        entries_crc: crc32c::crc32c(&bytes),
+    }
+    .encode(&mut bytes);
+    fs_util::write_atomic(&segment::index_path(dir, base), &bytes)
+}
+
+/// Loads a sealed segment's index for a read, rebuilding it from the log if it went missing
+/// or was damaged after the log was opened.
+pub(crate) fn load_or_rebuild_index(segment: &Segment, config: &LogConfig) -> Result<Vec<IndexEntry>> {
+    let extent = segment.extent();
+    if let Some(footer) = index::read_footer(&segment.index_path)?
+        && footer.segment_len == extent.len
+        && let Some(entries) = index::load_sealed(&segment.index_path, &footer)?
+    {
+        return Ok(entries);
+    }
+    let outcome = segment::scan(
+        &segment.file,
+        &segment.log_path,
+        0,
+        extent.len,
+        Some(segment.base_offset),
+        config.max_batch_bytes,
+    )?;
+    if let Some(stop) = &outcome.stop {
+        return Err(StorageError::Corrupt {
+            file: segment.log_path.clone(),
+            position: stop.position,
+            offset: expected_after(&outcome, segment.base_offset),
+            detail: stop.error.to_string(),
+        });
+    }
+    let builder = IndexBuilder::new(segment.base_offset, config.index_interval_bytes);
+    let (entries, builder) = build_entries(segment.base_offset, config, &outcome.batches, builder, Vec::new());
+    let dir = segment.log_path.parent().unwrap_or(Path::new("."));
+    write_sealed_index(dir, segment.base_offset, &entries, extent.next_offset, builder.max_timestamp(), extent.len)?;
+    tracing::warn!(segment = %segment.log_path.display(), "rebuilt a missing or damaged segment index");
+    Ok(entries)
+}
+
+/// Repair on the operator's request: copy the damaged segment to `quarantine/`, rewrite it
+/// with every batch that still verifies, and report the offsets that could not be saved.
+/// `known_end` is the first offset known to lie beyond this segment's data (the next
+/// segment's base, or what the checkpoint proved durable).
+fn repair(
+    dir: &Path,
+    base: u64,
+    len: u64,
+    known_end: u64,
+    config: &LogConfig,
+    clock: &dyn Clock,
+    report: &mut RecoveryReport,
+) -> Result<ScanOutcome> {
+    let log_path = segment::log_path(dir, base);
+    let file = fs::File::open(&log_path).ctx("open", &log_path)?;
+    let mut kept: Vec<(u64, BatchHeader)> = Vec::new();
+    let mut lost = Vec::new();
+    let mut pos = 0;
+    let mut expected = base;
+    while pos < len {
+        let outcome = segment::scan(&file, &log_path, pos, len, None, config.max_batch_bytes)?;
+        kept.extend(outcome.batches.iter().filter(|(_, h)| h.base_offset >= expected).copied());
+        expected = kept.last().map_or(expected, |(_, h)| h.next_offset());
+        let Some(stop) = outcome.stop else { break };
+        // Resynchronise on the next intact batch if the damaged one's length still holds.
+        let mut head = [0u8; 4];
+        let resync = std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, stop.position)
+            .ok()
+            .map(|()| stop.position + u32::from_le_bytes(head) as u64)
+            .and_then(|next| segment::valid_batch_at(&file, next, len, config.max_batch_bytes).map(|h| (next, h)));
+        match resync {
+            Some((next, header)) if header.base_offset >= expected => {
+                lost.push(expected..header.base_offset);
+                pos = next;
+            }
+            _ => {
+                if known_end > expected {
+                    lost.push(expected..known_end);
+                }
+                break;
+            }
+        }
+    }
+    let quarantine = dir.join(QUARANTINE_DIR);
+    fs_util::create_dir_durable(&quarantine)?;
+    let name = log_path.file_name().and_then(|n| n.to_str()).unwrap_or("segment");
+    let quarantined_to = quarantine.join(format!("{name}.{}", clock.now_ms()));
+    fs::copy(&log_path, &quarantined_to).ctx("quarantine", &quarantined_to)?;
+    fs::File::open(&quarantined_to)
+        .and_then(|f| f.sync_all())
+        .ctx("fsync", &quarantined_to)?;
+    fs_util::sync_dir(&quarantine)?;
+    // Rewrite: the saved batches, back to back, in place of the damaged file.
+    let mut bytes = Vec::new();
+    let mut rewritten = Vec::with_capacity(kept.len());
+    for (position, header) in &kept {
+        let mut buf = vec![0u8; header.length as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, *position).ctx("read", &log_path)?;
+        rewritten.push((bytes.len() as u64, *header));
+        bytes.extend_from_slice(&buf);
+    }
+    fs_util::write_atomic(&log_path, &bytes)?;
+    tracing::error!(
+        segment = %log_path.display(),
+        quarantined_to = %quarantined_to.display(),
+        lost = ?lost,
+        "repaired a damaged segment; the listed offsets are lost"
+    );
+    metrics::counter!("ferry_storage_repaired_segments_total").increment(1);
+    report.repaired.push(RepairedSegment {
+        file: log_path,
+        quarantined_to,
+        lost,
+    });
+    Ok(ScanOutcome {
+        valid_end: bytes.len() as u64,
+        batches: rewritten,
+        stop: None,
+    })
+}

@@ -1,0 +1,85 @@
+//! Retention: deleting whole sealed segments from the front of the log.
+//!
+//! Only a prefix is ever deleted, so the log stays contiguous from its start offset; the
+//! active segment is never deleted. A segment goes when any trigger says so: it is older
+//! than `max_age` (by its newest record), the log is larger than `max_bytes`, or every
+//! offset in it is below the caller's `low_watermark` (the broker passes the offset all
+//! subscriptions have consumed past).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{IoContext, Result};
+use crate::fs_util;
+use crate::log::Log;
+use crate::segment::Segment;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    pub max_age: Option<Duration>,
+    pub max_bytes: Option<u64>,
+    pub low_watermark: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub deleted_segments: usize,
+    pub deleted_bytes: u64,
+    /// The log's start offset after retention.
+    pub start_offset: u64,
+}
+
+impl Log {
+    pub fn apply_retention(&self, policy: &RetentionPolicy) -> Result<RetentionReport> {
+        let shared = self.shared();
+        let now = shared.clock.now_ms();
+        let doomed: Vec<Arc<Segment>> = {
+            let mut segments = shared.segments.write().expect("segments lock");
+            let mut total: u64 = segments.iter().map(|s| s.extent().len).sum();
+            let mut count = 0;
+            for segment in segments.iter() {
+                let extent = segment.extent();
+                if !extent.sealed {
+                    break;
+                }
+                let too_old = policy
+                    .max_age
+                    .is_some_and(|age| extent.max_timestamp < now.saturating_sub(age.as_millis() as i64));
+                let too_big = policy.max_bytes.is_some_and(|max| total > max);
+                let consumed = policy.low_watermark.is_some_and(|w| extent.next_offset <= w);
+                if !(too_old || too_big || consumed) {
+                    break;
+                }
+                total -= extent.len;
+                count += 1;
+            }
+            segments.drain(..count).collect()
+        };
+        let mut report = RetentionReport {
+            start_offset: self.start_offset(),
+            ..Default::default()
+        };
+        for segment in &doomed {
+            // Log first, index second: a crash in between leaves an orphaned index, which the
+            // next open deletes, rather than a segment without an index.
+            std::fs::remove_file(&segment.log_path).ctx("delete segment", &segment.log_path)?;
+            if let Err(e) = std::fs::remove_file(&segment.index_path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                return Err(crate::StorageError::io("delete index", &segment.index_path, e));
+            }
+            report.deleted_segments += 1;
+            report.deleted_bytes += segment.extent().len;
+            tracing::info!(segment = %segment.log_path.display(), "retention deleted segment");
+        }
+        if !doomed.is_empty() {
+            fs_util::sync_dir(&shared.dir)?;
+            shared
+                .loaded_indexes
+                .lock()
+                .expect("cache lock")
+                .retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(d, s)));
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,193 @@
+//! One segment: a `<base offset>.log` file of batches plus its sparse index, and the scan that
+//! walks and verifies batches for recovery and index rebuilds.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::batch::{self, BatchHeader, DecodeError, HEADER_LEN};
+use crate::error::{IoContext, Result};
+use crate::index::IndexEntry;
+
+pub const LOG_SUFFIX: &str = "log";
+pub const INDEX_SUFFIX: &str = "index";
+
+pub fn log_path(dir: &Path, base_offset: u64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.{LOG_SUFFIX}"))
+}
+pub fn index_path(dir: &Path, base_offset: u64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.{INDEX_SUFFIX}"))
+}
+
+/// What readers may see of a segment. For the active segment `len` and `next_offset` only
+/// move once the batches below them are durable (under `Fsync`) or written (otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub next_offset: u64,
+    pub max_timestamp: i64,
+    pub len: u64,
+    pub sealed: bool,
+}
+
+#[derive(Debug)]
+pub struct Segment {
+    pub base_offset: u64,
+    pub log_path: PathBuf,
+    pub index_path: PathBuf,
+    pub file: File,
+    pub extent: RwLock<Extent>,
+    /// `None` while a sealed segment's index is not loaded; loaded on first read.
+    pub index: RwLock<Option<Vec<IndexEntry>>>,
+}
+
+impl Segment {
+    pub fn open(dir: &Path, base_offset: u64, extent: Extent, writable: bool) -> Result<Segment> {
+        let log_path = log_path(dir, base_offset);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .create(writable)
+            .truncate(false)
+            .open(&log_path)
+            .ctx("open segment", &log_path)?;
+        Ok(Segment {
+            base_offset,
+            index_path: index_path(dir, base_offset),
+            log_path,
+            file,
+            extent: RwLock::new(extent),
+            index: RwLock::new(None),
+        })
+    }
+
+    pub fn extent(&self) -> Extent {
+        *self.extent.read().expect("extent lock")
+    }
+
+    pub fn read_at(&self, position: u64, len: usize) -> Result<Bytes> {
+        let mut buf = BytesMut::zeroed(len);
+        self.file
+            .read_exact_at(&mut buf, position)
+            .ctx("read segment", &self.log_path)?;
+        Ok(buf.freeze())
+    }
+}
+
+/// Where and why a scan stopped before the end it was given.
+#[derive(Debug, Clone)]
+pub struct ScanStop {
+    pub position: u64,
+    pub error: DecodeError,
+}
+
+#[derive(Debug, Default)]
+pub struct ScanOutcome {
+    /// Verified batches in order, with their positions.
+    pub batches: Vec<(u64, BatchHeader)>,
+    /// End of the last verified batch.
+    pub valid_end: u64,
+    pub stop: Option<ScanStop>,
+}
+
+/// Walks batches in `[from, end)` of `file`, verifying each checksum and that offsets run on
+/// without gaps from `expected_offset`. Stops at the first batch that fails.
+pub fn scan(
+    file: &File,
+    path: &Path,
+    from: u64,
+    end: u64,
+    mut expected_offset: Option<u64>,
+    max_batch_len: usize,
+) -> Result<ScanOutcome> {
+    // Large sequential reads: recovery of a gigabyte tail must not pay a syscall per batch.
+    const CHUNK: usize = 4 << 20;
+    let mut outcome = ScanOutcome {
+        valid_end: from,
+        ..Default::default()
+    };
+    let mut chunk_start = from;
+    let mut chunk: Vec<u8> = Vec::new();
+    let mut pos = from;
+    while pos < end {
+        let in_chunk = (pos - chunk_start) as usize;
+        let available = chunk.len().saturating_sub(in_chunk);
+        let header = match batch::parse_header(&chunk[in_chunk.min(chunk.len())..], max_batch_len)
+        {
+            Ok(h) if available >= h.length as usize => Ok(h),
+            Ok(h) => Err(DecodeError::Incomplete {
+                needed: h.length as usize,
+                available,
+            }),
+            Err(e) => Err(e),
+        };
+        let header = match header {
+            Ok(h) => h,
+            Err(DecodeError::Incomplete { needed, .. }) if pos + (available as u64) < end => {
+                let want = (end - pos).min(CHUNK.max(needed) as u64) as usize;
+                chunk.resize(want, 0);
+                file.read_exact_at(&mut chunk, pos).ctx("scan segment", path)?;
+                chunk_start = pos;
+                continue;
+            }
+            Err(error) => {
+                outcome.stop = Some(ScanStop {
+                    position: pos,
+                    error,
+                });
+                return Ok(outcome);
+            }
+        };
+        let bytes = &chunk[in_chunk..in_chunk + header.length as usize];
+        if let Err(error) = batch::verify(bytes, max_batch_len) {
+            outcome.stop = Some(ScanStop {
+                position: pos,
+                error,
+            });
+            return Ok(outcome);
+        }
+        // Offsets only move forward. A gap is legal (repair leaves one where data was lost);
+        // a batch that goes backwards is damage the checksum could not see.
+        if let Some(expected) = expected_offset
+            && header.base_offset < expected
+        {
+            outcome.stop = Some(ScanStop {
+                position: pos,
+                error: DecodeError::BadHeader(format!(
+                    "base offset {} where {expected} was expected",
+                    header.base_offset
+                )),
+            });
+            return Ok(outcome);
+        }
+        expected_offset = Some(header.next_offset());
+        outcome.batches.push((pos, header));
+        pos += header.length as u64;
+        outcome.valid_end = pos;
+    }
+    Ok(outcome)
+}
+
+/// Checks whether a valid batch starts at `position`: used to tell damage in the middle of a
+/// log (intact data follows) from a torn tail (nothing valid follows).
+pub fn valid_batch_at(
+    file: &File,
+    position: u64,
+    end: u64,
+    max_batch_len: usize,
+) -> Option<BatchHeader> {
+    if position + HEADER_LEN as u64 > end {
+        return None;
+    }
+    let mut head = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut head, position).ok()?;
+    let header = batch::parse_header(&head, max_batch_len).ok()?;
+    if position + header.length as u64 > end {
+        return None;
+    }
+    let mut whole = vec![0u8; header.length as usize];
+    file.read_exact_at(&mut whole, position).ok()?;
+    batch::verify(&whole, max_batch_len).ok()
+}

@@ -1,0 +1,452 @@
+//! The writer thread: group commit.
+//!
+//! Appenders only validate and enqueue. The writer takes everything queued, encodes it into
+//! one buffer, issues one write and (under `Fsync`) one `fdatasync`, then completes every
+//! request of the group. While it waits on the disk new requests queue up and form the next
+//! group, so the number of fsyncs per second stays at the device's limit while the records
+//! per fsync grow with the load.
+//!
+//! Failure rules:
+//! - a failed write (ENOSPC, EROFS…) truncates the segment back to where the group started,
+//!   fails the group's requests and leaves the log as it was: later appends may succeed;
+//! - a failed `fdatasync` poisons the log: after it the kernel may have dropped the dirty
+//!   pages, so nothing written since the last good sync can be trusted (the PostgreSQL
+//!   "fsyncgate" lesson). The requests fail and so does every later append, until reopen.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::batch::{self, BatchHeader, HEADER_LEN, NewRecord};
+use crate::checkpoint::Checkpoint;
+use crate::config::Durability;
+use crate::error::{IoContext, Result, StorageError};
+use crate::index::{self, Footer, IndexBuilder};
+use crate::log::{Appended, Shared};
+use crate::segment::{Extent, Segment};
+use crate::fs_util;
+
+pub type Completion = Box<dyn FnOnce(Result<Appended>) + Send>;
+
+pub(crate) enum Command {
+    Append {
+        records: Vec<NewRecord>,
+        encoded_len: usize,
+        done: Completion,
+    },
+    Sync(SyncSender<Result<()>>),
+    Roll(SyncSender<Result<()>>),
+}
+
+/// What recovery hands the writer about the active segment.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveState {
+    pub segment: Arc<Segment>,
+    pub len: u64,
+    pub next_offset: u64,
+    pub created_ms: i64,
+    pub index: IndexBuilder,
+    /// Bytes of index entries already in the index file.
+    pub index_file_len: u64,
+}
+
+struct Pending {
+    done: Completion,
+    header: BatchHeader,
+    position: u64,
+}
+
+pub(crate) struct Writer {
+    shared: Arc<Shared>,
+    active: ActiveState,
+    index_file: File,
+    unwritten_index: Vec<u8>,
+    synced_len: u64,
+    buf: BytesMut,
+    pending: Vec<Pending>,
+    last_sync: Instant,
+    last_checkpoint: Instant,
+    receiver: Receiver<Command>,
+}
+
+impl Writer {
+    pub fn new(shared: Arc<Shared>, active: ActiveState, receiver: Receiver<Command>) -> Result<Self> {
+        let index_file = open_index(&active.segment)?;
+        Ok(Writer {
+            synced_len: active.len,
+            shared,
+            active,
+            index_file,
+            unwritten_index: Vec::new(),
+            buf: BytesMut::with_capacity(1 << 20),
+            pending: Vec::new(),
+            last_sync: Instant::now(),
+            last_checkpoint: Instant::now(),
+            receiver,
+        })
+    }
+
+    pub fn run(mut self) {
+        loop {
+            let command = match self.next_timer() {
+                Some(wait) => self.receiver.recv_timeout(wait),
+                None => self.receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match command {
+                Ok(first) => self.process_group(first),
+                Err(RecvTimeoutError::Timeout) => self.on_timer(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.shutdown();
+    }
+
+    /// How long until a periodic sync or checkpoint is due, if any is pending.
+    fn next_timer(&self) -> Option<Duration> {
+        if self.synced_len == self.active.len {
+            return None;
+        }
+        let interval = match self.shared.config.durability {
+            Durability::Interval(d) => d,
+            _ => return None,
+        };
+        Some(interval.saturating_sub(self.last_sync.elapsed()))
+    }
+
+    fn on_timer(&mut self) {
+        if let Err(e) = self.sync_active() {
+            tracing::error!(dir = %self.shared.dir.display(), error = %e, "periodic log sync failed");
+        }
+    }
+
+    fn process_group(&mut self, first: Command) {
+        let max_group = self.shared.config.max_group_bytes;
+        let mut next = Some(first);
+        while let Some(command) = next.take() {
+            match command {
+                Command::Append {
+                    records,
+                    encoded_len,
+                    done,
+                } => self.stage(records, encoded_len, done),
+                Command::Sync(reply) => {
+                    let result = self.flush().and_then(|()| self.sync_active());
+                    let _ = reply.send(result);
+                }
+                Command::Roll(reply) => {
+                    let result = self.flush().and_then(|()| {
+                        if self.active.len > 0 {
+                            self.roll()
+                        } else {
+                            Ok(())
+                        }
+                    });
+                    let _ = reply.send(result);
+                }
+            }
+            if self.buf.len() < max_group {
+                next = self.receiver.try_recv().ok();
+            }
+        }
+        if let Err(e) = self.flush() {
+            tracing::warn!(dir = %self.shared.dir.display(), error = %e, "group write failed");
+        }
+        // Under steady load the receive never times out, so the interval sync is also
+        // checked after every group.
+        if let Durability::Interval(interval) = self.shared.config.durability
+            && self.last_sync.elapsed() >= interval
+        {
+            self.on_timer();
+        }
+    }
+
+    /// Encodes one append into the group buffer, rolling the segment first if it would not fit.
+    fn stage(&mut self, records: Vec<NewRecord>, encoded_len: usize, done: Completion) {
+        if let Some(e) = self.shared.poison_error() {
+            return done(Err(e));
+        }
+        let batch_len = (HEADER_LEN + encoded_len) as u64;
+        let now = self.shared.clock.now_ms();
+        if self.needs_roll(batch_len, records.len() as u64, now) {
+            if let Err(e) = self.flush().and_then(|()| self.roll()) {
+                return done(Err(e));
+            }
+        }
+        let position = self.active.len + self.buf.len() as u64;
+        let base_offset = self.staged_next_offset();
+        let header = batch::encode(&mut self.buf, base_offset, &records, now);
+        self.pending.push(Pending {
+            done,
+            header,
+            position,
+        });
+    }
+
+    fn staged_next_offset(&self) -> u64 {
+        self.pending
+            .last()
+            .map_or(self.active.next_offset, |p| p.header.next_offset())
+    }
+
+    fn needs_roll(&self, batch_len: u64, count: u64, now: i64) -> bool {
+        let staged = self.active.len + self.buf.len() as u64;
+        if staged == 0 {
+            return false;
+        }
+        let config = &self.shared.config;
+        let too_big = staged + batch_len > config.segment_bytes;
+        let too_many =
+            self.staged_next_offset() + count - self.active.segment.base_offset > u32::MAX as u64;
+        let too_old = config
+            .segment_max_age
+            .is_some_and(|age| now.saturating_sub(self.active.created_ms) >= age.as_millis() as i64);
+        too_big || too_many || too_old
+    }
+
+    /// Writes the staged group, syncs it if the durability asks for it, publishes it to
+    /// readers and completes its requests.
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let segment = self.active.segment.clone();
+        let start = self.active.len;
+        if let Err(source) = segment.file.write_all_at(&self.buf, start) {
+            self.buf.clear();
+            let error = StorageError::io("append to", &segment.log_path, source);
+            // Undo a partial write so the file ends on a batch boundary again.
+            if let Err(e) = segment.file.set_len(start) {
+                self.poison(format!("could not truncate after a failed write: {e}"));
+            }
+            fail_all(pending, &error);
+            return Err(error);
+        }
+        let written = self.buf.len() as u64;
+        self.buf.clear();
+        self.active.len += written;
+        if self.shared.config.durability == Durability::Fsync {
+            if let Err(e) = self.sync_data() {
+                fail_all(pending, &e);
+                return Err(e);
+            }
+        }
+        for p in &pending {
+            self.note_batch(p.position, &p.header);
+        }
+        self.publish();
+        for p in pending {
+            (p.done)(Ok(Appended {
+                base_offset: p.header.base_offset,
+                last_offset: p.header.last_offset(),
+            }));
+        }
+        if self.shared.config.durability == Durability::Fsync {
+            self.maybe_checkpoint();
+        }
+        Ok(())
+    }
+
+    /// Adds an index entry when a batch starts a new index interval, and tracks timestamps.
+    fn note_batch(&mut self, position: u64, header: &BatchHeader) {
+        if let Some(entry) = self.active.index.note(position, header) {
+            entry.encode(&mut self.unwritten_index);
+            self.active
+                .segment
+                .index
+                .write()
+                .expect("index lock")
+                .get_or_insert_with(Vec::new)
+                .push(entry);
+        }
+        if position == 0 {
+            self.active.created_ms = self.shared.clock.now_ms();
+        }
+        self.active.next_offset = header.next_offset();
+    }
+
+    fn publish(&self) {
+        let mut extent = self.active.segment.extent.write().expect("extent lock");
+        extent.len = self.active.len;
+        extent.next_offset = self.active.next_offset;
+        extent.max_timestamp = self.active.index.max_timestamp();
+        drop(extent);
+        self.shared
+            .visible_end
+            .store(self.active.next_offset, Ordering::Release);
+    }
+
+    fn sync_data(&mut self) -> Result<()> {
+        let segment = &self.active.segment;
+        let started = Instant::now();
+        if let Err(e) = segment.file.sync_data() {
+            let cause = format!("fdatasync of {} failed: {e}", segment.log_path.display());
+            self.poison(cause);
+            return Err(self.shared.poison_error().expect("just poisoned"));
+        }
+        metrics::histogram!("ferry_storage_fsync_seconds").record(started.elapsed().as_secs_f64());
+        self.synced_len = self.active.len;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Syncs whatever is written but not yet durable and refreshes the checkpoint.
+    fn sync_active(&mut self) -> Result<()> {
+        if self.synced_len != self.active.len {
+            self.sync_data()?;
+        }
+        self.maybe_checkpoint();
+        Ok(())
+    }
+
+    fn maybe_checkpoint(&mut self) {
+        if self.last_checkpoint.elapsed() < self.shared.config.checkpoint_interval {
+            return;
+        }
+        if let Err(e) = self.write_checkpoint() {
+            tracing::warn!(dir = %self.shared.dir.display(), error = %e, "checkpoint write failed; recovery will scan further");
+        }
+    }
+
+    /// Flushes pending index entries, then records the synced position. The index entries
+    /// need no fsync of their own: each carries a checksum and recovery only trusts entries
+    /// below the checkpoint.
+    fn write_checkpoint(&mut self) -> Result<()> {
+        self.last_checkpoint = Instant::now();
+        self.write_index_entries()?;
+        Checkpoint {
+            segment_base: self.active.segment.base_offset,
+            position: self.synced_len,
+            next_offset: self.synced_next_offset(),
+            max_timestamp: self.active.index.max_timestamp(),
+        }
+        .write(&self.shared.dir)
+    }
+
+    /// Checkpoints are only taken when everything written is synced.
+    fn synced_next_offset(&self) -> u64 {
+        debug_assert_eq!(self.synced_len, self.active.len);
+        self.active.next_offset
+    }
+
+    fn write_index_entries(&mut self) -> Result<()> {
+        if self.unwritten_index.is_empty() {
+            return Ok(());
+        }
+        let path = &self.active.segment.index_path;
+        self.index_file
+            .write_all_at(&self.unwritten_index, self.active.index_file_len)
+            .ctx("write index", path)?;
+        self.active.index_file_len += self.unwritten_index.len() as u64;
+        self.unwritten_index.clear();
+        Ok(())
+    }
+
+    /// Seals the active segment and starts the next. Order matters for crash safety: the data
+    /// is synced before the footer claims its length, and the footer is synced before the new
+    /// segment exists, so a crash leaves either an active segment without footer (recovered by
+    /// scanning) or a sealed one with a truthful footer.
+    fn roll(&mut self) -> Result<()> {
+        if self.synced_len != self.active.len {
+            self.sync_data()?;
+        }
+        self.seal_index()?;
+        let next_base = self.active.next_offset;
+        let dir = self.shared.dir.clone();
+        let extent = Extent {
+            next_offset: next_base,
+            max_timestamp: i64::MIN,
+            len: 0,
+            sealed: false,
+        };
+        let segment = Arc::new(Segment::open(&dir, next_base, extent, true)?);
+        *segment.index.write().expect("index lock") = Some(Vec::new());
+        let index_file = open_index(&segment)?;
+        fs_util::sync_dir(&dir)?;
+        self.active.segment.extent.write().expect("extent lock").sealed = true;
+        self.shared
+            .segments
+            .write()
+            .expect("segments lock")
+            .push(segment.clone());
+        self.index_file = index_file;
+        self.active = ActiveState {
+            segment,
+            len: 0,
+            next_offset: next_base,
+            created_ms: self.shared.clock.now_ms(),
+            index: IndexBuilder::new(next_base, self.shared.config.index_interval_bytes),
+            index_file_len: 0,
+        };
+        self.synced_len = 0;
+        self.write_checkpoint()
+    }
+
+    /// Rewrites the active segment's index whole, with its footer, and syncs it.
+    fn seal_index(&mut self) -> Result<()> {
+        let segment = &self.active.segment;
+        let entries = segment.index.read().expect("index lock").clone().unwrap_or_default();
+        let mut bytes = Vec::with_capacity(entries.len() * index::ENTRY_LEN + index::FOOTER_LEN);
+        for entry in &entries {
+            entry.encode(&mut bytes);
+        }
+        Footer {
+            entry_count: entries.len() as u64,
+            next_offset: self.active.next_offset,
+            max_timestamp: self.active.index.max_timestamp(),
+            segment_len: self.active.len,
+            entries_crc: crc32c::crc32c(&bytes),
+        }
+        .encode(&mut bytes);
+        let path = &segment.index_path;
+        self.index_file.set_len(0).ctx("truncate index", path)?;
+        self.index_file.write_all_at(&bytes, 0).ctx("write index", path)?;
+        self.index_file.sync_data().ctx("fsync index", path)?;
+        self.unwritten_index.clear();
+        self.active.index_file_len = bytes.len() as u64;
+        Ok(())
+    }
+
+    fn poison(&self, cause: String) {
+        tracing::error!(dir = %self.shared.dir.display(), %cause, "log poisoned: reopen it to recover");
+        *self.shared.poisoned.lock().expect("poison lock") = Some(cause);
+    }
+
+    /// Clean stop: everything staged is written and synced, and the checkpoint points at the
+    /// end, so the next open scans nothing.
+    fn shutdown(&mut self) {
+        let result = self.flush().and_then(|()| {
+            if self.shared.poison_error().is_some() {
+                return Ok(());
+            }
+            if self.synced_len != self.active.len {
+                self.sync_data()?;
+            }
+            self.write_checkpoint()
+        });
+        if let Err(e) = result {
+            tracing::warn!(dir = %self.shared.dir.display(), error = %e, "log did not close cleanly");
+        }
+    }
+}
+
+fn open_index(segment: &Segment) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&segment.index_path)
+        .ctx("open index", &segment.index_path)
+}
+
+fn fail_all(pending: Vec<Pending>, error: &StorageError) {
+    for p in pending {
+        (p.done)(Err(error.duplicate()));
+    }
+}
