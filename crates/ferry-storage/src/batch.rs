@@ -233,7 +233,9 @@ pub fn parse_header(bytes: &[u8], max_batch_len: usize) -> Result<BatchHeader, D
     }
     // Every record takes at least 22 bytes, so a count that cannot fit is damage.
     if record_count == 0 || record_count as usize > (length as usize - HEADER_LEN) / 22 {
-        return Err(DecodeError::BadHeader(format!("record count {record_count}")));
+        return Err(DecodeError::BadHeader(format!(
+            "record count {record_count}"
+        )));
     }
     if base_offset.checked_add(record_count as u64).is_none() {
         return Err(DecodeError::BadHeader(format!("base offset {base_offset}")));
@@ -400,8 +402,7 @@ impl Iterator for RecordIter<'_> {
                 self.index = u32::MAX;
                 return Some(Err(DecodeError::BadRecords("batch ended early".into())));
             }
-            if self.index == self.batch.header.record_count && self.pos != self.batch.bytes.len()
-            {
+            if self.index == self.batch.header.record_count && self.pos != self.batch.bytes.len() {
                 self.index = u32::MAX;
                 return Some(Err(DecodeError::BadRecords(
                     "trailing bytes after the last record".into(),

@@ -76,7 +76,8 @@ impl LogConfig {
         if self.index_interval_bytes == 0 {
             return bad("index_interval_bytes must be positive".into());
         }
-        if self.max_batch_bytes as u64 > self.segment_bytes || self.max_batch_bytes > u32::MAX as usize
+        if self.max_batch_bytes as u64 > self.segment_bytes
+            || self.max_batch_bytes > u32::MAX as usize
         {
             return bad(format!(
                 "max_batch_bytes ({}) must fit in a segment ({})",

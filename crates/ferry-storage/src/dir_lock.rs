@@ -43,7 +43,8 @@ impl DirLock {
             Err(std::fs::TryLockError::Error(e)) => return Err(StorageError::io("lock", &path, e)),
         }
         file.set_len(0).ctx("write lock file", &path)?;
-        file.seek(SeekFrom::Start(0)).ctx("write lock file", &path)?;
+        file.seek(SeekFrom::Start(0))
+            .ctx("write lock file", &path)?;
         write!(file, "{}", std::process::id()).ctx("write lock file", &path)?;
         Ok(DirLock { _file: file, path })
     }

@@ -59,7 +59,11 @@ pub enum StorageError {
     #[error(
         "offset {requested} is out of range: the log holds offsets {start}..{end}; read from the start offset or the end"
     )]
-    OffsetOutOfRange { requested: u64, start: u64, end: u64 },
+    OffsetOutOfRange {
+        requested: u64,
+        start: u64,
+        end: u64,
+    },
 
     #[error(
         "the log in {dir} stopped accepting writes after a failed fdatasync ({cause}); whether earlier writes reached the disk is unknown, so reopen the log to recover from what is on disk"

@@ -105,13 +105,16 @@ pub fn read_footer(path: &Path) -> Result<Option<Footer>> {
         Err(e) => return Err(crate::StorageError::io("open index", path, e)),
     };
     let len = file.metadata().ctx("stat index", path)?.len();
-    if len < FOOTER_LEN as u64 || (len - FOOTER_LEN as u64) % ENTRY_LEN as u64 != 0 {
+    if len < FOOTER_LEN as u64 || !(len - FOOTER_LEN as u64).is_multiple_of(ENTRY_LEN as u64) {
         return Ok(None);
     }
     let mut buf = [0u8; FOOTER_LEN];
     file.read_exact_at(&mut buf, len - FOOTER_LEN as u64)
         .ctx("read index footer", path)?;
-    Ok(Footer::decode(&buf).filter(|f| f.entry_count * ENTRY_LEN as u64 == len - FOOTER_LEN as u64))
+    Ok(
+        Footer::decode(&buf)
+            .filter(|f| f.entry_count * ENTRY_LEN as u64 == len - FOOTER_LEN as u64),
+    )
 }
 
 /// Loads a sealed index and checks it whole against its footer.
@@ -166,7 +169,9 @@ fn is_well_formed(entries: &[IndexEntry], segment_len: u64) -> bool {
         w[1].relative_offset > w[0].relative_offset
             && w[1].position > w[0].position
             && w[1].max_timestamp_before >= w[0].max_timestamp_before
-    }) && entries.last().is_none_or(|e| (e.position as u64) < segment_len)
+    }) && entries
+        .last()
+        .is_none_or(|e| (e.position as u64) < segment_len)
 }
 
 /// Entry with the greatest relative offset not above `relative_offset`.
@@ -281,7 +286,11 @@ impl IndexBuilder {
     }
 
     /// Records a batch written at `position`; returns the index entry it starts, if any.
-    pub fn note(&mut self, position: u64, header: &crate::batch::BatchHeader) -> Option<IndexEntry> {
+    pub fn note(
+        &mut self,
+        position: u64,
+        header: &crate::batch::BatchHeader,
+    ) -> Option<IndexEntry> {
         let entry = (position == 0 || self.bytes_since_entry >= self.interval).then(|| {
             self.bytes_since_entry = 0;
             IndexEntry {

@@ -10,6 +10,7 @@ pub mod meta_store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dir_lock::DirLock;
 pub use error::{Result, StorageError};
+pub use meta_store::{MetaBatch, MetaStore};
 pub mod batch;
 mod checkpoint;
 pub mod config;

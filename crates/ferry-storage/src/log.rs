@@ -146,9 +146,7 @@ impl Log {
             encoded_len,
             done,
         };
-        if let Err(mpsc::SendError(Command::Append { done, .. })) =
-            self.sender().send(command)
-        {
+        if let Err(mpsc::SendError(Command::Append { done, .. })) = self.sender().send(command) {
             done(Err(StorageError::Closed));
         }
     }
@@ -175,7 +173,11 @@ impl Log {
                     max: config.max_headers,
                 });
             }
-            if let Some((name, _)) = record.headers.iter().find(|(n, _)| n.len() > u16::MAX as usize) {
+            if let Some((name, _)) = record
+                .headers
+                .iter()
+                .find(|(n, _)| n.len() > u16::MAX as usize)
+            {
                 return Err(StorageError::TooLarge {
                     what: "header name",
                     size: name.len(),
@@ -260,7 +262,9 @@ impl Log {
         let mut out = Vec::new();
         let mut budget = max_bytes;
         let mut next = from;
-        let first = segments.partition_point(|s| s.base_offset <= from).saturating_sub(1);
+        let first = segments
+            .partition_point(|s| s.base_offset <= from)
+            .saturating_sub(1);
         for segment in &segments[first..] {
             if next >= end || (budget == 0 && !out.is_empty()) {
                 break;
@@ -271,11 +275,24 @@ impl Log {
             }
             next = next.max(segment.base_offset);
             let position = self.position_for_offset(segment, next)?;
-            let read = read_segment(segment, position, extent.len, next, &mut budget, !out.is_empty(), &self.shared.config)?;
+            let read = read_segment(
+                segment,
+                position,
+                extent.len,
+                next,
+                &mut budget,
+                !out.is_empty(),
+                &self.shared.config,
+            )?;
             if let Some(last) = read.last() {
                 next = last.next_offset();
             }
             out.extend(read);
+            // The budget ran out inside this segment: later segments must wait for the next
+            // read, or the records in between would be skipped.
+            if next < extent.next_offset {
+                break;
+            }
         }
         Ok(out)
     }
@@ -305,10 +322,10 @@ impl Log {
             let mut pos = position;
             while pos < extent.len {
                 let batch = read_one_batch(&segment, pos, extent.len, &self.shared.config)?;
-                if batch.header().max_timestamp >= timestamp {
-                    if let Some(r) = batch.records().find(|r| r.timestamp >= timestamp) {
-                        return Ok(Some(r.offset));
-                    }
+                if batch.header().max_timestamp >= timestamp
+                    && let Some(r) = batch.records().find(|r| r.timestamp >= timestamp)
+                {
+                    return Ok(Some(r.offset));
                 }
                 pos += batch.header().length as u64;
             }
@@ -429,7 +446,10 @@ fn read_segment(
             return Err(corrupt(segment, position, header.base_offset, detail));
         }
         if chunk.len() - at < len {
-            chunk = segment.read_at(position, (limit - position).min(want.max(len) as u64) as usize)?;
+            chunk = segment.read_at(
+                position,
+                (limit - position).min(want.max(len) as u64) as usize,
+            )?;
             chunk_pos = position;
             at = 0;
         }

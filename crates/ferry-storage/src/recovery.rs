@@ -74,7 +74,14 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
     let last = bases.len() - 1;
     for (i, &base) in bases[..last].iter().enumerate() {
         let next_base = bases[i + 1];
-        segments.push(Arc::new(open_sealed(dir, base, next_base, config, clock, &mut report)?));
+        segments.push(Arc::new(open_sealed(
+            dir,
+            base,
+            next_base,
+            config,
+            clock,
+            &mut report,
+        )?));
     }
     let (active, active_state) = open_active(dir, bases[last], config, clock, &mut report)?;
     segments.push(active);
@@ -151,7 +158,14 @@ fn open_sealed(
         return Segment::open(dir, base, extent, false);
     }
     let segment = Segment::open(dir, base, placeholder_extent(base, len, true), false)?;
-    let outcome = segment::scan(&segment.file, &log_path, 0, len, Some(base), config.max_batch_bytes)?;
+    let outcome = segment::scan(
+        &segment.file,
+        &log_path,
+        0,
+        len,
+        Some(base),
+        config.max_batch_bytes,
+    )?;
     let (outcome, builder_base) = match &outcome.stop {
         None => (outcome, base),
         Some(stop) => {
@@ -165,9 +179,25 @@ fn open_sealed(
         }
     };
     let segment_len = outcome.valid_end;
-    let (entries, builder) = build_entries(builder_base, config, &outcome.batches, IndexBuilder::new(builder_base, config.index_interval_bytes), Vec::new());
-    let next_offset = outcome.batches.last().map_or(base, |(_, h)| h.next_offset());
-    write_sealed_index(dir, base, &entries, next_offset, builder.max_timestamp(), segment_len)?;
+    let (entries, builder) = build_entries(
+        builder_base,
+        config,
+        &outcome.batches,
+        IndexBuilder::new(builder_base, config.index_interval_bytes),
+        Vec::new(),
+    );
+    let next_offset = outcome
+        .batches
+        .last()
+        .map_or(base, |(_, h)| h.next_offset());
+    write_sealed_index(
+        dir,
+        base,
+        &entries,
+        next_offset,
+        builder.max_timestamp(),
+        segment_len,
+    )?;
     report.rebuilt_indexes.push(segment::index_path(dir, base));
     tracing::warn!(segment = %log_path.display(), "rebuilt a missing or damaged segment index");
     let extent = Extent {
@@ -191,10 +221,18 @@ fn placeholder_extent(base: u64, len: u64, sealed: bool) -> Extent {
 }
 
 fn expected_after(outcome: &ScanOutcome, base: u64) -> u64 {
-    outcome.batches.last().map_or(base, |(_, h)| h.next_offset())
+    outcome
+        .batches
+        .last()
+        .map_or(base, |(_, h)| h.next_offset())
 }
 
-fn corrupt_log(dir: &Path, file: &Path, stop: &segment::ScanStop, lost: Range<u64>) -> StorageError {
+fn corrupt_log(
+    dir: &Path,
+    file: &Path,
+    stop: &segment::ScanStop,
+    lost: Range<u64>,
+) -> StorageError {
     StorageError::CorruptLog {
         dir: dir.to_path_buf(),
         file: file.to_path_buf(),
@@ -236,11 +274,21 @@ fn open_active(
             base + e.relative_offset as u64,
             IndexBuilder::resume_at(base, config.index_interval_bytes, &e),
         ),
-        None => (0, base, IndexBuilder::new(base, config.index_interval_bytes)),
+        None => (
+            0,
+            base,
+            IndexBuilder::new(base, config.index_interval_bytes),
+        ),
     };
     let segment = Segment::open(dir, base, placeholder_extent(base, len, false), true)?;
-    let mut outcome =
-        segment::scan(&segment.file, &log_path, scan_from, len, Some(expected), config.max_batch_bytes)?;
+    let mut outcome = segment::scan(
+        &segment.file,
+        &log_path,
+        scan_from,
+        len,
+        Some(expected),
+        config.max_batch_bytes,
+    )?;
     report.scanned_bytes = outcome.valid_end - scan_from;
     let mut next_offset = expected_after(&outcome, expected);
     let mut builder = builder;
@@ -280,8 +328,12 @@ fn open_active(
             reason = %stop.error,
             "truncating a torn tail left by an interrupted write"
         );
-        metrics::counter!("ferry_storage_recovery_truncated_bytes_total").increment(cut.end - cut.start);
-        segment.file.set_len(stop.position).ctx("truncate torn tail of", &log_path)?;
+        metrics::counter!("ferry_storage_recovery_truncated_bytes_total")
+            .increment(cut.end - cut.start);
+        segment
+            .file
+            .set_len(stop.position)
+            .ctx("truncate torn tail of", &log_path)?;
         segment.file.sync_all().ctx("fsync", &log_path)?;
         report.truncated = Some((log_path.clone(), cut));
         len = stop.position;
@@ -337,7 +389,10 @@ fn first_timestamp(segment: &Segment) -> Option<i64> {
 /// True when the batch at `position` fails but the one its length points to verifies: the
 /// damage is in the middle, not a torn end.
 fn intact_batch_follows(segment: &Segment, position: u64, len: u64, config: &LogConfig) -> bool {
-    let Ok(head) = segment.read_at(position, crate::batch::HEADER_LEN.min((len - position) as usize)) else {
+    let Ok(head) = segment.read_at(
+        position,
+        crate::batch::HEADER_LEN.min((len - position) as usize),
+    ) else {
         return false;
     };
     let declared = if head.len() >= 4 {
@@ -346,7 +401,13 @@ fn intact_batch_follows(segment: &Segment, position: u64, len: u64, config: &Log
         return false;
     };
     declared >= crate::batch::HEADER_LEN as u64
-        && segment::valid_batch_at(&segment.file, position + declared, len, config.max_batch_bytes).is_some()
+        && segment::valid_batch_at(
+            &segment.file,
+            position + declared,
+            len,
+            config.max_batch_bytes,
+        )
+        .is_some()
 }
 
 fn build_entries(
@@ -390,7 +451,10 @@ fn write_sealed_index(
 
 /// Loads a sealed segment's index for a read, rebuilding it from the log if it went missing
 /// or was damaged after the log was opened.
-pub(crate) fn load_or_rebuild_index(segment: &Segment, config: &LogConfig) -> Result<Vec<IndexEntry>> {
+pub(crate) fn load_or_rebuild_index(
+    segment: &Segment,
+    config: &LogConfig,
+) -> Result<Vec<IndexEntry>> {
     let extent = segment.extent();
     if let Some(footer) = index::read_footer(&segment.index_path)?
         && footer.segment_len == extent.len
@@ -415,9 +479,22 @@ pub(crate) fn load_or_rebuild_index(segment: &Segment, config: &LogConfig) -> Re
         });
     }
     let builder = IndexBuilder::new(segment.base_offset, config.index_interval_bytes);
-    let (entries, builder) = build_entries(segment.base_offset, config, &outcome.batches, builder, Vec::new());
+    let (entries, builder) = build_entries(
+        segment.base_offset,
+        config,
+        &outcome.batches,
+        builder,
+        Vec::new(),
+    );
     let dir = segment.log_path.parent().unwrap_or(Path::new("."));
-    write_sealed_index(dir, segment.base_offset, &entries, extent.next_offset, builder.max_timestamp(), extent.len)?;
+    write_sealed_index(
+        dir,
+        segment.base_offset,
+        &entries,
+        extent.next_offset,
+        builder.max_timestamp(),
+        extent.len,
+    )?;
     tracing::warn!(segment = %segment.log_path.display(), "rebuilt a missing or damaged segment index");
     Ok(entries)
 }
@@ -443,7 +520,13 @@ fn repair(
     let mut expected = base;
     while pos < len {
         let outcome = segment::scan(&file, &log_path, pos, len, None, config.max_batch_bytes)?;
-        kept.extend(outcome.batches.iter().filter(|(_, h)| h.base_offset >= expected).copied());
+        kept.extend(
+            outcome
+                .batches
+                .iter()
+                .filter(|(_, h)| h.base_offset >= expected)
+                .copied(),
+        );
         expected = kept.last().map_or(expected, |(_, h)| h.next_offset());
         let Some(stop) = outcome.stop else { break };
         // Resynchronise on the next intact batch if the damaged one's length still holds.
@@ -451,7 +534,9 @@ fn repair(
         let resync = std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, stop.position)
             .ok()
             .map(|()| stop.position + u32::from_le_bytes(head) as u64)
-            .and_then(|next| segment::valid_batch_at(&file, next, len, config.max_batch_bytes).map(|h| (next, h)));
+            .and_then(|next| {
+                segment::valid_batch_at(&file, next, len, config.max_batch_bytes).map(|h| (next, h))
+            });
         match resync {
             Some((next, header)) if header.base_offset >= expected => {
                 lost.push(expected..header.base_offset);
@@ -467,7 +552,10 @@ fn repair(
     }
     let quarantine = dir.join(QUARANTINE_DIR);
     fs_util::create_dir_durable(&quarantine)?;
-    let name = log_path.file_name().and_then(|n| n.to_str()).unwrap_or("segment");
+    let name = log_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("segment");
     let quarantined_to = quarantine.join(format!("{name}.{}", clock.now_ms()));
     fs::copy(&log_path, &quarantined_to).ctx("quarantine", &quarantined_to)?;
     fs::File::open(&quarantined_to)
@@ -479,7 +567,8 @@ fn repair(
     let mut rewritten = Vec::with_capacity(kept.len());
     for (position, header) in &kept {
         let mut buf = vec![0u8; header.length as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, *position).ctx("read", &log_path)?;
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, *position)
+            .ctx("read", &log_path)?;
         rewritten.push((bytes.len() as u64, *header));
         bytes.extend_from_slice(&buf);
     }

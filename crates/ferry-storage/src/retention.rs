@@ -42,11 +42,13 @@ impl Log {
                 if !extent.sealed {
                     break;
                 }
-                let too_old = policy
-                    .max_age
-                    .is_some_and(|age| extent.max_timestamp < now.saturating_sub(age.as_millis() as i64));
+                let too_old = policy.max_age.is_some_and(|age| {
+                    extent.max_timestamp < now.saturating_sub(age.as_millis() as i64)
+                });
                 let too_big = policy.max_bytes.is_some_and(|max| total > max);
-                let consumed = policy.low_watermark.is_some_and(|w| extent.next_offset <= w);
+                let consumed = policy
+                    .low_watermark
+                    .is_some_and(|w| extent.next_offset <= w);
                 if !(too_old || too_big || consumed) {
                     break;
                 }
@@ -66,7 +68,11 @@ impl Log {
             if let Err(e) = std::fs::remove_file(&segment.index_path)
                 && e.kind() != std::io::ErrorKind::NotFound
             {
-                return Err(crate::StorageError::io("delete index", &segment.index_path, e));
+                return Err(crate::StorageError::io(
+                    "delete index",
+                    &segment.index_path,
+                    e,
+                ));
             }
             report.deleted_segments += 1;
             report.deleted_bytes += segment.extent().len;

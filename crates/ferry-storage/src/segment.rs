@@ -114,8 +114,7 @@ pub fn scan(
     while pos < end {
         let in_chunk = (pos - chunk_start) as usize;
         let available = chunk.len().saturating_sub(in_chunk);
-        let header = match batch::parse_header(&chunk[in_chunk.min(chunk.len())..], max_batch_len)
-        {
+        let header = match batch::parse_header(&chunk[in_chunk.min(chunk.len())..], max_batch_len) {
             Ok(h) if available >= h.length as usize => Ok(h),
             Ok(h) => Err(DecodeError::Incomplete {
                 needed: h.length as usize,
@@ -128,7 +127,8 @@ pub fn scan(
             Err(DecodeError::Incomplete { needed, .. }) if pos + (available as u64) < end => {
                 let want = (end - pos).min(CHUNK.max(needed) as u64) as usize;
                 chunk.resize(want, 0);
-                file.read_exact_at(&mut chunk, pos).ctx("scan segment", path)?;
+                file.read_exact_at(&mut chunk, pos)
+                    .ctx("scan segment", path)?;
                 chunk_start = pos;
                 continue;
             }

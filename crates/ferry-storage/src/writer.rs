@@ -26,10 +26,10 @@ use crate::batch::{self, BatchHeader, HEADER_LEN, NewRecord};
 use crate::checkpoint::Checkpoint;
 use crate::config::Durability;
 use crate::error::{IoContext, Result, StorageError};
+use crate::fs_util;
 use crate::index::{self, Footer, IndexBuilder};
 use crate::log::{Appended, Shared};
 use crate::segment::{Extent, Segment};
-use crate::fs_util;
 
 pub type Completion = Box<dyn FnOnce(Result<Appended>) + Send>;
 
@@ -75,7 +75,11 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub fn new(shared: Arc<Shared>, active: ActiveState, receiver: Receiver<Command>) -> Result<Self> {
+    pub fn new(
+        shared: Arc<Shared>,
+        active: ActiveState,
+        receiver: Receiver<Command>,
+    ) -> Result<Self> {
         let index_file = open_index(&active.segment)?;
         Ok(Writer {
             synced_len: active.len,
@@ -95,7 +99,10 @@ impl Writer {
         loop {
             let command = match self.next_timer() {
                 Some(wait) => self.receiver.recv_timeout(wait),
-                None => self.receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                None => self
+                    .receiver
+                    .recv()
+                    .map_err(|_| RecvTimeoutError::Disconnected),
             };
             match command {
                 Ok(first) => self.process_group(first),
@@ -172,10 +179,10 @@ impl Writer {
         }
         let batch_len = (HEADER_LEN + encoded_len) as u64;
         let now = self.shared.clock.now_ms();
-        if self.needs_roll(batch_len, records.len() as u64, now) {
-            if let Err(e) = self.flush().and_then(|()| self.roll()) {
-                return done(Err(e));
-            }
+        if self.needs_roll(batch_len, records.len() as u64, now)
+            && let Err(e) = self.flush().and_then(|()| self.roll())
+        {
+            return done(Err(e));
         }
         let position = self.active.len + self.buf.len() as u64;
         let base_offset = self.staged_next_offset();
@@ -202,9 +209,9 @@ impl Writer {
         let too_big = staged + batch_len > config.segment_bytes;
         let too_many =
             self.staged_next_offset() + count - self.active.segment.base_offset > u32::MAX as u64;
-        let too_old = config
-            .segment_max_age
-            .is_some_and(|age| now.saturating_sub(self.active.created_ms) >= age.as_millis() as i64);
+        let too_old = config.segment_max_age.is_some_and(|age| {
+            now.saturating_sub(self.active.created_ms) >= age.as_millis() as i64
+        });
         too_big || too_many || too_old
     }
 
@@ -230,11 +237,11 @@ impl Writer {
         let written = self.buf.len() as u64;
         self.buf.clear();
         self.active.len += written;
-        if self.shared.config.durability == Durability::Fsync {
-            if let Err(e) = self.sync_data() {
-                fail_all(pending, &e);
-                return Err(e);
-            }
+        if self.shared.config.durability == Durability::Fsync
+            && let Err(e) = self.sync_data()
+        {
+            fail_all(pending, &e);
+            return Err(e);
         }
         for p in &pending {
             self.note_batch(p.position, &p.header);
@@ -347,15 +354,16 @@ impl Writer {
         Ok(())
     }
 
-    /// Seals the active segment and starts the next. Order matters for crash safety: the data
-    /// is synced before the footer claims its length, and the footer is synced before the new
-    /// segment exists, so a crash leaves either an active segment without footer (recovered by
-    /// scanning) or a sealed one with a truthful footer.
+    /// Seals the active segment and starts the next. Order matters for crash safety:
+    /// 1. the data is synced, so a sealed segment never has a torn tail;
+    /// 2. the next segment is created (and its name made durable) before the old one gets its
+    ///    footer, so a failure here (ENOSPC) leaves the old segment active and unchanged;
+    /// 3. the footer is written and synced. A crash between 2 and 3 leaves a sealed segment
+    ///    without footer, which recovery verifies and re-indexes by scanning.
     fn roll(&mut self) -> Result<()> {
         if self.synced_len != self.active.len {
             self.sync_data()?;
         }
-        self.seal_index()?;
         let next_base = self.active.next_offset;
         let dir = self.shared.dir.clone();
         let extent = Extent {
@@ -364,11 +372,27 @@ impl Writer {
             len: 0,
             sealed: false,
         };
-        let segment = Arc::new(Segment::open(&dir, next_base, extent, true)?);
+        let created = Segment::open(&dir, next_base, extent, true).and_then(|segment| {
+            let index_file = open_index(&segment)?;
+            fs_util::sync_dir(&dir)?;
+            Ok((segment, index_file))
+        });
+        let (segment, index_file) = match created.and_then(|c| self.seal_index().map(|()| c)) {
+            Ok(created) => created,
+            Err(e) => {
+                let _ = std::fs::remove_file(crate::segment::log_path(&dir, next_base));
+                let _ = std::fs::remove_file(crate::segment::index_path(&dir, next_base));
+                return Err(e);
+            }
+        };
+        let segment = Arc::new(segment);
         *segment.index.write().expect("index lock") = Some(Vec::new());
-        let index_file = open_index(&segment)?;
-        fs_util::sync_dir(&dir)?;
-        self.active.segment.extent.write().expect("extent lock").sealed = true;
+        self.active
+            .segment
+            .extent
+            .write()
+            .expect("extent lock")
+            .sealed = true;
         self.shared
             .segments
             .write()
@@ -384,13 +408,23 @@ impl Writer {
             index_file_len: 0,
         };
         self.synced_len = 0;
-        self.write_checkpoint()
+        if let Err(e) = self.write_checkpoint() {
+            // The roll itself is complete; without a fresh checkpoint the next recovery just
+            // scans the new (small) active segment from its start.
+            tracing::warn!(dir = %dir.display(), error = %e, "checkpoint after roll failed");
+        }
+        Ok(())
     }
 
     /// Rewrites the active segment's index whole, with its footer, and syncs it.
     fn seal_index(&mut self) -> Result<()> {
         let segment = &self.active.segment;
-        let entries = segment.index.read().expect("index lock").clone().unwrap_or_default();
+        let entries = segment
+            .index
+            .read()
+            .expect("index lock")
+            .clone()
+            .unwrap_or_default();
         let mut bytes = Vec::with_capacity(entries.len() * index::ENTRY_LEN + index::FOOTER_LEN);
         for entry in &entries {
             entry.encode(&mut bytes);
@@ -404,9 +438,18 @@ impl Writer {
         }
         .encode(&mut bytes);
         let path = &segment.index_path;
-        self.index_file.set_len(0).ctx("truncate index", path)?;
-        self.index_file.write_all_at(&bytes, 0).ctx("write index", path)?;
-        self.index_file.sync_data().ctx("fsync index", path)?;
+        let written = self
+            .index_file
+            .set_len(0)
+            .and_then(|()| self.index_file.write_all_at(&bytes, 0))
+            .and_then(|()| self.index_file.sync_data());
+        if let Err(e) = written {
+            // The file is now in an unknown state: have the next checkpoint rewrite it whole.
+            self.unwritten_index = bytes[..entries.len() * index::ENTRY_LEN].to_vec();
+            self.active.index_file_len = 0;
+            let _ = self.index_file.set_len(0);
+            return Err(StorageError::io("write index", path, e));
+        }
         self.unwritten_index.clear();
         self.active.index_file_len = bytes.len() as u64;
         Ok(())

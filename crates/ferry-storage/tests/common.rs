@@ -33,7 +33,10 @@ pub fn read_all(log: &Log) -> Vec<ferry_storage::Record> {
     let mut next = log.start_offset();
     while next < log.end_offset() {
         let batch = log.read(next, 64 * 1024).expect("read");
-        assert!(!batch.is_empty(), "read at {next} returned nothing before the end");
+        assert!(
+            !batch.is_empty(),
+            "read at {next} returned nothing before the end"
+        );
         next = batch.last().unwrap().offset + 1;
         out.extend(batch);
     }

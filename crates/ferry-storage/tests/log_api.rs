@@ -30,7 +30,10 @@ fn appended_records_read_back_identical_after_reopen() {
     assert_eq!(log.recovery_report().truncated, None);
     // A clean close checkpoints the end: recovery re-reads at most the last index interval.
     let scanned = log.recovery_report().scanned_bytes;
-    assert!(scanned <= 256 + 200, "scanned {scanned} bytes after a clean close");
+    assert!(
+        scanned <= 256 + 200,
+        "scanned {scanned} bytes after a clean close"
+    );
     let records = read_all(&log);
     assert_eq!(records.len(), 200);
     for (i, (got, want)) in records.iter().zip(&expected).enumerate() {
@@ -49,8 +52,12 @@ fn read_from_any_offset_starts_at_that_offset() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), &small_config());
     for i in 0..50 {
-        log.append(vec![record(3 * i, 30), record(3 * i + 1, 30), record(3 * i + 2, 30)])
-            .unwrap();
+        log.append(vec![
+            record(3 * i, 30),
+            record(3 * i + 1, 30),
+            record(3 * i + 2, 30),
+        ])
+        .unwrap();
     }
     for from in 0..150 {
         let got = log.read(from, 1).unwrap();
@@ -68,7 +75,10 @@ fn offset_for_timestamp_finds_first_record_at_or_after() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), &small_config());
     for i in 0..300u64 {
-        log.append(vec![NewRecord::new(vec![0u8; 50]).with_timestamp(10 * i as i64)]).unwrap();
+        log.append(vec![
+            NewRecord::new(vec![0u8; 50]).with_timestamp(10 * i as i64),
+        ])
+        .unwrap();
     }
     assert_eq!(log.offset_for_timestamp(-5).unwrap(), Some(0));
     assert_eq!(log.offset_for_timestamp(0).unwrap(), Some(0));
@@ -117,12 +127,19 @@ fn concurrent_appenders_get_unique_contiguous_offsets() {
             let log = log.clone();
             std::thread::spawn(move || {
                 (0..100)
-                    .map(|i| log.append(vec![record(t * 1000 + i, 20)]).unwrap().base_offset)
+                    .map(|i| {
+                        log.append(vec![record(t * 1000 + i, 20)])
+                            .unwrap()
+                            .base_offset
+                    })
                     .collect::<Vec<_>>()
             })
         })
         .collect();
-    let mut offsets: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut offsets: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     offsets.sort_unstable();
     assert_eq!(offsets, (0..800).collect::<Vec<_>>());
     assert_eq!(read_all(&log).len(), 800);
@@ -152,8 +169,10 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
     let log = Log::open_with_clock(dir.path(), small_config(), Arc::new(clock.clone())).unwrap();
     for i in 0..400 {
         clock.set(i as i64 * 1000);
-        log.append(vec![NewRecord::new(vec![1u8; 60]).with_timestamp(i as i64 * 1000)])
-            .unwrap();
+        log.append(vec![
+            NewRecord::new(vec![1u8; 60]).with_timestamp(i as i64 * 1000),
+        ])
+        .unwrap();
     }
     let segments = log.segment_count();
     assert!(segments > 5);
@@ -165,10 +184,16 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
         })
         .unwrap();
     assert!(by_watermark.deleted_segments > 0);
-    assert!(log.start_offset() <= 100, "data above the watermark must stay");
+    assert!(
+        log.start_offset() <= 100,
+        "data above the watermark must stay"
+    );
     let start = log.start_offset();
     assert_eq!(log.read(start, 100).unwrap()[0].offset, start);
-    assert!(matches!(log.read(0, 100), Err(StorageError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        log.read(0, 100),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
 
     let by_age = log
         .apply_retention(&RetentionPolicy {
@@ -178,7 +203,10 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
         .unwrap();
     assert!(by_age.deleted_segments > 0);
     let first = log.read(log.start_offset(), 1).unwrap()[0].timestamp;
-    assert!(first <= 399_000 - 150_000 + 1000 * 100, "kept segments hold young records");
+    assert!(
+        first <= 399_000 - 150_000 + 1000 * 100,
+        "kept segments hold young records"
+    );
 
     let by_size = log
         .apply_retention(&RetentionPolicy {
