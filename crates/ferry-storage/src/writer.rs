@@ -393,6 +393,9 @@ impl Writer {
             .write()
             .expect("extent lock")
             .sealed = true;
+        // A sealed segment's index is loaded on demand under the cache bound; keeping every
+        // rolled segment's index in memory would grow without limit.
+        *self.active.segment.index.write().expect("index lock") = None;
         self.shared
             .segments
             .write()
