@@ -1,0 +1,150 @@
+//! `ferry bench storage`: the storage engine measured against the device it runs on, in one
+//! run, so every target is checked as a ratio of figures taken under the same conditions.
+
+pub mod device;
+pub mod fsync_count;
+mod json;
+pub mod machine;
+pub mod reopen;
+pub mod report;
+pub mod storage;
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+
+use machine::Machine;
+use storage::Cell;
+
+#[derive(clap::Args, Debug)]
+pub struct StorageArgs {
+    /// Short run: 0.5 s per cell, 1 s per device test, a 256 MiB log for the reopen check.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where to measure. A scratch directory is made inside it and removed afterwards.
+    /// Default: ./target if it exists, else the current directory (never /tmp, which is
+    /// often tmpfs and would make every fdatasync free).
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    /// Seconds per storage cell (default 2, or 0.5 with --quick).
+    #[arg(long, value_name = "N")]
+    pub seconds: Option<f64>,
+    /// Also write every figure as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Flushes the file system holding `dir` so that writeback and discards left by the previous
+/// step (a deleted gigabyte of log, say) land now rather than inside the next measurement.
+fn settle(dir: &Path) -> anyhow::Result<()> {
+    let handle = File::open(dir).with_context(|| format!("open {}", dir.display()))?;
+    // SAFETY: syncfs only reads the descriptor, which `handle` keeps open for the call.
+    if unsafe { libc::syncfs(handle.as_raw_fd()) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("syncfs {}", dir.display()));
+    }
+    Ok(())
+}
+
+/// Latencies in nanoseconds from 1 ns to 60 s at three significant digits; longer waits are
+/// clamped rather than dropped, so an outlier still counts.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
+    fsync_count::install()?;
+    let cell_seconds = args.seconds.unwrap_or(if args.quick { 0.5 } else { 2.0 });
+    if !(cell_seconds.is_finite() && cell_seconds > 0.0) {
+        bail!("--seconds must be a positive number (got {cell_seconds})");
+    }
+    let device_seconds = if args.quick { 1.0 } else { 2.0 };
+    let reopen_bytes: u64 = if args.quick { 256 << 20 } else { 1 << 30 };
+
+    let base = args.dir.clone().unwrap_or_else(|| {
+        let target = PathBuf::from("target");
+        if target.is_dir() {
+            target
+        } else {
+            PathBuf::from(".")
+        }
+    });
+    std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-bench-")
+        .tempdir_in(&base)
+        .with_context(|| format!("create a scratch directory in {}", base.display()))?;
+    let dir = scratch.path();
+
+    let machine = Machine::probe(dir);
+    eprintln!("{}", machine.line());
+    if machine.is_memory_backed() {
+        eprintln!(
+            "warning: {} is on {}: fdatasync costs nothing there, so these figures say nothing about a disk",
+            dir.display(),
+            machine.fs_type
+        );
+    }
+
+    eprintln!(
+        "device limits ({device_seconds} s each) in {}",
+        dir.display()
+    );
+    settle(dir)?;
+    let device = device::measure(dir, device_seconds)?;
+
+    let cells = Cell::matrix();
+    let mut results = Vec::with_capacity(cells.len());
+    for (i, cell) in cells.iter().enumerate() {
+        eprintln!(
+            "[{}/{}] {} {} x{} for {cell_seconds} s",
+            i + 1,
+            cells.len(),
+            cell.durability_name(),
+            cell.size_name(),
+            cell.appenders
+        );
+        results.push(storage::run_cell(
+            dir,
+            *cell,
+            Duration::from_secs_f64(cell_seconds),
+        )?);
+        settle(dir)?;
+    }
+
+    eprintln!(
+        "reopen after an unclean stop: filling {} MiB in a child process",
+        reopen_bytes >> 20
+    );
+    let reopen = reopen::measure(&dir.join("reopen"), reopen_bytes)?;
+
+    // The device again: a shared or throttled disk drifts, and a big gap between the two
+    // measurements says the ratios below are shaky.
+    eprintln!("device limits again, to see drift");
+    settle(dir)?;
+    let device_end = device::measure(dir, device_seconds)?;
+
+    let run = report::Run {
+        machine,
+        quick: args.quick,
+        cell_seconds,
+        device_seconds,
+        device,
+        device_end,
+        cells: results,
+        reopen,
+    };
+    println!("{}", run.machine.line());
+    println!("{}", report::table(&run));
+    if let Some(path) = &args.json {
+        std::fs::write(path, format!("{}\n", report::json(&run)))
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    scratch.close().context("remove the scratch directory")?;
+    Ok(())
+}
