@@ -216,7 +216,7 @@ pub fn parse_header(bytes: &[u8], max_batch_len: usize) -> Result<BatchHeader, D
     let length = b.get_u32_le();
     let magic = b.get_u16_le();
     let version = b.get_u8();
-    let _attributes = b.get_u8();
+    let attributes = b.get_u8();
     let crc = b.get_u32_le();
     let base_offset = b.get_u64_le();
     let record_count = b.get_u32_le();
@@ -227,6 +227,12 @@ pub fn parse_header(bytes: &[u8], max_batch_len: usize) -> Result<BatchHeader, D
     }
     if version != VERSION {
         return Err(DecodeError::BadHeader(format!("version {version}")));
+    }
+    // The attributes byte lies before the CRC's range: only this check protects it.
+    if attributes != 0 {
+        return Err(DecodeError::BadHeader(format!(
+            "attributes {attributes:#04x}"
+        )));
     }
     if (length as usize) < HEADER_LEN || length as usize > max_batch_len {
         return Err(DecodeError::BadHeader(format!("length {length}")));

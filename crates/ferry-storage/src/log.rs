@@ -461,6 +461,11 @@ fn read_segment(
                 .map_err(|e| corrupt(segment, position, header.base_offset, e.to_string()))?;
             *budget = budget.saturating_sub(len);
             out.push(batch);
+        } else {
+            // Skipping on the header's word alone would trust unchecked bytes: a damaged base
+            // offset or record count would make the read skip records or come back empty.
+            batch::verify(&chunk[at..at + len], config.max_batch_bytes)
+                .map_err(|e| corrupt(segment, position, header.base_offset, e.to_string()))?;
         }
         position += len as u64;
         if *budget == 0 && !out.is_empty() {

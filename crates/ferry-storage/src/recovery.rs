@@ -166,7 +166,26 @@ fn open_sealed(
         Some(base),
         config.max_batch_bytes,
     )?;
-    let (outcome, builder_base) = match &outcome.stop {
+    // An intact footer that claims more bytes and offsets than the file holds means the file
+    // lost its end, even when the cut falls on a batch boundary and the scan finds no bad
+    // batch. (A footer claiming offsets past `next_base` is not this segment's.)
+    let scanned_next = expected_after(&outcome, base);
+    let stop = outcome.stop.clone().or_else(|| {
+        footer
+            .filter(|f| {
+                f.segment_len > outcome.valid_end
+                    && f.next_offset > scanned_next
+                    && f.next_offset <= next_base
+            })
+            .map(|f| segment::ScanStop {
+                position: outcome.valid_end,
+                error: crate::batch::DecodeError::Incomplete {
+                    needed: (f.segment_len - outcome.valid_end) as usize,
+                    available: 0,
+                },
+            })
+    });
+    let (outcome, builder_base) = match &stop {
         None => (outcome, base),
         Some(stop) => {
             let lost = expected_after(&outcome, base)..next_base;
@@ -266,7 +285,9 @@ fn open_active(
         Some(f) => index::load_sealed(&index_path, &f)?.unwrap_or_default(),
         None => index::load_active_prefix(&index_path, trusted_len)?,
     };
-    entries.retain(|e| (e.position as u64) < trusted_len);
+    // An entry past the end of a file that lost bytes the checkpoint vouched for would start
+    // the scan beyond the data and misplace the damage.
+    entries.retain(|e| (e.position as u64) < trusted_len.min(len));
     // Resume at the last trusted entry: it is a batch boundary whose state the entry records.
     let (scan_from, expected, builder) = match entries.pop() {
         Some(e) => (
@@ -292,22 +313,27 @@ fn open_active(
     report.scanned_bytes = outcome.valid_end - scan_from;
     let mut next_offset = expected_after(&outcome, expected);
     let mut builder = builder;
+    let following = outcome
+        .stop
+        .as_ref()
+        .and_then(|stop| intact_batch_after(&segment, stop.position, len, next_offset, config));
     let damaged = match &outcome.stop {
-        Some(stop) => {
-            stop.position < trusted_len
-                || intact_batch_follows(&segment, stop.position, len, config)
-        }
+        Some(stop) => stop.position < trusted_len || following.is_some(),
         None => outcome.valid_end < trusted_len,
     };
     if damaged {
-        let stop = outcome.stop.clone().unwrap_or(segment::ScanStop {
+        let stop = outcome.stop.clone().unwrap_or_else(|| segment::ScanStop {
             position: outcome.valid_end,
             error: crate::batch::DecodeError::Incomplete {
                 needed: (trusted_len - outcome.valid_end) as usize,
                 available: 0,
             },
         });
-        let lost = next_offset..trusted_next.max(next_offset);
+        // Up to the intact batch that follows, or else to what the checkpoint vouches for.
+        let lost = next_offset
+            ..following
+                .map_or(trusted_next, |h| h.base_offset)
+                .max(next_offset);
         if !config.repair {
             return Err(corrupt_log(dir, &log_path, &stop, lost));
         }
@@ -338,6 +364,9 @@ fn open_active(
         report.truncated = Some((log_path.clone(), cut));
         len = stop.position;
     }
+    // A repair can leave the data ending below offsets the checkpoint vouches for (they were
+    // reported lost): they stay retired on every later open, not only the repairing one.
+    next_offset = next_offset.max(trusted_next);
     let (entries, builder) = build_entries(base, config, &outcome.batches, builder, entries);
     // The index file is rewritten to match what was recovered; from here the writer appends.
     let mut index_bytes = Vec::with_capacity(entries.len() * index::ENTRY_LEN);
@@ -386,28 +415,24 @@ fn first_timestamp(segment: &Segment) -> Option<i64> {
         .map(|h| h.first_timestamp)
 }
 
-/// True when the batch at `position` fails but the one its length points to verifies: the
-/// damage is in the middle, not a torn end.
-fn intact_batch_follows(segment: &Segment, position: u64, len: u64, config: &LogConfig) -> bool {
-    let Ok(head) = segment.read_at(
-        position,
-        crate::batch::HEADER_LEN.min((len - position) as usize),
-    ) else {
-        return false;
-    };
-    let declared = if head.len() >= 4 {
-        u32::from_le_bytes(head[0..4].try_into().unwrap()) as u64
-    } else {
-        return false;
-    };
-    declared >= crate::batch::HEADER_LEN as u64
-        && segment::valid_batch_at(
-            &segment.file,
-            position + declared,
-            len,
-            config.max_batch_bytes,
-        )
-        .is_some()
+/// The first intact batch (at or after `next_offset`) after the batch at `position` that
+/// failed: if there is one, the damage is in the middle, not a torn end. The failed batch's
+/// length is not trusted to say where that batch starts: it may be the damaged field.
+fn intact_batch_after(
+    segment: &Segment,
+    position: u64,
+    len: u64,
+    next_offset: u64,
+    config: &LogConfig,
+) -> Option<BatchHeader> {
+    segment::find_next_batch(
+        &segment.file,
+        position + 1,
+        len,
+        next_offset,
+        config.max_batch_bytes,
+    )
+    .map(|(_, header)| header)
 }
 
 fn build_entries(
@@ -529,26 +554,29 @@ fn repair(
         );
         expected = kept.last().map_or(expected, |(_, h)| h.next_offset());
         let Some(stop) = outcome.stop else { break };
-        // Resynchronise on the next intact batch if the damaged one's length still holds.
-        let mut head = [0u8; 4];
-        let resync = std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, stop.position)
-            .ok()
-            .map(|()| stop.position + u32::from_le_bytes(head) as u64)
-            .and_then(|next| {
-                segment::valid_batch_at(&file, next, len, config.max_batch_bytes).map(|h| (next, h))
-            });
+        // Resynchronise on the next intact batch. The damaged batch's length may be the
+        // damaged field, so search for the next batch rather than trust it.
+        let resync = segment::find_next_batch(
+            &file,
+            stop.position + 1,
+            len,
+            expected,
+            config.max_batch_bytes,
+        );
         match resync {
-            Some((next, header)) if header.base_offset >= expected => {
-                lost.push(expected..header.base_offset);
+            Some((next, header)) => {
+                if header.base_offset > expected {
+                    lost.push(expected..header.base_offset);
+                }
                 pos = next;
             }
-            _ => {
-                if known_end > expected {
-                    lost.push(expected..known_end);
-                }
-                break;
-            }
+            None => break,
         }
+    }
+    // What was known to exist past the last saved batch is gone: a damaged end, or a file cut
+    // short on a batch boundary.
+    if known_end > expected {
+        lost.push(expected..known_end);
     }
     let quarantine = dir.join(QUARANTINE_DIR);
     fs_util::create_dir_durable(&quarantine)?;

@@ -191,3 +191,42 @@ pub fn valid_batch_at(
     file.read_exact_at(&mut whole, position).ok()?;
     batch::verify(&whole, max_batch_len).ok()
 }
+
+/// Finds the first position in `[from, end)` where a batch starts that verifies and whose base
+/// offset is at least `min_offset`. Used after damage, when the damaged batch's own length
+/// cannot be trusted to say where the next batch starts: candidates are found by their magic,
+/// version and attributes bytes and then verified whole.
+pub fn find_next_batch(
+    file: &File,
+    from: u64,
+    end: u64,
+    min_offset: u64,
+    max_batch_len: usize,
+) -> Option<(u64, BatchHeader)> {
+    const WINDOW: u64 = 1 << 20;
+    // Bytes 4..8 of a header: magic (little endian), version, attributes (0).
+    let [m0, m1] = batch::MAGIC.to_le_bytes();
+    let mut start = from;
+    while start + HEADER_LEN as u64 <= end {
+        // Windows overlap by the 8 bytes a candidate check looks at.
+        let len = (end - start).min(WINDOW + 8) as usize;
+        let mut window = vec![0u8; len];
+        file.read_exact_at(&mut window, start).ok()?;
+        for i in 0..len.saturating_sub(7).min(WINDOW as usize) {
+            if window[i + 4] == m0
+                && window[i + 5] == m1
+                && window[i + 6] == batch::VERSION
+                && window[i + 7] == 0
+            {
+                let position = start + i as u64;
+                if let Some(header) = valid_batch_at(file, position, end, max_batch_len)
+                    && header.base_offset >= min_offset
+                {
+                    return Some((position, header));
+                }
+            }
+        }
+        start += WINDOW;
+    }
+    None
+}

@@ -12,6 +12,11 @@ use std::process::Command;
 use common::*;
 use ferry_storage::{Log, StorageError};
 
+/// The tests of this file run one at a time: a `mount` forked by one test holds a copy of
+/// every descriptor of the process until it execs, including the other test's directory lock,
+/// which would then seem held by a live process for a moment.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A tmpfs mounted for the test's lifetime.
 struct SmallFs {
     path: PathBuf,
@@ -69,6 +74,7 @@ fn fill(path: &Path) -> usize {
 
 #[test]
 fn full_disk_fails_appends_with_disk_full_and_recovers_when_space_returns() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(fs) = SmallFs::mount("1m") else {
         return;
     };
@@ -118,6 +124,7 @@ fn full_disk_fails_appends_with_disk_full_and_recovers_when_space_returns() {
 
 #[test]
 fn read_only_directory_is_a_typed_error_and_changes_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(fs) = SmallFs::mount("4m") else {
         return;
     };
