@@ -291,7 +291,7 @@ impl RecordBatch {
         let bytes = bytes.slice(..header.length as usize);
         let batch = RecordBatch { header, bytes };
         let mut count = 0u32;
-        for record in batch.iter_raw() {
+        for record in batch.iter_raw(false) {
             record?;
             count += 1;
         }
@@ -319,14 +319,15 @@ impl RecordBatch {
 
     /// The records, in offset order. Layout was checked in `decode`, so this cannot fail.
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
-        self.iter_raw().map_while(Result::ok)
+        self.iter_raw(true).map_while(Result::ok)
     }
 
-    fn iter_raw(&self) -> RecordIter<'_> {
+    fn iter_raw(&self, materialize: bool) -> RecordIter<'_> {
         RecordIter {
             batch: self,
             pos: HEADER_LEN,
             index: 0,
+            materialize,
         }
     }
 }
@@ -335,6 +336,8 @@ struct RecordIter<'a> {
     batch: &'a RecordBatch,
     pos: usize,
     index: u32,
+    /// False for the validation walk in `decode`, which only checks the layout.
+    materialize: bool,
 }
 
 impl RecordIter<'_> {
@@ -345,13 +348,27 @@ impl RecordIter<'_> {
                 self.pos
             )));
         }
-        let out = self.batch.bytes.slice(self.pos..self.pos + n);
+        // Slicing costs a reference-count round trip: only done for records handed out.
+        let out = if self.materialize {
+            self.batch.bytes.slice(self.pos..self.pos + n)
+        } else {
+            Bytes::new()
+        };
         self.pos += n;
         Ok(out)
     }
     fn int<const N: usize>(&mut self, end: usize) -> Result<[u8; N], DecodeError> {
-        let b = self.take(N, end)?;
-        Ok(b[..].try_into().expect("take returned N bytes"))
+        if self.pos + N > end {
+            return Err(DecodeError::BadRecords(format!(
+                "field of {N} bytes at {} runs past the record end {end}",
+                self.pos
+            )));
+        }
+        let out = self.batch.bytes[self.pos..self.pos + N]
+            .try_into()
+            .expect("range is N bytes");
+        self.pos += N;
+        Ok(out)
     }
 
     fn next_record(&mut self) -> Result<Record, DecodeError> {
@@ -372,12 +389,19 @@ impl RecordIter<'_> {
             Some(self.take(key_len as usize, end)?)
         };
         let header_count = u16::from_le_bytes(self.int::<2>(end)?);
-        let mut headers = Vec::with_capacity(header_count as usize);
+        let mut headers = Vec::with_capacity(if self.materialize {
+            header_count as usize
+        } else {
+            0
+        });
         for _ in 0..header_count {
             let name_len = u16::from_le_bytes(self.int::<2>(end)?) as usize;
             let name = self.take(name_len, end)?;
             let value_len = u32::from_le_bytes(self.int::<4>(end)?) as usize;
-            headers.push((name, self.take(value_len, end)?));
+            let value = self.take(value_len, end)?;
+            if self.materialize {
+                headers.push((name, value));
+            }
         }
         let value_len = u32::from_le_bytes(self.int::<4>(end)?) as usize;
         let value = self.take(value_len, end)?;

@@ -39,6 +39,10 @@ pub struct LogConfig {
     pub checkpoint_interval: Duration,
     /// How many sealed-segment indexes stay loaded in memory at once.
     pub index_cache_segments: usize,
+    /// Under `Fsync`, keep this many bytes ahead of the active segment's end written with
+    /// zeros (by a background thread), so that appends overwrite existing blocks and each
+    /// fdatasync need not commit a size change. 0 turns it off; other modes never use it.
+    pub preallocate_bytes: u64,
     /// On damage in the middle of the log: quarantine the damaged segment and report the
     /// lost offsets instead of refusing to open.
     pub repair: bool,
@@ -57,6 +61,7 @@ impl Default for LogConfig {
             max_group_bytes: 8 << 20,
             checkpoint_interval: Duration::from_secs(1),
             index_cache_segments: 32,
+            preallocate_bytes: 8 << 20,
             repair: false,
         }
     }
@@ -97,6 +102,12 @@ impl LogConfig {
             && d.is_zero()
         {
             return bad("an Interval durability needs a positive interval; use Fsync".into());
+        }
+        if self.preallocate_bytes > 1 << 30 {
+            return bad(format!(
+                "preallocate_bytes must be at most 1 GiB (got {})",
+                self.preallocate_bytes
+            ));
         }
         if self.index_cache_segments == 0 {
             return bad("index_cache_segments must be at least 1".into());

@@ -16,6 +16,7 @@ mod checkpoint;
 pub mod config;
 pub mod index;
 pub mod log;
+mod preallocate;
 pub mod recovery;
 pub mod retention;
 mod segment;

@@ -158,7 +158,7 @@ fn open_sealed(
         return Segment::open(dir, base, extent, false);
     }
     let segment = Segment::open(dir, base, placeholder_extent(base, len, true), false)?;
-    let outcome = segment::scan(
+    let mut outcome = segment::scan(
         &segment.file,
         &log_path,
         0,
@@ -166,6 +166,26 @@ fn open_sealed(
         Some(base),
         config.max_batch_bytes,
     )?;
+    // A crash during a roll, after the preallocator moved on but before the old segment's
+    // zero tail was cut, leaves zeros after complete data: finish that step now.
+    let len = match &outcome.stop {
+        Some(stop)
+            if expected_after(&outcome, base) == next_base
+                && all_zero(&segment, stop.position, len)? =>
+        {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&log_path)
+                .ctx("open", &log_path)?;
+            file.set_len(stop.position)
+                .and_then(|()| file.sync_all())
+                .ctx("drop the preallocated tail of", &log_path)?;
+            let end = stop.position;
+            outcome.stop = None;
+            end
+        }
+        _ => len,
+    };
     // An intact footer that claims more bytes and offsets than the file holds means the file
     // lost its end, even when the cut falls on a batch boundary and the scan finds no bad
     // batch. (A footer claiming offsets past `next_base` is not this segment's.)
@@ -311,6 +331,19 @@ fn open_active(
         config.max_batch_bytes,
     )?;
     report.scanned_bytes = outcome.valid_end - scan_from;
+    // Zeros written ahead of the data by the preallocator end the log cleanly: nothing was
+    // ever written there, so there is nothing to report.
+    if let Some(stop) = &outcome.stop
+        && stop.position >= trusted_len
+        && all_zero(&segment, stop.position, len)?
+    {
+        segment
+            .file
+            .set_len(stop.position)
+            .ctx("drop the preallocated tail of", &log_path)?;
+        len = stop.position;
+        outcome.stop = None;
+    }
     let mut next_offset = expected_after(&outcome, expected);
     let mut builder = builder;
     let following = outcome
@@ -406,6 +439,20 @@ fn open_active(
     }
     .write(dir)?;
     Ok((segment, state))
+}
+
+/// True when `[from, to)` of the segment holds only zero bytes.
+fn all_zero(segment: &Segment, from: u64, to: u64) -> Result<bool> {
+    const CHUNK: u64 = 1 << 20;
+    let mut pos = from;
+    while pos < to {
+        let n = (to - pos).min(CHUNK) as usize;
+        if segment.read_at(pos, n)?.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n as u64;
+    }
+    Ok(true)
 }
 
 fn first_timestamp(segment: &Segment) -> Option<i64> {

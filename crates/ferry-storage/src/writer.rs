@@ -29,6 +29,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::fs_util;
 use crate::index::{self, Footer, IndexBuilder};
 use crate::log::{Appended, Shared};
+use crate::preallocate::Preallocator;
 use crate::segment::{Extent, Segment};
 
 pub type Completion = Box<dyn FnOnce(Result<Appended>) + Send>;
@@ -73,6 +74,7 @@ const INLINE_COMPLETIONS: usize = 2;
 pub(crate) struct Writer {
     shared: Arc<Shared>,
     completer: Option<(Sender<Completed>, std::thread::JoinHandle<()>)>,
+    prealloc: Option<Preallocator>,
     active: ActiveState,
     index_file: File,
     unwritten_index: Vec<u8>,
@@ -102,8 +104,21 @@ impl Writer {
                 }
             })
             .map_err(|e| StorageError::io("spawn completer thread for", &shared.dir, e))?;
+        let config = &shared.config;
+        let prealloc = if config.durability == Durability::Fsync && config.preallocate_bytes > 0 {
+            let p = Preallocator::start(
+                active.segment.clone(),
+                active.len,
+                config.preallocate_bytes,
+            )
+            .map_err(|e| StorageError::io("spawn preallocation thread for", &shared.dir, e))?;
+            Some(p)
+        } else {
+            None
+        };
         Ok(Writer {
             completer: Some((sender, handle)),
+            prealloc,
             synced_len: active.len,
             shared,
             active,
@@ -246,11 +261,18 @@ impl Writer {
         let pending = std::mem::take(&mut self.pending);
         let segment = self.active.segment.clone();
         let start = self.active.len;
+        if let Some(p) = &self.prealloc {
+            p.before_write(start + self.buf.len() as u64);
+        }
         if let Err(source) = segment.file.write_all_at(&self.buf, start) {
             self.buf.clear();
             let error = StorageError::io("append to", &segment.log_path, source);
             // Undo a partial write so the file ends on a batch boundary again.
-            if let Err(e) = segment.file.set_len(start) {
+            let undone = match &self.prealloc {
+                Some(p) => p.truncate(&segment.file, start),
+                None => segment.file.set_len(start),
+            };
+            if let Err(e) = undone {
                 self.poison(format!("could not truncate after a failed write: {e}"));
             }
             self.fail_all(pending, &error);
@@ -405,15 +427,29 @@ impl Writer {
             fs_util::sync_dir(&dir)?;
             Ok((segment, index_file))
         });
-        let (segment, index_file) = match created.and_then(|c| self.seal_index().map(|()| c)) {
-            Ok(created) => created,
+        let remove_new = || {
+            let _ = std::fs::remove_file(crate::segment::log_path(&dir, next_base));
+            let _ = std::fs::remove_file(crate::segment::index_path(&dir, next_base));
+        };
+        let (segment, index_file) = match created {
+            Ok((segment, index_file)) => (Arc::new(segment), index_file),
             Err(e) => {
-                let _ = std::fs::remove_file(crate::segment::log_path(&dir, next_base));
-                let _ = std::fs::remove_file(crate::segment::index_path(&dir, next_base));
+                remove_new();
                 return Err(e);
             }
         };
-        let segment = Arc::new(segment);
+        // The preallocator moves on first, so it cannot re-extend the old file after its
+        // zero tail is cut: a sealed segment is exactly as long as its data.
+        if let Some(p) = &self.prealloc {
+            p.switch_to(segment.clone(), 0);
+        }
+        if let Err(e) = self.drop_zero_tail().and_then(|()| self.seal_index()) {
+            if let Some(p) = &self.prealloc {
+                p.switch_to(self.active.segment.clone(), self.active.len);
+            }
+            remove_new();
+            return Err(e);
+        }
         *segment.index.write().expect("index lock") = Some(Vec::new());
         self.active
             .segment
@@ -443,6 +479,21 @@ impl Writer {
             // The roll itself is complete; without a fresh checkpoint the next recovery just
             // scans the new (small) active segment from its start.
             tracing::warn!(dir = %dir.display(), error = %e, "checkpoint after roll failed");
+        }
+        Ok(())
+    }
+
+    /// Cuts preallocated zeros off the end of the active segment.
+    fn drop_zero_tail(&self) -> Result<()> {
+        let segment = &self.active.segment;
+        let path = &segment.log_path;
+        let file_len = segment.file.metadata().ctx("stat", path)?.len();
+        if file_len > self.active.len {
+            segment
+                .file
+                .set_len(self.active.len)
+                .ctx("truncate", path)?;
+            segment.file.sync_all().ctx("fsync", path)?;
         }
         Ok(())
     }
@@ -524,6 +575,9 @@ impl Writer {
             if self.synced_len != self.active.len {
                 self.sync_data()?;
             }
+            // A cleanly closed log carries no preallocated zeros.
+            self.prealloc.take();
+            self.drop_zero_tail()?;
             self.write_checkpoint()
         });
         if let Err(e) = result {

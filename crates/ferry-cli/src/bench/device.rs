@@ -38,24 +38,40 @@ impl SyncLoop {
 pub struct DeviceLimits {
     /// (a) 4 KiB appending writes, each followed by fdatasync.
     pub small: SyncLoop,
+    /// 64 KiB appending writes, each followed by fdatasync: the size of a full group of
+    /// 64 × 1 KiB records, so the device's own ceiling for what check (1) measures.
+    pub group: SyncLoop,
     /// (b) 1 MiB appending writes, each followed by fdatasync.
     pub sequential: SyncLoop,
 }
 
-/// Stop the sequential loop at this size even if time is left: enough to get past any
+/// A full group commit of 64 appenders × 1 KiB records, framing aside.
+pub const GROUP_BLOCK_BYTES: usize = 64 << 10;
+
+/// Stop the 64 KiB and 1 MiB loops at this size even if time is left: enough to get past any
 /// device write cache, small enough not to fill a small disk.
 const SEQUENTIAL_CAP_BYTES: u64 = 256 << 20;
 
 pub fn measure(dir: &Path, seconds: f64) -> anyhow::Result<DeviceLimits> {
     let duration = Duration::from_secs_f64(seconds);
     let small = sync_loop(&dir.join("device-4k"), 4096, duration, u64::MAX)?;
+    let group = sync_loop(
+        &dir.join("device-64k"),
+        GROUP_BLOCK_BYTES,
+        duration,
+        SEQUENTIAL_CAP_BYTES,
+    )?;
     let sequential = sync_loop(
         &dir.join("device-1m"),
         1 << 20,
         duration,
         SEQUENTIAL_CAP_BYTES,
     )?;
-    Ok(DeviceLimits { small, sequential })
+    Ok(DeviceLimits {
+        small,
+        group,
+        sequential,
+    })
 }
 
 /// Appending (not overwriting) on purpose: that is what the log does, and an appending

@@ -1,6 +1,13 @@
-//! A minimal JSON value, enough to write the bench figures without another dependency.
+//! A minimal JSON value, enough to write the bench figures without another dependency, and
+//! the run as a JSON document.
 
 use std::fmt::{self, Display, Write};
+
+use super::checks::{Check, Kind, checks};
+use super::device::{DeviceLimits, SyncLoop};
+use super::reopen::ReopenResult;
+use super::report::Run;
+use super::storage::{CellResult, Driver, durability_name};
 
 pub enum Json {
     Null,
@@ -97,4 +104,111 @@ impl Display for Json {
             }
         }
     }
+}
+
+// The run as one JSON document: every figure of the table, plus the raw counts behind them.
+
+fn sync_loop(l: &SyncLoop) -> Json {
+    obj(vec![
+        ("block_bytes", l.block_bytes.into()),
+        ("cycles", l.cycles.into()),
+        ("seconds", l.elapsed.as_secs_f64().into()),
+        ("fdatasyncs_per_sec", l.cycles_per_sec().into()),
+        ("mb_per_sec", l.mb_per_sec().into()),
+        ("fdatasync_p50_us", l.fdatasync_us(0.5).into()),
+        ("fdatasync_p99_us", l.fdatasync_us(0.99).into()),
+    ])
+}
+
+fn device(d: &DeviceLimits) -> Json {
+    obj(vec![
+        ("append_4k_fdatasync", sync_loop(&d.small)),
+        ("append_64k_fdatasync", sync_loop(&d.group)),
+        ("append_1m_fdatasync", sync_loop(&d.sequential)),
+    ])
+}
+
+fn cell(r: &CellResult) -> Json {
+    obj(vec![
+        ("label", r.cell.label().into()),
+        ("durability", durability_name(r.cell.durability).into()),
+        ("driver", r.cell.driver.name().into()),
+        ("record_bytes", r.cell.record_bytes.into()),
+        ("appenders", r.cell.appenders.into()),
+        ("in_flight", r.cell.appenders.into()),
+        ("seconds", r.elapsed.as_secs_f64().into()),
+        ("records", r.records.into()),
+        ("fsyncs", r.fsyncs.into()),
+        ("records_per_sec", r.records_per_sec().into()),
+        ("mb_per_sec", r.mb_per_sec().into()),
+        ("fsyncs_per_sec", r.fsyncs_per_sec().into()),
+        ("p50_us", r.latency_us(0.5).into()),
+        ("p99_us", r.latency_us(0.99).into()),
+    ])
+}
+
+fn reopen(re: &ReopenResult) -> Json {
+    obj(vec![
+        ("target_bytes", re.target_bytes.into()),
+        ("log_bytes", re.log_bytes.into()),
+        ("open_seconds", re.open_time.as_secs_f64().into()),
+        ("scanned_bytes", re.scanned_bytes.into()),
+        ("segments", re.segments.into()),
+        ("acknowledged_records", re.acknowledged.into()),
+        ("recovered_records", re.recovered.into()),
+    ])
+}
+
+fn check(c: Check) -> Json {
+    obj(vec![
+        ("id", c.id.into()),
+        ("driver", c.driver.map(Driver::name).into()),
+        (
+            "kind",
+            match c.kind {
+                Kind::Target => "target",
+                Kind::Info => "info",
+            }
+            .into(),
+        ),
+        ("verdict", c.verdict().into()),
+        ("rule", c.rule.into()),
+        ("ratio", c.ratio.into()),
+        ("pass", c.pass.into()),
+        ("detail", c.detail.into()),
+    ])
+}
+
+pub fn run(run: &Run, only: &[String]) -> Json {
+    let m = &run.machine;
+    obj(vec![
+        (
+            "machine",
+            obj(vec![
+                ("cores", m.cores.into()),
+                ("cpu", m.cpu.as_str().into()),
+                ("memory_gib", m.memory_gib.into()),
+                ("kernel", m.kernel.as_str().into()),
+                ("fs_type", m.fs_type.as_str().into()),
+                ("fs_source", m.fs_source.as_str().into()),
+                ("mount_point", m.mount_point.display().to_string().into()),
+                ("load_1m_at_start", m.load_1m.into()),
+            ]),
+        ),
+        ("quick", run.quick.into()),
+        ("cell_seconds", run.cell_seconds.into()),
+        ("device_seconds", run.device_seconds.into()),
+        (
+            "only",
+            Json::Arr(only.iter().map(|s| s.as_str().into()).collect()),
+        ),
+        ("device", device(&run.device)),
+        ("device_end", device(&run.device_end)),
+        ("cells", Json::Arr(run.cells.iter().map(cell).collect())),
+        ("reopen", run.reopen.as_ref().map_or(Json::Null, reopen)),
+        (
+            "checks",
+            Json::Arr(checks(run).into_iter().map(check).collect()),
+        ),
+    ])
 }

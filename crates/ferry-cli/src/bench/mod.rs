@@ -1,10 +1,12 @@
 //! `ferry bench storage`: the storage engine measured against the device it runs on, in one
 //! run, so every target is checked as a ratio of figures taken under the same conditions.
 
+pub mod checks;
 pub mod device;
 pub mod fsync_count;
 mod json;
 pub mod machine;
+pub mod pipelined;
 pub mod reopen;
 pub mod report;
 pub mod storage;
@@ -36,6 +38,39 @@ pub struct StorageArgs {
     /// Also write every figure as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Run only the log cells whose label contains SUBSTRING (case-insensitive), e.g.
+    /// "Fsync", "pipelined", "1 KiB x64". Repeatable: a cell runs if any matches. Labels look
+    /// like "Fsync 128 B x64 threads". The device limits are always measured.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub only: Vec<String>,
+    /// Skip the reopen-after-unclean-stop check (4).
+    #[arg(long)]
+    pub no_reopen: bool,
+}
+
+/// The matrix cells `--only` selects (all of them without it).
+fn selected_cells(only: &[String]) -> anyhow::Result<Vec<Cell>> {
+    let all = Cell::matrix();
+    if only.is_empty() {
+        return Ok(all);
+    }
+    let wanted: Vec<String> = only.iter().map(|s| s.to_lowercase()).collect();
+    let cells: Vec<Cell> = all
+        .iter()
+        .copied()
+        .filter(|c| {
+            let label = c.label().to_lowercase();
+            wanted.iter().any(|w| label.contains(w.as_str()))
+        })
+        .collect();
+    if cells.is_empty() {
+        bail!(
+            "--only {only:?} matches no cell; labels look like {:?} or {:?}",
+            all[0].label(),
+            all[all.len() - 1].label()
+        );
+    }
+    Ok(cells)
 }
 
 /// Flushes the file system holding `dir` so that writeback and discards left by the previous
@@ -64,6 +99,7 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     }
     let device_seconds = if args.quick { 1.0 } else { 2.0 };
     let reopen_bytes: u64 = if args.quick { 256 << 20 } else { 1 << 30 };
+    let cells = selected_cells(&args.only)?;
 
     let base = args.dir.clone().unwrap_or_else(|| {
         let target = PathBuf::from("target");
@@ -97,16 +133,13 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     settle(dir)?;
     let device = device::measure(dir, device_seconds)?;
 
-    let cells = Cell::matrix();
     let mut results = Vec::with_capacity(cells.len());
     for (i, cell) in cells.iter().enumerate() {
         eprintln!(
-            "[{}/{}] {} {} x{} for {cell_seconds} s",
+            "[{}/{}] {} for {cell_seconds} s",
             i + 1,
             cells.len(),
-            cell.durability_name(),
-            cell.size_name(),
-            cell.appenders
+            cell.label()
         );
         results.push(storage::run_cell(
             dir,
@@ -116,11 +149,15 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
         settle(dir)?;
     }
 
-    eprintln!(
-        "reopen after an unclean stop: filling {} MiB in a child process",
-        reopen_bytes >> 20
-    );
-    let reopen = reopen::measure(&dir.join("reopen"), reopen_bytes)?;
+    let reopen = if args.no_reopen {
+        None
+    } else {
+        eprintln!(
+            "reopen after an unclean stop: filling {} MiB in a child process",
+            reopen_bytes >> 20
+        );
+        Some(reopen::measure(&dir.join("reopen"), reopen_bytes)?)
+    };
 
     // The device again: a shared or throttled disk drifts, and a big gap between the two
     // measurements says the ratios below are shaky.
@@ -140,8 +177,9 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     };
     println!("{}", run.machine.line());
     println!("{}", report::table(&run));
+    println!("{}", report::LEGEND);
     if let Some(path) = &args.json {
-        std::fs::write(path, format!("{}\n", report::json(&run)))
+        std::fs::write(path, format!("{}\n", json::run(&run, &args.only)))
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }

@@ -1,17 +1,20 @@
-//! The log under load: N threads, each appending one record per call and waiting for it, for
-//! every record size × appender count × durability cell.
+//! The log under load, one cell at a time: a record size × concurrency × durability × driver.
+//! Concurrency is always N single-record appends in flight; the driver says what keeps them
+//! there: N OS threads each blocking in `append` (`threads`), or N `append_then` chains that
+//! resubmit from the completion callback with no thread of their own (`pipelined`, see
+//! `pipelined.rs`), the way an async broker with many tasks on few threads drives the log.
 
 use std::path::Path;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use bytes::Bytes;
 use ferry_storage::{Durability, Log, LogConfig, NewRecord};
 use hdrhistogram::Histogram;
 
-use super::{fsync_count, latency_histogram};
+use super::{fsync_count, latency_histogram, pipelined};
 
 pub const RECORD_SIZES: [usize; 3] = [128, 1024, 16 * 1024];
 pub const APPENDERS: [usize; 3] = [1, 8, 64];
@@ -21,29 +24,80 @@ pub const DURABILITIES: [Durability; 3] = [
     Durability::None,
 ];
 
+/// Pipelined cells only for these sizes also run with this many appends in flight, to show
+/// where group commit goes when offered more concurrency than 64.
+pub const WIDE_PIPELINE: usize = 256;
+const WIDE_PIPELINE_SIZES: [usize; 2] = [128, 1024];
+
+/// What keeps the N appends of a cell in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// N OS threads, each looping on the blocking `append`.
+    Threads,
+    /// N logical appenders without threads: each `append_then` callback resubmits the next.
+    Pipelined,
+}
+
+impl Driver {
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Threads => "threads",
+            Driver::Pipelined => "pipelined",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
     pub record_bytes: usize,
+    /// Single-record appends in flight: threads, or pipelined chains.
     pub appenders: usize,
     pub durability: Durability,
+    pub driver: Driver,
 }
 
 impl Cell {
-    /// The full matrix, durability outermost so the table reads mode by mode.
+    /// The full matrix, durability outermost so the table reads mode by mode. `Threads` runs
+    /// every cell; `Pipelined` only the `Fsync` ones (where group commit matters), each right
+    /// after the `Threads` cell it compares with, plus 256 in flight for the small sizes.
     pub fn matrix() -> Vec<Cell> {
         let mut cells = Vec::new();
         for durability in DURABILITIES {
             for record_bytes in RECORD_SIZES {
+                let cell = |appenders, driver| Cell {
+                    record_bytes,
+                    appenders,
+                    durability,
+                    driver,
+                };
+                let pipelined = durability == Durability::Fsync;
                 for appenders in APPENDERS {
-                    cells.push(Cell {
-                        record_bytes,
-                        appenders,
-                        durability,
-                    });
+                    cells.push(cell(appenders, Driver::Threads));
+                    if pipelined {
+                        cells.push(cell(appenders, Driver::Pipelined));
+                    }
+                }
+                if pipelined && WIDE_PIPELINE_SIZES.contains(&record_bytes) {
+                    cells.push(cell(WIDE_PIPELINE, Driver::Pipelined));
                 }
             }
         }
         cells
+    }
+
+    /// What `--only` matches against, e.g. `Fsync 128 B x64 pipelined`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.durability_name(), self.case_name())
+    }
+
+    /// The table's case column, e.g. `128 B x64 threads`.
+    pub fn case_name(&self) -> String {
+        format!(
+            "{} x{} {}",
+            self.size_name(),
+            self.appenders,
+            self.driver.name()
+        )
     }
 
     pub fn durability_name(&self) -> String {
@@ -73,7 +127,7 @@ pub struct CellResult {
     pub records: u64,
     pub elapsed: Duration,
     pub fsyncs: u64,
-    /// Per-append latency in nanoseconds, all threads merged.
+    /// Per-append latency in nanoseconds (submit to completion), all appenders merged.
     pub latency_ns: Histogram<u64>,
 }
 
@@ -96,10 +150,11 @@ impl CellResult {
 /// Runs one cell in a fresh log under `base`, removing the log afterwards.
 pub fn run_cell(base: &Path, cell: Cell, duration: Duration) -> anyhow::Result<CellResult> {
     let dir = base.join(format!(
-        "log-{}-{}b-{}x",
+        "log-{}-{}b-{}x-{}",
         cell.durability_name().replace(['(', ')'], ""),
         cell.record_bytes,
-        cell.appenders
+        cell.appenders,
+        cell.driver.name()
     ));
     let config = LogConfig {
         durability: cell.durability,
@@ -109,12 +164,61 @@ pub fn run_cell(base: &Path, cell: Cell, duration: Duration) -> anyhow::Result<C
     // One shared buffer: cloning `Bytes` is a reference count, so the bench measures the log,
     // not the allocator.
     let value = Bytes::from(vec![0x5Au8; cell.record_bytes]);
-    let start_line = Barrier::new(cell.appenders + 1);
+    let (log, window) = match cell.driver {
+        Driver::Threads => {
+            let window = threads(&log, &value, cell.appenders, duration)?;
+            (log, window)
+        }
+        Driver::Pipelined => pipelined::run(log, value, cell.appenders, duration)?,
+    };
+    // Every counted append is one record of a fresh log, and every append submitted has
+    // completed by now: a mismatch means a driver lost or double-counted completions.
+    let in_log = log.end_offset() - log.start_offset();
+    if in_log != window.records {
+        bail!(
+            "{}: counted {} appends but the log holds {in_log} records",
+            cell.label(),
+            window.records
+        );
+    }
+    log.close()
+        .with_context(|| format!("close log in {}", dir.display()))?;
+    std::fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
+    Ok(CellResult {
+        cell,
+        records: window.records,
+        // Until the last append that was counted finished, not until the stop flag: the
+        // appends in flight at the flag are counted, so their time is too.
+        elapsed: window.end - window.start,
+        fsyncs: window.fsyncs,
+        latency_ns: window.latency_ns,
+    })
+}
+
+/// What one driver measured in its window.
+pub struct Window {
+    pub start: Instant,
+    /// When the last counted append completed.
+    pub end: Instant,
+    pub records: u64,
+    /// The engine's fdatasyncs from `start` until every append in flight had completed.
+    pub fsyncs: u64,
+    pub latency_ns: Histogram<u64>,
+}
+
+/// The `Threads` driver: `appenders` threads, each a blocking `append` loop.
+fn threads(
+    log: &Log,
+    value: &Bytes,
+    appenders: usize,
+    duration: Duration,
+) -> anyhow::Result<Window> {
+    let start_line = Barrier::new(appenders + 1);
     let stop = AtomicBool::new(false);
 
     let (start, fsyncs_before, per_thread) = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..cell.appenders)
-            .map(|_| s.spawn(|| appender(&log, &value, &start_line, &stop)))
+        let workers: Vec<_> = (0..appenders)
+            .map(|_| s.spawn(|| appender(log, value, &start_line, &stop)))
             .collect();
         start_line.wait();
         let fsyncs_before = fsync_count::count();
@@ -139,15 +243,10 @@ pub fn run_cell(base: &Path, cell: Cell, duration: Duration) -> anyhow::Result<C
         latency_ns.add(&hist).expect("histograms share bounds");
         end = end.max(last);
     }
-    log.close()
-        .with_context(|| format!("close log in {}", dir.display()))?;
-    std::fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
-    Ok(CellResult {
-        cell,
+    Ok(Window {
+        start,
+        end,
         records,
-        // Until the last append that was counted finished, not until the stop flag: the
-        // appends in flight at the flag are counted, so their time is too.
-        elapsed: end - start,
         fsyncs,
         latency_ns,
     })
