@@ -26,6 +26,14 @@ use crate::segment::Segment;
 /// How long to wait before trying again after a fill failed (a full disk, most likely).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// Whether zero-filling pays for itself at the current group size. Zeros cost a second write
+/// of every byte; they save a journal commit per fdatasync. Measured on ext4 here: a clear
+/// gain up to groups of ~64 KiB (the fdatasync rate nearly doubles), a loss from ~128 KiB
+/// (the disk's bandwidth, not its fdatasync rate, is then the limit).
+pub fn worth_it(average_group_bytes: u64) -> bool {
+    average_group_bytes < 96 * 1024
+}
+
 #[derive(Debug, Default)]
 struct State {
     segment: Option<Arc<Segment>>,
@@ -95,13 +103,14 @@ impl Preallocator {
     /// Called before the writer writes up to `end`. Returns at once when `end` lies in
     /// zeroed space or no fill is running; otherwise waits for the running fill (the writer
     /// has caught up with the preallocator, which only happens when the disk is saturated).
-    pub fn before_write(&self, end: u64) {
+    /// `wanted` says whether more zeros are worth their bandwidth (see `worth_it`).
+    pub fn before_write(&self, end: u64, wanted: bool) {
         let mut state = self.lock();
         while state.filling && end > state.zeroed_end {
             state = self.shared.changed.wait(state).expect("preallocation lock");
         }
         state.data_end = state.data_end.max(end);
-        if state.zeroed_end < end + self.chunk {
+        if wanted && state.zeroed_end < end + self.chunk {
             state.wanted_end = end + 2 * self.chunk;
             self.shared.changed.notify_all();
         }

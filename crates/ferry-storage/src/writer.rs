@@ -75,6 +75,7 @@ pub(crate) struct Writer {
     shared: Arc<Shared>,
     completer: Option<(Sender<Completed>, std::thread::JoinHandle<()>)>,
     prealloc: Option<Preallocator>,
+    average_group_bytes: u64,
     active: ActiveState,
     index_file: File,
     unwritten_index: Vec<u8>,
@@ -119,6 +120,7 @@ impl Writer {
         Ok(Writer {
             completer: Some((sender, handle)),
             prealloc,
+            average_group_bytes: 0,
             synced_len: active.len,
             shared,
             active,
@@ -261,8 +263,12 @@ impl Writer {
         let pending = std::mem::take(&mut self.pending);
         let segment = self.active.segment.clone();
         let start = self.active.len;
+        // An exponentially weighted average (1/16 weight) of the group size decides whether
+        // preallocation is worth it; a single burst does not flip it.
+        let group = self.buf.len() as u64;
+        self.average_group_bytes = self.average_group_bytes - self.average_group_bytes / 16 + group / 16;
         if let Some(p) = &self.prealloc {
-            p.before_write(start + self.buf.len() as u64);
+            p.before_write(start + group, crate::preallocate::worth_it(self.average_group_bytes));
         }
         if let Err(source) = segment.file.write_all_at(&self.buf, start) {
             self.buf.clear();

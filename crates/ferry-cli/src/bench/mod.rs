@@ -46,6 +46,10 @@ pub struct StorageArgs {
     /// Skip the reopen-after-unclean-stop check (4).
     #[arg(long)]
     pub no_reopen: bool,
+    /// Override the log's `preallocate_bytes` (zeros written ahead of the data under Fsync;
+    /// 0 turns preallocation off), to compare the engine with and without it.
+    #[arg(long, value_name = "BYTES")]
+    pub preallocate_bytes: Option<u64>,
 }
 
 /// The matrix cells `--only` selects (all of them without it).
@@ -145,6 +149,7 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
             dir,
             *cell,
             Duration::from_secs_f64(cell_seconds),
+            args.preallocate_bytes,
         )?);
         settle(dir)?;
     }

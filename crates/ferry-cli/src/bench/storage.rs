@@ -148,7 +148,12 @@ impl CellResult {
 }
 
 /// Runs one cell in a fresh log under `base`, removing the log afterwards.
-pub fn run_cell(base: &Path, cell: Cell, duration: Duration) -> anyhow::Result<CellResult> {
+pub fn run_cell(
+    base: &Path,
+    cell: Cell,
+    duration: Duration,
+    preallocate_bytes: Option<u64>,
+) -> anyhow::Result<CellResult> {
     let dir = base.join(format!(
         "log-{}-{}b-{}x-{}",
         cell.durability_name().replace(['(', ')'], ""),
@@ -156,9 +161,11 @@ pub fn run_cell(base: &Path, cell: Cell, duration: Duration) -> anyhow::Result<C
         cell.appenders,
         cell.driver.name()
     ));
+    let defaults = LogConfig::default();
     let config = LogConfig {
         durability: cell.durability,
-        ..LogConfig::default()
+        preallocate_bytes: preallocate_bytes.unwrap_or(defaults.preallocate_bytes),
+        ..defaults
     };
     let log = Log::open(&dir, config).with_context(|| format!("open log in {}", dir.display()))?;
     // One shared buffer: cloning `Bytes` is a reference count, so the bench measures the log,
