@@ -266,9 +266,13 @@ impl Writer {
         // An exponentially weighted average (1/16 weight) of the group size decides whether
         // preallocation is worth it; a single burst does not flip it.
         let group = self.buf.len() as u64;
-        self.average_group_bytes = self.average_group_bytes - self.average_group_bytes / 16 + group / 16;
+        self.average_group_bytes =
+            self.average_group_bytes - self.average_group_bytes / 16 + group / 16;
         if let Some(p) = &self.prealloc {
-            p.before_write(start + group, crate::preallocate::worth_it(self.average_group_bytes));
+            p.before_write(
+                start + group,
+                crate::preallocate::worth_it(self.average_group_bytes),
+            );
         }
         if let Err(source) = segment.file.write_all_at(&self.buf, start) {
             self.buf.clear();

@@ -10,6 +10,9 @@
 //!
 //! Replay a run with `FERRY_CRASH_SEED=<seed printed on failure>`.
 
+mod common;
+
+use common::rng::{Rng, splitmix};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -28,33 +31,6 @@ const CHILD_CHECKPOINT_ENV: &str = "FERRY_CRASH_CHECKPOINT_MS";
 const CHILD_TEST_NAME: &str = "crash_child_appender";
 /// A child that is never killed stops by itself after this long.
 const CHILD_MAX_RUN: Duration = Duration::from_secs(15);
-
-/// xorshift64*: small, seedable, good enough to pick sizes and kill moments.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(splitmix(seed) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Who wrote a record: everything about it derives from this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,6 +8,9 @@
 //!   were fsynced but not yet checkpointed, so the active segment has a tail past the
 //!   checkpoint, as after a power loss.
 
+mod common;
+
+use common::rng::Rng;
 use std::fs::{self, OpenOptions};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -19,44 +22,6 @@ use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, RecoveryRepor
 
 // ---------------------------------------------------------------------------------------------
 // Randomness with printed seeds.
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(splitmix(seed) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        self.next() % n
-    }
-    fn range(&mut self, r: Range<u64>) -> u64 {
-        r.start + self.below(r.end - r.start)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(n + 8);
-        while out.len() < n {
-            out.extend_from_slice(&self.next().to_le_bytes());
-        }
-        out.truncate(n);
-        out
-    }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 fn seed_for(test: &str) -> u64 {
     let seed = std::env::var("FERRY_TORN_SEED")

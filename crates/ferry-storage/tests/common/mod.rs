@@ -1,6 +1,8 @@
 //! Helpers shared by the storage integration tests.
 #![allow(dead_code)]
 
+pub mod rng;
+
 use std::path::Path;
 
 use ferry_storage::{Durability, Log, LogConfig, NewRecord};
