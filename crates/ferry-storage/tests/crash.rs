@@ -10,9 +10,6 @@
 //!
 //! Replay a run with `FERRY_CRASH_SEED=<seed printed on failure>`.
 
-mod common;
-
-use common::rng::{Rng, splitmix};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -22,7 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record};
+use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, StorageError};
+
+mod common;
+use common::rng::{Rng, splitmix};
 
 const CHILD_DIR_ENV: &str = "FERRY_CRASH_CHILD_DIR";
 const CHILD_ROUND_ENV: &str = "FERRY_CRASH_ROUND";
@@ -468,4 +468,56 @@ fn sigkill_during_appends_loses_no_acknowledged_record_and_leaves_no_garbage() {
         assert_eq!(log.recovery_report().truncated, None, "dir {d}");
         assert_eq!(log.end_offset(), states[d].seen.len() as u64, "dir {d}");
     }
+}
+
+/// A second process opening a directory in use gets the holder's pid, and a holder killed
+/// with SIGKILL leaves no stale lock behind (the kernel drops `flock`s of a dead process).
+#[test]
+fn second_process_is_refused_with_the_holders_pid_until_the_holder_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().expect("current test binary");
+    let child = Command::new(exe)
+        .args([
+            "--exact",
+            CHILD_TEST_NAME,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR_ENV, dir.path())
+        .env(CHILD_ROUND_ENV, "0")
+        .env(CHILD_THREADS_ENV, "1")
+        .env(CHILD_CHECKPOINT_ENV, "1000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let mut guard = ChildGuard(Some(child));
+    let child = guard.0.as_mut().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    // Wait for the first acknowledged append: the log is open and holds data.
+    while !line.starts_with("ACK") {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "child ended before it opened the log"
+        );
+    }
+    match Log::open(dir.path(), crash_config(1000)) {
+        Err(StorageError::Locked { pid, .. }) => assert_eq!(pid, child.id()),
+        other => panic!("expected Locked by the child, got {other:?}"),
+    }
+    // Keep draining so the child never blocks on a full pipe before it is killed.
+    let drain = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    // SAFETY: plain syscall on the pid of a child we have not reaped yet.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    child.wait().unwrap();
+    guard.0 = None;
+    let _ = drain.join();
+    let log = Log::open(dir.path(), crash_config(1000)).expect("lock released by the kernel");
+    assert!(log.end_offset() > 0);
 }

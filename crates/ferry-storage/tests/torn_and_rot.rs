@@ -8,15 +8,15 @@
 //!   were fsynced but not yet checkpointed, so the active segment has a tail past the
 //!   checkpoint, as after a power loss.
 
-mod common;
-
-use common::rng::Rng;
 use std::fs::{self, OpenOptions};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferry_storage::batch::{self, BatchHeader};
+
+mod common;
+use common::rng::Rng;
 use ferry_storage::index;
 use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, RecoveryReport, StorageError};
 
