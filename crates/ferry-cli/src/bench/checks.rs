@@ -1,13 +1,20 @@
 //! The target checks, each a ratio of two figures of the same run. Checks (1) to (3) are
-//! evaluated once per driver; a check whose cell was not run (`--only`, `--no-reopen`) says so
-//! instead of passing or missing.
+//! evaluated once per driver with one record per append, and (1), (1b) and (2) once more on
+//! the pipelined cells with `BATCH_RECORDS` records per append; a check whose cell was not run
+//! (`--only`, `--no-reopen`) says so instead of passing or missing.
 
 use ferry_storage::Durability;
 
 use super::report::{Run, count};
-use super::storage::Driver;
+use super::storage::{BATCH_RECORDS, Driver, batch_suffix};
 
-const DRIVERS: [Driver; 2] = [Driver::Threads, Driver::Pipelined];
+/// The (driver, records per append) variants of a cell check.
+const SINGLE: [(Driver, usize); 2] = [(Driver::Threads, 1), (Driver::Pipelined, 1)];
+const WITH_BATCHED: [(Driver, usize); 3] = [
+    (Driver::Threads, 1),
+    (Driver::Pipelined, 1),
+    (Driver::Pipelined, BATCH_RECORDS),
+];
 
 /// A target (pass or miss), or a figure shown only for information.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +28,8 @@ pub struct Check {
     pub id: &'static str,
     /// The driver of the cell checked; `None` for checks that involve no cell.
     pub driver: Option<Driver>,
+    /// Records per append of the cell checked; `None` for checks that involve no cell.
+    pub records_per_append: Option<usize>,
     pub kind: Kind,
     pub rule: String,
     /// measured / reference; `None` when the cell it needs was not run.
@@ -31,10 +40,16 @@ pub struct Check {
 }
 
 impl Check {
-    /// The table's first column, e.g. `check (2) pipelined`.
+    /// The table's first column, e.g. `check (2) pipelined` or
+    /// `check (1) pipelined, 16/append`.
     pub fn label(&self) -> String {
         match self.driver {
-            Some(d) => format!("check ({}) {}", self.id, d.name()),
+            Some(d) => format!(
+                "check ({}) {}{}",
+                self.id,
+                d.name(),
+                batch_suffix(self.records_per_append.unwrap_or(1))
+            ),
             None => format!("check ({})", self.id),
         }
     }
@@ -61,7 +76,7 @@ impl Check {
 /// Builds one check of a cell figure against a reference: `None` figure means not run.
 fn check(
     id: &'static str,
-    driver: Option<Driver>,
+    (driver, per_append): (Driver, usize),
     kind: Kind,
     rule: String,
     measured: Option<(f64, f64)>,
@@ -70,7 +85,8 @@ fn check(
 ) -> Check {
     Check {
         id,
-        driver,
+        driver: Some(driver),
+        records_per_append: Some(per_append),
         kind,
         rule,
         ratio: measured.map(|(m, r)| m / r),
@@ -89,63 +105,69 @@ pub fn checks(run: &Run) -> Vec<Check> {
     let fsync = Durability::Fsync;
     let mut out = Vec::new();
 
-    for d in DRIVERS {
-        let c1 = run.cell(fsync, 1024, 64, d).map(|c| (c.mb_per_sec(), seq));
+    // e.g. `1 KiB x64 pipelined, 16/append`, as in the case column.
+    let case = |size: &str, n: usize, d: Driver, per_append: usize| {
+        format!("{size} x{n} {}{}", d.name(), batch_suffix(per_append))
+    };
+    for (d, per) in WITH_BATCHED {
+        let c1 = run
+            .cell(fsync, 1024, 64, d, per)
+            .map(|c| (c.mb_per_sec(), seq));
         out.push(check(
             "1",
-            Some(d),
+            (d, per),
             Kind::Target,
             format!(
-                "Fsync 1 KiB x64 {} MB/s >= 0.60 x 1 MiB append + fdatasync MB/s",
-                d.name()
+                "Fsync {} MB/s >= 0.60 x 1 MiB append + fdatasync MB/s",
+                case("1 KiB", 64, d, per)
             ),
             c1,
             |ratio| ratio >= 0.60,
             |mb, seq| format!("{mb:.1} / {seq:.1} MB/s"),
         ));
     }
-    for d in DRIVERS {
+    for (d, per) in WITH_BATCHED {
         let c1b = run
-            .cell(fsync, 1024, 64, d)
+            .cell(fsync, 1024, 64, d, per)
             .map(|c| (c.mb_per_sec(), group));
         out.push(check(
             "1b",
-            Some(d),
+            (d, per),
             Kind::Info,
             format!(
-                "Fsync 1 KiB x64 {} MB/s vs 64 KiB append + fdatasync MB/s (no threshold)",
-                d.name()
+                "Fsync {} MB/s vs 64 KiB append + fdatasync MB/s (no threshold)",
+                case("1 KiB", 64, d, per)
             ),
             c1b,
             |_| true,
             |mb, group| format!("{mb:.1} / {group:.1} MB/s"),
         ));
     }
-    for d in DRIVERS {
+    for (d, per) in WITH_BATCHED {
         let c2 = run
-            .cell(fsync, 128, 64, d)
+            .cell(fsync, 128, 64, d, per)
             .map(|c| (c.records_per_sec(), 400_000.0));
         out.push(check(
             "2",
-            Some(d),
+            (d, per),
             Kind::Target,
-            format!("Fsync 128 B x64 {} >= 400,000 records/s", d.name()),
+            format!("Fsync {} >= 400,000 records/s", case("128 B", 64, d, per)),
             c2,
             |ratio| ratio >= 1.0,
             |r, target| format!("{} / {} records/s", count(r), count(target)),
         ));
     }
-    for d in DRIVERS {
+    for (d, per) in SINGLE {
         let c3 = run
-            .cell(fsync, 128, 1, d)
+            .cell(fsync, 128, 1, d, per)
             .map(|c| (c.latency_us(0.5), raw_p50));
         out.push(check(
             "3",
-            Some(d),
+            (d, per),
             Kind::Target,
             format!(
-                "Fsync 128 B x1 {} p50 append <= 1.3 x raw fdatasync p50",
-                d.name()
+                "Fsync {} p50 append <= 1.3 x raw fdatasync p50",
+                case("128 B", 1, d, per)
             ),
             c3,
             |ratio| ratio <= 1.3,
@@ -156,6 +178,7 @@ pub fn checks(run: &Run) -> Vec<Check> {
     out.push(Check {
         id: "4",
         driver: None,
+        records_per_append: None,
         kind: Kind::Target,
         rule: "reopen after unclean stop < 1 s".into(),
         ratio: c4.map(|re| re.open_time.as_secs_f64()),

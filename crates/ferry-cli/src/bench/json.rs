@@ -136,7 +136,9 @@ fn cell(r: &CellResult) -> Json {
         ("record_bytes", r.cell.record_bytes.into()),
         ("appenders", r.cell.appenders.into()),
         ("in_flight", r.cell.appenders.into()),
+        ("records_per_append", r.cell.records_per_append.into()),
         ("seconds", r.elapsed.as_secs_f64().into()),
+        ("appends", r.appends.into()),
         ("records", r.records.into()),
         ("fsyncs", r.fsyncs.into()),
         ("records_per_sec", r.records_per_sec().into()),
@@ -162,7 +164,9 @@ fn reopen(re: &ReopenResult) -> Json {
 fn check(c: Check) -> Json {
     obj(vec![
         ("id", c.id.into()),
+        ("label", c.label().into()),
         ("driver", c.driver.map(Driver::name).into()),
+        ("records_per_append", c.records_per_append.into()),
         (
             "kind",
             match c.kind {

@@ -39,8 +39,9 @@ pub struct StorageArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Run only the log cells whose label contains SUBSTRING (case-insensitive), e.g.
-    /// "Fsync", "pipelined", "1 KiB x64". Repeatable: a cell runs if any matches. Labels look
-    /// like "Fsync 128 B x64 threads". The device limits are always measured.
+    /// "Fsync", "pipelined", "1 KiB x64", "/append". Repeatable: a cell runs if any matches.
+    /// Labels look like "Fsync 128 B x64 threads" or "Fsync 1 KiB x64 pipelined, 16/append"
+    /// (16 records per append). The device limits are always measured.
     #[arg(long, value_name = "SUBSTRING")]
     pub only: Vec<String>,
     /// Skip the reopen-after-unclean-stop check (4).
@@ -182,7 +183,7 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     };
     println!("{}", run.machine.line());
     println!("{}", report::table(&run));
-    println!("{}", report::LEGEND);
+    println!("{}", report::legend());
     if let Some(path) = &args.json {
         std::fs::write(path, format!("{}\n", json::run(&run, &args.only)))
             .with_context(|| format!("write {}", path.display()))?;

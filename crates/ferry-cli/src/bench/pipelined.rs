@@ -1,5 +1,5 @@
-//! The `Pipelined` driver: N logical appenders, each with exactly one single-record append in
-//! flight, and no thread of their own. The bench thread submits the first N appends with
+//! The `Pipelined` driver: N logical appenders, each with exactly one append (of the cell's
+//! records per append) in flight, and no thread of their own. The bench thread submits the first N appends with
 //! `append_then`; from then on each completion callback (on the log's writer or completer
 //! thread) records its latency and submits that appender's next append. This is how an async
 //! broker drives the log: many tasks, a few OS threads, nobody blocked in `append`.
@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use bytes::Bytes;
-use ferry_storage::{Appended, Log, NewRecord};
+use ferry_storage::{Appended, Log};
 use hdrhistogram::Histogram;
 
-use super::storage::Window;
+use super::storage::{Window, batch};
 use super::{fsync_count, latency_histogram};
 
 /// How long the appends in flight at the stop flag may take to finish before the bench gives
@@ -23,6 +23,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// State shared by the bench thread and every callback.
 struct Pipeline {
     value: Bytes,
+    /// Records in each append, all sharing `value`.
+    per_append: usize,
     stop: AtomicBool,
     tally: Mutex<Tally>,
     /// Signalled when `in_flight` drops to zero.
@@ -32,7 +34,7 @@ struct Pipeline {
 struct Tally {
     /// Appends submitted whose callback has not finished with them yet.
     in_flight: usize,
-    records: u64,
+    appends: u64,
     latency_ns: Histogram<u64>,
     /// When the last counted append completed.
     last: Instant,
@@ -40,11 +42,13 @@ struct Tally {
     error: Option<anyhow::Error>,
 }
 
-/// Runs `appenders` chains on `log` for `duration`, then waits until every append in flight
-/// has completed and hands the log back, so the caller can close it.
+/// Runs `appenders` chains of `per_append`-record appends on `log` for `duration`, then waits
+/// until every append in flight has completed and hands the log back, so the caller can close
+/// it.
 pub fn run(
     log: Log,
     value: Bytes,
+    per_append: usize,
     appenders: usize,
     duration: Duration,
 ) -> anyhow::Result<(Log, Window)> {
@@ -53,10 +57,11 @@ pub fn run(
     let start = Instant::now();
     let pipeline = Arc::new(Pipeline {
         value,
+        per_append,
         stop: AtomicBool::new(false),
         tally: Mutex::new(Tally {
             in_flight: appenders,
-            records: 0,
+            appends: 0,
             latency_ns: latency_histogram(),
             last: start,
             error: None,
@@ -87,7 +92,7 @@ pub fn run(
     let window = Window {
         start,
         end: tally.last,
-        records: tally.records,
+        appends: tally.appends,
         fsyncs,
         latency_ns: std::mem::replace(&mut tally.latency_ns, latency_histogram()),
     };
@@ -106,7 +111,7 @@ fn submit(log: &Arc<Log>, pipeline: &Arc<Pipeline>) {
     let next_pipeline = pipeline.clone();
     let submitted = Instant::now();
     log.append_then(
-        vec![NewRecord::new(pipeline.value.clone())],
+        batch(&pipeline.value, pipeline.per_append),
         Box::new(move |result| completed(next_log, next_pipeline, submitted, result)),
     );
 }
@@ -123,7 +128,7 @@ fn completed(
     let mut tally = pipeline.tally.lock().expect("tally lock");
     let failed = match result {
         Ok(_) => {
-            tally.records += 1;
+            tally.appends += 1;
             tally
                 .latency_ns
                 .saturating_record((now - submitted).as_nanos() as u64);

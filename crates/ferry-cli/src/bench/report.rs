@@ -8,7 +8,7 @@ use super::checks::checks;
 use super::device::{DeviceLimits, SyncLoop};
 use super::machine::Machine;
 use super::reopen::ReopenResult;
-use super::storage::{CellResult, Driver};
+use super::storage::{BATCH_RECORDS, CellResult, Driver};
 
 pub struct Run {
     pub machine: Machine,
@@ -32,23 +32,32 @@ impl Run {
         record_bytes: usize,
         appenders: usize,
         driver: Driver,
+        records_per_append: usize,
     ) -> Option<&CellResult> {
         self.cells.iter().find(|r| {
             r.cell.durability == durability
                 && r.cell.record_bytes == record_bytes
                 && r.cell.appenders == appenders
                 && r.cell.driver == driver
+                && r.cell.records_per_append == records_per_append
         })
     }
 }
 
-/// Printed under the table: what the `xN` of a case means for each driver.
-pub const LEGEND: &str = "\
-note: xN = N single-record appends in flight, in both drivers; latency is submit to completion.
+/// Printed under the table: what the `xN` of a case means for each driver, and what a batched
+/// case's `/append` means.
+pub fn legend() -> String {
+    format!(
+        "\
+note: xN = N appends in flight, in both drivers; latency is submit to completion of an append.
   threads:   N OS threads, each looping on the blocking Log::append.
   pipelined: N logical appenders and no thread of their own: each Log::append_then callback
              (on the log's writer or completer thread) records its latency and submits that
-             appender's next append, until the stop flag; then all N are awaited.";
+             appender's next append, until the stop flag; then all N are awaited.
+  {BATCH_RECORDS}/append: each append carries {BATCH_RECORDS} records (a producer's batch; else 1); \
+records/s and MB/s count records, latency is per append."
+    )
+}
 
 /// Thousands separators: record rates are read at a glance.
 pub fn count(v: f64) -> String {
@@ -155,10 +164,16 @@ pub fn table(run: &Run) -> Table {
             num(r.latency_us(0.99)),
             if r.fsyncs == 0 {
                 "no fdatasync in the window".to_string()
-            } else {
+            } else if r.cell.records_per_append == 1 {
                 format!(
                     "{:.1} records/fdatasync",
                     r.records as f64 / r.fsyncs as f64
+                )
+            } else {
+                format!(
+                    "{:.1} records/fdatasync ({:.1} appends)",
+                    r.records as f64 / r.fsyncs as f64,
+                    r.appends as f64 / r.fsyncs as f64
                 )
             },
         ]);

@@ -1,8 +1,11 @@
-//! The log under load, one cell at a time: a record size × concurrency × durability × driver.
-//! Concurrency is always N single-record appends in flight; the driver says what keeps them
-//! there: N OS threads each blocking in `append` (`threads`), or N `append_then` chains that
-//! resubmit from the completion callback with no thread of their own (`pipelined`, see
+//! The log under load, one cell at a time: a record size × concurrency × durability × driver
+//! × records per append. Concurrency is always N appends in flight; the driver says what keeps
+//! them there: N OS threads each blocking in `append` (`threads`), or N `append_then` chains
+//! that resubmit from the completion callback with no thread of their own (`pipelined`, see
 //! `pipelined.rs`), the way an async broker with many tasks on few threads drives the log.
+//! Each append carries one record, except in the batched cells, where it carries
+//! `BATCH_RECORDS` (a producer's batch, as Kafka-style clients and Ferry's publish-batch API
+//! hand the log).
 
 use std::path::Path;
 use std::sync::Barrier;
@@ -29,6 +32,13 @@ pub const DURABILITIES: [Durability; 3] = [
 pub const WIDE_PIPELINE: usize = 256;
 const WIDE_PIPELINE_SIZES: [usize; 2] = [128, 1024];
 
+/// Records per append of the batched cells: `Fsync`, pipelined, x64, for these sizes only.
+/// With one record per append, 64 in flight cap a group commit at 64 records (64 KiB of
+/// 1 KiB records), well short of what a 1 MiB append + fdatasync moves.
+pub const BATCH_RECORDS: usize = 16;
+const BATCH_APPENDERS: usize = 64;
+const BATCH_SIZES: [usize; 2] = [128, 1024];
+
 /// What keeps the N appends of a cell in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {
@@ -50,16 +60,19 @@ impl Driver {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
     pub record_bytes: usize,
-    /// Single-record appends in flight: threads, or pipelined chains.
+    /// Appends in flight: threads, or pipelined chains.
     pub appenders: usize,
     pub durability: Durability,
     pub driver: Driver,
+    /// Records in each append, all sharing one value buffer; 1 except in the batched cells.
+    pub records_per_append: usize,
 }
 
 impl Cell {
     /// The full matrix, durability outermost so the table reads mode by mode. `Threads` runs
     /// every cell; `Pipelined` only the `Fsync` ones (where group commit matters), each right
-    /// after the `Threads` cell it compares with, plus 256 in flight for the small sizes.
+    /// after the `Threads` cell it compares with, plus 256 in flight for the small sizes and,
+    /// right after x64 pipelined, the same with `BATCH_RECORDS` records per append.
     pub fn matrix() -> Vec<Cell> {
         let mut cells = Vec::new();
         for durability in DURABILITIES {
@@ -69,12 +82,22 @@ impl Cell {
                     appenders,
                     durability,
                     driver,
+                    records_per_append: 1,
                 };
                 let pipelined = durability == Durability::Fsync;
                 for appenders in APPENDERS {
                     cells.push(cell(appenders, Driver::Threads));
                     if pipelined {
                         cells.push(cell(appenders, Driver::Pipelined));
+                    }
+                    if pipelined
+                        && appenders == BATCH_APPENDERS
+                        && BATCH_SIZES.contains(&record_bytes)
+                    {
+                        cells.push(Cell {
+                            records_per_append: BATCH_RECORDS,
+                            ..cell(appenders, Driver::Pipelined)
+                        });
                     }
                 }
                 if pipelined && WIDE_PIPELINE_SIZES.contains(&record_bytes) {
@@ -90,14 +113,21 @@ impl Cell {
         format!("{} {}", self.durability_name(), self.case_name())
     }
 
-    /// The table's case column, e.g. `128 B x64 threads`.
+    /// The table's case column, e.g. `128 B x64 threads` or `1 KiB x64 pipelined, 16/append`
+    /// (so a filter for the single-record case also selects its batched variant).
     pub fn case_name(&self) -> String {
         format!(
-            "{} x{} {}",
+            "{} x{} {}{}",
             self.size_name(),
             self.appenders,
-            self.driver.name()
+            self.driver.name(),
+            self.batch_suffix()
         )
+    }
+
+    /// `, 16/append` for a batched cell, empty for single-record appends.
+    pub fn batch_suffix(&self) -> String {
+        batch_suffix(self.records_per_append)
     }
 
     pub fn durability_name(&self) -> String {
@@ -113,6 +143,19 @@ impl Cell {
     }
 }
 
+pub fn batch_suffix(records_per_append: usize) -> String {
+    if records_per_append == 1 {
+        String::new()
+    } else {
+        format!(", {records_per_append}/append")
+    }
+}
+
+/// The records of one append: `n` records, all sharing the one buffer of `value`.
+pub(super) fn batch(value: &Bytes, n: usize) -> Vec<NewRecord> {
+    vec![NewRecord::new(value.clone()); n]
+}
+
 pub fn durability_name(d: Durability) -> String {
     match d {
         Durability::Fsync => "Fsync".into(),
@@ -124,6 +167,9 @@ pub fn durability_name(d: Durability) -> String {
 #[derive(Debug, Clone)]
 pub struct CellResult {
     pub cell: Cell,
+    /// Completed appends.
+    pub appends: u64,
+    /// Records in them: `appends` × `cell.records_per_append`.
     pub records: u64,
     pub elapsed: Duration,
     pub fsyncs: u64,
@@ -155,11 +201,12 @@ pub fn run_cell(
     preallocate_bytes: Option<u64>,
 ) -> anyhow::Result<CellResult> {
     let dir = base.join(format!(
-        "log-{}-{}b-{}x-{}",
+        "log-{}-{}b-{}x-{}-{}r",
         cell.durability_name().replace(['(', ')'], ""),
         cell.record_bytes,
         cell.appenders,
-        cell.driver.name()
+        cell.driver.name(),
+        cell.records_per_append
     ));
     let defaults = LogConfig::default();
     let config = LogConfig {
@@ -171,21 +218,23 @@ pub fn run_cell(
     // One shared buffer: cloning `Bytes` is a reference count, so the bench measures the log,
     // not the allocator.
     let value = Bytes::from(vec![0x5Au8; cell.record_bytes]);
+    let per_append = cell.records_per_append;
     let (log, window) = match cell.driver {
         Driver::Threads => {
-            let window = threads(&log, &value, cell.appenders, duration)?;
+            let window = threads(&log, &value, per_append, cell.appenders, duration)?;
             (log, window)
         }
-        Driver::Pipelined => pipelined::run(log, value, cell.appenders, duration)?,
+        Driver::Pipelined => pipelined::run(log, value, per_append, cell.appenders, duration)?,
     };
-    // Every counted append is one record of a fresh log, and every append submitted has
-    // completed by now: a mismatch means a driver lost or double-counted completions.
+    // Every counted append is `per_append` records of a fresh log, and every append submitted
+    // has completed by now: a mismatch means a driver lost or double-counted completions.
+    let records = window.appends * per_append as u64;
     let in_log = log.end_offset() - log.start_offset();
-    if in_log != window.records {
+    if in_log != records {
         bail!(
-            "{}: counted {} appends but the log holds {in_log} records",
+            "{}: counted {} appends of {per_append} record(s) = {records} records but the log holds {in_log}",
             cell.label(),
-            window.records
+            window.appends
         );
     }
     log.close()
@@ -193,7 +242,8 @@ pub fn run_cell(
     std::fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
     Ok(CellResult {
         cell,
-        records: window.records,
+        appends: window.appends,
+        records,
         // Until the last append that was counted finished, not until the stop flag: the
         // appends in flight at the flag are counted, so their time is too.
         elapsed: window.end - window.start,
@@ -207,16 +257,19 @@ pub struct Window {
     pub start: Instant,
     /// When the last counted append completed.
     pub end: Instant,
-    pub records: u64,
+    /// Completed appends (each of the cell's `records_per_append` records).
+    pub appends: u64,
     /// The engine's fdatasyncs from `start` until every append in flight had completed.
     pub fsyncs: u64,
     pub latency_ns: Histogram<u64>,
 }
 
-/// The `Threads` driver: `appenders` threads, each a blocking `append` loop.
+/// The `Threads` driver: `appenders` threads, each a blocking `append` loop of `per_append`
+/// records per append.
 fn threads(
     log: &Log,
     value: &Bytes,
+    per_append: usize,
     appenders: usize,
     duration: Duration,
 ) -> anyhow::Result<Window> {
@@ -225,7 +278,7 @@ fn threads(
 
     let (start, fsyncs_before, per_thread) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..appenders)
-            .map(|_| s.spawn(|| appender(log, value, &start_line, &stop)))
+            .map(|_| s.spawn(|| appender(log, value, per_append, &start_line, &stop)))
             .collect();
         start_line.wait();
         let fsyncs_before = fsync_count::count();
@@ -241,29 +294,30 @@ fn threads(
     // Read before close: closing syncs and would add an fdatasync outside the measured window.
     let fsyncs = fsync_count::count() - fsyncs_before;
 
-    let mut records = 0;
+    let mut appends = 0;
     let mut latency_ns = latency_histogram();
     let mut end = start;
     for result in per_thread {
         let (count, hist, last) = result?;
-        records += count;
+        appends += count;
         latency_ns.add(&hist).expect("histograms share bounds");
         end = end.max(last);
     }
     Ok(Window {
         start,
         end,
-        records,
+        appends,
         fsyncs,
         latency_ns,
     })
 }
 
-/// One appender: synchronous appends of one record until told to stop. Returns how many it
-/// completed, their latencies and when the last one finished.
+/// One appender: synchronous appends of `per_append` records until told to stop. Returns how
+/// many appends it completed, their latencies and when the last one finished.
 fn appender(
     log: &Log,
     value: &Bytes,
+    per_append: usize,
     start_line: &Barrier,
     stop: &AtomicBool,
 ) -> anyhow::Result<(u64, Histogram<u64>, Instant)> {
@@ -273,8 +327,7 @@ fn appender(
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        log.append(vec![NewRecord::new(value.clone())])
-            .context("append")?;
+        log.append(batch(value, per_append)).context("append")?;
         last = Instant::now();
         hist.saturating_record((last - started).as_nanos() as u64);
         count += 1;
