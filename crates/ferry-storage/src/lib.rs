@@ -1,5 +1,23 @@
 //! Ferry's storage engine: durable, segmented, append-only logs and a crash-safe metadata
 //! store. No async runtime and no network: the broker above drives it from its own threads.
+//!
+//! ```
+//! use ferry_storage::{Durability, Log, LogConfig, NewRecord};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let config = LogConfig { durability: Durability::Fsync, ..LogConfig::default() };
+//! let log = Log::open(dir.path(), config)?;
+//! // Returns once the batch is on disk; concurrent appends share one fdatasync.
+//! let appended = log.append(vec![
+//!     NewRecord::new("created").with_key("order-1").with_header("type", "order.created"),
+//!     NewRecord::new("paid").with_key("order-1"),
+//! ])?;
+//! assert_eq!((appended.base_offset, appended.last_offset), (0, 1));
+//! let records = log.read(0, 64 * 1024)?;
+//! assert_eq!(records[1].value, "paid");
+//! log.close()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod clock;
 pub mod dir_lock;
