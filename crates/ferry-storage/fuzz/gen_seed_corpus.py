@@ -50,7 +50,9 @@ def encode(base_offset, records):
         body += struct.pack("<I", len(rec)) + rec
     length = HEADER_LEN + len(body)
     after_crc = struct.pack("<QIqqQ", base_offset, len(records), first_ts, max_ts, 0) + body
-    return struct.pack("<IHBBI", length, MAGIC, VERSION, 0, crc32c(after_crc)) + after_crc
+    # The CRC covers magic, version and attributes, then everything after the CRC field.
+    crc = crc32c(struct.pack("<HBB", MAGIC, VERSION, 0) + after_crc)
+    return struct.pack("<IHBBI", length, MAGIC, VERSION, 0, crc) + after_crc
 
 
 SEEDS = {

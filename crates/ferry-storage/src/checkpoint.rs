@@ -13,7 +13,7 @@ use crate::fs_util;
 
 pub const FILE_NAME: &str = "recovery.checkpoint";
 const MAGIC: u32 = 0xFE77_C4EC;
-const LEN: usize = 40;
+const LEN: usize = 48;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -24,6 +24,9 @@ pub struct Checkpoint {
     /// The offset of the batch that starts at `position`.
     pub next_offset: u64,
     pub max_timestamp: i64,
+    /// When the segment was started, by the log's clock: age-based rolling measures from
+    /// here across restarts.
+    pub segment_created_ms: i64,
 }
 
 pub fn path(dir: &Path) -> PathBuf {
@@ -38,15 +41,16 @@ impl Checkpoint {
         out[12..20].copy_from_slice(&self.position.to_le_bytes());
         out[20..28].copy_from_slice(&self.next_offset.to_le_bytes());
         out[28..36].copy_from_slice(&self.max_timestamp.to_le_bytes());
-        let crc = crc32c::crc32c(&out[..36]);
-        out[36..40].copy_from_slice(&crc.to_le_bytes());
+        out[36..44].copy_from_slice(&self.segment_created_ms.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..44]);
+        out[44..48].copy_from_slice(&crc.to_le_bytes());
         out
     }
 
     fn decode(b: &[u8]) -> Option<Checkpoint> {
         if b.len() != LEN
             || b[0..4] != MAGIC.to_le_bytes()
-            || crc32c::crc32c(&b[..36]).to_le_bytes() != b[36..40]
+            || crc32c::crc32c(&b[..44]).to_le_bytes() != b[44..48]
         {
             return None;
         }
@@ -56,6 +60,7 @@ impl Checkpoint {
             position: word(12),
             next_offset: word(20),
             max_timestamp: word(28) as i64,
+            segment_created_ms: word(36) as i64,
         })
     }
 
@@ -83,6 +88,7 @@ mod tests {
             position: 4096,
             next_offset: 77,
             max_timestamp: -5,
+            segment_created_ms: 1234,
         };
         cp.write(dir.path()).unwrap();
         assert_eq!(Checkpoint::read(dir.path()), Some(cp));

@@ -73,6 +73,11 @@ pub enum StorageError {
     #[error("the log is closed")]
     Closed,
 
+    #[error(
+        "{call} was called from an append completion: completions run on the log's own threads, which the call would wait for; use append_then there, or hand the work to another thread"
+    )]
+    BlockingCallInCompletion { call: &'static str },
+
     #[error("I/O error while trying to {op} {path}: {source}")]
     Io {
         op: &'static str,

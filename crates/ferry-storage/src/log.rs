@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, RwLock};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 
 use bytes::Bytes;
 
@@ -44,9 +44,31 @@ pub(crate) struct Shared {
     pub poisoned: Mutex<Option<String>>,
     /// Sealed segments whose index is loaded, oldest first; bounded by `index_cache_segments`.
     pub loaded_indexes: Mutex<VecDeque<Arc<Segment>>>,
+    /// The writer and completer threads, on which completions run.
+    storage_threads: Mutex<Vec<ThreadId>>,
+    /// Held until the last thread using the directory is gone, not just the `Log` handle:
+    /// a log dropped from its own completion finishes closing after the handle is gone.
+    _lock: DirLock,
 }
 
 impl Shared {
+    pub fn register_storage_thread(&self) {
+        self.storage_threads
+            .lock()
+            .expect("threads lock")
+            .push(std::thread::current().id());
+    }
+
+    /// True on the writer or completer thread, where waiting for the log would wait for
+    /// the very thread that is waiting.
+    pub fn on_storage_thread(&self) -> bool {
+        let current = std::thread::current().id();
+        self.storage_threads
+            .lock()
+            .expect("threads lock")
+            .contains(&current)
+    }
+
     pub fn poison_error(&self) -> Option<StorageError> {
         self.poisoned
             .lock()
@@ -65,7 +87,6 @@ pub struct Log {
     sender: Option<Sender<Command>>,
     writer: Option<JoinHandle<()>>,
     recovery: RecoveryReport,
-    _lock: DirLock,
 }
 
 impl Log {
@@ -93,6 +114,8 @@ impl Log {
             visible_end: AtomicU64::new(visible_end),
             poisoned: Mutex::new(None),
             loaded_indexes: Mutex::new(VecDeque::new()),
+            storage_threads: Mutex::new(Vec::new()),
+            _lock: lock,
         });
         let (sender, receiver) = mpsc::channel();
         let writer = Writer::new(shared.clone(), recovered.active_state, receiver)?;
@@ -105,7 +128,6 @@ impl Log {
             sender: Some(sender),
             writer: Some(handle),
             recovery: recovered.report,
-            _lock: lock,
         })
     }
 
@@ -124,6 +146,7 @@ impl Log {
 
     /// Appends `records` as one batch and blocks until the log's durability holds for it.
     pub fn append(&self, records: Vec<NewRecord>) -> Result<Appended> {
+        self.refuse_on_storage_thread("append")?;
         let (tx, rx) = mpsc::sync_channel(1);
         self.append_then(
             records,
@@ -134,8 +157,9 @@ impl Log {
         rx.recv().unwrap_or(Err(StorageError::Closed))
     }
 
-    /// Appends without blocking: `done` runs on the writer thread once the append is durable
-    /// (or has failed). It must be quick; hand real work to another thread.
+    /// Appends without blocking: `done` runs once the append is durable (or has failed), on
+    /// one of the log's own threads, in offset order. It must be quick and must not wait for
+    /// the log (a blocking call from there is refused); hand real work to another thread.
     pub fn append_then(&self, records: Vec<NewRecord>, done: Completion) {
         let encoded_len = match self.validate(&records) {
             Ok(len) => len,
@@ -200,6 +224,13 @@ impl Log {
         self.sender.as_ref().expect("sender lives until drop")
     }
 
+    fn refuse_on_storage_thread(&self, call: &'static str) -> Result<()> {
+        if self.shared.on_storage_thread() {
+            return Err(StorageError::BlockingCallInCompletion { call });
+        }
+        Ok(())
+    }
+
     fn round_trip(&self, make: impl FnOnce(mpsc::SyncSender<Result<()>>) -> Command) -> Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.sender()
@@ -210,11 +241,13 @@ impl Log {
 
     /// Forces everything appended so far to disk, whatever the durability mode.
     pub fn sync(&self) -> Result<()> {
+        self.refuse_on_storage_thread("sync")?;
         self.round_trip(Command::Sync)
     }
 
     /// Seals the active segment and starts a new one (no-op on an empty active segment).
     pub fn roll(&self) -> Result<()> {
+        self.refuse_on_storage_thread("roll")?;
         self.round_trip(Command::Roll)
     }
 
@@ -371,6 +404,12 @@ impl Log {
 
     fn shutdown(&mut self) {
         self.sender.take();
+        // Dropped from its own completion: the writer cannot be joined from the thread it
+        // would wait for. It still drains, syncs and checkpoints on its own, and the
+        // directory lock goes only when it has finished.
+        if self.shared.on_storage_thread() {
+            return;
+        }
         if let Some(handle) = self.writer.take() {
             let _ = handle.join();
         }
@@ -428,7 +467,10 @@ fn read_segment(
     config: &LogConfig,
 ) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
-    let want = (*budget + config.index_interval_bytes as usize + HEADER_LEN).max(64 * 1024);
+    // Bounded so that a large budget reads a segment in pieces, never whole.
+    let want = budget
+        .saturating_add(config.index_interval_bytes as usize + HEADER_LEN)
+        .clamp(64 * 1024, 8 << 20);
     let mut chunk = Bytes::new();
     let mut chunk_pos = position;
     while position < limit {

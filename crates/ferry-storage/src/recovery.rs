@@ -4,16 +4,23 @@
 //! Crash windows and how each is handled:
 //! - **Torn tail** (crash mid-write, or power loss before fdatasync): the active segment ends
 //!   in a partial or unchecksummed batch after the checkpoint. It is truncated, and the byte
-//!   range is logged and counted. Nothing acknowledged under `Fsync` lies there, since an
-//!   append is acknowledged only after its fdatasync and a checkpoint never runs ahead of one.
+//!   range is logged and counted. Under `Fsync` at most one group is written and not yet
+//!   synced at any moment, so a torn write spans at most one group; within that span a hole
+//!   followed by intact batches (pages persisted out of order into preallocated blocks) is
+//!   still a torn write. The checkpoint lags the last sync by up to `checkpoint_interval`,
+//!   so acknowledged batches can lie past it: damage to the last of them is indistinguishable
+//!   from a torn write and is reported as a truncation.
+//! - **Preallocated zeros** after the data end the log cleanly and are cut without a report.
 //! - **Damage in the middle** (bit rot, a bad sector, a truncated sealed segment): a bad batch
-//!   below the checkpoint, or one followed by an intact batch, means acknowledged data is
-//!   gone. The log refuses to open unless repair is asked for; repair copies the segment to
-//!   `quarantine/`, keeps every batch that still verifies and reports the lost offsets. Lost
-//!   data is reported, never silently dropped.
-//! - **Crash during a roll**: data is synced before the footer is written and the footer
-//!   before the next segment is created, so the last segment either lacks a footer (scanned
-//!   like any active segment) or has a truthful one.
+//!   below the checkpoint, or one followed by intact batches beyond one group, means
+//!   acknowledged data is gone. The log refuses to open unless repair is asked for; repair
+//!   copies the segment to `quarantine/`, keeps every batch that still verifies and reports
+//!   the lost offsets. Lost data is reported, never silently dropped.
+//! - **Crash during a roll**: data is synced, then the next segment is created, then the old
+//!   one gets its footer. A crash before the footer leaves a sealed segment without one
+//!   (verified and re-indexed by a scan) followed by an empty segment; if the roll failed and
+//!   its empty segment came back after a power loss, that segment is dropped here, so its
+//!   base offset is never used twice.
 //! - **Missing or damaged index**: rebuilt from the log; the log is the source of truth.
 //! - **Crash during retention**: the log file is unlinked before its index, so an orphaned
 //!   index is deleted here; a segment whose index vanished is simply rebuilt.
@@ -70,6 +77,7 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
         fs_util::sync_dir(dir)?;
         bases.push(0);
     }
+    drop_unfinished_roll(dir, &mut bases)?;
     let mut segments = Vec::with_capacity(bases.len());
     let last = bases.len() - 1;
     for (i, &base) in bases[..last].iter().enumerate() {
@@ -91,6 +99,37 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
         active_state,
         report,
     })
+}
+
+/// A roll creates the next segment before it writes the previous one's footer. An empty last
+/// segment after one without a valid footer is therefore a roll that never finished (or one
+/// that failed and was undone, then brought back by a power loss): the previous segment is
+/// still the active one, and may hold acknowledged records past the empty one's base.
+fn drop_unfinished_roll(dir: &Path, bases: &mut Vec<u64>) -> Result<()> {
+    while let [.., previous, last] = bases[..] {
+        let last_path = segment::log_path(dir, last);
+        let sealed = index::read_footer(&segment::index_path(dir, previous))?.is_some_and(|f| {
+            f.segment_len == file_len(&segment::log_path(dir, previous)).unwrap_or(0)
+        });
+        if file_len(&last_path)? != 0 || sealed {
+            return Ok(());
+        }
+        fs::remove_file(&last_path).ctx("remove unfinished segment", &last_path)?;
+        let index = segment::index_path(dir, last);
+        if let Err(e) = fs::remove_file(&index)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(StorageError::io(
+                "remove unfinished segment index",
+                &index,
+                e,
+            ));
+        }
+        fs_util::sync_dir(dir)?;
+        tracing::warn!(segment = %last_path.display(), "removed the empty segment of an unfinished roll");
+        bases.pop();
+    }
+    Ok(())
 }
 
 /// Base offsets of the segments in `dir`, ascending; removes leftovers of interrupted work.
@@ -190,6 +229,20 @@ fn open_sealed(
     // lost its end, even when the cut falls on a batch boundary and the scan finds no bad
     // batch. (A footer claiming offsets past `next_base` is not this segment's.)
     let scanned_next = expected_after(&outcome, base);
+    if scanned_next > next_base {
+        // Two segments claim the same offsets: no rule says which records are the real
+        // ones, so an operator must look (repair would have to guess).
+        return Err(StorageError::CorruptLog {
+            dir: dir.to_path_buf(),
+            file: log_path,
+            position: outcome.valid_end,
+            detail: format!(
+                "the segment holds offsets up to {} but the next segment starts at {next_base}",
+                scanned_next - 1
+            ),
+            lost: next_base..scanned_next,
+        });
+    }
     let stop = outcome.stop.clone().or_else(|| {
         footer
             .filter(|f| {
@@ -350,9 +403,13 @@ fn open_active(
         .stop
         .as_ref()
         .and_then(|stop| intact_batch_after(&segment, stop.position, len, next_offset, config));
-    let damaged = match &outcome.stop {
-        Some(stop) => stop.position < trusted_len || following.is_some(),
-        None => outcome.valid_end < trusted_len,
+    let damaged = match (&outcome.stop, following) {
+        (Some(stop), _) if stop.position < trusted_len => true,
+        (Some(stop), Some((next_intact, _))) => {
+            !is_torn_write(&segment, stop.position, next_intact, len, config)?
+        }
+        (Some(_), None) => false,
+        (None, _) => outcome.valid_end < trusted_len,
     };
     if damaged {
         let stop = outcome.stop.clone().unwrap_or_else(|| segment::ScanStop {
@@ -365,7 +422,7 @@ fn open_active(
         // Up to the intact batch that follows, or else to what the checkpoint vouches for.
         let lost = next_offset
             ..following
-                .map_or(trusted_next, |h| h.base_offset)
+                .map_or(trusted_next, |(_, h)| h.base_offset)
                 .max(next_offset);
         if !config.repair {
             return Err(corrupt_log(dir, &log_path, &stop, lost));
@@ -419,7 +476,7 @@ fn open_active(
         true,
     )?);
     *segment.index.write().expect("index lock") = Some(entries);
-    let created_ms = first_timestamp(&segment).unwrap_or_else(|| clock.now_ms());
+    let created_ms = checkpoint.map_or_else(|| clock.now_ms(), |c| c.segment_created_ms);
     let state = ActiveState {
         segment: segment.clone(),
         len,
@@ -436,6 +493,7 @@ fn open_active(
         position: len,
         next_offset,
         max_timestamp: state.index.max_timestamp(),
+        segment_created_ms: created_ms,
     }
     .write(dir)?;
     Ok((segment, state))
@@ -455,11 +513,72 @@ fn all_zero(segment: &Segment, from: u64, to: u64) -> Result<bool> {
     Ok(true)
 }
 
-fn first_timestamp(segment: &Segment) -> Option<i64> {
-    let head = segment.read_at(0, crate::batch::HEADER_LEN).ok()?;
-    crate::batch::parse_header(&head, u32::MAX as usize)
-        .ok()
-        .map(|h| h.first_timestamp)
+/// Whether a bad batch at `position`, past the checkpoint and followed by an intact batch at
+/// `next_intact`, is a torn write rather than damage to acknowledged data.
+///
+/// Under `Fsync` only the last group write can be unsynced. Written into preallocated blocks,
+/// a power loss may persist its pages in any order, leaving holes (zeros) followed by intact
+/// batches of the same group. So it is a torn write only if
+/// - no intact batch ending a group is followed by more intact data (which would put the
+///   damage in an earlier, synced and acknowledged group), and
+/// - the bad stretch holds an aligned 512-byte sector of zeros: what a write that never
+///   reached the disk leaves in preallocated space. Bit rot flips bytes; it leaves no hole.
+fn is_torn_write(
+    segment: &Segment,
+    position: u64,
+    next_intact: u64,
+    len: u64,
+    config: &LogConfig,
+) -> Result<bool> {
+    Ok(
+        !group_end_followed_by_data(segment, next_intact, len, config)
+            && holds_zero_sector(segment, position, next_intact)?,
+    )
+}
+
+fn group_end_followed_by_data(segment: &Segment, from: u64, len: u64, config: &LogConfig) -> bool {
+    let mut from = from;
+    let mut group_ended = false;
+    while let Some((at, _)) =
+        segment::find_next_batch(&segment.file, from, len, 0, config.max_batch_bytes)
+    {
+        if group_ended {
+            return true;
+        }
+        let Ok(run) = segment::scan(
+            &segment.file,
+            &segment.log_path,
+            at,
+            len,
+            None,
+            config.max_batch_bytes,
+        ) else {
+            return false;
+        };
+        for (_, header) in &run.batches {
+            if group_ended {
+                return true;
+            }
+            group_ended = header.is_group_end();
+        }
+        match run.stop {
+            Some(stop) => from = stop.position + 1,
+            None => return false,
+        }
+    }
+    false
+}
+
+fn holds_zero_sector(segment: &Segment, from: u64, to: u64) -> Result<bool> {
+    const SECTOR: u64 = 512;
+    let first = from.div_ceil(SECTOR) * SECTOR;
+    if first + SECTOR > to {
+        return Ok(false);
+    }
+    let bytes = segment.read_at(first, (to - first) as usize)?;
+    Ok(bytes
+        .chunks_exact(SECTOR as usize)
+        .any(|sector| sector.iter().all(|&b| b == 0)))
 }
 
 /// The first intact batch (at or after `next_offset`) after the batch at `position` that
@@ -471,7 +590,7 @@ fn intact_batch_after(
     len: u64,
     next_offset: u64,
     config: &LogConfig,
-) -> Option<BatchHeader> {
+) -> Option<(u64, BatchHeader)> {
     segment::find_next_batch(
         &segment.file,
         position + 1,
@@ -479,7 +598,6 @@ fn intact_batch_after(
         next_offset,
         config.max_batch_bytes,
     )
-    .map(|(_, header)| header)
 }
 
 fn build_entries(

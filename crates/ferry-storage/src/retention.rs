@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{IoContext, Result};
+use crate::error::Result;
 use crate::fs_util;
 use crate::log::Log;
 use crate::segment::Segment;
@@ -37,7 +37,9 @@ impl Log {
             let mut segments = shared.segments.write().expect("segments lock");
             let mut total: u64 = segments.iter().map(|s| s.extent().len).sum();
             let mut count = 0;
-            for segment in segments.iter() {
+            // The last segment is the active one and is never deleted, sealed or not.
+            let deletable = segments.len().saturating_sub(1);
+            for segment in segments[..deletable].iter() {
                 let extent = segment.extent();
                 if !extent.sealed {
                     break;
@@ -61,30 +63,43 @@ impl Log {
             start_offset: self.start_offset(),
             ..Default::default()
         };
+        // Every doomed segment is already gone from memory: try to delete them all even if
+        // one fails, so none comes back on reopen while the rest are gone; report the first
+        // failure after the directory is synced and the index cache cleaned.
+        let mut first_error = None;
         for segment in &doomed {
             // Log first, index second: a crash in between leaves an orphaned index, which the
             // next open deletes, rather than a segment without an index.
-            std::fs::remove_file(&segment.log_path).ctx("delete segment", &segment.log_path)?;
-            if let Err(e) = std::fs::remove_file(&segment.index_path)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                return Err(crate::StorageError::io(
-                    "delete index",
-                    &segment.index_path,
-                    e,
-                ));
+            let deleted = std::fs::remove_file(&segment.log_path)
+                .map_err(|e| crate::StorageError::io("delete segment", &segment.log_path, e))
+                .and_then(|()| match std::fs::remove_file(&segment.index_path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(
+                        crate::StorageError::io("delete index", &segment.index_path, e),
+                    ),
+                    _ => Ok(()),
+                });
+            match deleted {
+                Ok(()) => {
+                    report.deleted_segments += 1;
+                    report.deleted_bytes += segment.extent().len;
+                    tracing::info!(segment = %segment.log_path.display(), "retention deleted segment");
+                }
+                Err(e) => {
+                    tracing::error!(segment = %segment.log_path.display(), error = %e, "retention could not delete segment");
+                    first_error.get_or_insert(e);
+                }
             }
-            report.deleted_segments += 1;
-            report.deleted_bytes += segment.extent().len;
-            tracing::info!(segment = %segment.log_path.display(), "retention deleted segment");
         }
         if !doomed.is_empty() {
-            fs_util::sync_dir(&shared.dir)?;
             shared
                 .loaded_indexes
                 .lock()
                 .expect("cache lock")
                 .retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(d, s)));
+            fs_util::sync_dir(&shared.dir)?;
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
         Ok(report)
     }

@@ -216,7 +216,7 @@ pub fn find_next_batch(
             if window[i + 4] == m0
                 && window[i + 5] == m1
                 && window[i + 6] == batch::VERSION
-                && window[i + 7] == 0
+                && window[i + 7] & !batch::ATTR_GROUP_END == 0
             {
                 let position = start + i as u64;
                 if let Some(header) = valid_batch_at(file, position, end, max_batch_len)

@@ -16,7 +16,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::time::{Duration, Instant};
 
@@ -68,12 +68,15 @@ type Completed = Vec<(Completion, Result<Appended>)>;
 /// Waking the appenders of a group costs a futex wake each; done on the writer thread it
 /// kept the disk idle for longer than the fdatasync itself at 64 appenders. A second thread
 /// wakes them while the writer already starts the next group. Groups this small are
-/// completed inline, where the extra hop would only add latency.
+/// completed inline, where the extra hop would only add latency — but only when the
+/// completer has nothing queued, so completions always run in offset order.
 const INLINE_COMPLETIONS: usize = 2;
 
 pub(crate) struct Writer {
     shared: Arc<Shared>,
     completer: Option<(Sender<Completed>, std::thread::JoinHandle<()>)>,
+    /// Groups handed to the completer and not yet completed.
+    completer_backlog: Arc<AtomicUsize>,
     prealloc: Option<Preallocator>,
     average_group_bytes: u64,
     active: ActiveState,
@@ -95,13 +98,18 @@ impl Writer {
     ) -> Result<Self> {
         let index_file = open_index(&active.segment)?;
         let (sender, completions) = mpsc::channel::<Completed>();
+        let completer_backlog = Arc::new(AtomicUsize::new(0));
+        let backlog = completer_backlog.clone();
+        let completer_shared = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ferry-log-completer".into())
             .spawn(move || {
+                completer_shared.register_storage_thread();
                 for group in completions {
                     for (done, result) in group {
                         done(result);
                     }
+                    backlog.fetch_sub(1, Ordering::Release);
                 }
             })
             .map_err(|e| StorageError::io("spawn completer thread for", &shared.dir, e))?;
@@ -119,6 +127,7 @@ impl Writer {
         };
         Ok(Writer {
             completer: Some((sender, handle)),
+            completer_backlog,
             prealloc,
             average_group_bytes: 0,
             synced_len: active.len,
@@ -135,6 +144,7 @@ impl Writer {
     }
 
     pub fn run(mut self) {
+        self.shared.register_storage_thread();
         loop {
             let command = match self.next_timer() {
                 Some(wait) => self.receiver.recv_timeout(wait),
@@ -154,7 +164,7 @@ impl Writer {
 
     /// How long until a periodic sync or checkpoint is due, if any is pending.
     fn next_timer(&self) -> Option<Duration> {
-        if self.synced_len == self.active.len {
+        if self.synced_len == self.active.len || self.shared.poison_error().is_some() {
             return None;
         }
         let interval = match self.shared.config.durability {
@@ -263,6 +273,10 @@ impl Writer {
         let pending = std::mem::take(&mut self.pending);
         let segment = self.active.segment.clone();
         let start = self.active.len;
+        if let Some(last) = pending.last() {
+            let at = (last.position - start) as usize;
+            batch::mark_group_end(&mut self.buf[at..at + last.header.length as usize]);
+        }
         // An exponentially weighted average (1/16 weight) of the group size decides whether
         // preallocation is worth it; a single burst does not flip it.
         let group = self.buf.len() as u64;
@@ -349,6 +363,11 @@ impl Writer {
     }
 
     fn sync_data(&mut self) -> Result<()> {
+        // After a failed fdatasync a retry may report success although the kernel dropped
+        // the dirty pages: never sync (or seal, or checkpoint) a poisoned log again.
+        if let Some(e) = self.shared.poison_error() {
+            return Err(e);
+        }
         let segment = &self.active.segment;
         let started = Instant::now();
         if let Err(e) = segment.file.sync_data() {
@@ -364,6 +383,9 @@ impl Writer {
 
     /// Syncs whatever is written but not yet durable and refreshes the checkpoint.
     fn sync_active(&mut self) -> Result<()> {
+        if let Some(e) = self.shared.poison_error() {
+            return Err(e);
+        }
         if self.synced_len != self.active.len {
             self.sync_data()?;
         }
@@ -391,6 +413,7 @@ impl Writer {
             position: self.synced_len,
             next_offset: self.synced_next_offset(),
             max_timestamp: self.active.index.max_timestamp(),
+            segment_created_ms: self.active.created_ms,
         }
         .write(&self.shared.dir)
     }
@@ -421,6 +444,9 @@ impl Writer {
     /// 3. the footer is written and synced. A crash between 2 and 3 leaves a sealed segment
     ///    without footer, which recovery verifies and re-indexes by scanning.
     fn roll(&mut self) -> Result<()> {
+        if let Some(e) = self.shared.poison_error() {
+            return Err(e);
+        }
         if self.synced_len != self.active.len {
             self.sync_data()?;
         }
@@ -437,14 +463,19 @@ impl Writer {
             fs_util::sync_dir(&dir)?;
             Ok((segment, index_file))
         });
-        let remove_new = || {
+        // The new names were made durable above: their removal must be too, or a power loss
+        // brings back an empty segment whose base offset later appends also use.
+        let remove_new = |writer: &Self| {
             let _ = std::fs::remove_file(crate::segment::log_path(&dir, next_base));
             let _ = std::fs::remove_file(crate::segment::index_path(&dir, next_base));
+            if let Err(e) = fs_util::sync_dir(&dir) {
+                writer.poison(format!("could not undo a failed segment roll: {e}"));
+            }
         };
         let (segment, index_file) = match created {
             Ok((segment, index_file)) => (Arc::new(segment), index_file),
             Err(e) => {
-                remove_new();
+                remove_new(self);
                 return Err(e);
             }
         };
@@ -457,24 +488,25 @@ impl Writer {
             if let Some(p) = &self.prealloc {
                 p.switch_to(self.active.segment.clone(), self.active.len);
             }
-            remove_new();
+            remove_new(self);
             return Err(e);
         }
         *segment.index.write().expect("index lock") = Some(Vec::new());
-        self.active
-            .segment
-            .extent
-            .write()
-            .expect("extent lock")
-            .sealed = true;
+        {
+            // Sealing the old segment and adding the new one is one step for retention,
+            // which deletes sealed segments: between the two it would see no active one.
+            let mut segments = self.shared.segments.write().expect("segments lock");
+            self.active
+                .segment
+                .extent
+                .write()
+                .expect("extent lock")
+                .sealed = true;
+            segments.push(segment.clone());
+        }
         // A sealed segment's index is loaded on demand under the cache bound; keeping every
         // rolled segment's index in memory would grow without limit.
         *self.active.segment.index.write().expect("index lock") = None;
-        self.shared
-            .segments
-            .write()
-            .expect("segments lock")
-            .push(segment.clone());
         self.index_file = index_file;
         self.active = ActiveState {
             segment,
@@ -548,9 +580,13 @@ impl Writer {
     }
 
     fn complete(&self, completed: Completed) {
+        let inline = completed.len() <= INLINE_COMPLETIONS
+            && self.completer_backlog.load(Ordering::Acquire) == 0;
         match &self.completer {
-            Some((sender, _)) if completed.len() > INLINE_COMPLETIONS => {
+            Some((sender, _)) if !inline => {
+                self.completer_backlog.fetch_add(1, Ordering::AcqRel);
                 if let Err(mpsc::SendError(completed)) = sender.send(completed) {
+                    self.completer_backlog.fetch_sub(1, Ordering::AcqRel);
                     completed
                         .into_iter()
                         .for_each(|(done, result)| done(result));

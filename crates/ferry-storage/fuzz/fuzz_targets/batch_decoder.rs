@@ -23,8 +23,8 @@ fuzz_target!(|data: &[u8]| {
         framed[0..4].copy_from_slice(&(data.len() as u32).to_le_bytes());
         framed[4..6].copy_from_slice(&batch::MAGIC.to_le_bytes());
         framed[6] = batch::VERSION;
-        framed[7] = 0;
-        let crc = crc32c::crc32c(&framed[12..]);
+        framed[7] &= batch::ATTR_GROUP_END;
+        let crc = batch::checksum(&framed);
         framed[8..12].copy_from_slice(&crc.to_le_bytes());
         check(&framed);
     }
