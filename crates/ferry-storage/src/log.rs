@@ -145,6 +145,11 @@ impl Log {
     }
 
     /// Appends `records` as one batch and blocks until the log's durability holds for it.
+    ///
+    /// `Ok` means the records are durable under the log's [`Durability`](crate::Durability) and will be read back
+    /// at the returned offsets. An error means no such promise: the records may still be
+    /// found after a reopen (a write that reached the disk while its fdatasync failed), as
+    /// with any broker that reports a failed produce; they never take another record's offset.
     pub fn append(&self, records: Vec<NewRecord>) -> Result<Appended> {
         self.refuse_on_storage_thread("append")?;
         let (tx, rx) = mpsc::sync_channel(1);
