@@ -150,7 +150,10 @@ impl Drop for Preallocator {
 }
 
 fn fill_loop(shared: &Shared, chunk: u64) {
-    let zeros = vec![0u8; chunk as usize];
+    // Written in pieces: a write holds the file's inode lock for its whole length, and one
+    // 8 MiB write would stall the writer's next group write behind it for milliseconds.
+    const PIECE: u64 = 128 * 1024;
+    let zeros = vec![0u8; PIECE.min(chunk) as usize];
     let mut state = shared.state.lock().expect("preallocation lock");
     loop {
         if state.stop {
@@ -177,9 +180,12 @@ fn fill_loop(shared: &Shared, chunk: u64) {
         state.filling = true;
         drop(state);
 
-        let result = segment
-            .file
-            .write_all_at(&zeros, from)
+        let result = (0..chunk.div_ceil(zeros.len() as u64))
+            .try_for_each(|i| {
+                let at = i * zeros.len() as u64;
+                let n = (chunk - at).min(zeros.len() as u64) as usize;
+                segment.file.write_all_at(&zeros[..n], from + at)
+            })
             .and_then(|()| segment.file.sync_data());
         if let Err(e) = &result {
             // Give the space back: the writer needs it more than we do.
