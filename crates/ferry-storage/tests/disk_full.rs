@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
+use common::small_fs::SmallFs;
 use common::*;
 use ferry_storage::{Log, StorageError};
 
@@ -16,50 +16,6 @@ use ferry_storage::{Log, StorageError};
 /// every descriptor of the process until it execs, including the other test's directory lock,
 /// which would then seem held by a live process for a moment.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// A tmpfs mounted for the test's lifetime.
-struct SmallFs {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount(size: &str) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_path_buf();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&path)
-            .status();
-        match status {
-            Ok(s) if s.success() => Some(SmallFs { path, _dir: dir }),
-            other => {
-                let msg = format!("cannot mount a tmpfs ({other:?}): this test needs root");
-                if std::env::var("CI").as_deref() == Ok("true") {
-                    panic!("{msg}");
-                }
-                eprintln!("\n*** SKIPPED: {msg} ***\n");
-                None
-            }
-        }
-    }
-
-    fn remount(&self, mode: &str) {
-        let ok = Command::new("mount")
-            .args(["-o", &format!("remount,{mode}")])
-            .arg(&self.path)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "remount {mode} failed");
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
-}
 
 fn fill(path: &Path) -> usize {
     use std::io::Write;

@@ -10,13 +10,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use common::small_fs::SmallFs;
 use common::*;
 use ferry_storage::{
     Appended, Durability, Log, LogConfig, NewRecord, RetentionPolicy, StorageError, batch,
@@ -42,40 +42,6 @@ fn segment_path(dir: &Path, base: u64) -> PathBuf {
 
 fn index_path(dir: &Path, base: u64) -> PathBuf {
     dir.join(format!("{base:020}.index"))
-}
-
-/// A tmpfs mounted for the test's lifetime.
-struct SmallFs {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount(size: &str) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_path_buf();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&path)
-            .status();
-        match status {
-            Ok(s) if s.success() => Some(SmallFs { path, _dir: dir }),
-            other => {
-                let msg = format!("cannot mount a tmpfs ({other:?}): this test needs root");
-                if std::env::var("CI").as_deref() == Ok("true") {
-                    panic!("{msg}");
-                }
-                eprintln!("\n*** SKIPPED: {msg} ***\n");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
 }
 
 /// Fills the file system holding `path` to the last byte.

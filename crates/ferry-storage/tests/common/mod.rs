@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod rng;
+pub mod small_fs;
 
 use std::path::Path;
 
