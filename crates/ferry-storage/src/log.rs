@@ -349,17 +349,19 @@ impl Log {
     /// visible record is older (a reader should then start at the end).
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
         let end = self.end_offset();
-        for segment in self.segments() {
+        let segments = self.segments();
+        let first = segments.partition_point(|s| s.max_timestamp_so_far() < timestamp);
+        for segment in &segments[first..] {
             let extent = segment.extent();
             if extent.max_timestamp < timestamp || segment.base_offset >= end {
                 continue;
             }
-            let position = self.with_index(&segment, |entries| {
+            let position = self.with_index(segment, |entries| {
                 index::floor_by_time(entries, timestamp).map_or(0, |e| e.position as u64)
             })?;
             let mut pos = position;
             while pos < extent.len {
-                let batch = read_one_batch(&segment, pos, extent.len, &self.shared.config)?;
+                let batch = read_one_batch(segment, pos, extent.len, &self.shared.config)?;
                 if batch.header().max_timestamp >= timestamp
                     && let Some(r) = batch.records().find(|r| r.timestamp >= timestamp)
                 {

@@ -93,6 +93,13 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
     }
     let (active, active_state) = open_active(dir, bases[last], config, clock, &mut report)?;
     segments.push(active);
+    let mut earlier = i64::MIN;
+    for segment in &segments {
+        segment
+            .earlier_max_timestamp
+            .store(earlier, std::sync::atomic::Ordering::Release);
+        earlier = earlier.max(segment.extent().max_timestamp);
+    }
     report.segments = segments.len();
     Ok(Recovered {
         segments,

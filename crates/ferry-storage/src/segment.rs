@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 
@@ -41,6 +42,11 @@ pub struct Segment {
     pub extent: RwLock<Extent>,
     /// `None` while a sealed segment's index is not loaded; loaded on first read.
     pub index: RwLock<Option<Vec<IndexEntry>>>,
+    /// The largest record timestamp in all segments before this one (including any since
+    /// removed by retention). With the segment's own maximum it gives a value that never
+    /// decreases along the log, so a read by time finds its segment by binary search even
+    /// though record timestamps need not be ordered.
+    pub earlier_max_timestamp: AtomicI64,
 }
 
 impl Segment {
@@ -60,11 +66,19 @@ impl Segment {
             file,
             extent: RwLock::new(extent),
             index: RwLock::new(None),
+            earlier_max_timestamp: AtomicI64::new(i64::MIN),
         })
     }
 
     pub fn extent(&self) -> Extent {
         *self.extent.read().expect("extent lock")
+    }
+
+    /// The largest record timestamp in this segment or any before it.
+    pub fn max_timestamp_so_far(&self) -> i64 {
+        self.earlier_max_timestamp
+            .load(Ordering::Acquire)
+            .max(self.extent().max_timestamp)
     }
 
     pub fn read_at(&self, position: u64, len: usize) -> Result<Bytes> {

@@ -498,7 +498,13 @@ impl Writer {
             }
         };
         let (segment, index_file) = match created {
-            Ok((segment, index_file)) => (Arc::new(segment), index_file),
+            Ok((segment, index_file)) => {
+                let earlier = self.active.segment.max_timestamp_so_far();
+                segment
+                    .earlier_max_timestamp
+                    .store(earlier, Ordering::Release);
+                (Arc::new(segment), index_file)
+            }
             Err(e) => {
                 remove_new(self);
                 return Err(e);

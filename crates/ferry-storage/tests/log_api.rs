@@ -261,3 +261,32 @@ fn append_then_completes_on_the_writer_thread() {
     got.sort_unstable();
     assert_eq!(got, (0..10).collect::<Vec<_>>());
 }
+
+#[test]
+fn offset_for_timestamp_matches_a_linear_search_with_unordered_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    // Producers stamp records themselves: timestamps go back and forth across segments.
+    let timestamps: Vec<i64> = (0..600i64)
+        .map(|i| (i * 7919) % 1000 + (i / 100) * 300)
+        .collect();
+    let brute = |t: i64| timestamps.iter().position(|&ts| ts >= t).map(|i| i as u64);
+    {
+        let log = open(dir.path(), &small_config());
+        for &ts in &timestamps {
+            log.append(vec![NewRecord::new(vec![0u8; 40]).with_timestamp(ts)])
+                .unwrap();
+        }
+        assert!(log.segment_count() > 3);
+        for t in (-10..2600).step_by(7) {
+            assert_eq!(log.offset_for_timestamp(t).unwrap(), brute(t), "t = {t}");
+        }
+    }
+    let log = open(dir.path(), &small_config());
+    for t in (-10..2600).step_by(13) {
+        assert_eq!(
+            log.offset_for_timestamp(t).unwrap(),
+            brute(t),
+            "after reopen, t = {t}"
+        );
+    }
+}
