@@ -37,7 +37,8 @@ pub struct LogConfig {
     pub max_group_bytes: usize,
     /// How often the recovery checkpoint is refreshed after a sync.
     pub checkpoint_interval: Duration,
-    /// How many sealed-segment indexes stay loaded in memory at once.
+    /// How many sealed segments keep their index loaded and their file open at once; the
+    /// others cost no memory beyond a few words and no file descriptor until read.
     pub index_cache_segments: usize,
     /// Under `Fsync`, keep this many bytes ahead of the active segment's end written with
     /// zeros (by a background thread), so that appends overwrite existing blocks and each

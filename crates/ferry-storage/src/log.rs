@@ -396,6 +396,7 @@ impl Log {
                 && evicted.extent().sealed
             {
                 *evicted.index.write().expect("index lock") = None;
+                evicted.release_file();
             }
         }
         Ok(result)

@@ -180,16 +180,26 @@ fn fill_loop(shared: &Shared, chunk: u64) {
         state.filling = true;
         drop(state);
 
-        let result = (0..chunk.div_ceil(zeros.len() as u64))
-            .try_for_each(|i| {
-                let at = i * zeros.len() as u64;
-                let n = (chunk - at).min(zeros.len() as u64) as usize;
-                segment.file.write_all_at(&zeros[..n], from + at)
-            })
-            .and_then(|()| segment.file.sync_data());
+        let file = segment
+            .file()
+            .map_err(|e| std::io::Error::other(e.to_string()));
+        let result = file
+            .as_ref()
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|file| {
+                (0..chunk.div_ceil(zeros.len() as u64))
+                    .try_for_each(|i| {
+                        let at = i * zeros.len() as u64;
+                        let n = (chunk - at).min(zeros.len() as u64) as usize;
+                        file.write_all_at(&zeros[..n], from + at)
+                    })
+                    .and_then(|()| file.sync_data())
+            });
         if let Err(e) = &result {
             // Give the space back: the writer needs it more than we do.
-            let _ = segment.file.set_len(from);
+            if let Ok(file) = &file {
+                let _ = file.set_len(from);
+            }
             tracing::debug!(segment = %segment.log_path.display(), error = %e, "preallocation failed; retrying later");
         }
 

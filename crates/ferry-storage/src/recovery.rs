@@ -95,6 +95,8 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
     segments.push(active);
     let mut earlier = i64::MIN;
     for segment in &segments {
+        // Sealed segments scanned above are closed again until a read needs them.
+        segment.release_file();
         segment
             .earlier_max_timestamp
             .store(earlier, std::sync::atomic::Ordering::Release);
@@ -205,7 +207,7 @@ fn open_sealed(
     }
     let segment = Segment::open(dir, base, placeholder_extent(base, len, true), false)?;
     let mut outcome = segment::scan(
-        &segment.file,
+        &*segment.file()?,
         &log_path,
         0,
         len,
@@ -383,7 +385,7 @@ fn open_active(
     };
     let segment = Segment::open(dir, base, placeholder_extent(base, len, false), true)?;
     let mut outcome = segment::scan(
-        &segment.file,
+        &*segment.file()?,
         &log_path,
         scan_from,
         len,
@@ -398,7 +400,7 @@ fn open_active(
         && all_zero(&segment, stop.position, len)?
     {
         segment
-            .file
+            .file()?
             .set_len(stop.position)
             .ctx("drop the preallocated tail of", &log_path)?;
         len = stop.position;
@@ -454,10 +456,10 @@ fn open_active(
         metrics::counter!("ferry_storage_recovery_truncated_bytes_total")
             .increment(cut.end - cut.start);
         segment
-            .file
+            .file()?
             .set_len(stop.position)
             .ctx("truncate torn tail of", &log_path)?;
-        segment.file.sync_all().ctx("fsync", &log_path)?;
+        segment.file()?.sync_all().ctx("fsync", &log_path)?;
         report.truncated = Some((log_path.clone(), cut));
         len = stop.position;
     }
@@ -485,6 +487,7 @@ fn open_active(
     *segment.index.write().expect("index lock") = Some(entries);
     let created_ms = checkpoint.map_or_else(|| clock.now_ms(), |c| c.segment_created_ms);
     let state = ActiveState {
+        file: segment.file()?,
         segment: segment.clone(),
         len,
         next_offset,
@@ -494,7 +497,7 @@ fn open_active(
     };
     // The recovered end is durable now (the scan read it back and the truncation was synced),
     // so the next open need not scan it again.
-    segment.file.sync_data().ctx("fsync", &log_path)?;
+    segment.file()?.sync_data().ctx("fsync", &log_path)?;
     Checkpoint {
         segment_base: base,
         position: len,
@@ -544,16 +547,18 @@ fn is_torn_write(
 }
 
 fn group_end_followed_by_data(segment: &Segment, from: u64, len: u64, config: &LogConfig) -> bool {
+    let Ok(file) = segment.file() else {
+        return false;
+    };
     let mut from = from;
     let mut group_ended = false;
-    while let Some((at, _)) =
-        segment::find_next_batch(&segment.file, from, len, 0, config.max_batch_bytes)
+    while let Some((at, _)) = segment::find_next_batch(&file, from, len, 0, config.max_batch_bytes)
     {
         if group_ended {
             return true;
         }
         let Ok(run) = segment::scan(
-            &segment.file,
+            &file,
             &segment.log_path,
             at,
             len,
@@ -599,7 +604,7 @@ fn intact_batch_after(
     config: &LogConfig,
 ) -> Option<(u64, BatchHeader)> {
     segment::find_next_batch(
-        &segment.file,
+        &*segment.file().ok()?,
         position + 1,
         len,
         next_offset,
@@ -660,7 +665,7 @@ pub(crate) fn load_or_rebuild_index(
         return Ok(entries);
     }
     let outcome = segment::scan(
-        &segment.file,
+        &*segment.file()?,
         &segment.log_path,
         0,
         extent.len,

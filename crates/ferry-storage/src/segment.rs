@@ -4,8 +4,8 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
 
@@ -38,7 +38,10 @@ pub struct Segment {
     pub base_offset: u64,
     pub log_path: PathBuf,
     pub index_path: PathBuf,
-    pub file: File,
+    /// Open while the segment is active or recently read; a sealed segment's descriptor is
+    /// closed when its index leaves the cache, so a log of thousands of segments does not
+    /// hold thousands of descriptors.
+    handle: RwLock<Option<Arc<File>>>,
     pub extent: RwLock<Extent>,
     /// `None` while a sealed segment's index is not loaded; loaded on first read.
     pub index: RwLock<Option<Vec<IndexEntry>>>,
@@ -52,18 +55,23 @@ pub struct Segment {
 impl Segment {
     pub fn open(dir: &Path, base_offset: u64, extent: Extent, writable: bool) -> Result<Segment> {
         let log_path = log_path(dir, base_offset);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .create(writable)
-            .truncate(false)
-            .open(&log_path)
-            .ctx("open segment", &log_path)?;
+        let handle = if writable {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&log_path)
+                .ctx("open segment", &log_path)?;
+            Some(Arc::new(file))
+        } else {
+            None
+        };
         Ok(Segment {
             base_offset,
             index_path: index_path(dir, base_offset),
             log_path,
-            file,
+            handle: RwLock::new(handle),
             extent: RwLock::new(extent),
             index: RwLock::new(None),
             earlier_max_timestamp: AtomicI64::new(i64::MIN),
@@ -81,9 +89,30 @@ impl Segment {
             .max(self.extent().max_timestamp)
     }
 
+    /// The segment's file, opened for reading if it is not open.
+    pub fn file(&self) -> Result<Arc<File>> {
+        if let Some(file) = self.handle.read().expect("handle lock").as_ref() {
+            return Ok(file.clone());
+        }
+        let mut handle = self.handle.write().expect("handle lock");
+        if let Some(file) = handle.as_ref() {
+            return Ok(file.clone());
+        }
+        let file = Arc::new(File::open(&self.log_path).ctx("open segment", &self.log_path)?);
+        *handle = Some(file.clone());
+        Ok(file)
+    }
+
+    /// Closes a sealed segment's descriptor; readers holding it keep it until they finish.
+    pub fn release_file(&self) {
+        if self.extent().sealed {
+            *self.handle.write().expect("handle lock") = None;
+        }
+    }
+
     pub fn read_at(&self, position: u64, len: usize) -> Result<Bytes> {
         let mut buf = BytesMut::zeroed(len);
-        self.file
+        self.file()?
             .read_exact_at(&mut buf, position)
             .ctx("read segment", &self.log_path)?;
         Ok(buf.freeze())

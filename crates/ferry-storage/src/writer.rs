@@ -48,6 +48,8 @@ pub(crate) enum Command {
 #[derive(Debug, Clone)]
 pub(crate) struct ActiveState {
     pub segment: Arc<Segment>,
+    /// The segment's file, open for writing for as long as it is active.
+    pub file: Arc<File>,
     pub len: u64,
     pub next_offset: u64,
     pub created_ms: i64,
@@ -313,13 +315,14 @@ impl Writer {
                 crate::preallocate::worth_it(self.average_group_bytes),
             );
         }
-        if let Err(source) = segment.file.write_all_at(&self.buf, start) {
+        let file = self.active.file.clone();
+        if let Err(source) = file.write_all_at(&self.buf, start) {
             self.buf.clear();
             let error = StorageError::io("append to", &segment.log_path, source);
             // Undo a partial write so the file ends on a batch boundary again.
             let undone = match &self.prealloc {
-                Some(p) => p.truncate(&segment.file, start),
-                None => segment.file.set_len(start),
+                Some(p) => p.truncate(&file, start),
+                None => file.set_len(start),
             };
             if let Err(e) = undone {
                 self.poison(format!("could not truncate after a failed write: {e}"));
@@ -395,7 +398,7 @@ impl Writer {
         }
         let segment = &self.active.segment;
         let started = Instant::now();
-        if let Err(e) = segment.file.sync_data() {
+        if let Err(e) = self.active.file.sync_data() {
             let cause = format!("fdatasync of {} failed: {e}", segment.log_path.display());
             self.poison(cause);
             return Err(self.shared.poison_error().expect("just poisoned"));
@@ -510,6 +513,13 @@ impl Writer {
                 return Err(e);
             }
         };
+        let new_file = match segment.file() {
+            Ok(file) => file,
+            Err(e) => {
+                remove_new(self);
+                return Err(e);
+            }
+        };
         // The preallocator moves on first, so it cannot re-extend the old file after its
         // zero tail is cut: a sealed segment is exactly as long as its data.
         if let Some(p) = &self.prealloc {
@@ -538,9 +548,11 @@ impl Writer {
         // A sealed segment's index is loaded on demand under the cache bound; keeping every
         // rolled segment's index in memory would grow without limit.
         *self.active.segment.index.write().expect("index lock") = None;
+        self.active.segment.release_file();
         self.index_file = index_file;
         self.active = ActiveState {
             segment,
+            file: new_file,
             len: 0,
             next_offset: next_base,
             created_ms: self.shared.clock.now_ms(),
@@ -558,15 +570,12 @@ impl Writer {
 
     /// Cuts preallocated zeros off the end of the active segment.
     fn drop_zero_tail(&self) -> Result<()> {
-        let segment = &self.active.segment;
-        let path = &segment.log_path;
-        let file_len = segment.file.metadata().ctx("stat", path)?.len();
+        let file = &self.active.file;
+        let path = &self.active.segment.log_path;
+        let file_len = file.metadata().ctx("stat", path)?.len();
         if file_len > self.active.len {
-            segment
-                .file
-                .set_len(self.active.len)
-                .ctx("truncate", path)?;
-            segment.file.sync_all().ctx("fsync", path)?;
+            file.set_len(self.active.len).ctx("truncate", path)?;
+            file.sync_all().ctx("fsync", path)?;
         }
         Ok(())
     }
