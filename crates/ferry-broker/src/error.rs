@@ -1,0 +1,196 @@
+//! The broker's one error type. Variants are what a caller can act on — a publisher refused
+//! for size maps to one gRPC/HTTP status, a bad queue spec to another — and every message
+//! says what was wrong and what to do about it.
+
+use std::time::Duration;
+
+use crate::name::{Name, describe_character};
+
+pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    // Names.
+    #[error("a name must not be empty; use 1 to 200 ASCII letters, digits, '.', '_' or '-'")]
+    EmptyName,
+    #[error("name starting {prefix:?} is {len} bytes long; names may be at most {max} bytes")]
+    NameTooLong {
+        prefix: String,
+        len: usize,
+        max: usize,
+    },
+    #[error(
+        "name {name:?} has {} at position {position}; names may use only ASCII letters, \
+         digits, '.', '_' and '-'",
+        describe_character(.character)
+    )]
+    InvalidNameCharacter {
+        name: String,
+        character: char,
+        position: usize,
+    },
+    #[error("name {name:?} starts with {first:?}; a name must start with a letter or digit")]
+    NameMustStartWithLetterOrDigit { name: String, first: char },
+    #[error("name {name:?} has \"..\" at position {position}; use a single '.' between parts")]
+    NameHasDoubleDot { name: String, position: usize },
+    #[error("name {name:?} ends with '.'; remove the trailing dot")]
+    NameEndsWithDot { name: String },
+    #[error(
+        "queue {queue} is too long for a derived dead-letter queue name: \"<name>.dlq\" must \
+         fit in 200 bytes, so the queue name may be at most {max} bytes; shorten the name or \
+         name its dead-letter queue explicitly"
+    )]
+    DeadLetterNameTooLong { queue: Name, max: usize },
+
+    // Settings of queues and retry policies.
+    #[error("{setting} {problem}")]
+    InvalidSetting {
+        setting: &'static str,
+        problem: String,
+    },
+    #[error("queue {queue}: {error}")]
+    InvalidQueueSpec {
+        queue: Name,
+        error: Box<BrokerError>,
+    },
+    #[error(
+        "queue {queue} ends in \".dlq\", which is reserved for dead-letter queues, and cannot \
+         get a derived dead-letter queue of its own; set its dead_letter to Disabled or Named"
+    )]
+    DeadLetterQueueNeedsExplicitTarget { queue: Name },
+    #[error("queue {name} is declared twice; give each queue one spec")]
+    DuplicateQueue { name: Name },
+    #[error(
+        "queue {queue} dead-letters to {target}, which does not exist; create {target} first \
+         or use the default dead-letter queue"
+    )]
+    DeadLetterTargetMissing { queue: Name, target: Name },
+    #[error(
+        "dead-letter queues form a cycle: {} -> {}; dead letters would circulate forever — \
+         point one of these queues elsewhere or set its dead_letter to Disabled",
+        join(.cycle), .cycle[0]
+    )]
+    DeadLetterCycle { cycle: Vec<Name> },
+
+    // Messages at publish.
+    #[error("message id {input:?} is not a ULID ({problem}); use 26 Crockford base32 characters")]
+    InvalidMessageId { input: String, problem: String },
+    #[error("the message id is the nil ULID (all zeros); set a real id or leave it unset")]
+    NilMessageId,
+    #[error(
+        "payload is {size} bytes, over the limit of {max}; store large data elsewhere and \
+         send a reference"
+    )]
+    PayloadTooLarge { size: usize, max: usize },
+    #[error("message has {count} headers, over the limit of {max}; move data into the payload")]
+    TooManyHeaders { count: usize, max: usize },
+    #[error("a header name is empty; give every header a name")]
+    EmptyHeaderName,
+    #[error("header name starting {prefix:?} is {len} bytes, over the limit of {max}")]
+    HeaderNameTooLong {
+        prefix: String,
+        len: usize,
+        max: usize,
+    },
+    #[error(
+        "header name {name:?} has a control character at position {position}; header names \
+         must be printable"
+    )]
+    HeaderNameHasControlCharacter { name: String, position: usize },
+    #[error(
+        "header {name:?} is in the \"ferry-\" namespace, which the broker reserves for its own \
+         metadata; rename the header"
+    )]
+    ReservedHeaderName { name: String },
+    #[error(
+        "the value of header {name:?} is {len} bytes, over the limit of {max}; move it into \
+         the payload"
+    )]
+    HeaderValueTooLong {
+        name: String,
+        len: usize,
+        max: usize,
+    },
+    #[error("the key is {size} bytes, over the limit of {max}; use a shorter key or a hash of it")]
+    KeyTooLarge { size: usize, max: usize },
+    #[error("the dedup id is empty; set a real id or leave it unset")]
+    EmptyDedupId,
+    #[error("the dedup id is {len} bytes, over the limit of {max}; use a hash of it")]
+    DedupIdTooLong { len: usize, max: usize },
+    #[error(
+        "the delivery time is {} away, beyond the longest delay of {}; schedule it closer \
+         or hold it in your own scheduler",
+        human(.delay), human(.max)
+    )]
+    DelayTooLong { delay: Duration, max: Duration },
+    #[error("a TTL of {ttl:?} rounds down to 0 ms; use at least 1 ms, or no TTL")]
+    TtlTooShort { ttl: Duration },
+    #[error(
+        "a TTL of {} is longer than the limit of {}; shorten it or set no TTL",
+        human(.ttl), human(.max)
+    )]
+    TtlTooLong { ttl: Duration, max: Duration },
+    #[error(
+        "the message would expire (TTL {}, counted from publish) before its delivery time \
+         ({} away); lengthen the TTL or shorten the delay",
+        human(.ttl), human(.delay)
+    )]
+    ExpiresBeforeDelivery { delay: Duration, ttl: Duration },
+
+    // Reading stored messages.
+    #[error("record at offset {offset} is not a readable broker message: {problem}")]
+    MalformedRecord { offset: u64, problem: String },
+}
+
+fn join(names: &[Name]) -> String {
+    names
+        .iter()
+        .map(Name::as_str)
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
+/// A duration as a person would write it in a config file: `90 days`, `5 min`, `1500 ms`.
+/// Falls back to the `Debug` form for fractions of a millisecond.
+pub(crate) fn human(d: &Duration) -> String {
+    const UNITS: [(u128, &str, &str); 5] = [
+        (86_400_000, "day", "days"),
+        (3_600_000, "h", "h"),
+        (60_000, "min", "min"),
+        (1_000, "s", "s"),
+        (1, "ms", "ms"),
+    ];
+    let ms = d.as_millis();
+    if !d.subsec_nanos().is_multiple_of(1_000_000) || ms == 0 {
+        return format!("{d:?}");
+    }
+    let (unit, one, many) = UNITS
+        .into_iter()
+        .find(|(unit, _, _)| ms.is_multiple_of(*unit))
+        .expect("every whole number of ms is a multiple of 1 ms");
+    let n = ms / unit;
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_messages_use_the_largest_whole_unit() {
+        let cases = [
+            (Duration::from_secs(90 * 86_400), "90 days"),
+            (Duration::from_secs(86_400), "1 day"),
+            (Duration::from_secs(12 * 3600), "12 h"),
+            (Duration::from_secs(300), "5 min"),
+            (Duration::from_secs(61), "61 s"),
+            (Duration::from_millis(1500), "1500 ms"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::ZERO, "0ns"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(human(&d), text);
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Message header names: the well-known ones every layer agrees on, and the prefix the
+//! broker keeps for its own metadata.
+//!
+//! Headers are a string map. Well-known names are constants rather than typed fields so a
+//! message stays one shape across transports that only carry string headers (AMQP, NATS,
+//! HTTP), while code still spells them one way.
+
+/// The kind of event or command, e.g. `order.created`.
+pub const TYPE: &str = "type";
+/// The schema version of the payload, for consumers that handle several.
+pub const VERSION: &str = "version";
+/// The payload's media type, e.g. `application/json`.
+pub const CONTENT_TYPE: &str = "content-type";
+/// Ties a reply, or every message of one business flow, to the message that started it.
+pub const CORRELATION_ID: &str = "correlation-id";
+/// W3C trace context, so a trace continues across the broker.
+pub const TRACEPARENT: &str = "traceparent";
+/// Where a request/reply responder sends its answer.
+pub const REPLY_TO: &str = "reply-to";
+/// The service that produced the message.
+pub const SOURCE: &str = "source";
+
+/// Prefix of the header names the broker writes for its own metadata (see
+/// [`crate::record`]). Publish refuses user headers that start with it in any letter case,
+/// so broker metadata can never be forged or shadowed by a producer — and so that names
+/// stay unambiguous when the server maps them to case-insensitive HTTP headers.
+pub const RESERVED_PREFIX: &str = "ferry-";
+
+/// Whether `name` is in the broker's reserved namespace (case-insensitive).
+pub fn is_reserved(name: &str) -> bool {
+    name.len() >= RESERVED_PREFIX.len()
+        && name.as_bytes()[..RESERVED_PREFIX.len()].eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_prefix_matches_in_any_letter_case() {
+        for name in ["ferry-id", "Ferry-Id", "FERRY-x", "ferry-"] {
+            assert!(is_reserved(name), "{name}");
+        }
+        for name in ["ferry", "ferryman", "x-ferry-id", "", "ferr"] {
+            assert!(!is_reserved(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn well_known_names_are_not_reserved() {
+        for name in [
+            TYPE,
+            VERSION,
+            CONTENT_TYPE,
+            CORRELATION_ID,
+            TRACEPARENT,
+            REPLY_TO,
+            SOURCE,
+        ] {
+            assert!(!is_reserved(name));
+        }
+    }
+}

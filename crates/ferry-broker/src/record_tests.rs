@@ -1,0 +1,203 @@
+use super::*;
+use proptest::collection::{btree_map, vec};
+use proptest::option;
+use proptest::prelude::*;
+
+/// A record as storage would return it for `new` appended at `offset`.
+fn stored(new: NewRecord, offset: u64) -> Record {
+    Record {
+        offset,
+        timestamp: new
+            .timestamp
+            .expect("to_record always stamps the publish time"),
+        key: new.key,
+        headers: new.headers,
+        value: new.value,
+    }
+}
+
+fn minimal() -> Message {
+    Message {
+        id: MessageId::parse("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap(),
+        key: None,
+        headers: Headers::new(),
+        payload: Bytes::from_static(b"hello"),
+        published_at: 1_700_000_000_000,
+        priority: 0,
+        deliver_at: None,
+        expires_at: None,
+        dedup_id: None,
+    }
+}
+
+fn full() -> Message {
+    Message {
+        key: Some(Bytes::from_static(b"order-7")),
+        headers: [(header::TYPE.to_owned(), "order.created".to_owned())].into(),
+        priority: 9,
+        deliver_at: Some(1_700_000_060_000),
+        expires_at: Some(1_700_000_600_000),
+        dedup_id: Some("order-7-created".into()),
+        ..minimal()
+    }
+}
+
+fn with_header(mut record: Record, name: &str, value: &str) -> Record {
+    record.headers.push((
+        Bytes::copy_from_slice(name.as_bytes()),
+        Bytes::copy_from_slice(value.as_bytes()),
+    ));
+    record
+}
+
+fn problem(result: Result<Message>) -> String {
+    match result {
+        Err(BrokerError::MalformedRecord {
+            offset: 42,
+            problem,
+        }) => problem,
+        other => panic!("expected MalformedRecord at offset 42, got {other:?}"),
+    }
+}
+
+#[test]
+fn message_without_optional_fields_writes_only_its_id() {
+    let record = minimal().to_record();
+    assert_eq!(record.headers.len(), 1);
+    assert_eq!(record.headers[0].0, ID);
+    assert_eq!(record.key, None);
+    assert_eq!(Message::from_record(stored(record, 0)).unwrap(), minimal());
+}
+
+#[test]
+fn message_with_every_field_round_trips() {
+    let record = full().to_record();
+    assert_eq!(record.timestamp, Some(1_700_000_000_000));
+    assert_eq!(record.key.as_deref(), Some(&b"order-7"[..]));
+    assert_eq!(record.value, "hello");
+    assert_eq!(Message::from_record(stored(record, 0)).unwrap(), full());
+}
+
+#[test]
+fn record_without_an_id_is_rejected_with_its_offset() {
+    let mut record = stored(minimal().to_record(), 42);
+    record.headers.clear();
+    assert!(problem(Message::from_record(record)).contains(ID));
+}
+
+#[test]
+fn unknown_broker_header_is_an_error_not_dropped() {
+    let record = with_header(stored(minimal().to_record(), 42), "ferry-redrive", "1");
+    let text = problem(Message::from_record(record));
+    assert!(
+        text.contains("ferry-redrive") && text.contains("newer"),
+        "{text}"
+    );
+}
+
+#[test]
+fn repeated_headers_are_rejected() {
+    let record = with_header(
+        stored(minimal().to_record(), 42),
+        ID,
+        "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    );
+    assert!(problem(Message::from_record(record)).contains("more than once"));
+    let record = with_header(stored(full().to_record(), 42), header::TYPE, "again");
+    assert!(problem(Message::from_record(record)).contains("more than once"));
+}
+
+#[test]
+fn unreadable_broker_values_are_rejected() {
+    for (name, value) in [(PRIORITY, "256"), (DELIVER_AT, "soon"), (EXPIRES_AT, "")] {
+        let record = with_header(stored(minimal().to_record(), 42), name, value);
+        assert!(problem(Message::from_record(record)).contains(name));
+    }
+    let mut record = stored(minimal().to_record(), 42);
+    record.headers[0].1 = Bytes::from_static(b"not-a-ulid");
+    assert!(problem(Message::from_record(record)).contains("unreadable"));
+}
+
+#[test]
+fn non_utf8_user_header_is_rejected() {
+    let mut record = stored(minimal().to_record(), 42);
+    record.headers.push((
+        Bytes::from_static(b"bin"),
+        Bytes::from_static(&[0xff, 0xfe]),
+    ));
+    assert!(problem(Message::from_record(record)).contains("not UTF-8"));
+}
+
+#[test]
+fn messages_survive_a_real_log_append_and_read() {
+    use ferry_storage::{Durability, Log, LogConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        durability: Durability::None,
+        preallocate_bytes: 0,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    log.append(vec![minimal().to_record(), full().to_record()])
+        .unwrap();
+    let read: Vec<Message> = log
+        .read(0, 1 << 20)
+        .unwrap()
+        .into_iter()
+        .map(|r| Message::from_record(r).unwrap())
+        .collect();
+    assert_eq!(read, [minimal(), full()]);
+    log.close().unwrap();
+}
+
+fn user_header_name() -> impl Strategy<Value = String> {
+    // Any printable text, including look-alikes of the reserved prefix that are not it.
+    "[a-zA-Z0-9 ._:/é-]{1,24}".prop_filter("reserved", |n| !header::is_reserved(n))
+}
+
+fn any_message() -> impl Strategy<Value = Message> {
+    (
+        (1u128..=u128::MAX).prop_map(|bits| MessageId::from_ulid(ulid::Ulid(bits))),
+        option::of(vec(any::<u8>(), 0..32).prop_map(Bytes::from)),
+        btree_map(user_header_name(), ".{0,24}", 0..6),
+        vec(any::<u8>(), 0..256).prop_map(Bytes::from),
+        any::<i64>(),
+        any::<u8>(),
+        option::of(any::<i64>()),
+        option::of(any::<i64>()),
+        option::of(".{0,24}"),
+    )
+        .prop_map(
+            |(
+                id,
+                key,
+                headers,
+                payload,
+                published_at,
+                priority,
+                deliver_at,
+                expires_at,
+                dedup_id,
+            )| {
+                Message {
+                    id,
+                    key,
+                    headers,
+                    payload,
+                    published_at,
+                    priority,
+                    deliver_at,
+                    expires_at,
+                    dedup_id,
+                }
+            },
+        )
+}
+
+proptest! {
+    #[test]
+    fn every_message_round_trips_through_a_record(message in any_message(), offset in any::<u64>()) {
+        let back = Message::from_record(stored(message.to_record(), offset)).unwrap();
+        prop_assert_eq!(back, message);
+    }
+}

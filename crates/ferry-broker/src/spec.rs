@@ -1,0 +1,271 @@
+//! How one queue behaves: its retry policy, where its dead letters go, and the windows,
+//! limits and modes that shape delivery.
+//!
+//! Defaults are the reliable ones from the seeds, so `QueueSpec::default()` is a queue a
+//! user can run in production: five deliveries with backoff, a dead-letter queue, a 30 s
+//! lease, dedup for 5 minutes, fsync before a publish is acknowledged.
+
+use std::time::Duration;
+
+pub use ferry_storage::Durability;
+
+use crate::error::{BrokerError, Result, human};
+use crate::message::millis;
+use crate::name::Name;
+use crate::retry::RetryPolicy;
+
+const HOUR: u64 = 3600;
+const DAY: u64 = 24 * HOUR;
+
+/// Where a queue's dead letters go.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DeadLetter {
+    /// `<name>.dlq`, created with the queue if it does not exist.
+    #[default]
+    Default,
+    /// An existing queue, which several queues may share.
+    Named(Name),
+    /// No dead-letter queue. What happens to a message that would have been dead-lettered
+    /// is the engine's to define and document.
+    Disabled,
+}
+
+/// How messages are spread over consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OrderingMode {
+    /// Competing consumers: any consumer may get any message; no order across redeliveries.
+    #[default]
+    Shared,
+    /// Messages with the same key go to one consumer at a time, in publish order; different
+    /// keys are delivered in parallel. Messages without a key behave as under `Shared`.
+    KeyShared,
+}
+
+/// What happens to a publish that would take a queue past a length limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OverflowPolicy {
+    /// Refuse the publish with a typed error: back-pressure reaches the producer and
+    /// nothing already accepted is lost.
+    #[default]
+    RejectPublish,
+    /// Discard the oldest ready messages to make room.
+    DropHead,
+    /// Move the oldest ready messages to the dead-letter queue with reason `overflow`.
+    DeadLetterHead,
+}
+
+/// Bounds on a queue's backlog. No bound by default: a queue that silently drops or refuses
+/// messages is a choice a user must make, not a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LengthLimit {
+    pub max_messages: Option<u64>,
+    /// Counted over payload, key and headers of the messages in the queue.
+    pub max_bytes: Option<u64>,
+    pub overflow: OverflowPolicy,
+}
+
+/// The settings of one queue. Check with [`QueueSpec::validate`], and a set of queues
+/// together with [`crate::validate_topology`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSpec {
+    pub retry: RetryPolicy,
+    pub dead_letter: DeadLetter,
+    /// Publishes repeating a dedup id (or, without one, a message id) within this window are
+    /// stored once. Zero turns deduplication off.
+    pub dedup_window: Duration,
+    /// TTL given to messages published without one.
+    pub default_ttl: Option<Duration>,
+    /// Visibility timeout: how long a received message stays hidden from other consumers
+    /// before it counts as a failed delivery and is redelivered.
+    pub lease: Duration,
+    /// The longest delay this queue accepts; zero refuses delayed messages.
+    pub max_delay: Duration,
+    /// Number of priority levels; priorities `0..levels` are distinct, higher ones are
+    /// treated as the highest (see [`QueueSpec::effective_priority`]). 1 means FIFO.
+    pub priority_levels: u8,
+    /// Starvation guard: the fraction of deliveries reserved for lower levels while higher
+    /// ones have messages ready, so a steady stream of urgent messages cannot hold the rest
+    /// back forever. 0 gives strict priority.
+    pub lower_priority_share: f64,
+    pub ordering: OrderingMode,
+    pub length_limit: LengthLimit,
+    /// When a publish to this queue is acknowledged relative to the disk.
+    pub durability: Durability,
+    /// How long dead letters are kept in this queue's dead-letter queue.
+    pub dead_letter_retention: Duration,
+}
+
+impl QueueSpec {
+    pub const MAX_DEDUP_WINDOW: Duration = Duration::from_secs(7 * DAY);
+    pub const MAX_LEASE: Duration = Duration::from_secs(12 * HOUR);
+    pub const MAX_DELAY: Duration = Duration::from_secs(90 * DAY);
+    pub const MAX_TTL: Duration = Duration::from_secs(90 * DAY);
+    pub const MAX_PRIORITY_LEVELS: u8 = 10;
+    pub const MAX_LOWER_PRIORITY_SHARE: f64 = 0.5;
+    /// A guard against unit mistakes (seconds typed where days were meant) rather than a
+    /// resource limit.
+    pub const MAX_DEAD_LETTER_RETENTION: Duration = Duration::from_secs(3650 * DAY);
+
+    /// Checks this spec on its own. Name-dependent rules (the derived dead-letter name) are
+    /// in [`QueueSpec::dead_letter_target`]; rules across queues in
+    /// [`crate::validate_topology`].
+    pub fn validate(&self) -> Result<()> {
+        self.retry.validate()?;
+        let bad = |setting, problem: String| Err(BrokerError::InvalidSetting { setting, problem });
+        if self.dedup_window > Self::MAX_DEDUP_WINDOW {
+            return bad(
+                "dedup_window",
+                format!("must be at most 7 days, got {}", human(&self.dedup_window)),
+            );
+        }
+        if let Some(ttl) = self.default_ttl
+            && (millis(ttl) < 1 || ttl > Self::MAX_TTL)
+        {
+            return bad(
+                "default_ttl",
+                format!(
+                    "must be between 1 ms and 90 days, got {}; use None for no TTL",
+                    human(&ttl)
+                ),
+            );
+        }
+        if millis(self.lease) < 1 || self.lease > Self::MAX_LEASE {
+            return bad(
+                "lease",
+                format!(
+                    "must be between 1 ms and 12 hours, got {}; a consumer that needs longer \
+                     should extend its lease while it works",
+                    human(&self.lease)
+                ),
+            );
+        }
+        if self.max_delay > Self::MAX_DELAY {
+            return bad(
+                "max_delay",
+                format!("must be at most 90 days, got {}", human(&self.max_delay)),
+            );
+        }
+        if !(1..=Self::MAX_PRIORITY_LEVELS).contains(&self.priority_levels) {
+            return bad(
+                "priority_levels",
+                format!(
+                    "must be between 1 and {} (got {}); 1 means no priorities",
+                    Self::MAX_PRIORITY_LEVELS,
+                    self.priority_levels
+                ),
+            );
+        }
+        if !(0.0..=Self::MAX_LOWER_PRIORITY_SHARE).contains(&self.lower_priority_share) {
+            return bad(
+                "lower_priority_share",
+                format!(
+                    "must be a fraction between 0.0 and 0.5 (0.1 = 10 % of deliveries), got {}",
+                    self.lower_priority_share
+                ),
+            );
+        }
+        self.validate_length_limit()?;
+        if let Durability::Interval(interval) = self.durability
+            && interval.is_zero()
+        {
+            return bad(
+                "durability",
+                "an Interval durability needs a positive interval; use Fsync to sync every \
+                 publish"
+                    .into(),
+            );
+        }
+        if self.dead_letter_retention.is_zero()
+            || self.dead_letter_retention > Self::MAX_DEAD_LETTER_RETENTION
+        {
+            return bad(
+                "dead_letter_retention",
+                format!(
+                    "must be between 1 ms and 3650 days, got {}",
+                    human(&self.dead_letter_retention)
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn validate_length_limit(&self) -> Result<()> {
+        let limit = &self.length_limit;
+        let bad = |setting, problem: &str| {
+            Err(BrokerError::InvalidSetting {
+                setting,
+                problem: problem.to_owned(),
+            })
+        };
+        if limit.max_messages == Some(0) {
+            return bad(
+                "length_limit.max_messages",
+                "must be positive; use None for no limit",
+            );
+        }
+        if limit.max_bytes == Some(0) {
+            return bad(
+                "length_limit.max_bytes",
+                "must be positive; use None for no limit",
+            );
+        }
+        if limit.overflow == OverflowPolicy::DeadLetterHead
+            && self.dead_letter == DeadLetter::Disabled
+        {
+            return bad(
+                "length_limit.overflow",
+                "DeadLetterHead needs a dead-letter queue, but dead_letter is Disabled; \
+                 enable dead-lettering or choose DropHead or RejectPublish",
+            );
+        }
+        Ok(())
+    }
+
+    /// The queue that dead letters of the queue `queue` go to, or `None` when disabled.
+    ///
+    /// The `.dlq` suffix is reserved for dead-letter queues: a queue named `x.dlq` cannot use
+    /// [`DeadLetter::Default`], which would derive `x.dlq.dlq` and so on without end; it must
+    /// name its dead-letter queue or disable dead-lettering.
+    pub fn dead_letter_target(&self, queue: &Name) -> Result<Option<Name>> {
+        match &self.dead_letter {
+            DeadLetter::Disabled => Ok(None),
+            DeadLetter::Named(target) => Ok(Some(target.clone())),
+            DeadLetter::Default if queue.is_dead_letter() => {
+                Err(BrokerError::DeadLetterQueueNeedsExplicitTarget {
+                    queue: queue.clone(),
+                })
+            }
+            DeadLetter::Default => queue.default_dead_letter().map(Some),
+        }
+    }
+
+    /// The level a message published with `priority` is queued at. Priorities beyond the
+    /// queue's levels are clamped to the highest level rather than refused, as in RabbitMQ:
+    /// a producer need not know how many levels each queue it publishes to declares.
+    pub fn effective_priority(&self, priority: u8) -> u8 {
+        priority.min(self.priority_levels.saturating_sub(1))
+    }
+}
+
+impl Default for QueueSpec {
+    fn default() -> Self {
+        QueueSpec {
+            retry: RetryPolicy::default(),
+            dead_letter: DeadLetter::Default,
+            dedup_window: Duration::from_secs(5 * 60),
+            default_ttl: None,
+            lease: Duration::from_secs(30),
+            max_delay: Self::MAX_DELAY,
+            priority_levels: 1,
+            lower_priority_share: 0.1,
+            ordering: OrderingMode::Shared,
+            length_limit: LengthLimit::default(),
+            durability: Durability::Fsync,
+            dead_letter_retention: Duration::from_secs(14 * DAY),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "spec_tests.rs"]
+mod tests;
