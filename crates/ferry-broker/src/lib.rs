@@ -12,11 +12,14 @@
 //!   [`Message`] (what the broker keeps) with its [`MessageId`] (a ULID), and its encoding
 //!   into and out of a storage record ([`record`]);
 //! - [`QueueSpec`] and its validation, and [`validate_topology`] over a set of queues
-//!   (unique names, existing dead-letter targets, no dead-letter cycles).
+//!   (unique names, existing dead-letter targets, no dead-letter cycles);
+//! - [`TimerQueue`]: due-time scheduling (delays, leases, backoff, TTL) in O(log n), and
+//!   [`DedupWindow`]: the dedup-id window with expiry and a snapshot/restore form — both in
+//!   memory, their persistence comes with the engine.
 //!
 //! **Not here yet**: the delivery engine — `Broker::open`, publish, receive with leases,
-//! ack/nack/reject, durable timers, dedup windows, ordering keys, stats — and any use of
-//! storage beyond the record encoding. Nothing in this crate delivers a message today.
+//! ack/nack/reject, persistence of timers and dedup windows, ordering keys, stats — and any
+//! use of storage beyond the record encoding. Nothing in this crate delivers a message today.
 //!
 //! ```
 //! use std::time::Duration;
@@ -41,6 +44,7 @@
 //! # Ok::<(), ferry_broker::BrokerError>(())
 //! ```
 
+pub mod dedup;
 pub mod error;
 pub mod header;
 pub mod message;
@@ -50,8 +54,10 @@ pub mod random;
 pub mod record;
 pub mod retry;
 pub mod spec;
+pub mod timers;
 pub mod topology;
 
+pub use dedup::{DedupWindow, Seen};
 pub use error::{BrokerError, Result};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
@@ -59,4 +65,5 @@ pub use name::Name;
 pub use random::RandomSource;
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
+pub use timers::TimerQueue;
 pub use topology::validate_topology;
