@@ -577,10 +577,14 @@ fn truncated_sealed_segment_refuses_to_open_and_repair_reports_the_loss() {
 
 /// Flips 1..=3 bytes inside `[start, end)`; returns the damaged file contents.
 fn rot(path: &Path, rng: &mut Rng, range: Range<u64>) -> Vec<u8> {
-    let mut bytes = fs::read(path).unwrap();
-    for _ in 0..1 + rng.below(3) {
-        let at = rng.range(range.clone()) as usize;
-        bytes[at] ^= 1 + rng.below(255) as u8;
+    let original = fs::read(path).unwrap();
+    let mut bytes = original.clone();
+    // Two flips of one byte can cancel out: flip until the bytes really differ.
+    while bytes == original {
+        for _ in 0..1 + rng.below(3) {
+            let at = rng.range(range.clone()) as usize;
+            bytes[at] ^= 1 + rng.below(255) as u8;
+        }
     }
     fs::write(path, &bytes).unwrap();
     bytes
