@@ -15,11 +15,16 @@
 //!   (unique names, existing dead-letter targets, no dead-letter cycles);
 //! - [`TimerQueue`]: due-time scheduling (delays, leases, backoff, TTL) in O(log n), and
 //!   [`DedupWindow`]: the dedup-id window with expiry and a snapshot/restore form — both in
-//!   memory, their persistence comes with the engine.
+//!   memory, their persistence comes with the engine;
+//! - [`KeyOrder`]: key-shared ordering over the engine's in-memory window (one in-flight
+//!   message per key, publish order across retries, parking a key without blocking others),
+//!   and [`PriorityPicker`]: which priority level serves next, with the lower-priority share
+//!   that keeps low levels from starving.
 //!
-//! **Not here yet**: the delivery engine — `Broker::open`, publish, receive with leases,
-//! ack/nack/reject, persistence of timers and dedup windows, ordering keys, stats — and any
-//! use of storage beyond the record encoding. Nothing in this crate delivers a message today.
+//! **Not here yet**: the delivery engine that puts these together — `Broker::open`, publish,
+//! receive with leases, ack/nack/reject, dead-lettering and redrive, persistence of timers,
+//! dedup windows and parked keys, stats — and any use of storage beyond the record encoding.
+//! Nothing in this crate delivers a message today.
 //!
 //! ```
 //! use std::time::Duration;
@@ -47,9 +52,11 @@
 pub mod dedup;
 pub mod error;
 pub mod header;
+pub mod key_order;
 pub mod message;
 pub mod message_id;
 pub mod name;
+pub mod priority;
 pub mod random;
 pub mod record;
 pub mod retry;
@@ -59,9 +66,11 @@ pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
 pub use error::{BrokerError, Result};
+pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
 pub use name::Name;
+pub use priority::{PriorityPicker, PriorityStats};
 pub use random::RandomSource;
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
