@@ -141,6 +141,15 @@ pub enum BrokerError {
     // Reading stored messages.
     #[error("record at offset {offset} is not a readable broker message: {problem}")]
     MalformedRecord { offset: u64, problem: String },
+
+    // Delivery outcomes.
+    #[error(
+        "lease token {token} is not the current lease of message {seq}: that delivery already \
+         ended (lease expired, nacked, rejected, settled or dead-lettered) and the message may \
+         have been delivered to another consumer; stop working on it — if it still needs \
+         work it will be delivered again"
+    )]
+    StaleLease { seq: u64, token: u64 },
 }
 
 fn join(names: &[Name]) -> String {

@@ -21,10 +21,17 @@
 //!   and [`PriorityPicker`]: which priority level serves next, with the lower-priority share
 //!   that keeps low levels from starving.
 //!
-//! **Not here yet**: the delivery engine that puts these together — `Broker::open`, publish,
-//! receive with leases, ack/nack/reject, dead-lettering and redrive, persistence of timers,
-//! dedup windows and parked keys, stats — and any use of storage beyond the record encoding.
-//! Nothing in this crate delivers a message today.
+//! - [`QueueState`]: the delivery state machine of one queue over the messages the engine
+//!   holds in memory — leases with tokens, ack (idempotent, stale tokens refused), nack with
+//!   backoff or an explicit delay, reject, lease extension and expiry, max deliveries, delays,
+//!   TTL, priorities, key-shared ordering with parked keys, prefetch, cancel and stats. It
+//!   returns decisions (deliveries, settled and dead-lettered messages) and persists nothing.
+//!
+//! **Not here yet**: the engine that makes those decisions durable and serves them —
+//! `Broker::open`, publishing into storage logs, the state journal and its recovery,
+//! dead-letter queues and redrive, length limits, dedup on publish, the async API — and any
+//! use of storage beyond the record encoding. Nothing in this crate stores or serves a
+//! message today.
 //!
 //! ```
 //! use std::time::Duration;
@@ -57,6 +64,7 @@ pub mod message;
 pub mod message_id;
 pub mod name;
 pub mod priority;
+pub mod queue_state;
 pub mod random;
 pub mod record;
 pub mod retry;
@@ -71,6 +79,10 @@ pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
 pub use name::Name;
 pub use priority::{PriorityPicker, PriorityStats};
+pub use queue_state::{
+    Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, LeaseToken, Nacked, QueueState,
+    QueueStateStats, Seq, Tracked,
+};
 pub use random::RandomSource;
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};

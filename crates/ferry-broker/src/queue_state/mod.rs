@@ -1,0 +1,660 @@
+//! The delivery state machine of one queue: which of the messages the engine holds in memory
+//! is ready, delayed, waiting for its key or in flight, and what happens on receive, ack,
+//! nack, reject, lease extension and the passing of time.
+//!
+//! [`QueueState`] is pure and synchronous. It never reads a clock (every call takes `now_ms`
+//! from the engine's injectable clock), never sleeps, and draws randomness only from its own
+//! seeded RNG, for backoff jitter. It holds no payloads and persists nothing: it returns
+//! decisions — [`Delivery`]s from [`receive`](QueueState::receive), and [`Effect`]s (settled,
+//! dead-lettered, became ready) from [`take_effects`](QueueState::take_effects) — which the
+//! engine makes durable and acts on. After a restart the engine rebuilds it by
+//! [`track`](QueueState::track)ing its window in publish order, with delivery counts restored.
+//!
+//! **Time advances only through [`tick`](QueueState::tick).** A lease, delay, retry backoff or
+//! TTL that has passed takes effect when `tick` processes its timer, not before: an ack that
+//! arrives after its lease's deadline but before the tick still settles the message (its
+//! lease is still the current one), and a delayed message is not received until a tick has
+//! released it. The engine ticks at [`next_wakeup`](QueueState::next_wakeup) and before each
+//! receive. The one exception is TTL: a message whose TTL has passed is never delivered, even
+//! if no tick has expired it yet — `receive` dead-letters it instead.
+//!
+//! **A message is in exactly one place.** Tracked (ready, delayed, waiting for its key or in
+//! flight), or gone — settled or dead-lettered, announced once through an effect. A message
+//! that is gone is forgotten: nothing here grows with the history of the queue.
+//!
+//! **Failed attempts.** A nack and a lease expiry are the same event: the attempt failed. If
+//! the message has had `retry.max_deliveries` deliveries it is dead-lettered with reason
+//! `max_deliveries`; otherwise, if its TTL has passed, with reason `expired`; otherwise it is
+//! redelivered after the nack's explicit delay or the backoff for its attempt.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod decisions;
+
+use crate::error::{BrokerError, Result};
+use crate::key_order::{KeyOrder, KeyedState};
+use crate::message::millis;
+use crate::message_id::MessageId;
+use crate::priority::PriorityPicker;
+use crate::retry::RetryPolicy;
+use crate::spec::{OrderingMode, QueueSpec};
+use crate::timers::TimerQueue;
+
+pub use decisions::{
+    Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, LeaseToken, MAX_ERROR_LEN,
+    Nacked, QueueStateStats, Seq, Tracked,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Timer {
+    /// The delay or retry backoff ends.
+    Due(Seq),
+    Lease(Seq),
+    Expiry(Seq),
+}
+
+#[derive(Debug)]
+struct Lease {
+    token: LeaseToken,
+    consumer: Arc<str>,
+    until_ms: i64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    id: MessageId,
+    level: u8,
+    /// When it last became deliverable as far as time goes (for the oldest-ready age).
+    eligible_since_ms: i64,
+    expires_at_ms: Option<i64>,
+    size: u32,
+    deliveries: u32,
+    /// Waiting for a `Due` timer.
+    scheduled: bool,
+    lease: Option<Lease>,
+    last_consumer: Option<Arc<str>>,
+    first_failure_ms: Option<i64>,
+    last_failure_ms: Option<i64>,
+    last_error: Option<String>,
+}
+
+impl Entry {
+    fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Consumer {
+    prefetch: Option<usize>,
+    in_flight: usize,
+}
+
+/// The delivery state machine of one queue; see the [module docs](self).
+#[derive(Debug)]
+pub struct QueueState {
+    retry: RetryPolicy,
+    default_lease: Duration,
+    key_shared: bool,
+    rng: fastrand::Rng,
+    entries: HashMap<Seq, Entry>,
+    /// Deliverable messages by level, FIFO by seq: not in flight, not delayed, and (key-shared)
+    /// Ready in `keys`.
+    ready: Vec<BTreeSet<Seq>>,
+    timers: TimerQueue<Timer>,
+    keys: KeyOrder,
+    picker: PriorityPicker,
+    consumers: HashMap<Arc<str>, Consumer>,
+    next_token: u64,
+    effects: Vec<Effect>,
+    in_flight: usize,
+    scheduled: usize,
+    bytes: u64,
+}
+
+impl QueueState {
+    /// The state of an empty queue with this spec; `seed` seeds the backoff jitter.
+    pub fn new(spec: &QueueSpec, seed: u64) -> Result<Self> {
+        spec.validate()?;
+        Ok(QueueState {
+            retry: spec.retry,
+            default_lease: spec.lease,
+            key_shared: spec.ordering == OrderingMode::KeyShared,
+            rng: fastrand::Rng::with_seed(seed),
+            entries: HashMap::new(),
+            ready: vec![BTreeSet::new(); usize::from(spec.priority_levels)],
+            timers: TimerQueue::new(),
+            keys: KeyOrder::new(),
+            picker: PriorityPicker::for_spec(spec)?,
+            consumers: HashMap::new(),
+            next_token: 1,
+            effects: Vec::new(),
+            in_flight: 0,
+            scheduled: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Loads a message into the window. Messages are tracked in increasing `seq` order (the
+    /// key-shared order relies on it); a `seq` already tracked is ignored (and is a bug,
+    /// checked in debug builds).
+    ///
+    /// A message whose TTL has passed is dead-lettered (`expired`) at once. So is a restored
+    /// message whose deliveries are used up (`max_deliveries`): its last delivery was running
+    /// when the broker stopped, and a delivery that ends without an ack is a failed attempt.
+    pub fn track(&mut self, msg: Tracked, now_ms: i64) {
+        debug_assert!(
+            !self.entries.contains_key(&msg.seq),
+            "seq {} tracked twice",
+            msg.seq
+        );
+        if self.entries.contains_key(&msg.seq) {
+            return;
+        }
+        let seq = msg.seq;
+        let entry = Entry {
+            id: msg.id,
+            level: msg.level.min(self.top_level()),
+            eligible_since_ms: msg.deliver_at_ms,
+            expires_at_ms: msg.expires_at_ms,
+            size: msg.size,
+            deliveries: msg.deliveries,
+            scheduled: false,
+            lease: None,
+            last_consumer: None,
+            first_failure_ms: None,
+            last_failure_ms: None,
+            last_error: None,
+        };
+        if entry.expired(now_ms) {
+            let decision = decision(seq, entry, DeadLetterReason::Expired);
+            self.effects.push(Effect::DeadLetter(decision));
+            return;
+        }
+        if self.retry.is_exhausted(msg.deliveries) {
+            let mut entry = entry;
+            entry.first_failure_ms = Some(now_ms);
+            entry.last_failure_ms = Some(now_ms);
+            let decision = decision(seq, entry, DeadLetterReason::MaxDeliveries);
+            self.effects.push(Effect::DeadLetter(decision));
+            return;
+        }
+        self.bytes += u64::from(entry.size);
+        if let Some(at) = entry.expires_at_ms {
+            self.timers.schedule(Timer::Expiry(seq), at);
+        }
+        self.entries.insert(seq, entry);
+        if self.key_shared {
+            self.keys.admit(seq, msg.key.as_deref());
+        }
+        if msg.deliver_at_ms > now_ms {
+            self.schedule(seq, msg.deliver_at_ms);
+        }
+        self.refresh(Some(seq), now_ms, false);
+    }
+
+    /// Caps how many messages `consumer` may hold in flight at once; `None` lifts the cap.
+    /// A consumer at its cap receives nothing; lowering a cap recalls nothing.
+    pub fn set_prefetch(&mut self, consumer: &str, prefetch: Option<usize>) {
+        match self.consumers.get_mut(consumer) {
+            Some(state) => state.prefetch = prefetch,
+            None if prefetch.is_some() => {
+                let state = Consumer {
+                    prefetch,
+                    in_flight: 0,
+                };
+                self.consumers.insert(consumer.into(), state);
+            }
+            None => {}
+        }
+        self.forget_idle_consumer(consumer);
+    }
+
+    /// Leases up to `max` ready messages to `consumer` for `lease` (the queue's lease if
+    /// `None`; clamped to 1 ms – 12 h): highest priority level first (with the spec's
+    /// lower-level share), publish order within a level, at most one message per key in
+    /// flight under key-shared ordering, and no more than the consumer's prefetch allows.
+    ///
+    /// A ready message whose TTL has passed is dead-lettered (`expired`) instead of
+    /// delivered.
+    pub fn receive(
+        &mut self,
+        consumer: &str,
+        max: usize,
+        lease: Option<Duration>,
+        now_ms: i64,
+    ) -> Vec<Delivery> {
+        let lease = lease
+            .unwrap_or(self.default_lease)
+            .clamp(Duration::from_millis(1), QueueSpec::MAX_LEASE);
+        let until_ms = now_ms.saturating_add(millis(lease));
+        let room = match self.consumers.get(consumer) {
+            Some(Consumer {
+                prefetch: Some(cap),
+                in_flight,
+            }) => cap.saturating_sub(*in_flight),
+            _ => usize::MAX,
+        };
+        let max = max.min(room);
+        let mut out = Vec::new();
+        if max == 0 {
+            return out;
+        }
+        let consumer: Arc<str> = match self.consumers.get_key_value(consumer) {
+            Some((name, _)) => name.clone(),
+            None => consumer.into(),
+        };
+        while out.len() < max {
+            let ready = &self.ready;
+            let Some(level) = self.picker.pick(|l| !ready[usize::from(l)].is_empty()) else {
+                break;
+            };
+            let seq = self.ready[usize::from(level)]
+                .pop_first()
+                .expect("the picker picks a level with ready messages");
+            let entry = self.entries.get_mut(&seq).expect("ready seqs are tracked");
+            if entry.expired(now_ms) {
+                let next = self.dead_letter(seq, DeadLetterReason::Expired);
+                self.refresh(next, now_ms, true);
+                continue;
+            }
+            let token = LeaseToken(self.next_token);
+            self.next_token += 1;
+            entry.deliveries = entry.deliveries.saturating_add(1);
+            entry.lease = Some(Lease {
+                token,
+                consumer: consumer.clone(),
+                until_ms,
+            });
+            entry.last_consumer = Some(consumer.clone());
+            out.push(Delivery {
+                seq,
+                id: entry.id,
+                token,
+                delivery: entry.deliveries,
+                lease_until_ms: until_ms,
+            });
+            if self.key_shared {
+                self.keys.delivered(seq);
+            }
+            self.timers.schedule(Timer::Lease(seq), until_ms);
+            self.in_flight += 1;
+        }
+        if !out.is_empty() {
+            self.consumers.entry(consumer).or_default().in_flight += out.len();
+        }
+        out
+    }
+
+    /// Settles a delivered message: it leaves the queue ([`Effect::Settled`]) and its key's
+    /// next message may go. Idempotent: an ack of a message no longer tracked is
+    /// `Ok(AlreadySettled)`. A token that is not the message's current lease is
+    /// [`BrokerError::StaleLease`] and changes nothing — the message was re-leased to someone
+    /// else, or is waiting for redelivery.
+    pub fn ack(&mut self, seq: Seq, token: LeaseToken, now_ms: i64) -> Result<Acked> {
+        if !self.entries.contains_key(&seq) {
+            return Ok(Acked::AlreadySettled);
+        }
+        self.check_lease(seq, token)?;
+        let (_, next) = self.remove(seq).expect("checked above");
+        self.effects.push(Effect::Settled { seq });
+        self.refresh(next, now_ms, true);
+        Ok(Acked::Settled)
+    }
+
+    /// A failed attempt: dead-letters the message (`max_deliveries`) if it has used its
+    /// deliveries, or (`expired`) if its TTL has passed, and otherwise schedules its
+    /// redelivery after `delay` (at most 90 days) or, without one, the backoff for this
+    /// attempt. `error` is kept, truncated to [`MAX_ERROR_LEN`] bytes.
+    pub fn nack(
+        &mut self,
+        seq: Seq,
+        token: LeaseToken,
+        delay: Option<Duration>,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Nacked> {
+        self.check_lease(seq, token)?;
+        let delay = delay.map(|d| d.min(QueueSpec::MAX_DELAY));
+        Ok(self.fail(seq, delay, error.map(truncate_error), now_ms))
+    }
+
+    /// A permanent failure: dead-letters the message now with reason `rejected`, keeping
+    /// `reason` (truncated to [`MAX_ERROR_LEN`] bytes) as its last error.
+    pub fn reject(&mut self, seq: Seq, token: LeaseToken, reason: &str, now_ms: i64) -> Result<()> {
+        self.check_lease(seq, token)?;
+        let entry = self.entries.get_mut(&seq).expect("checked above");
+        entry.first_failure_ms.get_or_insert(now_ms);
+        entry.last_failure_ms = Some(now_ms);
+        entry.last_error = Some(truncate_error(reason));
+        let next = self.dead_letter(seq, DeadLetterReason::Rejected);
+        self.refresh(next, now_ms, true);
+        Ok(())
+    }
+
+    /// Moves the lease's deadline to `now + by`, at most 12 hours from now (so a lease can
+    /// also be shortened), and returns the new deadline.
+    pub fn extend(
+        &mut self,
+        seq: Seq,
+        token: LeaseToken,
+        by: Duration,
+        now_ms: i64,
+    ) -> Result<i64> {
+        self.check_lease(seq, token)?;
+        let until_ms = now_ms.saturating_add(millis(by.min(QueueSpec::MAX_LEASE)));
+        let entry = self.entries.get_mut(&seq).expect("checked above");
+        entry.lease.as_mut().expect("checked above").until_ms = until_ms;
+        self.timers.schedule(Timer::Lease(seq), until_ms);
+        Ok(until_ms)
+    }
+
+    /// Fires every timer due at or before `now_ms`: ended leases fail their attempt (error
+    /// "lease expired"), ended delays and backoffs make messages ready, passed TTLs
+    /// dead-letter messages that are not in flight (one in flight keeps its lease; its TTL is
+    /// checked again when the attempt ends). Returns how many timers fired.
+    pub fn tick(&mut self, now_ms: i64) -> usize {
+        let mut fired = 0;
+        while let Some((timer, _)) = self.timers.pop_due(now_ms) {
+            fired += 1;
+            match timer {
+                Timer::Due(seq) => {
+                    if let Some(entry) = self.entries.get_mut(&seq)
+                        && entry.scheduled
+                    {
+                        entry.scheduled = false;
+                        self.scheduled -= 1;
+                        self.refresh(Some(seq), now_ms, true);
+                    }
+                }
+                Timer::Lease(seq) => {
+                    if self.entries.get(&seq).is_some_and(|e| e.lease.is_some()) {
+                        self.fail(seq, None, Some("lease expired".to_owned()), now_ms);
+                    }
+                }
+                Timer::Expiry(seq) => {
+                    if self.entries.get(&seq).is_some_and(|e| e.lease.is_none()) {
+                        let next = self.dead_letter(seq, DeadLetterReason::Expired);
+                        self.refresh(next, now_ms, true);
+                    }
+                }
+            }
+        }
+        fired
+    }
+
+    /// When the next timer falls due: when the engine should call [`tick`](Self::tick).
+    pub fn next_wakeup(&self) -> Option<i64> {
+        self.timers.next_due()
+    }
+
+    /// Drains the effects produced since the last call, in the order they happened.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Drops a scheduled message — delayed and never delivered — from the queue. Returns
+    /// `false`, changing nothing, for any other message (ready, in flight, waiting for a
+    /// retry, or unknown). No effect is emitted: the engine records the cancellation.
+    pub fn cancel(&mut self, seq: Seq, now_ms: i64) -> bool {
+        let cancellable = self
+            .entries
+            .get(&seq)
+            .is_some_and(|e| e.scheduled && e.deliveries == 0);
+        if cancellable {
+            let (_, next) = self.remove(seq).expect("checked above");
+            self.refresh(next, now_ms, true);
+        }
+        cancellable
+    }
+
+    /// Holds `key`'s messages (key-shared queues only): none is delivered until
+    /// [`unpark`](Self::unpark); a delivery in flight is not recalled. Other keys are not
+    /// affected. Returns `false` and does nothing on a shared queue, where keys do not order.
+    pub fn park(&mut self, key: &[u8]) -> bool {
+        if !self.key_shared {
+            return false;
+        }
+        if let Some(seq) = self.keys.park(key) {
+            let level = self.entries[&seq].level;
+            self.ready[usize::from(level)].remove(&seq);
+        }
+        true
+    }
+
+    /// Releases a parked key: its head becomes ready if it is not in flight or delayed.
+    pub fn unpark(&mut self, key: &[u8], now_ms: i64) {
+        let next = self.keys.unpark(key);
+        self.refresh(next, now_ms, true);
+    }
+
+    pub fn is_parked(&self, key: &[u8]) -> bool {
+        self.keys.is_parked(key)
+    }
+
+    pub fn stats(&self, now_ms: i64) -> QueueStateStats {
+        let oldest = self
+            .ready
+            .iter()
+            .filter_map(|level| level.first())
+            .map(|seq| {
+                now_ms
+                    .saturating_sub(self.entries[seq].eligible_since_ms)
+                    .max(0)
+            })
+            .max();
+        QueueStateStats {
+            tracked: self.entries.len(),
+            ready: self.ready.iter().map(BTreeSet::len).sum(),
+            in_flight: self.in_flight,
+            delayed: self.scheduled,
+            parked_messages: self.keys.parked_keys().map(|(_, held)| held).sum(),
+            oldest_ready_age_ms: oldest,
+            bytes: self.bytes,
+        }
+    }
+
+    pub fn is_tracked(&self, seq: Seq) -> bool {
+        self.entries.contains_key(&seq)
+    }
+
+    /// The current lease of `seq`, if it is in flight: its token and deadline.
+    pub fn lease(&self, seq: Seq) -> Option<(LeaseToken, i64)> {
+        let lease = self.entries.get(&seq)?.lease.as_ref()?;
+        Some((lease.token, lease.until_ms))
+    }
+
+    /// Messages `consumer` holds in flight.
+    pub fn in_flight_of(&self, consumer: &str) -> usize {
+        self.consumers.get(consumer).map_or(0, |c| c.in_flight)
+    }
+
+    fn top_level(&self) -> u8 {
+        u8::try_from(self.ready.len() - 1).expect("at most 10 levels")
+    }
+
+    fn check_lease(&self, seq: Seq, token: LeaseToken) -> Result<()> {
+        let current = self.entries.get(&seq).and_then(|e| e.lease.as_ref());
+        match current {
+            Some(lease) if lease.token == token => Ok(()),
+            _ => Err(BrokerError::StaleLease {
+                seq,
+                token: token.0,
+            }),
+        }
+    }
+
+    fn schedule(&mut self, seq: Seq, at_ms: i64) {
+        let entry = self
+            .entries
+            .get_mut(&seq)
+            .expect("scheduled seqs are tracked");
+        if !entry.scheduled {
+            entry.scheduled = true;
+            self.scheduled += 1;
+        }
+        entry.eligible_since_ms = at_ms;
+        self.timers.schedule(Timer::Due(seq), at_ms);
+    }
+
+    /// Ends the in-flight delivery of `seq` as a failed attempt; see the module docs.
+    fn fail(
+        &mut self,
+        seq: Seq,
+        delay: Option<Duration>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Nacked {
+        self.end_lease(seq);
+        let entry = self
+            .entries
+            .get_mut(&seq)
+            .expect("in-flight seqs are tracked");
+        entry.first_failure_ms.get_or_insert(now_ms);
+        entry.last_failure_ms = Some(now_ms);
+        entry.last_error = error;
+        let reason = if self.retry.is_exhausted(entry.deliveries) {
+            Some(DeadLetterReason::MaxDeliveries)
+        } else if entry.expired(now_ms) {
+            Some(DeadLetterReason::Expired)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            let next = self.dead_letter(seq, reason);
+            self.refresh(next, now_ms, true);
+            return Nacked::DeadLettered(reason);
+        }
+        let wait = match delay {
+            Some(delay) => delay,
+            None => self.retry.backoff.delay(entry.deliveries, &mut self.rng),
+        };
+        let retry_at = now_ms.saturating_add(millis(wait));
+        entry.eligible_since_ms = now_ms;
+        if let Some(at) = entry.expires_at_ms {
+            // Its expiry timer may have fired (and been ignored) while it was in flight.
+            self.timers.schedule(Timer::Expiry(seq), at);
+        }
+        if self.key_shared {
+            self.keys.requeued(seq);
+        }
+        if retry_at > now_ms {
+            self.schedule(seq, retry_at);
+        }
+        self.refresh(Some(seq), now_ms, true);
+        Nacked::RetryAt(retry_at)
+    }
+
+    fn end_lease(&mut self, seq: Seq) {
+        let entry = self.entries.get_mut(&seq).expect("leased seqs are tracked");
+        let Some(lease) = entry.lease.take() else {
+            return;
+        };
+        self.timers.cancel(&Timer::Lease(seq));
+        self.in_flight -= 1;
+        if let Some(consumer) = self.consumers.get_mut(&*lease.consumer) {
+            consumer.in_flight -= 1;
+        }
+        self.forget_idle_consumer(&lease.consumer);
+    }
+
+    fn forget_idle_consumer(&mut self, consumer: &str) {
+        if self
+            .consumers
+            .get(consumer)
+            .is_some_and(|c| c.in_flight == 0 && c.prefetch.is_none())
+        {
+            self.consumers.remove(consumer);
+        }
+    }
+
+    /// Dead-letters a tracked message; returns its key's next message if that may now be
+    /// ready, for [`refresh`](Self::refresh).
+    fn dead_letter(&mut self, seq: Seq, reason: DeadLetterReason) -> Option<Seq> {
+        let (entry, next) = self.remove(seq)?;
+        self.effects
+            .push(Effect::DeadLetter(decision(seq, entry, reason)));
+        next
+    }
+
+    /// Forgets a tracked message with all its timers and its lease; returns it and its key's
+    /// next message if that may now be ready.
+    fn remove(&mut self, seq: Seq) -> Option<(Entry, Option<Seq>)> {
+        self.end_lease_if_any(seq);
+        let entry = self.entries.remove(&seq)?;
+        self.ready[usize::from(entry.level)].remove(&seq);
+        for timer in [Timer::Due(seq), Timer::Lease(seq), Timer::Expiry(seq)] {
+            self.timers.cancel(&timer);
+        }
+        if entry.scheduled {
+            self.scheduled -= 1;
+        }
+        self.bytes -= u64::from(entry.size);
+        let next = if self.key_shared {
+            self.keys.remove(seq)
+        } else {
+            None
+        };
+        Some((entry, next))
+    }
+
+    fn end_lease_if_any(&mut self, seq: Seq) {
+        if self.entries.get(&seq).is_some_and(|e| e.lease.is_some()) {
+            self.end_lease(seq);
+        }
+    }
+
+    /// Puts `seq` into or takes it out of its level's ready line according to its state;
+    /// a message that would become ready with its TTL passed is dead-lettered instead, which
+    /// may release its key's next message in turn (handled here as a loop, not recursion,
+    /// so a long run of expired messages of one key cannot overflow the stack).
+    fn refresh(&mut self, mut next: Option<Seq>, now_ms: i64, announce: bool) {
+        while let Some(seq) = next.take() {
+            let Some(entry) = self.entries.get(&seq) else {
+                continue;
+            };
+            let key_ready = self
+                .keys
+                .state(seq)
+                .is_none_or(|state| state == KeyedState::Ready);
+            let level = usize::from(entry.level);
+            if entry.lease.is_some() || entry.scheduled || !key_ready {
+                self.ready[level].remove(&seq);
+            } else if entry.expired(now_ms) {
+                next = self.dead_letter(seq, DeadLetterReason::Expired);
+            } else if self.ready[level].insert(seq) && announce {
+                self.effects.push(Effect::Ready { seq });
+            }
+        }
+    }
+}
+
+fn decision(seq: Seq, entry: Entry, reason: DeadLetterReason) -> DeadLetterDecision {
+    DeadLetterDecision {
+        seq,
+        id: entry.id,
+        reason,
+        deliveries: entry.deliveries,
+        last_error: entry.last_error,
+        first_failure_ms: entry.first_failure_ms,
+        last_failure_ms: entry.last_failure_ms,
+        consumer: entry.last_consumer.map(|c| c.to_string()),
+    }
+}
+
+/// `text` cut to at most [`MAX_ERROR_LEN`] bytes, at a character boundary.
+fn truncate_error(text: &str) -> String {
+    let mut end = text.len().min(MAX_ERROR_LEN);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod model_tests;
