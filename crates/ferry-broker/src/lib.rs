@@ -19,8 +19,7 @@
 //! - [`KeyOrder`]: key-shared ordering over the engine's in-memory window (one in-flight
 //!   message per key, publish order across retries, parking a key without blocking others),
 //!   and [`PriorityPicker`]: which priority level serves next, with the lower-priority share
-//!   that keeps low levels from starving.
-//!
+//!   that keeps low levels from starving;
 //! - [`QueueState`]: the delivery state machine of one queue over the messages the engine
 //!   holds in memory — leases with tokens, ack (idempotent, stale tokens refused), nack with
 //!   backoff or an explicit delay, reject, lease extension and expiry, max deliveries, delays,
