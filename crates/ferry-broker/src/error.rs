@@ -150,6 +150,33 @@ pub enum BrokerError {
          work it will be delivered again"
     )]
     StaleLease { seq: u64, token: u64 },
+
+    // The engine.
+    #[error("queue {queue:?} does not exist; create it first (list_queues shows what exists)")]
+    QueueNotFound { queue: String },
+    #[error("queue {queue} already exists; delete it first or use another name")]
+    QueueExists { queue: Name },
+    #[error(
+        "queue {queue} is the dead-letter queue of {origin}; delete {origin} first or point \
+         its dead_letter elsewhere"
+    )]
+    QueueIsDeadLetterTarget { queue: Name, origin: Name },
+    #[error(
+        "the stored spec of queue {queue:?} is unreadable: {problem}; the metadata was \
+         written by another Ferry version or damaged"
+    )]
+    MalformedSpec { queue: String, problem: String },
+    #[error(
+        "journal record {offset} of queue {queue} is unreadable: {problem}; it was written by \
+         a newer Ferry or damaged"
+    )]
+    MalformedJournal {
+        queue: Name,
+        offset: u64,
+        problem: String,
+    },
+    #[error("storage: {0}")]
+    Storage(#[from] ferry_storage::StorageError),
 }
 
 fn join(names: &[Name]) -> String {

@@ -2,8 +2,22 @@
 //! competing consumers, with leases, retries, dead-lettering, delays, priorities, dedup and
 //! ordering keys, on top of `ferry-storage`.
 //!
-//! **What exists today** is the domain layer only — the types every later layer speaks and
-//! the rules that keep bad input out:
+//! **What exists today**
+//!
+//! The engine, v1 ([`engine`]): [`Broker`], an embedded async broker over tokio.
+//! `Broker::open(dir, BrokerConfig)` takes a directory lock, keeps queue specs in a
+//! `MetaStore` ([`spec_codec`]) and, per queue, a storage log of messages (offset = [`Seq`])
+//! and a log of state events ([`journal`]). It offers create / delete / list / describe of
+//! queues (with the default `<name>.dlq`), publish and batch publish with limits, default TTL
+//! and dedup (window rebuilt on open), receive with leases and long-poll, ack / nack /
+//! reject / extend, park / unpark of keys, dead-lettering into the dead-letter queue with
+//! `ferry-dlq-*` metadata ([`record`]), a timer task (or [`Broker::tick_now`] under a
+//! manual clock), and recovery on open: acked and dead-lettered messages stay gone, leases
+//! running at the crash end at their deadline, retry timers, delays, delivery counts,
+//! parked keys and dedup windows survive.
+//!
+//! Underneath, the domain layer — the types every layer speaks and the rules that keep bad
+//! input out:
 //!
 //! - [`Name`]: validated queue, topic and subscription names, and the derived `<name>.dlq`;
 //! - [`RetryPolicy`] and [`Backoff`]: max deliveries and capped exponential backoff with
@@ -14,8 +28,7 @@
 //! - [`QueueSpec`] and its validation, and [`validate_topology`] over a set of queues
 //!   (unique names, existing dead-letter targets, no dead-letter cycles);
 //! - [`TimerQueue`]: due-time scheduling (delays, leases, backoff, TTL) in O(log n), and
-//!   [`DedupWindow`]: the dedup-id window with expiry and a snapshot/restore form — both in
-//!   memory, their persistence comes with the engine;
+//!   [`DedupWindow`]: the dedup-id window with expiry and a snapshot/restore form;
 //! - [`KeyOrder`]: key-shared ordering over the engine's in-memory window (one in-flight
 //!   message per key, publish order across retries, parking a key without blocking others),
 //!   and [`PriorityPicker`]: which priority level serves next, with the lower-priority share
@@ -26,11 +39,15 @@
 //!   TTL, priorities, key-shared ordering with parked keys, prefetch, cancel and stats. It
 //!   returns decisions (deliveries, settled and dead-lettered messages) and persists nothing.
 //!
-//! **Not here yet**: the engine that makes those decisions durable and serves them —
-//! `Broker::open`, publishing into storage logs, the state journal and its recovery,
-//! dead-letter queues and redrive, length limits, dedup on publish, the async API — and any
-//! use of storage beyond the record encoding. Nothing in this crate stores or serves a
-//! message today.
+//! **Not here yet**: topics and subscriptions (only queues); length limits and overflow
+//! policies (specs accept them, publish does not enforce them); cancel of a scheduled
+//! message by id (the journal has the event, the API and an id→seq index do not);
+//! prefetch through the broker API; redrive; retention (`apply_retention` with the lowest
+//! unsettled seq, DLQ retention) — logs and journals grow without bound and recovery reads
+//! them whole; journal compaction; persisted stats counters (they count since open);
+//! extend is not journaled (after a restart the lease ends at its last journaled deadline);
+//! the backoff after a lease expiry is not journaled (after a restart the message is due at
+//! the lease end); the model-based property test, crash tests and benchmarks of issue 3.
 //!
 //! ```
 //! use std::time::Duration;
@@ -56,8 +73,10 @@
 //! ```
 
 pub mod dedup;
+pub mod engine;
 pub mod error;
 pub mod header;
+pub mod journal;
 pub mod key_order;
 pub mod message;
 pub mod message_id;
@@ -68,10 +87,12 @@ pub mod random;
 pub mod record;
 pub mod retry;
 pub mod spec;
+pub mod spec_codec;
 pub mod timers;
 pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
+pub use engine::{Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage};
 pub use error::{BrokerError, Result};
 pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
@@ -83,6 +104,7 @@ pub use queue_state::{
     QueueStateStats, Seq, Tracked,
 };
 pub use random::RandomSource;
+pub use record::DeadLetterInfo;
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
 pub use timers::TimerQueue;

@@ -226,6 +226,7 @@ impl OutgoingMessage {
             deliver_at: (deliver_at > now_ms).then_some(deliver_at),
             expires_at: self.ttl.map(|ttl| now_ms.saturating_add(millis(ttl))),
             dedup_id: self.dedup_id,
+            dead_letter: None,
         })
     }
 }
@@ -285,6 +286,8 @@ pub struct Message {
     /// Never delivered at or after this time.
     pub expires_at: Option<i64>,
     pub dedup_id: Option<String>,
+    /// Set on dead letters only: why and from where the message came.
+    pub dead_letter: Option<crate::record::DeadLetterInfo>,
 }
 
 impl Message {

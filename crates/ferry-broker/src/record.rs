@@ -13,6 +13,21 @@
 //! | `ferry-expires-at` | decimal ms since the Unix epoch | TTL set          |
 //! | `ferry-dedup-id`   | the dedup id                    | dedup id set     |
 //!
+//! A dead letter (a message the broker moved into a dead-letter queue) also carries
+//! [`DeadLetterInfo`], all in decimal or plain text:
+//!
+//! | header                             | value                                   |
+//! |------------------------------------|-----------------------------------------|
+//! | `ferry-dlq-reason`                 | `max_deliveries`, `rejected`, `expired` |
+//! | `ferry-dlq-deliveries`             | deliveries made before it died          |
+//! | `ferry-dlq-origin-queue`           | the queue it died in                    |
+//! | `ferry-dlq-origin-seq`             | its seq there                           |
+//! | `ferry-dlq-origin-published-at`    | when it was published there (ms)        |
+//! | `ferry-dlq-error`                  | last error, ≤ 1 KiB (optional)          |
+//! | `ferry-dlq-first-failure-at`       | ms (optional)                           |
+//! | `ferry-dlq-last-failure-at`        | ms (optional)                           |
+//! | `ferry-dlq-consumer`               | last consumer (optional)                |
+//!
 //! Text rather than binary values: a log can be inspected with any tool, and the bytes
 //! saved (about ten per message) are small next to the header framing itself. Absent
 //! optional fields cost nothing.
@@ -34,6 +49,76 @@ pub const PRIORITY: &str = "ferry-priority";
 pub const DELIVER_AT: &str = "ferry-deliver-at";
 pub const EXPIRES_AT: &str = "ferry-expires-at";
 pub const DEDUP_ID: &str = "ferry-dedup-id";
+pub const DLQ_REASON: &str = "ferry-dlq-reason";
+pub const DLQ_DELIVERIES: &str = "ferry-dlq-deliveries";
+pub const DLQ_ORIGIN_QUEUE: &str = "ferry-dlq-origin-queue";
+pub const DLQ_ORIGIN_SEQ: &str = "ferry-dlq-origin-seq";
+pub const DLQ_ORIGIN_PUBLISHED_AT: &str = "ferry-dlq-origin-published-at";
+pub const DLQ_ERROR: &str = "ferry-dlq-error";
+pub const DLQ_FIRST_FAILURE_AT: &str = "ferry-dlq-first-failure-at";
+pub const DLQ_LAST_FAILURE_AT: &str = "ferry-dlq-last-failure-at";
+pub const DLQ_CONSUMER: &str = "ferry-dlq-consumer";
+
+/// Why and from where a dead letter came; see the module docs for its headers. The reason
+/// is kept as text so a reader of an older broker can still show a newer reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterInfo {
+    pub reason: String,
+    pub deliveries: u32,
+    pub origin_queue: String,
+    pub origin_seq: u64,
+    pub origin_published_at: i64,
+    pub last_error: Option<String>,
+    pub first_failure_ms: Option<i64>,
+    pub last_failure_ms: Option<i64>,
+    pub consumer: Option<String>,
+}
+
+#[derive(Default)]
+struct DeadLetterSlots {
+    reason: Option<String>,
+    deliveries: Option<u32>,
+    origin_queue: Option<String>,
+    origin_seq: Option<u64>,
+    origin_published_at: Option<i64>,
+    last_error: Option<String>,
+    first_failure_ms: Option<i64>,
+    last_failure_ms: Option<i64>,
+    consumer: Option<String>,
+}
+
+impl DeadLetterSlots {
+    fn any(&self) -> bool {
+        self.reason.is_some()
+            || self.deliveries.is_some()
+            || self.origin_queue.is_some()
+            || self.origin_seq.is_some()
+            || self.origin_published_at.is_some()
+            || self.last_error.is_some()
+            || self.first_failure_ms.is_some()
+            || self.last_failure_ms.is_some()
+            || self.consumer.is_some()
+    }
+
+    fn finish(self, missing: impl Fn(&str) -> BrokerError) -> Result<Option<DeadLetterInfo>> {
+        if !self.any() {
+            return Ok(None);
+        }
+        Ok(Some(DeadLetterInfo {
+            reason: self.reason.ok_or_else(|| missing(DLQ_REASON))?,
+            deliveries: self.deliveries.ok_or_else(|| missing(DLQ_DELIVERIES))?,
+            origin_queue: self.origin_queue.ok_or_else(|| missing(DLQ_ORIGIN_QUEUE))?,
+            origin_seq: self.origin_seq.ok_or_else(|| missing(DLQ_ORIGIN_SEQ))?,
+            origin_published_at: self
+                .origin_published_at
+                .ok_or_else(|| missing(DLQ_ORIGIN_PUBLISHED_AT))?,
+            last_error: self.last_error,
+            first_failure_ms: self.first_failure_ms,
+            last_failure_ms: self.last_failure_ms,
+            consumer: self.consumer,
+        }))
+    }
+}
 
 impl Message {
     /// The storage record for this message. Assumes a message that passed publish
@@ -55,6 +140,25 @@ impl Message {
         }
         if let Some(dedup_id) = &self.dedup_id {
             put(DEDUP_ID, dedup_id.clone());
+        }
+        if let Some(dl) = &self.dead_letter {
+            put(DLQ_REASON, dl.reason.clone());
+            put(DLQ_DELIVERIES, dl.deliveries.to_string());
+            put(DLQ_ORIGIN_QUEUE, dl.origin_queue.clone());
+            put(DLQ_ORIGIN_SEQ, dl.origin_seq.to_string());
+            put(DLQ_ORIGIN_PUBLISHED_AT, dl.origin_published_at.to_string());
+            if let Some(error) = &dl.last_error {
+                put(DLQ_ERROR, error.clone());
+            }
+            if let Some(at) = dl.first_failure_ms {
+                put(DLQ_FIRST_FAILURE_AT, at.to_string());
+            }
+            if let Some(at) = dl.last_failure_ms {
+                put(DLQ_LAST_FAILURE_AT, at.to_string());
+            }
+            if let Some(consumer) = &dl.consumer {
+                put(DLQ_CONSUMER, consumer.clone());
+            }
         }
         headers.extend(
             self.headers
@@ -78,6 +182,7 @@ impl Message {
         let mut deliver_at = None;
         let mut expires_at = None;
         let mut dedup_id = None;
+        let mut dl = DeadLetterSlots::default();
         let mut headers = Headers::new();
         for (name, value) in record.headers {
             let name = String::from_utf8(name.to_vec())
@@ -111,6 +216,30 @@ impl Message {
                     .replace(value.parse::<i64>().map_err(|_| unparsable())?)
                     .is_none(),
                 DEDUP_ID => dedup_id.replace(value.clone()).is_none(),
+                DLQ_REASON => dl.reason.replace(value.clone()).is_none(),
+                DLQ_DELIVERIES => dl
+                    .deliveries
+                    .replace(value.parse::<u32>().map_err(|_| unparsable())?)
+                    .is_none(),
+                DLQ_ORIGIN_QUEUE => dl.origin_queue.replace(value.clone()).is_none(),
+                DLQ_ORIGIN_SEQ => dl
+                    .origin_seq
+                    .replace(value.parse::<u64>().map_err(|_| unparsable())?)
+                    .is_none(),
+                DLQ_ORIGIN_PUBLISHED_AT => dl
+                    .origin_published_at
+                    .replace(value.parse::<i64>().map_err(|_| unparsable())?)
+                    .is_none(),
+                DLQ_ERROR => dl.last_error.replace(value.clone()).is_none(),
+                DLQ_FIRST_FAILURE_AT => dl
+                    .first_failure_ms
+                    .replace(value.parse::<i64>().map_err(|_| unparsable())?)
+                    .is_none(),
+                DLQ_LAST_FAILURE_AT => dl
+                    .last_failure_ms
+                    .replace(value.parse::<i64>().map_err(|_| unparsable())?)
+                    .is_none(),
+                DLQ_CONSUMER => dl.consumer.replace(value.clone()).is_none(),
                 _ => {
                     return Err(bad(format!(
                         "unknown broker header {name:?}; it was probably written by a newer \
@@ -122,6 +251,7 @@ impl Message {
                 return Err(repeated());
             }
         }
+        let dead_letter = dl.finish(|name| bad(format!("the {name} header is missing")))?;
         Ok(Message {
             id: id.ok_or_else(|| bad(format!("the {ID} header is missing")))?,
             key: record.key,
@@ -132,6 +262,7 @@ impl Message {
             deliver_at,
             expires_at,
             dedup_id,
+            dead_letter,
         })
     }
 }

@@ -27,6 +27,7 @@ fn minimal() -> Message {
         deliver_at: None,
         expires_at: None,
         dedup_id: None,
+        dead_letter: None,
     }
 }
 
@@ -38,6 +39,7 @@ fn full() -> Message {
         deliver_at: Some(1_700_000_060_000),
         expires_at: Some(1_700_000_600_000),
         dedup_id: Some("order-7-created".into()),
+        dead_letter: None,
         ..minimal()
     }
 }
@@ -189,6 +191,7 @@ fn any_message() -> impl Strategy<Value = Message> {
                     deliver_at,
                     expires_at,
                     dedup_id,
+                    dead_letter: None,
                 }
             },
         )
@@ -200,4 +203,29 @@ proptest! {
         let back = Message::from_record(stored(message.to_record(), offset)).unwrap();
         prop_assert_eq!(back, message);
     }
+}
+
+#[test]
+fn dead_letter_metadata_round_trips_and_partial_metadata_is_refused() {
+    let mut message = full();
+    message.dead_letter = Some(crate::record::DeadLetterInfo {
+        reason: "rejected".into(),
+        deliveries: 3,
+        origin_queue: "orders".into(),
+        origin_seq: 42,
+        origin_published_at: 1_700_000_000_000,
+        last_error: Some("boom".into()),
+        first_failure_ms: Some(1),
+        last_failure_ms: Some(2),
+        consumer: Some("worker-1".into()),
+    });
+    let back = Message::from_record(stored(message.to_record(), 9)).unwrap();
+    assert_eq!(back, message);
+
+    let mut record = message.to_record();
+    record
+        .headers
+        .retain(|(name, _)| name.as_ref() != crate::record::DLQ_ORIGIN_SEQ.as_bytes());
+    let err = Message::from_record(stored(record, 9)).unwrap_err();
+    assert!(err.to_string().contains("ferry-dlq-origin-seq"), "{err}");
 }

@@ -1,0 +1,107 @@
+//! Moving a message into its dead-letter queue.
+//!
+//! **Crash window.** A dead letter is stored in the dead-letter queue first, durably, and
+//! only then is `DeadLettered` journaled on its origin. A crash between the two leaves the
+//! message in both places; on reopen [`already_dead_lettered`] scans every dead-letter
+//! queue's `ferry-dlq-origin-queue` / `ferry-dlq-origin-seq` headers and the origin does not
+//! track those seqs again, even though its journal lacks the event. The other order could
+//! lose the message (journaled as dead but never stored), so it is not used.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Broker;
+use super::queue::{Queue, durable, scan};
+use crate::error::Result;
+use crate::journal::JournalEvent;
+use crate::message::Message;
+use crate::name::Name;
+use crate::queue_state::{DeadLetterDecision, Seq};
+use crate::record::{self, DeadLetterInfo};
+
+/// Per origin queue, the seqs its dead-letter queue already holds.
+pub(super) fn already_dead_lettered(
+    queues: &BTreeMap<Name, Arc<Queue>>,
+) -> Result<HashMap<Name, HashSet<Seq>>> {
+    let targets: HashSet<Name> = queues
+        .iter()
+        .filter_map(|(name, q)| q.spec.dead_letter_target(name).ok().flatten())
+        .collect();
+    let mut found: HashMap<Name, HashSet<Seq>> = HashMap::new();
+    for target in targets {
+        let Some(dlq) = queues.get(&target) else {
+            continue;
+        };
+        scan(&dlq.messages, |record| {
+            let header = |wanted: &str| {
+                record
+                    .headers
+                    .iter()
+                    .find(|(name, _)| name.as_ref() == wanted.as_bytes())
+                    .and_then(|(_, value)| std::str::from_utf8(value).ok())
+            };
+            if let (Some(origin), Some(seq)) = (
+                header(record::DLQ_ORIGIN_QUEUE),
+                header(record::DLQ_ORIGIN_SEQ),
+            ) && let (Ok(origin), Ok(seq)) = (Name::new(origin), seq.parse::<Seq>())
+            {
+                found.entry(origin).or_default().insert(seq);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(found)
+}
+
+impl Broker {
+    /// Stores the dead letter in `origin`'s dead-letter queue (if it has one; with
+    /// dead-lettering disabled the message is dropped), then journals it on `origin`.
+    pub(super) async fn dead_letter(
+        &self,
+        origin: &Arc<Queue>,
+        decision: DeadLetterDecision,
+    ) -> Result<()> {
+        let now_ms = self.now_ms();
+        if let Some(dlq) = self.dead_letter_queue(origin) {
+            let original = origin.read(decision.seq)?;
+            // The original untouched — id, key, headers, payload, priority — plus why. Its
+            // schedule, TTL and dedup id belonged to the origin and would misfire here (an
+            // expired message would expire again at once).
+            let letter = Message {
+                id: original.id,
+                key: original.key,
+                headers: original.headers,
+                payload: original.payload,
+                published_at: now_ms,
+                priority: original.priority,
+                deliver_at: None,
+                expires_at: None,
+                dedup_id: None,
+                dead_letter: Some(DeadLetterInfo {
+                    reason: decision.reason.as_str().to_owned(),
+                    deliveries: decision.deliveries,
+                    origin_queue: origin.name.to_string(),
+                    origin_seq: decision.seq,
+                    origin_published_at: original.published_at,
+                    last_error: decision.last_error,
+                    first_failure_ms: decision.first_failure_ms,
+                    last_failure_ms: decision.last_failure_ms,
+                    consumer: decision.consumer,
+                }),
+            };
+            dlq.store(vec![(letter, Vec::new())], self.inner.config.clock.clone())
+                .await?;
+        }
+        let event = JournalEvent::DeadLettered {
+            seq: decision.seq,
+            reason: decision.reason,
+        };
+        durable(origin.journal(&[event], now_ms)).await?;
+        origin
+            .counters
+            .dead_lettered
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}

@@ -1,0 +1,724 @@
+//! The engine: [`Broker`], the embedded async broker that makes [`QueueState`]'s decisions
+//! durable and serves them.
+//!
+//! **Layout** of a broker directory (held with a [`DirLock`]):
+//! - `meta/` — a [`MetaStore`] with each queue's spec under `queue/<name>` ([`spec_codec`]);
+//! - `queues/<name>/messages/` — a storage [`Log`](ferry_storage::Log) of the queue's
+//!   messages; a record's offset is the message's [`Seq`];
+//! - `queues/<name>/journal/` — a log of state events ([`JournalEvent`]): leases, failed
+//!   attempts, acks, dead letters, parked keys.
+//!
+//! **Durability.** Publish returns once the message is durable under the queue's
+//! durability; ack, nack, reject, park and unpark once their journal event is; receive once
+//! its `Leased` events are, so a restart knows how many deliveries each message had. A dead
+//! letter is stored in the dead-letter queue before `DeadLettered` is journaled on its
+//! origin (see `engine/dead_letter.rs` for the crash window between the two).
+//!
+//! **Time** comes from the configured [`Clock`]. A background task ticks each queue at its
+//! next timer; with [`BrokerConfig::background_timers`] off (tests with a
+//! [`ManualClock`](ferry_storage::ManualClock)), [`Broker::tick_now`] does it explicitly.
+//!
+//! **Blocking.** Storage calls that block (opening logs, reading a message, recovery) run on
+//! the calling task's thread; appends never block (completion callbacks feed oneshots).
+//!
+//! [`spec_codec`]: crate::spec_codec
+//! [`JournalEvent`]: crate::journal::JournalEvent
+//! [`QueueState`]: crate::QueueState
+
+mod dead_letter;
+mod queue;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_storage::{Clock, DirLock, MetaBatch, MetaStore, SystemClock};
+
+use crate::error::{BrokerError, Result};
+use crate::journal::JournalEvent;
+use crate::message::{Headers, Limits, OutgoingMessage};
+use crate::message_id::MessageId;
+use crate::name::Name;
+use crate::queue_state::{Acked, Effect, LeaseToken, Nacked, QueueStateStats, Seq};
+use crate::record::DeadLetterInfo;
+use crate::spec::{DeadLetter, QueueSpec};
+use crate::spec_codec;
+use crate::topology::validate_topology;
+
+use queue::{Queue, dedup_keys, durable};
+
+const SPEC_PREFIX: &str = "queue/";
+/// The longest the timer task sleeps without looking again.
+const MAX_TIMER_SLEEP: Duration = Duration::from_secs(60);
+
+/// How a [`Broker`] runs.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    /// Run a tokio task that ticks queues at their timers. Off in tests that drive a
+    /// manual clock and call [`Broker::tick_now`].
+    pub background_timers: bool,
+    /// Seeds message-id randomness and backoff jitter; `None` seeds from the clock.
+    pub seed: Option<u64>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            clock: Arc::new(SystemClock),
+            limits: Limits::default(),
+            background_timers: true,
+            seed: None,
+        }
+    }
+}
+
+/// A message handed to a consumer under a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    pub id: MessageId,
+    pub seq: Seq,
+    /// Carry it to ack, nack, reject or extend.
+    pub token: LeaseToken,
+    /// 1 for the first delivery.
+    pub delivery: u32,
+    pub lease_until_ms: i64,
+    pub payload: Bytes,
+    pub key: Option<Bytes>,
+    pub headers: Headers,
+    pub priority: u8,
+    pub published_at: i64,
+    /// Set when this queue is a dead-letter queue: why and from where the message came.
+    pub dead_letter: Option<DeadLetterInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueInfo {
+    pub name: Name,
+    pub spec: QueueSpec,
+    pub stats: QueueStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    /// Ready, in flight, delayed … now.
+    pub state: QueueStateStats,
+    /// The seq the next published message will get: how many messages were ever stored.
+    pub next_seq: u64,
+    /// Counters since the broker opened (not persisted).
+    pub published: u64,
+    pub acked: u64,
+    pub nacked: u64,
+    pub dead_lettered: u64,
+}
+
+/// The embedded broker; cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<BrokerInner>,
+}
+
+struct BrokerInner {
+    dir: PathBuf,
+    config: BrokerConfig,
+    meta: Mutex<MetaStore>,
+    queues: RwLock<BTreeMap<Name, Arc<Queue>>>,
+    rng: Mutex<fastrand::Rng>,
+    /// Woken when a queue's next timer may have moved earlier, and when the broker is
+    /// dropped. Shared with the timer task, which holds the broker only weakly while it
+    /// sleeps, so dropping the last handle closes the logs and releases the lock.
+    timers_changed: Arc<tokio::sync::Notify>,
+    _lock: DirLock,
+}
+
+impl Drop for BrokerInner {
+    fn drop(&mut self) {
+        self.timers_changed.notify_one();
+    }
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("dir", &self.inner.dir)
+            .finish()
+    }
+}
+
+impl Broker {
+    /// Opens (creating if needed) the broker in `dir` and recovers every queue. Must run
+    /// inside a tokio runtime when `background_timers` is on.
+    pub async fn open(dir: impl AsRef<Path>, config: BrokerConfig) -> Result<Broker> {
+        let dir = dir.as_ref().to_path_buf();
+        ferry_storage::fs_util::create_dir_durable(&dir)?;
+        let lock = DirLock::acquire(&dir)?;
+        let meta = MetaStore::open(&dir.join("meta"))?;
+        let seed = config.seed.unwrap_or(config.clock.now_ms() as u64);
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut queues = BTreeMap::new();
+        for (key, value) in meta.scan_prefix(SPEC_PREFIX) {
+            let raw = &key[SPEC_PREFIX.len()..];
+            let bad = |problem: String| BrokerError::MalformedSpec {
+                queue: raw.to_owned(),
+                problem,
+            };
+            let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
+            let spec = spec_codec::decode(&value).map_err(bad)?;
+            let queue = Queue::open(
+                &dir,
+                name.clone(),
+                spec,
+                &config.clock,
+                rng.u64(..),
+                max_record_bytes(&config.limits),
+            )?;
+            queues.insert(name, Arc::new(queue));
+        }
+        let now_ms = config.clock.now_ms();
+        let dead = dead_letter::already_dead_lettered(&queues)?;
+        for queue in queues.values() {
+            let empty = HashSet::new();
+            queue.recover(dead.get(&queue.name).unwrap_or(&empty), now_ms)?;
+        }
+        let broker = Broker {
+            inner: Arc::new(BrokerInner {
+                dir,
+                meta: Mutex::new(meta),
+                queues: RwLock::new(queues),
+                rng: Mutex::new(rng),
+                timers_changed: Arc::new(tokio::sync::Notify::new()),
+                _lock: lock,
+                config,
+            }),
+        };
+        // Recovery may have dead-lettered messages (expired, or out of deliveries).
+        for queue in broker.queue_list() {
+            let effects = queue.lock().state.take_effects();
+            broker.apply_effects(&queue, effects).await?;
+        }
+        if broker.inner.config.background_timers {
+            tokio::spawn(timer_task(
+                Arc::downgrade(&broker.inner),
+                Arc::clone(&broker.inner.timers_changed),
+            ));
+        }
+        Ok(broker)
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.inner.config.clock.now_ms()
+    }
+
+    fn queue(&self, name: &str) -> Result<Arc<Queue>> {
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        Name::new(name)
+            .ok()
+            .and_then(|n| queues.get(&n).cloned())
+            .ok_or_else(|| BrokerError::QueueNotFound {
+                queue: name.to_owned(),
+            })
+    }
+
+    fn queue_list(&self) -> Vec<Arc<Queue>> {
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.values().cloned().collect()
+    }
+
+    // ---- Admin ----
+
+    /// Creates a queue after checking its name, its spec and the topology with it; with
+    /// [`DeadLetter::Default`] also creates `<name>.dlq` (dead-lettering disabled) if
+    /// missing. On any error nothing changes.
+    pub async fn create_queue(&self, name: &str, spec: QueueSpec) -> Result<()> {
+        let name = Name::new(name)?;
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new = vec![(name.clone(), spec.clone())];
+        {
+            let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+            if queues.contains_key(&name) {
+                return Err(BrokerError::QueueExists { queue: name });
+            }
+            if spec.dead_letter == DeadLetter::Default {
+                let dlq = spec
+                    .dead_letter_target(&name)?
+                    .expect("default has a target");
+                if !queues.contains_key(&dlq) {
+                    let dlq_spec = QueueSpec {
+                        dead_letter: DeadLetter::Disabled,
+                        durability: spec.durability,
+                        ..QueueSpec::default()
+                    };
+                    new.push((dlq, dlq_spec));
+                }
+            }
+            let mut all: Vec<(Name, QueueSpec)> = queues
+                .iter()
+                .map(|(n, q)| (n.clone(), q.spec.clone()))
+                .collect();
+            all.extend(new.iter().cloned());
+            validate_topology(&all)?;
+        }
+        let mut opened = Vec::new();
+        for (name, spec) in &new {
+            // Left behind by a create or delete interrupted by a crash: not in the metadata,
+            // so not a queue; its logs must not leak into the new one.
+            let dir = Queue::dir(&self.inner.dir, name);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| ferry_storage::StorageError::io("remove stale queue", &dir, e))?;
+            }
+            let seed = self
+                .inner
+                .rng
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .u64(..);
+            let queue = Queue::open(
+                &self.inner.dir,
+                name.clone(),
+                spec.clone(),
+                &self.inner.config.clock,
+                seed,
+                max_record_bytes(&self.inner.config.limits),
+            )?;
+            opened.push(Arc::new(queue));
+        }
+        let mut batch = MetaBatch::new();
+        for (name, spec) in &new {
+            batch.put(format!("{SPEC_PREFIX}{name}"), spec_codec::encode(spec));
+        }
+        meta.commit(batch)?;
+        let mut queues = self.inner.queues.write().unwrap_or_else(|e| e.into_inner());
+        for queue in opened {
+            queues.insert(queue.name.clone(), queue);
+        }
+        Ok(())
+    }
+
+    /// Deletes a queue and its messages. Refused while another queue dead-letters into it.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = self.queue(name)?;
+        {
+            let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+            for (origin, q) in queues.iter() {
+                if origin != &queue.name
+                    && q.spec.dead_letter_target(origin).ok().flatten().as_ref()
+                        == Some(&queue.name)
+                {
+                    return Err(BrokerError::QueueIsDeadLetterTarget {
+                        queue: queue.name.clone(),
+                        origin: origin.clone(),
+                    });
+                }
+            }
+        }
+        // Metadata first: a crash before the files are gone leaves a directory that is not
+        // a queue, which create_queue clears.
+        meta.delete(format!("{SPEC_PREFIX}{}", queue.name))?;
+        self.inner
+            .queues
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&queue.name);
+        let dir = Queue::dir(&self.inner.dir, &queue.name);
+        drop(queue);
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| ferry_storage::StorageError::io("remove queue", &dir, e))?;
+        Ok(())
+    }
+
+    pub fn list_queues(&self) -> Vec<Name> {
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.keys().cloned().collect()
+    }
+
+    pub fn describe_queue(&self, name: &str) -> Result<QueueInfo> {
+        let queue = self.queue(name)?;
+        let state = queue.lock().state.stats(self.now_ms());
+        let c = &queue.counters;
+        Ok(QueueInfo {
+            name: queue.name.clone(),
+            spec: queue.spec.clone(),
+            stats: QueueStats {
+                state,
+                next_seq: queue.messages.end_offset(),
+                published: c.published.load(Ordering::Relaxed),
+                acked: c.acked.load(Ordering::Relaxed),
+                nacked: c.nacked.load(Ordering::Relaxed),
+                dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+            },
+        })
+    }
+
+    // ---- Publish ----
+
+    pub async fn publish(&self, queue: &str, message: OutgoingMessage) -> Result<MessageId> {
+        let ids = self.publish_batch(queue, vec![message]).await?;
+        Ok(ids[0])
+    }
+
+    /// Publishes messages in one storage append, returning their ids in order. All are
+    /// validated first; any invalid message fails the whole batch and stores nothing. A
+    /// duplicate (same dedup id, or same producer-chosen id, within the queue's window —
+    /// also within the batch) stores nothing and returns the original's id.
+    ///
+    /// Two publishes of one dedup id racing each other (neither stored yet) may both be
+    /// stored: the window learns an id only once its message is durable.
+    pub async fn publish_batch(
+        &self,
+        queue: &str,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<MessageId>> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let mut limits = self.inner.config.limits.clone();
+        limits.max_delay = limits.max_delay.min(queue.spec.max_delay);
+        let mut resolved = Vec::with_capacity(messages.len());
+        {
+            let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+            for mut message in messages {
+                if message.ttl.is_none() {
+                    message.ttl = queue.spec.default_ttl;
+                }
+                let by_id = message.id.is_some();
+                let message = message.into_message(&limits, now_ms, &mut *rng)?;
+                let keys = dedup_keys(&message, by_id);
+                resolved.push((message, keys));
+            }
+        }
+        let mut ids = Vec::with_capacity(resolved.len());
+        let mut to_store = Vec::new();
+        {
+            let inner = queue.lock();
+            let mut in_batch: HashMap<String, MessageId> = HashMap::new();
+            for (message, keys) in resolved {
+                let original = Queue::duplicate_of(&inner, &keys, now_ms)
+                    .or_else(|| keys.iter().find_map(|k| in_batch.get(k).copied()));
+                if let Some(original) = original.filter(|_| inner.dedup.is_enabled()) {
+                    ids.push(original);
+                    continue;
+                }
+                for key in &keys {
+                    in_batch.insert(key.clone(), message.id);
+                }
+                ids.push(message.id);
+                to_store.push((message, keys));
+            }
+        }
+        if !to_store.is_empty() {
+            queue
+                .store(to_store, self.inner.config.clock.clone())
+                .await?;
+            self.inner.timers_changed.notify_one();
+        }
+        Ok(ids)
+    }
+
+    // ---- Receive and outcomes ----
+
+    /// Leases up to `max` messages to `consumer` for `lease` (the queue's by default),
+    /// waiting up to `wait` (real time) for one to become ready when none is.
+    pub async fn receive(
+        &self,
+        queue: &str,
+        consumer: &str,
+        max: usize,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Vec<ReceivedMessage>> {
+        let queue = self.queue(queue)?;
+        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        loop {
+            let notified = queue.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            self.tick_queue(&queue).await?;
+            let now_ms = self.now_ms();
+            let (deliveries, rx, effects) = {
+                let mut inner = queue.lock();
+                let deliveries = inner.state.receive(consumer, max, lease, now_ms);
+                let mut events = Vec::with_capacity(deliveries.len());
+                for d in &deliveries {
+                    inner.deliveries.insert(d.seq, d.delivery);
+                    events.push(JournalEvent::Leased {
+                        seq: d.seq,
+                        deliveries: d.delivery,
+                        until_ms: d.lease_until_ms,
+                    });
+                }
+                let rx = (!events.is_empty()).then(|| queue.journal(&events, now_ms));
+                (deliveries, rx, inner.state.take_effects())
+            };
+            self.apply_effects(&queue, effects).await?;
+            if let Some(rx) = rx {
+                durable(rx).await?;
+                self.inner.timers_changed.notify_one();
+                let mut out = Vec::with_capacity(deliveries.len());
+                for d in deliveries {
+                    let message = queue.read(d.seq)?;
+                    out.push(ReceivedMessage {
+                        id: d.id,
+                        seq: d.seq,
+                        token: d.token,
+                        delivery: d.delivery,
+                        lease_until_ms: d.lease_until_ms,
+                        payload: message.payload,
+                        key: message.key,
+                        headers: message.headers,
+                        priority: message.priority,
+                        published_at: message.published_at,
+                        dead_letter: message.dead_letter,
+                    });
+                }
+                return Ok(out);
+            }
+            let Some(deadline) = deadline else {
+                return Ok(Vec::new());
+            };
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+
+    /// Settles a delivered message. Returns once the ack is durable: an acked message never
+    /// comes back, even after a crash. A repeated ack is `Ok(AlreadySettled)`; a stale token
+    /// is [`BrokerError::StaleLease`].
+    pub async fn ack(&self, queue: &str, seq: Seq, token: LeaseToken) -> Result<Acked> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let (acked, rx, effects) = {
+            let mut inner = queue.lock();
+            let acked = inner.state.ack(seq, token, now_ms)?;
+            let rx = (acked == Acked::Settled).then(|| {
+                inner.deliveries.remove(&seq);
+                queue.journal(&[JournalEvent::Acked { seq }], now_ms)
+            });
+            (acked, rx, inner.state.take_effects())
+        };
+        if let Some(rx) = rx {
+            durable(rx).await?;
+            queue.counters.acked.fetch_add(1, Ordering::Relaxed);
+        }
+        self.apply_effects(&queue, effects).await?;
+        Ok(acked)
+    }
+
+    /// A failed attempt: redelivery after `delay` or the retry policy's backoff, or the
+    /// dead-letter queue when deliveries are used up. Returns once that is durable.
+    pub async fn nack(
+        &self,
+        queue: &str,
+        seq: Seq,
+        token: LeaseToken,
+        delay: Option<Duration>,
+        error: Option<&str>,
+    ) -> Result<Nacked> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let (nacked, rx, effects) = {
+            let mut inner = queue.lock();
+            let nacked = inner.state.nack(seq, token, delay, error, now_ms)?;
+            let rx = match nacked {
+                Nacked::RetryAt(retry_at_ms) => {
+                    let deliveries = inner.deliveries.get(&seq).copied().unwrap_or(0);
+                    let event = JournalEvent::Failed {
+                        seq,
+                        deliveries,
+                        retry_at_ms,
+                        error: error.map(|e| truncate(e, crate::queue_state::MAX_ERROR_LEN)),
+                    };
+                    Some(queue.journal(&[event], now_ms))
+                }
+                Nacked::DeadLettered(_) => None,
+            };
+            (nacked, rx, inner.state.take_effects())
+        };
+        queue.counters.nacked.fetch_add(1, Ordering::Relaxed);
+        if let Some(rx) = rx {
+            durable(rx).await?;
+        }
+        self.apply_effects(&queue, effects).await?;
+        self.inner.timers_changed.notify_one();
+        Ok(nacked)
+    }
+
+    /// A permanent failure: the message goes to the dead-letter queue now with `reason`.
+    /// Returns once the dead letter is stored and the origin's journal says so.
+    pub async fn reject(
+        &self,
+        queue: &str,
+        seq: Seq,
+        token: LeaseToken,
+        reason: &str,
+    ) -> Result<()> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let effects = {
+            let mut inner = queue.lock();
+            inner.state.reject(seq, token, reason, now_ms)?;
+            inner.state.take_effects()
+        };
+        self.apply_effects(&queue, effects).await
+    }
+
+    /// Moves the lease's deadline to `now + by`; returns the new deadline. Not journaled: a
+    /// restart counts the lease as ending at its last journaled deadline, which only makes
+    /// the message deliverable sooner.
+    pub async fn extend(
+        &self,
+        queue: &str,
+        seq: Seq,
+        token: LeaseToken,
+        by: Duration,
+    ) -> Result<i64> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let until = queue.lock().state.extend(seq, token, by, now_ms)?;
+        self.inner.timers_changed.notify_one();
+        Ok(until)
+    }
+
+    /// Holds `key`'s messages on a key-shared queue until [`unpark`](Self::unpark); durable.
+    /// Returns `false` (and changes nothing) on a shared queue.
+    pub async fn park(&self, queue: &str, key: &[u8]) -> Result<bool> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let rx = {
+            let mut inner = queue.lock();
+            if !inner.state.park(key) {
+                return Ok(false);
+            }
+            let key = Bytes::copy_from_slice(key);
+            queue.journal(&[JournalEvent::Parked { key }], now_ms)
+        };
+        durable(rx).await?;
+        Ok(true)
+    }
+
+    pub async fn unpark(&self, queue: &str, key: &[u8]) -> Result<()> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let (rx, effects) = {
+            let mut inner = queue.lock();
+            inner.state.unpark(key, now_ms);
+            let key = Bytes::copy_from_slice(key);
+            let rx = queue.journal(&[JournalEvent::Unparked { key }], now_ms);
+            (rx, inner.state.take_effects())
+        };
+        durable(rx).await?;
+        self.apply_effects(&queue, effects).await
+    }
+
+    // ---- Time ----
+
+    /// Fires every due timer of every queue at the clock's current time and processes the
+    /// results (redeliveries, dead letters). The background task does this at each queue's
+    /// next timer; tests driving a manual clock call it directly.
+    pub async fn tick_now(&self) -> Result<()> {
+        for queue in self.queue_list() {
+            self.tick_queue(&queue).await?;
+        }
+        Ok(())
+    }
+
+    async fn tick_queue(&self, queue: &Arc<Queue>) -> Result<()> {
+        let now_ms = self.now_ms();
+        let effects = {
+            let mut inner = queue.lock();
+            inner.state.tick(now_ms);
+            inner.state.take_effects()
+        };
+        self.apply_effects(queue, effects).await
+    }
+
+    /// The earliest timer over all queues.
+    fn next_wakeup(&self) -> Option<i64> {
+        self.queue_list()
+            .iter()
+            .filter_map(|q| q.lock().state.next_wakeup())
+            .min()
+    }
+
+    async fn apply_effects(&self, queue: &Arc<Queue>, effects: Vec<Effect>) -> Result<()> {
+        let mut woke = false;
+        for effect in effects {
+            match effect {
+                Effect::Settled { .. } => {}
+                Effect::Ready { .. } => woke = true,
+                Effect::DeadLetter(decision) => {
+                    queue.lock().deliveries.remove(&decision.seq);
+                    self.dead_letter(queue, decision).await?;
+                }
+            }
+        }
+        if woke {
+            queue.ready.notify_waiters();
+        }
+        Ok(())
+    }
+
+    fn dead_letter_queue(&self, origin: &Queue) -> Option<Arc<Queue>> {
+        let target = origin
+            .spec
+            .dead_letter_target(&origin.name)
+            .ok()
+            .flatten()?;
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.get(&target).cloned()
+    }
+}
+
+async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let Some(inner) = broker.upgrade() else {
+            return;
+        };
+        let broker = Broker { inner };
+        let now_ms = broker.now_ms();
+        let sleep = broker
+            .next_wakeup()
+            .map(|at| Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64))
+            .unwrap_or(MAX_TIMER_SLEEP)
+            .min(MAX_TIMER_SLEEP);
+        if !sleep.is_zero() {
+            drop(broker);
+            let _ = tokio::time::timeout(sleep, wake.notified()).await;
+            continue;
+        }
+        if let Err(error) = broker.tick_now().await {
+            // Nothing to hand the error to; the next tick retries. Back off so a failing
+            // disk does not spin this task.
+            drop(error);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The largest record a valid message can make: the limits' payload, key and headers, plus
+/// room for the broker's own headers (dead-letter metadata with its 1 KiB error included).
+fn max_record_bytes(limits: &Limits) -> usize {
+    let headers =
+        limits.max_headers * (limits.max_header_name_bytes + limits.max_header_value_bytes + 6);
+    limits.max_payload_bytes
+        + limits.max_key_bytes
+        + limits.max_dedup_id_bytes
+        + headers
+        + (16 << 10)
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,320 @@
+//! One open queue: its two logs (messages and state journal), its in-memory delivery state
+//! and dedup window, and its recovery from those logs.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use ferry_storage::{Clock, Log, LogConfig, NewRecord, Record};
+use tokio::sync::{Notify, oneshot};
+
+use crate::dedup::DedupWindow;
+use crate::error::{BrokerError, Result};
+use crate::journal::JournalEvent;
+use crate::message::Message;
+use crate::message_id::MessageId;
+use crate::name::Name;
+use crate::queue_state::{QueueState, Seq, Tracked};
+use crate::spec::QueueSpec;
+
+/// Read budget when scanning a log from its start.
+const SCAN_BYTES: usize = 1 << 20;
+
+pub(crate) struct Queue {
+    pub name: Name,
+    pub spec: QueueSpec,
+    pub messages: Log,
+    pub journal: Log,
+    pub state: Mutex<Inner>,
+    /// Woken when a message may have become ready (publish, end of a delay or backoff).
+    pub ready: Notify,
+    pub counters: Counters,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub published: AtomicU64,
+    pub acked: AtomicU64,
+    pub nacked: AtomicU64,
+    pub dead_lettered: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub state: QueueState,
+    pub dedup: DedupWindow,
+    /// Deliveries of messages that have been delivered at least once, for `Failed` events.
+    pub deliveries: HashMap<Seq, u32>,
+}
+
+/// Per-seq state rebuilt from the journal.
+#[derive(Default, Clone, Copy)]
+struct Replayed {
+    gone: bool,
+    deliveries: u32,
+    not_before_ms: Option<i64>,
+}
+
+impl Queue {
+    pub fn dir(root: &Path, name: &Name) -> std::path::PathBuf {
+        root.join("queues").join(name.as_str())
+    }
+
+    /// Opens (creating if needed) the queue's logs. The state is empty: see [`recover`].
+    pub fn open(
+        root: &Path,
+        name: Name,
+        spec: QueueSpec,
+        clock: &Arc<dyn Clock>,
+        seed: u64,
+        max_record_bytes: usize,
+    ) -> Result<Queue> {
+        let dir = Self::dir(root, &name);
+        let config = LogConfig {
+            durability: spec.durability,
+            max_record_bytes,
+            max_batch_bytes: (16 << 20).max(2 * max_record_bytes),
+            ..LogConfig::default()
+        };
+        let journal_config = LogConfig {
+            preallocate_bytes: 1 << 20,
+            ..config.clone()
+        };
+        let messages = Log::open_with_clock(dir.join("messages"), config, clock.clone())?;
+        let journal = Log::open_with_clock(dir.join("journal"), journal_config, clock.clone())?;
+        Ok(Queue {
+            state: Mutex::new(Inner {
+                state: QueueState::new(&spec, seed)?,
+                dedup: DedupWindow::new(spec.dedup_window),
+                deliveries: HashMap::new(),
+            }),
+            name,
+            spec,
+            messages,
+            journal,
+            ready: Notify::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Rebuilds the delivery state and dedup window from the logs. `dead_lettered` holds
+    /// the seqs of this queue already found in its dead-letter queue.
+    pub fn recover(&self, dead_lettered: &HashSet<Seq>, now_ms: i64) -> Result<()> {
+        let mut replayed: HashMap<Seq, Replayed> = HashMap::new();
+        let mut parked: HashSet<Bytes> = HashSet::new();
+        scan(&self.journal, |record| {
+            let event = JournalEvent::decode(&record.value).map_err(|problem| {
+                BrokerError::MalformedJournal {
+                    queue: self.name.clone(),
+                    offset: record.offset,
+                    problem,
+                }
+            })?;
+            match event {
+                JournalEvent::Acked { seq }
+                | JournalEvent::DeadLettered { seq, .. }
+                | JournalEvent::Cancelled { seq } => replayed.entry(seq).or_default().gone = true,
+                JournalEvent::Leased {
+                    seq,
+                    deliveries,
+                    until_ms,
+                } => {
+                    let r = replayed.entry(seq).or_default();
+                    r.deliveries = r.deliveries.max(deliveries);
+                    r.not_before_ms = Some(until_ms);
+                }
+                JournalEvent::Failed {
+                    seq,
+                    deliveries,
+                    retry_at_ms,
+                    ..
+                } => {
+                    let r = replayed.entry(seq).or_default();
+                    r.deliveries = r.deliveries.max(deliveries);
+                    r.not_before_ms = Some(retry_at_ms);
+                }
+                JournalEvent::Parked { key } => {
+                    parked.insert(key);
+                }
+                JournalEvent::Unparked { key } => {
+                    parked.remove(&key);
+                }
+            }
+            Ok(())
+        })?;
+        let window_start = now_ms.saturating_sub(crate::message::millis(self.spec.dedup_window));
+        let mut inner = self.lock();
+        let mut dedup = Vec::new();
+        scan(&self.messages, |record| {
+            let seq = record.offset;
+            let message = Message::from_record(record)?;
+            if message.published_at >= window_start {
+                for key in dedup_keys(&message, true) {
+                    dedup.push((key, message.id, message.published_at));
+                }
+            }
+            let r = replayed.get(&seq).copied().unwrap_or_default();
+            if r.gone || dead_lettered.contains(&seq) {
+                return Ok(());
+            }
+            let mut tracked = self.tracked(seq, &message);
+            tracked.deliveries = r.deliveries;
+            // A lease still running at the crash ends at its deadline; a retry keeps its time.
+            if let Some(at) = r.not_before_ms {
+                tracked.deliver_at_ms = tracked.deliver_at_ms.max(at);
+            }
+            if r.deliveries > 0 {
+                inner.deliveries.insert(seq, r.deliveries);
+            }
+            inner.state.track(tracked, now_ms);
+            Ok(())
+        })?;
+        inner.dedup.restore(dedup);
+        inner.dedup.expire(now_ms);
+        for key in parked {
+            inner.state.park(&key);
+        }
+        Ok(())
+    }
+
+    pub fn tracked(&self, seq: Seq, message: &Message) -> Tracked {
+        let size = message.payload.len()
+            + message.key.as_ref().map_or(0, Bytes::len)
+            + message
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len())
+                .sum::<usize>();
+        Tracked {
+            seq,
+            id: message.id,
+            key: message.key.as_ref().map(|k| Box::from(&k[..])),
+            level: self.spec.effective_priority(message.priority),
+            deliver_at_ms: message.deliver_at.unwrap_or(message.published_at),
+            expires_at_ms: message.expires_at,
+            size: u32::try_from(size).unwrap_or(u32::MAX),
+            deliveries: 0,
+        }
+    }
+
+    /// Stores `messages` (each with its dedup keys) in one append, then tracks them — inside the storage completion,
+    /// which runs in offset order, so the state sees seqs in increasing order even when
+    /// concurrent publishes finish in another order. Returns the seq of the first message.
+    pub async fn store(
+        self: &Arc<Self>,
+        messages: Vec<(Message, Vec<String>)>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Seq> {
+        let records: Vec<NewRecord> = messages.iter().map(|(m, _)| m.to_record()).collect();
+        let (tx, rx) = oneshot::channel();
+        let queue = Arc::clone(self);
+        self.messages.append_then(
+            records,
+            Box::new(move |result| {
+                if let Ok(appended) = &result {
+                    let now_ms = clock.now_ms();
+                    let mut inner = queue.lock();
+                    for (i, (message, keys)) in messages.iter().enumerate() {
+                        let seq = appended.base_offset + i as u64;
+                        for key in keys {
+                            inner.dedup.check_and_insert(key, message.id, now_ms);
+                        }
+                        let tracked = queue.tracked(seq, message);
+                        inner.state.track(tracked, now_ms);
+                    }
+                    drop(inner);
+                    let n = messages.len() as u64;
+                    queue.counters.published.fetch_add(n, Ordering::Relaxed);
+                    queue.ready.notify_waiters();
+                }
+                let _ = tx.send(result);
+            }),
+        );
+        let appended = rx
+            .await
+            .map_err(|_| ferry_storage::StorageError::Closed)??;
+        Ok(appended.base_offset)
+    }
+
+    /// Appends journal events (call with the state lock held, so the journal's order is the
+    /// order the state changed in) and returns a receiver for their durability.
+    pub fn journal(
+        &self,
+        events: &[JournalEvent],
+        now_ms: i64,
+    ) -> oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>> {
+        let (tx, rx) = oneshot::channel();
+        let records = events.iter().map(|e| e.to_record(now_ms)).collect();
+        self.journal.append_then(
+            records,
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        );
+        rx
+    }
+
+    /// The stored message at `seq`.
+    pub fn read(&self, seq: Seq) -> Result<Message> {
+        let record = self
+            .messages
+            .read(seq, 1)?
+            .into_iter()
+            .find(|r| r.offset == seq)
+            .ok_or(BrokerError::MalformedRecord {
+                offset: seq,
+                problem: "the message log has no record at this seq".into(),
+            })?;
+        Message::from_record(record)
+    }
+
+    /// The original id if any of `keys` is in the window.
+    pub fn duplicate_of(inner: &Inner, keys: &[String], now_ms: i64) -> Option<MessageId> {
+        keys.iter().find_map(|key| inner.dedup.get(key, now_ms))
+    }
+}
+
+/// Awaits a journal append.
+pub(crate) async fn durable(
+    rx: oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>,
+) -> Result<()> {
+    rx.await
+        .map_err(|_| ferry_storage::StorageError::Closed)??;
+    Ok(())
+}
+
+/// The dedup keys of a message: its dedup id, or else its id when `by_id` (the producer
+/// chose it). Prefixed so a dedup id can never collide with a message id.
+///
+/// Whether the producer chose the id is not stored, so a restart keys every message without
+/// a dedup id by its id: ids are unique, so this only catches a republish of the very same
+/// message id, which is what a producer-chosen id is for.
+pub(crate) fn dedup_keys(message: &Message, by_id: bool) -> Vec<String> {
+    match &message.dedup_id {
+        Some(dedup_id) => vec![format!("d:{dedup_id}")],
+        None if by_id => vec![format!("i:{}", message.id)],
+        None => Vec::new(),
+    }
+}
+
+/// Feeds every record of `log` to `each`, in offset order, a chunk at a time.
+pub(crate) fn scan(log: &Log, mut each: impl FnMut(Record) -> Result<()>) -> Result<()> {
+    let mut next = log.start_offset();
+    let end = log.end_offset();
+    while next < end {
+        let records = log.read(next, SCAN_BYTES)?;
+        let Some(last) = records.last() else {
+            break;
+        };
+        next = last.offset + 1;
+        for record in records {
+            each(record)?;
+        }
+    }
+    Ok(())
+}

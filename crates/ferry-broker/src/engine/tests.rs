@@ -1,0 +1,581 @@
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_storage::ManualClock;
+
+use super::*;
+use crate::retry::{Backoff, RetryPolicy};
+
+const T0: i64 = 1_700_000_000_000;
+
+async fn open(dir: &Path, clock: &ManualClock) -> Broker {
+    let config = BrokerConfig {
+        clock: Arc::new(clock.clone()),
+        background_timers: false,
+        seed: Some(7),
+        ..BrokerConfig::default()
+    };
+    Broker::open(dir, config).await.unwrap()
+}
+
+/// A spec with exact timing: no jitter, 1 s base backoff, a 10 s lease, no fsync (tests
+/// reopen cleanly; durability modes are storage's to test).
+fn spec(max_deliveries: u32) -> QueueSpec {
+    QueueSpec {
+        retry: RetryPolicy {
+            max_deliveries,
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                cap: Duration::from_secs(60),
+                multiplier: 2.0,
+                jitter: 0.0,
+            },
+        },
+        lease: Duration::from_secs(10),
+        durability: Durability::None,
+        ..QueueSpec::default()
+    }
+}
+
+async fn receive(broker: &Broker, queue: &str, max: usize) -> Vec<ReceivedMessage> {
+    broker.receive(queue, "c1", max, None, None).await.unwrap()
+}
+
+use crate::spec::Durability;
+
+#[tokio::test]
+async fn published_message_is_received_acked_and_never_comes_back_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("orders", spec(5)).await.unwrap();
+    let id = broker
+        .publish(
+            "orders",
+            OutgoingMessage::new("hello")
+                .with_key("k")
+                .with_header("type", "t"),
+        )
+        .await
+        .unwrap();
+    let got = receive(&broker, "orders", 10).await;
+    assert_eq!(got.len(), 1);
+    let m = &got[0];
+    assert_eq!((m.id, m.seq, m.delivery), (id, 0, 1));
+    assert_eq!(m.payload, "hello");
+    assert_eq!(m.key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(m.headers.get("type").map(String::as_str), Some("t"));
+    assert_eq!(
+        broker.ack("orders", m.seq, m.token).await.unwrap(),
+        Acked::Settled
+    );
+    assert_eq!(
+        broker.ack("orders", m.seq, m.token).await.unwrap(),
+        Acked::AlreadySettled
+    );
+    drop(broker);
+
+    clock.advance(3_600_000);
+    let broker = open(dir.path(), &clock).await;
+    assert_eq!(broker.list_queues().len(), 2, "orders and orders.dlq");
+    broker.tick_now().await.unwrap();
+    assert!(receive(&broker, "orders", 10).await.is_empty());
+    assert_eq!(
+        broker.describe_queue("orders").unwrap().stats.state.tracked,
+        0
+    );
+}
+
+#[tokio::test]
+async fn unacked_message_is_redelivered_after_lease_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    let first = receive(&broker, "q", 1).await;
+    assert_eq!(first.len(), 1);
+    clock.advance(9_999);
+    broker.tick_now().await.unwrap();
+    assert!(
+        receive(&broker, "q", 1).await.is_empty(),
+        "lease still running"
+    );
+    // Lease ends at 10 s; the failed attempt then waits the first backoff (1 s).
+    clock.advance(1);
+    broker.tick_now().await.unwrap();
+    assert!(
+        receive(&broker, "q", 1).await.is_empty(),
+        "backoff still running"
+    );
+    clock.advance(1_000);
+    let again = receive(&broker, "q", 1).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].seq, again[0].delivery), (first[0].seq, 2));
+    assert_ne!(again[0].token, first[0].token);
+}
+
+#[tokio::test]
+async fn nack_waits_for_the_backoff_then_redelivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    let m = receive(&broker, "q", 1).await.remove(0);
+    let nacked = broker
+        .nack("q", m.seq, m.token, None, Some("db down"))
+        .await
+        .unwrap();
+    assert_eq!(nacked, Nacked::RetryAt(T0 + 1_000));
+    clock.advance(999);
+    assert!(receive(&broker, "q", 1).await.is_empty());
+    clock.advance(1);
+    let again = receive(&broker, "q", 1).await;
+    assert_eq!(again[0].delivery, 2);
+    // The second failure waits twice as long.
+    let nacked = broker
+        .nack("q", again[0].seq, again[0].token, None, None)
+        .await
+        .unwrap();
+    assert_eq!(nacked, Nacked::RetryAt(T0 + 1_000 + 2_000));
+}
+
+#[tokio::test]
+async fn max_deliveries_moves_the_original_message_to_the_dlq_with_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(2)).await.unwrap();
+    let id = broker
+        .publish(
+            "q",
+            OutgoingMessage::new("payload")
+                .with_key("k")
+                .with_header("a", "b"),
+        )
+        .await
+        .unwrap();
+    let m = receive(&broker, "q", 1).await.remove(0);
+    broker
+        .nack("q", m.seq, m.token, Some(Duration::ZERO), Some("first"))
+        .await
+        .unwrap();
+    clock.advance(5);
+    let m = broker
+        .receive("q", "worker-2", 1, None, None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(m.delivery, 2);
+    let nacked = broker
+        .nack("q", m.seq, m.token, None, Some("second"))
+        .await
+        .unwrap();
+    assert_eq!(
+        nacked,
+        Nacked::DeadLettered(DeadLetterReason::MaxDeliveries)
+    );
+    assert!(receive(&broker, "q", 1).await.is_empty());
+
+    let dead = receive(&broker, "q.dlq", 10).await;
+    assert_eq!(dead.len(), 1);
+    let d = &dead[0];
+    assert_eq!(d.id, id);
+    assert_eq!(d.payload, "payload");
+    assert_eq!(d.key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(d.headers.len(), 1);
+    let info = d.dead_letter.as_ref().unwrap();
+    assert_eq!(info.reason, "max_deliveries");
+    assert_eq!(info.deliveries, 2);
+    assert_eq!(info.origin_queue, "q");
+    assert_eq!(info.origin_seq, m.seq);
+    assert_eq!(info.origin_published_at, T0);
+    assert_eq!(info.last_error.as_deref(), Some("second"));
+    assert_eq!(info.first_failure_ms, Some(T0));
+    assert_eq!(info.last_failure_ms, Some(T0 + 5));
+    assert_eq!(info.consumer.as_deref(), Some("worker-2"));
+    let stats = broker.describe_queue("q").unwrap().stats;
+    assert_eq!((stats.dead_lettered, stats.state.tracked), (1, 0));
+
+    // Dead after a restart too: neither redelivered on the origin nor duplicated in the DLQ.
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(receive(&broker, "q", 1).await.is_empty());
+    assert_eq!(broker.describe_queue("q.dlq").unwrap().stats.next_seq, 1);
+}
+
+#[tokio::test]
+async fn lease_expiry_on_the_last_delivery_dead_letters_on_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(1)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    receive(&broker, "q", 1).await;
+    clock.advance(10_000);
+    broker.tick_now().await.unwrap();
+    let dead = receive(&broker, "q.dlq", 1).await;
+    let info = dead[0].dead_letter.as_ref().unwrap();
+    assert_eq!(info.reason, "max_deliveries");
+    assert_eq!(info.last_error.as_deref(), Some("lease expired"));
+}
+
+#[tokio::test]
+async fn reject_dead_letters_immediately_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("bad"))
+        .await
+        .unwrap();
+    let m = receive(&broker, "q", 1).await.remove(0);
+    broker
+        .reject("q", m.seq, m.token, "schema mismatch")
+        .await
+        .unwrap();
+    let dead = receive(&broker, "q.dlq", 1).await;
+    assert_eq!(dead[0].payload, "bad");
+    let info = dead[0].dead_letter.as_ref().unwrap();
+    assert_eq!((info.reason.as_str(), info.deliveries), ("rejected", 1));
+    assert_eq!(info.last_error.as_deref(), Some("schema mismatch"));
+    assert!(matches!(
+        broker.ack("q", m.seq, m.token).await,
+        Ok(Acked::AlreadySettled)
+    ));
+}
+
+#[tokio::test]
+async fn duplicate_publish_returns_the_original_id_and_stores_nothing_also_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    let first = broker
+        .publish("q", OutgoingMessage::new("a").with_dedup_id("order-7"))
+        .await
+        .unwrap();
+    let again = broker
+        .publish("q", OutgoingMessage::new("b").with_dedup_id("order-7"))
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    let chosen = MessageId::generate(T0, &mut fastrand::Rng::with_seed(1));
+    let ids = broker
+        .publish_batch(
+            "q",
+            vec![
+                OutgoingMessage::new("c").with_id(chosen),
+                OutgoingMessage::new("d").with_id(chosen),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![chosen, chosen]);
+    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 2);
+    drop(broker);
+
+    clock.advance(60_000);
+    let broker = open(dir.path(), &clock).await;
+    let after = broker
+        .publish("q", OutgoingMessage::new("e").with_dedup_id("order-7"))
+        .await
+        .unwrap();
+    assert_eq!(after, first);
+    let by_id = broker
+        .publish("q", OutgoingMessage::new("f").with_id(chosen))
+        .await
+        .unwrap();
+    assert_eq!(by_id, chosen);
+    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 2);
+    // Past the 5 min window the id is new again.
+    clock.advance(5 * 60_000);
+    let fresh = broker
+        .publish("q", OutgoingMessage::new("g").with_dedup_id("order-7"))
+        .await
+        .unwrap();
+    assert_ne!(fresh, first);
+    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 3);
+}
+
+#[tokio::test]
+async fn delayed_message_survives_reopen_and_is_delivered_only_at_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    let delay = Duration::from_secs(3 * 24 * 3600);
+    broker
+        .publish("q", OutgoingMessage::new("later").with_delay(delay))
+        .await
+        .unwrap();
+    assert_eq!(broker.describe_queue("q").unwrap().stats.state.delayed, 1);
+    drop(broker);
+
+    clock.advance(3 * 24 * 3_600_000 - 1);
+    let broker = open(dir.path(), &clock).await;
+    broker.tick_now().await.unwrap();
+    assert!(receive(&broker, "q", 1).await.is_empty());
+    clock.advance(1);
+    let got = receive(&broker, "q", 1).await;
+    assert_eq!(got[0].payload, "later");
+}
+
+#[tokio::test]
+async fn state_survives_reopen_mid_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    for payload in ["acked", "in-flight", "retrying", "ready"] {
+        broker
+            .publish("q", OutgoingMessage::new(payload))
+            .await
+            .unwrap();
+    }
+    let got = receive(&broker, "q", 3).await;
+    assert_eq!(got.len(), 3);
+    broker.ack("q", got[0].seq, got[0].token).await.unwrap();
+    broker
+        .nack(
+            "q",
+            got[2].seq,
+            got[2].token,
+            Some(Duration::from_secs(60)),
+            None,
+        )
+        .await
+        .unwrap();
+    drop(broker);
+
+    clock.advance(1_000);
+    let broker = open(dir.path(), &clock).await;
+    let stats = broker.describe_queue("q").unwrap().stats;
+    assert_eq!(stats.state.tracked, 3);
+    let now = receive(&broker, "q", 10).await;
+    assert_eq!(now.len(), 1);
+    assert_eq!(
+        (now[0].payload.as_ref(), now[0].delivery),
+        (&b"ready"[..], 1)
+    );
+    // The in-flight lease ran until T0 + 10 s.
+    clock.set(T0 + 10_000);
+    let now = receive(&broker, "q", 10).await;
+    assert_eq!(now.len(), 1);
+    assert_eq!(
+        (now[0].payload.as_ref(), now[0].delivery),
+        (&b"in-flight"[..], 2)
+    );
+    // The retry timer was at T0 + 60 s.
+    clock.set(T0 + 59_999);
+    assert!(receive(&broker, "q", 10).await.is_empty());
+    clock.set(T0 + 60_000);
+    let now = receive(&broker, "q", 10).await;
+    assert_eq!(
+        (now[0].payload.as_ref(), now[0].delivery),
+        (&b"retrying"[..], 2)
+    );
+}
+
+#[tokio::test]
+async fn ack_with_a_stale_token_is_an_error_and_keeps_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    let old = receive(&broker, "q", 1).await.remove(0);
+    clock.advance(11_000);
+    broker.tick_now().await.unwrap();
+    clock.advance(1_000);
+    let new = receive(&broker, "q", 1).await.remove(0);
+    let err = broker.ack("q", old.seq, old.token).await.unwrap_err();
+    assert!(matches!(err, BrokerError::StaleLease { .. }), "{err}");
+    assert_eq!(broker.describe_queue("q").unwrap().stats.state.in_flight, 1);
+    broker.ack("q", new.seq, new.token).await.unwrap();
+}
+
+#[tokio::test]
+async fn describe_queue_counts_ready_in_flight_delayed_and_outcomes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    for i in 0..4 {
+        broker
+            .publish("q", OutgoingMessage::new(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    broker
+        .publish(
+            "q",
+            OutgoingMessage::new("d").with_delay(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let got = receive(&broker, "q", 2).await;
+    broker.ack("q", got[0].seq, got[0].token).await.unwrap();
+    broker
+        .nack("q", got[1].seq, got[1].token, None, None)
+        .await
+        .unwrap();
+    clock.advance(500);
+    let info = broker.describe_queue("q").unwrap();
+    let s = info.stats;
+    assert_eq!(info.spec, spec(5));
+    assert_eq!(
+        (
+            s.state.tracked,
+            s.state.ready,
+            s.state.in_flight,
+            s.state.delayed
+        ),
+        (4, 2, 0, 2)
+    );
+    assert_eq!(s.state.oldest_ready_age_ms, Some(500));
+    assert_eq!(
+        (s.published, s.acked, s.nacked, s.dead_lettered, s.next_seq),
+        (5, 1, 1, 0, 5)
+    );
+    assert!(matches!(
+        broker.describe_queue("nope"),
+        Err(BrokerError::QueueNotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn invalid_name_or_spec_is_a_typed_error_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let err = broker.create_queue("bad name", spec(5)).await.unwrap_err();
+    assert!(
+        matches!(err, BrokerError::InvalidNameCharacter { .. }),
+        "{err}"
+    );
+    let zero_lease = QueueSpec {
+        lease: Duration::ZERO,
+        ..spec(5)
+    };
+    let err = broker.create_queue("q", zero_lease).await.unwrap_err();
+    assert!(matches!(err, BrokerError::InvalidQueueSpec { .. }), "{err}");
+    let missing_target = QueueSpec {
+        dead_letter: DeadLetter::Named(Name::new("nowhere").unwrap()),
+        ..spec(5)
+    };
+    let err = broker.create_queue("q", missing_target).await.unwrap_err();
+    assert!(
+        matches!(err, BrokerError::DeadLetterTargetMissing { .. }),
+        "{err}"
+    );
+    assert!(broker.list_queues().is_empty());
+    assert!(!dir.path().join("queues").exists());
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(broker.list_queues().is_empty());
+}
+
+#[tokio::test]
+async fn dead_letter_target_cannot_be_deleted_but_its_origin_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    let err = broker.delete_queue("q.dlq").await.unwrap_err();
+    assert!(
+        matches!(err, BrokerError::QueueIsDeadLetterTarget { .. }),
+        "{err}"
+    );
+    broker.delete_queue("q").await.unwrap();
+    broker.delete_queue("q.dlq").await.unwrap();
+    assert!(broker.list_queues().is_empty());
+    // A new queue of the same name starts empty.
+    broker.create_queue("q", spec(5)).await.unwrap();
+    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 0);
+    let err = broker.create_queue("q", spec(5)).await.unwrap_err();
+    assert!(matches!(err, BrokerError::QueueExists { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn long_poll_wakes_on_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    let waiter = {
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            broker
+                .receive("q", "c", 1, None, Some(Duration::from_secs(30)))
+                .await
+                .unwrap()
+        })
+    };
+    tokio::task::yield_now().await;
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter woke")
+        .unwrap();
+    assert_eq!(got.len(), 1);
+}
+
+#[tokio::test]
+async fn dead_letter_already_in_the_dlq_is_not_redelivered_after_a_crash_before_its_journal() {
+    // Simulates the crash window: the dead letter reached the DLQ, but the origin's journal
+    // never got DeadLettered. We store such a dead letter by hand.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("x"))
+        .await
+        .unwrap();
+    let dlq = broker.queue("q.dlq").unwrap();
+    let mut letter = broker.queue("q").unwrap().read(0).unwrap();
+    letter.dead_letter = Some(DeadLetterInfo {
+        reason: "rejected".into(),
+        deliveries: 1,
+        origin_queue: "q".into(),
+        origin_seq: 0,
+        origin_published_at: T0,
+        last_error: None,
+        first_failure_ms: None,
+        last_failure_ms: None,
+        consumer: None,
+    });
+    dlq.store(vec![(letter, Vec::new())], Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    drop(dlq);
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(receive(&broker, "q", 1).await.is_empty());
+    assert_eq!(receive(&broker, "q.dlq", 5).await.len(), 1);
+}
+
+use crate::queue_state::DeadLetterReason;

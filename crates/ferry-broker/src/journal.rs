@@ -1,0 +1,252 @@
+//! The state journal of one queue: what happened to its messages after publish, one small
+//! storage record per event, so a restart can rebuild the delivery state.
+//!
+//! A record's value is a version byte (1), a tag byte and little-endian fixed-width fields:
+//!
+//! | tag | event          | fields after the tag                                        |
+//! |-----|----------------|-------------------------------------------------------------|
+//! | 1   | `Acked`        | seq u64                                                     |
+//! | 2   | `Failed`       | seq u64, deliveries u32, retry_at i64, error (rest, UTF-8)  |
+//! | 3   | `Leased`       | seq u64, deliveries u32, until i64                          |
+//! | 4   | `DeadLettered` | seq u64, reason u8 (1 max deliveries, 2 rejected, 3 expired)|
+//! | 5   | `Cancelled`    | seq u64                                                     |
+//! | 6   | `Parked`       | key (rest)                                                  |
+//! | 7   | `Unparked`     | key (rest)                                                  |
+//!
+//! Binary rather than text (unlike message headers): the journal is written on every
+//! receive and ack, and nobody reads it by hand. Decoding is strict: an unknown version or
+//! tag is an error, never skipped — it would mean a newer writer whose events matter.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use ferry_storage::NewRecord;
+
+use crate::queue_state::{DeadLetterReason, Seq};
+
+const VERSION: u8 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalEvent {
+    Acked {
+        seq: Seq,
+    },
+    Failed {
+        seq: Seq,
+        deliveries: u32,
+        retry_at_ms: i64,
+        error: Option<String>,
+    },
+    Leased {
+        seq: Seq,
+        deliveries: u32,
+        until_ms: i64,
+    },
+    DeadLettered {
+        seq: Seq,
+        reason: DeadLetterReason,
+    },
+    Cancelled {
+        seq: Seq,
+    },
+    Parked {
+        key: Bytes,
+    },
+    Unparked {
+        key: Bytes,
+    },
+}
+
+impl JournalEvent {
+    pub fn to_record(&self, now_ms: i64) -> NewRecord {
+        let mut out = BytesMut::with_capacity(32);
+        out.put_u8(VERSION);
+        match self {
+            JournalEvent::Acked { seq } => {
+                out.put_u8(1);
+                out.put_u64_le(*seq);
+            }
+            JournalEvent::Failed {
+                seq,
+                deliveries,
+                retry_at_ms,
+                error,
+            } => {
+                out.put_u8(2);
+                out.put_u64_le(*seq);
+                out.put_u32_le(*deliveries);
+                out.put_i64_le(*retry_at_ms);
+                if let Some(error) = error {
+                    out.put_slice(error.as_bytes());
+                }
+            }
+            JournalEvent::Leased {
+                seq,
+                deliveries,
+                until_ms,
+            } => {
+                out.put_u8(3);
+                out.put_u64_le(*seq);
+                out.put_u32_le(*deliveries);
+                out.put_i64_le(*until_ms);
+            }
+            JournalEvent::DeadLettered { seq, reason } => {
+                out.put_u8(4);
+                out.put_u64_le(*seq);
+                out.put_u8(match reason {
+                    DeadLetterReason::MaxDeliveries => 1,
+                    DeadLetterReason::Rejected => 2,
+                    DeadLetterReason::Expired => 3,
+                });
+            }
+            JournalEvent::Cancelled { seq } => {
+                out.put_u8(5);
+                out.put_u64_le(*seq);
+            }
+            JournalEvent::Parked { key } => {
+                out.put_u8(6);
+                out.put_slice(key);
+            }
+            JournalEvent::Unparked { key } => {
+                out.put_u8(7);
+                out.put_slice(key);
+            }
+        }
+        NewRecord::new(out.freeze()).with_timestamp(now_ms)
+    }
+
+    /// The event in a record value; the error is a description of the problem.
+    pub fn decode(value: &Bytes) -> Result<JournalEvent, String> {
+        let mut r = Reader(value.clone());
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(format!("unknown journal version {version}"));
+        }
+        let tag = r.u8()?;
+        let event = match tag {
+            1 => JournalEvent::Acked { seq: r.u64()? },
+            2 => {
+                let seq = r.u64()?;
+                let deliveries = r.u32()?;
+                let retry_at_ms = r.u64()? as i64;
+                let rest = r.rest();
+                let error = if rest.is_empty() {
+                    None
+                } else {
+                    Some(
+                        String::from_utf8(rest.to_vec())
+                            .map_err(|_| "the error text is not UTF-8".to_owned())?,
+                    )
+                };
+                JournalEvent::Failed {
+                    seq,
+                    deliveries,
+                    retry_at_ms,
+                    error,
+                }
+            }
+            3 => JournalEvent::Leased {
+                seq: r.u64()?,
+                deliveries: r.u32()?,
+                until_ms: r.u64()? as i64,
+            },
+            4 => {
+                let seq = r.u64()?;
+                let reason = match r.u8()? {
+                    1 => DeadLetterReason::MaxDeliveries,
+                    2 => DeadLetterReason::Rejected,
+                    3 => DeadLetterReason::Expired,
+                    other => return Err(format!("unknown dead-letter reason {other}")),
+                };
+                JournalEvent::DeadLettered { seq, reason }
+            }
+            5 => JournalEvent::Cancelled { seq: r.u64()? },
+            6 => JournalEvent::Parked { key: r.rest() },
+            7 => JournalEvent::Unparked { key: r.rest() },
+            other => return Err(format!("unknown event tag {other}")),
+        };
+        if !r.0.is_empty() {
+            return Err(format!("{} trailing bytes", r.0.len()));
+        }
+        Ok(event)
+    }
+}
+
+struct Reader(Bytes);
+
+impl Reader {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        if self.0.len() < N {
+            return Err("the record is truncated".to_owned());
+        }
+        let bytes = self.0.split_to(N);
+        Ok(bytes[..].try_into().expect("split N bytes"))
+    }
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take::<1>()?[0])
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take()?))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take()?))
+    }
+    fn rest(&mut self) -> Bytes {
+        std::mem::take(&mut self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_round_trips() {
+        let events = [
+            JournalEvent::Acked { seq: 7 },
+            JournalEvent::Failed {
+                seq: u64::MAX,
+                deliveries: 3,
+                retry_at_ms: -5,
+                error: Some("boom é".into()),
+            },
+            JournalEvent::Failed {
+                seq: 1,
+                deliveries: 1,
+                retry_at_ms: 10,
+                error: None,
+            },
+            JournalEvent::Leased {
+                seq: 2,
+                deliveries: 9,
+                until_ms: 1_700_000_000_000,
+            },
+            JournalEvent::DeadLettered {
+                seq: 3,
+                reason: DeadLetterReason::Expired,
+            },
+            JournalEvent::Cancelled { seq: 4 },
+            JournalEvent::Parked {
+                key: Bytes::from_static(b"k"),
+            },
+            JournalEvent::Unparked { key: Bytes::new() },
+        ];
+        for event in events {
+            let record = event.to_record(1);
+            assert_eq!(JournalEvent::decode(&record.value).unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn unknown_versions_tags_and_truncation_are_errors() {
+        for bad in [
+            &[2u8, 1][..],
+            &[1, 99],
+            &[1, 1, 0, 0],
+            &[1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        ] {
+            assert!(
+                JournalEvent::decode(&Bytes::copy_from_slice(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! How a [`QueueSpec`] is stored in the broker's metadata store: UTF-8 text, a first line
+//! `ferry-queue-spec 1`, then one `setting=value` line per field, every field present.
+//!
+//! Text, because specs are small, written once and worth reading with any tool; hand-written
+//! rather than serde, because the domain types carry no serde derives and a spec is a dozen
+//! fields. Durations are `seconds.nanoseconds`; floats use Rust's shortest round-trip form.
+//! Decoding is strict (unknown, repeated or missing settings are errors) and validates the
+//! result, so a stored spec is never silently reinterpreted.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::name::Name;
+use crate::retry::{Backoff, RetryPolicy};
+use crate::spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
+
+const MAGIC: &str = "ferry-queue-spec 1";
+
+pub fn encode(spec: &QueueSpec) -> String {
+    let d = |d: Duration| format!("{}.{:09}", d.as_secs(), d.subsec_nanos());
+    let opt = |v: Option<u64>| v.map_or("none".to_owned(), |v| v.to_string());
+    let lines = [
+        (
+            "retry.max_deliveries",
+            spec.retry.max_deliveries.to_string(),
+        ),
+        ("retry.backoff.base", d(spec.retry.backoff.base)),
+        ("retry.backoff.cap", d(spec.retry.backoff.cap)),
+        (
+            "retry.backoff.multiplier",
+            spec.retry.backoff.multiplier.to_string(),
+        ),
+        (
+            "retry.backoff.jitter",
+            spec.retry.backoff.jitter.to_string(),
+        ),
+        (
+            "dead_letter",
+            match &spec.dead_letter {
+                DeadLetter::Default => "default".to_owned(),
+                DeadLetter::Disabled => "disabled".to_owned(),
+                DeadLetter::Named(name) => format!("named:{name}"),
+            },
+        ),
+        ("dedup_window", d(spec.dedup_window)),
+        ("default_ttl", spec.default_ttl.map_or("none".to_owned(), d)),
+        ("lease", d(spec.lease)),
+        ("max_delay", d(spec.max_delay)),
+        ("priority_levels", spec.priority_levels.to_string()),
+        (
+            "lower_priority_share",
+            spec.lower_priority_share.to_string(),
+        ),
+        (
+            "ordering",
+            match spec.ordering {
+                OrderingMode::Shared => "shared",
+                OrderingMode::KeyShared => "key_shared",
+            }
+            .to_owned(),
+        ),
+        (
+            "length_limit.max_messages",
+            opt(spec.length_limit.max_messages),
+        ),
+        ("length_limit.max_bytes", opt(spec.length_limit.max_bytes)),
+        (
+            "length_limit.overflow",
+            match spec.length_limit.overflow {
+                OverflowPolicy::RejectPublish => "reject_publish",
+                OverflowPolicy::DropHead => "drop_head",
+                OverflowPolicy::DeadLetterHead => "dead_letter_head",
+            }
+            .to_owned(),
+        ),
+        (
+            "durability",
+            match spec.durability {
+                Durability::Fsync => "fsync".to_owned(),
+                Durability::None => "none".to_owned(),
+                Durability::Interval(i) => format!("interval:{}", d(i)),
+            },
+        ),
+        ("dead_letter_retention", d(spec.dead_letter_retention)),
+    ];
+    let mut out = String::from(MAGIC);
+    for (key, value) in lines {
+        out.push('\n');
+        out.push_str(key);
+        out.push('=');
+        out.push_str(&value);
+    }
+    out.push('\n');
+    out
+}
+
+/// The spec in `bytes`; the error describes the problem.
+pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    let mut lines = text.lines();
+    if lines.next() != Some(MAGIC) {
+        return Err(format!("the first line is not {MAGIC:?}"));
+    }
+    let mut fields = HashMap::new();
+    for line in lines {
+        let (key, value) = line
+            .split_once('=')
+            .ok_or_else(|| format!("line {line:?} has no '='"))?;
+        if fields.insert(key, value).is_some() {
+            return Err(format!("setting {key} appears twice"));
+        }
+    }
+    let mut f = Fields(fields);
+    let spec = QueueSpec {
+        retry: RetryPolicy {
+            max_deliveries: f.parse("retry.max_deliveries")?,
+            backoff: Backoff {
+                base: f.duration("retry.backoff.base")?,
+                cap: f.duration("retry.backoff.cap")?,
+                multiplier: f.parse("retry.backoff.multiplier")?,
+                jitter: f.parse("retry.backoff.jitter")?,
+            },
+        },
+        dead_letter: match f.take("dead_letter")? {
+            "default" => DeadLetter::Default,
+            "disabled" => DeadLetter::Disabled,
+            other => match other.strip_prefix("named:") {
+                Some(name) => DeadLetter::Named(Name::new(name).map_err(|e| e.to_string())?),
+                None => return Err(format!("dead_letter {other:?} is unknown")),
+            },
+        },
+        dedup_window: f.duration("dedup_window")?,
+        default_ttl: match f.take("default_ttl")? {
+            "none" => None,
+            other => Some(parse_duration(other)?),
+        },
+        lease: f.duration("lease")?,
+        max_delay: f.duration("max_delay")?,
+        priority_levels: f.parse("priority_levels")?,
+        lower_priority_share: f.parse("lower_priority_share")?,
+        ordering: match f.take("ordering")? {
+            "shared" => OrderingMode::Shared,
+            "key_shared" => OrderingMode::KeyShared,
+            other => return Err(format!("ordering {other:?} is unknown")),
+        },
+        length_limit: LengthLimit {
+            max_messages: f.optional("length_limit.max_messages")?,
+            max_bytes: f.optional("length_limit.max_bytes")?,
+            overflow: match f.take("length_limit.overflow")? {
+                "reject_publish" => OverflowPolicy::RejectPublish,
+                "drop_head" => OverflowPolicy::DropHead,
+                "dead_letter_head" => OverflowPolicy::DeadLetterHead,
+                other => return Err(format!("length_limit.overflow {other:?} is unknown")),
+            },
+        },
+        durability: match f.take("durability")? {
+            "fsync" => Durability::Fsync,
+            "none" => Durability::None,
+            other => match other.strip_prefix("interval:") {
+                Some(i) => Durability::Interval(parse_duration(i)?),
+                None => return Err(format!("durability {other:?} is unknown")),
+            },
+        },
+        dead_letter_retention: f.duration("dead_letter_retention")?,
+    };
+    if let Some(key) = f.0.keys().next() {
+        return Err(format!("setting {key} is unknown"));
+    }
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+struct Fields<'a>(HashMap<&'a str, &'a str>);
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, key: &str) -> Result<&'a str, String> {
+        self.0
+            .remove(key)
+            .ok_or_else(|| format!("setting {key} is missing"))
+    }
+    fn parse<T: std::str::FromStr>(&mut self, key: &str) -> Result<T, String> {
+        let value = self.take(key)?;
+        value
+            .parse()
+            .map_err(|_| format!("setting {key} has the unreadable value {value:?}"))
+    }
+    fn optional(&mut self, key: &str) -> Result<Option<u64>, String> {
+        match self.take(key)? {
+            "none" => Ok(None),
+            value => value
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("setting {key} has the unreadable value {value:?}")),
+        }
+    }
+    fn duration(&mut self, key: &str) -> Result<Duration, String> {
+        parse_duration(self.take(key)?)
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("{text:?} is not a duration (seconds.nanoseconds)");
+    let (secs, nanos) = text.split_once('.').ok_or_else(bad)?;
+    let nanos: u32 = nanos.parse().map_err(|_| bad())?;
+    if nanos >= 1_000_000_000 || text.len() - secs.len() != 10 {
+        return Err(bad());
+    }
+    Ok(Duration::new(secs.parse().map_err(|_| bad())?, nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_and_unusual_specs_round_trip() {
+        let mut odd = QueueSpec {
+            dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
+            default_ttl: Some(Duration::from_nanos(1_500_000_123)),
+            priority_levels: 10,
+            lower_priority_share: 0.1 + 0.2,
+            ordering: OrderingMode::KeyShared,
+            durability: Durability::Interval(Duration::from_millis(250)),
+            ..QueueSpec::default()
+        };
+        odd.retry.backoff.multiplier = 1.7;
+        odd.length_limit = LengthLimit {
+            max_messages: Some(10),
+            max_bytes: None,
+            overflow: OverflowPolicy::DeadLetterHead,
+        };
+        for spec in [QueueSpec::default(), odd] {
+            assert_eq!(decode(encode(&spec).as_bytes()).unwrap(), spec);
+        }
+    }
+
+    #[test]
+    fn missing_unknown_and_invalid_settings_are_refused() {
+        let text = encode(&QueueSpec::default());
+        let missing = text.replace("lease=30.000000000\n", "");
+        assert!(decode(missing.as_bytes()).unwrap_err().contains("lease"));
+        let unknown = format!("{text}colour=blue\n");
+        assert!(decode(unknown.as_bytes()).unwrap_err().contains("colour"));
+        let invalid = text.replace("lease=30.000000000", "lease=0.000000000");
+        assert!(decode(invalid.as_bytes()).is_err());
+        assert!(decode(b"something else").is_err());
+    }
+}
