@@ -175,8 +175,31 @@ pub enum BrokerError {
         offset: u64,
         problem: String,
     },
+    #[error(
+        "queue {queue} is full ({}) and its overflow policy refuses publishes; consume or \
+         delete messages, raise the limit, or choose a DropHead / DeadLetterHead policy",
+        describe_limit(.limit)
+    )]
+    QueueFull {
+        queue: Name,
+        limit: crate::spec::LengthLimit,
+    },
+    #[error(
+        "queue {queue} is not a dead-letter queue (no queue dead-letters into it and its name \
+         does not end in \".dlq\"); redrive moves messages out of dead-letter queues only"
+    )]
+    NotADeadLetterQueue { queue: Name },
     #[error("storage: {0}")]
     Storage(#[from] ferry_storage::StorageError),
+}
+
+fn describe_limit(limit: &crate::spec::LengthLimit) -> String {
+    match (limit.max_messages, limit.max_bytes) {
+        (Some(m), Some(b)) => format!("at most {m} messages and {b} bytes"),
+        (Some(m), None) => format!("at most {m} messages"),
+        (None, Some(b)) => format!("at most {b} bytes"),
+        (None, None) => "no limit".to_owned(),
+    }
 }
 
 fn join(names: &[Name]) -> String {

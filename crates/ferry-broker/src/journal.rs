@@ -8,10 +8,12 @@
 //! | 1   | `Acked`        | seq u64                                                     |
 //! | 2   | `Failed`       | seq u64, deliveries u32, retry_at i64, error (rest, UTF-8)  |
 //! | 3   | `Leased`       | seq u64, deliveries u32, until i64                          |
-//! | 4   | `DeadLettered` | seq u64, reason u8 (1 max deliveries, 2 rejected, 3 expired)|
+//! | 4   | `DeadLettered` | seq u64, reason u8 (1 max deliveries, 2 rejected, 3 expired, |
+//! |     |                | 4 overflow)                                                 |
 //! | 5   | `Cancelled`    | seq u64                                                     |
 //! | 6   | `Parked`       | key (rest)                                                  |
 //! | 7   | `Unparked`     | key (rest)                                                  |
+//! | 8   | `Dropped`      | seq u64 (overflow policy `DropHead`)                        |
 //!
 //! Binary rather than text (unlike message headers): the journal is written on every
 //! receive and ack, and nobody reads it by hand. Decoding is strict: an unknown version or
@@ -52,6 +54,10 @@ pub enum JournalEvent {
     },
     Unparked {
         key: Bytes,
+    },
+    /// Discarded to make room under the overflow policy `DropHead`.
+    Dropped {
+        seq: Seq,
     },
 }
 
@@ -95,6 +101,7 @@ impl JournalEvent {
                     DeadLetterReason::MaxDeliveries => 1,
                     DeadLetterReason::Rejected => 2,
                     DeadLetterReason::Expired => 3,
+                    DeadLetterReason::Overflow => 4,
                 });
             }
             JournalEvent::Cancelled { seq } => {
@@ -108,6 +115,10 @@ impl JournalEvent {
             JournalEvent::Unparked { key } => {
                 out.put_u8(7);
                 out.put_slice(key);
+            }
+            JournalEvent::Dropped { seq } => {
+                out.put_u8(8);
+                out.put_u64_le(*seq);
             }
         }
         NewRecord::new(out.freeze()).with_timestamp(now_ms)
@@ -154,6 +165,7 @@ impl JournalEvent {
                     1 => DeadLetterReason::MaxDeliveries,
                     2 => DeadLetterReason::Rejected,
                     3 => DeadLetterReason::Expired,
+                    4 => DeadLetterReason::Overflow,
                     other => return Err(format!("unknown dead-letter reason {other}")),
                 };
                 JournalEvent::DeadLettered { seq, reason }
@@ -161,6 +173,7 @@ impl JournalEvent {
             5 => JournalEvent::Cancelled { seq: r.u64()? },
             6 => JournalEvent::Parked { key: r.rest() },
             7 => JournalEvent::Unparked { key: r.rest() },
+            8 => JournalEvent::Dropped { seq: r.u64()? },
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -224,6 +237,11 @@ mod tests {
                 reason: DeadLetterReason::Expired,
             },
             JournalEvent::Cancelled { seq: 4 },
+            JournalEvent::DeadLettered {
+                seq: 5,
+                reason: DeadLetterReason::Overflow,
+            },
+            JournalEvent::Dropped { seq: 6 },
             JournalEvent::Parked {
                 key: Bytes::from_static(b"k"),
             },

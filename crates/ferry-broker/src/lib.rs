@@ -14,7 +14,19 @@
 //! `ferry-dlq-*` metadata ([`record`]), a timer task (or [`Broker::tick_now`] under a
 //! manual clock), and recovery on open: acked and dead-lettered messages stay gone, leases
 //! running at the crash end at their deadline, retry timers, delays, delivery counts,
-//! parked keys and dedup windows survive.
+//! parked keys and dedup windows survive. Also:
+//!
+//! - length limits ([`engine::limits`]): max messages and/or bytes of unsettled messages,
+//!   enforced on publish with the overflow policies `RejectPublish` ([`BrokerError::QueueFull`],
+//!   a batch taken whole), `DropHead` (journaled, counted in [`QueueStats::dropped`]) and
+//!   `DeadLetterHead` (reason `overflow`); counts are rebuilt on open;
+//! - [`Broker::cancel`] of a scheduled (delayed, never delivered) message by id, journaled;
+//!   the id→seq index covers scheduled messages only;
+//! - [`Broker::set_prefetch`]: a per-consumer in-flight cap, in memory (per session);
+//! - [`Broker::redrive`] ([`engine::redrive`]): dead letters back to their origin or to
+//!   another queue, filtered by reason, header and age, with a count and a rate limit,
+//!   attempts reset and `ferry-redrive-count` / `ferry-redrive-from` headers; at-least-once
+//!   (published durably before it is acked in the dead-letter queue).
 //!
 //! Underneath, the domain layer — the types every layer speaks and the rules that keep bad
 //! input out:
@@ -39,10 +51,10 @@
 //!   TTL, priorities, key-shared ordering with parked keys, prefetch, cancel and stats. It
 //!   returns decisions (deliveries, settled and dead-lettered messages) and persists nothing.
 //!
-//! **Not here yet**: topics and subscriptions (only queues); length limits and overflow
-//! policies (specs accept them, publish does not enforce them); cancel of a scheduled
-//! message by id (the journal has the event, the API and an id→seq index do not);
-//! prefetch through the broker API; redrive; retention (`apply_retention` with the lowest
+//! **Not here yet**: topics and subscriptions (only queues); length limits on dead letters
+//! the broker moves into a queue (they count, but are never refused or dropped); persisted
+//! prefetch; redrive progress across a crash (a message redriven but not yet acked in the
+//! dead-letter queue is redriven again); retention (`apply_retention` with the lowest
 //! unsettled seq, DLQ retention) — logs and journals grow without bound and recovery reads
 //! them whole; journal compaction; persisted stats counters (they count since open);
 //! extend is not journaled (after a restart the lease ends at its last journaled deadline);
@@ -92,7 +104,10 @@ pub mod timers;
 pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
-pub use engine::{Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage};
+pub use engine::{
+    Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,
+    RedriveRequest,
+};
 pub use error::{BrokerError, Result};
 pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};

@@ -18,7 +18,7 @@
 //!
 //! | header                             | value                                   |
 //! |------------------------------------|-----------------------------------------|
-//! | `ferry-dlq-reason`                 | `max_deliveries`, `rejected`, `expired` |
+//! | `ferry-dlq-reason`                 | `max_deliveries`, `rejected`, `expired`, `overflow` |
 //! | `ferry-dlq-deliveries`             | deliveries made before it died          |
 //! | `ferry-dlq-origin-queue`           | the queue it died in                    |
 //! | `ferry-dlq-origin-seq`             | its seq there                           |
@@ -27,6 +27,15 @@
 //! | `ferry-dlq-first-failure-at`       | ms (optional)                           |
 //! | `ferry-dlq-last-failure-at`        | ms (optional)                           |
 //! | `ferry-dlq-consumer`               | last consumer (optional)                |
+//!
+//! A message moved out of a dead-letter queue by a redrive carries two more, which unlike
+//! the others are kept in the message's [`Headers`] (consumers see them among the headers,
+//! and they travel with the message if it dies and is redriven again):
+//!
+//! | header                | value                                                   |
+//! |-----------------------|---------------------------------------------------------|
+//! | `ferry-redrive-count` | decimal `u32`: how many times it has been redriven      |
+//! | `ferry-redrive-from`  | the dead-letter queue of its latest redrive             |
 //!
 //! Text rather than binary values: a log can be inspected with any tool, and the bytes
 //! saved (about ten per message) are small next to the header framing itself. Absent
@@ -58,6 +67,10 @@ pub const DLQ_ERROR: &str = "ferry-dlq-error";
 pub const DLQ_FIRST_FAILURE_AT: &str = "ferry-dlq-first-failure-at";
 pub const DLQ_LAST_FAILURE_AT: &str = "ferry-dlq-last-failure-at";
 pub const DLQ_CONSUMER: &str = "ferry-dlq-consumer";
+/// Kept in [`Message::headers`]; written by redrive only (publishers may not set it).
+pub const REDRIVE_COUNT: &str = "ferry-redrive-count";
+/// Kept in [`Message::headers`]; written by redrive only (publishers may not set it).
+pub const REDRIVE_FROM: &str = "ferry-redrive-from";
 
 /// Why and from where a dead letter came; see the module docs for its headers. The reason
 /// is kept as text so a reader of an older broker can still show a newer reason.
@@ -195,7 +208,10 @@ impl Message {
                     "header {name:?} has the unreadable value {value:?}"
                 ))
             };
-            if !header::is_reserved(&name) {
+            if name == REDRIVE_COUNT {
+                value.parse::<u32>().map_err(|_| unparsable())?;
+            }
+            if !header::is_reserved(&name) || name == REDRIVE_COUNT || name == REDRIVE_FROM {
                 if headers.contains_key(&name) {
                     return Err(repeated());
                 }

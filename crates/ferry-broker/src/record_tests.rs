@@ -229,3 +229,22 @@ fn dead_letter_metadata_round_trips_and_partial_metadata_is_refused() {
     let err = Message::from_record(stored(record, 9)).unwrap_err();
     assert!(err.to_string().contains("ferry-dlq-origin-seq"), "{err}");
 }
+
+#[test]
+fn redrive_headers_read_back_as_headers_and_a_bad_count_is_an_error() {
+    let mut message = minimal();
+    message
+        .headers
+        .insert(crate::record::REDRIVE_COUNT.to_owned(), "2".to_owned());
+    message
+        .headers
+        .insert(crate::record::REDRIVE_FROM.to_owned(), "q.dlq".to_owned());
+    let back = Message::from_record(stored(message.to_record(), 42)).unwrap();
+    assert_eq!(back, message);
+    let bad = with_header(
+        stored(minimal().to_record(), 42),
+        crate::record::REDRIVE_COUNT,
+        "two",
+    );
+    assert!(problem(Message::from_record(bad)).contains("ferry-redrive-count"));
+}

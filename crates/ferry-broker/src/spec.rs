@@ -48,9 +48,10 @@ pub enum OverflowPolicy {
     /// nothing already accepted is lost.
     #[default]
     RejectPublish,
-    /// Discard the oldest ready messages to make room.
+    /// Discard the oldest messages not in flight to make room.
     DropHead,
-    /// Move the oldest ready messages to the dead-letter queue with reason `overflow`.
+    /// Move the oldest messages not in flight to the dead-letter queue with reason
+    /// `overflow`.
     DeadLetterHead,
 }
 

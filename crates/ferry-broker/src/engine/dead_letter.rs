@@ -90,8 +90,15 @@ impl Broker {
                     consumer: decision.consumer,
                 }),
             };
-            dlq.store(vec![(letter, Vec::new())], self.inner.config.clock.clone())
-                .await?;
+            // Not subject to the dead-letter queue's length limit: a dead letter is never
+            // refused or dropped for lack of room.
+            let reserved = (0, 0);
+            dlq.store(
+                vec![(letter, Vec::new())],
+                self.inner.config.clock.clone(),
+                reserved,
+            )
+            .await?;
         }
         let event = JournalEvent::DeadLettered {
             seq: decision.seq,

@@ -6,7 +6,7 @@
 //! - `queues/<name>/messages/` — a storage [`Log`](ferry_storage::Log) of the queue's
 //!   messages; a record's offset is the message's [`Seq`];
 //! - `queues/<name>/journal/` — a log of state events ([`JournalEvent`]): leases, failed
-//!   attempts, acks, dead letters, parked keys.
+//!   attempts, acks, dead letters, cancellations, overflow drops, parked keys.
 //!
 //! **Durability.** Publish returns once the message is durable under the queue's
 //! durability; ack, nack, reject, park and unpark once their journal event is; receive once
@@ -26,7 +26,9 @@
 //! [`QueueState`]: crate::QueueState
 
 mod dead_letter;
+pub mod limits;
 mod queue;
+pub mod redrive;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -49,6 +51,8 @@ use crate::spec_codec;
 use crate::topology::validate_topology;
 
 use queue::{Queue, dedup_keys, durable};
+
+pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 
 const SPEC_PREFIX: &str = "queue/";
 /// The longest the timer task sleeps without looking again.
@@ -114,6 +118,10 @@ pub struct QueueStats {
     pub acked: u64,
     pub nacked: u64,
     pub dead_lettered: u64,
+    /// Dropped to make room under the overflow policy `DropHead`.
+    pub dropped: u64,
+    /// Scheduled messages cancelled by id ([`Broker::cancel`]).
+    pub cancelled: u64,
 }
 
 /// The embedded broker; cheap to clone (an `Arc`).
@@ -351,6 +359,8 @@ impl Broker {
                 acked: c.acked.load(Ordering::Relaxed),
                 nacked: c.nacked.load(Ordering::Relaxed),
                 dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+                dropped: c.dropped.load(Ordering::Relaxed),
+                cancelled: c.cancelled.load(Ordering::Relaxed),
             },
         })
     }
@@ -369,6 +379,10 @@ impl Broker {
     ///
     /// Two publishes of one dedup id racing each other (neither stored yet) may both be
     /// stored: the window learns an id only once its message is durable.
+    ///
+    /// The queue's length limit applies to the batch as a whole (duplicates excluded): see
+    /// [`limits`] for the overflow policies; under `RejectPublish` a batch that does not fit
+    /// is [`BrokerError::QueueFull`] and stores nothing.
     pub async fn publish_batch(
         &self,
         queue: &str,
@@ -411,15 +425,49 @@ impl Broker {
             }
         }
         if !to_store.is_empty() {
-            queue
-                .store(to_store, self.inner.config.clock.clone())
-                .await?;
-            self.inner.timers_changed.notify_one();
+            self.store_limited(&queue, to_store).await?;
         }
         Ok(ids)
     }
 
+    /// Cancels a scheduled message — published with a delay and not delivered yet — by its
+    /// id. Returns `true` once the cancellation is durable (the message never comes back,
+    /// also after a restart); `false`, changing nothing, when the queue holds no such
+    /// scheduled message: the id is unknown, or the message is already due, delivered,
+    /// waiting for a retry, settled or dead-lettered.
+    ///
+    /// Each queue keeps an id → seq index of its scheduled, never-delivered messages only
+    /// (rebuilt on open), so the index grows with the delayed backlog, not with the queue.
+    /// If several scheduled messages share an id (dedup off), the latest is the one found.
+    pub async fn cancel(&self, queue: &str, id: MessageId) -> Result<bool> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let rx = {
+            let mut inner = queue.lock();
+            let Some(seq) = inner.state.cancel_id(id, now_ms) else {
+                return Ok(false);
+            };
+            queue.journal(&[JournalEvent::Cancelled { seq }], now_ms)
+        };
+        durable(rx).await?;
+        queue.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
     // ---- Receive and outcomes ----
+
+    /// Caps how many messages `consumer` may hold in flight on `queue` at once; `None` lifts
+    /// the cap. A consumer at its cap receives nothing; lowering a cap recalls nothing.
+    ///
+    /// Per session: the cap lives in memory only, is not journaled, and is gone after the
+    /// broker reopens (consumers set it again when they reconnect).
+    pub fn set_prefetch(&self, queue: &str, consumer: &str, prefetch: Option<usize>) -> Result<()> {
+        let queue = self.queue(queue)?;
+        queue.lock().state.set_prefetch(consumer, prefetch);
+        // A raised cap may let a long-polling receive take messages now.
+        queue.ready.notify_waiters();
+        Ok(())
+    }
 
     /// Leases up to `max` messages to `consumer` for `lease` (the queue's by default),
     /// waiting up to `wait` (real time) for one to become ready when none is.
@@ -722,3 +770,6 @@ fn truncate(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod feature_tests;

@@ -39,6 +39,8 @@ pub(crate) struct Counters {
     pub acked: AtomicU64,
     pub nacked: AtomicU64,
     pub dead_lettered: AtomicU64,
+    pub dropped: AtomicU64,
+    pub cancelled: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -46,6 +48,9 @@ pub(crate) struct Inner {
     pub dedup: DedupWindow,
     /// Deliveries of messages that have been delivered at least once, for `Failed` events.
     pub deliveries: HashMap<Seq, u32>,
+    /// Room reserved by publishes admitted under the length limit whose messages are not
+    /// tracked yet (their append is in progress): messages and bytes.
+    pub pending: (u64, u64),
 }
 
 /// Per-seq state rebuilt from the journal.
@@ -88,6 +93,7 @@ impl Queue {
                 state: QueueState::new(&spec, seed)?,
                 dedup: DedupWindow::new(spec.dedup_window),
                 deliveries: HashMap::new(),
+                pending: (0, 0),
             }),
             name,
             spec,
@@ -118,7 +124,8 @@ impl Queue {
             match event {
                 JournalEvent::Acked { seq }
                 | JournalEvent::DeadLettered { seq, .. }
-                | JournalEvent::Cancelled { seq } => replayed.entry(seq).or_default().gone = true,
+                | JournalEvent::Cancelled { seq }
+                | JournalEvent::Dropped { seq } => replayed.entry(seq).or_default().gone = true,
                 JournalEvent::Leased {
                     seq,
                     deliveries,
@@ -183,13 +190,6 @@ impl Queue {
     }
 
     pub fn tracked(&self, seq: Seq, message: &Message) -> Tracked {
-        let size = message.payload.len()
-            + message.key.as_ref().map_or(0, Bytes::len)
-            + message
-                .headers
-                .iter()
-                .map(|(n, v)| n.len() + v.len())
-                .sum::<usize>();
         Tracked {
             seq,
             id: message.id,
@@ -197,18 +197,28 @@ impl Queue {
             level: self.spec.effective_priority(message.priority),
             deliver_at_ms: message.deliver_at.unwrap_or(message.published_at),
             expires_at_ms: message.expires_at,
-            size: u32::try_from(size).unwrap_or(u32::MAX),
+            size: message_size(message),
             deliveries: 0,
         }
     }
 
-    /// Stores `messages` (each with its dedup keys) in one append, then tracks them — inside the storage completion,
-    /// which runs in offset order, so the state sees seqs in increasing order even when
-    /// concurrent publishes finish in another order. Returns the seq of the first message.
+    /// Gives back room reserved under the length limit.
+    pub fn release(&self, reserved: (u64, u64)) {
+        let mut inner = self.lock();
+        inner.pending.0 -= reserved.0;
+        inner.pending.1 -= reserved.1;
+    }
+
+    /// Stores `messages` (each with its dedup keys) in one append, then tracks them — inside
+    /// the storage completion, which runs in offset order, so the state sees seqs in
+    /// increasing order even when concurrent publishes finish in another order. `reserved`
+    /// (messages, bytes) is room reserved for them under the length limit, given back there
+    /// too, whether the append succeeded or not. Returns the seq of the first message.
     pub async fn store(
         self: &Arc<Self>,
         messages: Vec<(Message, Vec<String>)>,
         clock: Arc<dyn Clock>,
+        reserved: (u64, u64),
     ) -> Result<Seq> {
         let records: Vec<NewRecord> = messages.iter().map(|(m, _)| m.to_record()).collect();
         let (tx, rx) = oneshot::channel();
@@ -219,6 +229,8 @@ impl Queue {
                 if let Ok(appended) = &result {
                     let now_ms = clock.now_ms();
                     let mut inner = queue.lock();
+                    inner.pending.0 -= reserved.0;
+                    inner.pending.1 -= reserved.1;
                     for (i, (message, keys)) in messages.iter().enumerate() {
                         let seq = appended.base_offset + i as u64;
                         for key in keys {
@@ -231,6 +243,8 @@ impl Queue {
                     let n = messages.len() as u64;
                     queue.counters.published.fetch_add(n, Ordering::Relaxed);
                     queue.ready.notify_waiters();
+                } else {
+                    queue.release(reserved);
                 }
                 let _ = tx.send(result);
             }),
@@ -277,6 +291,18 @@ impl Queue {
     pub fn duplicate_of(inner: &Inner, keys: &[String], now_ms: i64) -> Option<MessageId> {
         keys.iter().find_map(|key| inner.dedup.get(key, now_ms))
     }
+}
+
+/// Payload, key and header bytes: what a length limit's `max_bytes` counts.
+pub(crate) fn message_size(message: &Message) -> u32 {
+    let size = message.payload.len()
+        + message.key.as_ref().map_or(0, Bytes::len)
+        + message
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len())
+            .sum::<usize>();
+    u32::try_from(size).unwrap_or(u32::MAX)
 }
 
 /// Awaits a journal append.

@@ -568,7 +568,7 @@ async fn dead_letter_already_in_the_dlq_is_not_redelivered_after_a_crash_before_
         last_failure_ms: None,
         consumer: None,
     });
-    dlq.store(vec![(letter, Vec::new())], Arc::new(clock.clone()))
+    dlq.store(vec![(letter, Vec::new())], Arc::new(clock.clone()), (0, 0))
         .await
         .unwrap();
     drop(dlq);

@@ -69,6 +69,8 @@ pub enum DeadLetterReason {
     MaxDeliveries,
     Rejected,
     Expired,
+    /// Pushed out of a full queue by a newer publish (overflow policy `DeadLetterHead`).
+    Overflow,
 }
 
 impl DeadLetterReason {
@@ -78,7 +80,21 @@ impl DeadLetterReason {
             DeadLetterReason::MaxDeliveries => "max_deliveries",
             DeadLetterReason::Rejected => "rejected",
             DeadLetterReason::Expired => "expired",
+            DeadLetterReason::Overflow => "overflow",
         }
+    }
+
+    /// The reason recorded as `text` ([`as_str`](Self::as_str)), if it is one this broker
+    /// knows.
+    pub fn parse(text: &str) -> Option<DeadLetterReason> {
+        [
+            DeadLetterReason::MaxDeliveries,
+            DeadLetterReason::Rejected,
+            DeadLetterReason::Expired,
+            DeadLetterReason::Overflow,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
     }
 }
 

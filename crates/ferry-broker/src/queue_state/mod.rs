@@ -39,7 +39,7 @@ use crate::message::millis;
 use crate::message_id::MessageId;
 use crate::priority::PriorityPicker;
 use crate::retry::RetryPolicy;
-use crate::spec::{OrderingMode, QueueSpec};
+use crate::spec::{OrderingMode, OverflowPolicy, QueueSpec};
 use crate::timers::TimerQueue;
 
 pub use decisions::{
@@ -112,6 +112,13 @@ pub struct QueueState {
     in_flight: usize,
     scheduled: usize,
     bytes: u64,
+    /// Every tracked seq in publish order, kept only for queues whose length limit makes
+    /// room by evicting the head (`DropHead`, `DeadLetterHead`).
+    order: Option<BTreeSet<Seq>>,
+    /// Id → seq of the messages that are scheduled and never delivered (the ones
+    /// [`cancel_id`](Self::cancel_id) can cancel) — only those, so it stays as small as the
+    /// set of delayed messages.
+    scheduled_ids: HashMap<MessageId, Seq>,
 }
 
 impl QueueState {
@@ -134,6 +141,8 @@ impl QueueState {
             in_flight: 0,
             scheduled: 0,
             bytes: 0,
+            order: evicts_head(spec).then(BTreeSet::new),
+            scheduled_ids: HashMap::new(),
         })
     }
 
@@ -186,6 +195,9 @@ impl QueueState {
             self.timers.schedule(Timer::Expiry(seq), at);
         }
         self.entries.insert(seq, entry);
+        if let Some(order) = &mut self.order {
+            order.insert(seq);
+        }
         if self.key_shared {
             self.keys.admit(seq, msg.key.as_deref());
         }
@@ -366,6 +378,8 @@ impl QueueState {
                     {
                         entry.scheduled = false;
                         self.scheduled -= 1;
+                        let id = entry.id;
+                        self.forget_scheduled_id(id, seq);
                         self.refresh(Some(seq), now_ms, true);
                     }
                 }
@@ -408,6 +422,59 @@ impl QueueState {
             self.refresh(next, now_ms, true);
         }
         cancellable
+    }
+
+    /// [`cancel`](Self::cancel) by message id: returns the seq of the cancelled message, or
+    /// `None` (changing nothing) when no scheduled, never-delivered message has this id.
+    pub fn cancel_id(&mut self, id: MessageId, now_ms: i64) -> Option<Seq> {
+        let seq = *self.scheduled_ids.get(&id)?;
+        self.cancel(seq, now_ms).then_some(seq)
+    }
+
+    /// The messages not in flight, oldest (lowest seq) first, with their sizes: what a full
+    /// queue may evict. Empty unless the queue's spec evicts the head on overflow
+    /// (`DropHead` or `DeadLetterHead` with a limit set); only such queues keep the order.
+    pub fn evictable_head(&self) -> impl Iterator<Item = (Seq, u32)> + '_ {
+        self.order.iter().flatten().filter_map(|seq| {
+            let entry = &self.entries[seq];
+            entry.lease.is_none().then_some((*seq, entry.size))
+        })
+    }
+
+    /// Evicts a message that is not in flight to make room: with `dead_letter` it leaves
+    /// through an [`Effect::DeadLetter`] with reason `overflow`; without, it is dropped with
+    /// no effect (the engine records the drop). Returns `false`, changing nothing, for a
+    /// message in flight or not tracked.
+    pub fn evict(&mut self, seq: Seq, dead_letter: bool, now_ms: i64) -> bool {
+        if !self.is_tracked_and_idle(seq) {
+            return false;
+        }
+        let next = if dead_letter {
+            self.dead_letter(seq, DeadLetterReason::Overflow)
+        } else {
+            self.remove(seq).expect("checked above").1
+        };
+        self.refresh(next, now_ms, true);
+        true
+    }
+
+    /// Removes a message that is not in flight, with no effect: the engine has moved it
+    /// elsewhere (redrive) and records its settlement. Returns `false`, changing nothing, for
+    /// a message in flight or not tracked.
+    pub fn take(&mut self, seq: Seq, now_ms: i64) -> bool {
+        if !self.is_tracked_and_idle(seq) {
+            return false;
+        }
+        let (_, next) = self.remove(seq).expect("checked above");
+        self.refresh(next, now_ms, true);
+        true
+    }
+
+    /// Every tracked seq, in publish order.
+    pub fn seqs(&self) -> Vec<Seq> {
+        let mut seqs: Vec<Seq> = self.entries.keys().copied().collect();
+        seqs.sort_unstable();
+        seqs
     }
 
     /// Holds `key`'s messages (key-shared queues only): none is delivered until
@@ -494,6 +561,9 @@ impl QueueState {
         if !entry.scheduled {
             entry.scheduled = true;
             self.scheduled += 1;
+        }
+        if entry.deliveries == 0 {
+            self.scheduled_ids.insert(entry.id, seq);
         }
         entry.eligible_since_ms = at_ms;
         self.timers.schedule(Timer::Due(seq), at_ms);
@@ -590,6 +660,10 @@ impl QueueState {
         }
         if entry.scheduled {
             self.scheduled -= 1;
+            self.forget_scheduled_id(entry.id, seq);
+        }
+        if let Some(order) = &mut self.order {
+            order.remove(&seq);
         }
         self.bytes -= u64::from(entry.size);
         let next = if self.key_shared {
@@ -598,6 +672,17 @@ impl QueueState {
             None
         };
         Some((entry, next))
+    }
+
+    /// Tracked and not in flight.
+    fn is_tracked_and_idle(&self, seq: Seq) -> bool {
+        self.entries.get(&seq).is_some_and(|e| e.lease.is_none())
+    }
+
+    fn forget_scheduled_id(&mut self, id: MessageId, seq: Seq) {
+        if self.scheduled_ids.get(&id) == Some(&seq) {
+            self.scheduled_ids.remove(&id);
+        }
     }
 
     fn end_lease_if_any(&mut self, seq: Seq) {
@@ -629,6 +714,13 @@ impl QueueState {
             }
         }
     }
+}
+
+/// Whether a queue with this spec evicts its oldest messages when full.
+fn evicts_head(spec: &QueueSpec) -> bool {
+    let limit = &spec.length_limit;
+    (limit.max_messages.is_some() || limit.max_bytes.is_some())
+        && limit.overflow != OverflowPolicy::RejectPublish
 }
 
 fn decision(seq: Seq, entry: Entry, reason: DeadLetterReason) -> DeadLetterDecision {

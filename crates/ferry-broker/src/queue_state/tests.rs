@@ -662,3 +662,66 @@ fn invalid_spec_is_refused() {
         })
     ));
 }
+
+#[test]
+fn cancel_id_finds_only_scheduled_never_delivered_messages() {
+    let mut q = state(&spec());
+    q.track(
+        Tracked {
+            deliver_at_ms: T0 + 10 * SEC,
+            ..msg(1)
+        },
+        T0,
+    );
+    q.track(msg(2), T0);
+    q.track(
+        Tracked {
+            deliver_at_ms: T0 + 10 * SEC,
+            ..msg(3)
+        },
+        T0,
+    );
+    assert_eq!(q.cancel_id(id(2), T0), None, "ready, not scheduled");
+    assert_eq!(q.cancel_id(id(1), T0), Some(1));
+    assert_eq!(q.cancel_id(id(1), T0), None, "already cancelled");
+    assert_eq!(q.stats(T0).delayed, 1);
+    // A retry backoff is scheduled too, but a delivered message is not cancellable.
+    let d = q.receive("c", 1, None, T0);
+    assert_eq!(seqs(&d), [2]);
+    q.nack(2, d[0].token, Some(Duration::from_secs(5)), None, T0)
+        .unwrap();
+    assert_eq!(q.cancel_id(id(2), T0), None);
+    // Once its delay ends the message is no longer scheduled, and the index forgets it.
+    q.tick(T0 + 10 * SEC);
+    assert_eq!(q.cancel_id(id(3), T0 + 10 * SEC), None);
+    assert!(q.scheduled_ids.is_empty());
+}
+
+#[test]
+fn evictable_head_lists_messages_not_in_flight_oldest_first_and_evict_removes_them() {
+    let limited = QueueSpec {
+        length_limit: crate::spec::LengthLimit {
+            max_messages: Some(3),
+            max_bytes: None,
+            overflow: OverflowPolicy::DeadLetterHead,
+        },
+        ..spec()
+    };
+    let mut q = state(&limited);
+    for seq in 1..=3 {
+        q.track(msg(seq), T0);
+    }
+    let d = q.receive("c", 1, None, T0);
+    assert_eq!(seqs(&d), [1]);
+    let head: Vec<Seq> = q.evictable_head().map(|(seq, _)| seq).collect();
+    assert_eq!(head, [2, 3]);
+    assert!(!q.evict(1, true, T0), "in flight");
+    assert!(q.evict(2, true, T0));
+    assert_eq!(dead_letters(&mut q)[0].reason, DeadLetterReason::Overflow);
+    assert!(q.evict(3, false, T0));
+    assert!(q.take_effects().is_empty(), "a drop has no effect");
+    assert_eq!(q.stats(T0).tracked, 1);
+    // Queues that never evict keep no order.
+    let q = state(&spec());
+    assert_eq!(q.evictable_head().count(), 0);
+}

@@ -1,0 +1,148 @@
+//! Length limits: admitting a publish into a queue under its [`LengthLimit`].
+//!
+//! **What counts.** The queue's unsettled messages — every message it tracks: ready,
+//! delayed, waiting for its key, or in flight — plus messages whose append is in progress
+//! (their room is reserved under the queue's lock, so concurrent publishes cannot
+//! overshoot together). `max_bytes` counts payload, key and header bytes, as
+//! [`QueueStateStats::bytes`](crate::QueueStateStats::bytes) does. After a restart the
+//! counts are rebuilt with the state, so a full queue stays full.
+//!
+//! **Policies.** A publish (or a batch, taken whole) that would go over the limit is:
+//! - `RejectPublish`: refused with [`BrokerError::QueueFull`]; nothing is stored;
+//! - `DropHead`: admitted after the oldest messages not in flight are dropped (journaled
+//!   `Dropped`, counted in [`QueueStats::dropped`](super::QueueStats::dropped));
+//! - `DeadLetterHead`: admitted after the oldest messages not in flight are moved to the
+//!   dead-letter queue with reason `overflow`.
+//!
+//! Under every policy a batch that could not fit even in an empty queue, or that needs
+//! more room than evicting every message not in flight would free, is refused whole with
+//! `QueueFull`, and nothing is evicted. Evictions are durable before the new messages are
+//! stored. Dead letters the broker moves into a queue are not subject to its limit (a
+//! dead letter is never refused or dropped for lack of room); they do count toward it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Broker;
+use super::queue::{Inner, Queue, durable, message_size};
+use crate::error::{BrokerError, Result};
+use crate::journal::JournalEvent;
+use crate::message::Message;
+use crate::queue_state::{Effect, Seq};
+use crate::spec::{LengthLimit, OverflowPolicy};
+
+/// Room granted to a publish: the reservation to hand to [`Queue::store`], the journal
+/// append of the drops made for it, and the effects (overflow dead letters) to apply
+/// before storing.
+struct Admitted {
+    reserved: (u64, u64),
+    dropped: u64,
+    journal: Option<tokio::sync::oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
+    effects: Vec<Effect>,
+}
+
+fn fits(limit: &LengthLimit, messages: u64, bytes: u64) -> bool {
+    limit.max_messages.is_none_or(|max| messages <= max)
+        && limit.max_bytes.is_none_or(|max| bytes <= max)
+}
+
+/// With the queue's state locked: checks the limit for `count` more messages of `bytes`,
+/// evicts per the overflow policy if needed, and reserves the room.
+fn admit(
+    queue: &Queue,
+    inner: &mut Inner,
+    count: u64,
+    bytes: u64,
+    now_ms: i64,
+) -> Result<Admitted> {
+    let limit = queue.spec.length_limit;
+    let full = || BrokerError::QueueFull {
+        queue: queue.name.clone(),
+        limit,
+    };
+    let stats = inner.state.stats(now_ms);
+    let mut messages = stats.tracked as u64 + inner.pending.0 + count;
+    let mut total = stats.bytes + inner.pending.1 + bytes;
+    let mut admitted = Admitted {
+        reserved: (count, bytes),
+        dropped: 0,
+        journal: None,
+        effects: Vec::new(),
+    };
+    if !fits(&limit, messages, total) {
+        if limit.overflow == OverflowPolicy::RejectPublish || !fits(&limit, count, bytes) {
+            return Err(full());
+        }
+        let mut victims: Vec<Seq> = Vec::new();
+        for (seq, size) in inner.state.evictable_head() {
+            if fits(&limit, messages, total) {
+                break;
+            }
+            victims.push(seq);
+            messages -= 1;
+            total -= u64::from(size);
+        }
+        if !fits(&limit, messages, total) {
+            return Err(full());
+        }
+        let dead_letter = limit.overflow == OverflowPolicy::DeadLetterHead;
+        let mut events = Vec::new();
+        for seq in victims {
+            if inner.state.evict(seq, dead_letter, now_ms) {
+                inner.deliveries.remove(&seq);
+                if !dead_letter {
+                    events.push(JournalEvent::Dropped { seq });
+                }
+            }
+        }
+        admitted.dropped = events.len() as u64;
+        if !events.is_empty() {
+            admitted.journal = Some(queue.journal(&events, now_ms));
+        }
+        admitted.effects = inner.state.take_effects();
+    }
+    inner.pending.0 += count;
+    inner.pending.1 += bytes;
+    Ok(admitted)
+}
+
+impl Broker {
+    /// Stores messages into `queue` under its length limit (see the module docs); returns
+    /// the seq of the first. Each message's dedup keys enter the window once it is stored.
+    pub(super) async fn store_limited(
+        &self,
+        queue: &Arc<Queue>,
+        messages: Vec<(Message, Vec<String>)>,
+    ) -> Result<Seq> {
+        let now_ms = self.now_ms();
+        let count = messages.len() as u64;
+        let bytes = messages
+            .iter()
+            .map(|(m, _)| u64::from(message_size(m)))
+            .sum();
+        let admitted = {
+            let mut inner = queue.lock();
+            admit(queue, &mut inner, count, bytes, now_ms)?
+        };
+        let reserved = admitted.reserved;
+        let evicted = async {
+            if let Some(rx) = admitted.journal {
+                durable(rx).await?;
+                queue
+                    .counters
+                    .dropped
+                    .fetch_add(admitted.dropped, Ordering::Relaxed);
+            }
+            self.apply_effects(queue, admitted.effects).await
+        };
+        if let Err(error) = evicted.await {
+            queue.release(reserved);
+            return Err(error);
+        }
+        let seq = queue
+            .store(messages, self.inner.config.clock.clone(), reserved)
+            .await?;
+        self.inner.timers_changed.notify_one();
+        Ok(seq)
+    }
+}
