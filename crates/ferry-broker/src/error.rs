@@ -189,6 +189,12 @@ pub enum BrokerError {
          does not end in \".dlq\"); redrive moves messages out of dead-letter queues only"
     )]
     NotADeadLetterQueue { queue: Name },
+    #[error(
+        "queue {queue} is poisoned: a write to its logs failed ({cause}), so its state in \
+         memory may disagree with its disk; fix the storage problem and reopen the broker, \
+         which rebuilds the queue from its logs (other queues keep working)"
+    )]
+    QueuePoisoned { queue: Name, cause: String },
     #[error("storage: {0}")]
     Storage(#[from] ferry_storage::StorageError),
 }

@@ -14,6 +14,7 @@
 //! | 6   | `Parked`       | key (rest)                                                  |
 //! | 7   | `Unparked`     | key (rest)                                                  |
 //! | 8   | `Dropped`      | seq u64 (overflow policy `DropHead`)                        |
+//! | 9   | `Extended`     | seq u64, until i64 (a lease's new deadline)                 |
 //!
 //! Binary rather than text (unlike message headers): the journal is written on every
 //! receive and ack, and nobody reads it by hand. Decoding is strict: an unknown version or
@@ -58,6 +59,11 @@ pub enum JournalEvent {
     /// Discarded to make room under the overflow policy `DropHead`.
     Dropped {
         seq: Seq,
+    },
+    /// A running lease's deadline moved ([`crate::Broker::extend`]).
+    Extended {
+        seq: Seq,
+        until_ms: i64,
     },
 }
 
@@ -120,6 +126,11 @@ impl JournalEvent {
                 out.put_u8(8);
                 out.put_u64_le(*seq);
             }
+            JournalEvent::Extended { seq, until_ms } => {
+                out.put_u8(9);
+                out.put_u64_le(*seq);
+                out.put_i64_le(*until_ms);
+            }
         }
         NewRecord::new(out.freeze()).with_timestamp(now_ms)
     }
@@ -174,6 +185,10 @@ impl JournalEvent {
             6 => JournalEvent::Parked { key: r.rest() },
             7 => JournalEvent::Unparked { key: r.rest() },
             8 => JournalEvent::Dropped { seq: r.u64()? },
+            9 => JournalEvent::Extended {
+                seq: r.u64()?,
+                until_ms: r.u64()? as i64,
+            },
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -242,6 +257,10 @@ mod tests {
                 reason: DeadLetterReason::Overflow,
             },
             JournalEvent::Dropped { seq: 6 },
+            JournalEvent::Extended {
+                seq: 7,
+                until_ms: 1_700_000_000_001,
+            },
             JournalEvent::Parked {
                 key: Bytes::from_static(b"k"),
             },

@@ -13,8 +13,14 @@
 //! reject / extend, park / unpark of keys, dead-lettering into the dead-letter queue with
 //! `ferry-dlq-*` metadata ([`record`]), a timer task (or [`Broker::tick_now`] under a
 //! manual clock), and recovery on open: acked and dead-lettered messages stay gone, leases
-//! running at the crash end at their deadline, retry timers, delays, delivery counts,
-//! parked keys and dedup windows survive. Also:
+//! running at the crash end at their (extended, if `extend` was called) deadline, retry
+//! timers — after a nack or a lease expiry alike — delays, delivery counts, parked keys and
+//! dedup windows survive. Dedup keys a message by its dedup id, else by its id only when
+//! the producer chose it (marked `ferry-id-chosen` in the record, so a reopen rebuilds the
+//! same window). A failed write to a queue's journal or message log poisons that queue: the
+//! failing call returns the storage error, later calls on it
+//! [`BrokerError::QueuePoisoned`] until the broker is reopened; other queues keep working.
+//! Also:
 //!
 //! - length limits ([`engine::limits`]): max messages and/or bytes of unsettled messages,
 //!   enforced on publish with the overflow policies `RejectPublish` ([`BrokerError::QueueFull`],
@@ -57,9 +63,8 @@
 //! dead-letter queue is redriven again); retention (`apply_retention` with the lowest
 //! unsettled seq, DLQ retention) — logs and journals grow without bound and recovery reads
 //! them whole; journal compaction; persisted stats counters (they count since open);
-//! extend is not journaled (after a restart the lease ends at its last journaled deadline);
-//! the backoff after a lease expiry is not journaled (after a restart the message is due at
-//! the lease end); the model-based property test, crash tests and benchmarks of issue 3.
+//! recovering a poisoned queue without reopening the whole broker; the model-based property
+//! test, crash tests and benchmarks of issue 3.
 //!
 //! ```
 //! use std::time::Duration;

@@ -226,6 +226,7 @@ impl OutgoingMessage {
             deliver_at: (deliver_at > now_ms).then_some(deliver_at),
             expires_at: self.ttl.map(|ttl| now_ms.saturating_add(millis(ttl))),
             dedup_id: self.dedup_id,
+            id_chosen: self.id.is_some(),
             dead_letter: None,
         })
     }
@@ -286,6 +287,9 @@ pub struct Message {
     /// Never delivered at or after this time.
     pub expires_at: Option<i64>,
     pub dedup_id: Option<String>,
+    /// The producer chose [`id`](Self::id) (rather than the broker assigning it): only then
+    /// is the id a dedup key.
+    pub id_chosen: bool,
     /// Set on dead letters only: why and from where the message came.
     pub dead_letter: Option<crate::record::DeadLetterInfo>,
 }

@@ -12,6 +12,7 @@
 //! | `ferry-deliver-at` | decimal ms since the Unix epoch | delayed          |
 //! | `ferry-expires-at` | decimal ms since the Unix epoch | TTL set          |
 //! | `ferry-dedup-id`   | the dedup id                    | dedup id set     |
+//! | `ferry-id-chosen`  | `1`                             | the producer chose the id |
 //!
 //! A dead letter (a message the broker moved into a dead-letter queue) also carries
 //! [`DeadLetterInfo`], all in decimal or plain text:
@@ -58,6 +59,8 @@ pub const PRIORITY: &str = "ferry-priority";
 pub const DELIVER_AT: &str = "ferry-deliver-at";
 pub const EXPIRES_AT: &str = "ferry-expires-at";
 pub const DEDUP_ID: &str = "ferry-dedup-id";
+/// Present (value `1`) when the producer chose the id: only such ids are dedup keys.
+pub const ID_CHOSEN: &str = "ferry-id-chosen";
 pub const DLQ_REASON: &str = "ferry-dlq-reason";
 pub const DLQ_DELIVERIES: &str = "ferry-dlq-deliveries";
 pub const DLQ_ORIGIN_QUEUE: &str = "ferry-dlq-origin-queue";
@@ -154,6 +157,9 @@ impl Message {
         if let Some(dedup_id) = &self.dedup_id {
             put(DEDUP_ID, dedup_id.clone());
         }
+        if self.id_chosen {
+            put(ID_CHOSEN, "1".to_owned());
+        }
         if let Some(dl) = &self.dead_letter {
             put(DLQ_REASON, dl.reason.clone());
             put(DLQ_DELIVERIES, dl.deliveries.to_string());
@@ -195,6 +201,7 @@ impl Message {
         let mut deliver_at = None;
         let mut expires_at = None;
         let mut dedup_id = None;
+        let mut id_chosen = None;
         let mut dl = DeadLetterSlots::default();
         let mut headers = Headers::new();
         for (name, value) in record.headers {
@@ -232,6 +239,8 @@ impl Message {
                     .replace(value.parse::<i64>().map_err(|_| unparsable())?)
                     .is_none(),
                 DEDUP_ID => dedup_id.replace(value.clone()).is_none(),
+                ID_CHOSEN if value == "1" => id_chosen.replace(true).is_none(),
+                ID_CHOSEN => return Err(unparsable()),
                 DLQ_REASON => dl.reason.replace(value.clone()).is_none(),
                 DLQ_DELIVERIES => dl
                     .deliveries
@@ -278,6 +287,7 @@ impl Message {
             deliver_at,
             expires_at,
             dedup_id,
+            id_chosen: id_chosen.unwrap_or(false),
             dead_letter,
         })
     }

@@ -27,6 +27,7 @@ fn minimal() -> Message {
         deliver_at: None,
         expires_at: None,
         dedup_id: None,
+        id_chosen: false,
         dead_letter: None,
     }
 }
@@ -39,6 +40,7 @@ fn full() -> Message {
         deliver_at: Some(1_700_000_060_000),
         expires_at: Some(1_700_000_600_000),
         dedup_id: Some("order-7-created".into()),
+        id_chosen: true,
         dead_letter: None,
         ..minimal()
     }
@@ -190,6 +192,8 @@ fn any_message() -> impl Strategy<Value = Message> {
                     priority,
                     deliver_at,
                     expires_at,
+                    // Varied by the priority bits rather than a new strategy (the tuple is full).
+                    id_chosen: priority % 2 == 1,
                     dedup_id,
                     dead_letter: None,
                 }
@@ -247,4 +251,28 @@ fn redrive_headers_read_back_as_headers_and_a_bad_count_is_an_error() {
         "two",
     );
     assert!(problem(Message::from_record(bad)).contains("ferry-redrive-count"));
+}
+
+#[test]
+fn id_chosen_marker_reads_back_and_rejects_other_values_or_repeats() {
+    let chosen = Message {
+        id_chosen: true,
+        ..minimal()
+    };
+    let back = Message::from_record(stored(chosen.to_record(), 42)).unwrap();
+    assert!(back.id_chosen);
+    assert!(
+        !Message::from_record(stored(minimal().to_record(), 42))
+            .unwrap()
+            .id_chosen
+    );
+    let record = stored(minimal().to_record(), 42);
+    assert!(
+        problem(Message::from_record(with_header(record, ID_CHOSEN, "yes"))).contains(ID_CHOSEN)
+    );
+    let record = stored(chosen.to_record(), 42);
+    assert!(
+        problem(Message::from_record(with_header(record, ID_CHOSEN, "1")))
+            .contains("more than once")
+    );
 }

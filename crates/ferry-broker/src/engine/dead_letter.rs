@@ -78,6 +78,7 @@ impl Broker {
                 deliver_at: None,
                 expires_at: None,
                 dedup_id: None,
+                id_chosen: false,
                 dead_letter: Some(DeadLetterInfo {
                     reason: decision.reason.as_str().to_owned(),
                     deliveries: decision.deliveries,

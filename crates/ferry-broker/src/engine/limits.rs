@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Broker;
-use super::queue::{Inner, Queue, durable, message_size};
+use super::queue::{Effects, Inner, Queue, durable, message_size};
 use crate::error::{BrokerError, Result};
 use crate::journal::JournalEvent;
 use crate::message::Message;
-use crate::queue_state::{Effect, Seq};
+use crate::queue_state::Seq;
 use crate::spec::{LengthLimit, OverflowPolicy};
 
 /// Room granted to a publish: the reservation to hand to [`Queue::store`], the journal
@@ -38,7 +38,7 @@ struct Admitted {
     reserved: (u64, u64),
     dropped: u64,
     journal: Option<tokio::sync::oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
-    effects: Vec<Effect>,
+    effects: Effects,
 }
 
 fn fits(limit: &LengthLimit, messages: u64, bytes: u64) -> bool {
@@ -67,7 +67,7 @@ fn admit(
         reserved: (count, bytes),
         dropped: 0,
         journal: None,
-        effects: Vec::new(),
+        effects: Effects::default(),
     };
     if !fits(&limit, messages, total) {
         if limit.overflow == OverflowPolicy::RejectPublish || !fits(&limit, count, bytes) {
@@ -99,7 +99,7 @@ fn admit(
         if !events.is_empty() {
             admitted.journal = Some(queue.journal(&events, now_ms));
         }
-        admitted.effects = inner.state.take_effects();
+        admitted.effects = queue.take_effects(inner, now_ms);
     }
     inner.pending.0 += count;
     inner.pending.1 += bytes;

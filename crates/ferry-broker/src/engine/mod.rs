@@ -6,11 +6,13 @@
 //! - `queues/<name>/messages/` — a storage [`Log`](ferry_storage::Log) of the queue's
 //!   messages; a record's offset is the message's [`Seq`];
 //! - `queues/<name>/journal/` — a log of state events ([`JournalEvent`]): leases, failed
-//!   attempts, acks, dead letters, cancellations, overflow drops, parked keys.
+//!   attempts, lease extensions, acks, dead letters, cancellations, overflow drops, parked
+//!   keys.
 //!
 //! **Durability.** Publish returns once the message is durable under the queue's
-//! durability; ack, nack, reject, park and unpark once their journal event is; receive once
-//! its `Leased` events are, so a restart knows how many deliveries each message had. A dead
+//! durability; ack, nack, reject, extend, park and unpark once their journal event is (a
+//! lease expiry journals its `Failed` attempt too, ahead of any redelivery's `Leased`, since
+//! effects are journaled under the state lock); receive once its `Leased` events are, so a restart knows how many deliveries each message had. A dead
 //! letter is stored in the dead-letter queue before `DeadLettered` is journaled on its
 //! origin (see `engine/dead_letter.rs` for the crash window between the two).
 //!
@@ -50,7 +52,7 @@ use crate::spec::{DeadLetter, QueueSpec};
 use crate::spec_codec;
 use crate::topology::validate_topology;
 
-use queue::{Queue, dedup_keys, durable};
+use queue::{Effects, Queue, dedup_keys, durable};
 
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 
@@ -205,7 +207,7 @@ impl Broker {
         };
         // Recovery may have dead-lettered messages (expired, or out of deliveries).
         for queue in broker.queue_list() {
-            let effects = queue.lock().state.take_effects();
+            let effects = queue.take_effects(&mut queue.lock(), now_ms);
             broker.apply_effects(&queue, effects).await?;
         }
         if broker.inner.config.background_timers {
@@ -223,12 +225,14 @@ impl Broker {
 
     fn queue(&self, name: &str) -> Result<Arc<Queue>> {
         let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        Name::new(name)
+        let queue = Name::new(name)
             .ok()
             .and_then(|n| queues.get(&n).cloned())
             .ok_or_else(|| BrokerError::QueueNotFound {
                 queue: name.to_owned(),
-            })
+            })?;
+        queue.check()?;
+        Ok(queue)
     }
 
     fn queue_list(&self) -> Vec<Arc<Queue>> {
@@ -399,9 +403,8 @@ impl Broker {
                 if message.ttl.is_none() {
                     message.ttl = queue.spec.default_ttl;
                 }
-                let by_id = message.id.is_some();
                 let message = message.into_message(&limits, now_ms, &mut *rng)?;
-                let keys = dedup_keys(&message, by_id);
+                let keys = dedup_keys(&message);
                 resolved.push((message, keys));
             }
         }
@@ -500,7 +503,7 @@ impl Broker {
                     });
                 }
                 let rx = (!events.is_empty()).then(|| queue.journal(&events, now_ms));
-                (deliveries, rx, inner.state.take_effects())
+                (deliveries, rx, queue.take_effects(&mut inner, now_ms))
             };
             self.apply_effects(&queue, effects).await?;
             if let Some(rx) = rx {
@@ -547,7 +550,7 @@ impl Broker {
                 inner.deliveries.remove(&seq);
                 queue.journal(&[JournalEvent::Acked { seq }], now_ms)
             });
-            (acked, rx, inner.state.take_effects())
+            (acked, rx, queue.take_effects(&mut inner, now_ms))
         };
         if let Some(rx) = rx {
             durable(rx).await?;
@@ -569,28 +572,13 @@ impl Broker {
     ) -> Result<Nacked> {
         let queue = self.queue(queue)?;
         let now_ms = self.now_ms();
-        let (nacked, rx, effects) = {
+        let (nacked, effects) = {
             let mut inner = queue.lock();
             let nacked = inner.state.nack(seq, token, delay, error, now_ms)?;
-            let rx = match nacked {
-                Nacked::RetryAt(retry_at_ms) => {
-                    let deliveries = inner.deliveries.get(&seq).copied().unwrap_or(0);
-                    let event = JournalEvent::Failed {
-                        seq,
-                        deliveries,
-                        retry_at_ms,
-                        error: error.map(|e| truncate(e, crate::queue_state::MAX_ERROR_LEN)),
-                    };
-                    Some(queue.journal(&[event], now_ms))
-                }
-                Nacked::DeadLettered(_) => None,
-            };
-            (nacked, rx, inner.state.take_effects())
+            // The `Failed` event of a retry is journaled with the effects.
+            (nacked, queue.take_effects(&mut inner, now_ms))
         };
         queue.counters.nacked.fetch_add(1, Ordering::Relaxed);
-        if let Some(rx) = rx {
-            durable(rx).await?;
-        }
         self.apply_effects(&queue, effects).await?;
         self.inner.timers_changed.notify_one();
         Ok(nacked)
@@ -610,14 +598,14 @@ impl Broker {
         let effects = {
             let mut inner = queue.lock();
             inner.state.reject(seq, token, reason, now_ms)?;
-            inner.state.take_effects()
+            queue.take_effects(&mut inner, now_ms)
         };
         self.apply_effects(&queue, effects).await
     }
 
-    /// Moves the lease's deadline to `now + by`; returns the new deadline. Not journaled: a
-    /// restart counts the lease as ending at its last journaled deadline, which only makes
-    /// the message deliverable sooner.
+    /// Moves the lease's deadline to `now + by`; returns the new deadline once it is
+    /// durable (journaled as `Extended`), so after a restart the message stays out of
+    /// delivery until the extended deadline.
     pub async fn extend(
         &self,
         queue: &str,
@@ -627,9 +615,15 @@ impl Broker {
     ) -> Result<i64> {
         let queue = self.queue(queue)?;
         let now_ms = self.now_ms();
-        let until = queue.lock().state.extend(seq, token, by, now_ms)?;
+        let (until_ms, rx) = {
+            let mut inner = queue.lock();
+            let until_ms = inner.state.extend(seq, token, by, now_ms)?;
+            let rx = queue.journal(&[JournalEvent::Extended { seq, until_ms }], now_ms);
+            (until_ms, rx)
+        };
         self.inner.timers_changed.notify_one();
-        Ok(until)
+        durable(rx).await?;
+        Ok(until_ms)
     }
 
     /// Holds `key`'s messages on a key-shared queue until [`unpark`](Self::unpark); durable.
@@ -657,7 +651,7 @@ impl Broker {
             inner.state.unpark(key, now_ms);
             let key = Bytes::copy_from_slice(key);
             let rx = queue.journal(&[JournalEvent::Unparked { key }], now_ms);
-            (rx, inner.state.take_effects())
+            (rx, queue.take_effects(&mut inner, now_ms))
         };
         durable(rx).await?;
         self.apply_effects(&queue, effects).await
@@ -668,8 +662,10 @@ impl Broker {
     /// Fires every due timer of every queue at the clock's current time and processes the
     /// results (redeliveries, dead letters). The background task does this at each queue's
     /// next timer; tests driving a manual clock call it directly.
+    ///
+    /// Poisoned queues ([`BrokerError::QueuePoisoned`]) are skipped: they wait for a reopen.
     pub async fn tick_now(&self) -> Result<()> {
-        for queue in self.queue_list() {
+        for queue in self.queue_list().into_iter().filter(|q| !q.is_poisoned()) {
             self.tick_queue(&queue).await?;
         }
         Ok(())
@@ -680,7 +676,7 @@ impl Broker {
         let effects = {
             let mut inner = queue.lock();
             inner.state.tick(now_ms);
-            inner.state.take_effects()
+            queue.take_effects(&mut inner, now_ms)
         };
         self.apply_effects(queue, effects).await
     }
@@ -689,15 +685,19 @@ impl Broker {
     fn next_wakeup(&self) -> Option<i64> {
         self.queue_list()
             .iter()
+            .filter(|q| !q.is_poisoned())
             .filter_map(|q| q.lock().state.next_wakeup())
             .min()
     }
 
-    async fn apply_effects(&self, queue: &Arc<Queue>, effects: Vec<Effect>) -> Result<()> {
+    async fn apply_effects(&self, queue: &Arc<Queue>, effects: Effects) -> Result<()> {
+        if let Some(rx) = effects.journal {
+            durable(rx).await?;
+        }
         let mut woke = false;
-        for effect in effects {
+        for effect in effects.effects {
             match effect {
-                Effect::Settled { .. } => {}
+                Effect::Settled { .. } | Effect::Failed { .. } => {}
                 Effect::Ready { .. } => woke = true,
                 Effect::DeadLetter(decision) => {
                     queue.lock().deliveries.remove(&decision.seq);
@@ -758,14 +758,6 @@ fn max_record_bytes(limits: &Limits) -> usize {
         + limits.max_dedup_id_bytes
         + headers
         + (16 << 10)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use ferry_storage::{Clock, Log, LogConfig, NewRecord, Record};
@@ -16,7 +16,7 @@ use crate::journal::JournalEvent;
 use crate::message::Message;
 use crate::message_id::MessageId;
 use crate::name::Name;
-use crate::queue_state::{QueueState, Seq, Tracked};
+use crate::queue_state::{Effect, QueueState, Seq, Tracked};
 use crate::spec::QueueSpec;
 
 /// Read budget when scanning a log from its start.
@@ -31,6 +31,13 @@ pub(crate) struct Queue {
     /// Woken when a message may have become ready (publish, end of a delay or backoff).
     pub ready: Notify,
     pub counters: Counters,
+    /// Set, with the error, by the first failed append to either log: from then on the
+    /// state in memory may disagree with the disk, and every operation on the queue is
+    /// [`BrokerError::QueuePoisoned`] until the broker reopens.
+    pub poisoned: Arc<OnceLock<String>>,
+    /// Test-only fault: the next journal append fails as if the disk were read-only.
+    #[cfg(test)]
+    pub fail_next_journal_append: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -51,6 +58,14 @@ pub(crate) struct Inner {
     /// Room reserved by publishes admitted under the length limit whose messages are not
     /// tracked yet (their append is in progress): messages and bytes.
     pub pending: (u64, u64),
+}
+
+/// Effects taken from a queue's state, with the durability of the journal events made for
+/// them; [`Broker::apply_effects`](super::Broker) awaits it first.
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub effects: Vec<Effect>,
+    pub journal: Option<oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
 }
 
 /// Per-seq state rebuilt from the journal.
@@ -101,7 +116,25 @@ impl Queue {
             journal,
             ready: Notify::new(),
             counters: Counters::default(),
+            poisoned: Arc::new(OnceLock::new()),
+            #[cfg(test)]
+            fail_next_journal_append: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// `Err(QueuePoisoned)` once a write to the queue's logs has failed.
+    pub fn check(&self) -> Result<()> {
+        match self.poisoned.get() {
+            Some(cause) => Err(BrokerError::QueuePoisoned {
+                queue: self.name.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.get().is_some()
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -135,6 +168,9 @@ impl Queue {
                     r.deliveries = r.deliveries.max(deliveries);
                     r.not_before_ms = Some(until_ms);
                 }
+                JournalEvent::Extended { seq, until_ms } => {
+                    replayed.entry(seq).or_default().not_before_ms = Some(until_ms);
+                }
                 JournalEvent::Failed {
                     seq,
                     deliveries,
@@ -161,7 +197,7 @@ impl Queue {
             let seq = record.offset;
             let message = Message::from_record(record)?;
             if message.published_at >= window_start {
-                for key in dedup_keys(&message, true) {
+                for key in dedup_keys(&message) {
                     dedup.push((key, message.id, message.published_at));
                 }
             }
@@ -220,6 +256,10 @@ impl Queue {
         clock: Arc<dyn Clock>,
         reserved: (u64, u64),
     ) -> Result<Seq> {
+        if let Err(error) = self.check() {
+            self.release(reserved);
+            return Err(error);
+        }
         let records: Vec<NewRecord> = messages.iter().map(|(m, _)| m.to_record()).collect();
         let (tx, rx) = oneshot::channel();
         let queue = Arc::clone(self);
@@ -246,6 +286,12 @@ impl Queue {
                 } else {
                     queue.release(reserved);
                 }
+                if let Err(error) = &result {
+                    queue.poisoned.get_or_init(|| error.to_string());
+                }
+                // Let go of the queue before waking the caller, who may drop the broker and
+                // reopen the directory at once: the logs must be closed by then.
+                drop(queue);
                 let _ = tx.send(result);
             }),
         );
@@ -263,14 +309,51 @@ impl Queue {
         now_ms: i64,
     ) -> oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>> {
         let (tx, rx) = oneshot::channel();
+        let poisoned = Arc::clone(&self.poisoned);
+        let done = move |result: ferry_storage::Result<ferry_storage::Appended>| {
+            if let Err(error) = &result {
+                poisoned.get_or_init(|| error.to_string());
+            }
+            let _ = tx.send(result);
+        };
+        #[cfg(test)]
+        if self
+            .fail_next_journal_append
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            done(Err(ferry_storage::StorageError::ReadOnly {
+                path: "journal (injected test fault)".into(),
+            }));
+            return rx;
+        }
         let records = events.iter().map(|e| e.to_record(now_ms)).collect();
-        self.journal.append_then(
-            records,
-            Box::new(move |result| {
-                let _ = tx.send(result);
-            }),
-        );
+        self.journal.append_then(records, Box::new(done));
         rx
+    }
+
+    /// Drains the state's effects (call with the state lock held) and journals the failed
+    /// attempts among them — nacks and lease expiries alike — in the order the state changed.
+    pub fn take_effects(&self, inner: &mut Inner, now_ms: i64) -> Effects {
+        let effects = inner.state.take_effects();
+        let events: Vec<JournalEvent> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Failed {
+                    seq,
+                    deliveries,
+                    retry_at_ms,
+                    error,
+                } => Some(JournalEvent::Failed {
+                    seq: *seq,
+                    deliveries: *deliveries,
+                    retry_at_ms: *retry_at_ms,
+                    error: error.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let journal = (!events.is_empty()).then(|| self.journal(&events, now_ms));
+        Effects { effects, journal }
     }
 
     /// The stored message at `seq`.
@@ -314,16 +397,13 @@ pub(crate) async fn durable(
     Ok(())
 }
 
-/// The dedup keys of a message: its dedup id, or else its id when `by_id` (the producer
-/// chose it). Prefixed so a dedup id can never collide with a message id.
-///
-/// Whether the producer chose the id is not stored, so a restart keys every message without
-/// a dedup id by its id: ids are unique, so this only catches a republish of the very same
-/// message id, which is what a producer-chosen id is for.
-pub(crate) fn dedup_keys(message: &Message, by_id: bool) -> Vec<String> {
+/// The dedup keys of a message: its dedup id, or else its id when the producer chose it
+/// ([`Message::id_chosen`], stored in the record, so a reopen rebuilds the same keys).
+/// Prefixed so a dedup id can never collide with a message id.
+pub(crate) fn dedup_keys(message: &Message) -> Vec<String> {
     match &message.dedup_id {
         Some(dedup_id) => vec![format!("d:{dedup_id}")],
-        None if by_id => vec![format!("i:{}", message.id)],
+        None if message.id_chosen => vec![format!("i:{}", message.id)],
         None => Vec::new(),
     }
 }

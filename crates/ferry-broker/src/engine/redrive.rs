@@ -190,6 +190,7 @@ fn redriven(letter: &Message, dlq: &Name, now_ms: i64) -> Message {
         deliver_at: None,
         expires_at: None,
         dedup_id: None,
+        id_chosen: false,
         dead_letter: None,
     }
 }

@@ -579,3 +579,184 @@ async fn dead_letter_already_in_the_dlq_is_not_redelivered_after_a_crash_before_
 }
 
 use crate::queue_state::DeadLetterReason;
+
+#[tokio::test]
+async fn extended_lease_is_not_cut_short_by_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    let m = receive(&broker, "q", 1).await.remove(0);
+    assert_eq!(m.lease_until_ms, T0 + 10_000);
+    let until = broker
+        .extend("q", m.seq, m.token, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(until, T0 + 60_000);
+    drop(broker);
+
+    // Past the old deadline, before the extended one.
+    clock.set(T0 + 30_000);
+    let broker = open(dir.path(), &clock).await;
+    broker.tick_now().await.unwrap();
+    assert!(receive(&broker, "q", 1).await.is_empty());
+    clock.set(T0 + 60_000);
+    broker.tick_now().await.unwrap();
+    let again = receive(&broker, "q", 1).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].delivery, 2);
+}
+
+#[tokio::test]
+async fn backoff_after_a_lease_expiry_is_not_cut_short_by_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let mut long_backoff = spec(5);
+    long_backoff.retry.backoff.base = Duration::from_secs(30);
+    broker.create_queue("q", long_backoff).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    assert_eq!(receive(&broker, "q", 1).await.len(), 1);
+    // The lease ends unanswered: a failed attempt, retried 30 s later.
+    clock.set(T0 + 10_000);
+    broker.tick_now().await.unwrap();
+    drop(broker);
+
+    clock.set(T0 + 20_000);
+    let broker = open(dir.path(), &clock).await;
+    broker.tick_now().await.unwrap();
+    assert!(receive(&broker, "q", 1).await.is_empty());
+    clock.set(T0 + 40_000);
+    broker.tick_now().await.unwrap();
+    let again = receive(&broker, "q", 1).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].delivery, 2);
+}
+
+#[tokio::test]
+async fn failed_journal_append_poisons_the_queue_instead_of_leaving_memory_and_disk_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker.create_queue("other", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    let m = receive(&broker, "q", 1).await.remove(0);
+
+    let q = broker.queue("q").unwrap();
+    q.fail_next_journal_append.store(true, Ordering::SeqCst);
+    drop(q);
+    let error = broker.ack("q", m.seq, m.token).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            BrokerError::Storage(ferry_storage::StorageError::ReadOnly { .. })
+        ),
+        "{error}"
+    );
+
+    // Every later operation on the queue says so, and what to do.
+    let poisoned = |e: BrokerError| matches!(e, BrokerError::QueuePoisoned { ref queue, .. } if queue.as_str() == "q");
+    let error = broker
+        .publish("q", OutgoingMessage::new("n"))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("reopen the broker"), "{error}");
+    assert!(poisoned(error));
+    assert!(poisoned(
+        broker.receive("q", "c1", 1, None, None).await.unwrap_err()
+    ));
+    assert!(poisoned(broker.ack("q", m.seq, m.token).await.unwrap_err()));
+    assert!(poisoned(broker.describe_queue("q").unwrap_err()));
+
+    // Other queues keep working, ticks included.
+    broker
+        .publish("other", OutgoingMessage::new("o"))
+        .await
+        .unwrap();
+    broker.tick_now().await.unwrap();
+    let o = receive(&broker, "other", 1).await.remove(0);
+    broker.ack("other", o.seq, o.token).await.unwrap();
+    drop(broker);
+
+    // A reopen rebuilds the queue from disk: the ack never became durable.
+    clock.set(T0 + 10_000);
+    let broker = open(dir.path(), &clock).await;
+    let again = receive(&broker, "q", 1).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].delivery, 2);
+}
+
+#[tokio::test]
+async fn broker_assigned_ids_are_never_dedup_keys_before_or_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    let next_seq = |b: &Broker| b.describe_queue("q").unwrap().stats.next_seq;
+    let a = broker
+        .publish("q", OutgoingMessage::new("a"))
+        .await
+        .unwrap();
+    let b = broker
+        .publish("q", OutgoingMessage::new("b"))
+        .await
+        .unwrap();
+    assert_ne!(a, b);
+    // A producer-chosen id equal to a broker-assigned one is not a duplicate of it.
+    let c = broker
+        .publish("q", OutgoingMessage::new("c").with_id(a))
+        .await
+        .unwrap();
+    assert_eq!((c, next_seq(&broker)), (a, 3));
+    // Two with the same producer-chosen id are.
+    let chosen = MessageId::generate(T0, &mut fastrand::Rng::with_seed(9));
+    broker
+        .publish("q", OutgoingMessage::new("d").with_id(chosen))
+        .await
+        .unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("e").with_id(chosen))
+        .await
+        .unwrap();
+    assert_eq!(next_seq(&broker), 4);
+    drop(broker);
+
+    clock.advance(1_000);
+    let broker = open(dir.path(), &clock).await;
+    // The window rebuilt on open keys the same messages as before: not `b`'s assigned id…
+    let f = broker
+        .publish("q", OutgoingMessage::new("f").with_id(b))
+        .await
+        .unwrap();
+    assert_eq!((f, next_seq(&broker)), (b, 5));
+    // … but `a` as chosen by the producer for `c`, and `chosen`.
+    broker
+        .publish("q", OutgoingMessage::new("g").with_id(a))
+        .await
+        .unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("h").with_id(chosen))
+        .await
+        .unwrap();
+    assert_eq!(next_seq(&broker), 5);
+    broker
+        .publish("q", OutgoingMessage::new("i"))
+        .await
+        .unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("j"))
+        .await
+        .unwrap();
+    assert_eq!(next_seq(&broker), 7);
+}

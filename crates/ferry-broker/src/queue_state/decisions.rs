@@ -124,6 +124,15 @@ pub enum Effect {
         seq: Seq,
     },
     DeadLetter(DeadLetterDecision),
+    /// A failed attempt (a nack, or a lease that ended without an outcome) with a retry
+    /// scheduled at `retry_at_ms`; the engine journals it so a restart keeps the backoff.
+    Failed {
+        seq: Seq,
+        /// Deliveries made so far, the failed one included.
+        deliveries: u32,
+        retry_at_ms: i64,
+        error: Option<String>,
+    },
     /// The message became ready other than by being tracked: its delay or backoff ended, its
     /// key was released or unparked. For waking long-polling receivers.
     Ready {

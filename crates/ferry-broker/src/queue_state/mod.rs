@@ -603,6 +603,12 @@ impl QueueState {
         };
         let retry_at = now_ms.saturating_add(millis(wait));
         entry.eligible_since_ms = now_ms;
+        self.effects.push(Effect::Failed {
+            seq,
+            deliveries: entry.deliveries,
+            retry_at_ms: retry_at,
+            error: entry.last_error.clone(),
+        });
         if let Some(at) = entry.expires_at_ms {
             // Its expiry timer may have fired (and been ignored) while it was in flight.
             self.timers.schedule(Timer::Expiry(seq), at);

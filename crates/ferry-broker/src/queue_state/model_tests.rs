@@ -428,7 +428,7 @@ fn run(key_shared: bool, ops: Vec<Op>) -> std::result::Result<(), TestCaseError>
             match effect {
                 Effect::Settled { seq } => settled.push(seq),
                 Effect::DeadLetter(d) => dead.push((d.seq, d.reason)),
-                Effect::Ready { .. } => {}
+                Effect::Ready { .. } | Effect::Failed { .. } => {}
             }
         }
         check(&real, &model, &settled, &dead)?;

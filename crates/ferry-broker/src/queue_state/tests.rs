@@ -164,7 +164,19 @@ fn lease_expiry_counts_as_a_failed_attempt() {
     );
     assert_eq!(q.next_wakeup(), Some(T0 + 31 * SEC));
     q.tick(T0 + 31 * SEC);
-    assert_eq!(q.take_effects(), [Effect::Ready { seq: 1 }]);
+    assert_eq!(
+        q.take_effects(),
+        [
+            Effect::Failed {
+                seq: 1,
+                deliveries: 1,
+                retry_at_ms: T0 + 31 * SEC,
+                error: Some("lease expired".into()),
+            },
+            Effect::Ready { seq: 1 }
+        ],
+        "the expiry's failed attempt, to journal, then the end of its backoff"
+    );
     assert_eq!(receive_one(&mut q, T0 + 31 * SEC).delivery, 2);
 }
 
@@ -460,7 +472,18 @@ fn same_key_waits_for_the_in_flight_message() {
     let d = q.lease(1).unwrap().0;
     // A failure keeps the key's order: 1 is redelivered before 2.
     q.nack(1, d, Some(Duration::ZERO), None, T0).unwrap();
-    assert_eq!(q.take_effects(), [Effect::Ready { seq: 1 }]);
+    assert_eq!(
+        q.take_effects(),
+        [
+            Effect::Failed {
+                seq: 1,
+                deliveries: 1,
+                retry_at_ms: T0,
+                error: None,
+            },
+            Effect::Ready { seq: 1 }
+        ]
+    );
     let again = q.receive("c2", 10, None, T0);
     assert_eq!(seqs(&again), [1]);
     q.ack(1, again[0].token, T0).unwrap();
