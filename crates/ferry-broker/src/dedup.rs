@@ -4,7 +4,7 @@
 //!
 //! Pure and in-memory, with time passed in by the caller. Persistence is the engine's job:
 //! [`DedupWindow::entries`] is what it snapshots and [`DedupWindow::restore`] rebuilds from,
-//! so the window survives a restart as issue 3 requires.
+//! so the window survives a restart.
 //!
 //! **The window.** An entry inserted at `t` answers `Duplicate` for `now` in
 //! `[t, t + window)` and counts as gone from `t + window` on, whether or not [`expire`] has

@@ -1,6 +1,6 @@
 //! Key-shared ordering: which of the messages the delivery engine holds in memory may be
 //! delivered now, so that messages with the same key go out one at a time in publish order
-//! while different keys go out in parallel (issue 3, "Ordering keys").
+//! while different keys go out in parallel.
 //!
 //! [`KeyOrder`] is pure bookkeeping over log offsets: no clock, no I/O, no payloads. It covers
 //! the engine's in-memory window of a queue; what survives a restart (parked keys, in-flight

@@ -28,7 +28,7 @@
 //!   `DeadLetterHead` (reason `overflow`); counts are rebuilt on open;
 //! - [`Broker::cancel`] of a scheduled (delayed, never delivered) message by id, journaled;
 //!   the id→seq index covers scheduled messages only;
-//! - [`Broker::set_prefetch`]: a per-consumer in-flight cap, in memory (per session);
+//! - [`Broker::set_prefetch`]: a per-consumer in-flight cap, in memory (until the broker is reopened);
 //! - [`Broker::redrive`] ([`engine::redrive`]): dead letters back to their origin or to
 //!   another queue, filtered by reason, header and age, with a count and a rate limit,
 //!   attempts reset and `ferry-redrive-count` / `ferry-redrive-from` headers; at-least-once
@@ -63,8 +63,10 @@
 //! dead-letter queue is redriven again); retention (`apply_retention` with the lowest
 //! unsettled seq, DLQ retention) — logs and journals grow without bound and recovery reads
 //! them whole; journal compaction; persisted stats counters (they count since open);
-//! recovering a poisoned queue without reopening the whole broker; the model-based property
-//! test, crash tests and benchmarks of issue 3.
+//! recovering a poisoned queue without reopening the whole broker; the windowed in-memory
+//! model that keeps a large backlog on disk (today every unsettled message is tracked);
+//! benchmarks. (`tests/model.rs` checks the broker against a reference model across
+//! restarts, and `tests/crash.rs` SIGKILLs it under load.)
 //!
 //! ```
 //! use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Crash test of the broker with a real SIGKILL (issue 3).
+//! Crash test of the broker with a real SIGKILL.
 //!
 //! The parent test re-executes this test binary with `FERRY_BROKER_CRASH_CHILD_DIR` set,
 //! which turns `crash_child_broker_under_load` into a broker process: it opens a [`Broker`]

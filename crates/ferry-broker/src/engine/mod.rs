@@ -132,12 +132,20 @@ pub struct Broker {
     inner: Arc<BrokerInner>,
 }
 
+/// The metadata key counting opens of this broker directory.
+const GENERATION_KEY: &str = "broker/generation";
+/// Tokens of one open occupy 2^40 values: a trillion deliveries before they would reach the
+/// next open's range.
+const TOKEN_GENERATION_SHIFT: u32 = 40;
+
 struct BrokerInner {
     dir: PathBuf,
     config: BrokerConfig,
     meta: Mutex<MetaStore>,
     queues: RwLock<BTreeMap<Name, Arc<Queue>>>,
     rng: Mutex<fastrand::Rng>,
+    /// Where this open's lease tokens start (see `Broker::open`).
+    token_base: u64,
     /// Woken when a queue's next timer may have moved earlier, and when the broker is
     /// dropped. Shared with the timer task, which holds the broker only weakly while it
     /// sleeps, so dropping the last handle closes the logs and releases the lock.
@@ -166,7 +174,16 @@ impl Broker {
         let dir = dir.as_ref().to_path_buf();
         ferry_storage::fs_util::create_dir_durable(&dir)?;
         let lock = DirLock::acquire(&dir)?;
-        let meta = MetaStore::open(&dir.join("meta"))?;
+        let mut meta = MetaStore::open(&dir.join("meta"))?;
+        // Lease tokens are handed out from a counter per queue; a generation that grows on
+        // every open keeps a token from before a restart from ever matching a new delivery.
+        let generation = meta
+            .get(GENERATION_KEY)
+            .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+            .map_or(0, u64::from_le_bytes)
+            + 1;
+        meta.put(GENERATION_KEY, generation.to_le_bytes().to_vec())?;
+        let token_base = generation << TOKEN_GENERATION_SHIFT;
         let seed = config.seed.unwrap_or(config.clock.now_ms() as u64);
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut queues = BTreeMap::new();
@@ -184,6 +201,7 @@ impl Broker {
                 spec,
                 &config.clock,
                 rng.u64(..),
+                token_base,
                 max_record_bytes(&config.limits),
             )?;
             queues.insert(name, Arc::new(queue));
@@ -200,6 +218,7 @@ impl Broker {
                 meta: Mutex::new(meta),
                 queues: RwLock::new(queues),
                 rng: Mutex::new(rng),
+                token_base,
                 timers_changed: Arc::new(tokio::sync::Notify::new()),
                 _lock: lock,
                 config,
@@ -295,6 +314,7 @@ impl Broker {
                 spec.clone(),
                 &self.inner.config.clock,
                 seed,
+                self.inner.token_base,
                 max_record_bytes(&self.inner.config.limits),
             )?;
             opened.push(Arc::new(queue));

@@ -88,6 +88,7 @@ impl Queue {
         spec: QueueSpec,
         clock: &Arc<dyn Clock>,
         seed: u64,
+        token_base: u64,
         max_record_bytes: usize,
     ) -> Result<Queue> {
         let dir = Self::dir(root, &name);
@@ -103,9 +104,11 @@ impl Queue {
         };
         let messages = Log::open_with_clock(dir.join("messages"), config, clock.clone())?;
         let journal = Log::open_with_clock(dir.join("journal"), journal_config, clock.clone())?;
+        let mut state = QueueState::new(&spec, seed)?;
+        state.set_token_base(token_base);
         Ok(Queue {
             state: Mutex::new(Inner {
-                state: QueueState::new(&spec, seed)?,
+                state,
                 dedup: DedupWindow::new(spec.dedup_window),
                 deliveries: HashMap::new(),
                 pending: (0, 0),

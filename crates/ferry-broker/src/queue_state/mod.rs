@@ -122,6 +122,12 @@ pub struct QueueState {
 }
 
 impl QueueState {
+    /// Makes lease tokens start at `base`: the engine passes a base that differs on every
+    /// open, so a token handed out before a restart never matches a delivery made after it.
+    pub fn set_token_base(&mut self, base: u64) {
+        self.next_token = self.next_token.max(base).max(1);
+    }
+
     /// The state of an empty queue with this spec; `seed` seeds the backoff jitter.
     pub fn new(spec: &QueueSpec, seed: u64) -> Result<Self> {
         spec.validate()?;
