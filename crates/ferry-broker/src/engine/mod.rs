@@ -482,7 +482,7 @@ impl Broker {
     /// Caps how many messages `consumer` may hold in flight on `queue` at once; `None` lifts
     /// the cap. A consumer at its cap receives nothing; lowering a cap recalls nothing.
     ///
-    /// Per session: the cap lives in memory only, is not journaled, and is gone after the
+    /// Until the broker is reopened: the cap lives in memory only, is not journaled, and is gone after the
     /// broker reopens (consumers set it again when they reconnect).
     pub fn set_prefetch(&self, queue: &str, consumer: &str, prefetch: Option<usize>) -> Result<()> {
         let queue = self.queue(queue)?;
