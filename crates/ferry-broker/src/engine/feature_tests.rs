@@ -1,7 +1,5 @@
 //! Length limits, cancel by id, prefetch through the API and redrive.
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_storage::ManualClock;
@@ -9,37 +7,9 @@ use ferry_storage::ManualClock;
 use super::*;
 use crate::queue_state::DeadLetterReason;
 use crate::record::{REDRIVE_COUNT, REDRIVE_FROM};
-use crate::retry::{Backoff, RetryPolicy};
-use crate::spec::{Durability, LengthLimit, OverflowPolicy};
+use crate::spec::{LengthLimit, OverflowPolicy};
 
-const T0: i64 = 1_700_000_000_000;
-
-async fn open(dir: &Path, clock: &ManualClock) -> Broker {
-    let config = BrokerConfig {
-        clock: Arc::new(clock.clone()),
-        background_timers: false,
-        seed: Some(7),
-        ..BrokerConfig::default()
-    };
-    Broker::open(dir, config).await.unwrap()
-}
-
-fn spec(max_deliveries: u32) -> QueueSpec {
-    QueueSpec {
-        retry: RetryPolicy {
-            max_deliveries,
-            backoff: Backoff {
-                base: Duration::from_secs(1),
-                cap: Duration::from_secs(60),
-                multiplier: 2.0,
-                jitter: 0.0,
-            },
-        },
-        lease: Duration::from_secs(10),
-        durability: Durability::None,
-        ..QueueSpec::default()
-    }
-}
+use super::tests::{T0, open, spec};
 
 fn limited(
     max_messages: Option<u64>,

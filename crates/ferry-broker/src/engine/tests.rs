@@ -7,9 +7,9 @@ use ferry_storage::ManualClock;
 use super::*;
 use crate::retry::{Backoff, RetryPolicy};
 
-const T0: i64 = 1_700_000_000_000;
+pub(super) const T0: i64 = 1_700_000_000_000;
 
-async fn open(dir: &Path, clock: &ManualClock) -> Broker {
+pub(super) async fn open(dir: &Path, clock: &ManualClock) -> Broker {
     let config = BrokerConfig {
         clock: Arc::new(clock.clone()),
         background_timers: false,
@@ -21,7 +21,7 @@ async fn open(dir: &Path, clock: &ManualClock) -> Broker {
 
 /// A spec with exact timing: no jitter, 1 s base backoff, a 10 s lease, no fsync (tests
 /// reopen cleanly; durability modes are storage's to test).
-fn spec(max_deliveries: u32) -> QueueSpec {
+pub(super) fn spec(max_deliveries: u32) -> QueueSpec {
     QueueSpec {
         retry: RetryPolicy {
             max_deliveries,
