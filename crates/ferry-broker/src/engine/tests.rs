@@ -602,11 +602,17 @@ async fn extended_lease_is_not_cut_short_by_a_reopen() {
     // Past the old deadline, before the extended one.
     clock.set(T0 + 30_000);
     let broker = open(dir.path(), &clock).await;
+    assert_redelivered_only_at(&broker, &clock, T0 + 60_000).await;
+}
+
+/// Nothing is deliverable at the clock's current time; at `due_ms` the message comes back
+/// as its second delivery.
+async fn assert_redelivered_only_at(broker: &Broker, clock: &ManualClock, due_ms: i64) {
     broker.tick_now().await.unwrap();
-    assert!(receive(&broker, "q", 1).await.is_empty());
-    clock.set(T0 + 60_000);
+    assert!(receive(broker, "q", 1).await.is_empty());
+    clock.set(due_ms);
     broker.tick_now().await.unwrap();
-    let again = receive(&broker, "q", 1).await;
+    let again = receive(broker, "q", 1).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].delivery, 2);
 }
@@ -631,13 +637,7 @@ async fn backoff_after_a_lease_expiry_is_not_cut_short_by_a_reopen() {
 
     clock.set(T0 + 20_000);
     let broker = open(dir.path(), &clock).await;
-    broker.tick_now().await.unwrap();
-    assert!(receive(&broker, "q", 1).await.is_empty());
-    clock.set(T0 + 40_000);
-    broker.tick_now().await.unwrap();
-    let again = receive(&broker, "q", 1).await;
-    assert_eq!(again.len(), 1);
-    assert_eq!(again[0].delivery, 2);
+    assert_redelivered_only_at(&broker, &clock, T0 + 40_000).await;
 }
 
 #[tokio::test]
