@@ -15,6 +15,21 @@
 //! | 7   | `Unparked`     | key (rest)                                                  |
 //! | 8   | `Dropped`      | seq u64 (overflow policy `DropHead`)                        |
 //! | 9   | `Extended`     | seq u64, until i64 (a lease's new deadline)                 |
+//! | 10  | `CheckpointBegin` | low u64, end u64, then six u64 counters: acked, nacked,  |
+//! |     |                | dead-lettered, dropped, cancelled, redriven                 |
+//! | 11  | `CheckpointLive` | runs of (from u64, to u64): unsettled, never delivered     |
+//! | 12  | `CheckpointDelivered` | (seq u64, deliveries u32, not before i64 or i64::MIN)…|
+//! | 13  | `CheckpointParked` | key (rest)                                              |
+//! | 14  | `CheckpointEnd` | —                                                          |
+//! | 15  | `Redriven`     | seq u64 (moved out of a dead-letter queue)                  |
+//!
+//! **Checkpoints** let the journal forget its past: `CheckpointBegin` … `CheckpointEnd`,
+//! written in one append under the queue's lock, state everything the events before them
+//! said. Seqs below `low` are settled; a seq in `[low, end)` is unsettled exactly when a
+//! `CheckpointLive` run or a `CheckpointDelivered` entry names it; seqs from `end` on are
+//! described by the events that follow, as without a checkpoint. Replay starts over at each
+//! complete checkpoint (an unfinished one, cut by a crash, is ignored), so the segments
+//! wholly before the last one can be deleted.
 //!
 //! Binary rather than text (unlike message headers): the journal is written on every
 //! receive and ack, and nobody reads it by hand. Decoding is strict: an unknown version or
@@ -23,7 +38,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_storage::NewRecord;
 
-use crate::queue_state::{DeadLetterReason, Seq};
+use crate::queue_state::{DeadLetterReason, RestorePoint, Seq};
 
 const VERSION: u8 = 1;
 
@@ -65,9 +80,71 @@ pub enum JournalEvent {
         seq: Seq,
         until_ms: i64,
     },
+    /// Opens a checkpoint; see the module docs.
+    CheckpointBegin {
+        low: Seq,
+        end: Seq,
+        counts: Counts,
+    },
+    /// Unsettled, never-delivered seqs of the checkpoint, as half-open runs.
+    CheckpointLive {
+        runs: Vec<(Seq, Seq)>,
+    },
+    /// Unsettled seqs of the checkpoint that were delivered before.
+    CheckpointDelivered {
+        points: Vec<RestorePoint>,
+    },
+    CheckpointParked {
+        key: Bytes,
+    },
+    CheckpointEnd,
+    /// Moved out of this dead-letter queue by a redrive.
+    Redriven {
+        seq: Seq,
+    },
+}
+
+/// A queue's event counters since it was created, carried by checkpoints so they survive
+/// the events they count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub acked: u64,
+    /// Failed attempts (nacks and lease expiries) followed by a retry.
+    pub nacked: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+    pub cancelled: u64,
+    pub redriven: u64,
+}
+
+impl Counts {
+    /// Counts one event (checkpoint parts count nothing).
+    pub fn count(&mut self, event: &JournalEvent) {
+        match event {
+            JournalEvent::Acked { .. } => self.acked += 1,
+            JournalEvent::Failed { .. } => self.nacked += 1,
+            JournalEvent::DeadLettered { .. } => self.dead_lettered += 1,
+            JournalEvent::Dropped { .. } => self.dropped += 1,
+            JournalEvent::Cancelled { .. } => self.cancelled += 1,
+            JournalEvent::Redriven { .. } => self.redriven += 1,
+            _ => {}
+        }
+    }
 }
 
 impl JournalEvent {
+    /// The seq this event settles — takes out of the queue for good — if any.
+    pub fn settles(&self) -> Option<Seq> {
+        match self {
+            JournalEvent::Acked { seq }
+            | JournalEvent::DeadLettered { seq, .. }
+            | JournalEvent::Cancelled { seq }
+            | JournalEvent::Dropped { seq }
+            | JournalEvent::Redriven { seq } => Some(*seq),
+            _ => None,
+        }
+    }
+
     pub fn to_record(&self, now_ms: i64) -> NewRecord {
         let mut out = BytesMut::with_capacity(32);
         out.put_u8(VERSION);
@@ -131,6 +208,45 @@ impl JournalEvent {
                 out.put_u64_le(*seq);
                 out.put_i64_le(*until_ms);
             }
+            JournalEvent::CheckpointBegin { low, end, counts } => {
+                out.put_u8(10);
+                out.put_u64_le(*low);
+                out.put_u64_le(*end);
+                for count in [
+                    counts.acked,
+                    counts.nacked,
+                    counts.dead_lettered,
+                    counts.dropped,
+                    counts.cancelled,
+                    counts.redriven,
+                ] {
+                    out.put_u64_le(count);
+                }
+            }
+            JournalEvent::CheckpointLive { runs } => {
+                out.put_u8(11);
+                for (from, to) in runs {
+                    out.put_u64_le(*from);
+                    out.put_u64_le(*to);
+                }
+            }
+            JournalEvent::CheckpointDelivered { points } => {
+                out.put_u8(12);
+                for point in points {
+                    out.put_u64_le(point.seq);
+                    out.put_u32_le(point.deliveries);
+                    out.put_i64_le(point.not_before_ms.unwrap_or(i64::MIN));
+                }
+            }
+            JournalEvent::CheckpointParked { key } => {
+                out.put_u8(13);
+                out.put_slice(key);
+            }
+            JournalEvent::CheckpointEnd => out.put_u8(14),
+            JournalEvent::Redriven { seq } => {
+                out.put_u8(15);
+                out.put_u64_le(*seq);
+            }
         }
         NewRecord::new(out.freeze()).with_timestamp(now_ms)
     }
@@ -189,6 +305,46 @@ impl JournalEvent {
                 seq: r.u64()?,
                 until_ms: r.u64()? as i64,
             },
+            10 => JournalEvent::CheckpointBegin {
+                low: r.u64()?,
+                end: r.u64()?,
+                counts: Counts {
+                    acked: r.u64()?,
+                    nacked: r.u64()?,
+                    dead_lettered: r.u64()?,
+                    dropped: r.u64()?,
+                    cancelled: r.u64()?,
+                    redriven: r.u64()?,
+                },
+            },
+            11 => {
+                let mut runs = Vec::with_capacity(r.0.len() / 16);
+                while !r.0.is_empty() {
+                    let (from, to) = (r.u64()?, r.u64()?);
+                    if from >= to {
+                        return Err(format!("an empty live run {from}..{to}"));
+                    }
+                    runs.push((from, to));
+                }
+                JournalEvent::CheckpointLive { runs }
+            }
+            12 => {
+                let mut points = Vec::with_capacity(r.0.len() / 20);
+                while !r.0.is_empty() {
+                    let seq = r.u64()?;
+                    let deliveries = r.u32()?;
+                    let not_before = r.u64()? as i64;
+                    points.push(RestorePoint {
+                        seq,
+                        deliveries,
+                        not_before_ms: (not_before != i64::MIN).then_some(not_before),
+                    });
+                }
+                JournalEvent::CheckpointDelivered { points }
+            }
+            13 => JournalEvent::CheckpointParked { key: r.rest() },
+            14 => JournalEvent::CheckpointEnd,
+            15 => JournalEvent::Redriven { seq: r.u64()? },
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -265,6 +421,41 @@ mod tests {
                 key: Bytes::from_static(b"k"),
             },
             JournalEvent::Unparked { key: Bytes::new() },
+            JournalEvent::CheckpointBegin {
+                low: 3,
+                end: 9,
+                counts: Counts {
+                    acked: 1,
+                    nacked: 2,
+                    dead_lettered: 3,
+                    dropped: 4,
+                    cancelled: 5,
+                    redriven: 6,
+                },
+            },
+            JournalEvent::CheckpointLive {
+                runs: vec![(3, 4), (6, 9)],
+            },
+            JournalEvent::CheckpointLive { runs: vec![] },
+            JournalEvent::CheckpointDelivered {
+                points: vec![
+                    RestorePoint {
+                        seq: 4,
+                        deliveries: 2,
+                        not_before_ms: Some(-1),
+                    },
+                    RestorePoint {
+                        seq: 5,
+                        deliveries: 1,
+                        not_before_ms: None,
+                    },
+                ],
+            },
+            JournalEvent::CheckpointParked {
+                key: Bytes::from_static(b"p"),
+            },
+            JournalEvent::CheckpointEnd,
+            JournalEvent::Redriven { seq: 8 },
         ];
         for event in events {
             let record = event.to_record(1);
@@ -279,6 +470,11 @@ mod tests {
             &[1, 99],
             &[1, 1, 0, 0],
             &[1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            // A live run whose end is not after its start.
+            &[1, 11, 5, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0],
+            // A delivered entry cut short.
+            &[1, 12, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
+            &[1, 14, 0],
         ] {
             assert!(
                 JournalEvent::decode(&Bytes::copy_from_slice(bad)).is_err(),

@@ -59,14 +59,11 @@
 //!
 //! **Not here yet**: topics and subscriptions (only queues); length limits on dead letters
 //! the broker moves into a queue (they count, but are never refused or dropped); persisted
-//! prefetch; redrive progress across a crash (a message redriven but not yet acked in the
-//! dead-letter queue is redriven again); retention (`apply_retention` with the lowest
-//! unsettled seq, DLQ retention) — logs and journals grow without bound and recovery reads
-//! them whole; journal compaction; persisted stats counters (they count since open);
-//! recovering a poisoned queue without reopening the whole broker; the windowed in-memory
-//! model that keeps a large backlog on disk (today every unsettled message is tracked);
-//! benchmarks. (`tests/model.rs` checks the broker against a reference model across
-//! restarts, and `tests/crash.rs` SIGKILLs it under load.)
+//! prefetch; redrive progress across a crash (a message redriven but not yet settled in the
+//! dead-letter queue is redriven again); recovering a poisoned queue without reopening the
+//! whole broker; the windowed in-memory model that keeps a large backlog on disk (today
+//! every unsettled message is tracked in memory). (`tests/model.rs` checks the broker
+//! against a reference model across restarts, and `tests/crash.rs` SIGKILLs it under load.)
 //!
 //! ```
 //! use std::time::Duration;
@@ -105,6 +102,7 @@ pub mod queue_state;
 pub mod random;
 pub mod record;
 pub mod retry;
+pub mod seq_ranges;
 pub mod spec;
 pub mod spec_codec;
 pub mod timers;
@@ -123,7 +121,7 @@ pub use name::Name;
 pub use priority::{PriorityPicker, PriorityStats};
 pub use queue_state::{
     Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, LeaseToken, Nacked, QueueState,
-    QueueStateStats, Seq, Tracked,
+    QueueStateStats, RestorePoint, Seq, Tracked,
 };
 pub use random::RandomSource;
 pub use record::DeadLetterInfo;

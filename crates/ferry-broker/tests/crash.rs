@@ -451,6 +451,10 @@ async fn crash_child_broker_under_load() {
         .collect();
     let config = BrokerConfig {
         seed: Some(splitmix(seed)),
+        // Checkpoint the journals many times a second under this load, so kills also land
+        // in and around checkpoints and the deletion of the segments before them.
+        checkpoint_journal_bytes: 4 << 10,
+        housekeeping_interval: Duration::from_millis(20),
         ..BrokerConfig::default()
     };
     let broker = match Broker::open(&dir, config).await {
@@ -895,6 +899,7 @@ fn sigkill_under_publish_and_ack_load_loses_no_published_message_and_resurrects_
     ];
     let started = Instant::now();
     let (mut total_published, mut total_acked) = (0, 0);
+    let mut checkpointed_journals = 0;
     for (round, &(d, verify_after, early)) in plan.iter().enumerate() {
         let round = round as u32;
         let kill = if early {
@@ -921,6 +926,7 @@ fn sigkill_under_publish_and_ack_load_loses_no_published_message_and_resurrects_
         total_published += said.published.len();
         total_acked += said.acked.len();
         states[d].absorb(round, &said);
+        checkpointed_journals += usize::from(journal_was_trimmed(&dirs[d]));
         let label = format!(
             "seed {seed} round {round} dir {d} ({} producers, {} consumers, kill {:?}, ready {})",
             run.producers, run.consumers, run.kill, said.ready
@@ -951,4 +957,25 @@ fn sigkill_under_publish_and_ack_load_loses_no_published_message_and_resurrects_
         total_published > 0 && total_acked > 0,
         "no child got as far as an acknowledged publish and ack"
     );
+    assert!(
+        checkpointed_journals > 0,
+        "no child checkpointed a journal and deleted the segments before it"
+    );
+}
+
+/// Whether the `shared` queue's journal no longer starts at offset 0: a checkpoint was
+/// written and the segments before it deleted.
+fn journal_was_trimmed(dir: &Path) -> bool {
+    let journal = dir.join("queues").join("shared").join("journal");
+    let Ok(entries) = std::fs::read_dir(&journal) else {
+        return false;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".log")?.parse::<u64>().ok()
+        })
+        .min()
+        .is_some_and(|base| base > 0)
 }

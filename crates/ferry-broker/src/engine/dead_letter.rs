@@ -1,5 +1,10 @@
 //! Moving a message into its dead-letter queue.
 //!
+//! **Retention.** A dead letter expires from the dead-letter queue after the origin's
+//! `dead_letter_retention` (14 days by default): it then leaves that queue as an expired
+//! message does — discarded when the dead-letter queue has dead-lettering disabled (the
+//! default for `<name>.dlq`), or moved on to the dead-letter queue's own dead-letter queue.
+//!
 //! **Crash window.** A dead letter is stored in the dead-letter queue first, durably, and
 //! only then is `DeadLettered` journaled on its origin. A crash between the two leaves the
 //! message in both places; on reopen [`already_dead_lettered`] scans every dead-letter
@@ -9,13 +14,12 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::Broker;
 use super::queue::{Queue, durable, scan};
 use crate::error::Result;
 use crate::journal::JournalEvent;
-use crate::message::Message;
+use crate::message::{Message, millis};
 use crate::name::Name;
 use crate::queue_state::{DeadLetterDecision, Seq};
 use crate::record::{self, DeadLetterInfo};
@@ -76,7 +80,9 @@ impl Broker {
                 published_at: now_ms,
                 priority: original.priority,
                 deliver_at: None,
-                expires_at: None,
+                // The origin's retention for its dead letters, as a TTL in the dead-letter
+                // queue: past it the letter expires from there like any expired message.
+                expires_at: Some(now_ms.saturating_add(millis(origin.spec.dead_letter_retention))),
                 dedup_id: None,
                 id_chosen: false,
                 dead_letter: Some(DeadLetterInfo {
@@ -105,11 +111,7 @@ impl Broker {
             seq: decision.seq,
             reason: decision.reason,
         };
-        durable(origin.journal(&[event], now_ms)).await?;
-        origin
-            .counters
-            .dead_lettered
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        let rx = origin.journal(&mut origin.lock(), &[event], now_ms);
+        durable(rx).await
     }
 }

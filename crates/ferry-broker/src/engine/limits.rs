@@ -21,7 +21,6 @@
 //! dead letter is never refused or dropped for lack of room); they do count toward it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::Broker;
 use super::queue::{Effects, Inner, Queue, durable, message_size};
@@ -36,7 +35,6 @@ use crate::spec::{LengthLimit, OverflowPolicy};
 /// before storing.
 struct Admitted {
     reserved: (u64, u64),
-    dropped: u64,
     journal: Option<tokio::sync::oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
     effects: Effects,
 }
@@ -65,7 +63,6 @@ fn admit(
     let mut total = stats.bytes + inner.pending.1 + bytes;
     let mut admitted = Admitted {
         reserved: (count, bytes),
-        dropped: 0,
         journal: None,
         effects: Effects::default(),
     };
@@ -88,16 +85,12 @@ fn admit(
         let dead_letter = limit.overflow == OverflowPolicy::DeadLetterHead;
         let mut events = Vec::new();
         for seq in victims {
-            if inner.state.evict(seq, dead_letter, now_ms) {
-                inner.deliveries.remove(&seq);
-                if !dead_letter {
-                    events.push(JournalEvent::Dropped { seq });
-                }
+            if inner.state.evict(seq, dead_letter, now_ms) && !dead_letter {
+                events.push(JournalEvent::Dropped { seq });
             }
         }
-        admitted.dropped = events.len() as u64;
         if !events.is_empty() {
-            admitted.journal = Some(queue.journal(&events, now_ms));
+            admitted.journal = Some(queue.journal(inner, &events, now_ms));
         }
         admitted.effects = queue.take_effects(inner, now_ms);
     }
@@ -128,10 +121,6 @@ impl Broker {
         let evicted = async {
             if let Some(rx) = admitted.journal {
                 durable(rx).await?;
-                queue
-                    .counters
-                    .dropped
-                    .fetch_add(admitted.dropped, Ordering::Relaxed);
             }
             self.apply_effects(queue, admitted.effects).await
         };

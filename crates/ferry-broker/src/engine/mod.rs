@@ -7,7 +7,8 @@
 //!   messages; a record's offset is the message's [`Seq`];
 //! - `queues/<name>/journal/` — a log of state events ([`JournalEvent`]): leases, failed
 //!   attempts, lease extensions, acks, dead letters, cancellations, overflow drops, parked
-//!   keys.
+//!   keys, redrives — and checkpoints of them all, so that the journal's older segments can
+//!   be deleted. Settled messages' segments are deleted too; see [`housekeeping`].
 //!
 //! **Durability.** Publish returns once the message is durable under the queue's
 //! durability; ack, nack, reject, extend, park and unpark once their journal event is (a
@@ -28,13 +29,14 @@
 //! [`QueueState`]: crate::QueueState
 
 mod dead_letter;
+pub mod housekeeping;
 pub mod limits;
 mod queue;
+mod recovery;
 pub mod redrive;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -54,6 +56,7 @@ use crate::topology::validate_topology;
 
 use queue::{Effects, Queue, dedup_keys, durable};
 
+pub use housekeeping::MaintenanceReport;
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 
 const SPEC_PREFIX: &str = "queue/";
@@ -70,6 +73,16 @@ pub struct BrokerConfig {
     pub background_timers: bool,
     /// Seeds message-id randomness and backoff jitter; `None` seeds from the clock.
     pub seed: Option<u64>,
+    /// Segment size of each queue's message log: retention deletes whole segments, so this
+    /// is about how much settled data a queue keeps on disk beyond what it must.
+    pub message_segment_bytes: u64,
+    /// Segment size of each queue's journal.
+    pub journal_segment_bytes: u64,
+    /// A queue's journal is checkpointed, and the segments before the checkpoint deleted,
+    /// once it has grown by this much (see `engine/housekeeping.rs`).
+    pub checkpoint_journal_bytes: u64,
+    /// How often the timer task runs housekeeping: checkpoints and retention.
+    pub housekeeping_interval: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -79,6 +92,10 @@ impl Default for BrokerConfig {
             limits: Limits::default(),
             background_timers: true,
             seed: None,
+            message_segment_bytes: 64 << 20,
+            journal_segment_bytes: 16 << 20,
+            checkpoint_journal_bytes: 32 << 20,
+            housekeeping_interval: Duration::from_secs(1),
         }
     }
 }
@@ -113,17 +130,23 @@ pub struct QueueInfo {
 pub struct QueueStats {
     /// Ready, in flight, delayed … now.
     pub state: QueueStateStats,
-    /// The seq the next published message will get: how many messages were ever stored.
+    /// The seq the next stored message will get: how many messages were ever stored —
+    /// published, dead-lettered into this queue or redriven into it.
     pub next_seq: u64,
-    /// Counters since the broker opened (not persisted).
-    pub published: u64,
+    /// The counters below count since the queue was created; they survive restarts.
     pub acked: u64,
+    /// Failed attempts followed by a retry: nacks and lease expiries. (A failed attempt
+    /// that dead-letters counts under `dead_lettered`.)
     pub nacked: u64,
+    /// Messages that left this queue for its dead-letter queue (or were discarded, with
+    /// dead-lettering disabled).
     pub dead_lettered: u64,
     /// Dropped to make room under the overflow policy `DropHead`.
     pub dropped: u64,
     /// Scheduled messages cancelled by id ([`Broker::cancel`]).
     pub cancelled: u64,
+    /// Moved out of this dead-letter queue by [`Broker::redrive`].
+    pub redriven: u64,
 }
 
 /// The embedded broker; cheap to clone (an `Arc`).
@@ -195,15 +218,7 @@ impl Broker {
             };
             let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
             let spec = spec_codec::decode(&value).map_err(bad)?;
-            let queue = Queue::open(
-                &dir,
-                name.clone(),
-                spec,
-                &config.clock,
-                rng.u64(..),
-                token_base,
-                max_record_bytes(&config.limits),
-            )?;
+            let queue = Queue::open(&dir, name.clone(), spec, &config, rng.u64(..), token_base)?;
             queues.insert(name, Arc::new(queue));
         }
         let now_ms = config.clock.now_ms();
@@ -312,10 +327,9 @@ impl Broker {
                 &self.inner.dir,
                 name.clone(),
                 spec.clone(),
-                &self.inner.config.clock,
+                &self.inner.config,
                 seed,
                 self.inner.token_base,
-                max_record_bytes(&self.inner.config.limits),
             )?;
             opened.push(Arc::new(queue));
         }
@@ -371,20 +385,22 @@ impl Broker {
 
     pub fn describe_queue(&self, name: &str) -> Result<QueueInfo> {
         let queue = self.queue(name)?;
-        let state = queue.lock().state.stats(self.now_ms());
-        let c = &queue.counters;
+        let (state, counts) = {
+            let inner = queue.lock();
+            (inner.state.stats(self.now_ms()), inner.counts)
+        };
         Ok(QueueInfo {
             name: queue.name.clone(),
             spec: queue.spec.clone(),
             stats: QueueStats {
                 state,
                 next_seq: queue.messages.end_offset(),
-                published: c.published.load(Ordering::Relaxed),
-                acked: c.acked.load(Ordering::Relaxed),
-                nacked: c.nacked.load(Ordering::Relaxed),
-                dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
-                dropped: c.dropped.load(Ordering::Relaxed),
-                cancelled: c.cancelled.load(Ordering::Relaxed),
+                acked: counts.acked,
+                nacked: counts.nacked,
+                dead_lettered: counts.dead_lettered,
+                dropped: counts.dropped,
+                cancelled: counts.cancelled,
+                redriven: counts.redriven,
             },
         })
     }
@@ -470,10 +486,9 @@ impl Broker {
             let Some(seq) = inner.state.cancel_id(id, now_ms) else {
                 return Ok(false);
             };
-            queue.journal(&[JournalEvent::Cancelled { seq }], now_ms)
+            queue.journal(&mut inner, &[JournalEvent::Cancelled { seq }], now_ms)
         };
         durable(rx).await?;
-        queue.counters.cancelled.fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -522,7 +537,7 @@ impl Broker {
                         until_ms: d.lease_until_ms,
                     });
                 }
-                let rx = (!events.is_empty()).then(|| queue.journal(&events, now_ms));
+                let rx = (!events.is_empty()).then(|| queue.journal(&mut inner, &events, now_ms));
                 (deliveries, rx, queue.take_effects(&mut inner, now_ms))
             };
             self.apply_effects(&queue, effects).await?;
@@ -566,15 +581,12 @@ impl Broker {
         let (acked, rx, effects) = {
             let mut inner = queue.lock();
             let acked = inner.state.ack(seq, token, now_ms)?;
-            let rx = (acked == Acked::Settled).then(|| {
-                inner.deliveries.remove(&seq);
-                queue.journal(&[JournalEvent::Acked { seq }], now_ms)
-            });
+            let rx = (acked == Acked::Settled)
+                .then(|| queue.journal(&mut inner, &[JournalEvent::Acked { seq }], now_ms));
             (acked, rx, queue.take_effects(&mut inner, now_ms))
         };
         if let Some(rx) = rx {
             durable(rx).await?;
-            queue.counters.acked.fetch_add(1, Ordering::Relaxed);
         }
         self.apply_effects(&queue, effects).await?;
         Ok(acked)
@@ -598,7 +610,6 @@ impl Broker {
             // The `Failed` event of a retry is journaled with the effects.
             (nacked, queue.take_effects(&mut inner, now_ms))
         };
-        queue.counters.nacked.fetch_add(1, Ordering::Relaxed);
         self.apply_effects(&queue, effects).await?;
         self.inner.timers_changed.notify_one();
         Ok(nacked)
@@ -638,7 +649,8 @@ impl Broker {
         let (until_ms, rx) = {
             let mut inner = queue.lock();
             let until_ms = inner.state.extend(seq, token, by, now_ms)?;
-            let rx = queue.journal(&[JournalEvent::Extended { seq, until_ms }], now_ms);
+            let event = JournalEvent::Extended { seq, until_ms };
+            let rx = queue.journal(&mut inner, &[event], now_ms);
             (until_ms, rx)
         };
         self.inner.timers_changed.notify_one();
@@ -657,7 +669,7 @@ impl Broker {
                 return Ok(false);
             }
             let key = Bytes::copy_from_slice(key);
-            queue.journal(&[JournalEvent::Parked { key }], now_ms)
+            queue.journal(&mut inner, &[JournalEvent::Parked { key }], now_ms)
         };
         durable(rx).await?;
         Ok(true)
@@ -670,7 +682,7 @@ impl Broker {
             let mut inner = queue.lock();
             inner.state.unpark(key, now_ms);
             let key = Bytes::copy_from_slice(key);
-            let rx = queue.journal(&[JournalEvent::Unparked { key }], now_ms);
+            let rx = queue.journal(&mut inner, &[JournalEvent::Unparked { key }], now_ms);
             (rx, queue.take_effects(&mut inner, now_ms))
         };
         durable(rx).await?;
@@ -719,10 +731,7 @@ impl Broker {
             match effect {
                 Effect::Settled { .. } | Effect::Failed { .. } => {}
                 Effect::Ready { .. } => woke = true,
-                Effect::DeadLetter(decision) => {
-                    queue.lock().deliveries.remove(&decision.seq);
-                    self.dead_letter(queue, decision).await?;
-                }
+                Effect::DeadLetter(decision) => self.dead_letter(queue, decision).await?,
             }
         }
         if woke {
@@ -743,17 +752,26 @@ impl Broker {
 }
 
 async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<tokio::sync::Notify>) {
+    let mut last_housekeeping = tokio::time::Instant::now();
     loop {
         let Some(inner) = broker.upgrade() else {
             return;
         };
         let broker = Broker { inner };
+        let housekeeping = broker.inner.config.housekeeping_interval;
+        if last_housekeeping.elapsed() >= housekeeping {
+            last_housekeeping = tokio::time::Instant::now();
+            // Nothing to hand an error to: a failed write poisons its queue (reported to
+            // its callers); a failed delete is tried again next time.
+            let _ = broker.maintain_now(false).await;
+        }
         let now_ms = broker.now_ms();
         let sleep = broker
             .next_wakeup()
             .map(|at| Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64))
             .unwrap_or(MAX_TIMER_SLEEP)
-            .min(MAX_TIMER_SLEEP);
+            .min(MAX_TIMER_SLEEP)
+            .min(housekeeping.saturating_sub(last_housekeeping.elapsed()));
         if !sleep.is_zero() {
             drop(broker);
             let _ = tokio::time::timeout(sleep, wake.notified()).await;
@@ -770,7 +788,7 @@ async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<tokio::sync::Notify>) {
 
 /// The largest record a valid message can make: the limits' payload, key and headers, plus
 /// room for the broker's own headers (dead-letter metadata with its 1 KiB error included).
-fn max_record_bytes(limits: &Limits) -> usize {
+pub(super) fn max_record_bytes(limits: &Limits) -> usize {
     let headers =
         limits.max_headers * (limits.max_header_name_bytes + limits.max_header_value_bytes + 6);
     limits.max_payload_bytes
@@ -785,3 +803,6 @@ mod tests;
 
 #[cfg(test)]
 mod feature_tests;
+
+#[cfg(test)]
+mod housekeeping_tests;

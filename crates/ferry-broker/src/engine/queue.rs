@@ -1,9 +1,8 @@
 //! One open queue: its two logs (messages and state journal), its in-memory delivery state
 //! and dedup window, and its recovery from those logs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -12,12 +11,15 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::dedup::DedupWindow;
 use crate::error::{BrokerError, Result};
-use crate::journal::JournalEvent;
+use crate::journal::{Counts, JournalEvent};
 use crate::message::Message;
 use crate::message_id::MessageId;
 use crate::name::Name;
 use crate::queue_state::{Effect, QueueState, Seq, Tracked};
+use crate::seq_ranges::SeqRanges;
 use crate::spec::QueueSpec;
+
+use super::{BrokerConfig, max_record_bytes};
 
 /// Read budget when scanning a log from its start.
 const SCAN_BYTES: usize = 1 << 20;
@@ -30,7 +32,6 @@ pub(crate) struct Queue {
     pub state: Mutex<Inner>,
     /// Woken when a message may have become ready (publish, end of a delay or backoff).
     pub ready: Notify,
-    pub counters: Counters,
     /// Set, with the error, by the first failed append to either log: from then on the
     /// state in memory may disagree with the disk, and every operation on the queue is
     /// [`BrokerError::QueuePoisoned`] until the broker reopens.
@@ -38,16 +39,6 @@ pub(crate) struct Queue {
     /// Test-only fault: the next journal append fails as if the disk were read-only.
     #[cfg(test)]
     pub fail_next_journal_append: std::sync::atomic::AtomicBool,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub published: AtomicU64,
-    pub acked: AtomicU64,
-    pub nacked: AtomicU64,
-    pub dead_lettered: AtomicU64,
-    pub dropped: AtomicU64,
-    pub cancelled: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -58,6 +49,16 @@ pub(crate) struct Inner {
     /// Room reserved by publishes admitted under the length limit whose messages are not
     /// tracked yet (their append is in progress): messages and bytes.
     pub pending: (u64, u64),
+    /// The unsettled seqs as the journal sees them: stored, and no settling event (ack,
+    /// dead letter, cancel, drop, redrive) journaled yet. Wider than what `state` tracks: a
+    /// message on its way to the dead-letter queue has left the state but is still here.
+    pub live: SeqRanges,
+    /// One past the highest seq stored and tracked.
+    pub stored_end: Seq,
+    /// Event counters since the queue was created (rebuilt from the journal on open).
+    pub counts: Counts,
+    /// Journal bytes appended since the last checkpoint.
+    pub journal_bytes: u64,
 }
 
 /// Effects taken from a queue's state, with the durability of the journal events made for
@@ -66,14 +67,6 @@ pub(crate) struct Inner {
 pub(crate) struct Effects {
     pub effects: Vec<Effect>,
     pub journal: Option<oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
-}
-
-/// Per-seq state rebuilt from the journal.
-#[derive(Default, Clone, Copy)]
-struct Replayed {
-    gone: bool,
-    deliveries: u32,
-    not_before_ms: Option<i64>,
 }
 
 impl Queue {
@@ -86,22 +79,27 @@ impl Queue {
         root: &Path,
         name: Name,
         spec: QueueSpec,
-        clock: &Arc<dyn Clock>,
+        broker: &BrokerConfig,
         seed: u64,
         token_base: u64,
-        max_record_bytes: usize,
     ) -> Result<Queue> {
         let dir = Self::dir(root, &name);
+        let max_record_bytes = max_record_bytes(&broker.limits);
+        let max_batch_bytes = (16 << 20).max(2 * max_record_bytes);
         let config = LogConfig {
             durability: spec.durability,
             max_record_bytes,
-            max_batch_bytes: (16 << 20).max(2 * max_record_bytes),
+            max_batch_bytes,
+            // Storage needs a segment to hold its largest batch.
+            segment_bytes: broker.message_segment_bytes.max(max_batch_bytes as u64),
             ..LogConfig::default()
         };
         let journal_config = LogConfig {
             preallocate_bytes: 1 << 20,
+            segment_bytes: broker.journal_segment_bytes.max(max_batch_bytes as u64),
             ..config.clone()
         };
+        let clock = &broker.clock;
         let messages = Log::open_with_clock(dir.join("messages"), config, clock.clone())?;
         let journal = Log::open_with_clock(dir.join("journal"), journal_config, clock.clone())?;
         let mut state = QueueState::new(&spec, seed)?;
@@ -112,13 +110,16 @@ impl Queue {
                 dedup: DedupWindow::new(spec.dedup_window),
                 deliveries: HashMap::new(),
                 pending: (0, 0),
+                live: SeqRanges::new(),
+                stored_end: 0,
+                counts: Counts::default(),
+                journal_bytes: 0,
             }),
             name,
             spec,
             messages,
             journal,
             ready: Notify::new(),
-            counters: Counters::default(),
             poisoned: Arc::new(OnceLock::new()),
             #[cfg(test)]
             fail_next_journal_append: std::sync::atomic::AtomicBool::new(false),
@@ -142,90 +143,6 @@ impl Queue {
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Rebuilds the delivery state and dedup window from the logs. `dead_lettered` holds
-    /// the seqs of this queue already found in its dead-letter queue.
-    pub fn recover(&self, dead_lettered: &HashSet<Seq>, now_ms: i64) -> Result<()> {
-        let mut replayed: HashMap<Seq, Replayed> = HashMap::new();
-        let mut parked: HashSet<Bytes> = HashSet::new();
-        scan(&self.journal, |record| {
-            let event = JournalEvent::decode(&record.value).map_err(|problem| {
-                BrokerError::MalformedJournal {
-                    queue: self.name.clone(),
-                    offset: record.offset,
-                    problem,
-                }
-            })?;
-            match event {
-                JournalEvent::Acked { seq }
-                | JournalEvent::DeadLettered { seq, .. }
-                | JournalEvent::Cancelled { seq }
-                | JournalEvent::Dropped { seq } => replayed.entry(seq).or_default().gone = true,
-                JournalEvent::Leased {
-                    seq,
-                    deliveries,
-                    until_ms,
-                } => {
-                    let r = replayed.entry(seq).or_default();
-                    r.deliveries = r.deliveries.max(deliveries);
-                    r.not_before_ms = Some(until_ms);
-                }
-                JournalEvent::Extended { seq, until_ms } => {
-                    replayed.entry(seq).or_default().not_before_ms = Some(until_ms);
-                }
-                JournalEvent::Failed {
-                    seq,
-                    deliveries,
-                    retry_at_ms,
-                    ..
-                } => {
-                    let r = replayed.entry(seq).or_default();
-                    r.deliveries = r.deliveries.max(deliveries);
-                    r.not_before_ms = Some(retry_at_ms);
-                }
-                JournalEvent::Parked { key } => {
-                    parked.insert(key);
-                }
-                JournalEvent::Unparked { key } => {
-                    parked.remove(&key);
-                }
-            }
-            Ok(())
-        })?;
-        let window_start = now_ms.saturating_sub(crate::message::millis(self.spec.dedup_window));
-        let mut inner = self.lock();
-        let mut dedup = Vec::new();
-        scan(&self.messages, |record| {
-            let seq = record.offset;
-            let message = Message::from_record(record)?;
-            if message.published_at >= window_start {
-                for key in dedup_keys(&message) {
-                    dedup.push((key, message.id, message.published_at));
-                }
-            }
-            let r = replayed.get(&seq).copied().unwrap_or_default();
-            if r.gone || dead_lettered.contains(&seq) {
-                return Ok(());
-            }
-            let mut tracked = self.tracked(seq, &message);
-            tracked.deliveries = r.deliveries;
-            // A lease still running at the crash ends at its deadline; a retry keeps its time.
-            if let Some(at) = r.not_before_ms {
-                tracked.deliver_at_ms = tracked.deliver_at_ms.max(at);
-            }
-            if r.deliveries > 0 {
-                inner.deliveries.insert(seq, r.deliveries);
-            }
-            inner.state.track(tracked, now_ms);
-            Ok(())
-        })?;
-        inner.dedup.restore(dedup);
-        inner.dedup.expire(now_ms);
-        for key in parked {
-            inner.state.park(&key);
-        }
-        Ok(())
     }
 
     pub fn tracked(&self, seq: Seq, message: &Message) -> Tracked {
@@ -282,9 +199,10 @@ impl Queue {
                         let tracked = queue.tracked(seq, message);
                         inner.state.track(tracked, now_ms);
                     }
+                    let end = appended.base_offset + messages.len() as u64;
+                    inner.live.insert(appended.base_offset, end);
+                    inner.stored_end = end;
                     drop(inner);
-                    let n = messages.len() as u64;
-                    queue.counters.published.fetch_add(n, Ordering::Relaxed);
                     queue.ready.notify_waiters();
                 } else {
                     queue.release(reserved);
@@ -304,13 +222,23 @@ impl Queue {
         Ok(appended.base_offset)
     }
 
-    /// Appends journal events (call with the state lock held, so the journal's order is the
-    /// order the state changed in) and returns a receiver for their durability.
+    /// Appends journal events — under the state lock, so the journal's order is the order
+    /// the state changed in and a checkpoint sees every event before it — and returns a
+    /// receiver for their durability. Settling events leave [`Inner::live`] here, and every
+    /// event is counted in [`Inner::counts`].
     pub fn journal(
         &self,
+        inner: &mut Inner,
         events: &[JournalEvent],
         now_ms: i64,
     ) -> oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>> {
+        for event in events {
+            inner.counts.count(event);
+            if let Some(seq) = event.settles() {
+                inner.live.remove(seq);
+                inner.deliveries.remove(&seq);
+            }
+        }
         let (tx, rx) = oneshot::channel();
         let poisoned = Arc::clone(&self.poisoned);
         let done = move |result: ferry_storage::Result<ferry_storage::Appended>| {
@@ -329,7 +257,8 @@ impl Queue {
             }));
             return rx;
         }
-        let records = events.iter().map(|e| e.to_record(now_ms)).collect();
+        let records: Vec<NewRecord> = events.iter().map(|e| e.to_record(now_ms)).collect();
+        inner.journal_bytes += records.iter().map(|r| r.value.len() as u64).sum::<u64>();
         self.journal.append_then(records, Box::new(done));
         rx
     }
@@ -355,7 +284,7 @@ impl Queue {
                 _ => None,
             })
             .collect();
-        let journal = (!events.is_empty()).then(|| self.journal(&events, now_ms));
+        let journal = (!events.is_empty()).then(|| self.journal(inner, &events, now_ms));
         Effects { effects, journal }
     }
 
@@ -412,8 +341,17 @@ pub(crate) fn dedup_keys(message: &Message) -> Vec<String> {
 }
 
 /// Feeds every record of `log` to `each`, in offset order, a chunk at a time.
-pub(crate) fn scan(log: &Log, mut each: impl FnMut(Record) -> Result<()>) -> Result<()> {
-    let mut next = log.start_offset();
+pub(crate) fn scan(log: &Log, each: impl FnMut(Record) -> Result<()>) -> Result<()> {
+    scan_from(log, log.start_offset(), each)
+}
+
+/// Feeds the records of `log` from offset `from` (or its start, if later) to `each`.
+pub(crate) fn scan_from(
+    log: &Log,
+    from: u64,
+    mut each: impl FnMut(Record) -> Result<()>,
+) -> Result<()> {
+    let mut next = from.max(log.start_offset());
     let end = log.end_offset();
     while next < end {
         let records = log.read(next, SCAN_BYTES)?;

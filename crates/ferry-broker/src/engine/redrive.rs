@@ -10,8 +10,8 @@
 //! published into the target with attempts reset — a fresh message there, with no delay,
 //! TTL or dedup id, under the target's length limit — and with the headers
 //! `ferry-redrive-count` (one more than the dead letter carried) and `ferry-redrive-from`
-//! (the dead-letter queue). Only once that publish is durable is the dead letter acked in
-//! the dead-letter queue. A crash between the two leaves the message in both queues: on
+//! (the dead-letter queue). Only once that publish is durable is the dead letter settled in
+//! the dead-letter queue (journaled `Redriven`, counted in `QueueStats::redriven`). A crash between the two leaves the message in both queues: on
 //! reopen it is redriven again if asked, so a redrive is at-least-once.
 //!
 //! A matching message in flight (leased to a consumer of the dead-letter queue) or without
@@ -78,7 +78,7 @@ impl RedriveFilter {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RedriveReport {
-    /// Published into their target and acked in the dead-letter queue.
+    /// Published into their target and settled in the dead-letter queue.
     pub moved: usize,
     /// Matched the filter but were not moved: in flight, or no origin to return to.
     pub skipped: usize,
@@ -148,8 +148,7 @@ impl Broker {
             }
             let rx = {
                 let mut inner = dlq.lock();
-                inner.deliveries.remove(&seq);
-                dlq.journal(&[JournalEvent::Acked { seq }], now_ms)
+                dlq.journal(&mut inner, &[JournalEvent::Redriven { seq }], now_ms)
             };
             durable(rx).await?;
             report.moved += 1;

@@ -35,6 +35,16 @@ pub struct Tracked {
     pub deliveries: u32,
 }
 
+/// A tracked message as a restart must see it again; see
+/// [`QueueState::restore_points`](super::QueueState::restore_points).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestorePoint {
+    pub seq: Seq,
+    pub deliveries: u32,
+    /// Not deliverable before this time: a running lease's end or a retry's due time.
+    pub not_before_ms: Option<i64>,
+}
+
 /// One message handed to one consumer under a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {

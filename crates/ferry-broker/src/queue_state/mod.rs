@@ -44,7 +44,7 @@ use crate::timers::TimerQueue;
 
 pub use decisions::{
     Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, LeaseToken, MAX_ERROR_LEN,
-    Nacked, QueueStateStats, Seq, Tracked,
+    Nacked, QueueStateStats, RestorePoint, Seq, Tracked,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -481,6 +481,27 @@ impl QueueState {
         let mut seqs: Vec<Seq> = self.entries.keys().copied().collect();
         seqs.sort_unstable();
         seqs
+    }
+
+    /// What a restart needs to know of a tracked message beyond the stored message itself:
+    /// its deliveries so far and — for one delivered before — when it may go again (the end
+    /// of its running lease or of its retry backoff). `None` for a seq not tracked.
+    pub fn restore_point(&self, seq: Seq) -> Option<RestorePoint> {
+        let entry = self.entries.get(&seq)?;
+        Some(RestorePoint {
+            seq,
+            deliveries: entry.deliveries,
+            not_before_ms: match &entry.lease {
+                Some(lease) => Some(lease.until_ms),
+                None if entry.scheduled && entry.deliveries > 0 => Some(entry.eligible_since_ms),
+                None => None,
+            },
+        })
+    }
+
+    /// The parked keys.
+    pub fn parked_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.keys.parked_keys().map(|(key, _)| key)
     }
 
     /// Holds `key`'s messages (key-shared queues only): none is delivered until

@@ -1,0 +1,153 @@
+//! Keeping a queue's logs from growing without bound: journal checkpoints, and retention of
+//! both logs.
+//!
+//! **Journal.** Once the journal has grown by [`BrokerConfig::checkpoint_journal_bytes`]
+//! since its last checkpoint, the journal is rolled to a new segment and a checkpoint is
+//! appended (see [`crate::journal`]): the live seqs as runs, the deliveries and
+//! not-before times of those delivered before, the parked keys and the counters. Once it is
+//! durable, the segments before it are deleted — a restart replays from the checkpoint.
+//!
+//! **Messages.** Segments of the message log whose seqs are all settled, and older than the
+//! dedup window (a restart rebuilds the window from the stored messages), are deleted.
+//!
+//! Both run from the broker's timer task about once a second, and on demand through
+//! [`Broker::maintain_now`]. They block on file operations (roll, delete); both are short, and run on the calling thread like the engine's other blocking storage calls.
+//!
+//! [`BrokerConfig::checkpoint_journal_bytes`]: super::BrokerConfig::checkpoint_journal_bytes
+
+use bytes::Bytes;
+use ferry_storage::RetentionPolicy;
+
+use super::Broker;
+use super::queue::{Inner, Queue};
+use crate::error::Result;
+use crate::journal::JournalEvent;
+use crate::message::millis;
+use crate::queue_state::RestorePoint;
+
+/// Most runs or delivered entries per checkpoint record, so a record stays small (well
+/// under the storage's record limit) however fragmented the live set is.
+const CHECKPOINT_CHUNK: usize = 4096;
+
+/// What one maintenance pass did, summed over queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    pub checkpoints: usize,
+    pub deleted_segments: usize,
+    pub deleted_bytes: u64,
+}
+
+/// The checkpoint of a queue's state (call with the state lock held).
+fn checkpoint_events(inner: &Inner) -> Vec<JournalEvent> {
+    let end = inner.stored_end;
+    let low = inner.live.first().unwrap_or(end).min(end);
+    let mut events = vec![JournalEvent::CheckpointBegin {
+        low,
+        end,
+        counts: inner.counts,
+    }];
+    let runs: Vec<(u64, u64)> = inner.live.runs().collect();
+    for chunk in runs.chunks(CHECKPOINT_CHUNK) {
+        events.push(JournalEvent::CheckpointLive {
+            runs: chunk.to_vec(),
+        });
+    }
+    let mut points: Vec<RestorePoint> = inner
+        .deliveries
+        .iter()
+        .filter(|(seq, _)| inner.live.contains(**seq))
+        .map(|(&seq, &deliveries)| {
+            // A message on its way to the dead-letter queue has left the state: a restart
+            // that finds it unsettled tracks it again with its deliveries.
+            inner.state.restore_point(seq).unwrap_or(RestorePoint {
+                seq,
+                deliveries,
+                not_before_ms: None,
+            })
+        })
+        .collect();
+    points.sort_unstable_by_key(|p| p.seq);
+    for chunk in points.chunks(CHECKPOINT_CHUNK) {
+        events.push(JournalEvent::CheckpointDelivered {
+            points: chunk.to_vec(),
+        });
+    }
+    for key in inner.state.parked_keys() {
+        events.push(JournalEvent::CheckpointParked {
+            key: Bytes::copy_from_slice(key),
+        });
+    }
+    events.push(JournalEvent::CheckpointEnd);
+    events
+}
+
+impl Queue {
+    /// Writes a checkpoint and deletes the journal segments before it; returns what was
+    /// deleted (segments, bytes).
+    pub async fn checkpoint(&self, now_ms: i64) -> Result<(usize, u64)> {
+        // A new segment first, so that every segment before the checkpoint can go.
+        self.journal.roll()?;
+        let rx = {
+            let mut inner = self.lock();
+            let events = checkpoint_events(&inner);
+            let rx = self.journal(&mut inner, &events, now_ms);
+            inner.journal_bytes = 0;
+            rx
+        };
+        let appended = rx
+            .await
+            .map_err(|_| ferry_storage::StorageError::Closed)??;
+        let report = self.journal.apply_retention(&RetentionPolicy {
+            low_watermark: Some(appended.base_offset),
+            ..RetentionPolicy::default()
+        })?;
+        Ok((report.deleted_segments, report.deleted_bytes))
+    }
+
+    /// Deletes message-log segments that hold only settled seqs older than the dedup
+    /// window; returns what was deleted (segments, bytes).
+    pub fn retain_messages(&self, now_ms: i64) -> Result<(usize, u64)> {
+        let low = {
+            let inner = self.lock();
+            inner.live.first().unwrap_or(inner.stored_end)
+        };
+        let watermark = if self.spec.dedup_window.is_zero() {
+            low
+        } else {
+            let window_start = now_ms.saturating_sub(millis(self.spec.dedup_window));
+            self.messages
+                .offset_for_timestamp(window_start)?
+                .unwrap_or(low)
+                .min(low)
+        };
+        let report = self.messages.apply_retention(&RetentionPolicy {
+            low_watermark: Some(watermark),
+            ..RetentionPolicy::default()
+        })?;
+        Ok((report.deleted_segments, report.deleted_bytes))
+    }
+}
+
+impl Broker {
+    /// Checkpoints every queue whose journal has grown past the configured size since its
+    /// last checkpoint (every queue with `force`), and applies retention to every queue's
+    /// logs. The timer task runs it without `force` about once a second.
+    pub async fn maintain_now(&self, force: bool) -> Result<MaintenanceReport> {
+        let threshold = self.inner.config.checkpoint_journal_bytes;
+        let mut report = MaintenanceReport::default();
+        for queue in self.queue_list().into_iter().filter(|q| !q.is_poisoned()) {
+            let now_ms = self.now_ms();
+            let due = force || queue.lock().journal_bytes >= threshold;
+            let mut deleted = (0, 0);
+            if due {
+                let (segments, bytes) = queue.checkpoint(now_ms).await?;
+                report.checkpoints += 1;
+                deleted = (segments, bytes);
+            }
+            let (segments, bytes) = queue.retain_messages(now_ms)?;
+            report.deleted_segments += deleted.0 + segments;
+            report.deleted_bytes += deleted.1 + bytes;
+        }
+        Ok(report)
+    }
+}

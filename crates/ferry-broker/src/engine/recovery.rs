@@ -1,0 +1,257 @@
+//! Rebuilding a queue's delivery state, dedup window and counters from its logs on open.
+//!
+//! The journal is replayed from its start, starting over at each complete checkpoint (see
+//! [`crate::journal`]), into what is known per seq: settled, deliveries so far, not
+//! deliverable before. The message log is then read from the lowest seq that matters — the
+//! checkpoint's `low`, or earlier if the dedup window reaches further back — and every
+//! message still unsettled is tracked again, in seq order, with its deliveries and times.
+
+use std::collections::{HashMap, HashSet};
+
+use bytes::Bytes;
+
+use super::queue::{Queue, dedup_keys, scan, scan_from};
+use crate::error::{BrokerError, Result};
+use crate::journal::{Counts, JournalEvent};
+use crate::message::{Message, millis};
+use crate::queue_state::Seq;
+
+/// What the journal says of one seq.
+#[derive(Debug, Default, Clone, Copy)]
+struct SeqReplay {
+    settled: bool,
+    deliveries: u32,
+    not_before_ms: Option<i64>,
+}
+
+/// The seqs a checkpoint describes: below `low` settled, in `[low, end)` unsettled exactly
+/// when a live run covers them.
+#[derive(Debug, Default)]
+struct Covered {
+    low: Seq,
+    end: Seq,
+    /// Sorted, disjoint half-open runs.
+    runs: Vec<(Seq, Seq)>,
+}
+
+impl Covered {
+    /// Whether the checkpoint counts `seq` as settled.
+    fn settled(&self, seq: Seq) -> bool {
+        if seq < self.low {
+            return true;
+        }
+        if seq >= self.end {
+            return false;
+        }
+        let i = self.runs.partition_point(|&(_, to)| to <= seq);
+        self.runs.get(i).is_none_or(|&(from, _)| from > seq)
+    }
+}
+
+/// The journal replayed so far.
+#[derive(Debug, Default)]
+struct Replay {
+    seqs: HashMap<Seq, SeqReplay>,
+    parked: HashSet<Bytes>,
+    counts: Counts,
+    covered: Option<Covered>,
+}
+
+impl Replay {
+    fn apply(&mut self, event: &JournalEvent) {
+        self.counts.count(event);
+        if let Some(seq) = event.settles() {
+            self.seqs.entry(seq).or_default().settled = true;
+            return;
+        }
+        match event {
+            JournalEvent::Leased {
+                seq,
+                deliveries,
+                until_ms,
+            } => {
+                let r = self.seqs.entry(*seq).or_default();
+                r.deliveries = r.deliveries.max(*deliveries);
+                r.not_before_ms = Some(*until_ms);
+            }
+            JournalEvent::Extended { seq, until_ms } => {
+                self.seqs.entry(*seq).or_default().not_before_ms = Some(*until_ms);
+            }
+            JournalEvent::Failed {
+                seq,
+                deliveries,
+                retry_at_ms,
+                ..
+            } => {
+                let r = self.seqs.entry(*seq).or_default();
+                r.deliveries = r.deliveries.max(*deliveries);
+                r.not_before_ms = Some(*retry_at_ms);
+            }
+            JournalEvent::Parked { key } => {
+                self.parked.insert(key.clone());
+            }
+            JournalEvent::Unparked { key } => {
+                self.parked.remove(key);
+            }
+            _ => {}
+        }
+    }
+
+    fn settled(&self, seq: Seq) -> bool {
+        self.seqs.get(&seq).is_some_and(|r| r.settled)
+            || self.covered.as_ref().is_some_and(|c| c.settled(seq))
+    }
+}
+
+/// Replays `queue`'s journal; see the module docs.
+fn replay_journal(queue: &Queue) -> Result<Replay> {
+    let mut replay = Replay::default();
+    // A checkpoint being read; it replaces `replay` at its end, and is dropped if the log
+    // ends first (a crash cut it short).
+    let mut pending: Option<Replay> = None;
+    scan(&queue.journal, |record| {
+        let malformed = |problem: String| BrokerError::MalformedJournal {
+            queue: queue.name.clone(),
+            offset: record.offset,
+            problem,
+        };
+        let event = JournalEvent::decode(&record.value).map_err(malformed)?;
+        match event {
+            JournalEvent::CheckpointBegin { low, end, counts } => {
+                pending = Some(Replay {
+                    counts,
+                    covered: Some(Covered {
+                        low,
+                        end,
+                        runs: Vec::new(),
+                    }),
+                    ..Replay::default()
+                });
+            }
+            JournalEvent::CheckpointLive { runs } => {
+                let covered = pending
+                    .as_mut()
+                    .and_then(|p| p.covered.as_mut())
+                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
+                if runs
+                    .first()
+                    .is_some_and(|&(from, _)| covered.runs.last().is_some_and(|&(_, to)| from < to))
+                    || runs.windows(2).any(|w| w[1].0 < w[0].1)
+                {
+                    return Err(malformed("checkpoint runs out of order".into()));
+                }
+                covered.runs.extend(runs);
+            }
+            JournalEvent::CheckpointDelivered { points } => {
+                let p = pending
+                    .as_mut()
+                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
+                for point in points {
+                    let r = p.seqs.entry(point.seq).or_default();
+                    r.deliveries = point.deliveries;
+                    r.not_before_ms = point.not_before_ms;
+                }
+            }
+            JournalEvent::CheckpointParked { key } => {
+                let p = pending
+                    .as_mut()
+                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
+                p.parked.insert(key);
+            }
+            JournalEvent::CheckpointEnd => {
+                replay = pending
+                    .take()
+                    .ok_or_else(|| malformed("a checkpoint end without its start".into()))?;
+            }
+            event => {
+                // Checkpoints are written in one append under the queue's lock, so nothing
+                // falls between their parts; were it to, it happened after the snapshot.
+                if let Some(p) = pending.as_mut() {
+                    p.apply(&event);
+                }
+                replay.apply(&event);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(replay)
+}
+
+impl Queue {
+    /// Rebuilds the delivery state, dedup window, live seqs and counters from the logs.
+    /// `dead_lettered` holds the seqs of this queue already found in its dead-letter queue.
+    pub fn recover(&self, dead_lettered: &HashSet<Seq>, now_ms: i64) -> Result<()> {
+        let replay = replay_journal(self)?;
+        let window_start = now_ms.saturating_sub(millis(self.spec.dedup_window));
+        let low = replay
+            .covered
+            .as_ref()
+            .map_or(self.messages.start_offset(), |c| c.low);
+        // Messages below `low` are settled but may still hold dedup ids in the window.
+        let from = if self.spec.dedup_window.is_zero() {
+            low
+        } else {
+            let first_in_window = self
+                .messages
+                .offset_for_timestamp(window_start)?
+                .unwrap_or(low);
+            first_in_window.min(low)
+        };
+        let mut inner = self.lock();
+        let mut dedup = Vec::new();
+        scan_from(&self.messages, from, |record| {
+            let seq = record.offset;
+            let message = Message::from_record(record)?;
+            if message.published_at >= window_start {
+                for key in dedup_keys(&message) {
+                    dedup.push((key, message.id, message.published_at));
+                }
+            }
+            if replay.settled(seq) || dead_lettered.contains(&seq) {
+                return Ok(());
+            }
+            let r = replay.seqs.get(&seq).copied().unwrap_or_default();
+            let mut tracked = self.tracked(seq, &message);
+            tracked.deliveries = r.deliveries;
+            // A lease still running at the crash ends at its deadline; a retry keeps its time.
+            if let Some(at) = r.not_before_ms {
+                tracked.deliver_at_ms = tracked.deliver_at_ms.max(at);
+            }
+            if r.deliveries > 0 {
+                inner.deliveries.insert(seq, r.deliveries);
+            }
+            inner.live.insert(seq, seq + 1);
+            inner.state.track(tracked, now_ms);
+            Ok(())
+        })?;
+        inner.dedup.restore(dedup);
+        inner.dedup.expire(now_ms);
+        for key in &replay.parked {
+            inner.state.park(key);
+        }
+        inner.counts = replay.counts;
+        inner.stored_end = self.messages.end_offset();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Covered;
+
+    #[test]
+    fn a_checkpoint_settles_below_low_and_outside_its_runs() {
+        let covered = Covered {
+            low: 10,
+            end: 30,
+            runs: vec![(10, 12), (15, 16), (20, 25)],
+        };
+        let settled: Vec<u64> = (0..35).filter(|&s| covered.settled(s)).collect();
+        let expected: Vec<u64> = (0..10)
+            .chain([12, 13, 14])
+            .chain(16..20)
+            .chain(25..30)
+            .collect();
+        assert_eq!(settled, expected);
+    }
+}
