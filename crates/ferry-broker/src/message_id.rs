@@ -15,6 +15,9 @@ use crate::random::RandomSource;
 pub struct MessageId(Ulid);
 
 impl MessageId {
+    /// All zeros: a placeholder, never generated (its timestamp would be 1970).
+    pub const NIL: MessageId = MessageId(Ulid::nil());
+
     /// Length of the text form (Crockford base32).
     pub const TEXT_LEN: usize = ulid::ULID_LEN;
 

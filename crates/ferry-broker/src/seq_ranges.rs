@@ -48,6 +48,49 @@ impl SeqRanges {
         self.len += end - start;
     }
 
+    /// Adds one seq; returns whether it was new. Cheaper than [`insert`](Self::insert):
+    /// it looks only at the runs on either side.
+    pub fn insert_one(&mut self, seq: Seq) -> bool {
+        let before = self.runs.range(..=seq).next_back().map(|(&s, &e)| (s, e));
+        if let Some((_, end)) = before
+            && seq < end
+        {
+            return false;
+        }
+        let joins_before = before.filter(|&(_, end)| end == seq);
+        let after_end = self.runs.get(&(seq + 1)).copied();
+        match (joins_before, after_end) {
+            (Some((start, _)), Some(end)) => {
+                self.runs.remove(&(seq + 1));
+                self.runs.insert(start, end);
+            }
+            (Some((start, _)), None) => {
+                self.runs.insert(start, seq + 1);
+            }
+            (None, Some(end)) => {
+                self.runs.remove(&(seq + 1));
+                self.runs.insert(seq, end);
+            }
+            (None, None) => {
+                self.runs.insert(seq, seq + 1);
+            }
+        }
+        self.len += 1;
+        true
+    }
+
+    /// Removes and returns the lowest seq.
+    pub fn pop_first(&mut self) -> Option<Seq> {
+        let first = self.runs.first_entry()?;
+        let (start, end) = (*first.key(), *first.get());
+        first.remove();
+        if start + 1 < end {
+            self.runs.insert(start + 1, end);
+        }
+        self.len -= 1;
+        Some(start)
+    }
+
     /// Removes `seq`; returns whether it was present.
     pub fn remove(&mut self, seq: Seq) -> bool {
         let Some((&start, &end)) = self.runs.range(..=seq).next_back() else {
@@ -132,9 +175,13 @@ mod tests {
             let mut set = SeqRanges::new();
             let mut model = BTreeSet::new();
             for (insert, seq, width) in ops {
-                if insert {
+                if insert && width == 1 {
+                    prop_assert_eq!(set.insert_one(seq), model.insert(seq));
+                } else if insert {
                     set.insert(seq, seq + width);
                     model.extend(seq..seq + width);
+                } else if width == 1 {
+                    prop_assert_eq!(set.pop_first(), model.pop_first());
                 } else {
                     prop_assert_eq!(set.remove(seq), model.remove(&seq));
                 }

@@ -22,16 +22,25 @@
 //! flight), or gone — settled or dead-lettered, announced once through an effect. A message
 //! that is gone is forgotten: nothing here grows with the history of the queue.
 //!
+//! **Memory.** A tracked message costs a 48-byte entry in a [`SeqMap`] (dense chunks by
+//! seq, about the entry's own size per message) and, while ready, a place in a run of its
+//! level's ready seqs (a backlog is mostly one run). Leases, failure records, timers (delays,
+//! retries, TTLs, leases), keys and scheduled ids cost more, only for the messages that have
+//! them.
+//!
 //! **Failed attempts.** A nack and a lease expiry are the same event: the attempt failed. If
 //! the message has had `retry.max_deliveries` deliveries it is dead-lettered with reason
 //! `max_deliveries`; otherwise, if its TTL has passed, with reason `expired`; otherwise it is
 //! redelivered after the nack's explicit delay or the backoff for its attempt.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 mod decisions;
+mod seq_map;
+
+use seq_map::SeqMap;
 
 use crate::error::{BrokerError, Result};
 use crate::key_order::{KeyOrder, KeyedState};
@@ -39,6 +48,7 @@ use crate::message::millis;
 use crate::message_id::MessageId;
 use crate::priority::PriorityPicker;
 use crate::retry::RetryPolicy;
+use crate::seq_ranges::SeqRanges;
 use crate::spec::{OrderingMode, OverflowPolicy, QueueSpec};
 use crate::timers::TimerQueue;
 
@@ -62,27 +72,63 @@ struct Lease {
     until_ms: i64,
 }
 
-#[derive(Debug)]
+/// What every tracked message costs: 48 bytes, in a [`SeqMap`]. What only some need — a
+/// running lease, the record of failed attempts — lives in side maps.
+#[derive(Debug, Clone, Copy)]
 struct Entry {
     id: MessageId,
-    level: u8,
     /// When it last became deliverable as far as time goes (for the oldest-ready age).
     eligible_since_ms: i64,
-    expires_at_ms: Option<i64>,
+    /// `i64::MAX` without a TTL.
+    expires_at_ms: i64,
     size: u32,
     deliveries: u32,
+    level: u8,
     /// Waiting for a `Due` timer.
     scheduled: bool,
-    lease: Option<Lease>,
+    /// In flight: its lease is in `QueueState::leases`.
+    leased: bool,
+}
+
+impl Default for Entry {
+    fn default() -> Self {
+        Entry {
+            id: MessageId::NIL,
+            eligible_since_ms: 0,
+            expires_at_ms: i64::MAX,
+            size: 0,
+            deliveries: 0,
+            level: 0,
+            scheduled: false,
+            leased: false,
+        }
+    }
+}
+
+impl Entry {
+    fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at_ms <= now_ms
+    }
+
+    fn expires_at(&self) -> Option<i64> {
+        (self.expires_at_ms != i64::MAX).then_some(self.expires_at_ms)
+    }
+}
+
+/// What a dead letter reports of a message's failed attempts.
+#[derive(Debug, Default)]
+struct History {
     last_consumer: Option<Arc<str>>,
     first_failure_ms: Option<i64>,
     last_failure_ms: Option<i64>,
     last_error: Option<String>,
 }
 
-impl Entry {
-    fn expired(&self, now_ms: i64) -> bool {
-        self.expires_at_ms.is_some_and(|at| at <= now_ms)
+impl History {
+    fn failed(&mut self, now_ms: i64, error: Option<String>) {
+        self.first_failure_ms.get_or_insert(now_ms);
+        self.last_failure_ms = Some(now_ms);
+        self.last_error = error;
     }
 }
 
@@ -99,10 +145,15 @@ pub struct QueueState {
     default_lease: Duration,
     key_shared: bool,
     rng: fastrand::Rng,
-    entries: HashMap<Seq, Entry>,
+    entries: SeqMap<Entry>,
+    /// Leases of the messages in flight.
+    leases: HashMap<Seq, Lease>,
+    /// Failed attempts (and the last consumer once a lease has ended) of messages that had
+    /// any.
+    history: HashMap<Seq, History>,
     /// Deliverable messages by level, FIFO by seq: not in flight, not delayed, and (key-shared)
-    /// Ready in `keys`.
-    ready: Vec<BTreeSet<Seq>>,
+    /// Ready in `keys`. As runs: a backlog is mostly one.
+    ready: Vec<SeqRanges>,
     timers: TimerQueue<Timer>,
     keys: KeyOrder,
     picker: PriorityPicker,
@@ -112,9 +163,9 @@ pub struct QueueState {
     in_flight: usize,
     scheduled: usize,
     bytes: u64,
-    /// Every tracked seq in publish order, kept only for queues whose length limit makes
-    /// room by evicting the head (`DropHead`, `DeadLetterHead`).
-    order: Option<BTreeSet<Seq>>,
+    /// Whether the length limit makes room by evicting the head (`DropHead`,
+    /// `DeadLetterHead`), so [`evictable_head`](Self::evictable_head) has work.
+    evicts_head: bool,
     /// Id → seq of the messages that are scheduled and never delivered (the ones
     /// [`cancel_id`](Self::cancel_id) can cancel) — only those, so it stays as small as the
     /// set of delayed messages.
@@ -136,8 +187,10 @@ impl QueueState {
             default_lease: spec.lease,
             key_shared: spec.ordering == OrderingMode::KeyShared,
             rng: fastrand::Rng::with_seed(seed),
-            entries: HashMap::new(),
-            ready: vec![BTreeSet::new(); usize::from(spec.priority_levels)],
+            entries: SeqMap::new(),
+            leases: HashMap::new(),
+            history: HashMap::new(),
+            ready: vec![SeqRanges::new(); usize::from(spec.priority_levels)],
             timers: TimerQueue::new(),
             keys: KeyOrder::new(),
             picker: PriorityPicker::for_spec(spec)?,
@@ -147,7 +200,7 @@ impl QueueState {
             in_flight: 0,
             scheduled: 0,
             bytes: 0,
-            order: evicts_head(spec).then(BTreeSet::new),
+            evicts_head: evicts_head(spec),
             scheduled_ids: HashMap::new(),
         })
     }
@@ -161,11 +214,11 @@ impl QueueState {
     /// when the broker stopped, and a delivery that ends without an ack is a failed attempt.
     pub fn track(&mut self, msg: Tracked, now_ms: i64) {
         debug_assert!(
-            !self.entries.contains_key(&msg.seq),
+            !self.entries.contains(msg.seq),
             "seq {} tracked twice",
             msg.seq
         );
-        if self.entries.contains_key(&msg.seq) {
+        if self.entries.contains(msg.seq) {
             return;
         }
         let seq = msg.seq;
@@ -173,37 +226,29 @@ impl QueueState {
             id: msg.id,
             level: msg.level.min(self.top_level()),
             eligible_since_ms: msg.deliver_at_ms,
-            expires_at_ms: msg.expires_at_ms,
+            expires_at_ms: msg.expires_at_ms.unwrap_or(i64::MAX),
             size: msg.size,
             deliveries: msg.deliveries,
             scheduled: false,
-            lease: None,
-            last_consumer: None,
-            first_failure_ms: None,
-            last_failure_ms: None,
-            last_error: None,
+            leased: false,
         };
         if entry.expired(now_ms) {
-            let decision = decision(seq, entry, DeadLetterReason::Expired);
+            let decision = decision(seq, entry, History::default(), DeadLetterReason::Expired);
             self.effects.push(Effect::DeadLetter(decision));
             return;
         }
         if self.retry.is_exhausted(msg.deliveries) {
-            let mut entry = entry;
-            entry.first_failure_ms = Some(now_ms);
-            entry.last_failure_ms = Some(now_ms);
-            let decision = decision(seq, entry, DeadLetterReason::MaxDeliveries);
+            let mut history = History::default();
+            history.failed(now_ms, None);
+            let decision = decision(seq, entry, history, DeadLetterReason::MaxDeliveries);
             self.effects.push(Effect::DeadLetter(decision));
             return;
         }
         self.bytes += u64::from(entry.size);
-        if let Some(at) = entry.expires_at_ms {
+        if let Some(at) = entry.expires_at() {
             self.timers.schedule(Timer::Expiry(seq), at);
         }
         self.entries.insert(seq, entry);
-        if let Some(order) = &mut self.order {
-            order.insert(seq);
-        }
         if self.key_shared {
             self.keys.admit(seq, msg.key.as_deref());
         }
@@ -272,7 +317,7 @@ impl QueueState {
             let seq = self.ready[usize::from(level)]
                 .pop_first()
                 .expect("the picker picks a level with ready messages");
-            let entry = self.entries.get_mut(&seq).expect("ready seqs are tracked");
+            let entry = self.entries.get_mut(seq).expect("ready seqs are tracked");
             if entry.expired(now_ms) {
                 let next = self.dead_letter(seq, DeadLetterReason::Expired);
                 self.refresh(next, now_ms, true);
@@ -281,12 +326,12 @@ impl QueueState {
             let token = LeaseToken(self.next_token);
             self.next_token += 1;
             entry.deliveries = entry.deliveries.saturating_add(1);
-            entry.lease = Some(Lease {
+            entry.leased = true;
+            let lease = Lease {
                 token,
                 consumer: consumer.clone(),
                 until_ms,
-            });
-            entry.last_consumer = Some(consumer.clone());
+            };
             out.push(Delivery {
                 seq,
                 id: entry.id,
@@ -294,6 +339,7 @@ impl QueueState {
                 delivery: entry.deliveries,
                 lease_until_ms: until_ms,
             });
+            self.leases.insert(seq, lease);
             if self.key_shared {
                 self.keys.delivered(seq);
             }
@@ -312,11 +358,11 @@ impl QueueState {
     /// [`BrokerError::StaleLease`] and changes nothing — the message was re-leased to someone
     /// else, or is waiting for redelivery.
     pub fn ack(&mut self, seq: Seq, token: LeaseToken, now_ms: i64) -> Result<Acked> {
-        if !self.entries.contains_key(&seq) {
+        if !self.entries.contains(seq) {
             return Ok(Acked::AlreadySettled);
         }
         self.check_lease(seq, token)?;
-        let (_, next) = self.remove(seq).expect("checked above");
+        let (_, _, next) = self.remove(seq).expect("checked above");
         self.effects.push(Effect::Settled { seq });
         self.refresh(next, now_ms, true);
         Ok(Acked::Settled)
@@ -343,10 +389,8 @@ impl QueueState {
     /// `reason` (truncated to [`MAX_ERROR_LEN`] bytes) as its last error.
     pub fn reject(&mut self, seq: Seq, token: LeaseToken, reason: &str, now_ms: i64) -> Result<()> {
         self.check_lease(seq, token)?;
-        let entry = self.entries.get_mut(&seq).expect("checked above");
-        entry.first_failure_ms.get_or_insert(now_ms);
-        entry.last_failure_ms = Some(now_ms);
-        entry.last_error = Some(truncate_error(reason));
+        let history = self.history.entry(seq).or_default();
+        history.failed(now_ms, Some(truncate_error(reason)));
         let next = self.dead_letter(seq, DeadLetterReason::Rejected);
         self.refresh(next, now_ms, true);
         Ok(())
@@ -363,8 +407,7 @@ impl QueueState {
     ) -> Result<i64> {
         self.check_lease(seq, token)?;
         let until_ms = now_ms.saturating_add(millis(by.min(QueueSpec::MAX_LEASE)));
-        let entry = self.entries.get_mut(&seq).expect("checked above");
-        entry.lease.as_mut().expect("checked above").until_ms = until_ms;
+        self.leases.get_mut(&seq).expect("checked above").until_ms = until_ms;
         self.timers.schedule(Timer::Lease(seq), until_ms);
         Ok(until_ms)
     }
@@ -379,7 +422,7 @@ impl QueueState {
             fired += 1;
             match timer {
                 Timer::Due(seq) => {
-                    if let Some(entry) = self.entries.get_mut(&seq)
+                    if let Some(entry) = self.entries.get_mut(seq)
                         && entry.scheduled
                     {
                         entry.scheduled = false;
@@ -390,12 +433,12 @@ impl QueueState {
                     }
                 }
                 Timer::Lease(seq) => {
-                    if self.entries.get(&seq).is_some_and(|e| e.lease.is_some()) {
+                    if self.entries.get(seq).is_some_and(|e| e.leased) {
                         self.fail(seq, None, Some("lease expired".to_owned()), now_ms);
                     }
                 }
                 Timer::Expiry(seq) => {
-                    if self.entries.get(&seq).is_some_and(|e| e.lease.is_none()) {
+                    if self.entries.get(seq).is_some_and(|e| !e.leased) {
                         let next = self.dead_letter(seq, DeadLetterReason::Expired);
                         self.refresh(next, now_ms, true);
                     }
@@ -421,10 +464,10 @@ impl QueueState {
     pub fn cancel(&mut self, seq: Seq, now_ms: i64) -> bool {
         let cancellable = self
             .entries
-            .get(&seq)
+            .get(seq)
             .is_some_and(|e| e.scheduled && e.deliveries == 0);
         if cancellable {
-            let (_, next) = self.remove(seq).expect("checked above");
+            let (_, _, next) = self.remove(seq).expect("checked above");
             self.refresh(next, now_ms, true);
         }
         cancellable
@@ -439,12 +482,13 @@ impl QueueState {
 
     /// The messages not in flight, oldest (lowest seq) first, with their sizes: what a full
     /// queue may evict. Empty unless the queue's spec evicts the head on overflow
-    /// (`DropHead` or `DeadLetterHead` with a limit set); only such queues keep the order.
+    /// (`DropHead` or `DeadLetterHead` with a limit set).
     pub fn evictable_head(&self) -> impl Iterator<Item = (Seq, u32)> + '_ {
-        self.order.iter().flatten().filter_map(|seq| {
-            let entry = &self.entries[seq];
-            entry.lease.is_none().then_some((*seq, entry.size))
-        })
+        self.entries
+            .iter()
+            .filter(|_| self.evicts_head)
+            .filter(|(_, entry)| !entry.leased)
+            .map(|(seq, entry)| (seq, entry.size))
     }
 
     /// Evicts a message that is not in flight to make room: with `dead_letter` it leaves
@@ -458,7 +502,7 @@ impl QueueState {
         let next = if dead_letter {
             self.dead_letter(seq, DeadLetterReason::Overflow)
         } else {
-            self.remove(seq).expect("checked above").1
+            self.remove(seq).expect("checked above").2
         };
         self.refresh(next, now_ms, true);
         true
@@ -471,27 +515,25 @@ impl QueueState {
         if !self.is_tracked_and_idle(seq) {
             return false;
         }
-        let (_, next) = self.remove(seq).expect("checked above");
+        let (_, _, next) = self.remove(seq).expect("checked above");
         self.refresh(next, now_ms, true);
         true
     }
 
     /// Every tracked seq, in publish order.
     pub fn seqs(&self) -> Vec<Seq> {
-        let mut seqs: Vec<Seq> = self.entries.keys().copied().collect();
-        seqs.sort_unstable();
-        seqs
+        self.entries.iter().map(|(seq, _)| seq).collect()
     }
 
     /// What a restart needs to know of a tracked message beyond the stored message itself:
     /// its deliveries so far and — for one delivered before — when it may go again (the end
     /// of its running lease or of its retry backoff). `None` for a seq not tracked.
     pub fn restore_point(&self, seq: Seq) -> Option<RestorePoint> {
-        let entry = self.entries.get(&seq)?;
+        let entry = self.entries.get(seq)?;
         Some(RestorePoint {
             seq,
             deliveries: entry.deliveries,
-            not_before_ms: match &entry.lease {
+            not_before_ms: match self.leases.get(&seq) {
                 Some(lease) => Some(lease.until_ms),
                 None if entry.scheduled && entry.deliveries > 0 => Some(entry.eligible_since_ms),
                 None => None,
@@ -512,8 +554,8 @@ impl QueueState {
             return false;
         }
         if let Some(seq) = self.keys.park(key) {
-            let level = self.entries[&seq].level;
-            self.ready[usize::from(level)].remove(&seq);
+            let level = self.entries.get(seq).expect("keyed seqs are tracked").level;
+            self.ready[usize::from(level)].remove(seq);
         }
         true
     }
@@ -534,14 +576,13 @@ impl QueueState {
             .iter()
             .filter_map(|level| level.first())
             .map(|seq| {
-                now_ms
-                    .saturating_sub(self.entries[seq].eligible_since_ms)
-                    .max(0)
+                let entry = self.entries.get(seq).expect("ready seqs are tracked");
+                now_ms.saturating_sub(entry.eligible_since_ms).max(0)
             })
             .max();
         QueueStateStats {
             tracked: self.entries.len(),
-            ready: self.ready.iter().map(BTreeSet::len).sum(),
+            ready: self.ready.iter().map(|r| r.len() as usize).sum(),
             in_flight: self.in_flight,
             delayed: self.scheduled,
             parked_messages: self.keys.parked_keys().map(|(_, held)| held).sum(),
@@ -551,12 +592,12 @@ impl QueueState {
     }
 
     pub fn is_tracked(&self, seq: Seq) -> bool {
-        self.entries.contains_key(&seq)
+        self.entries.contains(seq)
     }
 
     /// The current lease of `seq`, if it is in flight: its token and deadline.
     pub fn lease(&self, seq: Seq) -> Option<(LeaseToken, i64)> {
-        let lease = self.entries.get(&seq)?.lease.as_ref()?;
+        let lease = self.leases.get(&seq)?;
         Some((lease.token, lease.until_ms))
     }
 
@@ -570,7 +611,7 @@ impl QueueState {
     }
 
     fn check_lease(&self, seq: Seq, token: LeaseToken) -> Result<()> {
-        let current = self.entries.get(&seq).and_then(|e| e.lease.as_ref());
+        let current = self.leases.get(&seq);
         match current {
             Some(lease) if lease.token == token => Ok(()),
             _ => Err(BrokerError::StaleLease {
@@ -583,7 +624,7 @@ impl QueueState {
     fn schedule(&mut self, seq: Seq, at_ms: i64) {
         let entry = self
             .entries
-            .get_mut(&seq)
+            .get_mut(seq)
             .expect("scheduled seqs are tracked");
         if !entry.scheduled {
             entry.scheduled = true;
@@ -604,14 +645,17 @@ impl QueueState {
         error: Option<String>,
         now_ms: i64,
     ) -> Nacked {
-        self.end_lease(seq);
+        let lease = self.end_lease(seq);
+        let history = self.history.entry(seq).or_default();
+        history.failed(now_ms, error);
+        if let Some(lease) = lease {
+            history.last_consumer = Some(lease.consumer);
+        }
+        let error = history.last_error.clone();
         let entry = self
             .entries
-            .get_mut(&seq)
+            .get_mut(seq)
             .expect("in-flight seqs are tracked");
-        entry.first_failure_ms.get_or_insert(now_ms);
-        entry.last_failure_ms = Some(now_ms);
-        entry.last_error = error;
         let reason = if self.retry.is_exhausted(entry.deliveries) {
             Some(DeadLetterReason::MaxDeliveries)
         } else if entry.expired(now_ms) {
@@ -634,9 +678,9 @@ impl QueueState {
             seq,
             deliveries: entry.deliveries,
             retry_at_ms: retry_at,
-            error: entry.last_error.clone(),
+            error,
         });
-        if let Some(at) = entry.expires_at_ms {
+        if let Some(at) = entry.expires_at() {
             // Its expiry timer may have fired (and been ignored) while it was in flight.
             self.timers.schedule(Timer::Expiry(seq), at);
         }
@@ -650,17 +694,19 @@ impl QueueState {
         Nacked::RetryAt(retry_at)
     }
 
-    fn end_lease(&mut self, seq: Seq) {
-        let entry = self.entries.get_mut(&seq).expect("leased seqs are tracked");
-        let Some(lease) = entry.lease.take() else {
-            return;
-        };
+    /// Ends the lease of `seq` if it has one, and returns it.
+    fn end_lease(&mut self, seq: Seq) -> Option<Lease> {
+        let lease = self.leases.remove(&seq)?;
+        if let Some(entry) = self.entries.get_mut(seq) {
+            entry.leased = false;
+        }
         self.timers.cancel(&Timer::Lease(seq));
         self.in_flight -= 1;
         if let Some(consumer) = self.consumers.get_mut(&*lease.consumer) {
             consumer.in_flight -= 1;
         }
         self.forget_idle_consumer(&lease.consumer);
+        Some(lease)
     }
 
     fn forget_idle_consumer(&mut self, consumer: &str) {
@@ -676,18 +722,23 @@ impl QueueState {
     /// Dead-letters a tracked message; returns its key's next message if that may now be
     /// ready, for [`refresh`](Self::refresh).
     fn dead_letter(&mut self, seq: Seq, reason: DeadLetterReason) -> Option<Seq> {
-        let (entry, next) = self.remove(seq)?;
+        let (entry, history, next) = self.remove(seq)?;
         self.effects
-            .push(Effect::DeadLetter(decision(seq, entry, reason)));
+            .push(Effect::DeadLetter(decision(seq, entry, history, reason)));
         next
     }
 
-    /// Forgets a tracked message with all its timers and its lease; returns it and its key's
+    /// Forgets a tracked message with all its timers and its lease; returns it, its history
+    /// (with the consumer of a lease that was running as the last consumer) and its key's
     /// next message if that may now be ready.
-    fn remove(&mut self, seq: Seq) -> Option<(Entry, Option<Seq>)> {
-        self.end_lease_if_any(seq);
-        let entry = self.entries.remove(&seq)?;
-        self.ready[usize::from(entry.level)].remove(&seq);
+    fn remove(&mut self, seq: Seq) -> Option<(Entry, History, Option<Seq>)> {
+        let lease = self.end_lease(seq);
+        let entry = self.entries.remove(seq)?;
+        let mut history = self.history.remove(&seq).unwrap_or_default();
+        if let Some(lease) = lease {
+            history.last_consumer = Some(lease.consumer);
+        }
+        self.ready[usize::from(entry.level)].remove(seq);
         for timer in [Timer::Due(seq), Timer::Lease(seq), Timer::Expiry(seq)] {
             self.timers.cancel(&timer);
         }
@@ -695,32 +746,23 @@ impl QueueState {
             self.scheduled -= 1;
             self.forget_scheduled_id(entry.id, seq);
         }
-        if let Some(order) = &mut self.order {
-            order.remove(&seq);
-        }
         self.bytes -= u64::from(entry.size);
         let next = if self.key_shared {
             self.keys.remove(seq)
         } else {
             None
         };
-        Some((entry, next))
+        Some((entry, history, next))
     }
 
     /// Tracked and not in flight.
     fn is_tracked_and_idle(&self, seq: Seq) -> bool {
-        self.entries.get(&seq).is_some_and(|e| e.lease.is_none())
+        self.entries.get(seq).is_some_and(|e| !e.leased)
     }
 
     fn forget_scheduled_id(&mut self, id: MessageId, seq: Seq) {
         if self.scheduled_ids.get(&id) == Some(&seq) {
             self.scheduled_ids.remove(&id);
-        }
-    }
-
-    fn end_lease_if_any(&mut self, seq: Seq) {
-        if self.entries.get(&seq).is_some_and(|e| e.lease.is_some()) {
-            self.end_lease(seq);
         }
     }
 
@@ -730,7 +772,7 @@ impl QueueState {
     /// so a long run of expired messages of one key cannot overflow the stack).
     fn refresh(&mut self, mut next: Option<Seq>, now_ms: i64, announce: bool) {
         while let Some(seq) = next.take() {
-            let Some(entry) = self.entries.get(&seq) else {
+            let Some(entry) = self.entries.get(seq) else {
                 continue;
             };
             let key_ready = self
@@ -738,11 +780,11 @@ impl QueueState {
                 .state(seq)
                 .is_none_or(|state| state == KeyedState::Ready);
             let level = usize::from(entry.level);
-            if entry.lease.is_some() || entry.scheduled || !key_ready {
-                self.ready[level].remove(&seq);
+            if entry.leased || entry.scheduled || !key_ready {
+                self.ready[level].remove(seq);
             } else if entry.expired(now_ms) {
                 next = self.dead_letter(seq, DeadLetterReason::Expired);
-            } else if self.ready[level].insert(seq) && announce {
+            } else if self.ready[level].insert_one(seq) && announce {
                 self.effects.push(Effect::Ready { seq });
             }
         }
@@ -756,16 +798,21 @@ fn evicts_head(spec: &QueueSpec) -> bool {
         && limit.overflow != OverflowPolicy::RejectPublish
 }
 
-fn decision(seq: Seq, entry: Entry, reason: DeadLetterReason) -> DeadLetterDecision {
+fn decision(
+    seq: Seq,
+    entry: Entry,
+    history: History,
+    reason: DeadLetterReason,
+) -> DeadLetterDecision {
     DeadLetterDecision {
         seq,
         id: entry.id,
         reason,
         deliveries: entry.deliveries,
-        last_error: entry.last_error,
-        first_failure_ms: entry.first_failure_ms,
-        last_failure_ms: entry.last_failure_ms,
-        consumer: entry.last_consumer.map(|c| c.to_string()),
+        last_error: history.last_error,
+        first_failure_ms: history.first_failure_ms,
+        last_failure_ms: history.last_failure_ms,
+        consumer: history.last_consumer.map(|c| c.to_string()),
     }
 }
 

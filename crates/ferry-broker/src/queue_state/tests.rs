@@ -748,3 +748,9 @@ fn evictable_head_lists_messages_not_in_flight_oldest_first_and_evict_removes_th
     let q = state(&spec());
     assert_eq!(q.evictable_head().count(), 0);
 }
+
+#[test]
+fn a_tracked_message_costs_48_bytes_plus_what_only_some_need() {
+    // The per-message cost of a backlog: keep it from growing by accident.
+    assert_eq!(std::mem::size_of::<super::Entry>(), 48);
+}
