@@ -544,9 +544,10 @@ impl Broker {
             if let Some(rx) = rx {
                 durable(rx).await?;
                 self.inner.timers_changed.notify_one();
+                let seqs: Vec<Seq> = deliveries.iter().map(|d| d.seq).collect();
+                let messages = queue.read_many(&seqs)?;
                 let mut out = Vec::with_capacity(deliveries.len());
-                for d in deliveries {
-                    let message = queue.read(d.seq)?;
+                for (d, message) in deliveries.into_iter().zip(messages) {
                     out.push(ReceivedMessage {
                         id: d.id,
                         seq: d.seq,
@@ -590,6 +591,41 @@ impl Broker {
         }
         self.apply_effects(&queue, effects).await?;
         Ok(acked)
+    }
+
+    /// Settles several delivered messages of one queue with one journal write; returns once
+    /// every settlement is durable, with one outcome per message in order: as
+    /// [`ack`](Self::ack) gives it (`Ok(Settled)`, `Ok(AlreadySettled)`, or a
+    /// [`BrokerError::StaleLease`] that changed nothing). The outer error is for the queue
+    /// (unknown, poisoned) or the write.
+    pub async fn ack_batch(
+        &self,
+        queue: &str,
+        acks: &[(Seq, LeaseToken)],
+    ) -> Result<Vec<Result<Acked>>> {
+        let queue = self.queue(queue)?;
+        let now_ms = self.now_ms();
+        let (outcomes, rx, effects) = {
+            let mut inner = queue.lock();
+            let mut events = Vec::with_capacity(acks.len());
+            let outcomes: Vec<Result<Acked>> = acks
+                .iter()
+                .map(|&(seq, token)| {
+                    let acked = inner.state.ack(seq, token, now_ms)?;
+                    if acked == Acked::Settled {
+                        events.push(JournalEvent::Acked { seq });
+                    }
+                    Ok(acked)
+                })
+                .collect();
+            let rx = (!events.is_empty()).then(|| queue.journal(&mut inner, &events, now_ms));
+            (outcomes, rx, queue.take_effects(&mut inner, now_ms))
+        };
+        if let Some(rx) = rx {
+            durable(rx).await?;
+        }
+        self.apply_effects(&queue, effects).await?;
+        Ok(outcomes)
     }
 
     /// A failed attempt: redelivery after `delay` or the retry policy's backoff, or the

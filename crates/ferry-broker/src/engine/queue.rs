@@ -23,6 +23,8 @@ use super::{BrokerConfig, max_record_bytes};
 
 /// Read budget when scanning a log from its start.
 const SCAN_BYTES: usize = 1 << 20;
+/// Read budget per read of [`Queue::read_many`]: a receive's worth of small messages.
+const READ_MANY_BYTES: usize = 256 << 10;
 
 pub(crate) struct Queue {
     pub name: Name,
@@ -295,16 +297,49 @@ impl Queue {
             .read(seq, 1)?
             .into_iter()
             .find(|r| r.offset == seq)
-            .ok_or(BrokerError::MalformedRecord {
-                offset: seq,
-                problem: "the message log has no record at this seq".into(),
-            })?;
+            .ok_or_else(|| missing_record(seq))?;
         Message::from_record(record)
+    }
+
+    /// The stored messages at `seqs` (in any order), in that order. Neighbouring seqs are
+    /// read together: a receive of a run of a backlog costs one read, not one per message.
+    pub fn read_many(&self, seqs: &[Seq]) -> Result<Vec<Message>> {
+        let mut wanted: Vec<Seq> = seqs.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut found: HashMap<Seq, Message> = HashMap::with_capacity(wanted.len());
+        let mut i = 0;
+        while i < wanted.len() {
+            let records = self.messages.read(wanted[i], READ_MANY_BYTES)?;
+            let last = records.last().map_or(wanted[i], |r| r.offset);
+            for record in records {
+                if wanted.binary_search(&record.offset).is_ok() {
+                    found.insert(record.offset, Message::from_record(record)?);
+                }
+            }
+            while i < wanted.len() && wanted[i] <= last {
+                i += 1;
+            }
+            // A wanted seq the read passed (or could not reach) is missing.
+            if let Some(&missing) = wanted[..i].iter().find(|s| !found.contains_key(s)) {
+                return Err(missing_record(missing));
+            }
+        }
+        seqs.iter()
+            .map(|seq| found.get(seq).cloned().ok_or_else(|| missing_record(*seq)))
+            .collect()
     }
 
     /// The original id if any of `keys` is in the window.
     pub fn duplicate_of(inner: &Inner, keys: &[String], now_ms: i64) -> Option<MessageId> {
         keys.iter().find_map(|key| inner.dedup.get(key, now_ms))
+    }
+}
+
+fn missing_record(seq: Seq) -> BrokerError {
+    BrokerError::MalformedRecord {
+        offset: seq,
+        problem: "the message log has no record at this seq".into(),
     }
 }
 

@@ -761,3 +761,50 @@ async fn broker_assigned_ids_are_never_dedup_keys_before_or_after_reopen() {
         .unwrap();
     assert_eq!(next_seq(&broker), 7);
 }
+
+#[tokio::test]
+async fn ack_batch_settles_with_one_write_and_reports_each_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    let batch = ["m0", "m1", "m2"].map(OutgoingMessage::new).to_vec();
+    broker.publish_batch("q", batch).await.unwrap();
+    let got = receive(&broker, "q", 3).await;
+    let journal_before = broker.queue("q").unwrap().journal.end_offset();
+    let stale = LeaseToken(got[1].token.0 + 1_000);
+    let outcomes = broker
+        .ack_batch(
+            "q",
+            &[
+                (got[0].seq, got[0].token),
+                (got[1].seq, stale),
+                (got[2].seq, got[2].token),
+                (got[0].seq, got[0].token),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcomes[0], Ok(Acked::Settled)));
+    assert!(matches!(outcomes[1], Err(BrokerError::StaleLease { .. })));
+    assert!(matches!(outcomes[2], Ok(Acked::Settled)));
+    assert!(matches!(outcomes[3], Ok(Acked::AlreadySettled)));
+    let q = broker.queue("q").unwrap();
+    assert_eq!(
+        q.journal.end_offset() - journal_before,
+        2,
+        "two Acked events"
+    );
+    assert_eq!(broker.describe_queue("q").unwrap().stats.acked, 2);
+    drop(q);
+    drop(broker);
+
+    let broker = open(dir.path(), &clock).await;
+    clock.advance(10_000);
+    let left = receive(&broker, "q", 10).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (left[0].payload.as_ref(), left[0].delivery),
+        (&b"m1"[..], 2)
+    );
+}
