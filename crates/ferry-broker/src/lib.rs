@@ -61,8 +61,8 @@
 //! the broker moves into a queue (they count, but are never refused or dropped); persisted
 //! prefetch; redrive progress across a crash (a message redriven but not yet settled in the
 //! dead-letter queue is redriven again); recovering a poisoned queue without reopening the
-//! whole broker; the windowed in-memory model that keeps a large backlog on disk (today
-//! every unsettled message is tracked in memory). (`tests/model.rs` checks the broker
+//! whole broker. Every unsettled message is tracked in memory (48 bytes each; payloads stay
+//! on disk) and read once on open. (`tests/model.rs` checks the broker
 //! against a reference model across restarts, and `tests/crash.rs` SIGKILLs it under load.)
 //!
 //! ```

@@ -346,9 +346,24 @@ impl Broker {
     }
 
     /// Deletes a queue and its messages. Refused while another queue dead-letters into it.
+    ///
+    /// A poisoned queue ([`BrokerError::QueuePoisoned`]) can be deleted: nothing in it can
+    /// be trusted until a reopen, and deleting is what an operator may want instead.
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
-        let queue = self.queue(name)?;
+        let queue = match self.queue(name) {
+            Err(BrokerError::QueuePoisoned { queue, .. }) => self
+                .inner
+                .queues
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&queue)
+                .cloned()
+                .ok_or(BrokerError::QueueNotFound {
+                    queue: queue.to_string(),
+                })?,
+            other => other?,
+        };
         {
             let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
             for (origin, q) in queues.iter() {

@@ -808,3 +808,28 @@ async fn ack_batch_settles_with_one_write_and_reports_each_outcome() {
         (&b"m1"[..], 2)
     );
 }
+
+#[tokio::test]
+async fn a_poisoned_queue_can_be_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    let q = broker.queue("q").unwrap();
+    q.fail_next_journal_append.store(true, Ordering::SeqCst);
+    drop(q);
+    assert!(broker.receive("q", "c1", 1, None, None).await.is_err());
+    assert!(matches!(
+        broker.describe_queue("q"),
+        Err(BrokerError::QueuePoisoned { .. })
+    ));
+    broker.delete_queue("q").await.unwrap();
+    assert_eq!(broker.list_queues(), [Name::new("q.dlq").unwrap()]);
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert_eq!(broker.list_queues(), [Name::new("q.dlq").unwrap()]);
+}
