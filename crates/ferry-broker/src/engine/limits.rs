@@ -58,9 +58,9 @@ fn admit(
         queue: queue.name.clone(),
         limit,
     };
-    let stats = inner.state.stats(now_ms);
-    let mut messages = stats.tracked as u64 + inner.pending.0 + count;
-    let mut total = stats.bytes + inner.pending.1 + bytes;
+    let (tracked, tracked_bytes) = inner.state.size();
+    let mut messages = tracked as u64 + inner.pending.0 + count;
+    let mut total = tracked_bytes + inner.pending.1 + bytes;
     let mut admitted = Admitted {
         reserved: (count, bytes),
         journal: None,
@@ -128,10 +128,18 @@ impl Broker {
             queue.release(reserved);
             return Err(error);
         }
+        // The earliest delay or TTL among the messages, for the timer task.
+        let earliest = messages
+            .iter()
+            .flat_map(|(m, _)| [m.deliver_at, m.expires_at])
+            .flatten()
+            .min();
         let seq = queue
             .store(messages, self.inner.config.clock.clone(), reserved)
             .await?;
-        self.inner.timers_changed.notify_one();
+        if let Some(at_ms) = earliest {
+            self.inner.timers_changed.timer_at(at_ms);
+        }
         Ok(seq)
     }
 }

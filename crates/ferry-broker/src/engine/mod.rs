@@ -34,6 +34,7 @@ pub mod limits;
 mod queue;
 mod recovery;
 pub mod redrive;
+mod timer_wake;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -55,6 +56,7 @@ use crate::spec_codec;
 use crate::topology::validate_topology;
 
 use queue::{Effects, Queue, dedup_keys, durable};
+use timer_wake::TimerWake;
 
 pub use housekeeping::MaintenanceReport;
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
@@ -172,13 +174,13 @@ struct BrokerInner {
     /// Woken when a queue's next timer may have moved earlier, and when the broker is
     /// dropped. Shared with the timer task, which holds the broker only weakly while it
     /// sleeps, so dropping the last handle closes the logs and releases the lock.
-    timers_changed: Arc<tokio::sync::Notify>,
+    timers_changed: Arc<TimerWake>,
     _lock: DirLock,
 }
 
 impl Drop for BrokerInner {
     fn drop(&mut self) {
-        self.timers_changed.notify_one();
+        self.timers_changed.timer_at(i64::MIN);
     }
 }
 
@@ -234,7 +236,7 @@ impl Broker {
                 queues: RwLock::new(queues),
                 rng: Mutex::new(rng),
                 token_base,
-                timers_changed: Arc::new(tokio::sync::Notify::new()),
+                timers_changed: Arc::new(TimerWake::new()),
                 _lock: lock,
                 config,
             }),
@@ -558,7 +560,10 @@ impl Broker {
             self.apply_effects(&queue, effects).await?;
             if let Some(rx) = rx {
                 durable(rx).await?;
-                self.inner.timers_changed.notify_one();
+                let earliest = deliveries.iter().map(|d| d.lease_until_ms).min();
+                self.inner
+                    .timers_changed
+                    .timer_at(earliest.unwrap_or(i64::MAX));
                 let seqs: Vec<Seq> = deliveries.iter().map(|d| d.seq).collect();
                 let messages = queue.read_many(&seqs)?;
                 let mut out = Vec::with_capacity(deliveries.len());
@@ -662,7 +667,9 @@ impl Broker {
             (nacked, queue.take_effects(&mut inner, now_ms))
         };
         self.apply_effects(&queue, effects).await?;
-        self.inner.timers_changed.notify_one();
+        if let Nacked::RetryAt(at_ms) = nacked {
+            self.inner.timers_changed.timer_at(at_ms);
+        }
         Ok(nacked)
     }
 
@@ -704,7 +711,7 @@ impl Broker {
             let rx = queue.journal(&mut inner, &[event], now_ms);
             (until_ms, rx)
         };
-        self.inner.timers_changed.notify_one();
+        self.inner.timers_changed.timer_at(until_ms);
         durable(rx).await?;
         Ok(until_ms)
     }
@@ -802,7 +809,7 @@ impl Broker {
     }
 }
 
-async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<tokio::sync::Notify>) {
+async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<TimerWake>) {
     let mut last_housekeeping = tokio::time::Instant::now();
     loop {
         let Some(inner) = broker.upgrade() else {
@@ -825,7 +832,9 @@ async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<tokio::sync::Notify>) {
             .min(housekeeping.saturating_sub(last_housekeeping.elapsed()));
         if !sleep.is_zero() {
             drop(broker);
-            let _ = tokio::time::timeout(sleep, wake.notified()).await;
+            wake.sleeping_until(now_ms.saturating_add(sleep.as_millis() as i64));
+            let _ = tokio::time::timeout(sleep, wake.notify.notified()).await;
+            wake.awake();
             continue;
         }
         if let Err(error) = broker.tick_now().await {

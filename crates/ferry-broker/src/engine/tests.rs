@@ -833,3 +833,51 @@ async fn a_poisoned_queue_can_be_deleted() {
     let broker = open(dir.path(), &clock).await;
     assert_eq!(broker.list_queues(), [Name::new("q.dlq").unwrap()]);
 }
+
+/// With the real clock and the timer task (and housekeeping too rare to wake it), a new
+/// delay or lease deadline earlier than the task's planned wake-up must wake it.
+#[tokio::test]
+async fn the_timer_task_wakes_for_new_delays_and_lease_deadlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        housekeeping_interval: Duration::from_secs(3600),
+        seed: Some(3),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(dir.path(), config).await.unwrap();
+    let q_spec = QueueSpec {
+        retry: RetryPolicy {
+            max_deliveries: 5,
+            backoff: Backoff {
+                base: Duration::from_millis(50),
+                cap: Duration::from_millis(50),
+                multiplier: 2.0,
+                jitter: 0.0,
+            },
+        },
+        ..spec(5)
+    };
+    broker.create_queue("q", q_spec).await.unwrap();
+    let started = std::time::Instant::now();
+    let delayed = OutgoingMessage::new("d").with_delay(Duration::from_millis(200));
+    broker.publish("q", delayed).await.unwrap();
+    let wait = Some(Duration::from_secs(20));
+    let got = broker
+        .receive("q", "c1", 1, Some(Duration::from_millis(200)), wait)
+        .await;
+    let got = got.unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // Not acked: the 200 ms lease ends, the retry follows 50 ms later.
+    let again = broker.receive("q", "c2", 1, None, wait).await.unwrap();
+    assert_eq!((again.len(), again[0].delivery), (1, 2));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}

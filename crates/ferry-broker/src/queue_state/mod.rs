@@ -591,6 +591,12 @@ impl QueueState {
         }
     }
 
+    /// How many messages are tracked, and their bytes (payload, key and headers): what a
+    /// length limit counts. Cheaper than [`stats`](Self::stats).
+    pub fn size(&self) -> (usize, u64) {
+        (self.entries.len(), self.bytes)
+    }
+
     pub fn is_tracked(&self, seq: Seq) -> bool {
         self.entries.contains(seq)
     }
