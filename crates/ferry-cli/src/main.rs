@@ -27,6 +27,8 @@ enum Command {
 enum BenchTarget {
     /// The storage engine, next to the device's own limits measured in the same run.
     Storage(bench::StorageArgs),
+    /// The broker engine: steady traffic, a large backlog and delayed messages, in process.
+    Broker(bench::broker::BrokerArgs),
     /// Internal to `bench storage`: fills a log in DIR with about BYTES of records, then
     /// aborts without closing it, so the parent can time recovery after an unclean stop.
     #[command(name = "storage-child-fill", hide = true)]
@@ -46,6 +48,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
+            BenchTarget::Broker(args) => bench::broker::run(&args),
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }

@@ -23,8 +23,10 @@ use super::{BrokerConfig, max_record_bytes};
 
 /// Read budget when scanning a log from its start.
 const SCAN_BYTES: usize = 1 << 20;
-/// Read budget per read of [`Queue::read_many`]: a receive's worth of small messages.
+/// Most bytes one read of [`Queue::read_many`] asks for.
 const READ_MANY_BYTES: usize = 256 << 10;
+/// What [`Queue::read_many`] budgets per wanted seq before it knows the sizes.
+const SMALL_RECORD_BYTES: u64 = 128;
 
 pub(crate) struct Queue {
     pub name: Name,
@@ -310,7 +312,13 @@ impl Queue {
         let mut found: HashMap<Seq, Message> = HashMap::with_capacity(wanted.len());
         let mut i = 0;
         while i < wanted.len() {
-            let records = self.messages.read(wanted[i], READ_MANY_BYTES)?;
+            // About what the wanted seqs from here take, if small; a read returns at least
+            // one whole batch, and the loop reads on for what it missed.
+            let span = wanted[wanted.len() - 1] - wanted[i] + 1;
+            let budget = usize::try_from(span.saturating_mul(SMALL_RECORD_BYTES))
+                .unwrap_or(usize::MAX)
+                .min(READ_MANY_BYTES);
+            let records = self.messages.read(wanted[i], budget)?;
             let last = records.last().map_or(wanted[i], |r| r.offset);
             for record in records {
                 if wanted.binary_search(&record.offset).is_ok() {

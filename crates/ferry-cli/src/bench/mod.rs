@@ -1,6 +1,8 @@
 //! `ferry bench storage`: the storage engine measured against the device it runs on, in one
 //! run, so every target is checked as a ratio of figures taken under the same conditions.
+//! `ferry bench broker` ([`broker`]) shares its machine facts, directory choice and fsync count.
 
+pub mod broker;
 pub mod checks;
 pub mod device;
 pub mod fsync_count;
@@ -90,6 +92,22 @@ fn settle(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a bench makes its scratch directory: `dir`, created if missing; else ./target if it
+/// exists, else the current directory — never /tmp, which is often tmpfs and would make every
+/// fdatasync free.
+fn bench_base(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let base = dir.map(Path::to_path_buf).unwrap_or_else(|| {
+        let target = PathBuf::from("target");
+        if target.is_dir() {
+            target
+        } else {
+            PathBuf::from(".")
+        }
+    });
+    std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
+    Ok(base)
+}
+
 /// Latencies in nanoseconds from 1 ns to 60 s at three significant digits; longer waits are
 /// clamped rather than dropped, so an outlier still counts.
 pub fn latency_histogram() -> Histogram<u64> {
@@ -106,15 +124,7 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     let reopen_bytes: u64 = if args.quick { 256 << 20 } else { 1 << 30 };
     let cells = selected_cells(&args.only)?;
 
-    let base = args.dir.clone().unwrap_or_else(|| {
-        let target = PathBuf::from("target");
-        if target.is_dir() {
-            target
-        } else {
-            PathBuf::from(".")
-        }
-    });
-    std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
+    let base = bench_base(args.dir.as_deref())?;
     let scratch = tempfile::Builder::new()
         .prefix("ferry-bench-")
         .tempdir_in(&base)
