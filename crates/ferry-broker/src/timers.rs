@@ -14,7 +14,7 @@
 //! up to millions of timers. `BTreeMap` + `HashMap` gives O(log n) for every operation — about
 //! 23 comparisons at n = 10⁷, all in cache-friendly B-tree nodes — exact ordering with FIFO
 //! ties, and a fixed ~100 B per entry (measured; see [`TimerQueue`]) with no per-tick work.
-//! Issue 3 asks for O(log n) or better per message; this is that, with the simplest code that
+//! The broker promises O(log n) or better per message; this is that, with the simplest code that
 //! meets it.
 
 use std::collections::{BTreeMap, HashMap};
