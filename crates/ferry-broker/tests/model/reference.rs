@@ -1,0 +1,574 @@
+//! The reference model: every message by seq in a plain `Vec`, readiness derived by linear
+//! scans, time a comparison with `now`. It knows nothing of timers, indexes or journals; the
+//! rules it follows, all from the broker's documentation, are listed in `tests/model.rs`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use ferry_broker::{DeadLetterReason, LeaseToken, LengthLimit, MessageId, Nacked, OverflowPolicy};
+
+use crate::ops::Config;
+
+pub const MAX_DELIVERIES: u32 = 3;
+pub const LEASE_MS: i64 = 10_000;
+/// Fixed-point 1.0 of the priority credit: the priority module keeps shares in billionths.
+const ONE: u64 = 1_000_000_000;
+
+/// `min(1 s × 2^(d−1), 4 s)`: the spec's backoff without jitter.
+pub fn backoff_ms(deliveries: u32) -> i64 {
+    (1_000i64 << (deliveries.max(1) - 1).min(10)).min(4_000)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum St {
+    /// Waiting for a delay or retry backoff to end at this time.
+    Scheduled(i64),
+    /// Neither waiting for time nor in flight: ready unless its key holds it back.
+    Idle,
+    /// In flight under the lease with model-side delivery number `uid`.
+    Leased {
+        uid: usize,
+        until: i64,
+    },
+    Acked,
+    Dead(DeadLetterReason),
+    Dropped,
+    Cancelled,
+}
+
+#[derive(Debug)]
+pub struct Msg {
+    pub id: MessageId,
+    pub payload: String,
+    pub key: Option<Vec<u8>>,
+    /// As published; the level is this clamped to the queue's top level.
+    pub priority: u8,
+    pub level: u8,
+    pub published_at: i64,
+    pub expires_at: Option<i64>,
+    /// Payload and key bytes (no headers here): what `max_bytes` counts.
+    pub size: u64,
+    pub deliveries: u32,
+    pub state: St,
+    /// What its dead letter reports: the failed attempts (nack, lease expiry, reject) and
+    /// the consumer of the last delivery.
+    pub failures: Failures,
+    /// Had deliveries when the broker reopened; see [`Model::reopen`].
+    pub restored: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failures {
+    pub last_error: Option<String>,
+    pub first_ms: Option<i64>,
+    pub last_ms: Option<i64>,
+    pub consumer: Option<String>,
+}
+
+impl Failures {
+    fn failed(&mut self, now: i64, error: &str) {
+        self.first_ms.get_or_insert(now);
+        self.last_ms = Some(now);
+        self.last_error = Some(error.to_owned());
+    }
+}
+
+impl Msg {
+    pub fn live(&self) -> bool {
+        matches!(self.state, St::Scheduled(_) | St::Idle | St::Leased { .. })
+    }
+
+    fn leased(&self) -> bool {
+        matches!(self.state, St::Leased { .. })
+    }
+
+    /// "Never delivered at or after" `expires_at`.
+    fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+}
+
+/// One delivery the broker handed out (the model's identity for it is its index).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRec {
+    pub seq: u64,
+    pub token: LeaseToken,
+}
+
+/// The stats counters, which count since the queue was created.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    pub acked: u64,
+    pub nacked: u64,
+    pub dropped: u64,
+    pub cancelled: u64,
+}
+
+/// A publish as the model sees it, before the broker answers.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub payload: String,
+    pub key: Option<Vec<u8>>,
+    pub priority: u8,
+    pub delay_ms: Option<i64>,
+    pub ttl_ms: Option<i64>,
+    pub chosen: Option<MessageId>,
+    pub dedup_id: Option<String>,
+}
+
+impl NewMessage {
+    fn size(&self) -> u64 {
+        (self.payload.len() + self.key.as_ref().map_or(0, Vec::len)) as u64
+    }
+
+    /// Its dedup key: the dedup id, else the id when the producer chose it (lib docs). The
+    /// prefixes keep a dedup id from ever matching a message id.
+    fn dedup_key(&self) -> Option<String> {
+        match (&self.dedup_id, self.chosen) {
+            (Some(d), _) => Some(format!("d:{d}")),
+            (None, Some(id)) => Some(format!("i:{id}")),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A message of a batch that is not stored: the id its publish returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duplicate {
+    /// Published before, within the dedup window.
+    Of(MessageId),
+    /// Repeats the key of this earlier message of the same batch, which is stored.
+    InBatch(usize),
+}
+
+/// What a publish (or a batch, taken whole) must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admit {
+    /// `ExpiresBeforeDelivery`: a TTL (the message's own or the queue's default) that ends
+    /// before the delay does; the whole batch stores nothing.
+    Invalid,
+    /// `QueueFull`: stores nothing, evicts nothing.
+    Full,
+    /// Per message, `Some` for a duplicate and `None` for one to store; the stored ones go
+    /// in after evicting `evict` (overflow `DropHead` / `DeadLetterHead`).
+    Accept {
+        duplicates: Vec<Option<Duplicate>>,
+        evict: Vec<u64>,
+    },
+}
+
+#[derive(Debug)]
+pub struct Model {
+    pub cfg: Config,
+    pub now: i64,
+    /// Indexed by seq.
+    pub msgs: Vec<Msg>,
+    /// Dedup key → (original id, when it entered the window).
+    dedup: HashMap<String, (MessageId, i64)>,
+    /// Every id returned by a publish.
+    pub ids: Vec<MessageId>,
+    pub leases: Vec<LeaseRec>,
+    /// Parked keys (key-shared queues only); durable.
+    pub parked: BTreeSet<Vec<u8>>,
+    /// The priority picker's credit, in billionths; in memory, so 0 after a reopen.
+    credit: u64,
+    pub counters: Counters,
+}
+
+impl Model {
+    pub fn new(cfg: Config, now: i64) -> Model {
+        Model {
+            cfg,
+            now,
+            msgs: Vec::new(),
+            dedup: HashMap::new(),
+            ids: Vec::new(),
+            leases: Vec::new(),
+            parked: BTreeSet::new(),
+            credit: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    // ---- Publish ----
+
+    pub fn admit(&self, batch: &[NewMessage]) -> Admit {
+        let invalid = batch.iter().any(|m| {
+            m.ttl_ms
+                .or(self.cfg.default_ttl_ms)
+                .is_some_and(|ttl| m.delay_ms.unwrap_or(0) >= ttl)
+        });
+        if invalid {
+            return Admit::Invalid;
+        }
+        let dedup = self.cfg.dedup_window_ms > 0;
+        let mut in_batch: HashMap<String, usize> = HashMap::new();
+        let mut duplicates = Vec::new();
+        let (mut count, mut size) = (0, 0);
+        for (i, m) in batch.iter().enumerate() {
+            let key = m.dedup_key().filter(|_| dedup);
+            let window = key
+                .as_ref()
+                .and_then(|k| self.dedup.get(k))
+                .and_then(|&(id, at)| {
+                    (self.now - at < self.cfg.dedup_window_ms).then_some(Duplicate::Of(id))
+                });
+            let earlier = key
+                .as_ref()
+                .and_then(|k| in_batch.get(k))
+                .map(|&j| Duplicate::InBatch(j));
+            let duplicate = window.or(earlier);
+            if duplicate.is_none() {
+                if let Some(k) = key {
+                    in_batch.insert(k, i);
+                }
+                count += 1;
+                size += m.size();
+            }
+            duplicates.push(duplicate);
+        }
+        let accept = |evict| Admit::Accept {
+            duplicates: duplicates.clone(),
+            evict,
+        };
+        if count == 0 || !self.cfg.limited() {
+            return accept(Vec::new());
+        }
+        let limit = &self.cfg.limit;
+        let live = self.msgs.iter().filter(|m| m.live());
+        let mut messages = live.clone().count() as u64 + count;
+        let mut bytes = live.map(|m| m.size).sum::<u64>() + size;
+        if fits(limit, messages, bytes) {
+            return accept(Vec::new());
+        }
+        if limit.overflow == OverflowPolicy::RejectPublish || !fits(limit, count, size) {
+            return Admit::Full;
+        }
+        // The oldest messages not in flight go first; in-flight ones are never evicted.
+        let mut evict = Vec::new();
+        for (seq, old) in self.msgs.iter().enumerate() {
+            if fits(limit, messages, bytes) {
+                break;
+            }
+            if old.live() && !old.leased() {
+                evict.push(seq as u64);
+                messages -= 1;
+                bytes -= old.size;
+            }
+        }
+        if fits(limit, messages, bytes) {
+            accept(evict)
+        } else {
+            Admit::Full
+        }
+    }
+
+    /// Applies an accepted batch: evicts, then stores each message that is not a duplicate
+    /// with the id the broker returned for it.
+    pub fn store(
+        &mut self,
+        batch: Vec<NewMessage>,
+        ids: &[MessageId],
+        duplicates: &[Option<Duplicate>],
+        evict: &[u64],
+    ) {
+        let dead_letter = self.cfg.limit.overflow == OverflowPolicy::DeadLetterHead;
+        for &seq in evict {
+            self.msgs[seq as usize].state = if dead_letter {
+                St::Dead(DeadLetterReason::Overflow)
+            } else {
+                self.counters.dropped += 1;
+                St::Dropped
+            };
+        }
+        let now = self.now;
+        for ((m, &id), duplicate) in batch.into_iter().zip(ids).zip(duplicates) {
+            self.ids.push(id);
+            if duplicate.is_some() {
+                continue;
+            }
+            if self.cfg.dedup_window_ms > 0
+                && let Some(key) = m.dedup_key()
+            {
+                self.dedup.insert(key, (id, now));
+            }
+            let state = match m.delay_ms {
+                Some(d) if d > 0 => St::Scheduled(now + d),
+                _ => St::Idle,
+            };
+            let ttl = m.ttl_ms.or(self.cfg.default_ttl_ms);
+            let level = m.priority.min(self.cfg.levels - 1);
+            self.msgs.push(Msg {
+                id,
+                size: m.size(),
+                payload: m.payload,
+                key: m.key,
+                priority: m.priority,
+                level,
+                published_at: now,
+                expires_at: ttl.map(|t| now + t),
+                deliveries: 0,
+                state,
+                failures: Failures::default(),
+                restored: false,
+            });
+        }
+    }
+
+    // ---- Time ----
+
+    /// Fires everything due at `now`: ended leases fail their attempt, ended delays and
+    /// backoffs make messages ready, passed TTLs dead-letter messages not in flight.
+    pub fn tick(&mut self) {
+        let now = self.now;
+        for seq in 0..self.msgs.len() {
+            if let St::Leased { until, .. } = self.msgs[seq].state
+                && until <= now
+            {
+                self.fail(seq, None, "lease expired");
+            }
+        }
+        for m in &mut self.msgs {
+            if let St::Scheduled(at) = m.state
+                && at <= now
+            {
+                m.state = St::Idle;
+            }
+            if m.live() && !m.leased() && m.expired(now) {
+                m.state = St::Dead(DeadLetterReason::Expired);
+            }
+        }
+    }
+
+    /// A failed attempt (nack or lease expiry): `max_deliveries` if the deliveries are used
+    /// up, else `expired` if the TTL has passed, else a retry after `delay` or the backoff.
+    pub fn fail(&mut self, seq: usize, delay: Option<i64>, error: &str) -> Nacked {
+        let now = self.now;
+        let m = &mut self.msgs[seq];
+        m.failures.failed(now, error);
+        let reason = if m.deliveries >= MAX_DELIVERIES {
+            DeadLetterReason::MaxDeliveries
+        } else if m.expired(now) {
+            DeadLetterReason::Expired
+        } else {
+            let at = now + delay.unwrap_or_else(|| backoff_ms(m.deliveries));
+            self.counters.nacked += 1;
+            m.state = if at > now {
+                St::Scheduled(at)
+            } else {
+                St::Idle
+            };
+            return Nacked::RetryAt(at);
+        };
+        m.state = St::Dead(reason);
+        Nacked::DeadLettered(reason)
+    }
+
+    /// A reject: a permanent failure, dead-lettered now with reason `rejected`.
+    pub fn reject(&mut self, seq: usize, reason: &str) {
+        let m = &mut self.msgs[seq];
+        m.failures.failed(self.now, reason);
+        m.state = St::Dead(DeadLetterReason::Rejected);
+    }
+
+    /// The broker reopened at `now`: a message whose TTL has passed is dead-lettered
+    /// (`expired`), then one whose last delivery was running and used up its deliveries
+    /// (`max_deliveries`); other running leases end at their deadline. Parked keys and the
+    /// dedup window and the counters survive; the picker's credit starts over.
+    ///
+    /// A message with deliveries is marked `restored`: the broker does not keep the
+    /// failures and consumer its dead letter reports across a restart (see
+    /// `regressions::dead_letter_keeps_failures_and_consumer_from_before_a_restart`), so
+    /// the drain compares those only for messages that never crossed one.
+    pub fn reopen(&mut self) {
+        let now = self.now;
+        for m in &mut self.msgs {
+            if !m.live() {
+                continue;
+            }
+            m.restored |= m.deliveries > 0;
+            if m.expired(now) {
+                m.state = St::Dead(DeadLetterReason::Expired);
+                continue;
+            }
+            let at = match m.state {
+                St::Leased { .. } if m.deliveries >= MAX_DELIVERIES => {
+                    m.state = St::Dead(DeadLetterReason::MaxDeliveries);
+                    continue;
+                }
+                St::Leased { until, .. } => until,
+                St::Scheduled(at) => at,
+                _ => continue,
+            };
+            m.state = if at <= now {
+                St::Idle
+            } else {
+                St::Scheduled(at)
+            };
+        }
+        self.credit = 0;
+    }
+
+    // ---- Delivery ----
+
+    /// Seqs that are the head of their key's line (the oldest live message of the key).
+    fn heads(&self) -> HashMap<&[u8], usize> {
+        let mut heads = HashMap::new();
+        for (seq, m) in self.msgs.iter().enumerate() {
+            if let (true, Some(k)) = (m.live(), &m.key) {
+                heads.entry(&k[..]).or_insert(seq);
+            }
+        }
+        heads
+    }
+
+    /// Ready messages by level: idle, and on a key-shared queue keyless or the head of a
+    /// key that is not parked.
+    pub fn ready_by_level(&self) -> Vec<BTreeSet<u64>> {
+        let heads = self.heads();
+        let mut ready = vec![BTreeSet::new(); usize::from(self.cfg.levels)];
+        for (seq, m) in self.msgs.iter().enumerate() {
+            if m.state != St::Idle {
+                continue;
+            }
+            let free = match (&m.key, self.cfg.key_shared) {
+                (Some(k), true) => heads[&k[..]] == seq && !self.parked.contains(k),
+                _ => true,
+            };
+            if free {
+                ready[usize::from(m.level)].insert(seq as u64);
+            }
+        }
+        ready
+    }
+
+    /// The seqs a `receive(max)` must hand out, in order, by the priority picker's rule:
+    /// every pick adds the share to the credit; with a lower level ready and a credit of at
+    /// least 1 the highest ready level below the top one is served and 1 is spent, else the
+    /// top level; with no lower level ready the credit is capped at 1. Publish order within
+    /// a level. Taking a key's head never makes another message ready, so one readiness
+    /// snapshot serves the whole receive.
+    pub fn expect_receive(&mut self, max: usize) -> Vec<u64> {
+        let mut ready = self.ready_by_level();
+        let share = self.cfg.share_millis * (ONE / 1000);
+        let mut out = Vec::new();
+        while out.len() < max {
+            let mut levels = (0..ready.len()).rev().filter(|&l| !ready[l].is_empty());
+            let Some(top) = levels.next() else {
+                break;
+            };
+            let lower = levels.next();
+            self.credit += share;
+            let level = match lower {
+                Some(lower) if self.credit >= ONE => {
+                    self.credit -= ONE;
+                    lower
+                }
+                _ => top,
+            };
+            if lower.is_none() {
+                self.credit = self.credit.min(ONE);
+            }
+            out.push(ready[level].pop_first().expect("a ready level"));
+        }
+        out
+    }
+
+    /// Whether lease `uid` is the current lease of its message.
+    pub fn current(&self, uid: usize) -> bool {
+        let seq = self.leases[uid].seq as usize;
+        matches!(self.msgs[seq].state, St::Leased { uid: u, .. } if u == uid)
+    }
+
+    pub fn held(&self) -> Vec<usize> {
+        (0..self.leases.len())
+            .filter(|&u| self.current(u))
+            .collect()
+    }
+
+    pub fn stale(&self) -> Vec<usize> {
+        (0..self.leases.len())
+            .filter(|&u| !self.current(u))
+            .collect()
+    }
+
+    // ---- Cancel ----
+
+    /// The seq `cancel(id)` must cancel: the latest scheduled, never-delivered message with
+    /// this id.
+    pub fn cancellable(&self, id: MessageId) -> Option<usize> {
+        (0..self.msgs.len()).rev().find(|&s| {
+            let m = &self.msgs[s];
+            m.id == id && matches!(m.state, St::Scheduled(_)) && m.deliveries == 0
+        })
+    }
+
+    /// Every time after now at which something is due: lease ends, delay and backoff
+    /// ends, expiries of live messages, ends of dedup windows.
+    pub fn deadlines(&self) -> Vec<i64> {
+        let mut times: BTreeSet<i64> = BTreeSet::new();
+        for m in self.msgs.iter().filter(|m| m.live()) {
+            match m.state {
+                St::Scheduled(at) | St::Leased { until: at, .. } => times.insert(at),
+                _ => false,
+            };
+            times.extend(m.expires_at);
+        }
+        if self.cfg.dedup_window_ms > 0 {
+            times.extend(
+                self.dedup
+                    .values()
+                    .map(|(_, at)| at + self.cfg.dedup_window_ms),
+            );
+        }
+        times.into_iter().filter(|&t| t > self.now).collect()
+    }
+
+    // ---- Views for the checks ----
+
+    pub fn count(&self, f: impl Fn(&Msg) -> bool) -> usize {
+        self.msgs.iter().filter(|m| f(m)).count()
+    }
+
+    /// Live messages of parked keys that are not in flight (delayed ones included).
+    pub fn parked_messages(&self) -> usize {
+        if !self.cfg.key_shared {
+            return 0;
+        }
+        self.count(|m| {
+            m.live() && !m.leased() && m.key.as_ref().is_some_and(|k| self.parked.contains(k))
+        })
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.msgs.iter().filter(|m| m.live()).map(|m| m.size).sum()
+    }
+
+    /// Dead letters: seq → (reason, deliveries).
+    pub fn dead(&self) -> BTreeMap<u64, (DeadLetterReason, u32)> {
+        self.msgs
+            .iter()
+            .enumerate()
+            .filter_map(|(s, m)| match m.state {
+                St::Dead(r) => Some((s as u64, (r, m.deliveries))),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every clock advance is followed by a tick, so between steps nothing the tick would
+    /// act on is left: no delay or backoff has ended and no message outside a lease has
+    /// outlived its TTL. The model relies on this (it never has to decide what an operation
+    /// does with a message a tick has not caught up with yet).
+    pub fn settled_in_time(&self) -> bool {
+        self.msgs.iter().all(|m| match m.state {
+            St::Scheduled(at) => at > self.now && !m.expired(self.now),
+            St::Idle => !m.expired(self.now),
+            _ => true,
+        })
+    }
+}
+
+fn fits(limit: &LengthLimit, messages: u64, bytes: u64) -> bool {
+    limit.max_messages.is_none_or(|max| messages <= max)
+        && limit.max_bytes.is_none_or(|max| bytes <= max)
+}
