@@ -7,7 +7,7 @@
 //! |-----|----------------|-------------------------------------------------------------|
 //! | 1   | `Acked`        | seq u64                                                     |
 //! | 2   | `Failed`       | seq u64, deliveries u32, retry_at i64, error (rest, UTF-8)  |
-//! | 3   | `Leased`       | seq u64, deliveries u32, until i64                          |
+//! | 3   | `Leased`       | seq u64, deliveries u32, until i64, consumer (rest, UTF-8)  |
 //! | 4   | `DeadLettered` | seq u64, reason u8 (1 max deliveries, 2 rejected, 3 expired, |
 //! |     |                | 4 overflow)                                                 |
 //! | 5   | `Cancelled`    | seq u64                                                     |
@@ -22,12 +22,19 @@
 //! | 13  | `CheckpointParked` | key (rest)                                              |
 //! | 14  | `CheckpointEnd` | —                                                          |
 //! | 15  | `Redriven`     | seq u64 (moved out of a dead-letter queue)                  |
+//! | 16  | `CheckpointFailures` | seq u64, first failure i64, last failure i64 (i64::MIN |
+//! |     |                | for none), error (u16 length, u16::MAX for none, then the   |
+//! |     |                | bytes), last consumer (rest; a leading 0 for none, 1 before |
+//! |     |                | the name)                                                   |
+//!
+//! A failed attempt's time is its record's timestamp.
 //!
 //! **Checkpoints** let the journal forget its past: `CheckpointBegin` … `CheckpointEnd`,
 //! written in one append under the queue's lock, state everything the events before them
 //! said. Seqs below `low` are settled; a seq in `[low, end)` is unsettled exactly when a
-//! `CheckpointLive` run or a `CheckpointDelivered` entry names it; seqs from `end` on are
-//! described by the events that follow, as without a checkpoint. Replay starts over at each
+//! `CheckpointLive` run covers it; `CheckpointDelivered` and `CheckpointFailures` give the
+//! deliveries, not-before times and failure records of those delivered before; seqs from
+//! `end` on are described by the events that follow, as without a checkpoint. Replay starts over at each
 //! complete checkpoint (an unfinished one, cut by a crash, is ignored), so the segments
 //! wholly before the last one can be deleted.
 //!
@@ -38,7 +45,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_storage::NewRecord;
 
-use crate::queue_state::{DeadLetterReason, RestorePoint, Seq};
+use crate::queue_state::{DeadLetterReason, FailureRecord, RestorePoint, Seq};
 
 const VERSION: u8 = 1;
 
@@ -57,6 +64,7 @@ pub enum JournalEvent {
         seq: Seq,
         deliveries: u32,
         until_ms: i64,
+        consumer: String,
     },
     DeadLettered {
         seq: Seq,
@@ -101,6 +109,11 @@ pub enum JournalEvent {
     /// Moved out of this dead-letter queue by a redrive.
     Redriven {
         seq: Seq,
+    },
+    /// What a checkpoint's delivered seq has for its dead letter.
+    CheckpointFailures {
+        seq: Seq,
+        record: FailureRecord,
     },
 }
 
@@ -171,11 +184,13 @@ impl JournalEvent {
                 seq,
                 deliveries,
                 until_ms,
+                consumer,
             } => {
                 out.put_u8(3);
                 out.put_u64_le(*seq);
                 out.put_u32_le(*deliveries);
                 out.put_i64_le(*until_ms);
+                out.put_slice(consumer.as_bytes());
             }
             JournalEvent::DeadLettered { seq, reason } => {
                 out.put_u8(4);
@@ -247,6 +262,28 @@ impl JournalEvent {
                 out.put_u8(15);
                 out.put_u64_le(*seq);
             }
+            JournalEvent::CheckpointFailures { seq, record } => {
+                out.put_u8(16);
+                out.put_u64_le(*seq);
+                out.put_i64_le(record.first_failure_ms.unwrap_or(i64::MIN));
+                out.put_i64_le(record.last_failure_ms.unwrap_or(i64::MIN));
+                match &record.last_error {
+                    Some(error) => {
+                        // Errors are cut to MAX_ERROR_LEN (1 KiB) when recorded.
+                        let len = error.len().min(usize::from(u16::MAX - 1));
+                        out.put_u16_le(len as u16);
+                        out.put_slice(&error.as_bytes()[..len]);
+                    }
+                    None => out.put_u16_le(u16::MAX),
+                }
+                match &record.last_consumer {
+                    Some(consumer) => {
+                        out.put_u8(1);
+                        out.put_slice(consumer.as_bytes());
+                    }
+                    None => out.put_u8(0),
+                }
+            }
         }
         NewRecord::new(out.freeze()).with_timestamp(now_ms)
     }
@@ -285,6 +322,7 @@ impl JournalEvent {
                 seq: r.u64()?,
                 deliveries: r.u32()?,
                 until_ms: r.u64()? as i64,
+                consumer: utf8(r.rest(), "the consumer")?,
             },
             4 => {
                 let seq = r.u64()?;
@@ -345,6 +383,30 @@ impl JournalEvent {
             13 => JournalEvent::CheckpointParked { key: r.rest() },
             14 => JournalEvent::CheckpointEnd,
             15 => JournalEvent::Redriven { seq: r.u64()? },
+            16 => {
+                let seq = r.u64()?;
+                let time = |t: u64| (t as i64 != i64::MIN).then_some(t as i64);
+                let first_failure_ms = time(r.u64()?);
+                let last_failure_ms = time(r.u64()?);
+                let last_error = match u16::from_le_bytes(r.take()?) {
+                    u16::MAX => None,
+                    len => Some(utf8(r.bytes(usize::from(len))?, "the error text")?),
+                };
+                let last_consumer = match r.u8()? {
+                    0 if r.0.is_empty() => None,
+                    1 => Some(utf8(r.rest(), "the consumer")?),
+                    _ => return Err("a malformed consumer".to_owned()),
+                };
+                JournalEvent::CheckpointFailures {
+                    seq,
+                    record: FailureRecord {
+                        first_failure_ms,
+                        last_failure_ms,
+                        last_error,
+                        last_consumer,
+                    },
+                }
+            }
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -352,6 +414,10 @@ impl JournalEvent {
         }
         Ok(event)
     }
+}
+
+fn utf8(bytes: Bytes, what: &str) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
 }
 
 struct Reader(Bytes);
@@ -375,6 +441,12 @@ impl Reader {
     }
     fn rest(&mut self) -> Bytes {
         std::mem::take(&mut self.0)
+    }
+    fn bytes(&mut self, n: usize) -> Result<Bytes, String> {
+        if self.0.len() < n {
+            return Err("the record is truncated".to_owned());
+        }
+        Ok(self.0.split_to(n))
     }
 }
 
@@ -402,6 +474,13 @@ mod tests {
                 seq: 2,
                 deliveries: 9,
                 until_ms: 1_700_000_000_000,
+                consumer: "worker-é".into(),
+            },
+            JournalEvent::Leased {
+                seq: 2,
+                deliveries: 1,
+                until_ms: 1,
+                consumer: String::new(),
             },
             JournalEvent::DeadLettered {
                 seq: 3,
@@ -456,6 +535,26 @@ mod tests {
             },
             JournalEvent::CheckpointEnd,
             JournalEvent::Redriven { seq: 8 },
+            JournalEvent::CheckpointFailures {
+                seq: 9,
+                record: FailureRecord {
+                    first_failure_ms: Some(1),
+                    last_failure_ms: Some(2),
+                    last_error: Some("boom".into()),
+                    last_consumer: Some("c".into()),
+                },
+            },
+            JournalEvent::CheckpointFailures {
+                seq: 9,
+                record: FailureRecord {
+                    last_consumer: Some(String::new()),
+                    ..FailureRecord::default()
+                },
+            },
+            JournalEvent::CheckpointFailures {
+                seq: 9,
+                record: FailureRecord::default(),
+            },
         ];
         for event in events {
             let record = event.to_record(1);
@@ -475,6 +574,11 @@ mod tests {
             // A delivered entry cut short.
             &[1, 12, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
             &[1, 14, 0],
+            // Failures whose error runs past the record.
+            &[
+                1, 16, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0, 128,
+                5, 0, b'x', 0,
+            ],
         ] {
             assert!(
                 JournalEvent::decode(&Bytes::copy_from_slice(bad)).is_err(),

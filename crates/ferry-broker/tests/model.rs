@@ -59,11 +59,6 @@
 //!   nacked (failed attempts followed by a retry: nacks and lease expiries), dead-lettered,
 //!   dropped and cancelled.
 //!
-//! Two things the broker does not do as documented are kept out of the random runs, each
-//! pinned by an ignored test in `model/regressions.rs` until it is fixed: cancel of an id
-//! that several stored messages share, and the failures and consumer of a dead letter whose
-//! message had deliveries before a reopen.
-//!
 //! `PROPTEST_CASES=2000 cargo test -p ferry-broker --test model` runs many more cases.
 
 #[path = "model/ops.rs"]

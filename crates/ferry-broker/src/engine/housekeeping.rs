@@ -72,6 +72,14 @@ fn checkpoint_events(inner: &Inner) -> Vec<JournalEvent> {
             points: chunk.to_vec(),
         });
     }
+    for point in &points {
+        if let Some(record) = inner.state.failure_record(point.seq) {
+            events.push(JournalEvent::CheckpointFailures {
+                seq: point.seq,
+                record,
+            });
+        }
+    }
     for key in inner.state.parked_keys() {
         events.push(JournalEvent::CheckpointParked {
             key: Bytes::copy_from_slice(key),

@@ -552,6 +552,7 @@ impl Broker {
                         seq: d.seq,
                         deliveries: d.delivery,
                         until_ms: d.lease_until_ms,
+                        consumer: consumer.to_owned(),
                     });
                 }
                 let rx = (!events.is_empty()).then(|| queue.journal(&mut inner, &events, now_ms));

@@ -14,14 +14,15 @@ use super::queue::{Queue, dedup_keys, scan, scan_from};
 use crate::error::{BrokerError, Result};
 use crate::journal::{Counts, JournalEvent};
 use crate::message::{Message, millis};
-use crate::queue_state::Seq;
+use crate::queue_state::{FailureRecord, Seq};
 
 /// What the journal says of one seq.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct SeqReplay {
     settled: bool,
     deliveries: u32,
     not_before_ms: Option<i64>,
+    failures: FailureRecord,
 }
 
 /// The seqs a checkpoint describes: below `low` settled, in `[low, end)` unsettled exactly
@@ -58,7 +59,8 @@ struct Replay {
 }
 
 impl Replay {
-    fn apply(&mut self, event: &JournalEvent) {
+    /// Applies an event journaled at `at_ms`.
+    fn apply(&mut self, event: &JournalEvent, at_ms: i64) {
         self.counts.count(event);
         if let Some(seq) = event.settles() {
             self.seqs.entry(seq).or_default().settled = true;
@@ -69,10 +71,12 @@ impl Replay {
                 seq,
                 deliveries,
                 until_ms,
+                consumer,
             } => {
                 let r = self.seqs.entry(*seq).or_default();
                 r.deliveries = r.deliveries.max(*deliveries);
                 r.not_before_ms = Some(*until_ms);
+                r.failures.last_consumer = Some(consumer.clone());
             }
             JournalEvent::Extended { seq, until_ms } => {
                 self.seqs.entry(*seq).or_default().not_before_ms = Some(*until_ms);
@@ -81,11 +85,14 @@ impl Replay {
                 seq,
                 deliveries,
                 retry_at_ms,
-                ..
+                error,
             } => {
                 let r = self.seqs.entry(*seq).or_default();
                 r.deliveries = r.deliveries.max(*deliveries);
                 r.not_before_ms = Some(*retry_at_ms);
+                r.failures.first_failure_ms.get_or_insert(at_ms);
+                r.failures.last_failure_ms = Some(at_ms);
+                r.failures.last_error = error.clone();
             }
             JournalEvent::Parked { key } => {
                 self.parked.insert(key.clone());
@@ -152,6 +159,12 @@ fn replay_journal(queue: &Queue) -> Result<Replay> {
                     r.not_before_ms = point.not_before_ms;
                 }
             }
+            JournalEvent::CheckpointFailures { seq, record } => {
+                let p = pending
+                    .as_mut()
+                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
+                p.seqs.entry(seq).or_default().failures = record;
+            }
             JournalEvent::CheckpointParked { key } => {
                 let p = pending
                     .as_mut()
@@ -167,9 +180,9 @@ fn replay_journal(queue: &Queue) -> Result<Replay> {
                 // Checkpoints are written in one append under the queue's lock, so nothing
                 // falls between their parts; were it to, it happened after the snapshot.
                 if let Some(p) = pending.as_mut() {
-                    p.apply(&event);
+                    p.apply(&event, record.timestamp);
                 }
-                replay.apply(&event);
+                replay.apply(&event, record.timestamp);
             }
         }
         Ok(())
@@ -210,7 +223,7 @@ impl Queue {
             if replay.settled(seq) || dead_lettered.contains(&seq) {
                 return Ok(());
             }
-            let r = replay.seqs.get(&seq).copied().unwrap_or_default();
+            let r = replay.seqs.get(&seq).cloned().unwrap_or_default();
             let mut tracked = self.tracked(seq, &message);
             tracked.deliveries = r.deliveries;
             // A lease still running at the crash ends at its deadline; a retry keeps its time.
@@ -221,7 +234,7 @@ impl Queue {
                 inner.deliveries.insert(seq, r.deliveries);
             }
             inner.live.insert(seq, seq + 1);
-            inner.state.track(tracked, now_ms);
+            inner.state.track_restored(tracked, r.failures, now_ms);
             Ok(())
         })?;
         inner.dedup.restore(dedup);

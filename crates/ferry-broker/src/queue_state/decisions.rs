@@ -13,6 +13,10 @@ pub type Seq = u64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseToken(pub u64);
 
+/// The error of the attempt that was running when the broker stopped, for a message whose
+/// deliveries that attempt used up (it is dead-lettered on restart).
+pub const INTERRUPTED: &str = "delivery interrupted by a broker restart";
+
 /// The longest error text kept with a failed attempt, in bytes.
 pub const MAX_ERROR_LEN: usize = 1024;
 
@@ -43,6 +47,17 @@ pub struct RestorePoint {
     pub deliveries: u32,
     /// Not deliverable before this time: a running lease's end or a retry's due time.
     pub not_before_ms: Option<i64>,
+}
+
+/// What a message's failed attempts left to report in its dead letter: see
+/// [`DeadLetterDecision`]. The engine journals it and hands it back on restart
+/// ([`QueueState::track_restored`](super::QueueState::track_restored)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureRecord {
+    pub first_failure_ms: Option<i64>,
+    pub last_failure_ms: Option<i64>,
+    pub last_error: Option<String>,
+    pub last_consumer: Option<String>,
 }
 
 /// One message handed to one consumer under a lease.

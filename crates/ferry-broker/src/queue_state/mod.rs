@@ -33,7 +33,7 @@
 //! `max_deliveries`; otherwise, if its TTL has passed, with reason `expired`; otherwise it is
 //! redelivered after the nack's explicit delay or the backoff for its attempt.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,8 +53,8 @@ use crate::spec::{OrderingMode, OverflowPolicy, QueueSpec};
 use crate::timers::TimerQueue;
 
 pub use decisions::{
-    Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, LeaseToken, MAX_ERROR_LEN,
-    Nacked, QueueStateStats, RestorePoint, Seq, Tracked,
+    Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, FailureRecord, INTERRUPTED,
+    LeaseToken, MAX_ERROR_LEN, Nacked, QueueStateStats, RestorePoint, Seq, Tracked,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,6 +130,28 @@ impl History {
         self.last_failure_ms = Some(now_ms);
         self.last_error = error;
     }
+
+    fn record(&self) -> FailureRecord {
+        FailureRecord {
+            first_failure_ms: self.first_failure_ms,
+            last_failure_ms: self.last_failure_ms,
+            last_error: self.last_error.clone(),
+            last_consumer: self.last_consumer.as_deref().map(str::to_owned),
+        }
+    }
+
+    fn from_record(record: FailureRecord) -> History {
+        History {
+            last_consumer: record.last_consumer.map(Arc::from),
+            first_failure_ms: record.first_failure_ms,
+            last_failure_ms: record.last_failure_ms,
+            last_error: record.last_error,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.last_consumer.is_none() && self.first_failure_ms.is_none()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -166,10 +188,11 @@ pub struct QueueState {
     /// Whether the length limit makes room by evicting the head (`DropHead`,
     /// `DeadLetterHead`), so [`evictable_head`](Self::evictable_head) has work.
     evicts_head: bool,
-    /// Id → seq of the messages that are scheduled and never delivered (the ones
+    /// (id, seq) of the messages that are scheduled and never delivered (the ones
     /// [`cancel_id`](Self::cancel_id) can cancel) — only those, so it stays as small as the
-    /// set of delayed messages.
-    scheduled_ids: HashMap<MessageId, Seq>,
+    /// set of delayed messages. Ordered, so that the latest of several sharing an id is
+    /// found, and the others after it.
+    scheduled_ids: BTreeSet<(MessageId, Seq)>,
 }
 
 impl QueueState {
@@ -201,7 +224,7 @@ impl QueueState {
             scheduled: 0,
             bytes: 0,
             evicts_head: evicts_head(spec),
-            scheduled_ids: HashMap::new(),
+            scheduled_ids: BTreeSet::new(),
         })
     }
 
@@ -213,6 +236,12 @@ impl QueueState {
     /// message whose deliveries are used up (`max_deliveries`): its last delivery was running
     /// when the broker stopped, and a delivery that ends without an ack is a failed attempt.
     pub fn track(&mut self, msg: Tracked, now_ms: i64) {
+        self.track_restored(msg, FailureRecord::default(), now_ms);
+    }
+
+    /// [`track`](Self::track) for a message restored after a restart, with what its failed
+    /// attempts before the restart left for its dead letter.
+    pub fn track_restored(&mut self, msg: Tracked, failures: FailureRecord, now_ms: i64) {
         debug_assert!(
             !self.entries.contains(msg.seq),
             "seq {} tracked twice",
@@ -232,17 +261,21 @@ impl QueueState {
             scheduled: false,
             leased: false,
         };
+        let mut history = History::from_record(failures);
         if entry.expired(now_ms) {
-            let decision = decision(seq, entry, History::default(), DeadLetterReason::Expired);
+            let decision = decision(seq, entry, history, DeadLetterReason::Expired);
             self.effects.push(Effect::DeadLetter(decision));
             return;
         }
         if self.retry.is_exhausted(msg.deliveries) {
-            let mut history = History::default();
-            history.failed(now_ms, None);
+            // Its last delivery was running at the stop: that attempt failed.
+            history.failed(now_ms, Some(INTERRUPTED.to_owned()));
             let decision = decision(seq, entry, history, DeadLetterReason::MaxDeliveries);
             self.effects.push(Effect::DeadLetter(decision));
             return;
+        }
+        if !history.is_empty() {
+            self.history.insert(seq, history);
         }
         self.bytes += u64::from(entry.size);
         if let Some(at) = entry.expires_at() {
@@ -475,8 +508,12 @@ impl QueueState {
 
     /// [`cancel`](Self::cancel) by message id: returns the seq of the cancelled message, or
     /// `None` (changing nothing) when no scheduled, never-delivered message has this id.
+    /// Of several sharing the id, the latest published goes.
     pub fn cancel_id(&mut self, id: MessageId, now_ms: i64) -> Option<Seq> {
-        let seq = *self.scheduled_ids.get(&id)?;
+        let &(_, seq) = self
+            .scheduled_ids
+            .range((id, 0)..=(id, Seq::MAX))
+            .next_back()?;
         self.cancel(seq, now_ms).then_some(seq)
     }
 
@@ -539,6 +576,17 @@ impl QueueState {
                 None => None,
             },
         })
+    }
+
+    /// What a tracked message's deliveries left for its dead letter: its failed attempts and
+    /// the consumer of its last delivery (the one running, if any); `None` for a message
+    /// never delivered (or not tracked).
+    pub fn failure_record(&self, seq: Seq) -> Option<FailureRecord> {
+        let mut record = self.history.get(&seq).map(History::record);
+        if let Some(lease) = self.leases.get(&seq) {
+            record.get_or_insert_default().last_consumer = Some(lease.consumer.to_string());
+        }
+        record
     }
 
     /// The parked keys.
@@ -637,7 +685,7 @@ impl QueueState {
             self.scheduled += 1;
         }
         if entry.deliveries == 0 {
-            self.scheduled_ids.insert(entry.id, seq);
+            self.scheduled_ids.insert((entry.id, seq));
         }
         entry.eligible_since_ms = at_ms;
         self.timers.schedule(Timer::Due(seq), at_ms);
@@ -767,9 +815,7 @@ impl QueueState {
     }
 
     fn forget_scheduled_id(&mut self, id: MessageId, seq: Seq) {
-        if self.scheduled_ids.get(&id) == Some(&seq) {
-            self.scheduled_ids.remove(&id);
-        }
+        self.scheduled_ids.remove(&(id, seq));
     }
 
     /// Puts `seq` into or takes it out of its level's ready line according to its state;

@@ -52,8 +52,6 @@ pub struct Msg {
     /// What its dead letter reports: the failed attempts (nack, lease expiry, reject) and
     /// the consumer of the last delivery.
     pub failures: Failures,
-    /// Had deliveries when the broker reopened; see [`Model::reopen`].
-    pub restored: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -309,7 +307,6 @@ impl Model {
                 deliveries: 0,
                 state,
                 failures: Failures::default(),
-                restored: false,
             });
         }
     }
@@ -372,26 +369,24 @@ impl Model {
 
     /// The broker reopened at `now`: a message whose TTL has passed is dead-lettered
     /// (`expired`), then one whose last delivery was running and used up its deliveries
-    /// (`max_deliveries`); other running leases end at their deadline. Parked keys and the
-    /// dedup window and the counters survive; the picker's credit starts over.
-    ///
-    /// A message with deliveries is marked `restored`: the broker does not keep the
-    /// failures and consumer its dead letter reports across a restart (see
-    /// `regressions::dead_letter_keeps_failures_and_consumer_from_before_a_restart`), so
-    /// the drain compares those only for messages that never crossed one.
+    /// (`max_deliveries`, that last attempt failing at the reopen with the error "delivery
+    /// interrupted by a broker restart"); other running leases end at their deadline.
+    /// Parked keys, the dedup window, the counters and what dead letters report of earlier
+    /// attempts survive; the picker's credit starts over.
     pub fn reopen(&mut self) {
         let now = self.now;
         for m in &mut self.msgs {
             if !m.live() {
                 continue;
             }
-            m.restored |= m.deliveries > 0;
             if m.expired(now) {
                 m.state = St::Dead(DeadLetterReason::Expired);
                 continue;
             }
             let at = match m.state {
                 St::Leased { .. } if m.deliveries >= MAX_DELIVERIES => {
+                    m.failures
+                        .failed(now, "delivery interrupted by a broker restart");
                     m.state = St::Dead(DeadLetterReason::MaxDeliveries);
                     continue;
                 }

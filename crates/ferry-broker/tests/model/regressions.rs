@@ -57,7 +57,6 @@ async fn stale_token_from_before_a_reopen_is_refused() {
 /// the dedup key): once the later one is due, the earlier one, still scheduled, can no
 /// longer be cancelled.
 #[tokio::test]
-#[ignore = "cancel misses a scheduled message once a later one with its id became due"]
 async fn cancel_finds_a_scheduled_message_after_a_later_one_with_its_id_became_due() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = ManualClock::new(T0);
@@ -84,7 +83,6 @@ async fn cancel_finds_a_scheduled_message_after_a_later_one_with_its_id_became_d
 /// With several scheduled messages sharing an id, cancel takes the latest; the next cancel
 /// must then find the one before it, which is still scheduled.
 #[tokio::test]
-#[ignore = "cancel of a shared id finds nothing once the latest holder is cancelled"]
 async fn cancel_of_a_shared_id_finds_the_earlier_message_once_the_latest_is_cancelled() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = ManualClock::new(T0);
@@ -181,7 +179,6 @@ async fn reopen_dead_letters_an_exhausted_delivery_past_its_ttl_as_expired() {
 /// the consumer "of the last delivery, if it was ever delivered". A restart between the
 /// failed attempt and the dead-lettering must not make the letter claim otherwise.
 #[tokio::test]
-#[ignore = "a restart forgets the failures and consumer a later dead letter reports"]
 async fn dead_letter_keeps_failures_and_consumer_from_before_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = ManualClock::new(T0);
