@@ -23,6 +23,9 @@ pub struct Backlog {
     /// process started.
     pub peak_reset: bool,
     pub window: Window,
+    /// How long reopening the broker took with the backlog in it, and the memory after.
+    pub reopen: std::time::Duration,
+    pub after_reopen: Option<Memory>,
 }
 
 impl Backlog {
@@ -63,6 +66,9 @@ pub async fn run(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<Back
     };
     let window = traffic::run(&fresh.broker, QUEUE, shape, load, plan.warmup, plan.window).await?;
     let end = process::memory();
+    eprintln!("backlog: reopening the broker with the backlog in it");
+    let (fresh, reopen) = fresh.reopen().await?;
+    let after_reopen = process::memory();
     fresh.close().await?;
     Ok(Backlog {
         fill,
@@ -71,5 +77,7 @@ pub async fn run(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<Back
         end,
         peak_reset,
         window,
+        reopen,
+        after_reopen,
     })
 }

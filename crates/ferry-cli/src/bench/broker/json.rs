@@ -68,6 +68,8 @@ fn backlog(b: &Backlog) -> Json {
         ("peak_reset", b.peak_reset.into()),
         ("bytes_per_message", b.bytes_per_message().into()),
         ("window", window(&b.window)),
+        ("reopen_secs", b.reopen.as_secs_f64().into()),
+        ("memory_after_reopen", memory(b.after_reopen)),
     ])
 }
 

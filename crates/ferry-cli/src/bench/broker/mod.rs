@@ -168,33 +168,52 @@ impl Fresh {
         Ok(Fresh { broker, dir })
     }
 
+    /// Drops the broker, waits until it is gone, and opens it again on the same directory:
+    /// returns it and how long the open took (recovering every queue).
+    pub async fn reopen(self) -> anyhow::Result<(Fresh, Duration)> {
+        let Fresh { broker, dir } = self;
+        drop(broker);
+        wait_closed(&dir).await?;
+        let started = Instant::now();
+        let broker = Broker::open(dir.path(), BrokerConfig::default())
+            .await
+            .with_context(|| format!("reopen the broker in {}", dir.path().display()))?;
+        Ok((Fresh { broker, dir }, started.elapsed()))
+    }
+
     /// Drops the broker (closing its logs), waits until it is gone, and removes its directory.
     pub async fn close(self) -> anyhow::Result<()> {
         let Fresh { broker, dir } = self;
         drop(broker);
-        // The broker's timer task wakes on every publish and holds the broker while it looks
-        // at the timers, so the last handle may be its: then the broker is dropped there, on
-        // a runtime thread, and with millions of messages tracked that takes a while. The
-        // directory lock is the broker's last field to drop, after every queue and log, so
-        // once it can be taken nothing writes into the directory any more.
-        let deadline = Instant::now() + CLOSE_TIMEOUT;
-        loop {
-            match DirLock::acquire(dir.path()) {
-                Ok(_lock) => break,
-                Err(StorageError::Locked { .. }) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!("wait for the broker in {} to close", dir.path().display())
-                    });
-                }
-            }
-        }
+        wait_closed(&dir).await?;
         let path = dir.path().to_path_buf();
         dir.close()
             .with_context(|| format!("remove {}", path.display()))
     }
+}
+
+/// Waits until the broker that had `dir` open is gone.
+async fn wait_closed(dir: &tempfile::TempDir) -> anyhow::Result<()> {
+    // The broker's timer task wakes on every publish and holds the broker while it looks
+    // at the timers, so the last handle may be its: then the broker is dropped there, on
+    // a runtime thread, and with millions of messages tracked that takes a while. The
+    // directory lock is the broker's last field to drop, after every queue and log, so
+    // once it can be taken nothing writes into the directory any more.
+    let deadline = Instant::now() + CLOSE_TIMEOUT;
+    loop {
+        match DirLock::acquire(dir.path()) {
+            Ok(_lock) => break,
+            Err(StorageError::Locked { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("wait for the broker in {} to close", dir.path().display())
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: &BrokerArgs) -> anyhow::Result<()> {

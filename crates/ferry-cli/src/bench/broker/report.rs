@@ -174,6 +174,15 @@ pub fn table(run: &Run) -> String {
             ),
         );
         rows.traffic("backlog", &b.window, shape, plan.credit, " on top");
+        rows.add(
+            "backlog",
+            "reopen",
+            format!("{:.1} s", b.reopen.as_secs_f64()),
+            format!(
+                "Broker::open recovering the backlog's queue; then {}",
+                memory(b.after_reopen)
+            ),
+        );
     }
     if let Some(d) = &run.delayed {
         for case in &d.cases {
