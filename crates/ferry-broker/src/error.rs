@@ -152,6 +152,15 @@ pub enum BrokerError {
     StaleLease { seq: u64, token: u64 },
 
     // The engine.
+    #[error(
+        "consumer name starting {prefix:?} is {len} bytes, over the limit of {max}; use a \
+         shorter name"
+    )]
+    ConsumerNameTooLong {
+        prefix: String,
+        len: usize,
+        max: usize,
+    },
     #[error("queue {queue:?} does not exist; create it first (list_queues shows what exists)")]
     QueueNotFound { queue: String },
     #[error("queue {queue} already exists; delete it first or use another name")]

@@ -8,8 +8,9 @@
 //! **Crash window.** A dead letter is stored in the dead-letter queue first, durably, and
 //! only then is `DeadLettered` journaled on its origin. A crash between the two leaves the
 //! message in both places; on reopen [`already_dead_lettered`] scans every dead-letter
-//! queue's `ferry-dlq-origin-queue` / `ferry-dlq-origin-seq` headers and the origin does not
-//! track those seqs again, even though its journal lacks the event. The other order could
+//! queue's letters (origin queue, seq, and the original's id and publish time, so a letter
+//! from an earlier queue of the same name never matches) and the origin does not track those
+//! seqs again: it journals their `DeadLettered` then. The other order could
 //! lose the message (journaled as dead but never stored), so it is not used.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,37 +21,49 @@ use super::queue::{Queue, durable, scan};
 use crate::error::Result;
 use crate::journal::JournalEvent;
 use crate::message::{Message, millis};
+use crate::message_id::MessageId;
 use crate::name::Name;
-use crate::queue_state::{DeadLetterDecision, Seq};
-use crate::record::{self, DeadLetterInfo};
+use crate::queue_state::{DeadLetterDecision, DeadLetterReason, Seq};
+use crate::record::DeadLetterInfo;
 
-/// Per origin queue, the seqs its dead-letter queue already holds.
+/// A dead letter found in a dead-letter queue: which message of its origin it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FoundLetter {
+    /// The original message's id and publish time: with the origin seq they tell the
+    /// message from another one at the same seq of a queue deleted and created again.
+    pub id: MessageId,
+    pub published_at: i64,
+    pub reason: DeadLetterReason,
+}
+
+/// Per origin queue, the dead letters its dead-letter queue already holds, by origin seq.
 pub(super) fn already_dead_lettered(
     queues: &BTreeMap<Name, Arc<Queue>>,
-) -> Result<HashMap<Name, HashSet<Seq>>> {
+) -> Result<HashMap<Name, HashMap<Seq, FoundLetter>>> {
     let targets: HashSet<Name> = queues
         .iter()
         .filter_map(|(name, q)| q.spec.dead_letter_target(name).ok().flatten())
         .collect();
-    let mut found: HashMap<Name, HashSet<Seq>> = HashMap::new();
+    let mut found: HashMap<Name, HashMap<Seq, FoundLetter>> = HashMap::new();
     for target in targets {
         let Some(dlq) = queues.get(&target) else {
             continue;
         };
         scan(&dlq.messages, |record| {
-            let header = |wanted: &str| {
-                record
-                    .headers
-                    .iter()
-                    .find(|(name, _)| name.as_ref() == wanted.as_bytes())
-                    .and_then(|(_, value)| std::str::from_utf8(value).ok())
-            };
-            if let (Some(origin), Some(seq)) = (
-                header(record::DLQ_ORIGIN_QUEUE),
-                header(record::DLQ_ORIGIN_SEQ),
-            ) && let (Ok(origin), Ok(seq)) = (Name::new(origin), seq.parse::<Seq>())
+            let letter = Message::from_record(record)?;
+            if let Some(info) = &letter.dead_letter
+                && let Ok(origin) = Name::new(&info.origin_queue)
+                && let Some(reason) = DeadLetterReason::parse(&info.reason)
             {
-                found.entry(origin).or_default().insert(seq);
+                let seen = FoundLetter {
+                    id: letter.id,
+                    published_at: info.origin_published_at,
+                    reason,
+                };
+                found
+                    .entry(origin)
+                    .or_default()
+                    .insert(info.origin_seq, seen);
             }
             Ok(())
         })?;

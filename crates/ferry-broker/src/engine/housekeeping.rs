@@ -28,6 +28,8 @@ use crate::queue_state::RestorePoint;
 /// Most runs or delivered entries per checkpoint record, so a record stays small (well
 /// under the storage's record limit) however fragmented the live set is.
 const CHECKPOINT_CHUNK: usize = 4096;
+/// A generous bound on a journal record's framing in a storage batch, for sizing appends.
+const RECORD_OVERHEAD: usize = 64;
 
 /// What one maintenance pass did, summed over queues.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,18 +97,40 @@ impl Queue {
     pub async fn checkpoint(&self, now_ms: i64) -> Result<(usize, u64)> {
         // A new segment first, so that every segment before the checkpoint can go.
         self.journal.roll()?;
-        let rx = {
+        // A large checkpoint is several appends (one append is one storage batch, which has
+        // a size limit), all made under the lock so nothing falls between them; replay
+        // ignores a checkpoint whose end a crash cut off.
+        let max_append = self.journal.config().max_batch_bytes / 2;
+        let appends = {
             let mut inner = self.lock();
             let events = checkpoint_events(&inner);
-            let rx = self.journal(&mut inner, &events, now_ms);
+            let mut appends = Vec::new();
+            let (mut start, mut size) = (0, 0);
+            for (i, event) in events.iter().enumerate() {
+                let len = event.to_record(now_ms).value.len() + RECORD_OVERHEAD;
+                if i > start && size + len > max_append {
+                    appends.push(self.journal(&mut inner, &events[start..i], now_ms));
+                    (start, size) = (i, 0);
+                }
+                size += len;
+            }
+            appends.push(self.journal(&mut inner, &events[start..], now_ms));
             inner.journal_bytes = 0;
-            rx
+            appends
         };
-        let appended = rx
-            .await
-            .map_err(|_| ferry_storage::StorageError::Closed)??;
+        let mut begin = None;
+        for rx in appends {
+            let appended = rx
+                .await
+                .map_err(|_| ferry_storage::StorageError::Closed)??;
+            begin.get_or_insert(appended.base_offset);
+        }
+        let begin = begin.expect("a checkpoint has at least one append");
+        // Under a durability other than `Fsync` the append may not be on disk yet; the
+        // segments it replaces must not go before it is.
+        self.journal.sync()?;
         let report = self.journal.apply_retention(&RetentionPolicy {
-            low_watermark: Some(appended.base_offset),
+            low_watermark: Some(begin),
             ..RetentionPolicy::default()
         })?;
         Ok((report.deleted_segments, report.deleted_bytes))
@@ -139,23 +163,35 @@ impl Queue {
 impl Broker {
     /// Checkpoints every queue whose journal has grown past the configured size since its
     /// last checkpoint (every queue with `force`), and applies retention to every queue's
-    /// logs. The timer task runs it without `force` about once a second.
+    /// logs. The timer task runs it without `force` about once a second. A queue that fails
+    /// does not hold up the others: every queue is tried, then the first error is returned.
     pub async fn maintain_now(&self, force: bool) -> Result<MaintenanceReport> {
         let threshold = self.inner.config.checkpoint_journal_bytes;
         let mut report = MaintenanceReport::default();
+        let mut first_error = None;
         for queue in self.queue_list().into_iter().filter(|q| !q.is_poisoned()) {
             let now_ms = self.now_ms();
             let due = force || queue.lock().journal_bytes >= threshold;
-            let mut deleted = (0, 0);
-            if due {
-                let (segments, bytes) = queue.checkpoint(now_ms).await?;
-                report.checkpoints += 1;
-                deleted = (segments, bytes);
+            let result = async {
+                if due {
+                    let (segments, bytes) = queue.checkpoint(now_ms).await?;
+                    report.checkpoints += 1;
+                    report.deleted_segments += segments;
+                    report.deleted_bytes += bytes;
+                }
+                let (segments, bytes) = queue.retain_messages(now_ms)?;
+                report.deleted_segments += segments;
+                report.deleted_bytes += bytes;
+                Ok::<(), crate::BrokerError>(())
             }
-            let (segments, bytes) = queue.retain_messages(now_ms)?;
-            report.deleted_segments += deleted.0 + segments;
-            report.deleted_bytes += deleted.1 + bytes;
+            .await;
+            if let Err(error) = result {
+                first_error.get_or_insert(error);
+            }
         }
-        Ok(report)
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(report),
+        }
     }
 }

@@ -36,7 +36,7 @@ mod recovery;
 pub mod redrive;
 mod timer_wake;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -225,9 +225,11 @@ impl Broker {
         }
         let now_ms = config.clock.now_ms();
         let dead = dead_letter::already_dead_lettered(&queues)?;
+        let mut settle = Vec::new();
         for queue in queues.values() {
-            let empty = HashSet::new();
-            queue.recover(dead.get(&queue.name).unwrap_or(&empty), now_ms)?;
+            let empty = HashMap::new();
+            let events = queue.recover(dead.get(&queue.name).unwrap_or(&empty), now_ms)?;
+            settle.push((Arc::clone(queue), events));
         }
         let broker = Broker {
             inner: Arc::new(BrokerInner {
@@ -241,6 +243,12 @@ impl Broker {
                 config,
             }),
         };
+        // Dead letters stored before a crash whose origin never journaled them: journal them
+        // now, so the origin no longer depends on finding them in the dead-letter queue.
+        for (queue, events) in settle.into_iter().filter(|(_, e)| !e.is_empty()) {
+            let rx = queue.journal(&mut queue.lock(), &events, now_ms);
+            durable(rx).await?;
+        }
         // Recovery may have dead-lettered messages (expired, or out of deliveries).
         for queue in broker.queue_list() {
             let effects = queue.take_effects(&mut queue.lock(), now_ms);
@@ -517,6 +525,7 @@ impl Broker {
     /// Until the broker is reopened: the cap lives in memory only, is not journaled, and is gone after the
     /// broker reopens (consumers set it again when they reconnect).
     pub fn set_prefetch(&self, queue: &str, consumer: &str, prefetch: Option<usize>) -> Result<()> {
+        check_consumer(consumer)?;
         let queue = self.queue(queue)?;
         queue.lock().state.set_prefetch(consumer, prefetch);
         // A raised cap may let a long-polling receive take messages now.
@@ -534,6 +543,7 @@ impl Broker {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<Vec<ReceivedMessage>> {
+        check_consumer(consumer)?;
         let queue = self.queue(queue)?;
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
         loop {
@@ -786,17 +796,28 @@ impl Broker {
             durable(rx).await?;
         }
         let mut woke = false;
+        let mut first_error = None;
         for effect in effects.effects {
             match effect {
                 Effect::Settled { .. } | Effect::Failed { .. } => {}
                 Effect::Ready { .. } => woke = true,
-                Effect::DeadLetter(decision) => self.dead_letter(queue, decision).await?,
+                Effect::DeadLetter(decision) => {
+                    if let Err(error) = self.dead_letter(queue, decision).await {
+                        // The message has left the state but is not settled on disk: the
+                        // queue disagrees with its journal until a reopen, which finds it
+                        // unsettled and moves it again.
+                        queue
+                            .poisoned
+                            .get_or_init(|| format!("moving a dead letter failed: {error}"));
+                        first_error.get_or_insert(error);
+                    }
+                }
             }
         }
         if woke {
             queue.ready.notify_waiters();
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     fn dead_letter_queue(&self, origin: &Queue) -> Option<Arc<Queue>> {
@@ -847,6 +868,24 @@ async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<TimerWake>) {
     }
 }
 
+/// The longest consumer name, in bytes: it is journaled with every lease.
+pub const MAX_CONSUMER_NAME_BYTES: usize = 256;
+
+fn check_consumer(consumer: &str) -> Result<()> {
+    if consumer.len() > MAX_CONSUMER_NAME_BYTES {
+        let mut end = 32;
+        while !consumer.is_char_boundary(end) {
+            end -= 1;
+        }
+        return Err(BrokerError::ConsumerNameTooLong {
+            prefix: consumer[..end].to_owned(),
+            len: consumer.len(),
+            max: MAX_CONSUMER_NAME_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// The largest record a valid message can make: the limits' payload, key and headers, plus
 /// room for the broker's own headers (dead-letter metadata with its 1 KiB error included).
 pub(super) fn max_record_bytes(limits: &Limits) -> usize {
@@ -867,3 +906,6 @@ mod feature_tests;
 
 #[cfg(test)]
 mod housekeeping_tests;
+
+#[cfg(test)]
+mod edge_tests;

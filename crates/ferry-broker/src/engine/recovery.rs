@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 
+use super::dead_letter::FoundLetter;
 use super::queue::{Queue, dedup_keys, scan, scan_from};
 use crate::error::{BrokerError, Result};
 use crate::journal::{Counts, JournalEvent};
@@ -56,6 +57,8 @@ struct Replay {
     parked: HashSet<Bytes>,
     counts: Counts,
     covered: Option<Covered>,
+    /// Journal bytes since the checkpoint this replay started from (or the start).
+    journal_bytes: u64,
 }
 
 impl Replay {
@@ -123,6 +126,11 @@ fn replay_journal(queue: &Queue) -> Result<Replay> {
             problem,
         };
         let event = JournalEvent::decode(&record.value).map_err(malformed)?;
+        let bytes = record.value.len() as u64;
+        replay.journal_bytes += bytes;
+        if let Some(p) = pending.as_mut() {
+            p.journal_bytes += bytes;
+        }
         match event {
             JournalEvent::CheckpointBegin { low, end, counts } => {
                 pending = Some(Replay {
@@ -192,8 +200,13 @@ fn replay_journal(queue: &Queue) -> Result<Replay> {
 
 impl Queue {
     /// Rebuilds the delivery state, dedup window, live seqs and counters from the logs.
-    /// `dead_lettered` holds the seqs of this queue already found in its dead-letter queue.
-    pub fn recover(&self, dead_lettered: &HashSet<Seq>, now_ms: i64) -> Result<()> {
+    /// `dead_lettered` holds the letters of this queue already found in its dead-letter
+    /// queue; returns the `DeadLettered` events to journal for those its journal lacks.
+    pub fn recover(
+        &self,
+        dead_lettered: &HashMap<Seq, FoundLetter>,
+        now_ms: i64,
+    ) -> Result<Vec<JournalEvent>> {
         let replay = replay_journal(self)?;
         let window_start = now_ms.saturating_sub(millis(self.spec.dedup_window));
         let low = replay
@@ -212,6 +225,7 @@ impl Queue {
         };
         let mut inner = self.lock();
         let mut dedup = Vec::new();
+        let mut settle = Vec::new();
         scan_from(&self.messages, from, |record| {
             let seq = record.offset;
             let message = Message::from_record(record)?;
@@ -220,7 +234,16 @@ impl Queue {
                     dedup.push((key, message.id, message.published_at));
                 }
             }
-            if replay.settled(seq) || dead_lettered.contains(&seq) {
+            if replay.settled(seq) {
+                return Ok(());
+            }
+            if let Some(letter) = dead_lettered.get(&seq)
+                && letter.id == message.id
+                && letter.published_at == message.published_at
+            {
+                let reason = letter.reason;
+                settle.push(JournalEvent::DeadLettered { seq, reason });
+                inner.live.insert(seq, seq + 1);
                 return Ok(());
             }
             let r = replay.seqs.get(&seq).cloned().unwrap_or_default();
@@ -243,8 +266,11 @@ impl Queue {
             inner.state.park(key);
         }
         inner.counts = replay.counts;
+        // What a checkpoint would let go of: the next one is due when this reaches the
+        // threshold, however many opens it takes.
+        inner.journal_bytes = replay.journal_bytes;
         inner.stored_end = self.messages.end_offset();
-        Ok(())
+        Ok(settle)
     }
 }
 
