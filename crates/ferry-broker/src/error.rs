@@ -151,6 +151,32 @@ pub enum BrokerError {
     )]
     StaleLease { seq: u64, token: u64 },
 
+    // Consumer groups.
+    #[error(
+        "group {group}: member {member:?} is not in the group (its session ended, or it \
+         left); join again"
+    )]
+    UnknownMember { group: String, member: String },
+    #[error(
+        "group {group}: member {member:?} does not own partition {partition} (it moved in a \
+         rebalance); heartbeat to learn the current assignment"
+    )]
+    NotPartitionOwner {
+        group: String,
+        member: String,
+        partition: u32,
+    },
+    #[error(
+        "group {group}: partition {partition} has offset {committed} committed; a commit \
+         may only move forward (got {offset}); an admin reset moves it back"
+    )]
+    OffsetRegression {
+        group: String,
+        partition: u32,
+        committed: u64,
+        offset: u64,
+    },
+
     // The engine.
     #[error(
         "consumer name starting {prefix:?} is {len} bytes, over the limit of {max}; use a \
