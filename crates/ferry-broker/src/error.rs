@@ -151,6 +151,14 @@ pub enum BrokerError {
     )]
     StaleLease { seq: u64, token: u64 },
 
+    // Subscription filters.
+    #[error("filter {filter:?} at byte {position}: {problem}")]
+    InvalidFilter {
+        filter: String,
+        position: usize,
+        problem: String,
+    },
+
     // Consumer groups.
     #[error(
         "group {group}: member {member:?} is not in the group (its session ended, or it \

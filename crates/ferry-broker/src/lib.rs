@@ -91,6 +91,7 @@
 pub mod dedup;
 pub mod engine;
 pub mod error;
+pub mod filter;
 pub mod group;
 pub mod header;
 pub mod journal;

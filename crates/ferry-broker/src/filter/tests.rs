@@ -1,0 +1,182 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn headers(pairs: &[(&str, &str)]) -> Headers {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn subject_wildcards_match_one_or_any_number_of_segments() {
+    let cases = [
+        ("orders.*", "orders.created", true),
+        ("orders.*", "orders", false),
+        ("orders.*", "orders.eu.created", false),
+        ("orders.#", "orders", true),
+        ("orders.#", "orders.created", true),
+        ("orders.#", "orders.eu.created", true),
+        ("orders.#", "order", false),
+        ("#", "anything.at.all", true),
+        ("*.created", "orders.created", true),
+        ("*.created", "created", false),
+        ("orders.#.created", "orders.created", true),
+        ("orders.#.created", "orders.eu.fr.created", true),
+        ("orders.#.created", "orders.eu.fr.shipped", false),
+        ("#.#", "a", true),
+        ("a.b", "a.b", true),
+        ("a.b", "a.bc", false),
+    ];
+    for (pattern, subject, expected) in cases {
+        let p = SubjectPattern::parse(pattern).unwrap();
+        assert_eq!(p.matches(subject), expected, "{pattern} ~ {subject}");
+    }
+}
+
+#[test]
+fn the_text_form_parses_every_predicate() {
+    let f = Filter::parse(
+        r#"subject ~ orders.# and type = order.created and region in (eu, "us-east") and exists(trace) and not priority = low"#,
+    )
+    .unwrap();
+    assert_eq!(f.predicates.len(), 5);
+    let m = headers(&[
+        ("subject", "orders.eu.created"),
+        ("type", "order.created"),
+        ("region", "us-east"),
+        ("trace", "1"),
+    ]);
+    assert!(f.matches(&m));
+    let mut low = m.clone();
+    low.insert("priority".into(), "low".into());
+    assert!(!f.matches(&low));
+    let mut untraced = m.clone();
+    untraced.remove("trace");
+    assert!(!f.matches(&untraced));
+    let mut elsewhere = m;
+    elsewhere.insert("region".into(), "apac".into());
+    assert!(!f.matches(&elsewhere));
+}
+
+#[test]
+fn no_predicate_takes_everything_and_a_missing_subject_matches_no_pattern() {
+    assert!(Filter::parse("  ").unwrap().matches(&Headers::new()));
+    let f = Filter::parse("subject ~ #").unwrap();
+    assert!(!f.matches(&Headers::new()));
+    assert!(f.matches(&headers(&[("subject", "x")])));
+}
+
+#[test]
+fn quoted_values_keep_spaces_quotes_and_backslashes() {
+    let f = Filter::parse(r#"note = "a \"b\" \\ c""#).unwrap();
+    assert!(f.matches(&headers(&[("note", r#"a "b" \ c"#)])));
+}
+
+#[test]
+fn bad_filters_are_typed_errors_with_a_position() {
+    let cases = [
+        ("subject ~ orders..x", "empty segment"),
+        ("subject ~ orders.c*", "mixes a wildcard"),
+        ("type = ", "expected a value"),
+        ("type == x", "expected a value"),
+        ("type = x or y = z", "expected `and`"),
+        ("type = x and", "expected a predicate"),
+        ("region in ()", "expected a value"),
+        ("region in (a, b", "expected `)`"),
+        (r#"type = "open"#, "not closed"),
+        (r#"type = "\n""#, "escapes"),
+        ("exists trace", "expected `(`"),
+        ("type = a*", "wildcards belong"),
+        ("type ? x", "unexpected character"),
+        ("ty;pe = x", "unexpected character"),
+        ("type x", "expected `=` or `in`"),
+    ];
+    for (text, problem_part) in cases {
+        match Filter::parse(text) {
+            Err(BrokerError::InvalidFilter { problem, .. }) => {
+                assert!(problem.contains(problem_part), "{text:?}: {problem}");
+            }
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+    let long = "a = b and ".repeat(500);
+    assert!(matches!(
+        Filter::parse(&long),
+        Err(BrokerError::InvalidFilter { .. })
+    ));
+    let many = vec!["a = b"; MAX_PREDICATES + 1].join(" and ");
+    assert!(matches!(
+        Filter::parse(&many),
+        Err(BrokerError::InvalidFilter { .. })
+    ));
+}
+
+/// A second, independent matcher: dynamic programming over (pattern, parts) prefixes.
+fn reference_match(pattern: &str, subject: &str) -> bool {
+    let p: Vec<&str> = pattern.split('.').collect();
+    let s: Vec<&str> = subject.split('.').collect();
+    let mut ok = vec![vec![false; s.len() + 1]; p.len() + 1];
+    ok[0][0] = true;
+    for i in 1..=p.len() {
+        for j in 0..=s.len() {
+            ok[i][j] = match p[i - 1] {
+                "#" => ok[i - 1][j] || (j > 0 && ok[i][j - 1]),
+                "*" => j > 0 && ok[i - 1][j - 1],
+                lit => j > 0 && ok[i - 1][j - 1] && s[j - 1] == lit,
+            };
+        }
+    }
+    ok[p.len()][s.len()]
+}
+
+fn segment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("a".to_owned()),
+        Just("b".to_owned()),
+        Just("*".to_owned()),
+        Just("#".to_owned())
+    ]
+}
+
+fn predicate() -> impl Strategy<Value = Predicate> {
+    let name = prop::sample::select(vec!["type", "region", "x-y", "a.b"]).prop_map(String::from);
+    let value = "[ -~]{0,6}";
+    let leaf = prop_oneof![
+        prop::collection::vec(segment(), 1..4)
+            .prop_map(|s| Predicate::Subject(SubjectPattern::parse(&s.join(".")).unwrap())),
+        (name.clone(), value).prop_map(|(header, value)| Predicate::Equals { header, value }),
+        (name.clone(), prop::collection::vec(value, 1..4))
+            .prop_map(|(header, values)| Predicate::In { header, values }),
+        name.prop_map(|header| Predicate::Exists { header }),
+    ];
+    leaf.prop_recursive(2, 4, 1, |inner| {
+        inner.prop_map(|p| Predicate::Not(Box::new(p)))
+    })
+}
+
+proptest! {
+    #[test]
+    fn subject_matching_agrees_with_a_reference(
+        pattern in prop::collection::vec(segment(), 1..5),
+        subject in prop::collection::vec(prop_oneof![Just("a"), Just("b"), Just("c")], 1..6),
+    ) {
+        let pattern = pattern.join(".");
+        let subject = subject.join(".");
+        let ours = SubjectPattern::parse(&pattern).unwrap().matches(&subject);
+        prop_assert_eq!(ours, reference_match(&pattern, &subject), "{} ~ {}", pattern, subject);
+    }
+
+    #[test]
+    fn the_text_form_round_trips(predicates in prop::collection::vec(predicate(), 0..5)) {
+        let filter = Filter { predicates };
+        let text = filter.to_string();
+        prop_assert_eq!(Filter::parse(&text).unwrap(), filter, "{}", text);
+    }
+
+    #[test]
+    fn parsing_arbitrary_text_never_panics(text in "\\PC{0,80}") {
+        let _ = Filter::parse(&text);
+    }
+}
