@@ -197,6 +197,11 @@ pub enum BrokerError {
     },
     #[error("queue {queue:?} does not exist; create it first (list_queues shows what exists)")]
     QueueNotFound { queue: String },
+    #[error(
+        "queue {queue} is a temporary queue of another consumer; only its owner may \
+         receive from it"
+    )]
+    NotQueueOwner { queue: Name },
     #[error("queue {queue} already exists; delete it first or use another name")]
     QueueExists { queue: Name },
     #[error(

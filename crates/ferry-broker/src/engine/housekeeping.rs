@@ -10,7 +10,9 @@
 //! **Messages.** Segments of the message log whose seqs are all settled, and older than the
 //! dedup window (a restart rebuilds the window from the stored messages), are deleted.
 //!
-//! Both run from the broker's timer task about once a second, and on demand through
+//! **Temporary queues** idle past their timeout are deleted (see `engine/temporary.rs`).
+//!
+//! All of it runs from the broker's timer task about once a second, and on demand through
 //! [`Broker::maintain_now`]. They block on file operations (roll, delete); both are short, and run on the calling thread like the engine's other blocking storage calls.
 //!
 //! [`BrokerConfig::checkpoint_journal_bytes`]: super::BrokerConfig::checkpoint_journal_bytes
@@ -169,6 +171,9 @@ impl Broker {
         let threshold = self.inner.config.checkpoint_journal_bytes;
         let mut report = MaintenanceReport::default();
         let mut first_error = None;
+        if let Err(error) = self.delete_idle_temporary_queues().await {
+            first_error = Some(error);
+        }
         for queue in self.queue_list().into_iter().filter(|q| !q.is_poisoned()) {
             let now_ms = self.now_ms();
             let due = force || queue.lock().journal_bytes >= threshold;

@@ -34,6 +34,7 @@ pub mod limits;
 mod queue;
 mod recovery;
 pub mod redrive;
+pub mod temporary;
 mod timer_wake;
 
 use std::collections::{BTreeMap, HashMap};
@@ -223,6 +224,7 @@ impl Broker {
             let queue = Queue::open(&dir, name.clone(), spec, &config, rng.u64(..), token_base)?;
             queues.insert(name, Arc::new(queue));
         }
+        remove_stale_queue_dirs(&dir, &queues)?;
         let now_ms = config.clock.now_ms();
         let dead = dead_letter::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
@@ -276,6 +278,7 @@ impl Broker {
                 queue: name.to_owned(),
             })?;
         queue.check()?;
+        queue.touch(self.now_ms());
         Ok(queue)
     }
 
@@ -527,6 +530,7 @@ impl Broker {
     pub fn set_prefetch(&self, queue: &str, consumer: &str, prefetch: Option<usize>) -> Result<()> {
         check_consumer(consumer)?;
         let queue = self.queue(queue)?;
+        queue.check_consumer(consumer)?;
         queue.lock().state.set_prefetch(consumer, prefetch);
         // A raised cap may let a long-polling receive take messages now.
         queue.ready.notify_waiters();
@@ -545,6 +549,7 @@ impl Broker {
     ) -> Result<Vec<ReceivedMessage>> {
         check_consumer(consumer)?;
         let queue = self.queue(queue)?;
+        queue.check_consumer(consumer)?;
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
         loop {
             let notified = queue.ready.notified();
@@ -868,6 +873,29 @@ async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<TimerWake>) {
     }
 }
 
+/// Removes queue directories the metadata does not name: temporary queues of an earlier
+/// run, and queues whose creation or deletion a crash interrupted.
+fn remove_stale_queue_dirs(dir: &Path, queues: &BTreeMap<Name, Arc<Queue>>) -> Result<()> {
+    let root = dir.join("queues");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| ferry_storage::StorageError::io("list queues", &root, e))?;
+        let known = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| Name::new(n).ok())
+            .is_some_and(|n| queues.contains_key(&n));
+        if !known {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| ferry_storage::StorageError::io("remove stale queue", &path, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// The longest consumer name, in bytes: it is journaled with every lease.
 pub const MAX_CONSUMER_NAME_BYTES: usize = 256;
 
@@ -909,3 +937,6 @@ mod housekeeping_tests;
 
 #[cfg(test)]
 mod edge_tests;
+
+#[cfg(test)]
+mod temporary_tests;

@@ -40,6 +40,8 @@ pub(crate) struct Queue {
     /// state in memory may disagree with the disk, and every operation on the queue is
     /// [`BrokerError::QueuePoisoned`] until the broker reopens.
     pub poisoned: Arc<OnceLock<String>>,
+    /// Set for a temporary queue (see `engine/temporary.rs`).
+    pub temporary: Option<super::temporary::Temporary>,
     /// Test-only fault: the next journal append fails as if the disk were read-only.
     #[cfg(test)]
     pub fail_next_journal_append: std::sync::atomic::AtomicBool,
@@ -125,6 +127,7 @@ impl Queue {
             journal,
             ready: Notify::new(),
             poisoned: Arc::new(OnceLock::new()),
+            temporary: None,
             #[cfg(test)]
             fail_next_journal_append: std::sync::atomic::AtomicBool::new(false),
         })
