@@ -80,7 +80,7 @@ impl Broker {
             let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
             (MessageId::generate(now_ms, &mut *rng), rng.u64(..))
         };
-        let name = Name::new(&format!("{TEMPORARY_PREFIX}{id}"))?;
+        let name = Name::new(format!("{TEMPORARY_PREFIX}{id}"))?;
         let spec = QueueSpec {
             dead_letter: DeadLetter::Disabled,
             durability: Durability::None,

@@ -59,7 +59,7 @@ async fn an_idle_temporary_queue_is_deleted_and_a_used_one_is_not() {
     assert_eq!(broker.list_queues().len(), 2, "not idle for 60 s yet");
     clock.advance(1_000);
     broker.maintain_now(false).await.unwrap();
-    assert_eq!(broker.list_queues(), [used.clone()]);
+    assert_eq!(broker.list_queues(), std::slice::from_ref(&used));
     assert!(!Queue::dir(dir.path(), &idle).exists());
     clock.advance(60_000);
     broker.maintain_now(false).await.unwrap();
