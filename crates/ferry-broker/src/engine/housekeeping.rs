@@ -10,7 +10,10 @@
 //! **Messages.** Segments of the message log whose seqs are all settled, and older than the
 //! dedup window (a restart rebuilds the window from the stored messages), are deleted.
 //!
-//! Both run from the broker's timer task about once a second, and on demand through
+//! **Topics.** Each partition keeps what its topic's retention allows (see
+//! `engine/topics.rs`).
+//!
+//! All run from the broker's timer task about once a second, and on demand through
 //! [`Broker::maintain_now`]. They block on file operations (roll, delete); both are short, and run on the calling thread like the engine's other blocking storage calls.
 //!
 //! [`BrokerConfig::checkpoint_journal_bytes`]: super::BrokerConfig::checkpoint_journal_bytes
@@ -139,7 +142,8 @@ impl Queue {
 impl Broker {
     /// Checkpoints every queue whose journal has grown past the configured size since its
     /// last checkpoint (every queue with `force`), and applies retention to every queue's
-    /// logs. The timer task runs it without `force` about once a second.
+    /// logs and every topic's partitions (see `engine/topics.rs`). The timer task runs it
+    /// without `force` about once a second.
     pub async fn maintain_now(&self, force: bool) -> Result<MaintenanceReport> {
         let threshold = self.inner.config.checkpoint_journal_bytes;
         let mut report = MaintenanceReport::default();
@@ -156,6 +160,7 @@ impl Broker {
             report.deleted_segments += deleted.0 + segments;
             report.deleted_bytes += deleted.1 + bytes;
         }
+        self.maintain_topics(&mut report)?;
         Ok(report)
     }
 }
