@@ -243,6 +243,95 @@ pub enum BrokerError {
          which rebuilds the queue from its logs (other queues keep working)"
     )]
     QueuePoisoned { queue: Name, cause: String },
+
+    // Topics.
+    #[error("topic {topic:?} does not exist; create it first (list_topics shows what exists)")]
+    TopicNotFound { topic: String },
+    #[error("topic {topic} already exists; delete it first or use another name")]
+    TopicExists { topic: Name },
+    #[error(
+        "the stored spec of topic {topic:?} is unreadable: {problem}; the metadata was \
+         written by another Ferry version or damaged"
+    )]
+    MalformedTopicSpec { topic: String, problem: String },
+    #[error(
+        "topic {topic} has no partition {partition}; its partitions are 0 to {}",
+        .partitions - 1
+    )]
+    PartitionNotFound {
+        topic: Name,
+        partition: u32,
+        partitions: u32,
+    },
+    #[error(
+        "topic {topic} has {current} partitions and cannot go to {requested}: partitions can \
+         only be added (removing one would lose its records and move its keys)"
+    )]
+    PartitionsCanOnlyGrow {
+        topic: Name,
+        current: u32,
+        requested: u32,
+    },
+    #[error(
+        "offset {offset} is outside partition {partition} of topic {topic}, which holds \
+         offsets {start} to {end} (the end: nothing there yet); older records were removed by \
+         retention — read from Earliest, or from a time"
+    )]
+    OffsetOutOfRange {
+        topic: Name,
+        partition: u32,
+        offset: u64,
+        start: u64,
+        end: u64,
+    },
+    #[error(
+        "the messages for partition {partition} of topic {topic} take {size} bytes together, \
+         over the limit of {max} for one publish; publish them in smaller batches"
+    )]
+    BatchTooLarge {
+        topic: Name,
+        partition: u32,
+        size: usize,
+        max: usize,
+    },
+    #[error("producer id {producer:?} {problem}")]
+    InvalidProducerId { producer: String, problem: String },
+    #[error(
+        "producer {producer} on partition {partition} of topic {topic}: expected sequence \
+         {expected}, got {got}; a batch in between is missing — resend from {expected}"
+    )]
+    OutOfOrderSequence {
+        topic: Name,
+        partition: u32,
+        producer: String,
+        expected: u64,
+        got: u64,
+    },
+    #[error(
+        "producer {producer} on partition {partition} of topic {topic}: the batch starting at \
+         sequence {got} overlaps what was written (up to {last_written}) without repeating a \
+         written batch; resend new messages from {}", .last_written + 1
+    )]
+    SequenceOverlap {
+        topic: Name,
+        partition: u32,
+        producer: String,
+        got: u64,
+        last_written: u64,
+    },
+    #[error(
+        "producer {producer} on partition {partition} of topic {topic}: sequence {got} was \
+         written long ago, before the batches the broker remembers (from {oldest_remembered}); \
+         it is not written again, but its positions are no longer known"
+    )]
+    SequenceTooOld {
+        topic: Name,
+        partition: u32,
+        producer: String,
+        got: u64,
+        oldest_remembered: u64,
+    },
+
     #[error("storage: {0}")]
     Storage(#[from] ferry_storage::StorageError),
 }

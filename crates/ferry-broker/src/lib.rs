@@ -22,6 +22,14 @@
 //! [`BrokerError::QueuePoisoned`] until the broker is reopened; other queues keep working.
 //! Also:
 //!
+//! - topics ([`topic`], `engine/topics.rs`): partitioned append-only logs, each partition a
+//!   storage log; create / delete / list / describe, [`Broker::add_partitions`]; publish by
+//!   key (Kafka's default partitioner, bit for bit), round-robin or sticky per call without
+//!   a key, or to one partition; [`Broker::read_topic`] from the earliest or latest offset,
+//!   an offset or a time; retention by age and by bytes per partition in
+//!   [`Broker::maintain_now`]; idempotent producers ([`Broker::publish_idempotent`]) whose
+//!   retried batches are written once, remembered across restarts from the records'
+//!   `ferry-producer-*` headers;
 //! - length limits ([`engine::limits`]): max messages and/or bytes of unsettled messages,
 //!   enforced on publish with the overflow policies `RejectPublish` ([`BrokerError::QueueFull`],
 //!   a batch taken whole), `DropHead` (journaled, counted in [`QueueStats::dropped`]) and
@@ -38,6 +46,8 @@
 //! input out:
 //!
 //! - [`Name`]: validated queue, topic and subscription names, and the derived `<name>.dlq`;
+//! - [`TopicSpec`] with its stored form ([`topic::codec`]), and
+//!   [`topic::partitioner`]: Kafka's murmur2 key → partition;
 //! - [`RetryPolicy`] and [`Backoff`]: max deliveries and capped exponential backoff with
 //!   jitter drawn from an injectable [`RandomSource`];
 //! - [`OutgoingMessage`] (what a producer publishes), [`Limits`] and their validation;
@@ -57,9 +67,10 @@
 //!   TTL, priorities, key-shared ordering with parked keys, prefetch, cancel and stats. It
 //!   returns decisions (deliveries, settled and dead-lettered messages) and persists nothing.
 //!
-//! **Not here yet**: topics and subscriptions (only queues); length limits on dead letters
-//! the broker moves into a queue (they count, but are never refused or dropped); persisted
-//! prefetch; redrive progress across a crash (a message redriven but not yet settled in the
+//! **Not here yet**: subscriptions over topics (delay, TTL, priority and dedup id are
+//! stored in topic records but only subscriptions will act on them), and compaction by
+//! key; length limits on dead letters the broker moves into a queue (they count, but are
+//! never refused or dropped); persisted prefetch; redrive progress across a crash (a message redriven but not yet settled in the
 //! dead-letter queue is redriven again); recovering a poisoned queue without reopening the
 //! whole broker. Every unsettled message is tracked in memory (48 bytes each; payloads stay
 //! on disk) and read once on open. (`tests/model.rs` checks the broker
@@ -108,6 +119,7 @@ pub mod seq_ranges;
 pub mod spec;
 pub mod spec_codec;
 pub mod timers;
+pub mod topic;
 pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
@@ -126,8 +138,12 @@ pub use queue_state::{
     QueueStateStats, RestorePoint, Seq, Tracked,
 };
 pub use random::RandomSource;
-pub use record::DeadLetterInfo;
+pub use record::{DeadLetterInfo, ProducerStamp};
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
 pub use timers::TimerQueue;
+pub use topic::{
+    KeylessPlacement, PartitionInfo, Position, TopicInfo, TopicPosition, TopicRecord,
+    TopicRetention, TopicSpec,
+};
 pub use topology::validate_topology;

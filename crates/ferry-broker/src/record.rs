@@ -38,6 +38,15 @@
 //! | `ferry-redrive-count` | decimal `u32`: how many times it has been redriven      |
 //! | `ferry-redrive-from`  | the dead-letter queue of its latest redrive             |
 //!
+//! A record an idempotent producer wrote to a topic carries its [`ProducerStamp`], from
+//! which a partition rebuilds what it remembers of its producers (see
+//! `topic/producer.rs`). Queues never write them, and refuse to read them:
+//!
+//! | header               | value                                             |
+//! |----------------------|---------------------------------------------------|
+//! | `ferry-producer-id`  | the producer's id, ≤ 256 bytes of printable text  |
+//! | `ferry-producer-seq` | decimal `u64`: the message's sequence number      |
+//!
 //! Text rather than binary values: a log can be inspected with any tool, and the bytes
 //! saved (about ten per message) are small next to the header framing itself. Absent
 //! optional fields cost nothing.
@@ -74,6 +83,18 @@ pub const DLQ_CONSUMER: &str = "ferry-dlq-consumer";
 pub const REDRIVE_COUNT: &str = "ferry-redrive-count";
 /// Kept in [`Message::headers`]; written by redrive only (publishers may not set it).
 pub const REDRIVE_FROM: &str = "ferry-redrive-from";
+
+/// Topic records only: written by idempotent producers.
+pub const PRODUCER_ID: &str = "ferry-producer-id";
+/// Topic records only: written by idempotent producers.
+pub const PRODUCER_SEQ: &str = "ferry-producer-seq";
+
+/// Which idempotent producer wrote a topic record, and its sequence number there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProducerStamp {
+    pub producer_id: String,
+    pub sequence: u64,
+}
 
 /// Why and from where a dead letter came; see the module docs for its headers. The reason
 /// is kept as text so a reader of an older broker can still show a newer reason.
@@ -192,6 +213,37 @@ impl Message {
         }
     }
 
+    /// The storage record for this message in a topic: [`to_record`](Self::to_record)'s,
+    /// with the producer's stamp when an idempotent producer publishes it.
+    pub fn to_topic_record(&self, stamp: Option<&ProducerStamp>) -> NewRecord {
+        let mut record = self.to_record();
+        if let Some(stamp) = stamp {
+            let put = [
+                (PRODUCER_ID, stamp.producer_id.clone()),
+                (PRODUCER_SEQ, stamp.sequence.to_string()),
+            ];
+            for (i, (name, value)) in put.into_iter().enumerate() {
+                record.headers.insert(
+                    1 + i,
+                    (Bytes::from_static(name.as_bytes()), Bytes::from(value)),
+                );
+            }
+        }
+        record
+    }
+
+    /// The message stored in a topic's `record`, and the stamp of the idempotent producer
+    /// that wrote it, if one did. As strict as [`from_record`](Self::from_record).
+    pub fn from_topic_record(mut record: Record) -> Result<(Message, Option<ProducerStamp>)> {
+        let stamp = producer_stamp(&record)?;
+        if stamp.is_some() {
+            record.headers.retain(|(name, _)| {
+                name != PRODUCER_ID.as_bytes() && name != PRODUCER_SEQ.as_bytes()
+            });
+        }
+        Ok((Message::from_record(record)?, stamp))
+    }
+
     /// The message stored in `record`. Key and payload share the record's buffers.
     pub fn from_record(record: Record) -> Result<Message> {
         let offset = record.offset;
@@ -290,6 +342,49 @@ impl Message {
             id_chosen: id_chosen.unwrap_or(false),
             dead_letter,
         })
+    }
+}
+
+/// The producer stamp of a topic record, without decoding the rest: both headers or
+/// neither, each once, the sequence a decimal `u64`.
+pub fn producer_stamp(record: &Record) -> Result<Option<ProducerStamp>> {
+    let offset = record.offset;
+    let bad = |problem: String| BrokerError::MalformedRecord { offset, problem };
+    let mut id = None;
+    let mut sequence = None;
+    for (name, value) in &record.headers {
+        let slot_was_empty = if name == PRODUCER_ID.as_bytes() {
+            let value = std::str::from_utf8(value)
+                .map_err(|_| bad(format!("the value of header {PRODUCER_ID:?} is not UTF-8")))?;
+            id.replace(value.to_owned()).is_none()
+        } else if name == PRODUCER_SEQ.as_bytes() {
+            let value = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok());
+            let value = value.ok_or_else(|| {
+                bad(format!(
+                    "header {PRODUCER_SEQ:?} is not a decimal sequence number"
+                ))
+            })?;
+            sequence.replace(value).is_none()
+        } else {
+            true
+        };
+        if !slot_was_empty {
+            return Err(bad(format!(
+                "header {:?} appears more than once",
+                String::from_utf8_lossy(name)
+            )));
+        }
+    }
+    match (id, sequence) {
+        (None, None) => Ok(None),
+        (Some(producer_id), Some(sequence)) => Ok(Some(ProducerStamp {
+            producer_id,
+            sequence,
+        })),
+        (Some(_), None) => Err(bad(format!("the {PRODUCER_SEQ} header is missing"))),
+        (None, Some(_)) => Err(bad(format!("the {PRODUCER_ID} header is missing"))),
     }
 }
 

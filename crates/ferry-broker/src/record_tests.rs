@@ -276,3 +276,40 @@ fn id_chosen_marker_reads_back_and_rejects_other_values_or_repeats() {
             .contains("more than once")
     );
 }
+
+#[test]
+fn producer_stamp_round_trips_in_topic_records_and_queues_refuse_it() {
+    let stamp = ProducerStamp {
+        producer_id: "orders-1".into(),
+        sequence: 41,
+    };
+    let record = stored(full().to_topic_record(Some(&stamp)), 42);
+    assert_eq!(
+        Message::from_topic_record(record.clone()).unwrap(),
+        (full(), Some(stamp))
+    );
+    // A queue never writes a stamp, and reads one as an unknown broker header.
+    assert!(problem(Message::from_record(record)).contains(PRODUCER_ID));
+    let plain = stored(full().to_topic_record(None), 42);
+    assert_eq!(Message::from_topic_record(plain).unwrap(), (full(), None));
+}
+
+#[test]
+fn half_repeated_or_unreadable_producer_stamps_are_refused() {
+    let plain = stored(minimal().to_record(), 42);
+    let refused = |record: Record| match Message::from_topic_record(record) {
+        Err(BrokerError::MalformedRecord {
+            offset: 42,
+            problem,
+        }) => problem,
+        other => panic!("expected MalformedRecord at 42, got {other:?}"),
+    };
+    let only_id = with_header(plain.clone(), PRODUCER_ID, "p");
+    assert!(refused(only_id.clone()).contains(PRODUCER_SEQ));
+    let only_seq = with_header(plain.clone(), PRODUCER_SEQ, "1");
+    assert!(refused(only_seq).contains(PRODUCER_ID));
+    let bad_seq = with_header(only_id.clone(), PRODUCER_SEQ, "-1");
+    assert!(refused(bad_seq).contains("decimal"));
+    let repeated = with_header(with_header(only_id, PRODUCER_SEQ, "1"), PRODUCER_SEQ, "2");
+    assert!(refused(repeated).contains("more than once"));
+}

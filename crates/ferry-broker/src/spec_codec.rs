@@ -170,21 +170,21 @@ pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
     Ok(spec)
 }
 
-struct Fields<'a>(HashMap<&'a str, &'a str>);
+pub(crate) struct Fields<'a>(pub(crate) HashMap<&'a str, &'a str>);
 
 impl<'a> Fields<'a> {
-    fn take(&mut self, key: &str) -> Result<&'a str, String> {
+    pub(crate) fn take(&mut self, key: &str) -> Result<&'a str, String> {
         self.0
             .remove(key)
             .ok_or_else(|| format!("setting {key} is missing"))
     }
-    fn parse<T: std::str::FromStr>(&mut self, key: &str) -> Result<T, String> {
+    pub(crate) fn parse<T: std::str::FromStr>(&mut self, key: &str) -> Result<T, String> {
         let value = self.take(key)?;
         value
             .parse()
             .map_err(|_| format!("setting {key} has the unreadable value {value:?}"))
     }
-    fn optional(&mut self, key: &str) -> Result<Option<u64>, String> {
+    pub(crate) fn optional(&mut self, key: &str) -> Result<Option<u64>, String> {
         match self.take(key)? {
             "none" => Ok(None),
             value => value
@@ -193,12 +193,12 @@ impl<'a> Fields<'a> {
                 .map_err(|_| format!("setting {key} has the unreadable value {value:?}")),
         }
     }
-    fn duration(&mut self, key: &str) -> Result<Duration, String> {
+    pub(crate) fn duration(&mut self, key: &str) -> Result<Duration, String> {
         parse_duration(self.take(key)?)
     }
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("{text:?} is not a duration (seconds.nanoseconds)");
     let (secs, nanos) = text.split_once('.').ok_or_else(bad)?;
     let nanos: u32 = nanos.parse().map_err(|_| bad())?;

@@ -10,6 +10,9 @@
 //! **Messages.** Segments of the message log whose seqs are all settled, and older than the
 //! dedup window (a restart rebuilds the window from the stored messages), are deleted.
 //!
+//! **Topics.** Each partition keeps what its topic's retention allows (see
+//! `engine/topics.rs`).
+//!
 //! **Temporary queues** idle past their timeout are deleted (see `engine/temporary.rs`).
 //!
 //! All of it runs from the broker's timer task about once a second, and on demand through
@@ -165,8 +168,9 @@ impl Queue {
 impl Broker {
     /// Checkpoints every queue whose journal has grown past the configured size since its
     /// last checkpoint (every queue with `force`), and applies retention to every queue's
-    /// logs. The timer task runs it without `force` about once a second. A queue that fails
-    /// does not hold up the others: every queue is tried, then the first error is returned.
+    /// logs and every topic's partitions (see `engine/topics.rs`). The timer task runs it
+    /// without `force` about once a second. A queue or topic that fails does not hold up the
+    /// others: every one is tried, then the first error is returned.
     pub async fn maintain_now(&self, force: bool) -> Result<MaintenanceReport> {
         let threshold = self.inner.config.checkpoint_journal_bytes;
         let mut report = MaintenanceReport::default();
@@ -193,6 +197,9 @@ impl Broker {
             if let Err(error) = result {
                 first_error.get_or_insert(error);
             }
+        }
+        if let Err(error) = self.maintain_topics(&mut report) {
+            first_error.get_or_insert(error);
         }
         match first_error {
             Some(error) => Err(error),

@@ -9,6 +9,8 @@
 //!   attempts, lease extensions, acks, dead letters, cancellations, overflow drops, parked
 //!   keys, redrives — and checkpoints of them all, so that the journal's older segments can
 //!   be deleted. Settled messages' segments are deleted too; see [`housekeeping`].
+//! - `topics/<name>/<partition>/` — a storage log per partition of each topic, whose spec
+//!   is in the `MetaStore` under `topic/<name>` (see `engine/topics.rs`).
 //!
 //! **Durability.** Publish returns once the message is durable under the queue's
 //! durability; ack, nack, reject, extend, park and unpark once their journal event is (a
@@ -36,6 +38,8 @@ mod recovery;
 pub mod redrive;
 pub mod temporary;
 mod timer_wake;
+mod topic;
+mod topics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -76,8 +80,9 @@ pub struct BrokerConfig {
     pub background_timers: bool,
     /// Seeds message-id randomness and backoff jitter; `None` seeds from the clock.
     pub seed: Option<u64>,
-    /// Segment size of each queue's message log: retention deletes whole segments, so this
-    /// is about how much settled data a queue keeps on disk beyond what it must.
+    /// Segment size of each queue's message log and of each topic partition's log:
+    /// retention deletes whole segments, so this is about how much data a queue or a
+    /// partition keeps on disk beyond what it must.
     pub message_segment_bytes: u64,
     /// Segment size of each queue's journal.
     pub journal_segment_bytes: u64,
@@ -169,6 +174,7 @@ struct BrokerInner {
     config: BrokerConfig,
     meta: Mutex<MetaStore>,
     queues: RwLock<BTreeMap<Name, Arc<Queue>>>,
+    topics: RwLock<BTreeMap<Name, Arc<topic::Topic>>>,
     rng: Mutex<fastrand::Rng>,
     /// Where this open's lease tokens start (see `Broker::open`).
     token_base: u64,
@@ -194,8 +200,8 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    /// Opens (creating if needed) the broker in `dir` and recovers every queue. Must run
-    /// inside a tokio runtime when `background_timers` is on.
+    /// Opens (creating if needed) the broker in `dir`, recovers every queue and opens every
+    /// topic. Must run inside a tokio runtime when `background_timers` is on.
     pub async fn open(dir: impl AsRef<Path>, config: BrokerConfig) -> Result<Broker> {
         let dir = dir.as_ref().to_path_buf();
         ferry_storage::fs_util::create_dir_durable(&dir)?;
@@ -225,6 +231,7 @@ impl Broker {
             queues.insert(name, Arc::new(queue));
         }
         remove_stale_queue_dirs(&dir, &queues)?;
+        let topics = topics::open_topics(&dir, &meta, &config)?;
         let now_ms = config.clock.now_ms();
         let dead = dead_letter::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
@@ -238,6 +245,7 @@ impl Broker {
                 dir,
                 meta: Mutex::new(meta),
                 queues: RwLock::new(queues),
+                topics: RwLock::new(topics),
                 rng: Mutex::new(rng),
                 token_base,
                 timers_changed: Arc::new(TimerWake::new()),
@@ -940,3 +948,9 @@ mod edge_tests;
 
 #[cfg(test)]
 mod temporary_tests;
+
+#[cfg(test)]
+mod topic_tests;
+
+#[cfg(test)]
+mod idempotent_tests;

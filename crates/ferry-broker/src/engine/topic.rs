@@ -1,0 +1,317 @@
+//! One open topic: its partitions' logs, the order keyless messages rotate in, and per
+//! partition the idempotent producers' table. The API over it is in `topics.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
+
+use ferry_storage::batch::HEADER_LEN;
+use ferry_storage::{Appended, Log, LogConfig, NewRecord, RetentionPolicy, StorageError};
+use tokio::sync::oneshot;
+
+use super::queue::scan_from;
+use super::{BrokerConfig, max_record_bytes};
+use crate::error::{BrokerError, Result};
+use crate::message::{Message, millis};
+use crate::name::Name;
+use crate::record::producer_stamp;
+use crate::topic::producer::ProducerTable;
+use crate::topic::{PartitionInfo, Position, TopicRecord, TopicSpec};
+
+/// Most bytes one read of a partition asks storage for.
+const READ_BYTES: usize = 1 << 20;
+/// What a read budgets per wanted record before it knows the sizes.
+const SMALL_RECORD_BYTES: usize = 1024;
+
+pub(crate) struct Topic {
+    pub name: Name,
+    /// Shared so a publish takes a snapshot for the price of one reference count.
+    shape: RwLock<Arc<Shape>>,
+    /// The next partition a keyless message (or publish call) goes to, modulo the
+    /// partition count. In memory: after a reopen keyless placement starts again at 0,
+    /// which changes nothing a reader can rely on.
+    pub keyless_next: AtomicU64,
+}
+
+/// A topic's spec and its open partitions, replaced whole by `add_partitions`.
+#[derive(Clone)]
+pub(crate) struct Shape {
+    pub spec: TopicSpec,
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+pub(crate) struct Partition {
+    pub index: u32,
+    pub log: Log,
+    /// The largest batch one publish may append here (see [`batch_limits`]).
+    pub max_batch_bytes: usize,
+    /// Held by an idempotent publish from its sequence check until its append is durable,
+    /// so two batches of one producer cannot both pass the check. `None` until the first
+    /// idempotent publish to the partition rebuilds it (see [`Partition::load_producers`]).
+    pub producers: tokio::sync::Mutex<Option<ProducerTable>>,
+}
+
+/// The largest batch and the segment size of a partition's log. Storage needs a segment
+/// to hold its largest batch; unlike a queue's, a partition's batch limit shrinks with a
+/// small configured segment (down to two of the largest records), so small segments — and
+/// so retention by size at a fine grain — are possible. A publish over the limit is refused
+/// with [`BrokerError::BatchTooLarge`] before anything is written.
+fn batch_limits(broker: &BrokerConfig) -> (usize, u64) {
+    let max_record = max_record_bytes(&broker.limits);
+    let segment = broker.message_segment_bytes.max(4096);
+    let max_batch = usize::try_from(segment)
+        .unwrap_or(usize::MAX)
+        .min(16 << 20)
+        .max(2 * max_record);
+    (max_batch, segment.max(max_batch as u64))
+}
+
+impl Topic {
+    pub fn dir(root: &Path, name: &Name) -> PathBuf {
+        root.join("topics").join(name.as_str())
+    }
+
+    fn partition_dir(root: &Path, name: &Name, partition: u32) -> PathBuf {
+        Self::dir(root, name).join(partition.to_string())
+    }
+
+    /// Opens (creating if needed) the logs of `spec.partitions` partitions.
+    pub fn open(root: &Path, name: Name, spec: TopicSpec, broker: &BrokerConfig) -> Result<Topic> {
+        let partitions = (0..spec.partitions)
+            .map(|p| Self::open_partition(root, &name, &spec, p, broker).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Topic {
+            name,
+            shape: RwLock::new(Arc::new(Shape { spec, partitions })),
+            keyless_next: AtomicU64::new(0),
+        })
+    }
+
+    /// Opens (creating if needed) the log of partition `index`.
+    pub fn open_partition(
+        root: &Path,
+        name: &Name,
+        spec: &TopicSpec,
+        index: u32,
+        broker: &BrokerConfig,
+    ) -> Result<Partition> {
+        let (max_batch_bytes, segment_bytes) = batch_limits(broker);
+        let config = LogConfig {
+            durability: spec.durability,
+            max_record_bytes: max_record_bytes(&broker.limits),
+            max_batch_bytes,
+            segment_bytes,
+            // A topic may have a thousand partitions: keep zero-filled room ahead small.
+            preallocate_bytes: 1 << 20,
+            ..LogConfig::default()
+        };
+        let dir = Self::partition_dir(root, name, index);
+        let log = Log::open_with_clock(dir, config, broker.clock.clone())?;
+        Ok(Partition {
+            index,
+            log,
+            max_batch_bytes,
+            producers: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Removes partitions `from..to` left by an `add_partitions` that a crash interrupted
+    /// before its metadata was written: not in the spec, so not partitions; their records
+    /// must not leak into the new ones.
+    pub fn clear_stale_partitions(root: &Path, name: &Name, from: u32, to: u32) -> Result<()> {
+        for index in from..to {
+            let dir = Self::partition_dir(root, name, index);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| StorageError::io("remove stale partition", &dir, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn shape(&self) -> Arc<Shape> {
+        Arc::clone(&self.shape.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn set_shape(&self, shape: Shape) {
+        *self.shape.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(shape);
+    }
+
+    pub fn partition(&self, partition: u32) -> Result<Arc<Partition>> {
+        let shape = self.shape.read().unwrap_or_else(|e| e.into_inner());
+        shape
+            .partitions
+            .get(partition as usize)
+            .cloned()
+            .ok_or_else(|| BrokerError::PartitionNotFound {
+                topic: self.name.clone(),
+                partition,
+                partitions: shape.spec.partitions,
+            })
+    }
+}
+
+impl Partition {
+    /// Refuses a batch storage would refuse, before anything of the publish is written.
+    pub fn check_batch(&self, topic: &Name, records: &[NewRecord]) -> Result<()> {
+        let size = HEADER_LEN + records.iter().map(NewRecord::encoded_len).sum::<usize>();
+        if size > self.max_batch_bytes {
+            return Err(BrokerError::BatchTooLarge {
+                topic: topic.clone(),
+                partition: self.index,
+                size,
+                max: self.max_batch_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts one append; the receiver resolves once it is durable under the topic's
+    /// durability.
+    pub fn append(
+        &self,
+        records: Vec<NewRecord>,
+    ) -> oneshot::Receiver<ferry_storage::Result<Appended>> {
+        let (tx, rx) = oneshot::channel();
+        self.log.append_then(
+            records,
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        );
+        rx
+    }
+
+    /// The offset `from` stands for, checked against what the partition holds.
+    fn resolve(&self, topic: &Name, from: Position) -> Result<u64> {
+        let (start, end) = (self.log.start_offset(), self.log.end_offset());
+        Ok(match from {
+            Position::Earliest => start,
+            Position::Latest => end,
+            Position::Offset(offset) if (start..=end).contains(&offset) => offset,
+            Position::Offset(offset) => {
+                return Err(BrokerError::OffsetOutOfRange {
+                    topic: topic.clone(),
+                    partition: self.index,
+                    offset,
+                    start,
+                    end,
+                });
+            }
+            Position::Timestamp(ms) => self.log.offset_for_timestamp(ms)?.unwrap_or(end),
+        })
+    }
+
+    /// Up to `max` records from `from`, in offset order.
+    pub fn read(&self, topic: &Name, from: Position, max: usize) -> Result<Vec<TopicRecord>> {
+        let mut next = self.resolve(topic, from)?;
+        let mut out = Vec::new();
+        let budget = max
+            .saturating_mul(SMALL_RECORD_BYTES)
+            .clamp(4096, READ_BYTES);
+        while out.len() < max && next < self.log.end_offset() {
+            let records = match self.log.read(next, budget) {
+                Ok(records) => records,
+                // Retention removed the segment between the check and the read.
+                Err(StorageError::OffsetOutOfRange {
+                    requested,
+                    start,
+                    end,
+                }) => {
+                    return Err(BrokerError::OffsetOutOfRange {
+                        topic: topic.clone(),
+                        partition: self.index,
+                        offset: requested,
+                        start,
+                        end,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let Some(last) = records.last() else {
+                break;
+            };
+            next = last.offset + 1;
+            for record in records.into_iter().take(max - out.len()) {
+                let offset = record.offset;
+                let (message, producer) = Message::from_topic_record(record)?;
+                out.push(TopicRecord {
+                    partition: self.index,
+                    offset,
+                    message,
+                    producer,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn info(&self) -> Result<PartitionInfo> {
+        let start_offset = self.log.start_offset();
+        let end_offset = self.log.end_offset();
+        let oldest_timestamp_ms = if start_offset < end_offset {
+            self.log
+                .read(start_offset, 1)?
+                .into_iter()
+                .find(|r| r.offset == start_offset)
+                .map(|r| r.timestamp)
+        } else {
+            None
+        };
+        Ok(PartitionInfo {
+            partition: self.index,
+            start_offset,
+            end_offset,
+            bytes: self.log.size_bytes(),
+            oldest_timestamp_ms,
+        })
+    }
+
+    /// Deletes whole segments past the topic's retention; returns what was deleted.
+    pub fn retain(&self, spec: &TopicSpec) -> Result<(usize, u64)> {
+        let report = self.log.apply_retention(&RetentionPolicy {
+            max_age: spec.retention.max_age,
+            max_bytes: spec.retention.max_bytes,
+            low_watermark: None,
+        })?;
+        Ok((report.deleted_segments, report.deleted_bytes))
+    }
+
+    /// The producers' table, rebuilt on first use from the records of the last
+    /// `window` (see `topic/producer.rs`) and from then on kept up to date by idempotent
+    /// publishes, which hold the lock.
+    ///
+    /// On first use rather than at open: a broker with many partitions would otherwise
+    /// read a whole window (seven days by default) of every partition at every open,
+    /// idempotent producers or not. The result is the same — the records read are the
+    /// same, and nothing with a stamp is written without the table.
+    pub fn load_producers<'a>(
+        &self,
+        table: &'a mut Option<ProducerTable>,
+        spec: &TopicSpec,
+        now_ms: i64,
+    ) -> Result<&'a mut ProducerTable> {
+        if table.is_none() {
+            let cutoff = now_ms.saturating_sub(millis(spec.producer_state_window));
+            let from = self
+                .log
+                .offset_for_timestamp(cutoff)?
+                .unwrap_or(self.log.end_offset());
+            let mut rebuilt = ProducerTable::default();
+            scan_from(&self.log, from, |record| {
+                if let Some(stamp) = producer_stamp(&record)? {
+                    rebuilt.observe(
+                        &stamp.producer_id,
+                        stamp.sequence,
+                        record.offset,
+                        record.timestamp,
+                    );
+                }
+                Ok(())
+            })?;
+            rebuilt.forget_silent(cutoff);
+            *table = Some(rebuilt);
+        }
+        Ok(table.as_mut().expect("loaded above"))
+    }
+}

@@ -1,0 +1,478 @@
+//! The broker's topic API: create, delete, list, describe and grow topics; publish by key,
+//! to a partition, or as an idempotent producer; read a partition by position; retention.
+//!
+//! **Layout.** Each topic's spec is in the metadata store under `topic/<name>`
+//! ([`crate::topic::codec`]); partition `p` is a storage log in `topics/<name>/<p>/`,
+//! whose record offsets are the partition's offsets. Topics and queues are separate
+//! namespaces (see [`crate::topic`]).
+//!
+//! **Publish.** Messages are validated with the broker's [`Limits`](crate::Limits) exactly
+//! as a queue publish validates them, and stored with the same record encoding. A publish
+//! makes one storage append per partition it touches, and returns once every one is
+//! durable under the topic's durability. It is atomic per partition — all of a call's
+//! messages for one partition are stored together or not at all — but not across
+//! partitions: when one partition's append fails, others may have been stored.
+//!
+//! **Idempotent producers.** [`Broker::publish_idempotent`] numbers a producer's messages
+//! per partition; the partition writes each sequence once (see `topic/producer.rs`).
+//! Batches to one partition are checked and appended one at a time, under that partition's
+//! lock, so two concurrent batches of a producer cannot both pass the check. The lock is
+//! per partition, not per producer: idempotent publishes to one partition queue behind
+//! each other (plain publishes do not take it).
+//!
+//! **Retention** ([`Broker::maintain_now`], run by the timer task) deletes a partition's
+//! oldest whole segments once they are past the topic's age bound, or while the partition
+//! is over its byte bound. Once subscriptions exist, it will also keep what a
+//! subscription's cursor has not passed yet. Records retention deletes may still be named
+//! by a retried idempotent batch's answer: positions, not promises that the records remain.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ferry_storage::{MetaStore, NewRecord, StorageError};
+
+use super::topic::{Partition, Shape, Topic};
+use super::{Broker, BrokerConfig, MaintenanceReport};
+use crate::error::{BrokerError, Result};
+use crate::message::{Message, OutgoingMessage, millis};
+use crate::name::Name;
+use crate::record::ProducerStamp;
+use crate::topic::partitioner::partition_for_key;
+use crate::topic::producer::{SequenceCheck, SequenceProblem, check_producer_id};
+use crate::topic::{
+    KeylessPlacement, Position, TopicInfo, TopicPosition, TopicRecord, TopicSpec, codec,
+};
+
+pub(super) const TOPIC_PREFIX: &str = "topic/";
+
+/// Opens every topic in the metadata store.
+pub(super) fn open_topics(
+    dir: &Path,
+    meta: &MetaStore,
+    config: &BrokerConfig,
+) -> Result<BTreeMap<Name, Arc<Topic>>> {
+    let mut topics = BTreeMap::new();
+    for (key, value) in meta.scan_prefix(TOPIC_PREFIX) {
+        let raw = &key[TOPIC_PREFIX.len()..];
+        let bad = |problem: String| BrokerError::MalformedTopicSpec {
+            topic: raw.to_owned(),
+            problem,
+        };
+        let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
+        let spec = codec::decode(&value).map_err(bad)?;
+        let topic = Topic::open(dir, name.clone(), spec, config)?;
+        topics.insert(name, Arc::new(topic));
+    }
+    Ok(topics)
+}
+
+impl Broker {
+    fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+        let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
+        Name::new(name)
+            .ok()
+            .and_then(|n| topics.get(&n).cloned())
+            .ok_or_else(|| BrokerError::TopicNotFound {
+                topic: name.to_owned(),
+            })
+    }
+
+    fn topic_list(&self) -> Vec<Arc<Topic>> {
+        let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
+        topics.values().cloned().collect()
+    }
+
+    // ---- Admin ----
+
+    /// Creates a topic after checking its name and spec; on any error nothing changes.
+    pub async fn create_topic(&self, name: &str, spec: TopicSpec) -> Result<()> {
+        let name = Name::new(name)?;
+        spec.validate()?;
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        if self
+            .inner
+            .topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&name)
+        {
+            return Err(BrokerError::TopicExists { topic: name });
+        }
+        // Left behind by a create or delete interrupted by a crash: not in the metadata,
+        // so not a topic; its logs must not leak into the new one.
+        let dir = Topic::dir(&self.inner.dir, &name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StorageError::io("remove stale topic", &dir, e))?;
+        }
+        let topic = Topic::open(
+            &self.inner.dir,
+            name.clone(),
+            spec.clone(),
+            &self.inner.config,
+        )?;
+        meta.put(format!("{TOPIC_PREFIX}{name}"), codec::encode(&spec))?;
+        self.inner
+            .topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, Arc::new(topic));
+        Ok(())
+    }
+
+    /// Deletes a topic and all its records.
+    pub async fn delete_topic(&self, name: &str) -> Result<()> {
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let topic = self.topic(name)?;
+        // Metadata first: a crash before the files are gone leaves a directory that is not
+        // a topic, which create_topic clears.
+        meta.delete(format!("{TOPIC_PREFIX}{}", topic.name))?;
+        self.inner
+            .topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&topic.name);
+        let dir = Topic::dir(&self.inner.dir, &topic.name);
+        drop(topic);
+        std::fs::remove_dir_all(&dir).map_err(|e| StorageError::io("remove topic", &dir, e))?;
+        Ok(())
+    }
+
+    pub fn list_topics(&self) -> Vec<Name> {
+        let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
+        topics.keys().cloned().collect()
+    }
+
+    /// The topic's spec and, per partition, its offsets, size and oldest record's time.
+    pub fn describe_topic(&self, name: &str) -> Result<TopicInfo> {
+        let topic = self.topic(name)?;
+        let shape = topic.shape();
+        Ok(TopicInfo {
+            name: topic.name.clone(),
+            partitions: shape
+                .partitions
+                .iter()
+                .map(|p| p.info())
+                .collect::<Result<_>>()?,
+            spec: shape.spec.clone(),
+        })
+    }
+
+    /// Grows the topic to `new_count` partitions; the count can only increase.
+    ///
+    /// As in Kafka, this changes the key → partition mapping: a key is placed by its hash
+    /// modulo the partition count, so after the change most keys' new messages go to
+    /// another partition than their earlier ones, and per-key order holds only within each
+    /// partition. Grow a keyed topic before its keys matter, or over-provision partitions.
+    pub async fn add_partitions(&self, name: &str, new_count: u32) -> Result<()> {
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let topic = self.topic(name)?;
+        let Shape {
+            mut spec,
+            mut partitions,
+        } = Shape::clone(&topic.shape());
+        if new_count <= spec.partitions {
+            return Err(BrokerError::PartitionsCanOnlyGrow {
+                topic: topic.name.clone(),
+                current: spec.partitions,
+                requested: new_count,
+            });
+        }
+        let current = spec.partitions;
+        spec.partitions = new_count;
+        spec.validate()?;
+        let root = &self.inner.dir;
+        Topic::clear_stale_partitions(root, &topic.name, current, new_count)?;
+        for index in current..new_count {
+            let partition =
+                Topic::open_partition(root, &topic.name, &spec, index, &self.inner.config)?;
+            partitions.push(Arc::new(partition));
+        }
+        // Metadata last: a crash before it leaves directories past the spec's count, which
+        // the next add_partitions clears.
+        meta.put(
+            format!("{TOPIC_PREFIX}{}", topic.name),
+            codec::encode(&spec),
+        )?;
+        topic.set_shape(Shape { spec, partitions });
+        Ok(())
+    }
+
+    // ---- Publish ----
+
+    /// Publishes `messages`, each to its key's partition (Kafka's default partitioner,
+    /// [`partition_for_key`]) or, without a key, where the topic's [`KeylessPlacement`]
+    /// puts it. Returns each message's position, in order, once all are durable. All are
+    /// validated first; an invalid message fails the whole call and stores nothing.
+    ///
+    /// The topic stores each message's delay, TTL, priority and dedup id but does not act
+    /// on them (see [`crate::topic`]).
+    pub async fn publish_to_topic(
+        &self,
+        topic: &str,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<TopicPosition>> {
+        let topic = self.topic(topic)?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shape = topic.shape();
+        let messages = self.resolve_for_topic(messages)?;
+        let count = u64::from(shape.spec.partitions);
+        let mut next_keyless =
+            || (topic.keyless_next.fetch_add(1, Ordering::Relaxed) % count) as u32;
+        let sticky = (shape.spec.keyless == KeylessPlacement::StickyBatch
+            && messages.iter().any(|m| m.key.is_none()))
+        .then(&mut next_keyless);
+        let placement: Vec<u32> = messages
+            .iter()
+            .map(|m| match (&m.key, sticky) {
+                (Some(key), _) => partition_for_key(key, shape.spec.partitions),
+                (None, Some(partition)) => partition,
+                (None, None) => next_keyless(),
+            })
+            .collect();
+        let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
+        self.append_placed(&topic, &shape, records, placement).await
+    }
+
+    /// Publishes `messages` to one partition, in order, with one storage append.
+    pub async fn publish_to_partition(
+        &self,
+        topic: &str,
+        partition: u32,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<TopicPosition>> {
+        let topic = self.topic(topic)?;
+        topic.partition(partition)?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shape = topic.shape();
+        let messages = self.resolve_for_topic(messages)?;
+        let placement = vec![partition; messages.len()];
+        let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
+        self.append_placed(&topic, &shape, records, placement).await
+    }
+
+    /// Publishes `messages` to one partition as producer `producer_id`, numbered
+    /// `first_sequence`, `first_sequence + 1`, …; each sequence is written once:
+    ///
+    /// - the next sequences (or a producer the partition does not know — new, or silent
+    ///   for longer than the topic's `producer_state_window` and forgotten) are written;
+    /// - a batch written before (a retry after a lost answer) writes nothing and returns
+    ///   the original positions;
+    /// - a batch starting beyond the next sequence is [`BrokerError::OutOfOrderSequence`],
+    ///   one repeating part of what was written and adding more is
+    ///   [`BrokerError::SequenceOverlap`], and a retry older than the latest batches the
+    ///   partition remembers is [`BrokerError::SequenceTooOld`]; each writes nothing.
+    ///
+    /// What the partition remembers survives restarts: it is rebuilt from the producer id
+    /// and sequence stored in each record (`ferry-producer-id`, `ferry-producer-seq`).
+    pub async fn publish_idempotent(
+        &self,
+        topic: &str,
+        partition: u32,
+        producer_id: &str,
+        first_sequence: u64,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<TopicPosition>> {
+        check_producer_id(producer_id).map_err(|problem| BrokerError::InvalidProducerId {
+            producer: producer_id.chars().take(64).collect(),
+            problem,
+        })?;
+        let topic = self.topic(topic)?;
+        let target = topic.partition(partition)?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = messages.len() as u64;
+        if first_sequence.checked_add(count).is_none() {
+            return Err(BrokerError::InvalidSetting {
+                setting: "first_sequence",
+                problem: format!(
+                    "{first_sequence} leaves no room for {count} more sequence numbers; \
+                     start the producer's sequences lower"
+                ),
+            });
+        }
+        let spec = topic.shape().spec.clone();
+        let messages = self.resolve_for_topic(messages)?;
+        let records: Vec<NewRecord> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                m.to_topic_record(Some(&ProducerStamp {
+                    producer_id: producer_id.to_owned(),
+                    sequence: first_sequence + i as u64,
+                }))
+            })
+            .collect();
+        target.check_batch(&topic.name, &records)?;
+        let positions = |base: u64| {
+            (0..count)
+                .map(|i| TopicPosition {
+                    partition,
+                    offset: base + i,
+                })
+                .collect()
+        };
+        let mut guard = target.producers.lock().await;
+        let table = target.load_producers(&mut guard, &spec, self.now_ms())?;
+        match table.check(producer_id, first_sequence, count) {
+            Ok(SequenceCheck::Write) => {}
+            Ok(SequenceCheck::Duplicate(offsets)) => {
+                return Ok(offsets
+                    .into_iter()
+                    .map(|offset| TopicPosition { partition, offset })
+                    .collect());
+            }
+            Err(problem) => {
+                let (topic, producer) = (topic.name.clone(), producer_id.to_owned());
+                return Err(match problem {
+                    SequenceProblem::OutOfOrder { expected, got } => {
+                        BrokerError::OutOfOrderSequence {
+                            topic,
+                            partition,
+                            producer,
+                            expected,
+                            got,
+                        }
+                    }
+                    SequenceProblem::Overlap { got, last_written } => {
+                        BrokerError::SequenceOverlap {
+                            topic,
+                            partition,
+                            producer,
+                            got,
+                            last_written,
+                        }
+                    }
+                    SequenceProblem::TooOld {
+                        got,
+                        oldest_remembered,
+                    } => BrokerError::SequenceTooOld {
+                        topic,
+                        partition,
+                        producer,
+                        got,
+                        oldest_remembered,
+                    },
+                });
+            }
+        }
+        let appended = target
+            .append(records)
+            .await
+            .map_err(|_| StorageError::Closed)??;
+        let published_at = messages[0].published_at;
+        for i in 0..count {
+            table.observe(
+                producer_id,
+                first_sequence + i,
+                appended.base_offset + i,
+                published_at,
+            );
+        }
+        Ok(positions(appended.base_offset))
+    }
+
+    /// Validates and resolves messages as a queue publish does, with the broker's limits.
+    fn resolve_for_topic(&self, messages: Vec<OutgoingMessage>) -> Result<Vec<Message>> {
+        let now_ms = self.now_ms();
+        let limits = &self.inner.config.limits;
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        messages
+            .into_iter()
+            .map(|m| m.into_message(limits, now_ms, &mut *rng))
+            .collect()
+    }
+
+    /// Appends `records[i]` to partition `placement[i]`, one append per partition, all
+    /// checked before any starts; returns each record's position once all are durable.
+    async fn append_placed(
+        &self,
+        topic: &Topic,
+        shape: &Shape,
+        records: Vec<NewRecord>,
+        placement: Vec<u32>,
+    ) -> Result<Vec<TopicPosition>> {
+        let mut groups: BTreeMap<u32, (Vec<usize>, Vec<NewRecord>)> = BTreeMap::new();
+        for (i, (record, partition)) in records.into_iter().zip(&placement).enumerate() {
+            let group = groups.entry(*partition).or_default();
+            group.0.push(i);
+            group.1.push(record);
+        }
+        let partition = |p: u32| -> &Arc<Partition> { &shape.partitions[p as usize] };
+        for (&p, (_, records)) in &groups {
+            partition(p).check_batch(&topic.name, records)?;
+        }
+        let pending: Vec<_> = groups
+            .into_iter()
+            .map(|(p, (indexes, records))| (p, indexes, partition(p).append(records)))
+            .collect();
+        let mut positions = vec![
+            TopicPosition {
+                partition: 0,
+                offset: 0
+            };
+            placement.len()
+        ];
+        for (p, indexes, rx) in pending {
+            let appended = rx.await.map_err(|_| StorageError::Closed)??;
+            for (j, i) in indexes.into_iter().enumerate() {
+                positions[i] = TopicPosition {
+                    partition: p,
+                    offset: appended.base_offset + j as u64,
+                };
+            }
+        }
+        Ok(positions)
+    }
+
+    // ---- Read ----
+
+    /// Up to `max_records` records of one partition from `from`, in offset order. Reading
+    /// at the end returns nothing; an offset below the partition's start (removed by
+    /// retention) or beyond its end is [`BrokerError::OffsetOutOfRange`], naming the valid
+    /// range.
+    pub fn read_topic(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: Position,
+        max_records: usize,
+    ) -> Result<Vec<TopicRecord>> {
+        let topic = self.topic(topic)?;
+        topic
+            .partition(partition)?
+            .read(&topic.name, from, max_records)
+    }
+
+    // ---- Maintenance ----
+
+    /// Applies every topic's retention, and forgets idempotent producers silent for longer
+    /// than the topic's window (a partition in the middle of an idempotent publish is left
+    /// for the next pass).
+    pub(super) fn maintain_topics(&self, report: &mut MaintenanceReport) -> Result<()> {
+        for topic in self.topic_list() {
+            let shape = topic.shape();
+            let cutoff = self
+                .now_ms()
+                .saturating_sub(millis(shape.spec.producer_state_window));
+            for partition in &shape.partitions {
+                let (segments, bytes) = partition.retain(&shape.spec)?;
+                report.deleted_segments += segments;
+                report.deleted_bytes += bytes;
+                if let Ok(mut producers) = partition.producers.try_lock()
+                    && let Some(table) = producers.as_mut()
+                {
+                    table.forget_silent(cutoff);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! How a [`TopicSpec`] is stored in the broker's metadata store (under `topic/<name>`):
+//! UTF-8 text, a first line `ferry-topic-spec 1`, then one `setting=value` line per field,
+//! every field present — the same form, and the same strictness, as queue specs
+//! ([`crate::spec_codec`]): unknown, repeated or missing settings are errors, and the result
+//! is validated, so a stored spec is never silently reinterpreted.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::spec_codec::{Fields, parse_duration};
+use crate::topic::spec::{Durability, KeylessPlacement, TopicRetention, TopicSpec};
+
+const MAGIC: &str = "ferry-topic-spec 1";
+
+pub fn encode(spec: &TopicSpec) -> String {
+    let d = |d: Duration| format!("{}.{:09}", d.as_secs(), d.subsec_nanos());
+    let lines = [
+        ("partitions", spec.partitions.to_string()),
+        (
+            "retention.max_age",
+            spec.retention.max_age.map_or("none".to_owned(), d),
+        ),
+        (
+            "retention.max_bytes",
+            spec.retention
+                .max_bytes
+                .map_or("none".to_owned(), |b| b.to_string()),
+        ),
+        (
+            "keyless",
+            match spec.keyless {
+                KeylessPlacement::RoundRobin => "round_robin",
+                KeylessPlacement::StickyBatch => "sticky_batch",
+            }
+            .to_owned(),
+        ),
+        (
+            "durability",
+            match spec.durability {
+                Durability::Fsync => "fsync".to_owned(),
+                Durability::None => "none".to_owned(),
+                Durability::Interval(i) => format!("interval:{}", d(i)),
+            },
+        ),
+        ("producer_state_window", d(spec.producer_state_window)),
+    ];
+    let mut out = String::from(MAGIC);
+    for (key, value) in lines {
+        out.push('\n');
+        out.push_str(key);
+        out.push('=');
+        out.push_str(&value);
+    }
+    out.push('\n');
+    out
+}
+
+/// The spec in `bytes`; the error describes the problem.
+pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    let mut lines = text.lines();
+    if lines.next() != Some(MAGIC) {
+        return Err(format!("the first line is not {MAGIC:?}"));
+    }
+    let mut fields = HashMap::new();
+    for line in lines {
+        let (key, value) = line
+            .split_once('=')
+            .ok_or_else(|| format!("line {line:?} has no '='"))?;
+        if fields.insert(key, value).is_some() {
+            return Err(format!("setting {key} appears twice"));
+        }
+    }
+    let mut f = Fields(fields);
+    let spec = TopicSpec {
+        partitions: f.parse("partitions")?,
+        retention: TopicRetention {
+            max_age: match f.take("retention.max_age")? {
+                "none" => None,
+                other => Some(parse_duration(other)?),
+            },
+            max_bytes: f.optional("retention.max_bytes")?,
+        },
+        keyless: match f.take("keyless")? {
+            "round_robin" => KeylessPlacement::RoundRobin,
+            "sticky_batch" => KeylessPlacement::StickyBatch,
+            other => return Err(format!("keyless {other:?} is unknown")),
+        },
+        durability: match f.take("durability")? {
+            "fsync" => Durability::Fsync,
+            "none" => Durability::None,
+            other => match other.strip_prefix("interval:") {
+                Some(i) => Durability::Interval(parse_duration(i)?),
+                None => return Err(format!("durability {other:?} is unknown")),
+            },
+        },
+        producer_state_window: f.duration("producer_state_window")?,
+    };
+    if let Some(key) = f.0.keys().next() {
+        return Err(format!("setting {key} is unknown"));
+    }
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_and_unusual_specs_round_trip() {
+        let odd = TopicSpec {
+            partitions: 1024,
+            retention: TopicRetention {
+                max_age: None,
+                max_bytes: Some(12_345),
+            },
+            keyless: KeylessPlacement::RoundRobin,
+            durability: Durability::Interval(Duration::from_nanos(250_000_001)),
+            producer_state_window: Duration::from_millis(1),
+        };
+        let none = TopicSpec {
+            durability: Durability::None,
+            ..TopicSpec::with_partitions(3)
+        };
+        for spec in [TopicSpec::default(), odd, none] {
+            assert_eq!(decode(encode(&spec).as_bytes()).unwrap(), spec);
+        }
+    }
+
+    #[test]
+    fn default_spec_reads_as_documented() {
+        assert_eq!(
+            encode(&TopicSpec::default()),
+            "ferry-topic-spec 1\npartitions=1\nretention.max_age=604800.000000000\n\
+             retention.max_bytes=none\nkeyless=sticky_batch\ndurability=fsync\n\
+             producer_state_window=604800.000000000\n"
+        );
+    }
+
+    #[test]
+    fn missing_repeated_unknown_and_invalid_settings_are_refused() {
+        let text = encode(&TopicSpec::default());
+        let missing = text.replace("keyless=sticky_batch\n", "");
+        assert!(decode(missing.as_bytes()).unwrap_err().contains("keyless"));
+        let repeated = format!("{text}partitions=2\n");
+        assert!(decode(repeated.as_bytes()).unwrap_err().contains("twice"));
+        let unknown = format!("{text}compaction=on\n");
+        assert!(
+            decode(unknown.as_bytes())
+                .unwrap_err()
+                .contains("compaction")
+        );
+        let invalid = text.replace("partitions=1", "partitions=0");
+        assert!(
+            decode(invalid.as_bytes())
+                .unwrap_err()
+                .contains("partitions")
+        );
+        let odd_value = text.replace("keyless=sticky_batch", "keyless=random");
+        assert!(decode(odd_value.as_bytes()).is_err());
+        let queue_spec = crate::spec_codec::encode(&crate::QueueSpec::default());
+        assert!(
+            decode(queue_spec.as_bytes())
+                .unwrap_err()
+                .contains("first line")
+        );
+        assert!(decode(b"\xff").is_err());
+    }
+}
