@@ -65,16 +65,21 @@
 //!   holds in memory — leases with tokens, ack (idempotent, stale tokens refused), nack with
 //!   backoff or an explicit delay, reject, lease extension and expiry, max deliveries, delays,
 //!   TTL, priorities, key-shared ordering with parked keys, prefetch, cancel and stats. It
-//!   returns decisions (deliveries, settled and dead-lettered messages) and persists nothing.
+//!   returns decisions (deliveries, settled and dead-lettered messages) and persists nothing;
+//! - [`filter`]: subscription filters — subject patterns and header predicates, with a
+//!   strict text form; [`group`]: the coordination state of a Kafka-style consumer group
+//!   (sessions, static members, sticky assignment, positions, owner-only forward commits).
 //!
 //! **Not here yet**: subscriptions over topics (delay, TTL, priority and dedup id are
-//! stored in topic records but only subscriptions will act on them), and compaction by
-//! key; length limits on dead letters the broker moves into a queue (they count, but are
-//! never refused or dropped); persisted prefetch; redrive progress across a crash (a message redriven but not yet settled in the
-//! dead-letter queue is redriven again); recovering a poisoned queue without reopening the
-//! whole broker. Every unsettled message is tracked in memory (48 bytes each; payloads stay
-//! on disk) and read once on open. (`tests/model.rs` checks the broker
-//! against a reference model across restarts, and `tests/crash.rs` SIGKILLs it under load.)
+//! stored in topic records but only subscriptions will act on them), consumer groups served
+//! over topics (the coordination state is here, not yet wired to the engine), and
+//! compaction by key; length limits on dead letters the broker moves into a queue (they
+//! count, but are never refused or dropped); persisted prefetch; redrive progress across a
+//! crash (a message redriven but not yet settled in the dead-letter queue is redriven
+//! again); recovering a poisoned queue without reopening the whole broker. Every unsettled
+//! message is tracked in memory (48 bytes each; payloads stay on disk) and read once on
+//! open. (`tests/model.rs` checks the broker against a reference model across restarts,
+//! and `tests/crash.rs` SIGKILLs it under load.)
 //!
 //! ```
 //! use std::time::Duration;
