@@ -40,7 +40,7 @@ pub struct Tracked {
 }
 
 /// A tracked message as a restart must see it again; see
-/// [`QueueState::restore_points`](super::QueueState::restore_points).
+/// [`QueueState::restore_point`](super::QueueState::restore_point).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RestorePoint {
     pub seq: Seq,

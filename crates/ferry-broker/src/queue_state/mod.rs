@@ -22,7 +22,7 @@
 //! flight), or gone — settled or dead-lettered, announced once through an effect. A message
 //! that is gone is forgotten: nothing here grows with the history of the queue.
 //!
-//! **Memory.** A tracked message costs a 48-byte entry in a [`SeqMap`] (dense chunks by
+//! **Memory.** A tracked message costs a 48-byte entry in a `SeqMap` (dense chunks by
 //! seq, about the entry's own size per message) and, while ready, a place in a run of its
 //! level's ready seqs (a backlog is mostly one run). Leases, failure records, timers (delays,
 //! retries, TTLs, leases), keys and scheduled ids cost more, only for the messages that have
