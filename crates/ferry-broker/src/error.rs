@@ -160,6 +160,8 @@ pub enum BrokerError {
     },
 
     // Consumer groups.
+    #[error("group {group:?} of topic {topic:?} has no members yet; join it first")]
+    GroupNotFound { topic: String, group: String },
     #[error(
         "group {group}: member {member:?} is not in the group (its session ended, or it \
          left); join again"

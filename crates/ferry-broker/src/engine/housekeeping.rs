@@ -198,6 +198,7 @@ impl Broker {
                 first_error.get_or_insert(error);
             }
         }
+        self.maintain_groups();
         if let Err(error) = self.maintain_topics(&mut report) {
             first_error.get_or_insert(error);
         }

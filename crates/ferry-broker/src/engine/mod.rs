@@ -31,6 +31,7 @@
 //! [`QueueState`]: crate::QueueState
 
 mod dead_letter;
+pub mod groups;
 pub mod housekeeping;
 pub mod limits;
 mod queue;
@@ -175,6 +176,8 @@ struct BrokerInner {
     meta: Mutex<MetaStore>,
     queues: RwLock<BTreeMap<Name, Arc<Queue>>>,
     topics: RwLock<BTreeMap<Name, Arc<topic::Topic>>>,
+    /// Consumer groups over topics, created by their first join (see `engine/groups.rs`).
+    groups: groups::Groups,
     rng: Mutex<fastrand::Rng>,
     /// Where this open's lease tokens start (see `Broker::open`).
     token_base: u64,
@@ -246,6 +249,7 @@ impl Broker {
                 meta: Mutex::new(meta),
                 queues: RwLock::new(queues),
                 topics: RwLock::new(topics),
+                groups: Mutex::new(HashMap::new()),
                 rng: Mutex::new(rng),
                 token_base,
                 timers_changed: Arc::new(TimerWake::new()),
@@ -954,3 +958,6 @@ mod topic_tests;
 
 #[cfg(test)]
 mod idempotent_tests;
+
+#[cfg(test)]
+mod group_tests;

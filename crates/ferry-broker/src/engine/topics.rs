@@ -69,7 +69,7 @@ pub(super) fn open_topics(
 }
 
 impl Broker {
-    fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+    pub(super) fn topic(&self, name: &str) -> Result<Arc<Topic>> {
         let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
         Name::new(name)
             .ok()
@@ -79,7 +79,7 @@ impl Broker {
             })
     }
 
-    fn topic_list(&self) -> Vec<Arc<Topic>> {
+    pub(super) fn topic_list(&self) -> Vec<Arc<Topic>> {
         let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
         topics.values().cloned().collect()
     }
@@ -128,7 +128,18 @@ impl Broker {
         let topic = self.topic(name)?;
         // Metadata first: a crash before the files are gone leaves a directory that is not
         // a topic, which create_topic clears.
-        meta.delete(format!("{TOPIC_PREFIX}{}", topic.name))?;
+        // The topic's consumer groups and their committed offsets go with it.
+        let mut batch = ferry_storage::MetaBatch::new();
+        batch.delete(format!("{TOPIC_PREFIX}{}", topic.name));
+        for (key, _) in meta.scan_prefix(&format!("group/{}/", topic.name)) {
+            batch.delete(key);
+        }
+        meta.commit(batch)?;
+        self.inner
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(t, _), _| t != &topic.name);
         self.inner
             .topics
             .write()

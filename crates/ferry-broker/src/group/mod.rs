@@ -229,6 +229,11 @@ impl GroupState {
         self.positions.remove(&partition);
     }
 
+    /// Takes back a commit that could not be made durable, for a partition that had none.
+    pub fn forget_commit(&mut self, partition: u32) {
+        self.committed.remove(&partition);
+    }
+
     pub fn committed(&self) -> &BTreeMap<u32, u64> {
         &self.committed
     }

@@ -1,0 +1,436 @@
+//! Consumer groups served over topics: Kafka-style streaming consumption, where a group's
+//! members share a topic's partitions and each partition's progress is a committed offset.
+//!
+//! A group is named per topic and comes into being at its first join. Its coordination
+//! ([`GroupState`]: sessions, static members, sticky assignment, positions, commit rules) is
+//! in memory — members join again after a broker restart, as Kafka consumers do after a
+//! coordinator change — while **committed offsets are durable**, in the metadata store under
+//! `group/<topic>/<group>/<partition>`, written before a commit returns.
+//!
+//! **Reading.** [`Broker::poll_group`] reads the member's partitions from their positions
+//! (the committed offset, or the group's start — earliest or latest — when nothing is
+//! committed), round-robin across partitions, and advances the positions. A position below
+//! a partition's start (retention deleted what the group had not read) moves to the start
+//! and the skipped count is reported by [`Broker::describe_group`]: never silent.
+//!
+//! **Lag** per partition, in records (end − committed) and in time: the age of the oldest
+//! record not yet committed — seed rule 10, count-based lag means nothing without
+//! throughput.
+//!
+//! Sessions end at the first operation on the group after their timeout (join, heartbeat,
+//! poll, commit, describe) and at every housekeeping pass.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ferry_storage::MetaBatch;
+
+use super::Broker;
+use crate::error::{BrokerError, Result};
+use crate::group::{GroupState, Join, Membership};
+use crate::message_id::MessageId;
+use crate::name::Name;
+use crate::topic::{Position, TopicRecord};
+
+const GROUP_PREFIX: &str = "group/";
+
+/// Where a group starts reading a partition it has no committed offset for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartAt {
+    #[default]
+    Earliest,
+    Latest,
+}
+
+/// How a member joins a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupJoin {
+    /// Rejoin as this member while its session lives.
+    pub member_id: Option<String>,
+    /// Static membership: a stable name for this consumer instance.
+    pub instance_id: Option<String>,
+    /// Used when this join creates the group; later joins keep the group's.
+    pub session_timeout: Duration,
+    /// Used when this join creates the group.
+    pub start: StartAt,
+}
+
+impl Default for GroupJoin {
+    fn default() -> Self {
+        GroupJoin {
+            member_id: None,
+            instance_id: None,
+            session_timeout: Duration::from_secs(45),
+            start: StartAt::Earliest,
+        }
+    }
+}
+
+/// One partition of a group, as [`Broker::describe_group`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupPartition {
+    pub partition: u32,
+    pub owner: Option<String>,
+    pub committed: Option<u64>,
+    pub end_offset: u64,
+    /// Records after the committed offset (after the partition's start if none).
+    pub lag_records: u64,
+    /// How long ago the oldest uncommitted record was published; 0 with no lag.
+    pub lag_ms: i64,
+    /// Records retention deleted before the group read them.
+    pub skipped: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo {
+    pub topic: Name,
+    pub group: Name,
+    pub generation: u64,
+    pub members: BTreeMap<String, Vec<u32>>,
+    pub partitions: Vec<GroupPartition>,
+}
+
+/// One group over one topic: its coordination state and what the engine adds.
+pub(crate) struct Group {
+    state: GroupState,
+    start: StartAt,
+    skipped: HashMap<u32, u64>,
+}
+
+/// The broker's groups, by (topic, group).
+pub(crate) type Groups = Mutex<HashMap<(Name, Name), Group>>;
+
+fn offset_key(topic: &Name, group: &Name, partition: u32) -> String {
+    format!("{GROUP_PREFIX}{topic}/{group}/{partition}")
+}
+
+impl Broker {
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<(Name, Name), Group>> {
+        self.inner.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the group after ending the sessions that timed out.
+    fn with_group<T>(
+        &self,
+        topic: &Name,
+        group: &Name,
+        f: impl FnOnce(&mut Group, i64) -> Result<T>,
+    ) -> Result<T> {
+        let now_ms = self.now_ms();
+        let mut groups = self.groups();
+        let entry = groups
+            .get_mut(&(topic.clone(), group.clone()))
+            .ok_or_else(|| BrokerError::GroupNotFound {
+                topic: topic.to_string(),
+                group: group.to_string(),
+            })?;
+        entry.state.expire(now_ms);
+        f(entry, now_ms)
+    }
+
+    /// Joins `group` on `topic`, creating the group (with the join's session timeout and
+    /// start) if it does not exist; see [`crate::group`] for membership.
+    pub async fn join_group(
+        &self,
+        topic: &str,
+        group: &str,
+        join: GroupJoin,
+    ) -> Result<Membership> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        if let Some(id) = join.instance_id.as_deref().or(join.member_id.as_deref()) {
+            super::check_consumer(id)?;
+        }
+        let partitions = topic.shape().spec.partitions;
+        let now_ms = self.now_ms();
+        let key = (topic.name.clone(), group.clone());
+        // Read before taking the groups' lock: the metadata store's lock is always taken
+        // first (commits hold it while they update a group).
+        let committed =
+            (!self.groups().contains_key(&key)).then(|| self.load_offsets(&topic.name, &group));
+        let mut groups = self.groups();
+        if !groups.contains_key(&key) {
+            // (Existing at the check and gone since: only a topic deletion does that.)
+            let committed = committed.unwrap_or_default();
+            let state =
+                GroupState::new(group.as_str(), partitions, join.session_timeout, committed)?;
+            let entry = Group {
+                state,
+                start: join.start,
+                skipped: HashMap::new(),
+            };
+            groups.insert(key.clone(), entry);
+        }
+        let entry = groups.get_mut(&key).expect("inserted above");
+        if entry.state.partitions() != partitions {
+            entry.state.set_partitions(partitions);
+        }
+        entry.state.expire(now_ms);
+        let id = {
+            let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+            MessageId::generate(now_ms, &mut *rng)
+        };
+        let request = Join {
+            member_id: join.member_id,
+            instance_id: join.instance_id,
+        };
+        Ok(entry.state.join(request, || format!("m-{id}"), now_ms))
+    }
+
+    pub fn heartbeat(&self, topic: &str, group: &str, member: &str) -> Result<Membership> {
+        let (topic, group) = (Name::new(topic)?, Name::new(group)?);
+        self.with_group(&topic, &group, |g, now_ms| {
+            g.state.heartbeat(member, now_ms)
+        })
+    }
+
+    pub fn leave_group(&self, topic: &str, group: &str, member: &str) -> Result<()> {
+        let (topic, group) = (Name::new(topic)?, Name::new(group)?);
+        self.with_group(&topic, &group, |g, _| g.state.leave(member))
+    }
+
+    /// Up to `max_records` records from the member's partitions, from their positions,
+    /// taking turns across partitions; the positions advance. Also a heartbeat.
+    pub fn poll_group(
+        &self,
+        topic: &str,
+        group: &str,
+        member: &str,
+        max_records: usize,
+    ) -> Result<Vec<TopicRecord>> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        let shape = topic.shape();
+        self.with_group(&topic.name, &group, |g, now_ms| {
+            if g.state.partitions() != shape.spec.partitions {
+                g.state.set_partitions(shape.spec.partitions);
+            }
+            let held = g.state.heartbeat(member, now_ms)?.partitions;
+            let mut out = Vec::new();
+            let mut exhausted = Vec::new();
+            // Take turns: a slice per partition each round, until full or all are read.
+            let slice = (max_records / held.len().max(1)).max(1);
+            while out.len() < max_records && exhausted.len() < held.len() {
+                for &p in &held {
+                    if out.len() >= max_records || exhausted.contains(&p) {
+                        continue;
+                    }
+                    let partition = &shape.partitions[p as usize];
+                    let (start, end) = (partition.log.start_offset(), partition.log.end_offset());
+                    let mut from = match g.state.position(member, p)? {
+                        Some(offset) => offset,
+                        None => match g.start {
+                            StartAt::Earliest => start,
+                            StartAt::Latest => end,
+                        },
+                    };
+                    if from < start {
+                        *g.skipped.entry(p).or_default() += start - from;
+                        from = start;
+                    }
+                    let want = slice.min(max_records - out.len());
+                    let records = if from >= end {
+                        Vec::new()
+                    } else {
+                        partition.read(&topic.name, Position::Offset(from), want)?
+                    };
+                    let next = records.last().map_or(from, |r| r.offset + 1);
+                    g.state.advance(member, p, next)?;
+                    if records.len() < want {
+                        exhausted.push(p);
+                    }
+                    out.extend(records);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Commits `offset` — the next record to read — for `partition`; durable before it
+    /// returns. Only the partition's owner may commit, and only forward.
+    pub fn commit_offset(
+        &self,
+        topic: &str,
+        group: &str,
+        member: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<()> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        let end = topic.partition(partition)?.log.end_offset();
+        if offset > end {
+            return Err(BrokerError::OffsetOutOfRange {
+                topic: topic.name.clone(),
+                partition,
+                offset,
+                start: topic.partition(partition)?.log.start_offset(),
+                end,
+            });
+        }
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        self.with_group(&topic.name, &group, |g, _| {
+            let before = g.state.committed().get(&partition).copied();
+            g.state.commit(member, partition, offset)?;
+            let key = offset_key(&topic.name, &group, partition);
+            if let Err(error) = meta.put(key, offset.to_le_bytes().to_vec()) {
+                // Not durable: take it back, so memory does not claim what disk does not.
+                match before {
+                    Some(before) => g.state.reset(partition, before),
+                    None => g.state.forget_commit(partition),
+                }
+                return Err(error.into());
+            }
+            Ok(())
+        })
+    }
+
+    /// An admin moves the group's committed offsets — of one partition, or of all — to a
+    /// position; the owners read from there. Durable before it returns.
+    pub fn reset_group_offsets(
+        &self,
+        topic: &str,
+        group: &str,
+        partition: Option<u32>,
+        to: Position,
+    ) -> Result<()> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        let shape = topic.shape();
+        let partitions: Vec<u32> = match partition {
+            Some(p) => {
+                topic.partition(p)?;
+                vec![p]
+            }
+            None => (0..shape.spec.partitions).collect(),
+        };
+        let mut targets = Vec::new();
+        for p in partitions {
+            let log = &shape.partitions[p as usize].log;
+            let (start, end) = (log.start_offset(), log.end_offset());
+            let offset = match to {
+                Position::Earliest => start,
+                Position::Latest => end,
+                Position::Offset(o) if (start..=end).contains(&o) => o,
+                Position::Offset(o) => {
+                    return Err(BrokerError::OffsetOutOfRange {
+                        topic: topic.name.clone(),
+                        partition: p,
+                        offset: o,
+                        start,
+                        end,
+                    });
+                }
+                Position::Timestamp(ms) => log.offset_for_timestamp(ms)?.unwrap_or(end),
+            };
+            targets.push((p, offset));
+        }
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batch = MetaBatch::new();
+        for &(p, offset) in &targets {
+            batch.put(
+                offset_key(&topic.name, &group, p),
+                offset.to_le_bytes().to_vec(),
+            );
+        }
+        meta.commit(batch)?;
+        let mut groups = self.groups();
+        if let Some(g) = groups.get_mut(&(topic.name.clone(), group.clone())) {
+            for (p, offset) in targets {
+                g.state.reset(p, offset);
+            }
+        }
+        Ok(())
+    }
+
+    /// The group's members, assignment, committed offsets and lag per partition.
+    pub fn describe_group(&self, topic: &str, group: &str) -> Result<GroupInfo> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        let shape = topic.shape();
+        let (generation, members, committed, skipped) =
+            self.with_group(&topic.name, &group, |g, _| {
+                let members: BTreeMap<String, Vec<u32>> = g
+                    .state
+                    .assignment()
+                    .iter()
+                    .map(|(m, ps)| (m.clone(), ps.iter().copied().collect()))
+                    .collect();
+                Ok((
+                    g.state.generation(),
+                    members,
+                    g.state.committed().clone(),
+                    g.skipped.clone(),
+                ))
+            })?;
+        let now_ms = self.now_ms();
+        let mut partitions = Vec::new();
+        for (p, partition) in shape.partitions.iter().enumerate() {
+            let p = p as u32;
+            let (start, end) = (partition.log.start_offset(), partition.log.end_offset());
+            let from = committed.get(&p).copied().unwrap_or(start).max(start);
+            let lag_records = end.saturating_sub(from);
+            let lag_ms = if lag_records == 0 {
+                0
+            } else {
+                partition
+                    .read(&topic.name, Position::Offset(from), 1)?
+                    .first()
+                    .map_or(0, |r| now_ms.saturating_sub(r.message.published_at).max(0))
+            };
+            let owner = members
+                .iter()
+                .find(|(_, ps)| ps.contains(&p))
+                .map(|(m, _)| m.clone());
+            partitions.push(GroupPartition {
+                partition: p,
+                owner,
+                committed: committed.get(&p).copied(),
+                end_offset: end,
+                lag_records,
+                lag_ms,
+                skipped: skipped.get(&p).copied().unwrap_or(0),
+            });
+        }
+        Ok(GroupInfo {
+            topic: topic.name.clone(),
+            group,
+            generation,
+            members,
+            partitions,
+        })
+    }
+
+    /// Ends timed-out sessions of every group (housekeeping), and follows topics that
+    /// gained partitions.
+    pub(super) fn maintain_groups(&self) {
+        let now_ms = self.now_ms();
+        let counts: HashMap<Name, u32> = self
+            .topic_list()
+            .iter()
+            .map(|t| (t.name.clone(), t.shape().spec.partitions))
+            .collect();
+        let mut groups = self.groups();
+        groups.retain(|(topic, _), _| counts.contains_key(topic));
+        for ((topic, _), g) in groups.iter_mut() {
+            if counts[topic] != g.state.partitions() {
+                g.state.set_partitions(counts[topic]);
+            }
+            g.state.expire(now_ms);
+        }
+    }
+
+    fn load_offsets(&self, topic: &Name, group: &Name) -> BTreeMap<u32, u64> {
+        let prefix = format!("{GROUP_PREFIX}{topic}/{group}/");
+        let meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        meta.scan_prefix(&prefix)
+            .into_iter()
+            .filter_map(|(key, value)| {
+                let partition = key[prefix.len()..].parse().ok()?;
+                let offset = u64::from_le_bytes(value[..].try_into().ok()?);
+                Some((partition, offset))
+            })
+            .collect()
+    }
+}
