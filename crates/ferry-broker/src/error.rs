@@ -159,6 +159,12 @@ pub enum BrokerError {
         problem: String,
     },
 
+    // Subscriptions.
+    #[error("queue {queue} is not a subscription")]
+    NotASubscription { queue: Name },
+    #[error("topic {topic} has subscription {subscription}; delete its subscriptions first")]
+    TopicHasSubscriptions { topic: Name, subscription: Name },
+
     // Consumer groups.
     #[error("group {group:?} of topic {topic:?} has no members yet; join it first")]
     GroupNotFound { topic: String, group: String },

@@ -123,16 +123,20 @@ pub mod retry;
 pub mod seq_ranges;
 pub mod spec;
 pub mod spec_codec;
+pub mod subscription;
 pub mod timers;
 pub mod topic;
 pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
+pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, StartAt};
+pub use engine::subscriptions::SubscriptionInfo;
 pub use engine::{
     Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,
     RedriveRequest,
 };
 pub use error::{BrokerError, Result};
+pub use filter::Filter;
 pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
@@ -146,6 +150,7 @@ pub use random::RandomSource;
 pub use record::{DeadLetterInfo, ProducerStamp};
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
+pub use subscription::{SubscriptionSpec, SubscriptionStart};
 pub use timers::TimerQueue;
 pub use topic::{
     KeylessPlacement, PartitionInfo, Position, TopicInfo, TopicPosition, TopicRecord,

@@ -4,7 +4,9 @@
 //! active segment is never deleted. A segment goes when any trigger says so: it is older
 //! than `max_age` (by its newest record), the log is larger than `max_bytes`, or every
 //! offset in it is below the caller's `low_watermark` (the broker passes the offset all
-//! subscriptions have consumed past).
+//! subscriptions have consumed past). `keep_from` overrides every trigger: a segment holding
+//! an offset at or above it is never deleted (the broker passes the lowest offset a reader
+//! still needs).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,8 @@ pub struct RetentionPolicy {
     pub max_age: Option<Duration>,
     pub max_bytes: Option<u64>,
     pub low_watermark: Option<u64>,
+    /// Never delete a segment holding this offset or a later one.
+    pub keep_from: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,6 +46,12 @@ impl Log {
             for segment in segments[..deletable].iter() {
                 let extent = segment.extent();
                 if !extent.sealed {
+                    break;
+                }
+                if policy
+                    .keep_from
+                    .is_some_and(|keep| extent.next_offset > keep)
+                {
                     break;
                 }
                 let too_old = policy.max_age.is_some_and(|age| {

@@ -177,6 +177,18 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
     let segments = log.segment_count();
     assert!(segments > 5);
 
+    // keep_from overrides every trigger: nothing from offset 50 on may go.
+    let held = log
+        .apply_retention(&RetentionPolicy {
+            low_watermark: Some(100),
+            max_bytes: Some(1),
+            keep_from: Some(50),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(log.start_offset() <= 50, "{held:?}");
+    assert_eq!(log.read(50, 1).unwrap()[0].offset, 50);
+
     let by_watermark = log
         .apply_retention(&RetentionPolicy {
             low_watermark: Some(100),

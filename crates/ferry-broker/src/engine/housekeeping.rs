@@ -178,6 +178,11 @@ impl Broker {
         if let Err(error) = self.delete_idle_temporary_queues().await {
             first_error = Some(error);
         }
+        // Before queue retention: a subscription's saved cursors must cover the references
+        // retention may delete.
+        if let Err(error) = self.maintain_subscriptions() {
+            first_error.get_or_insert(error);
+        }
         for queue in self.queue_list().into_iter().filter(|q| !q.is_poisoned()) {
             let now_ms = self.now_ms();
             let due = force || queue.lock().journal_bytes >= threshold;

@@ -37,6 +37,7 @@ pub mod limits;
 mod queue;
 mod recovery;
 pub mod redrive;
+pub mod subscriptions;
 pub mod temporary;
 mod timer_wake;
 mod topic;
@@ -235,6 +236,7 @@ impl Broker {
         }
         remove_stale_queue_dirs(&dir, &queues)?;
         let topics = topics::open_topics(&dir, &meta, &config)?;
+        let links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
         let now_ms = config.clock.now_ms();
         let dead = dead_letter::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
@@ -262,6 +264,10 @@ impl Broker {
         for (queue, events) in settle.into_iter().filter(|(_, e)| !e.is_empty()) {
             let rx = queue.journal(&mut queue.lock(), &events, now_ms);
             durable(rx).await?;
+        }
+        // References a crash kept from disk, and records published since: catch up.
+        for link in links {
+            while !link.catch_up()? {}
         }
         // Recovery may have dead-lettered messages (expired, or out of deliveries).
         for queue in broker.queue_list() {
@@ -405,7 +411,14 @@ impl Broker {
         }
         // Metadata first: a crash before the files are gone leaves a directory that is not
         // a queue, which create_queue clears.
-        meta.delete(format!("{SPEC_PREFIX}{}", queue.name))?;
+        let mut batch = MetaBatch::new();
+        batch.delete(format!("{SPEC_PREFIX}{}", queue.name));
+        if queue.source.get().is_some() {
+            for key in Self::subscription_keys(&queue.name) {
+                batch.delete(key);
+            }
+        }
+        meta.commit(batch)?;
         self.inner
             .queues
             .write()
@@ -961,3 +974,6 @@ mod idempotent_tests;
 
 #[cfg(test)]
 mod group_tests;
+
+#[cfg(test)]
+mod subscription_tests;

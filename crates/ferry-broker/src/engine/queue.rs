@@ -18,6 +18,7 @@ use crate::name::Name;
 use crate::queue_state::{Effect, QueueState, Seq, Tracked};
 use crate::seq_ranges::SeqRanges;
 use crate::spec::QueueSpec;
+use crate::subscription::{TopicRef, split_ref};
 
 use super::{BrokerConfig, max_record_bytes};
 
@@ -42,6 +43,9 @@ pub(crate) struct Queue {
     pub poisoned: Arc<OnceLock<String>>,
     /// Set for a temporary queue (see `engine/temporary.rs`).
     pub temporary: Option<super::temporary::Temporary>,
+    /// Set for a subscription: its topic, filter and cursors (see `engine/subscriptions.rs`).
+    pub source: OnceLock<Arc<super::subscriptions::Link>>,
+    pub clock: Arc<dyn Clock>,
     /// Test-only fault: the next journal append fails as if the disk were read-only.
     #[cfg(test)]
     pub fail_next_journal_append: std::sync::atomic::AtomicBool,
@@ -128,6 +132,8 @@ impl Queue {
             ready: Notify::new(),
             poisoned: Arc::new(OnceLock::new()),
             temporary: None,
+            source: OnceLock::new(),
+            clock: broker.clock.clone(),
             #[cfg(test)]
             fail_next_journal_append: std::sync::atomic::AtomicBool::new(false),
         })
@@ -150,6 +156,43 @@ impl Queue {
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ties this queue to its topic as a subscription; before recovery on open.
+    pub fn attach(&self, link: Arc<super::subscriptions::Link>) {
+        let _ = self.source.set(link);
+    }
+
+    /// The message in a record of this queue's log, and the topic position it stands for
+    /// when it is a subscription's reference (whose message then has no payload or
+    /// headers: [`read`](Self::read) fetches them from the topic).
+    pub fn decode(&self, mut record: Record) -> Result<(Message, Option<TopicRef>)> {
+        let at = match self.source.get() {
+            Some(_) => split_ref(&mut record)?,
+            None => None,
+        };
+        Ok((Message::from_record(record)?, at))
+    }
+
+    /// The full message of a decoded record: a reference is read from its topic.
+    fn resolve(&self, (message, at): (Message, Option<TopicRef>)) -> Result<Message> {
+        match (at, self.source.get()) {
+            (Some(at), Some(link)) => {
+                let mut full = link.deref(at)?;
+                // The reference's times are the subscription's (its default TTL).
+                full.expires_at = message.expires_at;
+                Ok(full)
+            }
+            _ => Ok(message),
+        }
+    }
+
+    /// [`tracked`](Self::tracked) with the size counted for length limits and stats given.
+    pub fn tracked_sized(&self, seq: Seq, message: &Message, size: u32) -> Tracked {
+        Tracked {
+            size,
+            ..self.tracked(seq, message)
+        }
     }
 
     pub fn tracked(&self, seq: Seq, message: &Message) -> Tracked {
@@ -244,6 +287,9 @@ impl Queue {
             if let Some(seq) = event.settles() {
                 inner.live.remove(seq);
                 inner.deliveries.remove(&seq);
+                if let Some(link) = self.source.get() {
+                    link.settled(seq);
+                }
             }
         }
         let (tx, rx) = oneshot::channel();
@@ -303,7 +349,7 @@ impl Queue {
             .into_iter()
             .find(|r| r.offset == seq)
             .ok_or_else(|| missing_record(seq))?;
-        Message::from_record(record)
+        self.resolve(self.decode(record)?)
     }
 
     /// The stored messages at `seqs` (in any order), in that order. Neighbouring seqs are
@@ -325,7 +371,8 @@ impl Queue {
             let last = records.last().map_or(wanted[i], |r| r.offset);
             for record in records {
                 if wanted.binary_search(&record.offset).is_ok() {
-                    found.insert(record.offset, Message::from_record(record)?);
+                    let offset = record.offset;
+                    found.insert(offset, self.resolve(self.decode(record)?)?);
                 }
             }
             while i < wanted.len() && wanted[i] <= last {

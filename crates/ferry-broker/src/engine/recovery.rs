@@ -14,7 +14,7 @@ use super::dead_letter::FoundLetter;
 use super::queue::{Queue, dedup_keys, scan, scan_from};
 use crate::error::{BrokerError, Result};
 use crate::journal::{Counts, JournalEvent};
-use crate::message::{Message, millis};
+use crate::message::millis;
 use crate::queue_state::{FailureRecord, Seq};
 
 /// What the journal says of one seq.
@@ -228,7 +228,10 @@ impl Queue {
         let mut settle = Vec::new();
         scan_from(&self.messages, from, |record| {
             let seq = record.offset;
-            let message = Message::from_record(record)?;
+            let (message, at) = self.decode(record)?;
+            if let (Some(at), Some(link)) = (at, self.source.get()) {
+                link.seen_on_disk(at);
+            }
             if message.published_at >= window_start {
                 for key in dedup_keys(&message) {
                     dedup.push((key, message.id, message.published_at));
@@ -247,7 +250,13 @@ impl Queue {
                 return Ok(());
             }
             let r = replay.seqs.get(&seq).cloned().unwrap_or_default();
-            let mut tracked = self.tracked(seq, &message);
+            let mut tracked = match at {
+                Some(at) => self.tracked_sized(seq, &message, at.size),
+                None => self.tracked(seq, &message),
+            };
+            if let (Some(at), Some(link)) = (at, self.source.get()) {
+                link.referenced(seq, at);
+            }
             tracked.deliveries = r.deliveries;
             // A lease still running at the crash ends at its deadline; a retry keeps its time.
             if let Some(at) = r.not_before_ms {

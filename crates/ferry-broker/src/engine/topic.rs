@@ -3,13 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use ferry_storage::batch::HEADER_LEN;
-use ferry_storage::{Appended, Log, LogConfig, NewRecord, RetentionPolicy, StorageError};
+use ferry_storage::{Appended, Log, LogConfig, NewRecord, Record, RetentionPolicy, StorageError};
 use tokio::sync::oneshot;
 
 use super::queue::scan_from;
+use super::subscriptions::Link;
 use super::{BrokerConfig, max_record_bytes};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
@@ -25,6 +26,8 @@ const SMALL_RECORD_BYTES: usize = 1024;
 
 pub(crate) struct Topic {
     pub name: Name,
+    /// The subscriptions fed by this topic's publishes (see `engine/subscriptions.rs`).
+    pub fanout: Arc<Fanout>,
     /// Shared so a publish takes a snapshot for the price of one reference count.
     shape: RwLock<Arc<Shape>>,
     /// The next partition a keyless message (or publish call) goes to, modulo the
@@ -40,9 +43,71 @@ pub(crate) struct Shape {
     pub partitions: Vec<Arc<Partition>>,
 }
 
+/// Answers a publish once every subscription's references to its batch are durable: one
+/// count for the batch itself, one per reference append.
+pub(crate) struct Countdown {
+    left: std::sync::atomic::AtomicUsize,
+    answer: std::sync::Mutex<Option<oneshot::Sender<ferry_storage::Result<Appended>>>>,
+    appended: Appended,
+}
+
+impl Countdown {
+    fn new(
+        tx: oneshot::Sender<ferry_storage::Result<Appended>>,
+        appended: Appended,
+    ) -> Arc<Countdown> {
+        Arc::new(Countdown {
+            left: std::sync::atomic::AtomicUsize::new(1),
+            answer: std::sync::Mutex::new(Some(tx)),
+            appended,
+        })
+    }
+
+    /// One more append to wait for.
+    pub fn hold(&self) {
+        self.left.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// One append done (its failure poisons its subscription, not the publish).
+    pub fn release(&self) {
+        if self.left.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            let answer = self.answer.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(tx) = answer {
+                let _ = tx.send(Ok(self.appended));
+            }
+        }
+    }
+}
+
+/// A topic's subscriptions, shared with its partitions, which offer them every durable
+/// batch. Weak: a subscription's queue owns its link, and deleting it ends the feed.
+#[derive(Default)]
+pub(crate) struct Fanout {
+    links: RwLock<Vec<Weak<Link>>>,
+}
+
+impl Fanout {
+    pub fn add(&self, link: &Arc<Link>) {
+        let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
+        links.retain(|l| l.strong_count() > 0);
+        links.push(Arc::downgrade(link));
+    }
+
+    pub fn links(&self) -> Vec<Arc<Link>> {
+        let links = self.links.read().unwrap_or_else(|e| e.into_inner());
+        links.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        let links = self.links.read().unwrap_or_else(|e| e.into_inner());
+        links.iter().all(|l| l.strong_count() == 0)
+    }
+}
+
 pub(crate) struct Partition {
     pub index: u32,
     pub log: Log,
+    fanout: Arc<Fanout>,
     /// The largest batch one publish may append here (see [`batch_limits`]).
     pub max_batch_bytes: usize,
     /// Held by an idempotent publish from its sequence check until its append is durable,
@@ -67,6 +132,11 @@ fn batch_limits(broker: &BrokerConfig) -> (usize, u64) {
 }
 
 impl Topic {
+    /// Feeds `link` (a subscription) from now on.
+    pub fn subscribe(&self, link: Arc<Link>) {
+        self.fanout.add(&link);
+    }
+
     pub fn dir(root: &Path, name: &Name) -> PathBuf {
         root.join("topics").join(name.as_str())
     }
@@ -77,10 +147,12 @@ impl Topic {
 
     /// Opens (creating if needed) the logs of `spec.partitions` partitions.
     pub fn open(root: &Path, name: Name, spec: TopicSpec, broker: &BrokerConfig) -> Result<Topic> {
+        let fanout = Arc::new(Fanout::default());
         let partitions = (0..spec.partitions)
-            .map(|p| Self::open_partition(root, &name, &spec, p, broker).map(Arc::new))
+            .map(|p| Self::open_partition(root, &name, &spec, p, broker, &fanout).map(Arc::new))
             .collect::<Result<Vec<_>>>()?;
         Ok(Topic {
+            fanout,
             name,
             shape: RwLock::new(Arc::new(Shape { spec, partitions })),
             keyless_next: AtomicU64::new(0),
@@ -94,6 +166,7 @@ impl Topic {
         spec: &TopicSpec,
         index: u32,
         broker: &BrokerConfig,
+        fanout: &Arc<Fanout>,
     ) -> Result<Partition> {
         let (max_batch_bytes, segment_bytes) = batch_limits(broker);
         let config = LogConfig {
@@ -110,6 +183,7 @@ impl Topic {
         Ok(Partition {
             index,
             log,
+            fanout: Arc::clone(fanout),
             max_batch_bytes,
             producers: tokio::sync::Mutex::new(None),
         })
@@ -173,9 +247,38 @@ impl Partition {
         records: Vec<NewRecord>,
     ) -> oneshot::Receiver<ferry_storage::Result<Appended>> {
         let (tx, rx) = oneshot::channel();
+        // Subscriptions get the batch in the completion, which runs in offset order.
+        let offered =
+            (!self.fanout.is_empty()).then(|| (records.clone(), Arc::clone(&self.fanout)));
+        let index = self.index;
         self.log.append_then(
             records,
             Box::new(move |result| {
+                if let (Ok(appended), Some((records, fanout))) = (&result, offered) {
+                    let appended = *appended;
+                    let messages: Vec<Message> = records
+                        .into_iter()
+                        .enumerate()
+                        .filter_map(|(i, r)| {
+                            let record = Record {
+                                offset: appended.base_offset + i as u64,
+                                timestamp: r.timestamp.unwrap_or(0),
+                                key: r.key,
+                                headers: r.headers,
+                                value: r.value,
+                            };
+                            Message::from_topic_record(record).ok().map(|(m, _)| m)
+                        })
+                        .collect();
+                    // The publish returns once the subscriptions' references are durable
+                    // too, so a receive right after it finds the message.
+                    let countdown = Countdown::new(tx, appended);
+                    for link in fanout.links() {
+                        link.offer(index, appended.base_offset, &messages, &countdown);
+                    }
+                    countdown.release();
+                    return;
+                }
                 let _ = tx.send(result);
             }),
         );
@@ -268,11 +371,14 @@ impl Partition {
     }
 
     /// Deletes whole segments past the topic's retention; returns what was deleted.
-    pub fn retain(&self, spec: &TopicSpec) -> Result<(usize, u64)> {
+    /// Applies the topic's retention, keeping every segment from offset `keep_from` on (what
+    /// a subscription still needs).
+    pub fn retain(&self, spec: &TopicSpec, keep_from: Option<u64>) -> Result<(usize, u64)> {
         let report = self.log.apply_retention(&RetentionPolicy {
             max_age: spec.retention.max_age,
             max_bytes: spec.retention.max_bytes,
             low_watermark: None,
+            keep_from,
         })?;
         Ok((report.deleted_segments, report.deleted_bytes))
     }

@@ -126,6 +126,12 @@ impl Broker {
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let topic = self.topic(name)?;
+        if let Some(link) = topic.fanout.links().first() {
+            return Err(BrokerError::TopicHasSubscriptions {
+                topic: topic.name.clone(),
+                subscription: link.name(),
+            });
+        }
         // Metadata first: a crash before the files are gone leaves a directory that is not
         // a topic, which create_topic clears.
         // The topic's consumer groups and their committed offsets go with it.
@@ -197,8 +203,14 @@ impl Broker {
         let root = &self.inner.dir;
         Topic::clear_stale_partitions(root, &topic.name, current, new_count)?;
         for index in current..new_count {
-            let partition =
-                Topic::open_partition(root, &topic.name, &spec, index, &self.inner.config)?;
+            let partition = Topic::open_partition(
+                root,
+                &topic.name,
+                &spec,
+                index,
+                &self.inner.config,
+                &topic.fanout,
+            )?;
             partitions.push(Arc::new(partition));
         }
         // Metadata last: a crash before it leaves directories past the spec's count, which
@@ -473,8 +485,11 @@ impl Broker {
             let cutoff = self
                 .now_ms()
                 .saturating_sub(millis(shape.spec.producer_state_window));
+            let links = topic.fanout.links();
             for partition in &shape.partitions {
-                let (segments, bytes) = partition.retain(&shape.spec)?;
+                // Nothing a subscription has not settled or not yet considered goes.
+                let keep_from = links.iter().filter_map(|l| l.hold(partition.index)).min();
+                let (segments, bytes) = partition.retain(&shape.spec, keep_from)?;
                 report.deleted_segments += segments;
                 report.deleted_bytes += bytes;
                 if let Ok(mut producers) = partition.producers.try_lock()

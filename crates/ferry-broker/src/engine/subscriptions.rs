@@ -1,0 +1,504 @@
+//! Subscriptions in the engine: a queue whose messages stay in a topic (see
+//! [`crate::subscription`]), fed by the topic's publishes.
+//!
+//! **Feeding.** Each subscription keeps, per partition, a cursor: the next topic offset to
+//! consider. When a partition's append is durable, its completion (which runs in offset
+//! order) offers the new records to every subscription of the topic: one whose cursor is at
+//! the batch's first offset appends references for the records that pass its filter to its
+//! own log and moves the cursor past the batch; one that is behind (it started at the
+//! earliest record, or is recovering) leaves them to its *catch-up*, which reads the
+//! partition from the cursor on and does the same. Catch-up runs at creation, on open and
+//! at every housekeeping pass. Per partition, references are appended in offset order, so
+//! per-key order holds.
+//!
+//! **Durability.** A publish to a topic returns when the topic's records are durable, not
+//! its subscriptions' references: a crash in between loses references, never messages —
+//! on open each cursor restarts after the last reference that is on disk (the highest in
+//! the log, or the cursor housekeeping saved in the metadata store before it deleted old
+//! references), and catch-up appends what is missing.
+//!
+//! **Retention.** A topic's retention never deletes a record a subscription has not
+//! settled or not yet considered: per partition it keeps everything from the lowest
+//! unsettled referenced offset, or the durable cursor if lower.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use ferry_storage::NewRecord;
+
+use super::Broker;
+use super::queue::Queue;
+use super::topic::{Countdown, Topic};
+use crate::error::{BrokerError, Result};
+use crate::message::{Message, millis};
+use crate::queue_state::Seq;
+use crate::seq_ranges::SeqRanges;
+use crate::subscription::{self, SubscriptionSpec, SubscriptionStart, TopicRef};
+use crate::topic::Position;
+
+const SUBSCRIPTION_PREFIX: &str = "subscription/";
+const CURSOR_PREFIX: &str = "subscription-cursor/";
+/// Records read per catch-up step.
+const CATCH_UP_RECORDS: usize = 4096;
+
+/// Where a subscription is in one partition.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cursor {
+    /// The next offset to reference (or skip); moves when references are issued.
+    issued: u64,
+    /// The same, counting only references that are durable: what a restart resumes from.
+    durable: u64,
+}
+
+#[derive(Debug, Default)]
+struct LinkState {
+    cursors: Vec<Cursor>,
+    /// Per partition, the topic offsets referenced and not settled.
+    pending: Vec<SeqRanges>,
+    /// Reference seq → topic position, for the seqs in `pending`.
+    positions: HashMap<Seq, (u32, u64)>,
+}
+
+impl LinkState {
+    fn grow(&mut self, partitions: usize) {
+        if self.cursors.len() < partitions {
+            self.cursors.resize(partitions, Cursor::default());
+            self.pending.resize(partitions, SeqRanges::new());
+        }
+    }
+}
+
+/// What ties a subscription's queue to its topic.
+pub(crate) struct Link {
+    pub spec: SubscriptionSpec,
+    pub topic: Arc<Topic>,
+    /// The subscription's queue (weak: the queue owns this link).
+    queue: Mutex<Weak<Queue>>,
+    state: Mutex<LinkState>,
+}
+
+impl Link {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LinkState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The subscription's name (its queue's), or its topic's while it is being deleted.
+    pub fn name(&self) -> crate::name::Name {
+        self.queue()
+            .map_or_else(|| self.topic.name.clone(), |q| q.name.clone())
+    }
+
+    fn queue(&self) -> Option<Arc<Queue>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade()
+    }
+
+    /// The message a reference stands for, read from the topic.
+    pub fn deref(&self, at: TopicRef) -> Result<Message> {
+        let partition = self.topic.partition(at.partition)?;
+        let record = partition
+            .read(&self.topic.name, Position::Offset(at.offset), 1)?
+            .into_iter()
+            .next()
+            .filter(|r| r.offset == at.offset)
+            .ok_or_else(|| BrokerError::MalformedRecord {
+                offset: at.offset,
+                problem: format!(
+                    "topic {} partition {} no longer holds the referenced record",
+                    self.topic.name, at.partition
+                ),
+            })?;
+        Ok(record.message)
+    }
+
+    /// A reference at `seq` is tracked (on store or on recovery).
+    pub fn referenced(&self, seq: Seq, at: TopicRef) {
+        let mut state = self.lock();
+        state.grow(at.partition as usize + 1);
+        state.pending[at.partition as usize].insert_one(at.offset);
+        state.positions.insert(seq, (at.partition, at.offset));
+    }
+
+    /// A reference found on disk on recovery, settled or not: the cursor resumes after it.
+    pub fn seen_on_disk(&self, at: TopicRef) {
+        let mut state = self.lock();
+        state.grow(at.partition as usize + 1);
+        let cursor = &mut state.cursors[at.partition as usize];
+        cursor.issued = cursor.issued.max(at.offset + 1);
+        cursor.durable = cursor.issued;
+    }
+
+    /// The reference at `seq` is settled (acked, dead-lettered …).
+    pub fn settled(&self, seq: Seq) {
+        let mut state = self.lock();
+        if let Some((p, offset)) = state.positions.remove(&seq) {
+            state.pending[p as usize].remove(offset);
+        }
+    }
+
+    /// The lowest offset of `partition` the subscription still needs.
+    pub fn hold(&self, partition: u32) -> Option<u64> {
+        let state = self.lock();
+        let p = partition as usize;
+        let cursor = state.cursors.get(p)?.durable;
+        Some(state.pending[p].first().map_or(cursor, |o| o.min(cursor)))
+    }
+
+    /// Messages of `partition` the subscription has not considered yet.
+    pub fn behind(&self, partition: u32, end: u64) -> u64 {
+        let state = self.lock();
+        end.saturating_sub(
+            state
+                .cursors
+                .get(partition as usize)
+                .map_or(0, |c| c.durable),
+        )
+    }
+
+    /// The references to append for `messages` (at `base..`): those the filter takes, with
+    /// the subscription's default TTL applied.
+    fn references(
+        &self,
+        partition: u32,
+        base: u64,
+        messages: &[Message],
+    ) -> Vec<(Message, TopicRef)> {
+        messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| self.spec.filter.matches(&m.headers))
+            .map(|(i, m)| {
+                let mut m = m.clone();
+                if m.expires_at.is_none()
+                    && let Some(ttl) = self.spec.delivery.default_ttl
+                {
+                    m.expires_at = Some(m.published_at.saturating_add(millis(ttl)));
+                }
+                let at = TopicRef {
+                    partition,
+                    offset: base + i as u64,
+                    size: super::queue::message_size(&m),
+                };
+                (m, at)
+            })
+            .collect()
+    }
+
+    /// Offers a durable batch of `partition` (from `base`): taken if the cursor is there.
+    /// Called from the partition's completion, in offset order.
+    pub fn offer(
+        self: &Arc<Self>,
+        partition: u32,
+        base: u64,
+        messages: &[Message],
+        countdown: &Arc<Countdown>,
+    ) {
+        let Some(queue) = self.queue() else {
+            return;
+        };
+        let mut state = self.lock();
+        state.grow(partition as usize + 1);
+        if state.cursors[partition as usize].issued != base {
+            // Behind (catch-up will come here) or already past it.
+            return;
+        }
+        let end = base + messages.len() as u64;
+        state.cursors[partition as usize].issued = end;
+        let refs = self.references(partition, base, messages);
+        self.issue(&queue, partition, end, refs, Some(Arc::clone(countdown)));
+    }
+
+    /// Appends references (with the link's lock held, so per partition they go in order)
+    /// and moves the durable cursor to `end` once they are on disk.
+    fn issue(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        partition: u32,
+        end: u64,
+        refs: Vec<(Message, TopicRef)>,
+        countdown: Option<Arc<Countdown>>,
+    ) {
+        let link = Arc::clone(self);
+        if let Some(countdown) = &countdown {
+            countdown.hold();
+        }
+        queue.store_refs(
+            refs,
+            Box::new(move |ok| {
+                if ok {
+                    let mut state = link.lock();
+                    let cursor = &mut state.cursors[partition as usize];
+                    cursor.durable = cursor.durable.max(end);
+                }
+                if let Some(countdown) = countdown {
+                    countdown.release();
+                }
+            }),
+        );
+    }
+
+    /// Reads each partition from the cursor to the end, appending references; returns
+    /// whether every partition is caught up.
+    pub fn catch_up(self: &Arc<Self>) -> Result<bool> {
+        let Some(queue) = self.queue() else {
+            return Ok(true);
+        };
+        let shape = self.topic.shape();
+        let mut done = true;
+        for partition in &shape.partitions {
+            let p = partition.index;
+            let mut state = self.lock();
+            state.grow(p as usize + 1);
+            let from = state.cursors[p as usize]
+                .issued
+                .max(partition.log.start_offset());
+            let end = partition.log.end_offset();
+            if from >= end {
+                continue;
+            }
+            let records =
+                partition.read(&self.topic.name, Position::Offset(from), CATCH_UP_RECORDS)?;
+            let Some(last) = records.last().map(|r| r.offset) else {
+                continue;
+            };
+            let messages: Vec<Message> = records.into_iter().map(|r| r.message).collect();
+            let refs = self.references(p, from, &messages);
+            state.cursors[p as usize].issued = last + 1;
+            self.issue(&queue, p, last + 1, refs, None);
+            done &= last + 1 >= end;
+        }
+        Ok(done)
+    }
+
+    /// The durable cursors, for the metadata store.
+    fn durable_cursors(&self) -> Vec<u64> {
+        self.lock().cursors.iter().map(|c| c.durable).collect()
+    }
+
+    fn set_cursors(&self, cursors: &[u64]) {
+        let mut state = self.lock();
+        state.grow(cursors.len());
+        for (c, &at) in state.cursors.iter_mut().zip(cursors) {
+            c.issued = c.issued.max(at);
+            c.durable = c.durable.max(at);
+        }
+    }
+}
+
+impl Queue {
+    /// Appends references and tracks them once durable, in the storage completion (offset
+    /// order); `done(ok)` runs after. A failed append poisons the subscription.
+    pub fn store_refs(
+        self: &Arc<Self>,
+        refs: Vec<(Message, TopicRef)>,
+        done: Box<dyn FnOnce(bool) + Send>,
+    ) {
+        if refs.is_empty() {
+            done(true);
+            return;
+        }
+        let records: Vec<NewRecord> = refs
+            .iter()
+            .map(|(m, at)| subscription::ref_record(m, *at))
+            .collect();
+        let queue = Arc::clone(self);
+        let clock = queue.clock.clone();
+        self.messages.append_then(
+            records,
+            Box::new(move |result| {
+                match &result {
+                    Ok(appended) => {
+                        let now_ms = clock.now_ms();
+                        let mut inner = queue.lock();
+                        for (i, (message, at)) in refs.iter().enumerate() {
+                            let seq = appended.base_offset + i as u64;
+                            let tracked = queue.tracked_sized(seq, message, at.size);
+                            if let Some(link) = queue.source.get() {
+                                link.referenced(seq, *at);
+                            }
+                            inner.state.track(tracked, now_ms);
+                        }
+                        let end = appended.base_offset + refs.len() as u64;
+                        inner.live.insert(appended.base_offset, end);
+                        inner.stored_end = end;
+                        drop(inner);
+                        queue.ready.notify_waiters();
+                    }
+                    Err(error) => {
+                        queue.poisoned.get_or_init(|| error.to_string());
+                    }
+                }
+                done(result.is_ok());
+            }),
+        );
+    }
+}
+
+impl Broker {
+    /// Creates subscription `name` (a name in the queue namespace) on `spec.topic`: a queue
+    /// whose messages are the topic's, filtered; see [`crate::subscription`]. With
+    /// [`SubscriptionStart::Earliest`] it takes in every message the topic keeps before it
+    /// returns. Its dead-letter queue is made as a queue's is.
+    pub async fn create_subscription(&self, name: &str, spec: SubscriptionSpec) -> Result<()> {
+        spec.validate()?;
+        let topic = self.topic(spec.topic.as_str())?;
+        self.create_queue(name, spec.delivery.clone()).await?;
+        let queue = self.queue(name)?;
+        let link = Arc::new(Link {
+            topic: Arc::clone(&topic),
+            queue: Mutex::new(Arc::downgrade(&queue)),
+            state: Mutex::new(LinkState::default()),
+            spec: spec.clone(),
+        });
+        let start: Vec<u64> = topic
+            .shape()
+            .partitions
+            .iter()
+            .map(|p| match spec.start {
+                SubscriptionStart::Now => p.log.end_offset(),
+                SubscriptionStart::Earliest => p.log.start_offset(),
+            })
+            .collect();
+        {
+            let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+            let mut batch = ferry_storage::MetaBatch::new();
+            batch.put(
+                format!("{SUBSCRIPTION_PREFIX}{name}"),
+                subscription::encode(&spec),
+            );
+            batch.put(format!("{CURSOR_PREFIX}{name}"), encode_cursors(&start));
+            meta.commit(batch)?;
+        }
+        link.set_cursors(&start);
+        queue.attach(Arc::clone(&link));
+        topic.subscribe(Arc::clone(&link));
+        while !link.catch_up()? {}
+        Ok(())
+    }
+}
+
+/// Ties every stored subscription to its queue and topic, with the cursors saved by
+/// housekeeping; before recovery, which moves the cursors past the references on disk.
+pub(super) fn link_subscriptions(
+    meta: &ferry_storage::MetaStore,
+    queues: &std::collections::BTreeMap<crate::name::Name, Arc<Queue>>,
+    topics: &std::collections::BTreeMap<crate::name::Name, Arc<Topic>>,
+) -> Result<Vec<Arc<Link>>> {
+    let mut links = Vec::new();
+    for (key, value) in meta.scan_prefix(SUBSCRIPTION_PREFIX) {
+        let raw = &key[SUBSCRIPTION_PREFIX.len()..];
+        let bad = |problem: String| BrokerError::MalformedSpec {
+            queue: raw.to_owned(),
+            problem,
+        };
+        let name = crate::name::Name::new(raw).map_err(|e| bad(e.to_string()))?;
+        let queue = queues
+            .get(&name)
+            .ok_or_else(|| bad("a subscription without its queue".into()))?;
+        let spec = subscription::decode(&value, queue.spec.clone()).map_err(bad)?;
+        let topic = topics
+            .get(&spec.topic)
+            .ok_or_else(|| bad(format!("its topic {} does not exist", spec.topic)))?;
+        let link = Arc::new(Link {
+            topic: Arc::clone(topic),
+            queue: Mutex::new(Arc::downgrade(queue)),
+            state: Mutex::new(LinkState::default()),
+            spec,
+        });
+        if let Some(cursors) = meta.get(&format!("{CURSOR_PREFIX}{name}")) {
+            link.set_cursors(&decode_cursors(&cursors));
+        }
+        queue.attach(Arc::clone(&link));
+        topic.subscribe(Arc::clone(&link));
+        links.push(link);
+    }
+    Ok(links)
+}
+
+impl Broker {
+    /// Every subscription's link.
+    fn links(&self) -> Vec<Arc<Link>> {
+        self.queue_list()
+            .iter()
+            .filter_map(|q| q.source.get().cloned())
+            .collect()
+    }
+
+    /// Housekeeping for subscriptions: catch up, then save the durable cursors (before the
+    /// references below them may be deleted by retention).
+    pub(super) fn maintain_subscriptions(&self) -> Result<()> {
+        let links = self.links();
+        for link in &links {
+            link.catch_up()?;
+        }
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batch = ferry_storage::MetaBatch::new();
+        for link in &links {
+            if let Some(queue) = link.queue() {
+                batch.put(
+                    format!("{CURSOR_PREFIX}{}", queue.name),
+                    encode_cursors(&link.durable_cursors()),
+                );
+            }
+        }
+        if !batch.is_empty() {
+            meta.commit(batch)?;
+        }
+        Ok(())
+    }
+
+    /// What a subscription is and how far behind its topic it is.
+    pub fn describe_subscription(&self, name: &str) -> Result<SubscriptionInfo> {
+        let queue = self.queue(name)?;
+        let link = queue
+            .source
+            .get()
+            .ok_or_else(|| BrokerError::NotASubscription {
+                queue: queue.name.clone(),
+            })?;
+        let not_yet_considered = link
+            .topic
+            .shape()
+            .partitions
+            .iter()
+            .map(|p| link.behind(p.index, p.log.end_offset()))
+            .sum();
+        Ok(SubscriptionInfo {
+            queue: self.describe_queue(name)?,
+            spec: link.spec.clone(),
+            not_yet_considered,
+        })
+    }
+
+    /// The metadata a subscription adds to its queue's, for `delete_queue`.
+    pub(super) fn subscription_keys(name: &crate::name::Name) -> [String; 2] {
+        [
+            format!("{SUBSCRIPTION_PREFIX}{name}"),
+            format!("{CURSOR_PREFIX}{name}"),
+        ]
+    }
+}
+
+/// A subscription as [`Broker::describe_subscription`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubscriptionInfo {
+    /// Its queue: delivery stats and counters.
+    pub queue: super::QueueInfo,
+    pub spec: SubscriptionSpec,
+    /// Topic records the subscription has not taken in yet (catch-up in progress), which
+    /// its queue stats do not count.
+    pub not_yet_considered: u64,
+}
+
+fn encode_cursors(cursors: &[u64]) -> Vec<u8> {
+    cursors.iter().flat_map(|c| c.to_le_bytes()).collect()
+}
+
+fn decode_cursors(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
+        .collect()
+}
