@@ -332,3 +332,100 @@ async fn deleting_and_bad_input() {
     let broker = open(dir.path(), &clock).await;
     assert_eq!(broker.list_queues().len(), 2, "plain and plain.dlq");
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// (subject, key) of each message; subjects from a small set so filters split them.
+    fn messages() -> impl Strategy<Value = Vec<(u8, u8)>> {
+        prop::collection::vec((0u8..4, 0u8..6), 1..60)
+    }
+
+    const SUBJECTS: [&str; 4] = [
+        "orders.created",
+        "orders.eu.created",
+        "payments.done",
+        "audit",
+    ];
+    const FILTERS: [&str; 3] = [
+        "",
+        "subject ~ orders.#",
+        "not subject ~ orders.* and exists(subject)",
+    ];
+
+    fn takes(filter: usize, subject: &str) -> bool {
+        match filter {
+            0 => true,
+            1 => subject.starts_with("orders."),
+            _ => subject.split('.').count() != 2 || !subject.starts_with("orders."),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Every subscription receives exactly the messages its filter takes, each once,
+        /// per key in publish order, whatever the batches and partitions; and a reopen in
+        /// the middle changes none of that.
+        #[test]
+        fn subscriptions_receive_exactly_their_filtered_set_in_key_order(
+            batches in prop::collection::vec(messages(), 1..4),
+            partitions in 1u32..5,
+            reopen_after in 0usize..4,
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                let dir = tempfile::tempdir().unwrap();
+                let clock = ManualClock::new(T0);
+                let mut broker = open(dir.path(), &clock).await;
+                broker.create_topic("t", spec(partitions)).await.unwrap();
+                for (i, filter) in FILTERS.iter().enumerate() {
+                    let mut s = sub(filter);
+                    s.delivery.ordering = crate::spec::OrderingMode::KeyShared;
+                    broker.create_subscription(&format!("s{i}"), s).await.unwrap();
+                }
+                let mut published: Vec<(usize, &str, u8)> = Vec::new();
+                for (b, batch) in batches.iter().enumerate() {
+                    if b == reopen_after {
+                        drop(broker);
+                        broker = open(dir.path(), &clock).await;
+                    }
+                    let outgoing: Vec<OutgoingMessage> = batch
+                        .iter()
+                        .map(|&(subject, key)| {
+                            let n = published.len();
+                            let subject = SUBJECTS[subject as usize];
+                            published.push((n, subject, key));
+                            OutgoingMessage::new(format!("m{n}"))
+                                .with_key(format!("k{key}"))
+                                .with_header("subject", subject)
+                                .with_header("n", n.to_string())
+                        })
+                        .collect();
+                    broker.publish_to_topic("t", outgoing).await.unwrap();
+                }
+                for f in 0..FILTERS.len() {
+                    let got = drain(&broker, &format!("s{f}")).await;
+                    let expected: BTreeSet<usize> = published
+                        .iter()
+                        .filter(|(_, subject, _)| takes(f, subject))
+                        .map(|(n, _, _)| *n)
+                        .collect();
+                    prop_assert_eq!(got.len(), expected.len(), "s{} got duplicates", f);
+                    prop_assert_eq!(numbers(&got), expected);
+                    for key in 0..6u8 {
+                        let order: Vec<usize> = got
+                            .iter()
+                            .filter(|m| m.key.as_deref() == Some(format!("k{key}").as_bytes()))
+                            .map(|m| m.headers["n"].parse().unwrap())
+                            .collect();
+                        prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "s{} k{}: {:?}", f, key, order);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

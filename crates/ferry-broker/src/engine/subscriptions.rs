@@ -48,6 +48,11 @@ struct Cursor {
     issued: u64,
     /// The same, counting only references that are durable: what a restart resumes from.
     durable: u64,
+    /// Reference appends issued and not complete.
+    in_flight: u32,
+    /// Where `durable` goes once those complete: batches the filter took nothing from,
+    /// issued behind them, must not move it first.
+    deferred: u64,
 }
 
 #[derive(Debug, Default)]
@@ -207,19 +212,39 @@ impl Link {
         let end = base + messages.len() as u64;
         state.cursors[partition as usize].issued = end;
         let refs = self.references(partition, base, messages);
-        self.issue(&queue, partition, end, refs, Some(Arc::clone(countdown)));
+        self.issue(
+            &mut state,
+            &queue,
+            partition,
+            end,
+            refs,
+            Some(Arc::clone(countdown)),
+        );
     }
 
-    /// Appends references (with the link's lock held, so per partition they go in order)
-    /// and moves the durable cursor to `end` once they are on disk.
+    /// Appends references (with the link's lock held — `state` — so per partition they go
+    /// in order) and moves the durable cursor to `end` once they are on disk. The
+    /// completion runs on the log's thread, later (an append never completes inline, except
+    /// when refused, which takes no lock).
     fn issue(
         self: &Arc<Self>,
+        state: &mut LinkState,
         queue: &Arc<Queue>,
         partition: u32,
         end: u64,
         refs: Vec<(Message, TopicRef)>,
         countdown: Option<Arc<Countdown>>,
     ) {
+        let cursor = &mut state.cursors[partition as usize];
+        if refs.is_empty() {
+            if cursor.in_flight == 0 {
+                cursor.durable = cursor.durable.max(end);
+            } else {
+                cursor.deferred = cursor.deferred.max(end);
+            }
+            return;
+        }
+        cursor.in_flight += 1;
         let link = Arc::clone(self);
         if let Some(countdown) = &countdown {
             countdown.hold();
@@ -227,10 +252,16 @@ impl Link {
         queue.store_refs(
             refs,
             Box::new(move |ok| {
+                // A refused append completes inline, with the link's lock held by the
+                // caller: take no lock then (the subscription is poisoned anyway).
                 if ok {
                     let mut state = link.lock();
                     let cursor = &mut state.cursors[partition as usize];
+                    cursor.in_flight -= 1;
                     cursor.durable = cursor.durable.max(end);
+                    if cursor.in_flight == 0 {
+                        cursor.durable = cursor.durable.max(cursor.deferred);
+                    }
                 }
                 if let Some(countdown) = countdown {
                     countdown.release();
@@ -266,7 +297,7 @@ impl Link {
             let messages: Vec<Message> = records.into_iter().map(|r| r.message).collect();
             let refs = self.references(p, from, &messages);
             state.cursors[p as usize].issued = last + 1;
-            self.issue(&queue, p, last + 1, refs, None);
+            self.issue(&mut state, &queue, p, last + 1, refs, None);
             done &= last + 1 >= end;
         }
         Ok(done)
@@ -295,10 +326,7 @@ impl Queue {
         refs: Vec<(Message, TopicRef)>,
         done: Box<dyn FnOnce(bool) + Send>,
     ) {
-        if refs.is_empty() {
-            done(true);
-            return;
-        }
+        debug_assert!(!refs.is_empty(), "an empty append is refused by storage");
         let records: Vec<NewRecord> = refs
             .iter()
             .map(|(m, at)| subscription::ref_record(m, *at))
