@@ -70,16 +70,19 @@
 //!   strict text form; [`group`]: the coordination state of a Kafka-style consumer group
 //!   (sessions, static members, sticky assignment, positions, owner-only forward commits).
 //!
-//! **Not here yet**: subscriptions over topics (delay, TTL, priority and dedup id are
-//! stored in topic records but only subscriptions will act on them), consumer groups served
-//! over topics (the coordination state is here, not yet wired to the engine), and
-//! compaction by key; length limits on dead letters the broker moves into a queue (they
-//! count, but are never refused or dropped); persisted prefetch; redrive progress across a
-//! crash (a message redriven but not yet settled in the dead-letter queue is redriven
-//! again); recovering a poisoned queue without reopening the whole broker. Every unsettled
-//! message is tracked in memory (48 bytes each; payloads stay on disk) and read once on
-//! open. (`tests/model.rs` checks the broker against a reference model across restarts,
-//! and `tests/crash.rs` SIGKILLs it under load.)
+//! - [`subscription`] and `engine/subscriptions.rs`: subscriptions — queues fed by a topic
+//!   through a [`Filter`], holding references to the topic's records; `engine/groups.rs`:
+//!   consumer groups served over topics with durable committed offsets and lag.
+//!
+//! **Not here yet**: compaction by key; exclusive-with-failover subscriptions; topic
+//! retention that overrides subscriptions (today a topic keeps what any subscription has
+//! not settled); length limits on dead letters the broker moves into a queue (they count,
+//! but are never refused or dropped); persisted prefetch; redrive progress across a crash
+//! (a message redriven but not yet settled in the dead-letter queue is redriven again);
+//! recovering a poisoned queue without reopening the whole broker. Every unsettled message
+//! is tracked in memory (48 bytes each; payloads stay on disk) and read once on open.
+//! (`tests/model.rs` checks the broker against a reference model across restarts, and
+//! `tests/crash.rs` SIGKILLs it under load.)
 //!
 //! ```
 //! use std::time::Duration;
