@@ -3,30 +3,14 @@
 //! whose origin never journaled them, a dead-letter queue that cannot take a letter, timers
 //! added while the timer task is awake, oversized consumer names.
 
-use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ferry_storage::ManualClock;
 
-use super::tests::{T0, spec};
+use super::housekeeping_tests::open_with;
+use super::tests::{T0, open, spec};
 use super::*;
-
-async fn open_with(dir: &Path, clock: &ManualClock, tune: impl Fn(&mut BrokerConfig)) -> Broker {
-    let mut config = BrokerConfig {
-        clock: Arc::new(clock.clone()),
-        background_timers: false,
-        seed: Some(7),
-        ..BrokerConfig::default()
-    };
-    tune(&mut config);
-    Broker::open(dir, config).await.unwrap()
-}
-
-async fn open(dir: &Path, clock: &ManualClock) -> Broker {
-    open_with(dir, clock, |_| {}).await
-}
 
 /// A checkpoint larger than one storage batch (17k retrying messages with a 1 KiB error
 /// each) is written in several appends, and a reopen reads it back.

@@ -12,7 +12,11 @@ use super::tests::{T0, spec};
 use super::*;
 use crate::spec::OrderingMode;
 
-async fn open_with(dir: &Path, clock: &ManualClock, tune: impl Fn(&mut BrokerConfig)) -> Broker {
+pub(super) async fn open_with(
+    dir: &Path,
+    clock: &ManualClock,
+    tune: impl Fn(&mut BrokerConfig),
+) -> Broker {
     let mut config = BrokerConfig {
         clock: Arc::new(clock.clone()),
         background_timers: false,
