@@ -29,6 +29,8 @@ enum BenchTarget {
     Storage(bench::StorageArgs),
     /// The broker engine: steady traffic, a large backlog and delayed messages, in process.
     Broker(bench::broker::BrokerArgs),
+    /// A partitioned topic alone, then fanned out to many subscriptions, in process.
+    Fanout(bench::fanout::FanoutArgs),
     /// Internal to `bench storage`: fills a log in DIR with about BYTES of records, then
     /// aborts without closing it, so the parent can time recovery after an unclean stop.
     #[command(name = "storage-child-fill", hide = true)]
@@ -49,6 +51,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
             BenchTarget::Broker(args) => bench::broker::run(&args),
+            BenchTarget::Fanout(args) => bench::fanout::run(&args),
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }

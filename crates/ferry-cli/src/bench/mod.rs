@@ -1,10 +1,12 @@
 //! `ferry bench storage`: the storage engine measured against the device it runs on, in one
 //! run, so every target is checked as a ratio of figures taken under the same conditions.
-//! `ferry bench broker` ([`broker`]) shares its machine facts, directory choice and fsync count.
+//! `ferry bench broker` ([`broker`]) shares its machine facts, directory choice and fsync count,
+//! and `ferry bench fanout` ([`fanout`]) the broker bench's process figures and fresh brokers.
 
 pub mod broker;
 pub mod checks;
 pub mod device;
+pub mod fanout;
 pub mod fsync_count;
 mod json;
 pub mod machine;

@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 
 use super::super::json::{Json, obj};
+use super::super::machine::Machine;
 use super::backlog::Backlog;
 use super::checks::{Check, checks};
 use super::delayed::{Case, Delayed};
@@ -103,22 +104,24 @@ fn check(c: Check) -> Json {
     ])
 }
 
+/// The machine facts, as every in-process bench reports them.
+pub fn machine(m: &Machine) -> Json {
+    obj(vec![
+        ("cores", m.cores.into()),
+        ("cpu", m.cpu.as_str().into()),
+        ("memory_gib", m.memory_gib.into()),
+        ("kernel", m.kernel.as_str().into()),
+        ("fs_type", m.fs_type.as_str().into()),
+        ("fs_source", m.fs_source.as_str().into()),
+        ("mount_point", m.mount_point.display().to_string().into()),
+        ("load_1m_at_start", m.load_1m.into()),
+    ])
+}
+
 pub fn run(run: &Run) -> Json {
     let (m, plan, shape) = (&run.machine, &run.plan, &run.shape);
     obj(vec![
-        (
-            "machine",
-            obj(vec![
-                ("cores", m.cores.into()),
-                ("cpu", m.cpu.as_str().into()),
-                ("memory_gib", m.memory_gib.into()),
-                ("kernel", m.kernel.as_str().into()),
-                ("fs_type", m.fs_type.as_str().into()),
-                ("fs_source", m.fs_source.as_str().into()),
-                ("mount_point", m.mount_point.display().to_string().into()),
-                ("load_1m_at_start", m.load_1m.into()),
-            ]),
-        ),
+        ("machine", machine(m)),
         (
             "settings",
             obj(vec![

@@ -7,8 +7,8 @@ mod backlog;
 mod checks;
 mod delayed;
 mod fill;
-mod json;
-mod process;
+pub mod json;
+pub mod process;
 mod report;
 mod steady;
 mod traffic;
@@ -150,6 +150,17 @@ pub struct Fresh {
 
 impl Fresh {
     pub async fn open(base: &Path, scenario: &str) -> anyhow::Result<Fresh> {
+        let fresh = Fresh::empty(base, scenario).await?;
+        let spec = QueueSpec {
+            durability: Durability::Fsync,
+            ..QueueSpec::default()
+        };
+        fresh.broker.create_queue(QUEUE, spec).await?;
+        Ok(fresh)
+    }
+
+    /// A fresh broker in its own directory under `base`, with nothing created in it.
+    pub async fn empty(base: &Path, scenario: &str) -> anyhow::Result<Fresh> {
         // Writeback and discards left by the previous broker (gigabytes after a backlog) land
         // now rather than inside this one's measurements.
         settle(base)?;
@@ -160,12 +171,12 @@ impl Fresh {
         let broker = Broker::open(dir.path(), BrokerConfig::default())
             .await
             .with_context(|| format!("open a broker in {}", dir.path().display()))?;
-        let spec = QueueSpec {
-            durability: Durability::Fsync,
-            ..QueueSpec::default()
-        };
-        broker.create_queue(QUEUE, spec).await?;
         Ok(Fresh { broker, dir })
+    }
+
+    /// The broker's directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Drops the broker, waits until it is gone, and opens it again on the same directory:
