@@ -359,6 +359,8 @@ impl Queue {
         wanted.sort_unstable();
         wanted.dedup();
         let mut found: HashMap<Seq, Message> = HashMap::with_capacity(wanted.len());
+        // A subscription's references, resolved together below: per partition, one read.
+        let mut refs: Vec<(Seq, Message, TopicRef)> = Vec::new();
         let mut i = 0;
         while i < wanted.len() {
             // About what the wanted seqs from here take, if small; a read returns at least
@@ -372,15 +374,34 @@ impl Queue {
             for record in records {
                 if wanted.binary_search(&record.offset).is_ok() {
                     let offset = record.offset;
-                    found.insert(offset, self.resolve(self.decode(record)?)?);
+                    match self.decode(record)? {
+                        (message, Some(at)) if self.source.get().is_some() => {
+                            refs.push((offset, message, at));
+                        }
+                        decoded => {
+                            found.insert(offset, self.resolve(decoded)?);
+                        }
+                    }
                 }
             }
             while i < wanted.len() && wanted[i] <= last {
                 i += 1;
             }
             // A wanted seq the read passed (or could not reach) is missing.
-            if let Some(&missing) = wanted[..i].iter().find(|s| !found.contains_key(s)) {
+            let held = |s: &Seq| found.contains_key(s) || refs.iter().any(|r| r.0 == *s);
+            if let Some(&missing) = wanted[..i].iter().find(|s| !held(s)) {
                 return Err(missing_record(missing));
+            }
+        }
+        if let Some(link) = self.source.get()
+            && !refs.is_empty()
+        {
+            let positions: Vec<TopicRef> = refs.iter().map(|r| r.2).collect();
+            let fulls = link.deref_many(&positions)?;
+            for ((seq, message, _), mut full) in refs.into_iter().zip(fulls) {
+                // The reference's times are the subscription's (its default TTL).
+                full.expires_at = message.expires_at;
+                found.insert(seq, full);
             }
         }
         seqs.iter()

@@ -118,6 +118,55 @@ impl Link {
         Ok(record.message)
     }
 
+    /// The messages several references stand for, in their order: per partition, the
+    /// span they cover is read at once rather than one read per message.
+    pub fn deref_many(&self, at: &[TopicRef]) -> Result<Vec<Message>> {
+        let mut by_partition: HashMap<u32, Vec<u64>> = HashMap::new();
+        for r in at {
+            by_partition.entry(r.partition).or_default().push(r.offset);
+        }
+        let mut read: HashMap<(u32, u64), Message> = HashMap::with_capacity(at.len());
+        for (p, mut offsets) in by_partition {
+            offsets.sort_unstable();
+            let partition = self.topic.partition(p)?;
+            let mut i = 0;
+            while i < offsets.len() {
+                let (from, to) = (offsets[i], offsets[offsets.len() - 1]);
+                let span = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
+                let records = partition.read(&self.topic.name, Position::Offset(from), span)?;
+                let last = records.last().map_or(from, |r| r.offset);
+                for record in records {
+                    if offsets.binary_search(&record.offset).is_ok() {
+                        read.insert((p, record.offset), record.message);
+                    }
+                }
+                while i < offsets.len() && offsets[i] <= last {
+                    i += 1;
+                }
+                if records_missing(&offsets[..i], |o| read.contains_key(&(p, o))) {
+                    return Err(self.gone(p, from));
+                }
+            }
+        }
+        at.iter()
+            .map(|r| {
+                read.get(&(r.partition, r.offset))
+                    .cloned()
+                    .ok_or_else(|| self.gone(r.partition, r.offset))
+            })
+            .collect()
+    }
+
+    fn gone(&self, partition: u32, offset: u64) -> BrokerError {
+        BrokerError::MalformedRecord {
+            offset,
+            problem: format!(
+                "topic {} partition {partition} no longer holds the referenced record",
+                self.topic.name
+            ),
+        }
+    }
+
     /// A reference at `seq` is tracked (on store or on recovery).
     pub fn referenced(&self, seq: Seq, at: TopicRef) {
         let mut state = self.lock();
@@ -518,6 +567,10 @@ pub struct SubscriptionInfo {
     /// Topic records the subscription has not taken in yet (catch-up in progress), which
     /// its queue stats do not count.
     pub not_yet_considered: u64,
+}
+
+fn records_missing(offsets: &[u64], held: impl Fn(u64) -> bool) -> bool {
+    offsets.iter().any(|&o| !held(o))
 }
 
 fn encode_cursors(cursors: &[u64]) -> Vec<u8> {
