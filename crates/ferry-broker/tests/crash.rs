@@ -34,12 +34,9 @@
 //! (thread timing still varies).
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferry_broker::{
@@ -47,6 +44,11 @@ use ferry_broker::{
     OutgoingMessage, QueueSpec, ReceivedMessage, RetryPolicy,
 };
 use ferry_storage::ManualClock;
+
+#[path = "support/killed_child.rs"]
+mod killed_child;
+
+use killed_child::{Kill, Killed, fail, now_ms, run_and_kill, say, splitmix};
 
 const CHILD_DIR_ENV: &str = "FERRY_BROKER_CRASH_CHILD_DIR";
 const CHILD_ROUND_ENV: &str = "FERRY_BROKER_CRASH_ROUND";
@@ -110,13 +112,6 @@ impl std::fmt::Display for Id {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}.{}", self.round, self.producer, self.n)
     }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The message a producer publishes for `id`: 1..1500 payload bytes, a key on `keyed`
@@ -204,21 +199,6 @@ fn env_u64(name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("{name} is set for the child"))
         .parse()
         .unwrap_or_else(|_| panic!("{name} is a number"))
-}
-
-/// One line (or a few) to stdout in a single write: a pipe write under PIPE_BUF bytes is
-/// atomic, so the parent never sees half a line.
-fn say(text: &str) {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).expect("write to parent");
-    out.flush().expect("flush to parent");
-}
-
-/// Tells the parent what went wrong and stops at once (a panic in a task would only end
-/// that task).
-fn fail(what: &str) -> ! {
-    say(&format!("\nFAIL {what}\n"));
-    std::process::exit(3);
 }
 
 /// What every task of the child shares.
@@ -498,27 +478,6 @@ async fn crash_child_broker_under_load() {
 // ---------------------------------------------------------------------------------------
 // The parent.
 
-/// Kills the child if the parent test panics before doing so.
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(child) = self.0.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// When to kill the child.
-#[derive(Debug, Clone, Copy)]
-enum Kill {
-    /// This long after it said it is ready: under load.
-    AfterReady(Duration),
-    /// This long after it was started, ready or not: possibly while it recovers.
-    AfterSpawn(Duration),
-}
-
 struct ChildRun {
     round: u32,
     seed: u64,
@@ -539,95 +498,22 @@ struct Said {
     late_ms: Vec<i64>,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 /// Runs one child on `dir` until the kill; returns what it said and the time of the kill.
 fn run_child(dir: &Path, acked_file: &Path, run: &ChildRun) -> (Said, i64) {
-    let exe = std::env::current_exe().expect("current test binary");
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            CHILD_TEST_NAME,
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_ENV, dir)
-        .env(CHILD_ROUND_ENV, run.round.to_string())
-        .env(CHILD_SEED_ENV, run.seed.to_string())
-        .env(CHILD_PRODUCERS_ENV, run.producers.to_string())
-        .env(CHILD_CONSUMERS_ENV, run.consumers.to_string())
-        .env(CHILD_ACKED_FILE_ENV, acked_file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn child");
-    let started = Instant::now();
-    let mut guard = ChildGuard(Some(child));
-    let child = guard.0.as_mut().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                // A line without its newline was cut by the kill: it was never fully said.
-                Ok(_) if line.last() != Some(&b'\n') => break,
-                Ok(_) => {
-                    let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-                    if tx.send(text).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let mut lines = Vec::new();
-    match run.kill {
-        Kill::AfterSpawn(after) => std::thread::sleep(after.saturating_sub(started.elapsed())),
-        Kill::AfterReady(after) => {
-            let deadline = started + Duration::from_secs(10);
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok(line) => {
-                        let ready = line == "READY";
-                        lines.push(line);
-                        if ready {
-                            break;
-                        }
-                    }
-                    // Ended or stuck before it was ready: the checks below say why.
-                    Err(_) => break,
-                }
-            }
-            std::thread::sleep(after);
-        }
-    }
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: plain syscall on the pid of a child we have not reaped yet.
-    let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
-    assert_eq!(rc, 0, "kill({pid}, SIGKILL) failed");
-    let killed_at = now_ms();
-    let status = child.wait().expect("wait for child");
-    guard.0 = None;
-    reader.join().unwrap();
-    lines.extend(rx.try_iter());
-    let stderr = err_reader.join().unwrap();
+    let envs = [
+        (CHILD_DIR_ENV, dir.display().to_string()),
+        (CHILD_ROUND_ENV, run.round.to_string()),
+        (CHILD_SEED_ENV, run.seed.to_string()),
+        (CHILD_PRODUCERS_ENV, run.producers.to_string()),
+        (CHILD_CONSUMERS_ENV, run.consumers.to_string()),
+        (CHILD_ACKED_FILE_ENV, acked_file.display().to_string()),
+    ];
+    let Killed {
+        lines,
+        stderr,
+        status,
+        killed_at_ms: killed_at,
+    } = run_and_kill(CHILD_TEST_NAME, &envs, run.kill);
     let mut said = Said::default();
     let mut open_acks: HashSet<(Id, u32)> = HashSet::new();
     for line in &lines {

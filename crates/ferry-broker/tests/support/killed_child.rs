@@ -1,0 +1,154 @@
+//! Running this test binary again as a child process, reading what it says line by line,
+//! and SIGKILLing it at a chosen moment — the parent side shared by the crash tests — and
+//! the child side's way of saying things.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// When to kill the child.
+#[derive(Debug, Clone, Copy)]
+pub enum Kill {
+    /// This long after it said `READY`: under load.
+    AfterReady(Duration),
+    /// This long after it was started, ready or not: possibly while it recovers.
+    AfterSpawn(Duration),
+}
+
+/// What a killed child left behind.
+pub struct Killed {
+    /// Its complete stdout lines (a line the kill cut short was never fully said).
+    pub lines: Vec<String>,
+    pub stderr: String,
+    pub status: ExitStatus,
+    /// Wall-clock ms at the kill. (Each test binary compiles this module on its own, and
+    /// not every one reads every field.)
+    #[allow(dead_code)]
+    pub killed_at_ms: i64,
+}
+
+/// Kills the child if the parent test panics before doing so.
+struct ChildGuard(Option<Child>);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Starts this test binary running only `test_name`, with `envs`, and kills it per `kill`.
+pub fn run_and_kill(test_name: &str, envs: &[(&str, String)], kill: Kill) -> Killed {
+    let exe = std::env::current_exe().expect("current test binary");
+    let mut command = Command::new(exe);
+    command.args(["--exact", test_name, "--nocapture", "--test-threads=1"]);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    let started = Instant::now();
+    let mut guard = ChildGuard(Some(child));
+    let child = guard.0.as_mut().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                // A line without its newline was cut by the kill: it was never fully said.
+                Ok(_) if line.last() != Some(&b'\n') => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                    if tx.send(text).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut lines = Vec::new();
+    match kill {
+        Kill::AfterSpawn(after) => std::thread::sleep(after.saturating_sub(started.elapsed())),
+        Kill::AfterReady(after) => {
+            let deadline = started + Duration::from_secs(10);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(line) => {
+                        let ready = line == "READY";
+                        lines.push(line);
+                        if ready {
+                            break;
+                        }
+                    }
+                    // Ended or stuck before it was ready: the caller's checks say why.
+                    Err(_) => break,
+                }
+            }
+            std::thread::sleep(after);
+        }
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain syscall on the pid of a child we have not reaped yet.
+    let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_eq!(rc, 0, "kill({pid}, SIGKILL) failed");
+    let killed_at_ms = now_ms();
+    let status = child.wait().expect("wait for child");
+    guard.0 = None;
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    let stderr = err_reader.join().unwrap();
+    Killed {
+        lines,
+        stderr,
+        status,
+        killed_at_ms,
+    }
+}
+
+/// SplitMix64: derives independent seeds from one.
+pub fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One line to stdout in a single write: a pipe write under PIPE_BUF bytes is atomic, so
+/// the parent never sees half a line.
+pub fn say(text: &str) {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).expect("write to parent");
+    out.flush().expect("flush to parent");
+}
+
+/// Tells the parent what went wrong and stops at once (a panic in a task would only end
+/// that task).
+pub fn fail(what: &str) -> ! {
+    say(&format!("\nFAIL {what}\n"));
+    std::process::exit(3);
+}
