@@ -74,8 +74,7 @@
 //!   through a [`Filter`], holding references to the topic's records; `engine/groups.rs`:
 //!   consumer groups served over topics with durable committed offsets and lag.
 //!
-//! **Not here yet**: compaction by key; exclusive-with-failover subscriptions; topic
-//! retention that overrides subscriptions (today a topic keeps what any subscription has
+//! **Not here yet**: compaction by key; topic retention that overrides subscriptions (today a topic keeps what any subscription has
 //! not settled); length limits on dead letters the broker moves into a queue (they count,
 //! but are never refused or dropped); persisted prefetch; redrive progress across a crash
 //! (a message redriven but not yet settled in the dead-letter queue is redriven again);

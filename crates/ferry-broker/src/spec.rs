@@ -39,6 +39,13 @@ pub enum OrderingMode {
     /// Messages with the same key go to one consumer at a time, in publish order; different
     /// keys are delivered in parallel. Messages without a key behave as under `Shared`.
     KeyShared,
+    /// Exclusive with failover: one consumer at a time — the active one — receives, one
+    /// message at a time, in publish order (a retry goes before anything published after
+    /// it). Another consumer takes over once the active one holds no lease and has not
+    /// asked to receive for the queue's lease duration; until then its receives get nothing.
+    /// Which consumer is active is not kept across a restart: the first to receive after it
+    /// is.
+    Exclusive,
 }
 
 /// What happens to a publish that would take a queue past a length limit.

@@ -56,6 +56,7 @@ pub fn encode(spec: &QueueSpec) -> String {
             match spec.ordering {
                 OrderingMode::Shared => "shared",
                 OrderingMode::KeyShared => "key_shared",
+                OrderingMode::Exclusive => "exclusive",
             }
             .to_owned(),
         ),
@@ -141,6 +142,7 @@ pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
         ordering: match f.take("ordering")? {
             "shared" => OrderingMode::Shared,
             "key_shared" => OrderingMode::KeyShared,
+            "exclusive" => OrderingMode::Exclusive,
             other => return Err(format!("ordering {other:?} is unknown")),
         },
         length_limit: LengthLimit {
@@ -229,7 +231,11 @@ mod tests {
             max_bytes: None,
             overflow: OverflowPolicy::DeadLetterHead,
         };
-        for spec in [QueueSpec::default(), odd] {
+        let exclusive = QueueSpec {
+            ordering: OrderingMode::Exclusive,
+            ..QueueSpec::default()
+        };
+        for spec in [QueueSpec::default(), odd, exclusive] {
             assert_eq!(decode(encode(&spec).as_bytes()).unwrap(), spec);
         }
     }

@@ -758,7 +758,7 @@ impl Broker {
     }
 
     /// Holds `key`'s messages on a key-shared queue until [`unpark`](Self::unpark); durable.
-    /// Returns `false` (and changes nothing) on a shared queue.
+    /// Returns `false` (and changes nothing) on a shared or exclusive queue.
     pub async fn park(&self, queue: &str, key: &[u8]) -> Result<bool> {
         let queue = self.queue(queue)?;
         let now_ms = self.now_ms();

@@ -429,3 +429,30 @@ mod properties {
         }
     }
 }
+
+#[tokio::test]
+async fn an_exclusive_subscription_serves_one_consumer_in_order_and_fails_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(1)).await.unwrap();
+    let mut exclusive = sub("");
+    exclusive.delivery.ordering = crate::spec::OrderingMode::Exclusive;
+    broker.create_subscription("s", exclusive).await.unwrap();
+    let batch: Vec<OutgoingMessage> = (0..3).map(|i| event(i, "x")).collect();
+    broker.publish_to_topic("t", batch).await.unwrap();
+    let first = broker.receive("s", "a", 10, None, None).await.unwrap();
+    assert_eq!(numbers(&first), BTreeSet::from([0]));
+    assert!(
+        broker
+            .receive("s", "b", 10, None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    broker.ack("s", first[0].seq, first[0].token).await.unwrap();
+    // a goes quiet; after the lease duration (10 s here) b takes over, in order.
+    clock.advance(10_000);
+    let taken = broker.receive("s", "b", 10, None, None).await.unwrap();
+    assert_eq!(numbers(&taken), BTreeSet::from([1]));
+}

@@ -166,6 +166,10 @@ pub struct QueueState {
     retry: RetryPolicy,
     default_lease: Duration,
     key_shared: bool,
+    /// `OrderingMode::Exclusive`: one consumer at a time, one message at a time.
+    exclusive: bool,
+    /// Under `exclusive`, the active consumer and when it last asked to receive.
+    active: Option<(Arc<str>, i64)>,
     rng: fastrand::Rng,
     entries: SeqMap<Entry>,
     /// Leases of the messages in flight.
@@ -208,7 +212,10 @@ impl QueueState {
         Ok(QueueState {
             retry: spec.retry,
             default_lease: spec.lease,
-            key_shared: spec.ordering == OrderingMode::KeyShared,
+            // Exclusive orders every message as if they all had one key.
+            key_shared: spec.ordering != OrderingMode::Shared,
+            exclusive: spec.ordering == OrderingMode::Exclusive,
+            active: None,
             rng: fastrand::Rng::with_seed(seed),
             entries: SeqMap::new(),
             leases: HashMap::new(),
@@ -282,13 +289,33 @@ impl QueueState {
             self.timers.schedule(Timer::Expiry(seq), at);
         }
         self.entries.insert(seq, entry);
-        if self.key_shared {
+        if self.exclusive {
+            self.keys.admit(seq, Some(&[][..]));
+        } else if self.key_shared {
             self.keys.admit(seq, msg.key.as_deref());
         }
         if msg.deliver_at_ms > now_ms {
             self.schedule(seq, msg.deliver_at_ms);
         }
         self.refresh(Some(seq), now_ms, false);
+    }
+
+    /// Under `Exclusive`: whether `consumer` is (or now becomes) the active consumer. The
+    /// active one stays active while it holds a lease or asked within the queue's lease.
+    fn take_turn(&mut self, consumer: &str, now_ms: i64) -> bool {
+        if let Some((active, last_seen)) = &self.active
+            && &**active != consumer
+        {
+            let holds = self
+                .consumers
+                .get(&**active)
+                .is_some_and(|c| c.in_flight > 0);
+            if holds || now_ms.saturating_sub(*last_seen) < millis(self.default_lease) {
+                return false;
+            }
+        }
+        self.active = Some((consumer.into(), now_ms));
+        true
     }
 
     /// Caps how many messages `consumer` may hold in flight at once; `None` lifts the cap.
@@ -322,6 +349,9 @@ impl QueueState {
         lease: Option<Duration>,
         now_ms: i64,
     ) -> Vec<Delivery> {
+        if self.exclusive && !self.take_turn(consumer, now_ms) {
+            return Vec::new();
+        }
         let lease = lease
             .unwrap_or(self.default_lease)
             .clamp(Duration::from_millis(1), QueueSpec::MAX_LEASE);
@@ -596,9 +626,11 @@ impl QueueState {
 
     /// Holds `key`'s messages (key-shared queues only): none is delivered until
     /// [`unpark`](Self::unpark); a delivery in flight is not recalled. Other keys are not
-    /// affected. Returns `false` and does nothing on a shared queue, where keys do not order.
+    /// affected. Returns `false` and does nothing on a shared or exclusive queue, where keys
+    /// do not order.
     pub fn park(&mut self, key: &[u8]) -> bool {
-        if !self.key_shared {
+        // Exclusive queues order by one implicit key; user keys mean nothing there.
+        if !self.key_shared || self.exclusive {
             return false;
         }
         if let Some(seq) = self.keys.park(key) {

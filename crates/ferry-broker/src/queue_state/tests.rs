@@ -754,3 +754,51 @@ fn a_tracked_message_costs_48_bytes_plus_what_only_some_need() {
     // The per-message cost of a backlog: keep it from growing by accident.
     assert_eq!(std::mem::size_of::<super::Entry>(), 48);
 }
+
+fn exclusive() -> QueueSpec {
+    QueueSpec {
+        ordering: OrderingMode::Exclusive,
+        ..spec()
+    }
+}
+
+#[test]
+fn exclusive_delivers_one_at_a_time_in_order_to_the_active_consumer() {
+    let mut q = state(&exclusive());
+    for seq in 0..4 {
+        q.track(keyed(seq, &format!("k{seq}")), T0);
+    }
+    let first = q.receive("c1", 10, None, T0);
+    assert_eq!(seqs(&first), [0], "one at a time, whatever the keys");
+    assert!(q.receive("c2", 10, None, T0).is_empty(), "c1 is active");
+    // A retry goes before anything published after it.
+    q.nack(0, first[0].token, Some(Duration::ZERO), None, T0)
+        .unwrap();
+    let again = q.receive("c1", 10, None, T0);
+    assert_eq!((seqs(&again), again[0].delivery), (vec![0], 2));
+    q.ack(0, again[0].token, T0).unwrap();
+    assert_eq!(seqs(&q.receive("c1", 10, None, T0 + SEC)), [1]);
+    // Keys mean nothing here: parking is refused.
+    assert!(!q.park(b"k2"));
+}
+
+#[test]
+fn exclusive_fails_over_once_the_active_consumer_is_gone() {
+    let spec = exclusive();
+    let lease = spec.lease.as_millis() as i64;
+    let mut q = state(&spec);
+    q.track(msg(0), T0);
+    q.track(msg(1), T0);
+    let held = q.receive("c1", 1, None, T0);
+    // While c1 holds a lease, c2 waits.
+    assert!(q.receive("c2", 1, None, T0 + 1).is_empty());
+    q.ack(0, held[0].token, T0 + 2).unwrap();
+    // c1 holds nothing but asked at T0: it stays active until T0 + lease.
+    assert!(q.receive("c2", 1, None, T0 + lease - 1).is_empty());
+    let taken = q.receive("c2", 1, None, T0 + lease);
+    assert_eq!(seqs(&taken), [1], "c2 took over");
+    assert!(
+        q.receive("c1", 1, None, T0 + lease).is_empty(),
+        "and c1 now waits"
+    );
+}
