@@ -37,7 +37,7 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ferry_broker::{
     Acked, Backoff, Broker, BrokerConfig, BrokerError, Durability, MessageId, OrderingMode,
@@ -48,7 +48,9 @@ use ferry_storage::ManualClock;
 #[path = "support/killed_child.rs"]
 mod killed_child;
 
-use killed_child::{Kill, Killed, fail, now_ms, run_and_kill, say, splitmix};
+use killed_child::{
+    Kill, Killed, ROUNDS, fail, kill_for, now_ms, run_and_kill, say, seed_from_env, splitmix,
+};
 
 const CHILD_DIR_ENV: &str = "FERRY_BROKER_CRASH_CHILD_DIR";
 const CHILD_ROUND_ENV: &str = "FERRY_BROKER_CRASH_ROUND";
@@ -751,15 +753,7 @@ fn verify(dir: &Path, state: &mut DirState, clock_ms: i64, label: &str) -> Strin
 
 #[test]
 fn sigkill_under_publish_and_ack_load_loses_no_published_message_and_resurrects_no_acked_one() {
-    let seed = std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = seed_from_env(SEED_ENV);
     println!("broker crash test seed {seed} (replay with {SEED_ENV}={seed})");
     let mut rng = fastrand::Rng::with_seed(seed);
     let root = tempfile::tempdir().unwrap();
@@ -770,30 +764,12 @@ fn sigkill_under_publish_and_ack_load_loses_no_published_message_and_resurrects_
         .map(|i| root.path().join(format!("acked-{i}.txt")))
         .collect();
     let mut states: Vec<DirState> = (0..dirs.len()).map(|_| DirState::default()).collect();
-    // (directory, verify in the parent afterwards, kill while possibly still recovering).
-    // Directories 1 and 2 are crashed two and three times before the parent looks, so a
-    // child recovers the previous child's leftovers, serves them and is killed in turn.
-    let plan = [
-        (0, true, false),
-        (1, false, false),
-        (1, true, false),
-        (0, true, false),
-        (2, false, false),
-        (2, false, true),
-        (2, true, false),
-        (0, true, false),
-    ];
     let started = Instant::now();
     let (mut total_published, mut total_acked) = (0, 0);
     let mut checkpointed_journals = 0;
-    for (round, &(d, verify_after, early)) in plan.iter().enumerate() {
+    for (round, &(d, verify_after, early)) in ROUNDS.iter().enumerate() {
         let round = round as u32;
-        let kill = if early {
-            // Reopening a used directory takes the child about 200 ms to get ready.
-            Kill::AfterSpawn(Duration::from_millis(20 + rng.u64(..250)))
-        } else {
-            Kill::AfterReady(Duration::from_millis(50 + rng.u64(..450)))
-        };
+        let kill = kill_for(&mut rng, early);
         let run = ChildRun {
             round,
             seed: rng.u64(..),
@@ -836,7 +812,7 @@ fn sigkill_under_publish_and_ack_load_loses_no_published_message_and_resurrects_
     }
     println!(
         "{} rounds, {total_published} published, {total_acked} acked, {:?}",
-        plan.len(),
+        ROUNDS.len(),
         started.elapsed()
     );
     assert!(

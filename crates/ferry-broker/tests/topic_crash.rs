@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ferry_broker::topic::partitioner::partition_for_key;
 use ferry_broker::{
@@ -74,7 +74,9 @@ use ferry_storage::ManualClock;
 #[path = "support/killed_child.rs"]
 mod killed_child;
 
-use killed_child::{Kill, Killed, fail, now_ms, run_and_kill, say, splitmix};
+use killed_child::{
+    Kill, Killed, ROUNDS, fail, kill_for, now_ms, run_and_kill, say, seed_from_env, splitmix,
+};
 
 const CHILD_DIR_ENV: &str = "FERRY_TOPIC_CRASH_CHILD_DIR";
 const CHILD_ROUND_ENV: &str = "FERRY_TOPIC_CRASH_ROUND";
@@ -1028,15 +1030,7 @@ fn verify(dir: &Path, state: &mut DirState, label: &str) -> String {
 
 #[test]
 fn sigkill_while_publishing_to_topics_loses_no_acknowledged_message_and_duplicates_none() {
-    let seed = std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = seed_from_env(SEED_ENV);
     println!("topic crash test seed {seed} (replay with {SEED_ENV}={seed})");
     let mut rng = fastrand::Rng::with_seed(seed);
     let root = tempfile::tempdir().unwrap();
@@ -1047,30 +1041,11 @@ fn sigkill_while_publishing_to_topics_loses_no_acknowledged_message_and_duplicat
         .map(|i| root.path().join(format!("idempotent-{i}.txt")))
         .collect();
     let mut states: Vec<DirState> = (0..dirs.len()).map(|_| DirState::new()).collect();
-    // (directory, verify in the parent afterwards, kill while possibly still recovering).
-    // Directories 1 and 2 are crashed two and three times before the parent looks, so a
-    // child recovers the previous child's torn tails, resends its idempotent batches and is
-    // killed in turn.
-    let plan = [
-        (0, true, false),
-        (1, false, false),
-        (1, true, false),
-        (0, true, false),
-        (2, false, false),
-        (2, false, true),
-        (2, true, false),
-        (0, true, false),
-    ];
     let started = Instant::now();
     let (mut total_published, mut total_retries) = (0, 0);
-    for (round, &(d, verify_after, early)) in plan.iter().enumerate() {
+    for (round, &(d, verify_after, early)) in ROUNDS.iter().enumerate() {
         let round = round as u32;
-        let kill = if early {
-            // Reopening a used directory takes the child some 100 ms to get ready.
-            Kill::AfterSpawn(Duration::from_millis(20 + rng.u64(..250)))
-        } else {
-            Kill::AfterReady(Duration::from_millis(50 + rng.u64(..450)))
-        };
+        let kill = kill_for(&mut rng, early);
         let run = ChildRun {
             round,
             seed: rng.u64(..),
@@ -1106,7 +1081,7 @@ fn sigkill_while_publishing_to_topics_loses_no_acknowledged_message_and_duplicat
     }
     println!(
         "{} rounds, {total_published} published, {total_retries} retries, {:?}",
-        plan.len(),
+        ROUNDS.len(),
         started.elapsed()
     );
     assert!(

@@ -152,3 +152,41 @@ pub fn fail(what: &str) -> ! {
     say(&format!("\nFAIL {what}\n"));
     std::process::exit(3);
 }
+
+/// The run's seed: `env` if set (to replay a run), else from the clock.
+pub fn seed_from_env(env: &str) -> u64 {
+    std::env::var(env)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}
+
+/// The crash tests' rounds: (directory, verify in the parent afterwards, kill while
+/// possibly still recovering). Directories 1 and 2 are crashed two and three times before
+/// the parent looks, so a child recovers the previous child's leftovers and is killed in
+/// turn.
+pub const ROUNDS: [(usize, bool, bool); 8] = [
+    (0, true, false),
+    (1, false, false),
+    (1, true, false),
+    (0, true, false),
+    (2, false, false),
+    (2, false, true),
+    (2, true, false),
+    (0, true, false),
+];
+
+/// When to kill a round's child: early (while a reopening child, ready in a few hundred ms,
+/// may still recover) or some time after it said it is ready.
+pub fn kill_for(rng: &mut fastrand::Rng, early: bool) -> Kill {
+    if early {
+        Kill::AfterSpawn(Duration::from_millis(20 + rng.u64(..250)))
+    } else {
+        Kill::AfterReady(Duration::from_millis(50 + rng.u64(..450)))
+    }
+}
