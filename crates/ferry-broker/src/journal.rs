@@ -15,8 +15,9 @@
 //! | 7   | `Unparked`     | key (rest)                                                  |
 //! | 8   | `Dropped`      | seq u64 (overflow policy `DropHead`)                        |
 //! | 9   | `Extended`     | seq u64, until i64 (a lease's new deadline)                 |
-//! | 10  | `CheckpointBegin` | low u64, end u64, then six u64 counters: acked, nacked,  |
-//! |     |                | dead-lettered, dropped, cancelled, redriven                 |
+//! | 10  | `CheckpointBegin` | low u64, end u64, then seven u64 counters: acked, nacked, |
+//! |     |                | dead-lettered, dropped, cancelled, redriven, skipped (a     |
+//! |     |                | checkpoint written before `skipped` existed has six)        |
 //! | 11  | `CheckpointLive` | runs of (from u64, to u64): unsettled, never delivered     |
 //! | 12  | `CheckpointDelivered` | (seq u64, deliveries u32, not before i64 or i64::MIN)…|
 //! | 13  | `CheckpointParked` | key (rest)                                              |
@@ -26,6 +27,8 @@
 //! |     |                | for none), error (u16 length, u16::MAX for none, then the   |
 //! |     |                | bytes), last consumer (rest; a leading 0 for none, 1 before |
 //! |     |                | the name)                                                   |
+//! | 17  | `Skipped`      | seq u64 (a subscription's reference whose topic record the |
+//! |     |                | topic's retention deleted before it was settled)           |
 //!
 //! A failed attempt's time is its record's timestamp.
 //!
@@ -115,6 +118,11 @@ pub enum JournalEvent {
         seq: Seq,
         record: FailureRecord,
     },
+    /// A subscription's reference taken out because its topic's retention, set to override
+    /// subscriptions, deletes the record it stands for.
+    Skipped {
+        seq: Seq,
+    },
 }
 
 /// A queue's event counters since it was created, carried by checkpoints so they survive
@@ -128,6 +136,7 @@ pub struct Counts {
     pub dropped: u64,
     pub cancelled: u64,
     pub redriven: u64,
+    pub skipped: u64,
 }
 
 impl Counts {
@@ -140,6 +149,7 @@ impl Counts {
             JournalEvent::Dropped { .. } => self.dropped += 1,
             JournalEvent::Cancelled { .. } => self.cancelled += 1,
             JournalEvent::Redriven { .. } => self.redriven += 1,
+            JournalEvent::Skipped { .. } => self.skipped += 1,
             _ => {}
         }
     }
@@ -153,7 +163,8 @@ impl JournalEvent {
             | JournalEvent::DeadLettered { seq, .. }
             | JournalEvent::Cancelled { seq }
             | JournalEvent::Dropped { seq }
-            | JournalEvent::Redriven { seq } => Some(*seq),
+            | JournalEvent::Redriven { seq }
+            | JournalEvent::Skipped { seq } => Some(*seq),
             _ => None,
         }
     }
@@ -234,6 +245,7 @@ impl JournalEvent {
                     counts.dropped,
                     counts.cancelled,
                     counts.redriven,
+                    counts.skipped,
                 ] {
                     out.put_u64_le(count);
                 }
@@ -258,6 +270,10 @@ impl JournalEvent {
                 out.put_slice(key);
             }
             JournalEvent::CheckpointEnd => out.put_u8(14),
+            JournalEvent::Skipped { seq } => {
+                out.put_u8(17);
+                out.put_u64_le(*seq);
+            }
             JournalEvent::Redriven { seq } => {
                 out.put_u8(15);
                 out.put_u64_le(*seq);
@@ -353,6 +369,7 @@ impl JournalEvent {
                     dropped: r.u64()?,
                     cancelled: r.u64()?,
                     redriven: r.u64()?,
+                    skipped: if r.0.is_empty() { 0 } else { r.u64()? },
                 },
             },
             11 => {
@@ -407,6 +424,7 @@ impl JournalEvent {
                     },
                 }
             }
+            17 => JournalEvent::Skipped { seq: r.u64()? },
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -510,8 +528,10 @@ mod tests {
                     dropped: 4,
                     cancelled: 5,
                     redriven: 6,
+                    skipped: 7,
                 },
             },
+            JournalEvent::Skipped { seq: 8 },
             JournalEvent::CheckpointLive {
                 runs: vec![(3, 4), (6, 9)],
             },
@@ -585,5 +605,23 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_checkpoint_begin_with_six_counters_reads_as_none_skipped() {
+        let mut value = vec![1u8, 10];
+        for field in [3u64, 9, 1, 2, 3, 4, 5, 6] {
+            value.extend_from_slice(&field.to_le_bytes());
+        }
+        let event = JournalEvent::decode(&Bytes::from(value.clone())).unwrap();
+        let JournalEvent::CheckpointBegin { counts, .. } = event else {
+            panic!("{event:?}");
+        };
+        assert_eq!((counts.redriven, counts.skipped), (6, 0));
+        // Neither a partial seventh counter nor an eighth.
+        value.push(0);
+        assert!(JournalEvent::decode(&Bytes::from(value.clone())).is_err());
+        value.extend_from_slice(&[0; 15]);
+        assert!(JournalEvent::decode(&Bytes::from(value)).is_err());
     }
 }

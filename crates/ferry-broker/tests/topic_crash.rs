@@ -308,6 +308,7 @@ fn spec(partitions: u32, keyless: KeylessPlacement) -> TopicSpec {
         retention: TopicRetention {
             max_age: None,
             max_bytes: None,
+            ..TopicRetention::default()
         },
         ..TopicSpec::default()
     }

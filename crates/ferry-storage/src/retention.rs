@@ -34,39 +34,23 @@ pub struct RetentionReport {
 }
 
 impl Log {
+    /// The start offset the log would have if `policy` were applied now: where a caller
+    /// that must release what retention will delete (a subscription's references) stops.
+    /// Applying the same policy with `keep_from` at that offset then deletes no more.
+    pub fn start_offset_after_retention(&self, policy: &RetentionPolicy) -> u64 {
+        let shared = self.shared();
+        let now = shared.clock.now_ms();
+        let segments = shared.segments.read().expect("segments lock");
+        // Never past the active segment, which is never deleted: `count < len`.
+        segments[doomed_prefix(&segments, policy, now)].base_offset
+    }
+
     pub fn apply_retention(&self, policy: &RetentionPolicy) -> Result<RetentionReport> {
         let shared = self.shared();
         let now = shared.clock.now_ms();
         let doomed: Vec<Arc<Segment>> = {
             let mut segments = shared.segments.write().expect("segments lock");
-            let mut total: u64 = segments.iter().map(|s| s.extent().len).sum();
-            let mut count = 0;
-            // The last segment is the active one and is never deleted, sealed or not.
-            let deletable = segments.len().saturating_sub(1);
-            for segment in segments[..deletable].iter() {
-                let extent = segment.extent();
-                if !extent.sealed {
-                    break;
-                }
-                if policy
-                    .keep_from
-                    .is_some_and(|keep| extent.next_offset > keep)
-                {
-                    break;
-                }
-                let too_old = policy.max_age.is_some_and(|age| {
-                    extent.max_timestamp < now.saturating_sub(age.as_millis() as i64)
-                });
-                let too_big = policy.max_bytes.is_some_and(|max| total > max);
-                let consumed = policy
-                    .low_watermark
-                    .is_some_and(|w| extent.next_offset <= w);
-                if !(too_old || too_big || consumed) {
-                    break;
-                }
-                total -= extent.len;
-                count += 1;
-            }
+            let count = doomed_prefix(&segments, policy, now);
             segments.drain(..count).collect()
         };
         let mut report = RetentionReport {
@@ -113,4 +97,37 @@ impl Log {
         }
         Ok(report)
     }
+}
+
+/// How many segments from the front `policy` deletes.
+fn doomed_prefix(segments: &[Arc<Segment>], policy: &RetentionPolicy, now: i64) -> usize {
+    let mut total: u64 = segments.iter().map(|s| s.extent().len).sum();
+    let mut count = 0;
+    // The last segment is the active one and is never deleted, sealed or not.
+    let deletable = segments.len().saturating_sub(1);
+    for segment in segments[..deletable].iter() {
+        let extent = segment.extent();
+        if !extent.sealed {
+            break;
+        }
+        if policy
+            .keep_from
+            .is_some_and(|keep| extent.next_offset > keep)
+        {
+            break;
+        }
+        let too_old = policy
+            .max_age
+            .is_some_and(|age| extent.max_timestamp < now.saturating_sub(age.as_millis() as i64));
+        let too_big = policy.max_bytes.is_some_and(|max| total > max);
+        let consumed = policy
+            .low_watermark
+            .is_some_and(|w| extent.next_offset <= w);
+        if !(too_old || too_big || consumed) {
+            break;
+        }
+        total -= extent.len;
+        count += 1;
+    }
+    count
 }

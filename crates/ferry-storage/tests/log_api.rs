@@ -236,6 +236,65 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
 }
 
 #[test]
+fn the_start_after_retention_is_predicted_without_deleting() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let log = Log::open_with_clock(dir.path(), small_config(), Arc::new(clock.clone())).unwrap();
+    for i in 0..400 {
+        clock.set(i as i64 * 1000);
+        log.append(vec![
+            NewRecord::new(vec![1u8; 60]).with_timestamp(i as i64 * 1000),
+        ])
+        .unwrap();
+    }
+    let everything = RetentionPolicy {
+        max_bytes: Some(1),
+        ..Default::default()
+    };
+    let all_but_active = log.start_offset_after_retention(&everything);
+    assert!(all_but_active > 0 && all_but_active < 400);
+    for policy in [
+        RetentionPolicy {
+            max_age: Some(Duration::from_secs(300)),
+            ..Default::default()
+        },
+        RetentionPolicy {
+            max_bytes: Some(20 * 1024),
+            ..Default::default()
+        },
+        everything,
+    ] {
+        let (start, segments) = (log.start_offset(), log.segment_count());
+        let predicted = log.start_offset_after_retention(&policy);
+        assert!(
+            predicted > start,
+            "each policy here deletes more than the last: {policy:?}"
+        );
+        assert_eq!(
+            (log.start_offset(), log.segment_count()),
+            (start, segments),
+            "a prediction deletes nothing"
+        );
+        // Held at the prediction, the policy deletes exactly up to it.
+        let report = log
+            .apply_retention(&RetentionPolicy {
+                keep_from: Some(predicted),
+                ..policy.clone()
+            })
+            .unwrap();
+        assert_eq!(
+            (report.start_offset, log.start_offset()),
+            (predicted, predicted)
+        );
+    }
+    assert_eq!(log.start_offset(), all_but_active);
+    assert_eq!(
+        log.start_offset_after_retention(&RetentionPolicy::default()),
+        all_but_active
+    );
+}
+
+#[test]
 fn every_durability_mode_acknowledges_and_persists() {
     for durability in [
         Durability::Fsync,

@@ -157,6 +157,10 @@ pub struct QueueStats {
     pub cancelled: u64,
     /// Moved out of this dead-letter queue by [`Broker::redrive`].
     pub redriven: u64,
+    /// A subscription's messages taken out unsettled because the topic's retention, set to
+    /// override subscriptions, deleted them (see
+    /// [`TopicRetention::overrides_subscriptions`](crate::TopicRetention::overrides_subscriptions)).
+    pub skipped: u64,
 }
 
 /// The embedded broker; cheap to clone (an `Arc`).
@@ -454,6 +458,7 @@ impl Broker {
                 dropped: counts.dropped,
                 cancelled: counts.cancelled,
                 redriven: counts.redriven,
+                skipped: counts.skipped,
             },
         })
     }

@@ -186,6 +186,7 @@ async fn topic_retention_keeps_what_a_subscription_has_not_settled() {
         retention: TopicRetention {
             max_age: None,
             max_bytes: Some(1),
+            ..TopicRetention::default()
         },
         ..spec(1)
     };

@@ -98,6 +98,7 @@ async fn topics_are_created_listed_described_and_kept_across_reopen() {
         retention: TopicRetention {
             max_age: None,
             max_bytes: Some(1 << 20),
+            ..TopicRetention::default()
         },
         ..spec(3)
     };
@@ -434,6 +435,7 @@ async fn retention_by_bytes_deletes_whole_oldest_segments_of_each_partition() {
         retention: TopicRetention {
             max_age: None,
             max_bytes: Some(50_000),
+            ..TopicRetention::default()
         },
         ..spec(2)
     };
@@ -481,6 +483,7 @@ async fn retention_by_age_deletes_segments_whose_records_are_all_too_old() {
         retention: TopicRetention {
             max_age: Some(Duration::from_secs(3600)),
             max_bytes: None,
+            ..TopicRetention::default()
         },
         ..spec(1)
     };
@@ -539,6 +542,7 @@ async fn bad_input_is_a_typed_error_that_changes_nothing() {
         retention: TopicRetention {
             max_age: None,
             max_bytes: Some(0),
+            ..TopicRetention::default()
         },
         ..spec(1)
     };

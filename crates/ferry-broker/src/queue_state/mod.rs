@@ -587,6 +587,18 @@ impl QueueState {
         true
     }
 
+    /// Removes a tracked message whatever its state — ready, scheduled or in flight (its
+    /// lease ends: an ack for it then finds nothing) — with no effect: what it stood for is
+    /// gone (a subscription's topic record deleted by retention). Returns `false` for a seq
+    /// not tracked.
+    pub fn skip(&mut self, seq: Seq, now_ms: i64) -> bool {
+        let Some((_, _, next)) = self.remove(seq) else {
+            return false;
+        };
+        self.refresh(next, now_ms, true);
+        true
+    }
+
     /// Every tracked seq, in publish order.
     pub fn seqs(&self) -> Vec<Seq> {
         self.entries.iter().map(|(seq, _)| seq).collect()

@@ -495,6 +495,39 @@ fn same_key_waits_for_the_in_flight_message() {
 }
 
 #[test]
+fn a_skipped_message_leaves_whatever_its_state_and_releases_its_key() {
+    let mut q = state(&key_shared());
+    q.track(keyed(1, "a"), T0);
+    q.track(keyed(2, "a"), T0);
+    q.track(msg(3), T0);
+    q.track(
+        Tracked {
+            deliver_at_ms: T0 + 60 * SEC,
+            ..msg(4)
+        },
+        T0,
+    );
+    let got = q.receive("c1", 10, None, T0);
+    assert_eq!(seqs(&got), [1, 3]);
+    q.take_effects();
+    // In flight: its lease ends, and its key's next message is ready at once.
+    assert!(q.skip(1, T0));
+    assert_eq!(q.take_effects(), [Effect::Ready { seq: 2 }]);
+    assert!(
+        matches!(q.ack(1, got[0].token, T0), Ok(Acked::AlreadySettled)),
+        "a late ack finds nothing to settle"
+    );
+    // Scheduled and ready ones go too, and nothing is left of any of them.
+    assert!(q.skip(4, T0));
+    assert!(q.skip(2, T0));
+    assert!(!q.skip(2, T0), "no longer tracked");
+    assert_eq!(q.seqs(), [3]);
+    assert_eq!(q.receive("c2", 10, None, T0 + 120 * SEC), []);
+    q.ack(3, got[1].token, T0).unwrap();
+    assert_eq!(q.size(), (0, 0));
+}
+
+#[test]
 fn dead_lettered_head_releases_its_key() {
     let mut q = state(&key_shared());
     q.track(keyed(1, "a"), T0);

@@ -27,6 +27,10 @@ pub fn encode(spec: &TopicSpec) -> String {
                 .map_or("none".to_owned(), |b| b.to_string()),
         ),
         (
+            "retention.overrides_subscriptions",
+            spec.retention.overrides_subscriptions.to_string(),
+        ),
+        (
             "keyless",
             match spec.keyless {
                 KeylessPlacement::RoundRobin => "round_robin",
@@ -80,6 +84,16 @@ pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
                 other => Some(parse_duration(other)?),
             },
             max_bytes: f.optional("retention.max_bytes")?,
+            // Absent from specs stored before the setting existed: those waited.
+            overrides_subscriptions: match f.0.remove("retention.overrides_subscriptions") {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "retention.overrides_subscriptions {other:?} is neither true nor false"
+                    ));
+                }
+            },
         },
         keyless: match f.take("keyless")? {
             "round_robin" => KeylessPlacement::RoundRobin,
@@ -114,6 +128,7 @@ mod tests {
             retention: TopicRetention {
                 max_age: None,
                 max_bytes: Some(12_345),
+                overrides_subscriptions: true,
             },
             keyless: KeylessPlacement::RoundRobin,
             durability: Durability::Interval(Duration::from_nanos(250_000_001)),
@@ -133,7 +148,8 @@ mod tests {
         assert_eq!(
             encode(&TopicSpec::default()),
             "ferry-topic-spec 1\npartitions=1\nretention.max_age=604800.000000000\n\
-             retention.max_bytes=none\nkeyless=sticky_batch\ndurability=fsync\n\
+             retention.max_bytes=none\nretention.overrides_subscriptions=false\n\
+             keyless=sticky_batch\ndurability=fsync\n\
              producer_state_window=604800.000000000\n"
         );
     }
@@ -159,6 +175,11 @@ mod tests {
         );
         let odd_value = text.replace("keyless=sticky_batch", "keyless=random");
         assert!(decode(odd_value.as_bytes()).is_err());
+        let odd_flag = text.replace("subscriptions=false", "subscriptions=yes");
+        assert!(decode(odd_flag.as_bytes()).unwrap_err().contains("neither"));
+        // Stored before the setting existed: retention waited for subscriptions.
+        let older = text.replace("retention.overrides_subscriptions=false\n", "");
+        assert_eq!(decode(older.as_bytes()).unwrap(), TopicSpec::default());
         let queue_spec = crate::spec_codec::encode(&crate::QueueSpec::default());
         assert!(
             decode(queue_spec.as_bytes())

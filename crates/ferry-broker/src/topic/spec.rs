@@ -14,6 +14,12 @@ const DAY: u64 = 24 * 3600;
 /// How long a topic keeps records. Either bound, or both, or neither (keep forever).
 /// Retention deletes whole segments of a partition's log, oldest first, so a partition may
 /// keep somewhat more (up to one segment) than the bounds say — never less.
+///
+/// By default the bounds yield to subscriptions: a record a subscription has not settled
+/// (or not yet taken in) is kept however old, so a stalled subscription makes its topic
+/// grow — watch its lag. With [`overrides_subscriptions`](Self::overrides_subscriptions)
+/// the bounds win instead, as in Kafka, and what a subscription loses is counted and
+/// reported, never silent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicRetention {
     /// Records older than this (by publish time) are deleted.
@@ -21,6 +27,13 @@ pub struct TopicRetention {
     /// The most bytes each partition keeps — per partition, as Kafka's `retention.bytes`:
     /// a topic of 3 partitions keeps up to three times this.
     pub max_bytes: Option<u64>,
+    /// Whether the bounds apply to records subscriptions still need. When `true`, a
+    /// subscription's unsettled messages (ready, delayed, retrying or in flight) whose
+    /// records retention deletes are taken out of it — counted in its queue's
+    /// [`skipped`](crate::QueueStats::skipped) — and the topic offsets it loses are
+    /// reported as ranges by [`describe_subscription`](crate::Broker::describe_subscription).
+    /// Default `false`: retention waits for subscriptions.
+    pub overrides_subscriptions: bool,
 }
 
 impl Default for TopicRetention {
@@ -29,6 +42,7 @@ impl Default for TopicRetention {
         TopicRetention {
             max_age: Some(Duration::from_secs(7 * DAY)),
             max_bytes: None,
+            overrides_subscriptions: false,
         }
     }
 }
@@ -211,6 +225,7 @@ mod tests {
             retention: TopicRetention {
                 max_age: None,
                 max_bytes: None,
+                ..TopicRetention::default()
             },
             ..TopicSpec::default()
         };
