@@ -204,7 +204,7 @@ impl Broker {
             }
         }
         self.maintain_groups();
-        if let Err(error) = self.maintain_topics(&mut report) {
+        if let Err(error) = self.maintain_topics(&mut report).await {
             first_error.get_or_insert(error);
         }
         match first_error {

@@ -10,6 +10,7 @@ use ferry_storage::ManualClock;
 use super::tests::T0;
 use super::topic_tests::{open, spec};
 use super::*;
+use crate::SkippedRange;
 use crate::filter::Filter;
 use crate::subscription::{SubscriptionSpec, SubscriptionStart};
 use crate::topic::{TopicRetention, TopicSpec};
@@ -456,4 +457,82 @@ async fn an_exclusive_subscription_serves_one_consumer_in_order_and_fails_over()
     clock.advance(10_000);
     let taken = broker.receive("s", "b", 10, None, None).await.unwrap();
     assert_eq!(numbers(&taken), BTreeSet::from([1]));
+}
+
+#[tokio::test]
+async fn retention_that_overrides_subscriptions_takes_their_unsettled_messages_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let tiny = TopicSpec {
+        retention: TopicRetention {
+            max_age: None,
+            max_bytes: Some(1),
+            overrides_subscriptions: true,
+        },
+        ..spec(1)
+    };
+    broker.create_topic("t", tiny).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    for i in 0..60 {
+        let big = OutgoingMessage::new(vec![b'x'; 900]).with_header("n", i.to_string());
+        broker.publish_to_topic("t", vec![big]).await.unwrap();
+    }
+    // One in flight, one waiting for its retry, the rest ready: all unsettled.
+    let got = broker.receive("s", "c", 2, None, None).await.unwrap();
+    broker
+        .nack(
+            "s",
+            got[1].seq,
+            got[1].token,
+            Some(Duration::from_secs(60)),
+            None,
+        )
+        .await
+        .unwrap();
+    broker.maintain_now(false).await.unwrap();
+    let start = broker.describe_topic("t").unwrap().partitions[0].start_offset;
+    assert!(start >= 2, "retention deleted past both held messages");
+
+    let check = |broker: &Broker| {
+        let info = broker.describe_subscription("s").unwrap();
+        assert_eq!(
+            info.skipped,
+            [SkippedRange {
+                partition: 0,
+                from: 0,
+                to: start,
+                dropped: start,
+                unread: 0,
+            }]
+        );
+        assert_eq!(info.queue.stats.skipped, start);
+    };
+    check(&broker);
+    assert_eq!(
+        broker.ack("s", got[0].seq, got[0].token).await.unwrap(),
+        Acked::AlreadySettled,
+        "a late ack of a skipped message settles nothing"
+    );
+    clock.advance(120_000);
+    let rest = drain(&broker, "s").await;
+    assert_eq!(numbers(&rest), (start as usize..60).collect());
+    assert_eq!(rest.len(), 60 - start as usize, "no duplicates");
+    broker.maintain_now(false).await.unwrap();
+    check(&broker);
+    drop(broker);
+
+    let broker = open(dir.path(), &clock).await;
+    check(&broker);
+    assert!(
+        drain(&broker, "s").await.is_empty(),
+        "nothing skipped comes back"
+    );
+    broker.delete_queue("s").await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    assert_eq!(
+        broker.describe_subscription("s").unwrap().skipped,
+        [],
+        "a new subscription of the same name starts clean"
+    );
 }

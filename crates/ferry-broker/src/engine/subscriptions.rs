@@ -19,7 +19,8 @@
 //!
 //! **Retention.** A topic's retention never deletes a record a subscription has not
 //! settled or not yet considered: per partition it keeps everything from the lowest
-//! unsettled referenced offset, or the durable cursor if lower.
+//! unsettled referenced offset, or the durable cursor if lower — unless the topic's
+//! retention overrides subscriptions, and then what they lose is recorded (see `skips`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -35,6 +36,10 @@ use crate::queue_state::Seq;
 use crate::seq_ranges::SeqRanges;
 use crate::subscription::{self, SubscriptionSpec, SubscriptionStart, TopicRef};
 use crate::topic::Position;
+
+mod skips;
+
+pub use skips::SkippedRange;
 
 const SUBSCRIPTION_PREFIX: &str = "subscription/";
 const CURSOR_PREFIX: &str = "subscription-cursor/";
@@ -62,6 +67,8 @@ struct LinkState {
     pending: Vec<SeqRanges>,
     /// Reference seq → topic position, for the seqs in `pending`.
     positions: HashMap<Seq, (u32, u64)>,
+    /// What the topic's retention took before the subscription settled it.
+    skipped: Vec<SkippedRange>,
 }
 
 impl LinkState {
@@ -487,6 +494,9 @@ pub(super) fn link_subscriptions(
         if let Some(cursors) = meta.get(&format!("{CURSOR_PREFIX}{name}")) {
             link.set_cursors(&decode_cursors(&cursors));
         }
+        if let Some(ranges) = meta.get(&format!("{}{name}", skips::SKIPS_PREFIX)) {
+            link.set_skipped(skips::decode(&ranges));
+        }
         queue.attach(Arc::clone(&link));
         topic.subscribe(Arc::clone(&link));
         links.push(link);
@@ -546,14 +556,16 @@ impl Broker {
             queue: self.describe_queue(name)?,
             spec: link.spec.clone(),
             not_yet_considered,
+            skipped: link.skipped(),
         })
     }
 
     /// The metadata a subscription adds to its queue's, for `delete_queue`.
-    pub(super) fn subscription_keys(name: &crate::name::Name) -> [String; 2] {
+    pub(super) fn subscription_keys(name: &crate::name::Name) -> [String; 3] {
         [
             format!("{SUBSCRIPTION_PREFIX}{name}"),
             format!("{CURSOR_PREFIX}{name}"),
+            format!("{}{name}", skips::SKIPS_PREFIX),
         ]
     }
 }
@@ -567,6 +579,9 @@ pub struct SubscriptionInfo {
     /// Topic records the subscription has not taken in yet (catch-up in progress), which
     /// its queue stats do not count.
     pub not_yet_considered: u64,
+    /// Topic offsets the subscription lost to a retention that overrides subscriptions,
+    /// oldest first; empty otherwise.
+    pub skipped: Vec<SkippedRange>,
 }
 
 fn records_missing(offsets: &[u64], held: impl Fn(u64) -> bool) -> bool {

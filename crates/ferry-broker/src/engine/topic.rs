@@ -374,13 +374,16 @@ impl Partition {
     /// Applies the topic's retention, keeping every segment from offset `keep_from` on (what
     /// a subscription still needs).
     pub fn retain(&self, spec: &TopicSpec, keep_from: Option<u64>) -> Result<(usize, u64)> {
-        let report = self.log.apply_retention(&RetentionPolicy {
-            max_age: spec.retention.max_age,
-            max_bytes: spec.retention.max_bytes,
-            low_watermark: None,
-            keep_from,
-        })?;
+        let report = self
+            .log
+            .apply_retention(&retention_policy(spec, keep_from))?;
         Ok((report.deleted_segments, report.deleted_bytes))
+    }
+
+    /// Where the partition would start if the topic's retention ignored every hold.
+    pub fn start_after_retention(&self, spec: &TopicSpec) -> u64 {
+        self.log
+            .start_offset_after_retention(&retention_policy(spec, None))
     }
 
     /// The producers' table, rebuilt on first use from the records of the last
@@ -419,5 +422,14 @@ impl Partition {
             *table = Some(rebuilt);
         }
         Ok(table.as_mut().expect("loaded above"))
+    }
+}
+
+fn retention_policy(spec: &TopicSpec, keep_from: Option<u64>) -> RetentionPolicy {
+    RetentionPolicy {
+        max_age: spec.retention.max_age,
+        max_bytes: spec.retention.max_bytes,
+        low_watermark: None,
+        keep_from,
     }
 }

@@ -479,7 +479,7 @@ impl Broker {
     /// Applies every topic's retention, and forgets idempotent producers silent for longer
     /// than the topic's window (a partition in the middle of an idempotent publish is left
     /// for the next pass).
-    pub(super) fn maintain_topics(&self, report: &mut MaintenanceReport) -> Result<()> {
+    pub(super) async fn maintain_topics(&self, report: &mut MaintenanceReport) -> Result<()> {
         for topic in self.topic_list() {
             let shape = topic.shape();
             let cutoff = self
@@ -487,8 +487,16 @@ impl Broker {
                 .saturating_sub(millis(shape.spec.producer_state_window));
             let links = topic.fanout.links();
             for partition in &shape.partitions {
-                // Nothing a subscription has not settled or not yet considered goes.
-                let keep_from = links.iter().filter_map(|l| l.hold(partition.index)).min();
+                // Nothing a subscription has not settled or not yet considered goes —
+                // unless the topic says otherwise, and then the subscriptions let it go.
+                let keep_from = if shape.spec.retention.overrides_subscriptions && !links.is_empty()
+                {
+                    let target = partition.start_after_retention(&shape.spec);
+                    self.release_for_retention(&links, partition, target)
+                        .await?
+                } else {
+                    links.iter().filter_map(|l| l.hold(partition.index)).min()
+                };
                 let (segments, bytes) = partition.retain(&shape.spec, keep_from)?;
                 report.deleted_segments += segments;
                 report.deleted_bytes += bytes;
