@@ -275,28 +275,37 @@ impl Queue {
     /// Appends journal events — under the state lock, so the journal's order is the order
     /// the state changed in and a checkpoint sees every event before it — and returns a
     /// receiver for their durability. Settling events leave [`Inner::live`] here, and every
-    /// event is counted in [`Inner::counts`].
+    /// event is counted in [`Inner::counts`]. A subscription's topic learns of a settled
+    /// reference only once the event is durable: until then its topic's retention must
+    /// keep the record, which a crash would bring back unsettled.
     pub fn journal(
         &self,
         inner: &mut Inner,
         events: &[JournalEvent],
         now_ms: i64,
     ) -> oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>> {
+        let mut settled = Vec::new();
         for event in events {
             inner.counts.count(event);
             if let Some(seq) = event.settles() {
                 inner.live.remove(seq);
                 inner.deliveries.remove(&seq);
-                if let Some(link) = self.source.get() {
-                    link.settled(seq);
-                }
+                settled.push(seq);
             }
         }
+        let link = self.source.get().filter(|_| !settled.is_empty()).cloned();
         let (tx, rx) = oneshot::channel();
         let poisoned = Arc::clone(&self.poisoned);
         let done = move |result: ferry_storage::Result<ferry_storage::Appended>| {
-            if let Err(error) = &result {
-                poisoned.get_or_init(|| error.to_string());
+            match &result {
+                Ok(_) => {
+                    if let Some(link) = link {
+                        link.settled_many(&settled);
+                    }
+                }
+                Err(error) => {
+                    poisoned.get_or_init(|| error.to_string());
+                }
             }
             let _ = tx.send(result);
         };

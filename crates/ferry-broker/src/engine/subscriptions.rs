@@ -191,11 +191,13 @@ impl Link {
         cursor.durable = cursor.issued;
     }
 
-    /// The reference at `seq` is settled (acked, dead-lettered …).
-    pub fn settled(&self, seq: Seq) {
+    /// The references at `seqs` are settled (acked, dead-lettered …) and that is durable.
+    pub fn settled_many(&self, seqs: &[Seq]) {
         let mut state = self.lock();
-        if let Some((p, offset)) = state.positions.remove(&seq) {
-            state.pending[p as usize].remove(offset);
+        for seq in seqs {
+            if let Some((p, offset)) = state.positions.remove(seq) {
+                state.pending[p as usize].remove(offset);
+            }
         }
     }
 
@@ -343,6 +345,14 @@ impl Link {
                 .max(partition.log.start_offset());
             let end = partition.log.end_offset();
             if from >= end {
+                // Retention deleted records the subscription had considered before a
+                // crash took its cursor back (a saved cursor can lag what retention
+                // used): nothing is lost, the cursor catches up with the partition.
+                let cursor = &mut state.cursors[p as usize];
+                if cursor.in_flight == 0 && cursor.issued < from {
+                    cursor.issued = from;
+                    cursor.durable = from;
+                }
                 continue;
             }
             let records =
