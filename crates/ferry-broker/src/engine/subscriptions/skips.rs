@@ -13,6 +13,10 @@
 //! A partition with reference appends in flight releases only up to its durable cursor
 //! (the appends point past it, at records that must still be there when they land); the
 //! rest goes on a later pass.
+//!
+//! A receive that leased a message in the instant before it was skipped, and reads it
+//! after its record is gone, fails with `MalformedRecord` naming the lost record; the other
+//! messages of that receive come back when their lease ends. Nothing acknowledged is lost.
 
 use std::sync::Arc;
 
