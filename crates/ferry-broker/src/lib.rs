@@ -132,6 +132,7 @@ pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
 pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, StartAt};
+pub use engine::peek::{MAX_PEEK, PeekedMessage};
 pub use engine::subscriptions::{SkippedRange, SubscriptionInfo};
 pub use engine::{
     Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,

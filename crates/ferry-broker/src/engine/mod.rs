@@ -34,6 +34,7 @@ mod dead_letter;
 pub mod groups;
 pub mod housekeeping;
 pub mod limits;
+pub mod peek;
 mod queue;
 mod recovery;
 pub mod redrive;

@@ -60,7 +60,7 @@ pub struct RedriveFilter {
 }
 
 impl RedriveFilter {
-    fn matches(&self, letter: &Message, now_ms: i64) -> bool {
+    pub(crate) fn matches(&self, letter: &Message, now_ms: i64) -> bool {
         let age = now_ms.saturating_sub(letter.published_at);
         self.reason.is_none_or(|reason| {
             letter
