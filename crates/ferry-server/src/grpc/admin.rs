@@ -1,0 +1,177 @@
+//! `ferry.v1.Admin`: queues, topics, subscriptions and consumer groups.
+
+use ferry_broker::{Broker, QueueSpec};
+use ferry_proto::v1::{self, admin_server::Admin};
+use tonic::{Request, Response, Status};
+
+use crate::convert;
+use crate::status::{from_broker, from_convert};
+
+pub struct AdminService {
+    pub broker: Broker,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn create_queue(
+        &self,
+        r: Request<v1::CreateQueueRequest>,
+    ) -> Reply<v1::CreateQueueResponse> {
+        let r = r.into_inner();
+        let spec = convert::queue_spec(r.spec, QueueSpec::default()).map_err(from_convert)?;
+        self.broker
+            .create_queue(&r.name, spec)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::CreateQueueResponse {}))
+    }
+
+    async fn delete_queue(
+        &self,
+        r: Request<v1::DeleteQueueRequest>,
+    ) -> Reply<v1::DeleteQueueResponse> {
+        self.broker
+            .delete_queue(&r.into_inner().name)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::DeleteQueueResponse {}))
+    }
+
+    async fn list_queues(
+        &self,
+        _: Request<v1::ListQueuesRequest>,
+    ) -> Reply<v1::ListQueuesResponse> {
+        let names = self
+            .broker
+            .list_queues()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        Ok(Response::new(v1::ListQueuesResponse { names }))
+    }
+
+    async fn describe_queue(&self, r: Request<v1::DescribeQueueRequest>) -> Reply<v1::QueueInfo> {
+        let info = self
+            .broker
+            .describe_queue(&r.into_inner().name)
+            .map_err(from_broker)?;
+        Ok(Response::new(convert::queue_info(info)))
+    }
+
+    async fn create_topic(
+        &self,
+        r: Request<v1::CreateTopicRequest>,
+    ) -> Reply<v1::CreateTopicResponse> {
+        let r = r.into_inner();
+        let spec = convert::topic_spec(r.spec).map_err(from_convert)?;
+        self.broker
+            .create_topic(&r.name, spec)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::CreateTopicResponse {}))
+    }
+
+    async fn delete_topic(
+        &self,
+        r: Request<v1::DeleteTopicRequest>,
+    ) -> Reply<v1::DeleteTopicResponse> {
+        self.broker
+            .delete_topic(&r.into_inner().name)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::DeleteTopicResponse {}))
+    }
+
+    async fn list_topics(
+        &self,
+        _: Request<v1::ListTopicsRequest>,
+    ) -> Reply<v1::ListTopicsResponse> {
+        let names = self
+            .broker
+            .list_topics()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        Ok(Response::new(v1::ListTopicsResponse { names }))
+    }
+
+    async fn describe_topic(&self, r: Request<v1::DescribeTopicRequest>) -> Reply<v1::TopicInfo> {
+        let info = self
+            .broker
+            .describe_topic(&r.into_inner().name)
+            .map_err(from_broker)?;
+        Ok(Response::new(convert::topic_info(info)))
+    }
+
+    async fn add_partitions(
+        &self,
+        r: Request<v1::AddPartitionsRequest>,
+    ) -> Reply<v1::AddPartitionsResponse> {
+        let r = r.into_inner();
+        self.broker
+            .add_partitions(&r.name, r.partitions)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::AddPartitionsResponse {}))
+    }
+
+    async fn create_subscription(
+        &self,
+        r: Request<v1::CreateSubscriptionRequest>,
+    ) -> Reply<v1::CreateSubscriptionResponse> {
+        let r = r.into_inner();
+        let spec = convert::subscription_spec(r.spec).map_err(from_convert)?;
+        self.broker
+            .create_subscription(&r.name, spec)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::CreateSubscriptionResponse {}))
+    }
+
+    async fn delete_subscription(
+        &self,
+        r: Request<v1::DeleteSubscriptionRequest>,
+    ) -> Reply<v1::DeleteSubscriptionResponse> {
+        let name = r.into_inner().name;
+        // A subscription is a queue fed by a topic: refuse to delete a plain queue here.
+        self.broker
+            .describe_subscription(&name)
+            .map_err(from_broker)?;
+        self.broker.delete_queue(&name).await.map_err(from_broker)?;
+        Ok(Response::new(v1::DeleteSubscriptionResponse {}))
+    }
+
+    async fn describe_subscription(
+        &self,
+        r: Request<v1::DescribeSubscriptionRequest>,
+    ) -> Reply<v1::SubscriptionInfo> {
+        let info = self
+            .broker
+            .describe_subscription(&r.into_inner().name)
+            .map_err(from_broker)?;
+        Ok(Response::new(convert::subscription_info(info)))
+    }
+
+    async fn describe_group(&self, r: Request<v1::DescribeGroupRequest>) -> Reply<v1::GroupInfo> {
+        let r = r.into_inner();
+        let info = self
+            .broker
+            .describe_group(&r.topic, &r.group)
+            .map_err(from_broker)?;
+        Ok(Response::new(convert::group_info(info)))
+    }
+
+    async fn reset_group_offsets(
+        &self,
+        r: Request<v1::ResetGroupOffsetsRequest>,
+    ) -> Reply<v1::ResetGroupOffsetsResponse> {
+        let r = r.into_inner();
+        let to = convert::position(r.to).map_err(from_convert)?;
+        self.broker
+            .reset_group_offsets(&r.topic, &r.group, r.partition, to)
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::ResetGroupOffsetsResponse {}))
+    }
+}

@@ -1,0 +1,342 @@
+//! `ferry.v1.Consumer`: unary receive and settle calls, and the credit-based consume
+//! stream.
+//!
+//! **The stream.** After `open`, two tasks serve it: the *reader* takes the client's
+//! messages — credit grants go to a semaphore, settles go to the broker and are answered
+//! on the stream — and the *deliverer* waits for credit, receives up to the credit it holds
+//! (a long poll it never abandons midway, so nothing is leased and then dropped), hands
+//! back what it did not use, and sends the deliveries. When the client goes away the
+//! reader closes the semaphore, the deliverer finishes its poll, and every delivery still
+//! unsettled is nacked with no delay: ready again at once for other consumers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferry_broker::{Acked, Broker, LeaseToken, Nacked};
+use ferry_proto::v1::{self, consumer_server::Consumer};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert::{self, opt_ms};
+use crate::status::from_broker;
+
+/// How long one receive of the deliverer waits for messages before it looks again whether
+/// the stream is still open.
+const POLL: Duration = Duration::from_millis(500);
+/// Most deliveries one receive asks for, however much credit is granted.
+const MAX_RECEIVE: usize = 256;
+/// The error a released delivery's attempt records.
+const DISCONNECTED: &str = "consumer disconnected";
+
+pub struct ConsumerService {
+    pub broker: Broker,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn nacked(n: Nacked) -> v1::NackResponse {
+    v1::NackResponse {
+        outcome: Some(match n {
+            Nacked::RetryAt(at) => v1::nack_response::Outcome::RetryAtMs(at),
+            Nacked::DeadLettered(reason) => {
+                v1::nack_response::Outcome::DeadLettered(reason.as_str().to_owned())
+            }
+        }),
+    }
+}
+
+#[tonic::async_trait]
+impl Consumer for ConsumerService {
+    async fn receive(&self, r: Request<v1::ReceiveRequest>) -> Reply<v1::ReceiveResponse> {
+        let r = r.into_inner();
+        let got = self
+            .broker
+            .receive(
+                &r.queue,
+                &r.consumer,
+                r.max as usize,
+                opt_ms(r.lease_ms),
+                opt_ms(r.wait_ms),
+            )
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::ReceiveResponse {
+            deliveries: got.into_iter().map(convert::delivery).collect(),
+        }))
+    }
+
+    async fn ack(&self, r: Request<v1::AckRequest>) -> Reply<v1::AckResponse> {
+        let r = r.into_inner();
+        let acked = self
+            .broker
+            .ack(&r.queue, r.seq, LeaseToken(r.token))
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::AckResponse {
+            already_settled: acked == Acked::AlreadySettled,
+        }))
+    }
+
+    async fn nack(&self, r: Request<v1::NackRequest>) -> Reply<v1::NackResponse> {
+        let r = r.into_inner();
+        let outcome = self
+            .broker
+            .nack(
+                &r.queue,
+                r.seq,
+                LeaseToken(r.token),
+                opt_ms(r.delay_ms),
+                r.error.as_deref(),
+            )
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(nacked(outcome)))
+    }
+
+    async fn reject(&self, r: Request<v1::RejectRequest>) -> Reply<v1::RejectResponse> {
+        let r = r.into_inner();
+        self.broker
+            .reject(&r.queue, r.seq, LeaseToken(r.token), &r.reason)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::RejectResponse {}))
+    }
+
+    async fn extend(&self, r: Request<v1::ExtendRequest>) -> Reply<v1::ExtendResponse> {
+        let r = r.into_inner();
+        let until = self
+            .broker
+            .extend(
+                &r.queue,
+                r.seq,
+                LeaseToken(r.token),
+                Duration::from_millis(r.by_ms),
+            )
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::ExtendResponse {
+            lease_until_ms: until,
+        }))
+    }
+
+    type ConsumeStream = ReceiverStream<Result<v1::ConsumeResponse, Status>>;
+
+    async fn consume(
+        &self,
+        r: Request<Streaming<v1::ConsumeRequest>>,
+    ) -> Reply<Self::ConsumeStream> {
+        let mut inbound = r.into_inner();
+        let open = match inbound.next().await {
+            Some(Ok(v1::ConsumeRequest {
+                kind: Some(v1::consume_request::Kind::Open(open)),
+            })) => open,
+            Some(Err(status)) => return Err(status),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "a consume stream starts with `open` (queue and consumer)",
+                ));
+            }
+        };
+        // Unknown queues and bad consumer names fail the call itself, before any stream.
+        self.broker
+            .describe_queue(&open.queue)
+            .map_err(from_broker)?;
+        if open.consumer.is_empty() {
+            return Err(Status::invalid_argument("open.consumer: name the consumer"));
+        }
+        let (tx, rx) = mpsc::channel(64);
+        let stream = Arc::new(Stream {
+            broker: self.broker.clone(),
+            queue: open.queue,
+            consumer: open.consumer,
+            lease: opt_ms(open.lease_ms),
+            credit: Semaphore::new(0),
+            unsettled: Mutex::new(HashMap::new()),
+            tx,
+        });
+        let deliverer = tokio::spawn(Arc::clone(&stream).deliver());
+        tokio::spawn(async move {
+            stream.read(inbound).await;
+            stream.credit.close();
+            let _ = deliverer.await;
+            stream.release().await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// One consume stream.
+struct Stream {
+    broker: Broker,
+    queue: String,
+    consumer: String,
+    lease: Option<Duration>,
+    credit: Semaphore,
+    /// Deliveries sent and not settled: seq → token.
+    unsettled: Mutex<HashMap<u64, u64>>,
+    tx: mpsc::Sender<Result<v1::ConsumeResponse, Status>>,
+}
+
+impl Stream {
+    fn unsettled(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
+        self.unsettled.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn read(&self, mut inbound: Streaming<v1::ConsumeRequest>) {
+        use v1::consume_request::Kind;
+        while let Some(Ok(request)) = inbound.next().await {
+            match request.kind {
+                Some(Kind::Credit(n)) => {
+                    let room = Semaphore::MAX_PERMITS - self.credit.available_permits();
+                    self.credit.add_permits((n as usize).min(room));
+                }
+                Some(Kind::Settle(settle)) => {
+                    let result = self.settle(settle).await;
+                    let reply = v1::ConsumeResponse {
+                        kind: Some(v1::consume_response::Kind::Settled(result)),
+                    };
+                    if self.tx.send(Ok(reply)).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Kind::Open(_)) | None => {
+                    let _ = self
+                        .tx
+                        .send(Err(Status::invalid_argument(
+                            "a consume stream is opened once; send credit or settle",
+                        )))
+                        .await;
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn settle(&self, settle: v1::Settle) -> v1::SettleResult {
+        use v1::settle::Outcome;
+        let (seq, token) = (settle.seq, LeaseToken(settle.token));
+        let broker = &self.broker;
+        let queue = self.queue.as_str();
+        let mut lease_until_ms = None;
+        let outcome = match settle.outcome {
+            Some(Outcome::Ack(_)) => broker.ack(queue, seq, token).await.map(|_| true),
+            Some(Outcome::Nack(n)) => broker
+                .nack(queue, seq, token, opt_ms(n.delay_ms), n.error.as_deref())
+                .await
+                .map(|_| true),
+            Some(Outcome::Reject(reason)) => broker
+                .reject(queue, seq, token, &reason)
+                .await
+                .map(|_| true),
+            Some(Outcome::ExtendMs(by)) => broker
+                .extend(queue, seq, token, Duration::from_millis(by))
+                .await
+                .map(|until| {
+                    lease_until_ms = Some(until);
+                    false
+                }),
+            None => {
+                return v1::SettleResult {
+                    seq,
+                    ok: false,
+                    error: "settle without an outcome (ack, nack, reject or extend_ms)".into(),
+                    lease_until_ms: None,
+                };
+            }
+        };
+        match outcome {
+            Ok(settled) => {
+                if settled {
+                    self.unsettled().remove(&seq);
+                }
+                v1::SettleResult {
+                    seq,
+                    ok: true,
+                    error: String::new(),
+                    lease_until_ms,
+                }
+            }
+            Err(error) => {
+                if matches!(error, ferry_broker::BrokerError::StaleLease { .. }) {
+                    // With the token this stream was given, the lease is gone: nothing
+                    // left to release. (A wrong token says nothing about the lease.)
+                    let mut unsettled = self.unsettled();
+                    if unsettled.get(&seq) == Some(&token.0) {
+                        unsettled.remove(&seq);
+                    }
+                }
+                v1::SettleResult {
+                    seq,
+                    ok: false,
+                    error: error.to_string(),
+                    lease_until_ms: None,
+                }
+            }
+        }
+    }
+
+    async fn deliver(self: Arc<Self>) {
+        loop {
+            let Ok(first) = self.credit.acquire().await else {
+                return; // closed: the client went away
+            };
+            first.forget();
+            let mut held = 1;
+            let extra = self.credit.available_permits().min(MAX_RECEIVE - held);
+            if extra > 0
+                && let Ok(more) = self.credit.try_acquire_many(extra as u32)
+            {
+                more.forget();
+                held += extra;
+            }
+            let got = self
+                .broker
+                .receive(&self.queue, &self.consumer, held, self.lease, Some(POLL))
+                .await;
+            let got = match got {
+                Ok(got) => got,
+                Err(error) => {
+                    let _ = self.tx.send(Err(from_broker(error))).await;
+                    self.credit.close();
+                    return;
+                }
+            };
+            self.credit.add_permits(held - got.len());
+            {
+                let mut unsettled = self.unsettled();
+                for d in &got {
+                    unsettled.insert(d.seq, d.token.0);
+                }
+            }
+            for d in got {
+                let reply = v1::ConsumeResponse {
+                    kind: Some(v1::consume_response::Kind::Delivery(convert::delivery(d))),
+                };
+                if self.tx.send(Ok(reply)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Gives the stream's unsettled deliveries back, ready at once.
+    async fn release(&self) {
+        let held: Vec<(u64, u64)> = self.unsettled().drain().collect();
+        for (seq, token) in held {
+            // A lease that ended meanwhile, or a queue deleted since, has nothing to give.
+            let _ = self
+                .broker
+                .nack(
+                    &self.queue,
+                    seq,
+                    LeaseToken(token),
+                    Some(Duration::ZERO),
+                    Some(DISCONNECTED),
+                )
+                .await;
+        }
+    }
+}

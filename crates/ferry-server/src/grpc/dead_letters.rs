@@ -1,0 +1,52 @@
+//! `ferry.v1.DeadLetters`: peek at dead letters and redrive them.
+
+use ferry_broker::{Broker, RedriveRequest};
+use ferry_proto::v1::{self, dead_letters_server::DeadLetters};
+use tonic::{Request, Response, Status};
+
+use crate::convert;
+use crate::status::{from_broker, from_convert};
+
+pub struct DeadLettersService {
+    pub broker: Broker,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl DeadLetters for DeadLettersService {
+    async fn peek(&self, r: Request<v1::PeekRequest>) -> Reply<v1::PeekResponse> {
+        let r = r.into_inner();
+        let filter = convert::dead_letter_filter(r.filter).map_err(from_convert)?;
+        let after = (r.after_seq > 0).then_some(r.after_seq);
+        let max = if r.max == 0 { 100 } else { r.max as usize };
+        let letters = self
+            .broker
+            .peek(&r.dlq, after, max, &filter)
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::PeekResponse {
+            letters: letters.into_iter().map(convert::peeked).collect(),
+        }))
+    }
+
+    async fn redrive(&self, r: Request<v1::RedriveRequest>) -> Reply<v1::RedriveResponse> {
+        let r = r.into_inner();
+        let request = RedriveRequest {
+            target: r.target,
+            filter: convert::dead_letter_filter(r.filter).map_err(from_convert)?,
+            max_messages: r
+                .max_messages
+                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+            rate_per_sec: r.rate_per_sec,
+        };
+        let report = self
+            .broker
+            .redrive(&r.dlq, request)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::RedriveResponse {
+            moved: report.moved as u64,
+            skipped: report.skipped as u64,
+        }))
+    }
+}

@@ -1,0 +1,122 @@
+//! `ferry.v1.Publisher`: publishing to queues (unary and streamed batches) and topics.
+
+use ferry_broker::{Broker, MessageId, OutgoingMessage};
+use ferry_proto::v1::{self, publisher_server::Publisher};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert::{self, ConvertError};
+use crate::status::{from_broker, from_convert};
+
+pub struct PublisherService {
+    pub broker: Broker,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn messages(raw: Vec<v1::OutgoingMessage>) -> Result<Vec<OutgoingMessage>, Status> {
+    raw.into_iter()
+        .map(convert::outgoing)
+        .collect::<Result<_, ConvertError>>()
+        .map_err(from_convert)
+}
+
+async fn publish(broker: &Broker, r: v1::PublishRequest) -> Result<v1::PublishResponse, Status> {
+    let batch = messages(r.messages)?;
+    let ids = broker
+        .publish_batch(&r.queue, batch)
+        .await
+        .map_err(from_broker)?;
+    Ok(v1::PublishResponse {
+        ids: ids.iter().map(MessageId::to_string).collect(),
+    })
+}
+
+#[tonic::async_trait]
+impl Publisher for PublisherService {
+    async fn publish(&self, r: Request<v1::PublishRequest>) -> Reply<v1::PublishResponse> {
+        Ok(Response::new(publish(&self.broker, r.into_inner()).await?))
+    }
+
+    type PublishStreamStream = ReceiverStream<Result<v1::PublishResponse, Status>>;
+
+    async fn publish_stream(
+        &self,
+        r: Request<Streaming<v1::PublishRequest>>,
+    ) -> Reply<Self::PublishStreamStream> {
+        let mut inbound = r.into_inner();
+        // A few batches of slack: the client may send ahead while one is being stored.
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let broker = self.broker.clone();
+        tokio::spawn(async move {
+            while let Some(next) = inbound.next().await {
+                let reply = match next {
+                    Ok(request) => publish(&broker, request).await,
+                    Err(status) => Err(status),
+                };
+                let failed = reply.is_err();
+                if tx.send(reply).await.is_err() || failed {
+                    // The client went away, or a batch failed: later batches must not be
+                    // stored past one that was not (the stream's order is the contract).
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn publish_to_topic(
+        &self,
+        r: Request<v1::PublishToTopicRequest>,
+    ) -> Reply<v1::PublishToTopicResponse> {
+        let r = r.into_inner();
+        let batch = messages(r.messages)?;
+        let positions = match (r.producer_id, r.partition, r.first_sequence) {
+            (Some(producer), Some(partition), Some(first)) => {
+                self.broker
+                    .publish_idempotent(&r.topic, partition, &producer, first, batch)
+                    .await
+            }
+            (Some(_), _, _) => {
+                return Err(from_convert(ConvertError::Missing {
+                    field: "partition / first_sequence",
+                    why: "an idempotent producer publishes to one partition with sequence numbers",
+                }));
+            }
+            (None, _, Some(_)) => {
+                return Err(from_convert(ConvertError::Missing {
+                    field: "producer_id",
+                    why: "sequence numbers belong to an idempotent producer",
+                }));
+            }
+            (None, Some(partition), None) => {
+                self.broker
+                    .publish_to_partition(&r.topic, partition, batch)
+                    .await
+            }
+            (None, None, None) => self.broker.publish_to_topic(&r.topic, batch).await,
+        }
+        .map_err(from_broker)?;
+        Ok(Response::new(v1::PublishToTopicResponse {
+            positions: positions
+                .into_iter()
+                .map(|p| v1::TopicPosition {
+                    partition: p.partition,
+                    offset: p.offset,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn cancel(&self, r: Request<v1::CancelRequest>) -> Reply<v1::CancelResponse> {
+        let r = r.into_inner();
+        let id = MessageId::parse(&r.id).map_err(from_broker)?;
+        let cancelled = self
+            .broker
+            .cancel(&r.queue, id)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::CancelResponse { cancelled }))
+    }
+}

@@ -1,0 +1,598 @@
+//! The gRPC services over a real socket: admin, publish, the credit-based consume stream,
+//! dead letters (peek and redrive), topics and groups, and bad input answered with the
+//! right status and no change.
+
+use std::time::Duration;
+
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_proto::v1::{
+    self, admin_client::AdminClient, consume_request, consume_response,
+    consumer_client::ConsumerClient, dead_letters_client::DeadLettersClient,
+    groups_client::GroupsClient, publisher_client::PublisherClient,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::Channel;
+
+struct Running {
+    channel: Channel,
+    broker: Broker,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    async fn start() -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path(), BrokerConfig::default())
+            .await
+            .unwrap();
+        let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(ferry_server::serve(broker.clone(), listener, async {
+            let _ = stopped.await;
+        }));
+        let served = tokio::spawn(async move { served.await.unwrap().unwrap() });
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Running {
+            channel,
+            broker,
+            stop: Some(stop),
+            served,
+            _dir: dir,
+        }
+    }
+
+    fn admin(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.channel.clone())
+    }
+    fn publisher(&self) -> PublisherClient<Channel> {
+        PublisherClient::new(self.channel.clone())
+    }
+    fn consumer(&self) -> ConsumerClient<Channel> {
+        ConsumerClient::new(self.channel.clone())
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).unwrap();
+        drop(self.channel);
+        tokio::time::timeout(Duration::from_secs(10), self.served)
+            .await
+            .expect("the server stops")
+            .unwrap();
+    }
+}
+
+fn message(text: &str) -> v1::OutgoingMessage {
+    v1::OutgoingMessage {
+        payload: text.as_bytes().to_vec().into(),
+        ..Default::default()
+    }
+}
+
+fn queue_spec(max_deliveries: u32) -> v1::QueueSpec {
+    v1::QueueSpec {
+        retry: Some(v1::RetryPolicy {
+            max_deliveries: Some(max_deliveries),
+            backoff: None,
+        }),
+        lease_ms: Some(30_000),
+        ..Default::default()
+    }
+}
+
+async fn create_queue(s: &Running, name: &str, max_deliveries: u32) {
+    s.admin()
+        .create_queue(v1::CreateQueueRequest {
+            name: name.into(),
+            spec: Some(queue_spec(max_deliveries)),
+        })
+        .await
+        .unwrap();
+}
+
+async fn publish(s: &Running, queue: &str, texts: &[&str]) -> Vec<String> {
+    s.publisher()
+        .publish(v1::PublishRequest {
+            queue: queue.into(),
+            messages: texts.iter().map(|t| message(t)).collect(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .ids
+}
+
+fn stats(s: &Running, queue: &str) -> ferry_broker::QueueStats {
+    s.broker.describe_queue(queue).unwrap().stats
+}
+
+/// A consume stream: the requests sent and the responses read.
+struct Stream {
+    send: mpsc::Sender<v1::ConsumeRequest>,
+    responses: tonic::Streaming<v1::ConsumeResponse>,
+}
+
+impl Stream {
+    async fn open(s: &Running, queue: &str) -> Stream {
+        let (send, requests) = mpsc::channel(16);
+        send.send(v1::ConsumeRequest {
+            kind: Some(consume_request::Kind::Open(v1::ConsumeOpen {
+                queue: queue.into(),
+                consumer: "c1".into(),
+                lease_ms: None,
+            })),
+        })
+        .await
+        .unwrap();
+        let responses = s
+            .consumer()
+            .consume(ReceiverStream::new(requests))
+            .await
+            .unwrap()
+            .into_inner();
+        Stream { send, responses }
+    }
+
+    async fn credit(&self, n: u32) {
+        self.send
+            .send(v1::ConsumeRequest {
+                kind: Some(consume_request::Kind::Credit(n)),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn settle(&self, d: &v1::Delivery, outcome: v1::settle::Outcome) {
+        self.send
+            .send(v1::ConsumeRequest {
+                kind: Some(consume_request::Kind::Settle(v1::Settle {
+                    seq: d.seq,
+                    token: d.token,
+                    outcome: Some(outcome),
+                })),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn next(&mut self) -> consume_response::Kind {
+        tokio::time::timeout(Duration::from_secs(10), self.responses.next())
+            .await
+            .expect("a response in time")
+            .expect("the stream is open")
+            .expect("not an error")
+            .kind
+            .unwrap()
+    }
+
+    async fn delivery(&mut self) -> v1::Delivery {
+        match self.next().await {
+            consume_response::Kind::Delivery(d) => d,
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+    }
+
+    async fn settled(&mut self) -> v1::SettleResult {
+        match self.next().await {
+            consume_response::Kind::Settled(r) => r,
+            other => panic!("expected a settle result, got {other:?}"),
+        }
+    }
+
+    /// Nothing arrives for a while.
+    async fn quiet(&mut self) {
+        let got = tokio::time::timeout(Duration::from_millis(700), self.responses.next()).await;
+        assert!(got.is_err(), "expected nothing, got {got:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_publish_and_the_consume_stream_respect_credit() {
+    let s = Running::start().await;
+    create_queue(&s, "orders", 5).await;
+    let names = s
+        .admin()
+        .list_queues(v1::ListQueuesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .names;
+    assert_eq!(names, ["orders", "orders.dlq"]);
+    let info = s
+        .admin()
+        .describe_queue(v1::DescribeQueueRequest {
+            name: "orders".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.spec.unwrap().retry.unwrap().max_deliveries, Some(5));
+
+    let ids = publish(&s, "orders", &["a", "b", "c", "d", "e"]).await;
+    assert_eq!(ids.len(), 5);
+
+    let mut stream = Stream::open(&s, "orders").await;
+    stream.quiet().await; // no credit, no delivery
+    stream.credit(2).await;
+    let first = stream.delivery().await;
+    let second = stream.delivery().await;
+    assert_eq!(
+        (first.payload.as_ref(), second.payload.as_ref()),
+        (&b"a"[..], &b"b"[..])
+    );
+    assert_eq!(first.id, ids[0]);
+    stream.quiet().await; // credit used up
+    assert_eq!(stats(&s, "orders").state.in_flight, 2);
+
+    stream.settle(&first, v1::settle::Outcome::Ack(true)).await;
+    assert!(stream.settled().await.ok);
+    stream.settle(&first, v1::settle::Outcome::Ack(true)).await;
+    assert!(stream.settled().await.ok, "a repeated ack finds it settled");
+    stream
+        .settle(&second, v1::settle::Outcome::ExtendMs(60_000))
+        .await;
+    let extended = stream.settled().await;
+    assert!(extended.ok && extended.lease_until_ms.unwrap() > second.lease_until_ms);
+    let wrong = v1::Delivery {
+        token: second.token + 1_000_000,
+        ..second.clone()
+    };
+    stream.settle(&wrong, v1::settle::Outcome::Ack(true)).await;
+    let refused = stream.settled().await;
+    assert!(
+        !refused.ok && !refused.error.is_empty(),
+        "a stale token is refused"
+    );
+
+    stream.credit(1).await;
+    assert_eq!(stream.delivery().await.payload.as_ref(), b"c");
+    assert_eq!(stats(&s, "orders").acked, 1);
+
+    // The client goes away: its two unsettled deliveries are ready again at once.
+    drop(stream);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while stats(&s, "orders").state.in_flight > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "released in time: {:?}",
+            stats(&s, "orders")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = s
+        .consumer()
+        .receive(v1::ReceiveRequest {
+            queue: "orders".into(),
+            consumer: "c2".into(),
+            max: 10,
+            lease_ms: None,
+            wait_ms: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .deliveries;
+    let payloads: Vec<&[u8]> = again.iter().map(|d| d.payload.as_ref()).collect();
+    assert_eq!(
+        payloads,
+        [&b"b"[..], b"c", b"d", b"e"],
+        "ready again at once, in order"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_lands_in_the_dlq_and_is_redriven() {
+    let s = Running::start().await;
+    create_queue(&s, "jobs", 2).await;
+    publish(&s, "jobs", &["ok", "poison"]).await;
+    let mut consumer = s.consumer();
+    for _ in 0..2 {
+        let got = consumer
+            .receive(v1::ReceiveRequest {
+                queue: "jobs".into(),
+                consumer: "w".into(),
+                max: 10,
+                lease_ms: None,
+                wait_ms: Some(2_000),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .deliveries;
+        for d in got {
+            if d.payload.as_ref() == b"ok" {
+                consumer
+                    .ack(v1::AckRequest {
+                        queue: "jobs".into(),
+                        seq: d.seq,
+                        token: d.token,
+                    })
+                    .await
+                    .unwrap();
+            } else {
+                consumer
+                    .nack(v1::NackRequest {
+                        queue: "jobs".into(),
+                        seq: d.seq,
+                        token: d.token,
+                        delay_ms: Some(0),
+                        error: Some("cannot parse".into()),
+                    })
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    let mut dlq = DeadLettersClient::new(s.channel.clone());
+    let letters = dlq
+        .peek(v1::PeekRequest {
+            dlq: "jobs.dlq".into(),
+            filter: None,
+            max: 10,
+            after_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .letters;
+    assert_eq!(letters.len(), 1);
+    let info = letters[0].dead_letter.as_ref().unwrap();
+    assert_eq!(
+        (
+            info.reason.as_str(),
+            info.deliveries,
+            info.last_error.as_deref()
+        ),
+        ("max_deliveries", 2, Some("cannot parse"))
+    );
+    assert_eq!(
+        stats(&s, "jobs.dlq").state.ready,
+        1,
+        "peeking takes nothing"
+    );
+
+    let report = dlq
+        .redrive(v1::RedriveRequest {
+            dlq: "jobs.dlq".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((report.moved, report.skipped), (1, 0));
+    assert_eq!(stats(&s, "jobs").state.ready, 1);
+    assert_eq!(stats(&s, "jobs.dlq").state.ready, 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_subscriptions_and_groups() {
+    let s = Running::start().await;
+    let mut admin = s.admin();
+    admin
+        .create_topic(v1::CreateTopicRequest {
+            name: "events".into(),
+            spec: Some(v1::TopicSpec {
+                partitions: 3,
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    admin
+        .create_subscription(v1::CreateSubscriptionRequest {
+            name: "eu-orders".into(),
+            spec: Some(v1::SubscriptionSpec {
+                topic: "events".into(),
+                filter: "subject ~ orders.* and region = eu".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let events: Vec<v1::OutgoingMessage> = [
+        ("orders.created", "eu"),
+        ("orders.created", "us"),
+        ("users.created", "eu"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (subject, region))| v1::OutgoingMessage {
+        key: Some(format!("k{i}").into_bytes().into()),
+        headers: [
+            ("subject".to_owned(), subject.to_string()),
+            ("region".to_owned(), region.to_string()),
+        ]
+        .into(),
+        ..message(&format!("e{i}"))
+    })
+    .collect();
+    let positions = s
+        .publisher()
+        .publish_to_topic(v1::PublishToTopicRequest {
+            topic: "events".into(),
+            messages: events,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .positions;
+    assert_eq!(positions.len(), 3);
+    let sub = admin
+        .describe_subscription(v1::DescribeSubscriptionRequest {
+            name: "eu-orders".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(sub.queue.unwrap().stats.unwrap().ready, 1, "only eu orders");
+
+    let mut groups = GroupsClient::new(s.channel.clone());
+    let member = groups
+        .join(v1::JoinGroupRequest {
+            topic: "events".into(),
+            group: "audit".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(member.partitions, [0, 1, 2]);
+    let records = groups
+        .poll(v1::PollRequest {
+            topic: "events".into(),
+            group: "audit".into(),
+            member_id: member.member_id.clone(),
+            max_records: 100,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        groups
+            .commit(v1::CommitRequest {
+                topic: "events".into(),
+                group: "audit".into(),
+                member_id: member.member_id.clone(),
+                partition: r.partition,
+                offset: r.offset + 1,
+            })
+            .await
+            .unwrap();
+    }
+    let group = admin
+        .describe_group(v1::DescribeGroupRequest {
+            topic: "events".into(),
+            group: "audit".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(group.partitions.iter().all(|p| p.lag_records == 0));
+    let stranger = groups
+        .commit(v1::CommitRequest {
+            topic: "events".into(),
+            group: "audit".into(),
+            member_id: "nobody".into(),
+            partition: 0,
+            offset: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(stranger.code(), Code::FailedPrecondition);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_status_and_changes_nothing() {
+    let s = Running::start().await;
+    create_queue(&s, "q", 3).await;
+    let mut publisher = s.publisher();
+    let missing = publisher
+        .publish(v1::PublishRequest {
+            queue: "nope".into(),
+            messages: vec![message("x")],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    assert!(missing.message().contains("nope"));
+
+    // One bad message in a batch: nothing of the batch is stored.
+    let oversized = v1::OutgoingMessage {
+        payload: vec![0u8; 2 * 1024 * 1024].into(),
+        ..Default::default()
+    };
+    let refused = publisher
+        .publish(v1::PublishRequest {
+            queue: "q".into(),
+            messages: vec![message("fine"), oversized],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    let bad_priority = v1::OutgoingMessage {
+        priority: 1000,
+        ..message("x")
+    };
+    let refused = publisher
+        .publish(v1::PublishRequest {
+            queue: "q".into(),
+            messages: vec![bad_priority],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(stats(&s, "q").next_seq, 0, "nothing stored");
+
+    let mut admin = s.admin();
+    let bad_name = admin
+        .create_queue(v1::CreateQueueRequest {
+            name: "has space".into(),
+            spec: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_name.code(), Code::InvalidArgument);
+    let dup = admin
+        .create_queue(v1::CreateQueueRequest {
+            name: "q".into(),
+            spec: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(dup.code(), Code::AlreadyExists);
+    let bad_enum = admin
+        .create_queue(v1::CreateQueueRequest {
+            name: "r".into(),
+            spec: Some(v1::QueueSpec {
+                ordering: 99,
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_enum.code(), Code::InvalidArgument);
+    let bad_filter = admin
+        .create_subscription(v1::CreateSubscriptionRequest {
+            name: "s".into(),
+            spec: Some(v1::SubscriptionSpec {
+                topic: "missing".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_filter.code(), Code::NotFound);
+    assert_eq!(s.broker.list_queues().len(), 2, "q and q.dlq only");
+
+    // A consume stream must start with `open`.
+    let (send, requests) = mpsc::channel(1);
+    send.send(v1::ConsumeRequest {
+        kind: Some(consume_request::Kind::Credit(5)),
+    })
+    .await
+    .unwrap();
+    let refused = s
+        .consumer()
+        .consume(ReceiverStream::new(requests))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    s.stop().await;
+}
