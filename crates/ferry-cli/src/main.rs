@@ -1,6 +1,7 @@
 //! The `ferry` command: broker tools and benchmarks.
 
 mod bench;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -16,6 +17,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the broker as a server: durable, on the embedded default, until Ctrl-C.
+    Serve(serve::ServeArgs),
     /// Measure performance on this machine.
     Bench {
         #[command(subcommand)]
@@ -48,6 +51,7 @@ fn main() -> anyhow::Result<()> {
         .init();
 
     match Cli::parse().command {
+        Command::Serve(args) => serve::run(&args),
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
             BenchTarget::Broker(args) => bench::broker::run(&args),
