@@ -24,6 +24,10 @@
 //! - **Missing or damaged index**: rebuilt from the log; the log is the source of truth.
 //! - **Crash during retention**: the log file is unlinked before its index, so an orphaned
 //!   index is deleted here; a segment whose index vanished is simply rebuilt.
+//! - **Crash during compaction** (see `compaction.rs`): a `*.compact.tmp` file is deleted
+//!   here with the other temporary files; the old index is removed before the new file is
+//!   renamed over the old one, so a segment is never opened with an index describing the
+//!   other file, and a missing index is rebuilt by a scan, which allows offset gaps.
 
 use std::fs;
 use std::ops::Range;
@@ -628,7 +632,7 @@ fn build_entries(
     (entries, builder)
 }
 
-fn write_sealed_index(
+pub(crate) fn write_sealed_index(
     dir: &Path,
     base: u64,
     entries: &[IndexEntry],
@@ -688,6 +692,10 @@ pub(crate) fn load_or_rebuild_index(
         builder,
         Vec::new(),
     );
+    // A retired segment's path names the file that replaced it: its index is not ours to write.
+    if segment.is_retired() {
+        return Ok(entries);
+    }
     let dir = segment.log_path.parent().unwrap_or(Path::new("."));
     write_sealed_index(
         dir,
