@@ -91,6 +91,8 @@ async fn after_compaction_reads_find_the_latest_value_of_each_key_and_nothing_ol
     let info = broker.describe_topic("t").unwrap().partitions[0].clone();
     assert!(info.bytes < before / 2, "{info:?} from {before}");
     assert_eq!(info.end_offset, END);
+    // The oldest record kept, even where the one at the start offset was removed.
+    assert_eq!(info.oldest_timestamp_ms, Some(T0));
     assert_latest_only(&read_all(&broker, "t", 0));
     // A read at a removed offset returns the next record kept.
     for from in [info.start_offset, 1, 17, LATEST_ROUND_START - 1] {

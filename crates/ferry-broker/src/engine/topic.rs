@@ -366,10 +366,11 @@ impl Partition {
         let start_offset = self.log.start_offset();
         let end_offset = self.log.end_offset();
         let oldest_timestamp_ms = if start_offset < end_offset {
+            // The first record kept: compaction may have removed the one at the start.
             self.log
                 .read(start_offset, 1)?
                 .into_iter()
-                .find(|r| r.offset == start_offset)
+                .next()
                 .map(|r| r.timestamp)
         } else {
             None
