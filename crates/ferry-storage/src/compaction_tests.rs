@@ -301,3 +301,51 @@ fn a_reader_holding_a_segment_reads_its_old_file_after_a_rewrite() {
     assert_ne!(log.segments()[0].extent().len, old_extent.len);
     let _ = clock.now_ms();
 }
+
+#[test]
+fn a_crash_mid_rewrite_of_the_segment_before_an_empty_active_one_reuses_no_offset() {
+    // With the old index removed (and the new file renamed in, or not), the segment before
+    // an empty active segment looks like the old active segment of an unfinished roll,
+    // unless recovery tells the two apart: taking it for one would drop the empty segment
+    // and hand out offsets again from the end of the compacted data.
+    for renamed in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_000_000);
+        let log = open(dir.path(), &clock);
+        fill(&log, 3, 20);
+        log.append(vec![NewRecord::new("keyless")]).unwrap();
+        for i in 0..5 {
+            log.append(vec![keyed("k0", &format!("again-{i}"))])
+                .unwrap();
+        }
+        // The segment's last record goes: a tombstone past its grace.
+        log.append(vec![keyed("k2", "")]).unwrap();
+        log.roll().unwrap();
+        clock.advance(DAY_MS + 1);
+        let end = log.end_offset();
+        let last_sealed = log.segments()[log.segment_count() - 2].base_offset;
+        let log_path = crate::segment::log_path(dir.path(), last_sealed);
+        let saved_old = std::fs::read(&log_path).unwrap();
+        let report = log.compact(&everything(&log)).unwrap();
+        assert!(report.segments_rewritten > 0, "{report:?}");
+        assert_eq!(report.tombstones_removed, 1);
+        assert_eq!(log.end_offset(), end);
+        log.close().unwrap();
+        let active = crate::segment::log_path(dir.path(), end);
+        let log = reopen_after(dir.path(), &clock, |dir| {
+            std::fs::remove_file(crate::segment::index_path(dir, last_sealed)).unwrap();
+            if !renamed {
+                std::fs::write(&log_path, &saved_old).unwrap();
+            }
+            // Empty, as when preallocation had not yet run (or is off).
+            std::fs::File::options()
+                .write(true)
+                .open(&active)
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+        });
+        assert_eq!(log.end_offset(), end, "renamed: {renamed}");
+        assert_eq!(log.append(vec![keyed("k1", "x")]).unwrap().base_offset, end);
+    }
+}

@@ -121,9 +121,14 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
 fn drop_unfinished_roll(dir: &Path, bases: &mut Vec<u64>) -> Result<()> {
     while let [.., previous, last] = bases[..] {
         let last_path = segment::log_path(dir, last);
-        let sealed = index::read_footer(&segment::index_path(dir, previous))?.is_some_and(|f| {
-            f.segment_len == file_len(&segment::log_path(dir, previous)).unwrap_or(0)
-        });
+        let previous_index = segment::index_path(dir, previous);
+        // An active segment always has an index file (the writer creates it with the
+        // segment), so a previous segment with none is a sealed one caught by a crash in
+        // compaction's rewrite, which removes the index before it renames the new file in.
+        let sealed = !previous_index.exists()
+            || index::read_footer(&previous_index)?.is_some_and(|f| {
+                f.segment_len == file_len(&segment::log_path(dir, previous)).unwrap_or(0)
+            });
         if file_len(&last_path)? != 0 || sealed {
             return Ok(());
         }
