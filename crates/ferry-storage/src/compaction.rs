@@ -112,6 +112,10 @@ impl Log {
         }
         report.start_offset = self.start_offset();
         if report.records_removed > 0 {
+            metrics::counter!("ferry_storage_compaction_removed_records_total")
+                .increment(report.records_removed);
+            metrics::counter!("ferry_storage_compaction_reclaimed_bytes_total")
+                .increment(report.bytes_before.saturating_sub(report.bytes_after));
             tracing::info!(
                 dir = %shared.dir.display(),
                 removed = report.records_removed,
