@@ -302,6 +302,12 @@ pub enum BrokerError {
         size: usize,
         max: usize,
     },
+    #[error(
+        "topic {topic} is compacted by key, so every message needs a key, and one for \
+         partition {partition} has none; give it a key, or publish it to a topic without \
+         compaction"
+    )]
+    KeyRequired { topic: Name, partition: u32 },
     #[error("producer id {producer:?} {problem}")]
     InvalidProducerId { producer: String, problem: String },
     #[error(

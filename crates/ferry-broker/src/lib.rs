@@ -156,7 +156,7 @@ pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy
 pub use subscription::{SubscriptionSpec, SubscriptionStart};
 pub use timers::TimerQueue;
 pub use topic::{
-    KeylessPlacement, PartitionInfo, Position, TopicInfo, TopicPosition, TopicRecord,
-    TopicRetention, TopicSpec,
+    KeylessPlacement, PartitionInfo, Position, TopicCompaction, TopicInfo, TopicPosition,
+    TopicRecord, TopicRetention, TopicSpec,
 };
 pub use topology::validate_topology;

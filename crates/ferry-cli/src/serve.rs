@@ -31,7 +31,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("opening the broker in {}", args.data_dir.display()))?;
     let listener = ferry_server::bind(args.grpc).await?;
-    let addr = listener.local_addr().context("reading the listener's address")?;
+    let addr = listener
+        .local_addr()
+        .context("reading the listener's address")?;
     println!(
         "ferry: serving gRPC (ferry.v1) on {addr}, data in {}",
         args.data_dir.display()

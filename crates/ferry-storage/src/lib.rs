@@ -31,6 +31,7 @@ pub use error::{Result, StorageError};
 pub use meta_store::{MetaBatch, MetaStore};
 pub mod batch;
 mod checkpoint;
+pub mod compaction;
 pub mod config;
 pub mod index;
 pub mod log;
@@ -41,6 +42,7 @@ mod segment;
 mod writer;
 
 pub use batch::{NewRecord, Record, RecordBatch};
+pub use compaction::{CompactionPolicy, CompactionReport};
 pub use config::{Durability, LogConfig};
 pub use log::{Appended, Log};
 pub use recovery::{RecoveryReport, RepairedSegment};

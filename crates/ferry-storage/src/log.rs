@@ -44,6 +44,9 @@ pub(crate) struct Shared {
     pub poisoned: Mutex<Option<String>>,
     /// Sealed segments whose index is loaded, oldest first; bounded by `index_cache_segments`.
     pub loaded_indexes: Mutex<VecDeque<Arc<Segment>>>,
+    /// Held by retention and compaction: both remove or replace sealed segment files, and
+    /// one must never resurrect a file the other has just deleted.
+    pub maintenance: Mutex<()>,
     /// The writer and completer threads, on which completions run.
     storage_threads: Mutex<Vec<ThreadId>>,
     /// Held until the last thread using the directory is gone, not just the `Log` handle:
@@ -114,6 +117,7 @@ impl Log {
             visible_end: AtomicU64::new(visible_end),
             poisoned: Mutex::new(None),
             loaded_indexes: Mutex::new(VecDeque::new()),
+            maintenance: Mutex::new(()),
             storage_threads: Mutex::new(Vec::new()),
             _lock: lock,
         });
@@ -313,7 +317,7 @@ impl Log {
             }
             next = next.max(segment.base_offset);
             let position = self.position_for_offset(segment, next)?;
-            let read = read_segment(
+            let (read, finished) = read_segment(
                 segment,
                 position,
                 extent.len,
@@ -327,8 +331,9 @@ impl Log {
             }
             out.extend(read);
             // The budget ran out inside this segment: later segments must wait for the next
-            // read, or the records in between would be skipped.
-            if next < extent.next_offset {
+            // read, or the records in between would be skipped. (A segment may end before its
+            // `next_offset` when compaction removed its last records: that is not a stop.)
+            if !finished {
                 break;
             }
         }
@@ -382,7 +387,11 @@ impl Log {
 
     /// Runs `f` on the segment's index, loading it first if it is a sealed segment whose index
     /// is not in memory (and evicting the least recently loaded one past the cache bound).
-    fn with_index<T>(&self, segment: &Arc<Segment>, f: impl Fn(&[IndexEntry]) -> T) -> Result<T> {
+    pub(crate) fn with_index<T>(
+        &self,
+        segment: &Arc<Segment>,
+        f: impl Fn(&[IndexEntry]) -> T,
+    ) -> Result<T> {
         if let Some(entries) = segment.index.read().expect("index lock").as_ref() {
             return Ok(f(entries));
         }
@@ -392,8 +401,11 @@ impl Log {
         let mut loaded = self.shared.loaded_indexes.lock().expect("cache lock");
         loaded.push_back(segment.clone());
         while loaded.len() > self.shared.config.index_cache_segments {
+            // A retired segment (replaced by compaction) keeps its index and file for the
+            // readers still holding it: its path now names another file.
             if let Some(evicted) = loaded.pop_front()
                 && evicted.extent().sealed
+                && !evicted.is_retired()
             {
                 *evicted.index.write().expect("index lock") = None;
                 evicted.release_file();
@@ -440,7 +452,7 @@ fn corrupt(segment: &Segment, position: u64, offset: u64, detail: String) -> Sto
 }
 
 /// Reads and verifies the batch that starts at `position`.
-fn read_one_batch(
+pub(crate) fn read_one_batch(
     segment: &Segment,
     position: u64,
     limit: u64,
@@ -464,7 +476,8 @@ fn read_one_batch(
 
 /// Reads batches of one segment from `position`, skipping those wholly before `from`.
 /// Reads go in chunks sized to the budget so the scan inside one index interval costs one
-/// syscall; batches are sliced out of a chunk without copying.
+/// syscall; batches are sliced out of a chunk without copying. Also says whether the read
+/// reached the end of the segment (rather than stopping for the budget).
 fn read_segment(
     segment: &Segment,
     mut position: u64,
@@ -473,7 +486,7 @@ fn read_segment(
     budget: &mut usize,
     have_some: bool,
     config: &LogConfig,
-) -> Result<Vec<RecordBatch>> {
+) -> Result<(Vec<RecordBatch>, bool)> {
     let mut out = Vec::new();
     // Bounded so that a large budget reads a segment in pieces, never whole.
     let want = budget
@@ -505,7 +518,7 @@ fn read_segment(
         }
         if header.next_offset() > from {
             if (have_some || !out.is_empty()) && len > *budget {
-                break;
+                return Ok((out, false));
             }
             let batch = RecordBatch::decode(chunk.slice(at..at + len), config.max_batch_bytes)
                 .map_err(|e| corrupt(segment, position, header.base_offset, e.to_string()))?;
@@ -519,8 +532,8 @@ fn read_segment(
         }
         position += len as u64;
         if *budget == 0 && !out.is_empty() {
-            break;
+            return Ok((out, position >= limit));
         }
     }
-    Ok(out)
+    Ok((out, true))
 }

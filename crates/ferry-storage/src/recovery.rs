@@ -24,6 +24,10 @@
 //! - **Missing or damaged index**: rebuilt from the log; the log is the source of truth.
 //! - **Crash during retention**: the log file is unlinked before its index, so an orphaned
 //!   index is deleted here; a segment whose index vanished is simply rebuilt.
+//! - **Crash during compaction** (see `compaction.rs`): a `*.compact.tmp` file is deleted
+//!   here with the other temporary files; the old index is removed before the new file is
+//!   renamed over the old one, so a segment is never opened with an index describing the
+//!   other file, and a missing index is rebuilt by a scan, which allows offset gaps.
 
 use std::fs;
 use std::ops::Range;
@@ -117,9 +121,14 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig, clock: &dyn Clock) -> Resu
 fn drop_unfinished_roll(dir: &Path, bases: &mut Vec<u64>) -> Result<()> {
     while let [.., previous, last] = bases[..] {
         let last_path = segment::log_path(dir, last);
-        let sealed = index::read_footer(&segment::index_path(dir, previous))?.is_some_and(|f| {
-            f.segment_len == file_len(&segment::log_path(dir, previous)).unwrap_or(0)
-        });
+        let previous_index = segment::index_path(dir, previous);
+        // An active segment always has an index file (the writer creates it with the
+        // segment), so a previous segment with none is a sealed one caught by a crash in
+        // compaction's rewrite, which removes the index before it renames the new file in.
+        let sealed = !previous_index.exists()
+            || index::read_footer(&previous_index)?.is_some_and(|f| {
+                f.segment_len == file_len(&segment::log_path(dir, previous)).unwrap_or(0)
+            });
         if file_len(&last_path)? != 0 || sealed {
             return Ok(());
         }
@@ -628,7 +637,7 @@ fn build_entries(
     (entries, builder)
 }
 
-fn write_sealed_index(
+pub(crate) fn write_sealed_index(
     dir: &Path,
     base: u64,
     entries: &[IndexEntry],
@@ -688,6 +697,10 @@ pub(crate) fn load_or_rebuild_index(
         builder,
         Vec::new(),
     );
+    // A retired segment's path names the file that replaced it: its index is not ours to write.
+    if segment.is_retired() {
+        return Ok(entries);
+    }
     let dir = segment.log_path.parent().unwrap_or(Path::new("."));
     write_sealed_index(
         dir,

@@ -47,6 +47,7 @@ impl Log {
 
     pub fn apply_retention(&self, policy: &RetentionPolicy) -> Result<RetentionReport> {
         let shared = self.shared();
+        let _maintenance = shared.maintenance.lock().expect("maintenance lock");
         let now = shared.clock.now_ms();
         let doomed: Vec<Arc<Segment>> = {
             let mut segments = shared.segments.write().expect("segments lock");

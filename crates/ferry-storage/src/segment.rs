@@ -4,7 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
@@ -50,6 +50,10 @@ pub struct Segment {
     /// decreases along the log, so a read by time finds its segment by binary search even
     /// though record timestamps need not be ordered.
     pub earlier_max_timestamp: AtomicI64,
+    /// Set when compaction has replaced this segment's file: the path names the new file, so
+    /// this segment keeps its open descriptor and loaded index until the last reader holding
+    /// it is done, and never reopens or re-indexes by path.
+    retired: AtomicBool,
 }
 
 impl Segment {
@@ -75,6 +79,7 @@ impl Segment {
             extent: RwLock::new(extent),
             index: RwLock::new(None),
             earlier_max_timestamp: AtomicI64::new(i64::MIN),
+            retired: AtomicBool::new(false),
         })
     }
 
@@ -103,9 +108,22 @@ impl Segment {
         Ok(file)
     }
 
+    /// Pins the current file open for good: called before compaction renames a new file over
+    /// this one's path, so readers holding this segment keep reading the bytes its extent and
+    /// index describe.
+    pub fn retire(&self) -> Result<()> {
+        self.file()?;
+        self.retired.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
     /// Closes a sealed segment's descriptor; readers holding it keep it until they finish.
     pub fn release_file(&self) {
-        if self.extent().sealed {
+        if self.extent().sealed && !self.is_retired() {
             *self.handle.write().expect("handle lock") = None;
         }
     }

@@ -11,7 +11,8 @@
 //! dedup window (a restart rebuilds the window from the stored messages), are deleted.
 //!
 //! **Topics.** Each partition keeps what its topic's retention allows (see
-//! `engine/topics.rs`).
+//! `engine/topics.rs`), and a compacted topic's partitions keep the latest record of each
+//! key (see `engine/topic_compaction.rs`).
 //!
 //! **Temporary queues** idle past their timeout are deleted (see `engine/temporary.rs`).
 //!
@@ -25,6 +26,7 @@ use ferry_storage::RetentionPolicy;
 
 use super::Broker;
 use super::queue::{Inner, Queue};
+use super::topic_compaction::CompactionStats;
 use crate::error::Result;
 use crate::journal::JournalEvent;
 use crate::message::millis;
@@ -42,6 +44,8 @@ pub struct MaintenanceReport {
     pub checkpoints: usize,
     pub deleted_segments: usize,
     pub deleted_bytes: u64,
+    /// What compaction of topics by key did (see `engine/topic_compaction.rs`).
+    pub compaction: CompactionStats,
 }
 
 /// The checkpoint of a queue's state (call with the state lock held).

@@ -42,6 +42,7 @@ pub mod subscriptions;
 pub mod temporary;
 mod timer_wake;
 mod topic;
+pub mod topic_compaction;
 mod topics;
 
 use std::collections::{BTreeMap, HashMap};
@@ -68,6 +69,7 @@ use timer_wake::TimerWake;
 
 pub use housekeeping::MaintenanceReport;
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
+pub use topic_compaction::CompactionStats;
 
 const SPEC_PREFIX: &str = "queue/";
 /// The longest the timer task sleeps without looking again.
@@ -974,6 +976,9 @@ mod temporary_tests;
 
 #[cfg(test)]
 mod topic_tests;
+
+#[cfg(test)]
+mod compaction_tests;
 
 #[cfg(test)]
 mod idempotent_tests;

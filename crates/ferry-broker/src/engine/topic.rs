@@ -2,7 +2,7 @@
 //! partition the idempotent producers' table. The API over it is in `topics.rs`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, RwLock, Weak};
 
 use ferry_storage::batch::HEADER_LEN;
@@ -114,6 +114,10 @@ pub(crate) struct Partition {
     /// so two batches of one producer cannot both pass the check. `None` until the first
     /// idempotent publish to the partition rebuilds it (see [`Partition::load_producers`]).
     pub producers: tokio::sync::Mutex<Option<ProducerTable>>,
+    /// The topic is compacted by key: every record needs a key (see `topic_compaction.rs`).
+    pub compacted: bool,
+    /// When compaction last looked at this partition (ms), to throttle it.
+    pub compaction_checked_ms: AtomicI64,
 }
 
 /// The largest batch and the segment size of a partition's log. Storage needs a segment
@@ -186,6 +190,8 @@ impl Topic {
             fanout: Arc::clone(fanout),
             max_batch_bytes,
             producers: tokio::sync::Mutex::new(None),
+            compacted: spec.compaction.is_some(),
+            compaction_checked_ms: AtomicI64::new(i64::MIN),
         })
     }
 
@@ -226,8 +232,15 @@ impl Topic {
 }
 
 impl Partition {
-    /// Refuses a batch storage would refuse, before anything of the publish is written.
+    /// Refuses a batch storage would refuse, or a keyless record on a compacted topic,
+    /// before anything of the publish is written.
     pub fn check_batch(&self, topic: &Name, records: &[NewRecord]) -> Result<()> {
+        if self.compacted && records.iter().any(|r| r.key.is_none()) {
+            return Err(BrokerError::KeyRequired {
+                topic: topic.clone(),
+                partition: self.index,
+            });
+        }
         let size = HEADER_LEN + records.iter().map(NewRecord::encoded_len).sum::<usize>();
         if size > self.max_batch_bytes {
             return Err(BrokerError::BatchTooLarge {
@@ -353,10 +366,11 @@ impl Partition {
         let start_offset = self.log.start_offset();
         let end_offset = self.log.end_offset();
         let oldest_timestamp_ms = if start_offset < end_offset {
+            // The first record kept: compaction may have removed the one at the start.
             self.log
                 .read(start_offset, 1)?
                 .into_iter()
-                .find(|r| r.offset == start_offset)
+                .next()
                 .map(|r| r.timestamp)
         } else {
             None

@@ -500,6 +500,7 @@ impl Broker {
                 let (segments, bytes) = partition.retain(&shape.spec, keep_from)?;
                 report.deleted_segments += segments;
                 report.deleted_bytes += bytes;
+                report.compaction += partition.compact(&shape.spec, keep_from, self.now_ms())?;
                 if let Ok(mut producers) = partition.producers.try_lock()
                     && let Some(table) = producers.as_mut()
                 {

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::spec_codec::{Fields, parse_duration};
-use crate::topic::spec::{Durability, KeylessPlacement, TopicRetention, TopicSpec};
+use crate::topic::spec::{
+    Durability, KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec,
+};
 
 const MAGIC: &str = "ferry-topic-spec 1";
 
@@ -48,8 +50,17 @@ pub fn encode(spec: &TopicSpec) -> String {
         ),
         ("producer_state_window", d(spec.producer_state_window)),
     ];
+    // Its sub-settings are present exactly when compaction is on.
+    let compaction = match spec.compaction {
+        None => vec![("compaction", "none".to_owned())],
+        Some(c) => vec![
+            ("compaction", "on".to_owned()),
+            ("compaction.tombstone_retention", d(c.tombstone_retention)),
+            ("compaction.min_lag", d(c.min_lag)),
+        ],
+    };
     let mut out = String::from(MAGIC);
-    for (key, value) in lines {
+    for (key, value) in lines.into_iter().chain(compaction) {
         out.push('\n');
         out.push_str(key);
         out.push('=');
@@ -109,6 +120,15 @@ pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
             },
         },
         producer_state_window: f.duration("producer_state_window")?,
+        // Absent from specs stored before the setting existed: those were not compacted.
+        compaction: match f.0.remove("compaction") {
+            None | Some("none") => None,
+            Some("on") => Some(TopicCompaction {
+                tombstone_retention: f.duration("compaction.tombstone_retention")?,
+                min_lag: f.duration("compaction.min_lag")?,
+            }),
+            Some(other) => return Err(format!("compaction {other:?} is neither none nor on")),
+        },
     };
     if let Some(key) = f.0.keys().next() {
         return Err(format!("setting {key} is unknown"));
@@ -133,6 +153,10 @@ mod tests {
             keyless: KeylessPlacement::RoundRobin,
             durability: Durability::Interval(Duration::from_nanos(250_000_001)),
             producer_state_window: Duration::from_millis(1),
+            compaction: Some(TopicCompaction {
+                tombstone_retention: Duration::from_nanos(1_500_000_000),
+                min_lag: Duration::ZERO,
+            }),
         };
         let none = TopicSpec {
             durability: Durability::None,
@@ -150,8 +174,16 @@ mod tests {
             "ferry-topic-spec 1\npartitions=1\nretention.max_age=604800.000000000\n\
              retention.max_bytes=none\nretention.overrides_subscriptions=false\n\
              keyless=sticky_batch\ndurability=fsync\n\
-             producer_state_window=604800.000000000\n"
+             producer_state_window=604800.000000000\ncompaction=none\n"
         );
+        let compacted = TopicSpec {
+            compaction: Some(TopicCompaction::default()),
+            ..TopicSpec::default()
+        };
+        assert!(encode(&compacted).ends_with(
+            "compaction=on\ncompaction.tombstone_retention=86400.000000000\n\
+             compaction.min_lag=0.000000000\n"
+        ));
     }
 
     #[test]
@@ -161,11 +193,32 @@ mod tests {
         assert!(decode(missing.as_bytes()).unwrap_err().contains("keyless"));
         let repeated = format!("{text}partitions=2\n");
         assert!(decode(repeated.as_bytes()).unwrap_err().contains("twice"));
-        let unknown = format!("{text}compaction=on\n");
+        let unknown = format!("{text}cleanup=compact\n");
+        assert!(decode(unknown.as_bytes()).unwrap_err().contains("cleanup"));
+        // Compaction: a value other than none or on, sub-settings without it, or it without
+        // its sub-settings.
+        let odd_compaction = text.replace("compaction=none", "compaction=compact");
         assert!(
-            decode(unknown.as_bytes())
+            decode(odd_compaction.as_bytes())
                 .unwrap_err()
-                .contains("compaction")
+                .contains("neither none nor on")
+        );
+        let stray = format!("{text}compaction.min_lag=0.000000000\n");
+        assert!(
+            decode(stray.as_bytes())
+                .unwrap_err()
+                .contains("compaction.min_lag")
+        );
+        let bare = text.replace("compaction=none", "compaction=on");
+        assert!(
+            decode(bare.as_bytes())
+                .unwrap_err()
+                .contains("compaction.tombstone_retention")
+        );
+        let older_compaction = text.replace("compaction=none\n", "");
+        assert_eq!(
+            decode(older_compaction.as_bytes()).unwrap(),
+            TopicSpec::default()
         );
         let invalid = text.replace("partitions=1", "partitions=0");
         assert!(

@@ -28,7 +28,7 @@ use crate::name::Name;
 use crate::record::ProducerStamp;
 
 pub use producer::MAX_PRODUCER_ID_BYTES;
-pub use spec::{KeylessPlacement, TopicRetention, TopicSpec};
+pub use spec::{KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec};
 
 /// Where a reader starts in a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

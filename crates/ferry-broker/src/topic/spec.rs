@@ -60,6 +60,32 @@ pub enum KeylessPlacement {
     StickyBatch,
 }
 
+/// Compaction by key, as Kafka's `cleanup.policy=compact`: each partition keeps the latest
+/// record of every key, and older records of the key are removed (their offsets become gaps
+/// that reads step over). A tombstone — a keyed message with an empty payload — deletes its
+/// key: it stays readable for `tombstone_retention`, so readers see the deletion, then goes.
+/// Every message published to a compacted topic needs a key
+/// ([`BrokerError::KeyRequired`]). Compaction never removes a record a subscription has not
+/// settled, and works on whole sealed segments, so the newest records are compacted only
+/// once their segment rolls. Retention still applies on top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicCompaction {
+    /// How long a tombstone stays readable (by its publish time). Default one day.
+    pub tombstone_retention: Duration,
+    /// Records younger than this are not compacted: every value stays readable for at
+    /// least this long (Kafka's `min.compaction.lag.ms`). Default zero.
+    pub min_lag: Duration,
+}
+
+impl Default for TopicCompaction {
+    fn default() -> Self {
+        TopicCompaction {
+            tombstone_retention: Duration::from_secs(DAY),
+            min_lag: Duration::ZERO,
+        }
+    }
+}
+
 /// The settings of one topic. Check with [`TopicSpec::validate`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicSpec {
@@ -76,6 +102,8 @@ pub struct TopicSpec {
     /// restart the broker remembers what the partition's kept records say, so retention
     /// shorter than this window shortens it in effect.
     pub producer_state_window: Duration,
+    /// Compaction by key; `None` (the default) keeps every record until retention.
+    pub compaction: Option<TopicCompaction>,
 }
 
 impl TopicSpec {
@@ -83,6 +111,8 @@ impl TopicSpec {
     /// A guard against unit mistakes rather than a resource limit.
     pub const MAX_RETENTION_AGE: Duration = Duration::from_secs(36_500 * DAY);
     pub const MAX_PRODUCER_STATE_WINDOW: Duration = Duration::from_secs(90 * DAY);
+    /// A guard against unit mistakes for the compaction durations.
+    pub const MAX_COMPACTION_DURATION: Duration = Duration::from_secs(36_500 * DAY);
 
     /// A default spec with `partitions` partitions.
     pub fn with_partitions(partitions: u32) -> TopicSpec {
@@ -143,6 +173,22 @@ impl TopicSpec {
                 ),
             );
         }
+        if let Some(compaction) = self.compaction {
+            for (setting, value) in [
+                (
+                    "compaction.tombstone_retention",
+                    compaction.tombstone_retention,
+                ),
+                ("compaction.min_lag", compaction.min_lag),
+            ] {
+                if value > Self::MAX_COMPACTION_DURATION {
+                    return bad(
+                        setting,
+                        format!("must be at most 36500 days, got {}", human(&value)),
+                    );
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -155,6 +201,7 @@ impl Default for TopicSpec {
             keyless: KeylessPlacement::default(),
             durability: Durability::Fsync,
             producer_state_window: Duration::from_secs(7 * DAY),
+            compaction: None,
         }
     }
 }
@@ -217,6 +264,14 @@ mod tests {
             ..TopicSpec::default()
         };
         assert_eq!(problem(spec), "producer_state_window");
+        let spec = TopicSpec {
+            compaction: Some(TopicCompaction {
+                min_lag: Duration::from_secs(36_501 * 86_400),
+                ..TopicCompaction::default()
+            }),
+            ..TopicSpec::default()
+        };
+        assert_eq!(problem(spec), "compaction.min_lag");
     }
 
     #[test]

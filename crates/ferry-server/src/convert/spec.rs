@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ferry_broker::{
     Backoff, DeadLetter, Durability, Filter, KeylessPlacement, LengthLimit, Name, OrderingMode,
-    OverflowPolicy, QueueSpec, RetryPolicy, SubscriptionSpec, SubscriptionStart, TopicRetention,
-    TopicSpec,
+    OverflowPolicy, QueueSpec, RetryPolicy, SubscriptionSpec, SubscriptionStart, TopicCompaction,
+    TopicRetention, TopicSpec,
 };
 use ferry_proto::v1;
 
@@ -232,11 +232,16 @@ pub fn topic_spec(spec: Option<v1::TopicSpec>) -> Result<TopicSpec, ConvertError
     if let Some(v) = p.producer_state_window_ms {
         t.producer_state_window = ms(v);
     }
-    if p.compaction.is_some() {
-        return Err(ConvertError::Unsupported {
-            what: "topic compaction",
-        });
-    }
+    t.compaction = p.compaction.map(|c| {
+        let mut on = TopicCompaction::default();
+        if let Some(v) = c.tombstone_retention_ms {
+            on.tombstone_retention = ms(v);
+        }
+        if let Some(v) = c.min_lag_ms {
+            on.min_lag = ms(v);
+        }
+        on
+    });
     Ok(t)
 }
 
@@ -257,7 +262,10 @@ pub fn topic_spec_to_proto(t: &TopicSpec) -> v1::TopicSpec {
         durability,
         durability_interval_ms,
         producer_state_window_ms: Some(to_ms(t.producer_state_window)),
-        compaction: None,
+        compaction: t.compaction.map(|c| v1::TopicCompaction {
+            tombstone_retention_ms: Some(to_ms(c.tombstone_retention)),
+            min_lag_ms: Some(to_ms(c.min_lag)),
+        }),
     }
 }
 
@@ -360,6 +368,10 @@ mod tests {
             keyless: KeylessPlacement::RoundRobin,
             durability: Durability::None,
             producer_state_window: Duration::from_secs(60),
+            compaction: Some(TopicCompaction {
+                tombstone_retention: Duration::from_secs(3600),
+                min_lag: Duration::from_secs(5),
+            }),
         };
         assert_eq!(topic_spec(Some(topic_spec_to_proto(&t))).unwrap(), t);
 
