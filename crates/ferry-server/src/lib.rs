@@ -44,10 +44,17 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let routes = grpc::routes(&broker, DEFAULT_MAX_MESSAGE);
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let routes = grpc::routes(&broker, DEFAULT_MAX_MESSAGE, stopping);
+    let signal = async move {
+        shutdown.await;
+        // Open consume streams are calls in progress too: end them, or the wait below
+        // would last as long as the slowest client.
+        let _ = stop.send(true);
+    };
     tonic::transport::Server::builder()
         .add_routes(routes)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal)
         .await?;
     Ok(())
 }

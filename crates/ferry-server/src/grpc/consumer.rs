@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ferry_broker::{Acked, Broker, LeaseToken, Nacked};
 use ferry_proto::v1::{self, consumer_server::Consumer};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -31,8 +31,15 @@ const MAX_RECEIVE: usize = 256;
 /// The error a released delivery's attempt records.
 const DISCONNECTED: &str = "consumer disconnected";
 
+/// The longest a unary receive waits: a server that is stopping waits for calls in
+/// progress, so none may take long.
+const MAX_WAIT: Duration = Duration::from_secs(20);
+
 pub struct ConsumerService {
     pub broker: Broker,
+    /// Turns `true` when the server begins to stop: consume streams end (giving their
+    /// unsettled deliveries back) so that the server's wait for open calls ends.
+    pub stopping: watch::Receiver<bool>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -59,7 +66,7 @@ impl Consumer for ConsumerService {
                 &r.consumer,
                 r.max as usize,
                 opt_ms(r.lease_ms),
-                opt_ms(r.wait_ms),
+                opt_ms(r.wait_ms).map(|w| w.min(MAX_WAIT)),
             )
             .await
             .map_err(from_broker)?;
@@ -158,8 +165,12 @@ impl Consumer for ConsumerService {
             tx,
         });
         let deliverer = tokio::spawn(Arc::clone(&stream).deliver());
+        let mut stopping = self.stopping.clone();
         tokio::spawn(async move {
-            stream.read(inbound).await;
+            tokio::select! {
+                () = stream.read(inbound) => {}
+                _ = stopping.wait_for(|&stop| stop) => {}
+            }
             stream.credit.close();
             let _ = deliverer.await;
             stream.release().await;

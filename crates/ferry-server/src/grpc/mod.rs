@@ -12,6 +12,7 @@ use ferry_proto::v1::consumer_server::ConsumerServer;
 use ferry_proto::v1::dead_letters_server::DeadLettersServer;
 use ferry_proto::v1::groups_server::GroupsServer;
 use ferry_proto::v1::publisher_server::PublisherServer;
+use tokio::sync::watch;
 use tonic::service::Routes;
 
 pub use admin::AdminService;
@@ -22,8 +23,8 @@ pub use publisher::PublisherService;
 
 /// Every service of `ferry.v1`, routed by name, with request bodies up to `max_message`
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
-/// the operator meant to refuse).
-pub fn routes(broker: &Broker, max_message: usize) -> Routes {
+/// the operator meant to refuse). Consume streams end once `stopping` turns `true`.
+pub fn routes(broker: &Broker, max_message: usize, stopping: watch::Receiver<bool>) -> Routes {
     let b = || broker.clone();
     Routes::new(
         AdminServer::new(AdminService { broker: b() }).max_decoding_message_size(max_message),
@@ -33,9 +34,12 @@ pub fn routes(broker: &Broker, max_message: usize) -> Routes {
             .max_decoding_message_size(max_message),
     )
     .add_service(
-        ConsumerServer::new(ConsumerService { broker: b() })
-            .max_decoding_message_size(max_message)
-            .max_encoding_message_size(max_message),
+        ConsumerServer::new(ConsumerService {
+            broker: b(),
+            stopping,
+        })
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message),
     )
     .add_service(
         DeadLettersServer::new(DeadLettersService { broker: b() })

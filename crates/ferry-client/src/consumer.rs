@@ -1,0 +1,418 @@
+//! A streaming consumer: one `Consume` stream with `prefetch` credit, whose deliveries are
+//! handed out as [`Delivery`] values. While a delivery is held its lease is extended (when
+//! half of it is left); settling it gives the stream one credit back. Dropping a delivery
+//! unsettled nacks it (redelivery at once, counted as an attempt).
+//!
+//! When the connection breaks, the server gives the stream's unsettled deliveries back to
+//! the queue; settling one of those afterwards fails with `FAILED_PRECONDITION`, and the
+//! consumer reconnects with backoff and goes on. Nothing acknowledged is lost: an ack
+//! either reached the server (and is durable) or returns an error.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ferry_proto::v1::{self, consume_request, consume_response, settle};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::error::{ClientError, Result};
+use crate::{Client, RetryPolicy};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConsumerConfig {
+    /// Most deliveries held unsettled at once.
+    pub prefetch: u32,
+    /// The lease of each delivery (the queue's when `None`).
+    pub lease: Option<Duration>,
+    /// Extend the leases of held deliveries.
+    pub auto_extend: bool,
+    /// Backoff between reconnects.
+    pub reconnect: RetryPolicy,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            prefetch: 64,
+            lease: None,
+            auto_extend: true,
+            reconnect: RetryPolicy::default(),
+        }
+    }
+}
+
+/// What a [`Delivery`] asks of the stream.
+enum Command {
+    Settle {
+        generation: u64,
+        seq: u64,
+        token: u64,
+        outcome: settle::Outcome,
+        reply: Option<oneshot::Sender<Result<()>>>,
+    },
+}
+
+/// A message received under a lease; settle it with `ack`, `nack` or `reject`.
+pub struct Delivery {
+    pub message: v1::Delivery,
+    generation: u64,
+    commands: mpsc::Sender<Command>,
+    settled: bool,
+}
+
+impl Delivery {
+    pub fn payload(&self) -> &[u8] {
+        &self.message.payload
+    }
+    pub fn id(&self) -> &str {
+        &self.message.id
+    }
+    /// 1 for the first delivery.
+    pub fn attempt(&self) -> u32 {
+        self.message.delivery
+    }
+
+    async fn settle(mut self, outcome: settle::Outcome) -> Result<()> {
+        self.settled = true;
+        let (reply, answered) = oneshot::channel();
+        self.commands
+            .send(Command::Settle {
+                generation: self.generation,
+                seq: self.message.seq,
+                token: self.message.token,
+                outcome,
+                reply: Some(reply),
+            })
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        answered.await.map_err(|_| ClientError::Closed)?
+    }
+
+    /// Done with it: it is not delivered again. Returns once the ack is durable.
+    pub async fn ack(self) -> Result<()> {
+        self.settle(settle::Outcome::Ack(true)).await
+    }
+
+    /// A failed attempt: redelivered after `delay` (the queue's backoff when `None`), or
+    /// dead-lettered when out of attempts.
+    pub async fn nack(self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
+        self.settle(settle::Outcome::Nack(settle::Nack {
+            delay_ms: delay.map(|d| d.as_millis() as u64),
+            error: error.map(str::to_owned),
+        }))
+        .await
+    }
+
+    /// A permanent failure: dead-lettered now.
+    pub async fn reject(self, reason: &str) -> Result<()> {
+        self.settle(settle::Outcome::Reject(reason.to_owned()))
+            .await
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        if !self.settled {
+            // Not awaited: the stream settles it when it gets there.
+            let _ = self.commands.try_send(Command::Settle {
+                generation: self.generation,
+                seq: self.message.seq,
+                token: self.message.token,
+                outcome: settle::Outcome::Nack(settle::Nack {
+                    delay_ms: Some(0),
+                    error: Some("dropped unsettled by the client".into()),
+                }),
+                reply: None,
+            });
+        }
+    }
+}
+
+/// A stream of deliveries from one queue; see the module docs.
+pub struct Consumer {
+    deliveries: mpsc::Receiver<Result<Delivery>>,
+    /// The current stream's generation: deliveries of an older one still waiting here
+    /// were given back by the server when that stream ended, and are skipped.
+    current: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Consumer {
+    pub(crate) async fn open(
+        client: Client,
+        queue: String,
+        name: String,
+        config: ConsumerConfig,
+    ) -> Result<Consumer> {
+        let (out, deliveries) = mpsc::channel(config.prefetch.max(1) as usize);
+        let (commands, command_rx) = mpsc::channel(1024);
+        let current = Arc::new(AtomicU64::new(0));
+        let mut session = Session {
+            current: Arc::clone(&current),
+            client,
+            queue,
+            name,
+            config,
+            out,
+            commands,
+            command_rx,
+            generation: 0,
+        };
+        // The first open is checked here: a missing queue fails `consumer()` itself.
+        let stream = session.connect().await?;
+        let task = tokio::spawn(session.run(stream));
+        Ok(Consumer {
+            deliveries,
+            current,
+            task,
+        })
+    }
+
+    /// The next delivery; `None` once the consumer is closed. An error says the stream
+    /// failed for good (the queue was deleted, say).
+    pub async fn next(&mut self) -> Option<Result<Delivery>> {
+        loop {
+            match self.deliveries.recv().await? {
+                Ok(mut stale) if stale.generation < self.current.load(Ordering::Acquire) => {
+                    stale.settled = true; // nothing to give back: the server did
+                }
+                other => return Some(other),
+            }
+        }
+    }
+
+    /// Stops receiving; held deliveries can still be settled until they are dropped.
+    pub fn close(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Open {
+    requests: mpsc::Sender<v1::ConsumeRequest>,
+    responses: tonic::Streaming<v1::ConsumeResponse>,
+}
+
+/// A held delivery's lease, as this side tracks it.
+struct Held {
+    token: u64,
+    lease: Duration,
+    until: Instant,
+}
+
+/// What a settle sent on the stream waits for (answers come in order).
+enum Awaiting {
+    Settle {
+        seq: u64,
+        reply: Option<oneshot::Sender<Result<()>>>,
+    },
+    Extend {
+        seq: u64,
+    },
+}
+
+struct Session {
+    client: Client,
+    queue: String,
+    name: String,
+    config: ConsumerConfig,
+    out: mpsc::Sender<Result<Delivery>>,
+    commands: mpsc::Sender<Command>,
+    command_rx: mpsc::Receiver<Command>,
+    current: Arc<AtomicU64>,
+    /// Which stream the deliveries came from: one of an earlier stream was given back by
+    /// the server when that stream ended.
+    generation: u64,
+}
+
+fn request(kind: consume_request::Kind) -> v1::ConsumeRequest {
+    v1::ConsumeRequest { kind: Some(kind) }
+}
+
+impl Session {
+    async fn connect(&mut self) -> Result<Open> {
+        let (requests, rx) = mpsc::channel(256);
+        let open = v1::ConsumeOpen {
+            queue: self.queue.clone(),
+            consumer: self.name.clone(),
+            lease_ms: self.config.lease.map(|l| l.as_millis() as u64),
+        };
+        requests
+            .send(request(consume_request::Kind::Open(open)))
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        requests
+            .send(request(consume_request::Kind::Credit(
+                self.config.prefetch.max(1),
+            )))
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        let responses = self
+            .client
+            .consumer_client()
+            .consume(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        self.generation += 1;
+        self.current.store(self.generation, Ordering::Release);
+        Ok(Open {
+            requests,
+            responses,
+        })
+    }
+
+    async fn run(mut self, mut stream: Open) {
+        loop {
+            let error = self.serve(&mut stream).await;
+            // Permanent failures end the consumer; others reconnect.
+            if !error.is_transient() {
+                let _ = self.out.send(Err(error)).await;
+                return;
+            }
+            tracing::warn!(queue = %self.queue, %error, "consume stream lost; reconnecting");
+            let mut attempt = 0;
+            stream = loop {
+                tokio::time::sleep(self.config.reconnect.delay(attempt)).await;
+                match self.connect().await {
+                    Ok(stream) => break stream,
+                    Err(error) if error.is_transient() => attempt = (attempt + 1).min(16),
+                    Err(error) => {
+                        let _ = self.out.send(Err(error)).await;
+                        return;
+                    }
+                }
+            };
+        }
+    }
+
+    /// Serves one stream until it fails; returns why.
+    async fn serve(&mut self, stream: &mut Open) -> ClientError {
+        let mut held: HashMap<u64, Held> = HashMap::new();
+        let mut awaiting: VecDeque<Awaiting> = VecDeque::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let generation = self.generation;
+        let failure = loop {
+            tokio::select! {
+                response = stream.responses.next() => {
+                    let kind = match response {
+                        Some(Ok(v1::ConsumeResponse { kind: Some(kind) })) => kind,
+                        Some(Ok(_)) => continue,
+                        Some(Err(status)) => break ClientError::from(status),
+                        None => break ClientError::Server {
+                            code: tonic::Code::Unavailable,
+                            message: "the server ended the consume stream".into(),
+                        },
+                    };
+                    match kind {
+                        consume_response::Kind::Delivery(message) => {
+                            let now_ms = std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map_or(0, |d| d.as_millis() as i64);
+                            let lease = Duration::from_millis(
+                                (message.lease_until_ms - now_ms).max(1000) as u64,
+                            );
+                            held.insert(message.seq, Held {
+                                token: message.token,
+                                lease,
+                                until: Instant::now() + lease,
+                            });
+                            let delivery = Delivery {
+                                message,
+                                generation,
+                                commands: self.commands.clone(),
+                                settled: false,
+                            };
+                            if self.out.send(Ok(delivery)).await.is_err() {
+                                break ClientError::Closed;
+                            }
+                        }
+                        consume_response::Kind::Settled(result) => {
+                            match awaiting.pop_front() {
+                                Some(Awaiting::Settle { seq, reply }) => {
+                                    held.remove(&seq);
+                                    let outcome = if result.ok {
+                                        Ok(())
+                                    } else {
+                                        Err(ClientError::Server {
+                                            code: tonic::Code::FailedPrecondition,
+                                            message: result.error,
+                                        })
+                                    };
+                                    if let Some(reply) = reply {
+                                        let _ = reply.send(outcome);
+                                    }
+                                    let credit = request(consume_request::Kind::Credit(1));
+                                    if stream.requests.send(credit).await.is_err() {
+                                        break ClientError::Closed;
+                                    }
+                                }
+                                Some(Awaiting::Extend { seq }) if !result.ok => {
+                                    // The lease is gone; the settle will say so.
+                                    held.remove(&seq);
+                                }
+                                Some(Awaiting::Extend { .. }) => {}
+                                None => {}
+                            }
+                        }
+                    }
+                }
+                Some(command) = self.command_rx.recv() => {
+                    let Command::Settle { generation: of, seq, token, outcome, reply } = command;
+                    if of != generation {
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Err(ClientError::Server {
+                                code: tonic::Code::FailedPrecondition,
+                                message: "the connection was lost after this delivery; the server gave it back to the queue".into(),
+                            }));
+                        }
+                        continue;
+                    }
+                    let settle = v1::Settle { seq, token, outcome: Some(outcome) };
+                    awaiting.push_back(Awaiting::Settle { seq, reply });
+                    if stream.requests.send(request(consume_request::Kind::Settle(settle))).await.is_err() {
+                        break ClientError::Closed;
+                    }
+                }
+                _ = tick.tick(), if self.config.auto_extend => {
+                    let now = Instant::now();
+                    for (&seq, h) in held.iter_mut() {
+                        if h.until.saturating_duration_since(now) < h.lease / 2 {
+                            h.until = now + h.lease;
+                            let settle = v1::Settle {
+                                seq,
+                                token: h.token,
+                                outcome: Some(settle::Outcome::ExtendMs(h.lease.as_millis() as u64)),
+                            };
+                            awaiting.push_back(Awaiting::Extend { seq });
+                            if stream.requests.try_send(request(consume_request::Kind::Settle(settle))).is_err() {
+                                awaiting.pop_back();
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        // Settles that never got an answer fail: the stream that would answer is gone.
+        for waiting in awaiting {
+            if let Awaiting::Settle {
+                reply: Some(reply), ..
+            } = waiting
+            {
+                let _ = reply.send(Err(ClientError::Server {
+                    code: tonic::Code::Unavailable,
+                    message: "the connection was lost before the server answered".into(),
+                }));
+            }
+        }
+        failure
+    }
+}

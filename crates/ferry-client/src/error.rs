@@ -1,0 +1,53 @@
+//! What the client fails with.
+
+use tonic::Code;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "{url:?} is not a server address: {problem} (use ferry://host:port or http://host:port)"
+    )]
+    BadUrl { url: String, problem: String },
+    #[error("could not connect to {url}: {source}")]
+    Connect {
+        url: String,
+        source: tonic::transport::Error,
+    },
+    /// The server answered with an error: `code` says what kind, `message` what and why.
+    #[error("{message} ({code:?})")]
+    Server { code: Code, message: String },
+    #[error("the client was closed")]
+    Closed,
+}
+
+impl ClientError {
+    /// Whether trying again may succeed: the server was unreachable or restarting, not
+    /// refusing the request.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Server {
+                code: Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded,
+                ..
+            } | ClientError::Connect { .. }
+        )
+    }
+
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            ClientError::Server { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<tonic::Status> for ClientError {
+    fn from(status: tonic::Status) -> Self {
+        ClientError::Server {
+            code: status.code(),
+            message: status.message().to_owned(),
+        }
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

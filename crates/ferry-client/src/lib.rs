@@ -1,0 +1,395 @@
+//! The Rust client of a Ferry server (`ferry serve`), over gRPC (`ferry.v1`).
+//!
+//! - [`Client`]: connect, admin calls, publish, receive and settle one call at a time;
+//! - [`Producer`]: batches messages (linger, max batch) and retries a batch that may not
+//!   have arrived — each message carries a client-chosen id, which the queue deduplicates
+//!   within its dedup window, so a retry is stored once;
+//! - [`Consumer`]: streams deliveries with a prefetch (credit), extends their leases while
+//!   they are held, and settles them; it reconnects with backoff after a connection loss.
+//!
+//! The connection is one HTTP/2 channel, shared by everything made from a `Client`; it
+//! reconnects by itself, and calls retried here back off exponentially with jitter.
+
+mod consumer;
+mod error;
+mod message;
+mod producer;
+mod retry;
+
+use std::time::Duration;
+
+use ferry_proto::v1::{
+    self, admin_client::AdminClient, consumer_client::ConsumerClient,
+    dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
+    publisher_client::PublisherClient,
+};
+use tonic::transport::{Channel, Endpoint};
+
+pub use consumer::{Consumer, ConsumerConfig, Delivery};
+pub use error::{ClientError, Result};
+pub use ferry_proto::v1 as proto;
+pub use message::Message;
+pub use producer::{Producer, ProducerConfig};
+pub use retry::RetryPolicy;
+
+/// The largest message the client sends or takes, as the server's default.
+const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
+/// A connection to a Ferry server; cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    channel: Channel,
+    retry: RetryPolicy,
+}
+
+/// `ferry://host:port` or `http://host:port` → the endpoint URI.
+fn endpoint_uri(url: &str) -> Result<String> {
+    let bad = |problem: &str| ClientError::BadUrl {
+        url: url.to_owned(),
+        problem: problem.to_owned(),
+    };
+    let rest = if let Some(rest) = url.strip_prefix("ferry://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        rest
+    } else if url.starts_with("https://") || url.starts_with("ferrys://") {
+        return Err(bad("TLS is not supported by this client yet"));
+    } else {
+        return Err(bad("unknown scheme"));
+    };
+    let authority = rest.trim_end_matches('/');
+    if authority.is_empty() || authority.contains('/') {
+        return Err(bad("expected host:port with no path"));
+    }
+    Ok(format!("http://{authority}"))
+}
+
+impl Client {
+    /// Connects to `url` (`ferry://host:port`); fails if the server does not answer.
+    pub async fn connect(url: &str) -> Result<Client> {
+        let uri = endpoint_uri(url)?;
+        let endpoint = Endpoint::from_shared(uri.clone())
+            .map_err(|e| ClientError::BadUrl {
+                url: url.to_owned(),
+                problem: e.to_string(),
+            })?
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_while_idle(true);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|source| ClientError::Connect { url: uri, source })?;
+        Ok(Client {
+            channel,
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    /// How calls that may be retried safely are retried.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Client {
+        self.retry = retry;
+        self
+    }
+
+    pub(crate) fn admin_client(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+    pub(crate) fn publisher(&self) -> PublisherClient<Channel> {
+        PublisherClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+    pub(crate) fn consumer_client(&self) -> ConsumerClient<Channel> {
+        ConsumerClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    // ---- Admin ----
+
+    pub async fn create_queue(&self, name: &str, spec: v1::QueueSpec) -> Result<()> {
+        self.admin_client()
+            .create_queue(v1::CreateQueueRequest {
+                name: name.into(),
+                spec: Some(spec),
+            })
+            .await?;
+        Ok(())
+    }
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        self.admin_client()
+            .delete_queue(v1::DeleteQueueRequest { name: name.into() })
+            .await?;
+        Ok(())
+    }
+    pub async fn list_queues(&self) -> Result<Vec<String>> {
+        Ok(self
+            .admin_client()
+            .list_queues(v1::ListQueuesRequest {})
+            .await?
+            .into_inner()
+            .names)
+    }
+    pub async fn describe_queue(&self, name: &str) -> Result<v1::QueueInfo> {
+        Ok(self
+            .admin_client()
+            .describe_queue(v1::DescribeQueueRequest { name: name.into() })
+            .await?
+            .into_inner())
+    }
+    pub async fn create_topic(&self, name: &str, spec: v1::TopicSpec) -> Result<()> {
+        self.admin_client()
+            .create_topic(v1::CreateTopicRequest {
+                name: name.into(),
+                spec: Some(spec),
+            })
+            .await?;
+        Ok(())
+    }
+    pub async fn delete_topic(&self, name: &str) -> Result<()> {
+        self.admin_client()
+            .delete_topic(v1::DeleteTopicRequest { name: name.into() })
+            .await?;
+        Ok(())
+    }
+    pub async fn list_topics(&self) -> Result<Vec<String>> {
+        Ok(self
+            .admin_client()
+            .list_topics(v1::ListTopicsRequest {})
+            .await?
+            .into_inner()
+            .names)
+    }
+    pub async fn describe_topic(&self, name: &str) -> Result<v1::TopicInfo> {
+        Ok(self
+            .admin_client()
+            .describe_topic(v1::DescribeTopicRequest { name: name.into() })
+            .await?
+            .into_inner())
+    }
+    pub async fn create_subscription(&self, name: &str, spec: v1::SubscriptionSpec) -> Result<()> {
+        self.admin_client()
+            .create_subscription(v1::CreateSubscriptionRequest {
+                name: name.into(),
+                spec: Some(spec),
+            })
+            .await?;
+        Ok(())
+    }
+    pub async fn delete_subscription(&self, name: &str) -> Result<()> {
+        self.admin_client()
+            .delete_subscription(v1::DeleteSubscriptionRequest { name: name.into() })
+            .await?;
+        Ok(())
+    }
+    pub async fn describe_subscription(&self, name: &str) -> Result<v1::SubscriptionInfo> {
+        Ok(self
+            .admin_client()
+            .describe_subscription(v1::DescribeSubscriptionRequest { name: name.into() })
+            .await?
+            .into_inner())
+    }
+    pub async fn describe_group(&self, topic: &str, group: &str) -> Result<v1::GroupInfo> {
+        Ok(self
+            .admin_client()
+            .describe_group(v1::DescribeGroupRequest {
+                topic: topic.into(),
+                group: group.into(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Consumer-group calls (join, heartbeat, poll, commit, read by position).
+    pub fn groups(&self) -> GroupsClient<Channel> {
+        GroupsClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE)
+    }
+
+    // ---- Publish ----
+
+    /// Publishes a batch to `queue` and returns the ids, in order. Every message gets a
+    /// client-chosen id unless it has one, so a publish retried after a lost answer is
+    /// stored once (within the queue's dedup window).
+    pub async fn publish(&self, queue: &str, messages: Vec<Message>) -> Result<Vec<String>> {
+        let messages: Vec<v1::OutgoingMessage> = messages
+            .into_iter()
+            .map(|m| {
+                let mut m = m.0;
+                m.id.get_or_insert_with(message::new_id);
+                m
+            })
+            .collect();
+        let request = v1::PublishRequest {
+            queue: queue.into(),
+            messages,
+        };
+        self.retry
+            .run(|| {
+                let mut publisher = self.publisher();
+                let request = request.clone();
+                async move { Ok(publisher.publish(request).await?.into_inner().ids) }
+            })
+            .await
+    }
+
+    /// Publishes a batch to `topic`, each message to its key's partition.
+    pub async fn publish_to_topic(
+        &self,
+        topic: &str,
+        messages: Vec<Message>,
+    ) -> Result<Vec<v1::TopicPosition>> {
+        Ok(self
+            .publisher()
+            .publish_to_topic(v1::PublishToTopicRequest {
+                topic: topic.into(),
+                messages: messages.into_iter().map(|m| m.0).collect(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .positions)
+    }
+
+    /// A batching producer for `queue`.
+    pub fn producer(&self, queue: &str, config: ProducerConfig) -> Producer {
+        Producer::start(self.clone(), queue.to_owned(), config)
+    }
+
+    // ---- Consume ----
+
+    /// Up to `max` messages of `queue`, waiting up to `wait` for the first.
+    pub async fn receive(
+        &self,
+        queue: &str,
+        consumer: &str,
+        max: u32,
+        wait: Option<Duration>,
+    ) -> Result<Vec<v1::Delivery>> {
+        Ok(self
+            .consumer_client()
+            .receive(v1::ReceiveRequest {
+                queue: queue.into(),
+                consumer: consumer.into(),
+                max,
+                lease_ms: None,
+                wait_ms: wait.map(|w| w.as_millis() as u64),
+            })
+            .await?
+            .into_inner()
+            .deliveries)
+    }
+    pub async fn ack(&self, queue: &str, seq: u64, token: u64) -> Result<()> {
+        self.consumer_client()
+            .ack(v1::AckRequest {
+                queue: queue.into(),
+                seq,
+                token,
+            })
+            .await?;
+        Ok(())
+    }
+    pub async fn nack(
+        &self,
+        queue: &str,
+        seq: u64,
+        token: u64,
+        delay: Option<Duration>,
+        error: Option<&str>,
+    ) -> Result<v1::NackResponse> {
+        Ok(self
+            .consumer_client()
+            .nack(v1::NackRequest {
+                queue: queue.into(),
+                seq,
+                token,
+                delay_ms: delay.map(|d| d.as_millis() as u64),
+                error: error.map(str::to_owned),
+            })
+            .await?
+            .into_inner())
+    }
+    pub async fn reject(&self, queue: &str, seq: u64, token: u64, reason: &str) -> Result<()> {
+        self.consumer_client()
+            .reject(v1::RejectRequest {
+                queue: queue.into(),
+                seq,
+                token,
+                reason: reason.into(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// A streaming consumer of `queue` named `consumer`.
+    pub async fn consumer(
+        &self,
+        queue: &str,
+        consumer: &str,
+        config: ConsumerConfig,
+    ) -> Result<Consumer> {
+        Consumer::open(self.clone(), queue.to_owned(), consumer.to_owned(), config).await
+    }
+
+    // ---- Dead letters ----
+
+    pub async fn peek(
+        &self,
+        dlq: &str,
+        filter: Option<v1::DeadLetterFilter>,
+        max: u32,
+        after_seq: u64,
+    ) -> Result<Vec<v1::Delivery>> {
+        Ok(DeadLettersClient::new(self.channel.clone())
+            .max_decoding_message_size(usize::MAX)
+            .peek(v1::PeekRequest {
+                dlq: dlq.into(),
+                filter,
+                max,
+                after_seq,
+            })
+            .await?
+            .into_inner()
+            .letters)
+    }
+    pub async fn redrive(&self, request: v1::RedriveRequest) -> Result<v1::RedriveResponse> {
+        Ok(DeadLettersClient::new(self.channel.clone())
+            .redrive(request)
+            .await?
+            .into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_addresses() {
+        assert_eq!(
+            endpoint_uri("ferry://127.0.0.1:7070").unwrap(),
+            "http://127.0.0.1:7070"
+        );
+        assert_eq!(
+            endpoint_uri("http://localhost:1/").unwrap(),
+            "http://localhost:1"
+        );
+        for bad in ["nats://x:1", "ferry://", "ferry://h:1/path", "https://h:1"] {
+            assert!(
+                matches!(endpoint_uri(bad), Err(ClientError::BadUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn new_ids_are_ulids_in_time_order() {
+        let a = message::new_id();
+        std::thread::sleep(Duration::from_millis(2));
+        let b = message::new_id();
+        assert_eq!(a.len(), 26);
+        assert!(a < b);
+    }
+}
