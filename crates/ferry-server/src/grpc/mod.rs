@@ -6,6 +6,8 @@ mod dead_letters;
 mod groups;
 mod publisher;
 
+use std::sync::Arc;
+
 use ferry_broker::Broker;
 use ferry_proto::v1::admin_server::AdminServer;
 use ferry_proto::v1::consumer_server::ConsumerServer;
@@ -20,22 +22,31 @@ pub use dead_letters::DeadLettersService;
 pub use groups::GroupsService;
 pub use publisher::PublisherService;
 
+use crate::metrics::Meters;
+
 /// Every service of `ferry.v1`, routed by name, with request bodies up to `max_message`
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
-/// the operator meant to refuse).
-pub fn routes(broker: &Broker, max_message: usize) -> Routes {
+/// the operator meant to refuse). Deliveries, rejects and latencies are recorded in `meters`.
+pub fn routes(broker: &Broker, meters: &Arc<Meters>, max_message: usize) -> Routes {
     let b = || broker.clone();
+    let m = || Arc::clone(meters);
     Routes::new(
         AdminServer::new(AdminService { broker: b() }).max_decoding_message_size(max_message),
     )
     .add_service(
-        PublisherServer::new(PublisherService { broker: b() })
-            .max_decoding_message_size(max_message),
+        PublisherServer::new(PublisherService {
+            broker: b(),
+            meters: m(),
+        })
+        .max_decoding_message_size(max_message),
     )
     .add_service(
-        ConsumerServer::new(ConsumerService { broker: b() })
-            .max_decoding_message_size(max_message)
-            .max_encoding_message_size(max_message),
+        ConsumerServer::new(ConsumerService {
+            broker: b(),
+            meters: m(),
+        })
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message),
     )
     .add_service(
         DeadLettersServer::new(DeadLettersService { broker: b() })
