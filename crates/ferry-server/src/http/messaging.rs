@@ -187,6 +187,13 @@ pub async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Received>> {
     let r: Receive = parse(&body?)?;
+    if r.consumer.is_empty() {
+        // Prefetch caps, exclusive ordering and dead letters name the consumer.
+        return Err(ApiError::bad_request(
+            "missing_field",
+            "consumer: name the consumer, e.g. \"billing-worker-1\"",
+        ));
+    }
     let got = receive_detached(s.broker.clone(), queue.clone(), r).await?;
     s.meters.delivered(&queue, &got);
     Ok(Json(Received {
