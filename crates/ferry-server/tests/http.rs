@@ -741,3 +741,97 @@ async fn a_long_poll_in_progress_is_answered_before_serve_returns() {
     assert_eq!(answered.status, 200, "{}", answered.text());
     assert_eq!(answered.json()["deliveries"], json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_whose_client_left_gives_its_delivery_back_at_once() {
+    let s = Running::start().await;
+    let spec = json!({"lease_ms": 60000});
+    assert_eq!(
+        s.post("/v1/queues", json!({"name": "q", "spec": spec}))
+            .await
+            .status,
+        201
+    );
+    let http = s.http;
+    let gone = tokio::spawn(async move {
+        let body = br#"{"consumer": "leaver", "wait_ms": 5000}"#;
+        request(http, "POST", "/v1/queues/q/receive", body).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gone.abort();
+    let _ = gone.await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let one = json!({"messages": [{"payload": "x"}]});
+    assert_eq!(s.post("/v1/queues/q/messages", one).await.status, 200);
+    // Not stuck under the leaver's 60 s lease: ready again for the next consumer.
+    let got = s
+        .post(
+            "/v1/queues/q/receive",
+            json!({"consumer": "stayer", "wait_ms": 3000}),
+        )
+        .await
+        .json();
+    assert_eq!(got["deliveries"][0]["payload"], "x", "{got}");
+    // The leaver's poll took it first and gave it back: this is its second delivery.
+    assert_eq!(got["deliveries"][0]["delivery"], 2, "{got}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_and_http_serve_one_broker_and_one_set_of_metrics() {
+    use ferry_proto::v1;
+    let s = Running::start().await;
+    assert_eq!(
+        s.post("/v1/queues", json!({"name": "both"})).await.status,
+        201
+    );
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut publisher = v1::publisher_client::PublisherClient::new(channel.clone());
+    publisher
+        .publish(v1::PublishRequest {
+            queue: "both".into(),
+            messages: vec![v1::OutgoingMessage {
+                payload: "from gRPC".into(),
+                ..Default::default()
+            }],
+        })
+        .await
+        .unwrap();
+    let mut consumer = v1::consumer_client::ConsumerClient::new(channel);
+    let got = consumer
+        .receive(v1::ReceiveRequest {
+            queue: "both".into(),
+            consumer: "c".into(),
+            max: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let d = &got.deliveries[0];
+    // Settled over HTTP, with the token gRPC handed out.
+    let acked = s
+        .post(
+            &format!("/v1/queues/both/messages/{}/ack", d.seq),
+            json!({"token": d.token}),
+        )
+        .await;
+    assert_eq!(acked.status, 200, "{}", acked.text());
+    let scrape = s.get("/metrics").await.text();
+    let at = |series: &str| sample(&scrape, series).unwrap_or_else(|| panic!("{series}"));
+    assert_eq!(at(r#"ferry_queue_delivered_total{queue="both"}"#), 1.0);
+    assert_eq!(at(r#"ferry_queue_acked_total{queue="both"}"#), 1.0);
+    assert_eq!(
+        at(r#"ferry_publish_duration_seconds_count{kind="queue",name="both"}"#),
+        1.0
+    );
+    assert_eq!(
+        at(r#"ferry_publish_to_ack_seconds_count{queue="both"}"#),
+        1.0
+    );
+    s.stop().await;
+}
