@@ -56,42 +56,6 @@ impl ApiError {
     }
 }
 
-/// The HTTP status for a broker error.
-pub fn status(error: &BrokerError) -> StatusCode {
-    use BrokerError as E;
-    match error {
-        E::QueueNotFound { .. }
-        | E::TopicNotFound { .. }
-        | E::GroupNotFound { .. }
-        | E::PartitionNotFound { .. } => StatusCode::NOT_FOUND,
-        E::DuplicateQueue { .. }
-        | E::QueueExists { .. }
-        | E::TopicExists { .. }
-        | E::QueueIsDeadLetterTarget { .. }
-        | E::TopicHasSubscriptions { .. }
-        | E::NotASubscription { .. }
-        | E::NotADeadLetterQueue { .. }
-        | E::NotQueueOwner { .. }
-        | E::PartitionsCanOnlyGrow { .. } => StatusCode::CONFLICT,
-        E::StaleLease { .. }
-        | E::UnknownMember { .. }
-        | E::NotPartitionOwner { .. }
-        | E::OffsetRegression { .. }
-        | E::OutOfOrderSequence { .. }
-        | E::SequenceOverlap { .. }
-        | E::SequenceTooOld { .. } => StatusCode::PRECONDITION_FAILED,
-        E::PayloadTooLarge { .. } | E::BatchTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        E::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
-        E::QueuePoisoned { .. }
-        | E::Storage(_)
-        | E::MalformedRecord { .. }
-        | E::MalformedJournal { .. }
-        | E::MalformedSpec { .. }
-        | E::MalformedTopicSpec { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::BAD_REQUEST,
-    }
-}
-
 /// `QueueNotFound { .. }` → `queue_not_found`: the variant's name, from its `Debug` form.
 fn variant_code(error: &BrokerError) -> String {
     let debug = format!("{error:?}");
@@ -115,7 +79,11 @@ fn variant_code(error: &BrokerError) -> String {
 
 impl From<BrokerError> for ApiError {
     fn from(error: BrokerError) -> ApiError {
-        ApiError::new(status(&error), &variant_code(&error), error.to_string())
+        ApiError::new(
+            crate::status::http(&error),
+            &variant_code(&error),
+            error.to_string(),
+        )
     }
 }
 
