@@ -557,6 +557,45 @@ async fn bad_input_is_refused_with_its_status_and_changes_nothing() {
     );
     expect(&s.get("/v1/nothing").await, 404, "no_route");
     expect(
+        &s.send("PUT", "/v1/queues", b"").await,
+        405,
+        "method_not_allowed",
+    );
+
+    // Limits the broker enforces: a full queue, an oversized payload.
+    let limited = json!({"name": "small", "spec": {"length_limit": {
+        "max_messages": 1, "overflow": "reject_publish"
+    }}});
+    assert_eq!(s.post("/v1/queues", limited).await.status, 201);
+    let one = json!({"messages": [{"payload": "x"}]});
+    assert_eq!(
+        s.post("/v1/queues/small/messages", one.clone())
+            .await
+            .status,
+        200
+    );
+    expect(
+        &s.post("/v1/queues/small/messages", one).await,
+        429,
+        "queue_full",
+    );
+    let over_a_mib = json!({"messages": [{"payload": "x".repeat(2 << 20)}]});
+    let s_big = Running::start().await;
+    assert_eq!(
+        s_big
+            .post("/v1/queues", json!({"name": "big"}))
+            .await
+            .status,
+        201
+    );
+    expect(
+        &s_big.post("/v1/queues/big/messages", over_a_mib).await,
+        413,
+        "payload_too_large",
+    );
+    assert_eq!(s_big.stats("big").await["published"], 0);
+    s_big.stop().await;
+    expect(
         &s.post("/v1/queues/q/receive", json!({})).await,
         400,
         "malformed_json",

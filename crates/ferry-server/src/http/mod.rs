@@ -90,6 +90,14 @@ async fn readyz(State(shared): State<Shared>) -> (StatusCode, &'static str) {
     }
 }
 
+async fn wrong_method() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method; see the HTTP API table in ferry-server's docs",
+    )
+}
+
 async fn no_route() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -130,6 +138,7 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
             get(describe_subscription).delete(delete_subscription),
         )
         .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(shared)
 }

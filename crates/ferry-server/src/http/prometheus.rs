@@ -316,3 +316,31 @@ fn latencies(out: &mut String, m: &Snapshot) {
         f.histogram(&[("queue", queue)], h);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_renders_cumulative_buckets_sum_and_count() {
+        let mut h = Histogram::default();
+        h.observe(0.002);
+        h.observe(0.2);
+        h.observe(7200.0);
+        let mut out = String::new();
+        Family::new(&mut out, "x_seconds", "histogram", "help").histogram(&[("queue", "q")], &h);
+        assert!(out.starts_with("# HELP x_seconds help\n# TYPE x_seconds histogram\n"));
+        assert!(out.contains("x_seconds_bucket{queue=\"q\",le=\"0.001\"} 0\n"));
+        assert!(out.contains("x_seconds_bucket{queue=\"q\",le=\"0.0025\"} 1\n"));
+        assert!(out.contains("x_seconds_bucket{queue=\"q\",le=\"0.25\"} 2\n"));
+        assert!(out.contains("x_seconds_bucket{queue=\"q\",le=\"3600\"} 2\n"));
+        assert!(out.contains("x_seconds_bucket{queue=\"q\",le=\"+Inf\"} 3\n"));
+        assert!(out.contains("x_seconds_count{queue=\"q\"} 3\n"));
+        assert!(out.contains("x_seconds_sum{queue=\"q\"} 7200.202"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
