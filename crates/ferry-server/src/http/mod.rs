@@ -29,6 +29,21 @@
 //! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
 //! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`) |
 //!
+//! ```sh
+//! curl -s localhost:7401/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
+//! curl -s localhost:7401/v1/queues/jobs/messages -d '{"messages": [{"payload": "hello", "delay_ms": 1000}]}'
+//! curl -s localhost:7401/v1/queues/jobs/receive -d '{"consumer": "w1", "max": 10, "wait_ms": 5000}'
+//! curl -s localhost:7401/v1/queues/jobs/messages/0/ack -d '{"token": 1099511627776}'
+//! curl -s 'localhost:7401/v1/queues/jobs.dlq/dead-letters?reason=max_deliveries&max=20'
+//! ```
+//!
+//! Specs and messages take the shapes of `ferry.v1`'s messages, with enums as lower-case
+//! words (`"ordering": "key_shared"`) and every field optional but the names; unknown
+//! fields are refused. Payloads and keys are UTF-8 text (`payload`, `key`) or base64
+//! (`payload_base64`, `key_base64`); deliveries come back the same way, as text when it is
+//! valid UTF-8. A receive waits at most [`MAX_WAIT`] and returns at most [`MAX_RECEIVE`].
+//! Dead-letter pages go on from `next_after_seq`.
+//!
 //! Failures answer `{"error", "code"}` with a status from the kind of failure (see
 //! [`error`]). Every request is checked whole before the broker sees it, so a refused
 //! request changes nothing.
@@ -56,6 +71,7 @@ use crate::metrics::Meters;
 use error::ApiError;
 
 pub use message::{Delivery, GroupInfo, QueueInfo, SubscriptionInfo, TopicInfo};
+pub use messaging::{MAX_RECEIVE, MAX_WAIT};
 pub use spec::{QueueSpec, SubscriptionSpec, TopicSpec};
 
 /// What every handler shares.
