@@ -1,25 +1,53 @@
-//! Ferry's server: the embedded broker behind gRPC (`ferry.v1`, see `ferry-proto`).
+//! Ferry's server: the embedded broker behind gRPC (`ferry.v1`, see `ferry-proto`) and
+//! behind HTTP/JSON with health, readiness and Prometheus metrics ([`http`]).
 //!
-//! [`serve`] runs the services on a bound listener until a shutdown signal, then stops
-//! accepting, lets the calls in progress finish (publishes included), ends consume streams
-//! — whose unsettled deliveries go back to ready — and returns.
+//! ```no_run
+//! # async fn run(broker: ferry_broker::Broker) -> Result<(), ferry_server::ServeError> {
+//! let grpc = ferry_server::bind("127.0.0.1:7400".parse().unwrap()).await?;
+//! let http = ferry_server::bind("127.0.0.1:7401".parse().unwrap()).await?;
+//! ferry_server::Server::new(broker)
+//!     .grpc(grpc)
+//!     .http(http)
+//!     .serve(async { /* Ctrl-C, SIGTERM … */ })
+//!     .await
+//! # }
+//! ```
+//!
+//! **Shutdown.** When the shutdown future completes, `/readyz` answers 503 at once; after
+//! the [drain](Server::drain) period (none by default) — during which everything is still
+//! served, so a load balancer polling `/readyz` can take the server out of rotation —
+//! both listeners stop accepting, the calls in progress finish (publishes included; an
+//! HTTP receive waits at most [`http::MAX_WAIT`]), consume streams end — their unsettled
+//! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
+//! shorthand.
 
 pub mod convert;
 pub mod grpc;
+pub mod http;
+pub mod metrics;
 pub mod status;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use ferry_broker::Broker;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::metrics::Meters;
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
 /// messages (1 MiB each) needs room for several.
 pub const DEFAULT_MAX_MESSAGE: usize = 16 * 1024 * 1024;
+/// The largest HTTP request body taken by default: the same batch as gRPC's, with room
+/// for base64's third more.
+pub const DEFAULT_MAX_BODY: usize = 24 * 1024 * 1024;
 
-/// What [`serve`] may fail with.
+/// What serving may fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("could not listen on {addr}: {source}")]
@@ -29,6 +57,10 @@ pub enum ServeError {
     },
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("the HTTP server failed: {0}")]
+    Http(std::io::Error),
+    #[error("nothing to serve: give the server a gRPC or an HTTP listener")]
+    NoListener,
 }
 
 /// Binds `addr` (port 0 picks a free one); the listener says where it listens.
@@ -44,17 +76,128 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let (stop, stopping) = tokio::sync::watch::channel(false);
-    let routes = grpc::routes(&broker, DEFAULT_MAX_MESSAGE, stopping);
-    let signal = async move {
-        shutdown.await;
-        // Open consume streams are calls in progress too: end them, or the wait below
-        // would last as long as the slowest client.
-        let _ = stop.send(true);
-    };
-    tonic::transport::Server::builder()
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal)
-        .await?;
-    Ok(())
+    Server::new(broker).grpc(listener).serve(shutdown).await
+}
+
+/// The broker on a gRPC listener, an HTTP listener, or both, with one shutdown.
+pub struct Server {
+    broker: Broker,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
+    max_message: usize,
+    max_body: usize,
+    drain: Duration,
+    meters: Arc<Meters>,
+}
+
+impl Server {
+    pub fn new(broker: Broker) -> Server {
+        Server {
+            broker,
+            grpc: None,
+            http: None,
+            max_message: DEFAULT_MAX_MESSAGE,
+            max_body: DEFAULT_MAX_BODY,
+            drain: Duration::ZERO,
+            meters: Arc::default(),
+        }
+    }
+
+    /// Serve `ferry.v1` over gRPC on `listener`.
+    pub fn grpc(mut self, listener: TcpListener) -> Server {
+        self.grpc = Some(listener);
+        self
+    }
+
+    /// Serve the HTTP API, `/healthz`, `/readyz` and `/metrics` on `listener`.
+    pub fn http(mut self, listener: TcpListener) -> Server {
+        self.http = Some(listener);
+        self
+    }
+
+    /// The largest gRPC message taken ([`DEFAULT_MAX_MESSAGE`] unless set).
+    pub fn max_grpc_message(mut self, bytes: usize) -> Server {
+        self.max_message = bytes;
+        self
+    }
+
+    /// The largest HTTP request body taken ([`DEFAULT_MAX_BODY`] unless set); larger ones
+    /// are answered 413 and change nothing.
+    pub fn max_http_body(mut self, bytes: usize) -> Server {
+        self.max_body = bytes;
+        self
+    }
+
+    /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
+    /// the listeners stop accepting.
+    pub fn drain(mut self, period: Duration) -> Server {
+        self.drain = period;
+        self
+    }
+
+    /// Serves until `shutdown` completes, then shuts down as the [crate docs](crate) say.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
+        if self.grpc.is_none() && self.http.is_none() {
+            return Err(ServeError::NoListener);
+        }
+        let shutting_down = Arc::new(AtomicBool::new(false));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        // Open consume streams are calls in progress too: they end when serving stops, or
+        // the wait for calls in progress would last as long as the slowest client.
+        let streams_stop = stop_rx.clone();
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            }
+        };
+        let grpc = async {
+            let Some(listener) = self.grpc else {
+                return Ok(());
+            };
+            let routes = grpc::routes(&self.broker, &self.meters, self.max_message, streams_stop);
+            tonic::transport::Server::builder()
+                .add_routes(routes)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped())
+                .await
+                .map_err(ServeError::from)
+        };
+        let http = async {
+            let Some(listener) = self.http else {
+                return Ok(());
+            };
+            let shared = http::Shared {
+                broker: self.broker.clone(),
+                meters: Arc::clone(&self.meters),
+                shutting_down: Arc::clone(&shutting_down),
+            };
+            axum::serve(listener, http::router(shared, self.max_body))
+                .with_graceful_shutdown(stopped())
+                .await
+                .map_err(ServeError::Http)
+        };
+        let signal = async {
+            shutdown.await;
+            shutting_down.store(true, Ordering::SeqCst);
+            tracing::info!(drain = ?self.drain, "shutting down: not ready");
+            tokio::time::sleep(self.drain).await;
+            let _ = stop_tx.send(true);
+        };
+        // Either server failing ends the other too: one process, one fate.
+        let servers = async {
+            let result = tokio::try_join!(grpc, http);
+            let _ = stop_tx.send(true);
+            result
+        };
+        let (_, served) = tokio::join!(
+            async {
+                tokio::select! {
+                    () = signal => {}
+                    () = stopped() => {}
+                }
+            },
+            servers
+        );
+        served.map(|_| ())
+    }
 }

@@ -1,6 +1,8 @@
-//! Broker errors as gRPC statuses. The message is the broker's own, which says what was
-//! wrong and what to do; the code tells a client program what kind of failure it is.
+//! Broker errors as gRPC statuses and HTTP status codes, side by side so a new kind of
+//! failure gets both. The message is the broker's own, which says what was wrong and what
+//! to do; the code tells a client program what kind of failure it is.
 
+use axum::http::StatusCode;
 use ferry_broker::BrokerError;
 use tonic::{Code, Status};
 
@@ -39,6 +41,44 @@ pub fn code(error: &BrokerError) -> Code {
         | E::MalformedSpec { .. }
         | E::MalformedTopicSpec { .. } => Code::Unavailable,
         _ => Code::InvalidArgument,
+    }
+}
+
+/// The HTTP status for a broker error: 404 unknown name, 409 exists or conflicts with
+/// what exists, 412 a stale lease or another precondition on the caller's state, 413 too
+/// large, 429 full, 503 storage, 400 anything else the caller sent wrong.
+pub fn http(error: &BrokerError) -> StatusCode {
+    use BrokerError as E;
+    match error {
+        E::QueueNotFound { .. }
+        | E::TopicNotFound { .. }
+        | E::GroupNotFound { .. }
+        | E::PartitionNotFound { .. } => StatusCode::NOT_FOUND,
+        E::DuplicateQueue { .. }
+        | E::QueueExists { .. }
+        | E::TopicExists { .. }
+        | E::QueueIsDeadLetterTarget { .. }
+        | E::TopicHasSubscriptions { .. }
+        | E::NotASubscription { .. }
+        | E::NotADeadLetterQueue { .. }
+        | E::NotQueueOwner { .. }
+        | E::PartitionsCanOnlyGrow { .. } => StatusCode::CONFLICT,
+        E::StaleLease { .. }
+        | E::UnknownMember { .. }
+        | E::NotPartitionOwner { .. }
+        | E::OffsetRegression { .. }
+        | E::OutOfOrderSequence { .. }
+        | E::SequenceOverlap { .. }
+        | E::SequenceTooOld { .. } => StatusCode::PRECONDITION_FAILED,
+        E::PayloadTooLarge { .. } | E::BatchTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        E::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+        E::QueuePoisoned { .. }
+        | E::Storage(_)
+        | E::MalformedRecord { .. }
+        | E::MalformedJournal { .. }
+        | E::MalformedSpec { .. }
+        | E::MalformedTopicSpec { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_REQUEST,
     }
 }
 

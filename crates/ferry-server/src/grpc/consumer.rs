@@ -21,6 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, opt_ms};
+use crate::metrics::Meters;
 use crate::status::from_broker;
 
 /// How long one receive of the deliverer waits for messages before it looks again whether
@@ -40,6 +41,7 @@ pub struct ConsumerService {
     /// Turns `true` when the server begins to stop: consume streams end (giving their
     /// unsettled deliveries back) so that the server's wait for open calls ends.
     pub stopping: watch::Receiver<bool>,
+    pub meters: Arc<Meters>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -70,6 +72,7 @@ impl Consumer for ConsumerService {
             )
             .await
             .map_err(from_broker)?;
+        self.meters.delivered(&r.queue, &got);
         Ok(Response::new(v1::ReceiveResponse {
             deliveries: got.into_iter().map(convert::delivery).collect(),
         }))
@@ -82,6 +85,9 @@ impl Consumer for ConsumerService {
             .ack(&r.queue, r.seq, LeaseToken(r.token))
             .await
             .map_err(from_broker)?;
+        if acked == Acked::Settled {
+            self.meters.acked(&r.queue, r.seq, r.token);
+        }
         Ok(Response::new(v1::AckResponse {
             already_settled: acked == Acked::AlreadySettled,
         }))
@@ -100,6 +106,7 @@ impl Consumer for ConsumerService {
             )
             .await
             .map_err(from_broker)?;
+        self.meters.settled_without_ack(&r.queue, r.seq, r.token);
         Ok(Response::new(nacked(outcome)))
     }
 
@@ -109,6 +116,7 @@ impl Consumer for ConsumerService {
             .reject(&r.queue, r.seq, LeaseToken(r.token), &r.reason)
             .await
             .map_err(from_broker)?;
+        self.meters.rejected(&r.queue, r.seq, r.token);
         Ok(Response::new(v1::RejectResponse {}))
     }
 
@@ -157,6 +165,7 @@ impl Consumer for ConsumerService {
         let (tx, rx) = mpsc::channel(64);
         let stream = Arc::new(Stream {
             broker: self.broker.clone(),
+            meters: Arc::clone(&self.meters),
             queue: open.queue,
             consumer: open.consumer,
             lease: opt_ms(open.lease_ms),
@@ -182,6 +191,7 @@ impl Consumer for ConsumerService {
 /// One consume stream.
 struct Stream {
     broker: Broker,
+    meters: Arc<Meters>,
     queue: String,
     consumer: String,
     lease: Option<Duration>,
@@ -231,17 +241,28 @@ impl Stream {
         let (seq, token) = (settle.seq, LeaseToken(settle.token));
         let broker = &self.broker;
         let queue = self.queue.as_str();
+        let meters = &self.meters;
         let mut lease_until_ms = None;
         let outcome = match settle.outcome {
-            Some(Outcome::Ack(_)) => broker.ack(queue, seq, token).await.map(|_| true),
+            Some(Outcome::Ack(_)) => broker.ack(queue, seq, token).await.map(|acked| {
+                if acked == Acked::Settled {
+                    meters.acked(queue, seq, token.0);
+                }
+                true
+            }),
             Some(Outcome::Nack(n)) => broker
                 .nack(queue, seq, token, opt_ms(n.delay_ms), n.error.as_deref())
                 .await
-                .map(|_| true),
-            Some(Outcome::Reject(reason)) => broker
-                .reject(queue, seq, token, &reason)
-                .await
-                .map(|_| true),
+                .map(|_| {
+                    meters.settled_without_ack(queue, seq, token.0);
+                    true
+                }),
+            Some(Outcome::Reject(reason)) => {
+                broker.reject(queue, seq, token, &reason).await.map(|_| {
+                    meters.rejected(queue, seq, token.0);
+                    true
+                })
+            }
             Some(Outcome::ExtendMs(by)) => broker
                 .extend(queue, seq, token, Duration::from_millis(by))
                 .await
@@ -316,6 +337,7 @@ impl Stream {
                 }
             };
             self.credit.add_permits(held - got.len());
+            self.meters.delivered(&self.queue, &got);
             {
                 let mut unsettled = self.unsettled();
                 for d in &got {
@@ -337,6 +359,7 @@ impl Stream {
     async fn release(&self) {
         let held: Vec<(u64, u64)> = self.unsettled().drain().collect();
         for (seq, token) in held {
+            self.meters.settled_without_ack(&self.queue, seq, token);
             // A lease that ended meanwhile, or a queue deleted since, has nothing to give.
             let _ = self
                 .broker

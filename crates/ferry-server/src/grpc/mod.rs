@@ -6,6 +6,8 @@ mod dead_letters;
 mod groups;
 mod publisher;
 
+use std::sync::Arc;
+
 use ferry_broker::Broker;
 use ferry_proto::v1::admin_server::AdminServer;
 use ferry_proto::v1::consumer_server::ConsumerServer;
@@ -21,22 +23,35 @@ pub use dead_letters::DeadLettersService;
 pub use groups::GroupsService;
 pub use publisher::PublisherService;
 
+use crate::metrics::Meters;
+
 /// Every service of `ferry.v1`, routed by name, with request bodies up to `max_message`
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
-/// the operator meant to refuse). Consume streams end once `stopping` turns `true`.
-pub fn routes(broker: &Broker, max_message: usize, stopping: watch::Receiver<bool>) -> Routes {
+/// the operator meant to refuse). Deliveries, rejects and latencies are recorded in `meters`.
+/// Consume streams end once `stopping` turns `true`.
+pub fn routes(
+    broker: &Broker,
+    meters: &Arc<Meters>,
+    max_message: usize,
+    stopping: watch::Receiver<bool>,
+) -> Routes {
     let b = || broker.clone();
+    let m = || Arc::clone(meters);
     Routes::new(
         AdminServer::new(AdminService { broker: b() }).max_decoding_message_size(max_message),
     )
     .add_service(
-        PublisherServer::new(PublisherService { broker: b() })
-            .max_decoding_message_size(max_message),
+        PublisherServer::new(PublisherService {
+            broker: b(),
+            meters: m(),
+        })
+        .max_decoding_message_size(max_message),
     )
     .add_service(
         ConsumerServer::new(ConsumerService {
             broker: b(),
             stopping,
+            meters: m(),
         })
         .max_decoding_message_size(max_message)
         .max_encoding_message_size(max_message),

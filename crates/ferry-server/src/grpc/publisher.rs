@@ -1,5 +1,8 @@
 //! `ferry.v1.Publisher`: publishing to queues (unary and streamed batches) and topics.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use ferry_broker::{Broker, MessageId, OutgoingMessage};
 use ferry_proto::v1::{self, publisher_server::Publisher};
 use tokio_stream::StreamExt;
@@ -7,10 +10,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, ConvertError};
+use crate::metrics::Meters;
 use crate::status::{from_broker, from_convert};
 
 pub struct PublisherService {
     pub broker: Broker,
+    pub meters: Arc<Meters>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -22,12 +27,18 @@ fn messages(raw: Vec<v1::OutgoingMessage>) -> Result<Vec<OutgoingMessage>, Statu
         .map_err(from_convert)
 }
 
-async fn publish(broker: &Broker, r: v1::PublishRequest) -> Result<v1::PublishResponse, Status> {
+async fn publish(
+    broker: &Broker,
+    meters: &Meters,
+    r: v1::PublishRequest,
+) -> Result<v1::PublishResponse, Status> {
     let batch = messages(r.messages)?;
+    let started = Instant::now();
     let ids = broker
         .publish_batch(&r.queue, batch)
         .await
         .map_err(from_broker)?;
+    meters.published("queue", &r.queue, started.elapsed());
     Ok(v1::PublishResponse {
         ids: ids.iter().map(MessageId::to_string).collect(),
     })
@@ -36,7 +47,9 @@ async fn publish(broker: &Broker, r: v1::PublishRequest) -> Result<v1::PublishRe
 #[tonic::async_trait]
 impl Publisher for PublisherService {
     async fn publish(&self, r: Request<v1::PublishRequest>) -> Reply<v1::PublishResponse> {
-        Ok(Response::new(publish(&self.broker, r.into_inner()).await?))
+        Ok(Response::new(
+            publish(&self.broker, &self.meters, r.into_inner()).await?,
+        ))
     }
 
     type PublishStreamStream = ReceiverStream<Result<v1::PublishResponse, Status>>;
@@ -49,10 +62,11 @@ impl Publisher for PublisherService {
         // A few batches of slack: the client may send ahead while one is being stored.
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let broker = self.broker.clone();
+        let meters = Arc::clone(&self.meters);
         tokio::spawn(async move {
             while let Some(next) = inbound.next().await {
                 let reply = match next {
-                    Ok(request) => publish(&broker, request).await,
+                    Ok(request) => publish(&broker, &meters, request).await,
                     Err(status) => Err(status),
                 };
                 let failed = reply.is_err();
@@ -72,6 +86,7 @@ impl Publisher for PublisherService {
     ) -> Reply<v1::PublishToTopicResponse> {
         let r = r.into_inner();
         let batch = messages(r.messages)?;
+        let started = Instant::now();
         let positions = match (r.producer_id, r.partition, r.first_sequence) {
             (Some(producer), Some(partition), Some(first)) => {
                 self.broker
@@ -98,6 +113,7 @@ impl Publisher for PublisherService {
             (None, None, None) => self.broker.publish_to_topic(&r.topic, batch).await,
         }
         .map_err(from_broker)?;
+        self.meters.published("topic", &r.topic, started.elapsed());
         Ok(Response::new(v1::PublishToTopicResponse {
             positions: positions
                 .into_iter()

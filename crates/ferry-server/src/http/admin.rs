@@ -1,0 +1,135 @@
+//! Queues, topics, subscriptions and groups: create, list, describe, delete.
+
+use axum::Json;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use bytes::Bytes;
+use ferry_broker::QueueSpec;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::message::{GroupInfo, QueueInfo, SubscriptionInfo, TopicInfo};
+use super::{Shared, parse, spec};
+use crate::convert;
+
+type Reply<T> = Result<T, ApiError>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Create<S> {
+    name: String,
+    spec: Option<S>,
+}
+
+#[derive(Serialize)]
+pub struct Created {
+    name: String,
+}
+
+#[derive(Serialize)]
+pub struct Names {
+    names: Vec<String>,
+}
+
+pub async fn create_queue(
+    State(s): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<(StatusCode, Json<Created>)> {
+    let r: Create<spec::QueueSpec> = parse(&body?)?;
+    let spec = convert::queue_spec(r.spec.map(Into::into), QueueSpec::default())?;
+    s.broker.create_queue(&r.name, spec).await?;
+    Ok((StatusCode::CREATED, Json(Created { name: r.name })))
+}
+
+pub async fn list_queues(State(s): State<Shared>) -> Json<Names> {
+    let names = s
+        .broker
+        .list_queues()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    Json(Names { names })
+}
+
+pub async fn describe_queue(
+    State(s): State<Shared>,
+    Path(queue): Path<String>,
+) -> Reply<Json<QueueInfo>> {
+    let info = s.broker.describe_queue(&queue)?;
+    Ok(Json(convert::queue_info(info).into()))
+}
+
+pub async fn delete_queue(State(s): State<Shared>, Path(queue): Path<String>) -> Reply<StatusCode> {
+    s.broker.delete_queue(&queue).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn create_topic(
+    State(s): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<(StatusCode, Json<Created>)> {
+    let r: Create<spec::TopicSpec> = parse(&body?)?;
+    let spec = convert::topic_spec(r.spec.map(Into::into))?;
+    s.broker.create_topic(&r.name, spec).await?;
+    Ok((StatusCode::CREATED, Json(Created { name: r.name })))
+}
+
+pub async fn list_topics(State(s): State<Shared>) -> Json<Names> {
+    let names = s
+        .broker
+        .list_topics()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    Json(Names { names })
+}
+
+pub async fn describe_topic(
+    State(s): State<Shared>,
+    Path(topic): Path<String>,
+) -> Reply<Json<TopicInfo>> {
+    let info = s.broker.describe_topic(&topic)?;
+    Ok(Json(convert::topic_info(info).into()))
+}
+
+pub async fn delete_topic(State(s): State<Shared>, Path(topic): Path<String>) -> Reply<StatusCode> {
+    s.broker.delete_topic(&topic).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn create_subscription(
+    State(s): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<(StatusCode, Json<Created>)> {
+    let r: Create<spec::SubscriptionSpec> = parse(&body?)?;
+    let spec = convert::subscription_spec(r.spec.map(Into::into))?;
+    s.broker.create_subscription(&r.name, spec).await?;
+    Ok((StatusCode::CREATED, Json(Created { name: r.name })))
+}
+
+pub async fn describe_subscription(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+) -> Reply<Json<SubscriptionInfo>> {
+    let info = s.broker.describe_subscription(&name)?;
+    Ok(Json(convert::subscription_info(info).into()))
+}
+
+pub async fn delete_subscription(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+) -> Reply<StatusCode> {
+    // A subscription is a queue fed by a topic: refuse to delete a plain queue here.
+    s.broker.describe_subscription(&name)?;
+    s.broker.delete_queue(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn describe_group(
+    State(s): State<Shared>,
+    Path((topic, group)): Path<(String, String)>,
+) -> Reply<Json<GroupInfo>> {
+    let info = s.broker.describe_group(&topic, &group)?;
+    Ok(Json(convert::group_info(info).into()))
+}

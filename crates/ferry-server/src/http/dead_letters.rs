@@ -1,0 +1,134 @@
+//! Dead letters: peek at them (filtered, paged) and redrive them.
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use bytes::Bytes;
+use ferry_broker::RedriveRequest;
+use ferry_proto::v1;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::message::Delivery;
+use super::{Shared, parse};
+use crate::convert;
+
+type Reply<T> = Result<T, ApiError>;
+
+/// Which dead letters: every condition set must hold. Ages count from when the message
+/// was dead-lettered.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Filter {
+    /// `max_deliveries`, `rejected`, `expired` or `overflow`.
+    reason: Option<String>,
+    header_name: Option<String>,
+    header_value: Option<String>,
+    older_than_ms: Option<u64>,
+    newer_than_ms: Option<u64>,
+}
+
+impl Filter {
+    fn into_broker(self) -> Result<ferry_broker::RedriveFilter, ApiError> {
+        Ok(convert::dead_letter_filter(Some(v1::DeadLetterFilter {
+            reason: self.reason,
+            header_name: self.header_name,
+            header_value: self.header_value,
+            older_than_ms: self.older_than_ms,
+            newer_than_ms: self.newer_than_ms,
+        }))?)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peek {
+    reason: Option<String>,
+    header_name: Option<String>,
+    header_value: Option<String>,
+    older_than_ms: Option<u64>,
+    newer_than_ms: Option<u64>,
+    /// Page on: the `next_after_seq` of the previous page.
+    after_seq: Option<u64>,
+    max: Option<usize>,
+}
+
+#[derive(Serialize)]
+pub struct Peeked {
+    letters: Vec<Delivery>,
+    /// Pass as `after_seq` for the next page; absent when this page was empty.
+    next_after_seq: Option<u64>,
+}
+
+pub async fn peek(
+    State(s): State<Shared>,
+    Path(dlq): Path<String>,
+    query: Result<Query<Peek>, QueryRejection>,
+) -> Reply<Json<Peeked>> {
+    let Query(q) = query?;
+    let filter = Filter {
+        reason: q.reason,
+        header_name: q.header_name,
+        header_value: q.header_value,
+        older_than_ms: q.older_than_ms,
+        newer_than_ms: q.newer_than_ms,
+    }
+    .into_broker()?;
+    let max = q.max.unwrap_or(100);
+    let letters = s.broker.peek(&dlq, q.after_seq, max, &filter)?;
+    let next_after_seq = letters.last().map(|l| l.seq);
+    Ok(Json(Peeked {
+        letters: letters
+            .into_iter()
+            .map(|l| convert::peeked(l).into())
+            .collect(),
+        next_after_seq,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Redrive {
+    /// Absent: each message back to the queue it was dead-lettered from.
+    target: Option<String>,
+    #[serde(default)]
+    filter: Filter,
+    max_messages: Option<usize>,
+    rate_per_sec: Option<u32>,
+}
+
+#[derive(Serialize)]
+pub struct Redriven {
+    moved: usize,
+    skipped: usize,
+}
+
+pub async fn redrive(
+    State(s): State<Shared>,
+    Path(dlq): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<Redriven>> {
+    let r: Redrive = parse(&body?)?;
+    let request = RedriveRequest {
+        target: r.target,
+        filter: r.filter.into_broker()?,
+        max_messages: r.max_messages,
+        rate_per_sec: r.rate_per_sec,
+    };
+    // In a task of its own: a client that goes away must not cut a redrive between
+    // publishing a message into its target and settling it here (it would move again).
+    let broker = s.broker.clone();
+    let report = tokio::spawn(async move { broker.redrive(&dlq, request).await })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("the redrive task failed: {e}"),
+            )
+        })??;
+    Ok(Json(Redriven {
+        moved: report.moved,
+        skipped: report.skipped,
+    }))
+}

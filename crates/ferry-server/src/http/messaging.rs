@@ -1,0 +1,311 @@
+//! Publish to queues and topics; receive, and settle what was received.
+
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use bytes::Bytes;
+use ferry_broker::{Acked, Broker, LeaseToken, MessageId, Nacked, OutgoingMessage};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use super::error::ApiError;
+use super::message::{self, Delivery};
+use super::{Shared, parse};
+use crate::convert::{self, opt_ms};
+
+type Reply<T> = Result<T, ApiError>;
+
+/// The longest a receive waits for a message; longer asks are cut to it, so a shutdown
+/// (which lets requests in progress finish) never waits on a poll for long.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// Most deliveries one receive returns, whatever is asked.
+pub const MAX_RECEIVE: u32 = 1000;
+/// The error a delivery records when its receiver went away before the reply was sent.
+const DISCONNECTED: &str = "HTTP client disconnected before the deliveries were sent";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Publish {
+    messages: Vec<message::OutgoingMessage>,
+}
+
+#[derive(Serialize)]
+pub struct Published {
+    ids: Vec<String>,
+}
+
+/// Every message of the batch, or the first refusal: nothing reaches the broker then.
+fn batch(raw: Vec<message::OutgoingMessage>) -> Result<Vec<OutgoingMessage>, ApiError> {
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let proto = m.into_proto(i)?;
+            convert::outgoing(proto).map_err(|e| {
+                let mut e = ApiError::from(e);
+                e.message = format!("messages[{i}]: {}", e.message);
+                e
+            })
+        })
+        .collect()
+}
+
+pub async fn publish(
+    State(s): State<Shared>,
+    Path(queue): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<Published>> {
+    let r: Publish = parse(&body?)?;
+    let batch = batch(r.messages)?;
+    let started = Instant::now();
+    let ids = s.broker.publish_batch(&queue, batch).await?;
+    s.meters.published("queue", &queue, started.elapsed());
+    Ok(Json(Published {
+        ids: ids.iter().map(MessageId::to_string).collect(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishToTopic {
+    messages: Vec<message::OutgoingMessage>,
+    partition: Option<u32>,
+    producer_id: Option<String>,
+    first_sequence: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct Position {
+    partition: u32,
+    offset: u64,
+}
+
+#[derive(Serialize)]
+pub struct PublishedToTopic {
+    positions: Vec<Position>,
+}
+
+pub async fn publish_to_topic(
+    State(s): State<Shared>,
+    Path(topic): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<PublishedToTopic>> {
+    let r: PublishToTopic = parse(&body?)?;
+    let batch = batch(r.messages)?;
+    let b = &s.broker;
+    let started = Instant::now();
+    let positions = match (r.producer_id, r.partition, r.first_sequence) {
+        (Some(producer), Some(partition), Some(first)) => {
+            b.publish_idempotent(&topic, partition, &producer, first, batch)
+                .await?
+        }
+        (Some(_), _, _) => {
+            return Err(ApiError::bad_request(
+                "missing_field",
+                "partition / first_sequence: an idempotent producer publishes to one \
+                 partition with sequence numbers",
+            ));
+        }
+        (None, _, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "missing_field",
+                "producer_id: sequence numbers belong to an idempotent producer",
+            ));
+        }
+        (None, Some(partition), None) => b.publish_to_partition(&topic, partition, batch).await?,
+        (None, None, None) => b.publish_to_topic(&topic, batch).await?,
+    };
+    s.meters.published("topic", &topic, started.elapsed());
+    Ok(Json(PublishedToTopic {
+        positions: positions
+            .into_iter()
+            .map(|p| Position {
+                partition: p.partition,
+                offset: p.offset,
+            })
+            .collect(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Receive {
+    consumer: String,
+    max: Option<u32>,
+    lease_ms: Option<u64>,
+    wait_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct Received {
+    deliveries: Vec<Delivery>,
+}
+
+/// Receives in a task of its own: if the client goes away mid-poll, the handler is
+/// dropped but the receive still ends, and what it leased is given back at once instead
+/// of waiting out its lease.
+async fn receive_detached(
+    broker: Broker,
+    queue: String,
+    r: Receive,
+) -> Reply<Vec<ferry_broker::ReceivedMessage>> {
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let max = r.max.unwrap_or(1).clamp(1, MAX_RECEIVE) as usize;
+        let wait = opt_ms(r.wait_ms).map(|w| w.min(MAX_WAIT));
+        let got = broker
+            .receive(&queue, &r.consumer, max, opt_ms(r.lease_ms), wait)
+            .await;
+        if let Err(Ok(got)) = tx.send(got) {
+            for d in got {
+                let _ = broker
+                    .nack(
+                        &queue,
+                        d.seq,
+                        d.token,
+                        Some(Duration::ZERO),
+                        Some(DISCONNECTED),
+                    )
+                    .await;
+            }
+        }
+    });
+    match rx.await {
+        Ok(got) => Ok(got?),
+        Err(_) => Err(ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the receive task ended without an answer",
+        )),
+    }
+}
+
+pub async fn receive(
+    State(s): State<Shared>,
+    Path(queue): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<Received>> {
+    let r: Receive = parse(&body?)?;
+    if r.consumer.is_empty() {
+        // Prefetch caps, exclusive ordering and dead letters name the consumer.
+        return Err(ApiError::bad_request(
+            "missing_field",
+            "consumer: name the consumer, e.g. \"billing-worker-1\"",
+        ));
+    }
+    let got = receive_detached(s.broker.clone(), queue.clone(), r).await?;
+    s.meters.delivered(&queue, &got);
+    Ok(Json(Received {
+        deliveries: got
+            .into_iter()
+            .map(|d| convert::delivery(d).into())
+            .collect(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ack {
+    token: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Nack {
+    token: u64,
+    delay_ms: Option<u64>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reject {
+    token: u64,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Extend {
+    token: u64,
+    by_ms: u64,
+}
+
+/// The answer to a settle: which fields are set depends on the outcome.
+#[derive(Serialize, Default)]
+pub struct Settled {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    already_settled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_lettered: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_until_ms: Option<i64>,
+}
+
+/// `ack`, `nack`, `reject` or `extend` of delivery `seq`.
+pub async fn settle(
+    State(s): State<Shared>,
+    Path((queue, seq, outcome)): Path<(String, String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<Settled>> {
+    let seq: u64 = seq.parse().map_err(|_| {
+        ApiError::bad_request(
+            "bad_path",
+            format!("{seq:?} is not a delivery's seq (a non-negative integer)"),
+        )
+    })?;
+    let body = body?;
+    let b = &s.broker;
+    let mut reply = Settled::default();
+    match outcome.as_str() {
+        "ack" => {
+            let r: Ack = parse(&body)?;
+            let acked = b.ack(&queue, seq, LeaseToken(r.token)).await?;
+            if acked == Acked::Settled {
+                s.meters.acked(&queue, seq, r.token);
+            }
+            reply.already_settled = Some(acked == Acked::AlreadySettled);
+        }
+        "nack" => {
+            let r: Nack = parse(&body)?;
+            let token = LeaseToken(r.token);
+            let nacked = b
+                .nack(&queue, seq, token, opt_ms(r.delay_ms), r.error.as_deref())
+                .await?;
+            s.meters.settled_without_ack(&queue, seq, r.token);
+            match nacked {
+                Nacked::RetryAt(at) => reply.retry_at_ms = Some(at),
+                Nacked::DeadLettered(reason) => reply.dead_lettered = Some(reason.as_str()),
+            }
+        }
+        "reject" => {
+            let r: Reject = parse(&body)?;
+            b.reject(&queue, seq, LeaseToken(r.token), &r.reason)
+                .await?;
+            s.meters.rejected(&queue, seq, r.token);
+        }
+        "extend" => {
+            let r: Extend = parse(&body)?;
+            let until = b
+                .extend(
+                    &queue,
+                    seq,
+                    LeaseToken(r.token),
+                    Duration::from_millis(r.by_ms),
+                )
+                .await?;
+            reply.lease_until_ms = Some(until);
+        }
+        other => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "no_route",
+                format!("{other:?} is not a settle outcome: use ack, nack, reject or extend"),
+            ));
+        }
+    }
+    Ok(Json(reply))
+}
