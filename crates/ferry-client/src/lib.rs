@@ -335,12 +335,14 @@ impl Client {
 
     // ---- Dead letters ----
 
+    /// Up to `max` messages of `dlq` after seq `after_seq` (from the first with `None`),
+    /// without taking them.
     pub async fn peek(
         &self,
         dlq: &str,
         filter: Option<v1::DeadLetterFilter>,
         max: u32,
-        after_seq: u64,
+        after_seq: Option<u64>,
     ) -> Result<Vec<v1::Delivery>> {
         Ok(DeadLettersClient::new(self.channel.clone())
             .max_decoding_message_size(usize::MAX)

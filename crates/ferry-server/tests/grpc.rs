@@ -341,7 +341,7 @@ async fn a_poison_message_lands_in_the_dlq_and_is_redriven() {
             dlq: "jobs.dlq".into(),
             filter: None,
             max: 10,
-            after_seq: 0,
+            after_seq: None,
         })
         .await
         .unwrap()

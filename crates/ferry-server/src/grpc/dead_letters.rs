@@ -18,7 +18,7 @@ impl DeadLetters for DeadLettersService {
     async fn peek(&self, r: Request<v1::PeekRequest>) -> Reply<v1::PeekResponse> {
         let r = r.into_inner();
         let filter = convert::dead_letter_filter(r.filter).map_err(from_convert)?;
-        let after = (r.after_seq > 0).then_some(r.after_seq);
+        let after = r.after_seq;
         let max = if r.max == 0 { 100 } else { r.max as usize };
         let letters = self
             .broker
