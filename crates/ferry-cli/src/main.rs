@@ -34,6 +34,8 @@ enum BenchTarget {
     Broker(bench::broker::BrokerArgs),
     /// A partitioned topic alone, then fanned out to many subscriptions, in process.
     Fanout(bench::fanout::FanoutArgs),
+    /// The server over loopback with the Rust client, next to the embedded broker.
+    Remote(bench::remote::RemoteArgs),
     /// Internal to `bench storage`: fills a log in DIR with about BYTES of records, then
     /// aborts without closing it, so the parent can time recovery after an unclean stop.
     #[command(name = "storage-child-fill", hide = true)]
@@ -56,6 +58,7 @@ fn main() -> anyhow::Result<()> {
             BenchTarget::Storage(args) => bench::run_storage(&args),
             BenchTarget::Broker(args) => bench::broker::run(&args),
             BenchTarget::Fanout(args) => bench::fanout::run(&args),
+            BenchTarget::Remote(args) => bench::remote::run(&args),
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }

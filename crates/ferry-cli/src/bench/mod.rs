@@ -11,6 +11,7 @@ pub mod fsync_count;
 mod json;
 pub mod machine;
 pub mod pipelined;
+pub mod remote;
 pub mod reopen;
 pub mod report;
 pub mod storage;

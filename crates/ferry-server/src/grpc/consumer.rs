@@ -29,6 +29,8 @@ use crate::status::from_broker;
 const POLL: Duration = Duration::from_millis(500);
 /// Most deliveries one receive asks for, however much credit is granted.
 const MAX_RECEIVE: usize = 256;
+/// Most acks one broker call settles.
+const MAX_ACK_BATCH: usize = 512;
 /// The error a released delivery's attempt records.
 const DISCONNECTED: &str = "consumer disconnected";
 
@@ -188,6 +190,10 @@ impl Consumer for ConsumerService {
     }
 }
 
+fn is_ack(settle: &v1::Settle) -> bool {
+    matches!(settle.outcome, Some(v1::settle::Outcome::Ack(_)))
+}
+
 /// One consume stream.
 struct Stream {
     broker: Broker,
@@ -208,11 +214,52 @@ impl Stream {
 
     async fn read(&self, mut inbound: Streaming<v1::ConsumeRequest>) {
         use v1::consume_request::Kind;
-        while let Some(Ok(request)) = inbound.next().await {
+        let mut next_up: Option<v1::ConsumeRequest> = None;
+        loop {
+            let request = match next_up.take() {
+                Some(request) => request,
+                None => match inbound.next().await {
+                    Some(Ok(request)) => request,
+                    _ => return,
+                },
+            };
             match request.kind {
-                Some(Kind::Credit(n)) => {
-                    let room = Semaphore::MAX_PERMITS - self.credit.available_permits();
-                    self.credit.add_permits((n as usize).min(room));
+                Some(Kind::Credit(n)) => self.grant(n),
+                Some(Kind::Settle(settle)) if is_ack(&settle) => {
+                    // Acks that have already arrived go to the broker together: one
+                    // journal append (and fsync) for all of them rather than one each.
+                    let mut acks = vec![settle];
+                    let mut ended = false;
+                    while acks.len() < MAX_ACK_BATCH {
+                        match tokio::time::timeout(Duration::ZERO, inbound.next()).await {
+                            Ok(Some(Ok(v1::ConsumeRequest {
+                                kind: Some(Kind::Credit(n)),
+                            }))) => self.grant(n),
+                            Ok(Some(Ok(v1::ConsumeRequest {
+                                kind: Some(Kind::Settle(s)),
+                            }))) if is_ack(&s) => acks.push(s),
+                            Ok(Some(Ok(other))) => {
+                                next_up = Some(other);
+                                break;
+                            }
+                            Ok(Some(Err(_)) | None) => {
+                                ended = true;
+                                break;
+                            }
+                            Err(_) => break, // nothing more has arrived
+                        }
+                    }
+                    for result in self.ack_many(&acks).await {
+                        let reply = v1::ConsumeResponse {
+                            kind: Some(v1::consume_response::Kind::Settled(result)),
+                        };
+                        if self.tx.send(Ok(reply)).await.is_err() {
+                            return;
+                        }
+                    }
+                    if ended {
+                        return;
+                    }
                 }
                 Some(Kind::Settle(settle)) => {
                     let result = self.settle(settle).await;
@@ -234,6 +281,45 @@ impl Stream {
                 }
             }
         }
+    }
+
+    fn grant(&self, n: u32) {
+        let room = Semaphore::MAX_PERMITS - self.credit.available_permits();
+        self.credit.add_permits((n as usize).min(room));
+    }
+
+    /// Acks several deliveries with one broker call; results in their order.
+    async fn ack_many(&self, acks: &[v1::Settle]) -> Vec<v1::SettleResult> {
+        let pairs: Vec<(u64, LeaseToken)> =
+            acks.iter().map(|a| (a.seq, LeaseToken(a.token))).collect();
+        let outcomes = match self.broker.ack_batch(&self.queue, &pairs).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                let text = error.to_string();
+                return acks
+                    .iter()
+                    .map(|a| v1::SettleResult {
+                        seq: a.seq,
+                        ok: false,
+                        error: text.clone(),
+                        lease_until_ms: None,
+                    })
+                    .collect();
+            }
+        };
+        pairs
+            .into_iter()
+            .zip(outcomes)
+            .map(|((seq, token), outcome)| {
+                let outcome = outcome.map(|acked| {
+                    if acked == Acked::Settled {
+                        self.meters.acked(&self.queue, seq, token.0);
+                    }
+                    true
+                });
+                self.result(seq, token, outcome, None)
+            })
+            .collect()
     }
 
     async fn settle(&self, settle: v1::Settle) -> v1::SettleResult {
@@ -279,6 +365,18 @@ impl Stream {
                 };
             }
         };
+        self.result(seq, token, outcome, lease_until_ms)
+    }
+
+    /// The answer to one settle, forgetting the delivery once it is settled or its lease
+    /// is gone.
+    fn result(
+        &self,
+        seq: u64,
+        token: LeaseToken,
+        outcome: Result<bool, ferry_broker::BrokerError>,
+        lease_until_ms: Option<i64>,
+    ) -> v1::SettleResult {
         match outcome {
             Ok(settled) => {
                 if settled {
