@@ -30,11 +30,11 @@
 //! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`) |
 //!
 //! ```sh
-//! curl -s localhost:7401/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
-//! curl -s localhost:7401/v1/queues/jobs/messages -d '{"messages": [{"payload": "hello", "delay_ms": 1000}]}'
-//! curl -s localhost:7401/v1/queues/jobs/receive -d '{"consumer": "w1", "max": 10, "wait_ms": 5000}'
-//! curl -s localhost:7401/v1/queues/jobs/messages/0/ack -d '{"token": 1099511627776}'
-//! curl -s 'localhost:7401/v1/queues/jobs.dlq/dead-letters?reason=max_deliveries&max=20'
+//! curl -s localhost:7071/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
+//! curl -s localhost:7071/v1/queues/jobs/messages -d '{"messages": [{"payload": "hello", "delay_ms": 1000}]}'
+//! curl -s localhost:7071/v1/queues/jobs/receive -d '{"consumer": "w1", "max": 10, "wait_ms": 5000}'
+//! curl -s localhost:7071/v1/queues/jobs/messages/0/ack -d '{"token": 1099511627776}'
+//! curl -s 'localhost:7071/v1/queues/jobs.dlq/dead-letters?reason=max_deliveries&max=20'
 //! ```
 //!
 //! Specs and messages take the shapes of `ferry.v1`'s messages, with enums as lower-case
