@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # async fn run(broker: ferry_broker::Broker) -> Result<(), ferry_server::ServeError> {
-//! let grpc = ferry_server::bind("127.0.0.1:7400".parse().unwrap()).await?;
+//! let grpc = ferry_server::bind("127.0.0.1:7070".parse().unwrap()).await?;
 //! let http = ferry_server::bind("127.0.0.1:7071".parse().unwrap()).await?;
 //! ferry_server::Server::new(broker)
 //!     .grpc(grpc)
