@@ -1,16 +1,34 @@
-//! The `ferry` command: broker tools and benchmarks.
+//! The `ferry` command: run a server, administer and use one, and benchmarks.
 
 mod bench;
+mod remote;
 mod serve;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use remote::{Remote, admin, dead_letters, messages, stats};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
-#[command(name = "ferry", version, about = "Ferry broker tools and benchmarks")]
+#[command(
+    name = "ferry",
+    version,
+    about = "Ferry: a message broker, its tools and benchmarks"
+)]
 struct Cli {
+    /// The server to talk to.
+    #[arg(
+        long,
+        global = true,
+        default_value = "ferry://127.0.0.1:7070",
+        env = "FERRY_SERVER"
+    )]
+    server: String,
+    /// Print JSON instead of tables and text.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -19,6 +37,29 @@ struct Cli {
 enum Command {
     /// Run the broker as a server: durable, on the embedded default, until Ctrl-C.
     Serve(serve::ServeArgs),
+    /// Create, list, describe and delete queues.
+    #[command(subcommand)]
+    Queue(admin::QueueCommand),
+    /// Create, list, describe and delete topics.
+    #[command(subcommand)]
+    Topic(admin::TopicCommand),
+    /// Create, describe and delete subscriptions (a queue fed from a topic).
+    #[command(subcommand)]
+    Sub(admin::SubCommand),
+    /// Describe consumer groups of a topic.
+    #[command(subcommand)]
+    Group(admin::GroupCommand),
+    /// Publish messages to a queue: arguments, stdin lines (`-`) or a file's lines.
+    Publish(messages::PublishArgs),
+    /// Receive messages from a queue, print them, and ack, nack or reject them.
+    Consume(messages::ConsumeArgs),
+    /// Dead letters: list, peek, redrive.
+    #[command(subcommand)]
+    Dlq(dead_letters::DlqCommand),
+    /// Every queue's counts in one table.
+    Stats(stats::StatsArgs),
+    /// Print a shell completion script, e.g. `ferry completions bash > /etc/bash_completion.d/ferry`.
+    Completions { shell: clap_complete::Shell },
     /// Measure performance on this machine.
     Bench {
         #[command(subcommand)]
@@ -40,7 +81,7 @@ enum BenchTarget {
     StorageChildFill { dir: PathBuf, bytes: u64 },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     // Warnings from the storage engine (e.g. a failed checkpoint) must not pass silently
     // during a benchmark; RUST_LOG can ask for more.
     tracing_subscriber::fmt()
@@ -50,8 +91,47 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
-    match Cli::parse().command {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line: what went wrong and, where known, what to do.
+            eprintln!("ferry: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let (server, json) = (cli.server, cli.json);
+    let remote = |command: RemoteCommand| -> anyhow::Result<()> {
+        remote::runtime()?.block_on(async {
+            let remote = Remote::connect(&server, json).await?;
+            match command {
+                RemoteCommand::Queue(c) => admin::queue(&remote, c).await,
+                RemoteCommand::Topic(c) => admin::topic(&remote, c).await,
+                RemoteCommand::Sub(c) => admin::sub(&remote, c).await,
+                RemoteCommand::Group(c) => admin::group(&remote, c).await,
+                RemoteCommand::Publish(a) => messages::publish(&remote, a).await,
+                RemoteCommand::Consume(a) => messages::consume(&remote, a).await,
+                RemoteCommand::Dlq(c) => dead_letters::dlq(&remote, c).await,
+                RemoteCommand::Stats(a) => stats::stats(&remote, a).await,
+            }
+        })
+    };
+    match cli.command {
         Command::Serve(args) => serve::run(&args),
+        Command::Queue(c) => remote(RemoteCommand::Queue(c)),
+        Command::Topic(c) => remote(RemoteCommand::Topic(c)),
+        Command::Sub(c) => remote(RemoteCommand::Sub(c)),
+        Command::Group(c) => remote(RemoteCommand::Group(c)),
+        Command::Publish(a) => remote(RemoteCommand::Publish(a)),
+        Command::Consume(a) => remote(RemoteCommand::Consume(a)),
+        Command::Dlq(c) => remote(RemoteCommand::Dlq(c)),
+        Command::Stats(a) => remote(RemoteCommand::Stats(a)),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
             BenchTarget::Broker(args) => bench::broker::run(&args),
@@ -59,4 +139,16 @@ fn main() -> anyhow::Result<()> {
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }
+}
+
+/// The commands that need a connection to a server.
+enum RemoteCommand {
+    Queue(admin::QueueCommand),
+    Topic(admin::TopicCommand),
+    Sub(admin::SubCommand),
+    Group(admin::GroupCommand),
+    Publish(messages::PublishArgs),
+    Consume(messages::ConsumeArgs),
+    Dlq(dead_letters::DlqCommand),
+    Stats(stats::StatsArgs),
 }
