@@ -26,9 +26,6 @@ struct Cli {
         env = "FERRY_SERVER"
     )]
     server: String,
-    /// Print JSON instead of tables and text.
-    #[arg(long, global = true)]
-    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -38,26 +35,61 @@ enum Command {
     /// Run the broker as a server: durable, on the embedded default, until Ctrl-C.
     Serve(serve::ServeArgs),
     /// Create, list, describe and delete queues.
-    #[command(subcommand)]
-    Queue(admin::QueueCommand),
+    Queue {
+        #[command(flatten)]
+        output: Output,
+        #[command(subcommand)]
+        command: admin::QueueCommand,
+    },
     /// Create, list, describe and delete topics.
-    #[command(subcommand)]
-    Topic(admin::TopicCommand),
+    Topic {
+        #[command(flatten)]
+        output: Output,
+        #[command(subcommand)]
+        command: admin::TopicCommand,
+    },
     /// Create, describe and delete subscriptions (a queue fed from a topic).
-    #[command(subcommand)]
-    Sub(admin::SubCommand),
+    Sub {
+        #[command(flatten)]
+        output: Output,
+        #[command(subcommand)]
+        command: admin::SubCommand,
+    },
     /// Describe consumer groups of a topic.
-    #[command(subcommand)]
-    Group(admin::GroupCommand),
+    Group {
+        #[command(flatten)]
+        output: Output,
+        #[command(subcommand)]
+        command: admin::GroupCommand,
+    },
     /// Publish messages to a queue: arguments, stdin lines (`-`) or a file's lines.
-    Publish(messages::PublishArgs),
+    Publish {
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        args: messages::PublishArgs,
+    },
     /// Receive messages from a queue, print them, and ack, nack or reject them.
-    Consume(messages::ConsumeArgs),
+    Consume {
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        args: messages::ConsumeArgs,
+    },
     /// Dead letters: list, peek, redrive.
-    #[command(subcommand)]
-    Dlq(dead_letters::DlqCommand),
+    Dlq {
+        #[command(flatten)]
+        output: Output,
+        #[command(subcommand)]
+        command: dead_letters::DlqCommand,
+    },
     /// Every queue's counts in one table.
-    Stats(stats::StatsArgs),
+    Stats {
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        args: stats::StatsArgs,
+    },
     /// Print a shell completion script, e.g. `ferry completions bash > /etc/bash_completion.d/ferry`.
     Completions { shell: clap_complete::Shell },
     /// Measure performance on this machine.
@@ -102,10 +134,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let (server, json) = (cli.server, cli.json);
-    let remote = |command: RemoteCommand| -> anyhow::Result<()> {
+    let server = cli.server;
+    let remote = |output: Output, command: RemoteCommand| -> anyhow::Result<()> {
         remote::runtime()?.block_on(async {
-            let remote = Remote::connect(&server, json).await?;
+            let remote = Remote::connect(&server, output.json).await?;
             match command {
                 RemoteCommand::Queue(c) => admin::queue(&remote, c).await,
                 RemoteCommand::Topic(c) => admin::topic(&remote, c).await,
@@ -120,17 +152,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Serve(args) => serve::run(&args),
-        Command::Queue(c) => remote(RemoteCommand::Queue(c)),
-        Command::Topic(c) => remote(RemoteCommand::Topic(c)),
-        Command::Sub(c) => remote(RemoteCommand::Sub(c)),
-        Command::Group(c) => remote(RemoteCommand::Group(c)),
-        Command::Publish(a) => remote(RemoteCommand::Publish(a)),
-        Command::Consume(a) => remote(RemoteCommand::Consume(a)),
-        Command::Dlq(c) => remote(RemoteCommand::Dlq(c)),
-        Command::Stats(a) => remote(RemoteCommand::Stats(a)),
+        Command::Queue { output, command } => remote(output, RemoteCommand::Queue(command)),
+        Command::Topic { output, command } => remote(output, RemoteCommand::Topic(command)),
+        Command::Sub { output, command } => remote(output, RemoteCommand::Sub(command)),
+        Command::Group { output, command } => remote(output, RemoteCommand::Group(command)),
+        Command::Publish { output, args } => remote(output, RemoteCommand::Publish(args)),
+        Command::Consume { output, args } => remote(output, RemoteCommand::Consume(args)),
+        Command::Dlq { output, command } => remote(output, RemoteCommand::Dlq(command)),
+        Command::Stats { output, args } => remote(output, RemoteCommand::Stats(args)),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "ferry", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                // `ferry completions bash | head` is not a failure.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
         }
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
@@ -139,6 +176,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }
+}
+
+/// `--json`, on the commands that talk to a server only: `bench` has its own `--json FILE`.
+#[derive(clap::Args, Debug)]
+struct Output {
+    /// Print JSON instead of tables and text.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 /// The commands that need a connection to a server.
@@ -151,4 +196,17 @@ enum RemoteCommand {
     Consume(messages::ConsumeArgs),
     Dlq(dead_letters::DlqCommand),
     Stats(stats::StatsArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clap checks the whole command tree here rather than at the first run of a
+    /// subcommand: a flag defined twice (say a global `--json` beside `bench`'s
+    /// `--json FILE`) fails this test instead of panicking in a user's hands.
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -159,7 +159,7 @@ impl QueueCreate {
             });
         let limited =
             self.max_messages.is_some() || self.max_bytes.is_some() || self.overflow.is_some();
-        let length_limit = limited.then(|| v1::LengthLimit {
+        let length_limit = limited.then_some(v1::LengthLimit {
             max_messages: self.max_messages,
             max_bytes: self.max_bytes,
             overflow: match self.overflow {
@@ -263,8 +263,8 @@ pub fn stats_json(s: &v1::QueueStats) -> serde_json::Value {
 
 fn queue_json(info: &v1::QueueInfo) -> serde_json::Value {
     let spec = info.spec.clone().unwrap_or_default();
-    let retry = spec.retry.clone().unwrap_or_default();
-    let limit = spec.length_limit.clone().unwrap_or_default();
+    let retry = spec.retry.unwrap_or_default();
+    let limit = spec.length_limit.unwrap_or_default();
     json!({
         "name": info.name,
         "spec": {
@@ -281,7 +281,7 @@ fn queue_json(info: &v1::QueueInfo) -> serde_json::Value {
             "max_bytes": limit.max_bytes,
             "overflow": limit.overflow().as_str_name(),
         },
-        "stats": stats_json(&info.stats.clone().unwrap_or_default()),
+        "stats": stats_json(&info.stats.unwrap_or_default()),
     })
 }
 
@@ -291,9 +291,9 @@ fn opt<T: ToString>(value: Option<T>) -> String {
 
 fn queue_rows(info: &v1::QueueInfo) -> Vec<(&'static str, String)> {
     let spec = info.spec.clone().unwrap_or_default();
-    let retry = spec.retry.clone().unwrap_or_default();
-    let limit = spec.length_limit.clone().unwrap_or_default();
-    let s = info.stats.clone().unwrap_or_default();
+    let retry = spec.retry.unwrap_or_default();
+    let limit = spec.length_limit.unwrap_or_default();
+    let s = info.stats.unwrap_or_default();
     let dur = |ms: Option<u64>| ms.map_or_else(|| "default".to_owned(), |ms| human_ms(Some(ms)));
     vec![
         ("name", info.name.clone()),
@@ -363,8 +363,8 @@ pub async fn topic(remote: &Remote, command: TopicCommand) -> anyhow::Result<()>
         }
         TopicCommand::Describe { name } => {
             let info = remote.call(remote.client.describe_topic(&name)).await?;
-            let spec = info.spec.clone().unwrap_or_default();
-            let retention = spec.retention.clone().unwrap_or_default();
+            let spec = info.spec.unwrap_or_default();
+            let retention = spec.retention.unwrap_or_default();
             if remote.json {
                 let partitions: Vec<_> = info
                     .partitions

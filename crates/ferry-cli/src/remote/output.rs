@@ -128,10 +128,8 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
             "is `ferry serve` running there? Start it, or point --server / FERRY_SERVER at it (now {server})"
         ),
         E::BadUrl { .. } => "fix --server or FERRY_SERVER".to_owned(),
+        // The server's own messages say what to do for bad names and arguments.
         E::Server { code, .. } => match code {
-            Code::NotFound => "check the name: `ferry queue list`, `ferry topic list`".into(),
-            Code::AlreadyExists => "pick another name, or delete the existing one first".into(),
-            Code::InvalidArgument => "fix the arguments; nothing was changed".into(),
             Code::Unavailable => format!(
                 "the server at {server} is unreachable or stopping; try again when it is up"
             ),

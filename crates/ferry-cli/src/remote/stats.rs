@@ -45,7 +45,7 @@ async fn once(remote: &Remote, clear: bool) -> anyhow::Result<()> {
     }
     let ready: HashMap<&str, u64> = infos
         .iter()
-        .map(|i| (i.name.as_str(), i.stats.clone().unwrap_or_default().ready))
+        .map(|i| (i.name.as_str(), i.stats.unwrap_or_default().ready))
         .collect();
     let dlq_depth = |info: &ferry_client::proto::QueueInfo| {
         dead_letter_queue(info).and_then(|dlq| ready.get(dlq.as_str()).copied())
@@ -54,7 +54,7 @@ async fn once(remote: &Remote, clear: bool) -> anyhow::Result<()> {
         let rows: Vec<_> = infos
             .iter()
             .map(|i| {
-                let mut v = stats_json(&i.stats.clone().unwrap_or_default());
+                let mut v = stats_json(&i.stats.unwrap_or_default());
                 v["queue"] = json!(i.name);
                 v["dlq"] = json!(dead_letter_queue(i));
                 v["dlq_depth"] = json!(dlq_depth(i));
@@ -77,7 +77,7 @@ async fn once(remote: &Remote, clear: bool) -> anyhow::Result<()> {
         "dead-lettered",
     ]);
     for info in &infos {
-        let s = info.stats.clone().unwrap_or_default();
+        let s = info.stats.unwrap_or_default();
         t.add_row([
             info.name.clone(),
             s.ready.to_string(),
