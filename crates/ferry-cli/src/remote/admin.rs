@@ -7,7 +7,7 @@ use ferry_client::proto as v1;
 use serde_json::json;
 
 use super::Remote;
-use super::output::{fields, human_ms, millis, parse_duration, print_json, table};
+use super::output::{enum_name, fields, human_ms, millis, parse_duration, print_json, table};
 
 #[derive(Subcommand, Debug)]
 pub enum QueueCommand {
@@ -206,7 +206,7 @@ pub async fn queue(remote: &Remote, command: QueueCommand) -> anyhow::Result<()>
             if remote.json {
                 print_json(&queue_json(&info));
             } else {
-                println!("{}", fields(&queue_rows(&info)));
+                out!("{}", fields(&queue_rows(&info)));
             }
         }
         QueueCommand::Delete { name } => {
@@ -221,7 +221,7 @@ fn done(remote: &Remote, what: &str, kind: &str, name: &str) {
     if remote.json {
         print_json(&json!({ what: true, kind: name }));
     } else {
-        println!("{what} {kind} {name}");
+        out!("{what} {kind} {name}");
     }
 }
 
@@ -233,7 +233,7 @@ fn list(remote: &Remote, kind: &str, names: &[String]) {
         for name in names {
             t.add_row([name]);
         }
-        println!("{t}");
+        out!("{t}");
     }
 }
 
@@ -276,10 +276,10 @@ fn queue_json(info: &v1::QueueInfo) -> serde_json::Value {
             "lease_ms": spec.lease_ms,
             "max_delay_ms": spec.max_delay_ms,
             "priority_levels": spec.priority_levels,
-            "ordering": spec.ordering().as_str_name(),
+            "ordering": enum_name(spec.ordering().as_str_name(), "ORDERING_MODE_"),
             "max_messages": limit.max_messages,
             "max_bytes": limit.max_bytes,
-            "overflow": limit.overflow().as_str_name(),
+            "overflow": enum_name(limit.overflow().as_str_name(), "OVERFLOW_POLICY_"),
         },
         "stats": stats_json(&info.stats.unwrap_or_default()),
     })
@@ -311,10 +311,16 @@ fn queue_rows(info: &v1::QueueInfo) -> Vec<(&'static str, String)> {
         ("default ttl", dur(spec.default_ttl_ms)),
         ("max delay", dur(spec.max_delay_ms)),
         ("priority levels", opt(spec.priority_levels)),
-        ("ordering", spec.ordering().as_str_name().to_owned()),
+        (
+            "ordering",
+            enum_name(spec.ordering().as_str_name(), "ORDERING_MODE_"),
+        ),
         ("max messages", opt(limit.max_messages)),
         ("max bytes", opt(limit.max_bytes)),
-        ("overflow", limit.overflow().as_str_name().to_owned()),
+        (
+            "overflow",
+            enum_name(limit.overflow().as_str_name(), "OVERFLOW_POLICY_"),
+        ),
         ("ready", s.ready.to_string()),
         ("in flight", s.in_flight.to_string()),
         ("delayed", s.delayed.to_string()),
@@ -393,7 +399,7 @@ pub async fn topic(remote: &Remote, command: TopicCommand) -> anyhow::Result<()>
                         .max_age_ms
                         .map_or_else(|| "default".into(), |ms| human_ms(Some(ms)))
                 };
-                println!(
+                out!(
                     "{}",
                     fields(&[
                         ("name", info.name.clone()),
@@ -413,7 +419,7 @@ pub async fn topic(remote: &Remote, command: TopicCommand) -> anyhow::Result<()>
                         p.bytes.to_string(),
                     ]);
                 }
-                println!("{t}");
+                out!("{t}");
             }
         }
         TopicCommand::Delete { name } => {
@@ -452,7 +458,7 @@ pub async fn sub(remote: &Remote, command: SubCommand) -> anyhow::Result<()> {
                     "name": name,
                     "topic": spec.topic,
                     "filter": spec.filter,
-                    "start": spec.start().as_str_name(),
+                    "start": enum_name(spec.start().as_str_name(), "SUBSCRIPTION_START_"),
                     "not_yet_considered": info.not_yet_considered,
                     "skipped_ranges": info.skipped.len(),
                     "queue": queue_json(&queue),
@@ -462,12 +468,15 @@ pub async fn sub(remote: &Remote, command: SubCommand) -> anyhow::Result<()> {
                     ("subscription", name.clone()),
                     ("topic", spec.topic.clone()),
                     ("filter", spec.filter.clone()),
-                    ("start", spec.start().as_str_name().to_owned()),
+                    (
+                        "start",
+                        enum_name(spec.start().as_str_name(), "SUBSCRIPTION_START_"),
+                    ),
                     ("not yet considered", info.not_yet_considered.to_string()),
                     ("skipped ranges", info.skipped.len().to_string()),
                 ];
                 rows.extend(queue_rows(&queue).into_iter().skip(1));
-                println!("{}", fields(&rows));
+                out!("{}", fields(&rows));
             }
         }
         SubCommand::Delete { name } => {
@@ -507,7 +516,7 @@ pub async fn group(remote: &Remote, command: GroupCommand) -> anyhow::Result<()>
             "members": members, "partitions": partitions,
         }));
     } else {
-        println!(
+        out!(
             "group {} on topic {}, generation {}, {} member(s)",
             info.group,
             info.topic,
@@ -525,7 +534,7 @@ pub async fn group(remote: &Remote, command: GroupCommand) -> anyhow::Result<()>
                 human_ms(Some(p.lag_ms.max(0) as u64)),
             ]);
         }
-        println!("{t}");
+        out!("{t}");
     }
     Ok(())
 }

@@ -120,8 +120,8 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
                     format!("{} #{}", dl.origin_queue, dl.origin_seq),
                 ]);
             }
-            println!("{t}");
-            println!("{} dead letter(s) in {dlq}", letters.len());
+            out!("{t}");
+            out!("{} dead letter(s) in {dlq}", letters.len());
         }
         DlqCommand::Peek { dlq, seq } => {
             let after = seq.map_or(0, |s| s.saturating_sub(1));
@@ -172,7 +172,7 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
             let headers: Vec<String> = headers.iter().map(|(k, v)| format!("{k}={v}")).collect();
             rows.push(("headers", headers.join("\n")));
             rows.push(("payload", payload_text(&letter.payload)));
-            println!("{}", fields(&rows));
+            out!("{}", fields(&rows));
         }
         DlqCommand::Redrive(args) => {
             let request = v1::RedriveRequest {
@@ -190,9 +190,11 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
                     "target": args.target,
                 }));
             } else {
-                println!(
+                out!(
                     "moved {} dead letter(s) from {} to {to}; {} skipped",
-                    answer.moved, args.dlq, answer.skipped
+                    answer.moved,
+                    args.dlq,
+                    answer.skipped
                 );
             }
         }

@@ -87,7 +87,7 @@ pub async fn publish(remote: &Remote, args: PublishArgs) -> anyhow::Result<()> {
                 print_json(&json!({ "queue": args.queue, "published": ids.len(), "ids": ids }));
             } else {
                 for id in &ids {
-                    println!("published {id} to {}", args.queue);
+                    out!("published {id} to {}", args.queue);
                 }
             }
             return Ok(());
@@ -159,7 +159,7 @@ async fn bulk(remote: &Remote, args: &PublishArgs, lines: Box<dyn BufRead>) -> a
             "seconds": elapsed.as_secs_f64(), "per_second": rate.round(),
         }));
     } else {
-        println!(
+        out!(
             "published {stored} of {sent} messages ({bytes} bytes) to {} in {:.2}s ({rate:.0}/s)",
             args.queue,
             elapsed.as_secs_f64()
@@ -306,5 +306,5 @@ fn print_delivery(json: bool, d: &v1::Delivery) {
     for (name, value) in headers {
         line.push_str(&format!(" · {name}={value}"));
     }
-    println!("{line}\n{}", payload_text(&d.payload));
+    out!("{line}\n{}", payload_text(&d.payload));
 }

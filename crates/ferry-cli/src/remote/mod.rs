@@ -1,6 +1,13 @@
 //! The commands that talk to a running server (`--server`, FERRY_SERVER) through
 //! `ferry-client`: admin, publish, consume, dead letters and stats.
 
+/// `println!` that ends the command quietly when stdout is a closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::remote::output::write_line(format_args!($($arg)*))
+    };
+}
+
 pub mod admin;
 pub mod dead_letters;
 pub mod messages;

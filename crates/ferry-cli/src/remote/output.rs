@@ -23,7 +23,44 @@ pub fn fields(rows: &[(&str, String)]) -> Table {
 }
 
 pub fn print_json(value: &serde_json::Value) {
-    println!("{value}");
+    out!("{value}");
+}
+
+/// Writes a line to stdout. A closed pipe (`ferry consume | head -1`) ends the command
+/// quietly, as for other Unix tools, instead of a panic; what was not printed was not
+/// settled either, so it is delivered again after its lease.
+pub fn write_line(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_fmt(line)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("ferry: error: could not write the output: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// A proto enum's name as a user writes it: `ORDERING_MODE_KEY_SHARED` → `key-shared`.
+pub fn enum_name(name: &str, prefix: &str) -> String {
+    name.strip_prefix(prefix)
+        .unwrap_or(name)
+        .to_lowercase()
+        .replace('_', "-")
+}
+
+/// `--watch 5` (seconds, as `watch -n`) or a duration with a unit.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds.is_finite() => Ok(Duration::from_secs_f64(seconds)),
+        Ok(_) => Err("the interval must be more than 0".into()),
+        Err(_) => parse_duration(text),
+    }
 }
 
 /// `30s`, `5m`, `2h`, `1d`, `250ms`, or a sum like `1h30m`. A bare number is refused:

@@ -9,12 +9,12 @@ use serde_json::json;
 
 use super::Remote;
 use super::admin::{dead_letter_queue, stats_json};
-use super::output::{human_ms, parse_duration, print_json, table};
+use super::output::{human_ms, parse_interval, print_json, table};
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
-    /// Refresh every interval (default 2s) until Ctrl-C.
-    #[arg(long, num_args = 0..=1, default_missing_value = "2s", value_parser = parse_duration)]
+    /// Refresh every N seconds (default 2; units like 500ms work too) until Ctrl-C.
+    #[arg(long, num_args = 0..=1, default_missing_value = "2s", value_parser = parse_interval)]
     pub watch: Option<Duration>,
 }
 
@@ -91,9 +91,8 @@ async fn once(remote: &Remote, clear: bool) -> anyhow::Result<()> {
             s.dead_lettered.to_string(),
         ]);
     }
-    if clear {
-        print!("\x1b[2J\x1b[H");
-    }
-    println!("{t}");
+    // Clear the screen and home the cursor, so a watch redraws in place.
+    let clear = if clear { "\x1b[2J\x1b[H" } else { "" };
+    out!("{clear}{t}");
     Ok(())
 }
