@@ -217,6 +217,12 @@ fn unknown_queue_is_a_one_line_error_and_a_failing_exit() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains("missing"), "{stderr}");
     }
+    let file = dir.path().join("lines.txt");
+    std::fs::write(&file, "a\nb\n").unwrap();
+    let out = server.ferry(&["publish", "missing", "--file", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     let unreachable = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["--server", "ferry://127.0.0.1:1", "queue", "list"])
         .output()
@@ -261,4 +267,31 @@ fn sigkill_and_restart_loses_nothing_acknowledged() {
     assert_eq!(info["stats"]["published"], 3);
     // The HTTP listener came back too.
     assert!(!server.http.is_empty());
+}
+
+#[test]
+fn rejected_messages_are_dead_lettered_at_once_and_peeked_by_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.ok(&["queue", "create", "parked"]);
+    server.ok(&["queue", "create", "work", "--dead-letter", "parked"]);
+    server.ok(&["publish", "work", "first", "second"]);
+    let rejected = server.consume("work", "reject", "2");
+    assert_eq!(rejected.len(), 2);
+    for (seq, payload) in [("0", "first"), ("1", "second")] {
+        let letter = server.json(&["dlq", "peek", "parked", "--seq", seq]);
+        assert_eq!(letter["payload"], payload, "seq {seq}");
+        assert_eq!(letter["dead_letter"]["reason"], "rejected");
+    }
+    let out = server.ferry(&["dlq", "peek", "parked", "--seq", "7"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no dead letter at seq 7"), "{stderr}");
+    // To another queue than the origin.
+    server.ok(&["queue", "create", "retry"]);
+    let moved = server.json(&[
+        "dlq", "redrive", "parked", "--target", "retry", "--max", "1",
+    ]);
+    assert_eq!(moved["moved"], 1);
+    assert_eq!(server.consume("retry", "ack", "5").len(), 1);
 }

@@ -95,7 +95,8 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
                     .await?;
                 let Some(last) = page.last() else { break };
                 after = last.seq;
-                let full = page.len() as u32 == want;
+                // After seq 0 would start over: 0 asks for the first page.
+                let full = page.len() as u32 == want && after > 0;
                 letters.extend(page);
                 if !full {
                     break;
@@ -124,18 +125,19 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
             out!("{} dead letter(s) in {dlq}", letters.len());
         }
         DlqCommand::Peek { dlq, seq } => {
+            // `after_seq` 0 means "from the start", so seq 1 cannot be asked for as
+            // "after 0": ask for two from just before it and pick.
             let after = seq.map_or(0, |s| s.saturating_sub(1));
             let page = remote
-                .call(remote.client.peek(&dlq, None, 1, after))
+                .call(remote.client.peek(&dlq, None, 2, after))
                 .await?;
-            let letter = match (page.into_iter().next(), seq) {
-                (Some(l), Some(s)) if l.seq != s => {
-                    bail!("no dead letter at seq {s} in {dlq}: `ferry dlq list {dlq}` shows them")
-                }
-                (Some(l), _) => l,
-                (None, _) => {
-                    bail!("no dead letter there in {dlq}: `ferry dlq list {dlq}` shows them")
-                }
+            let letter = match seq {
+                Some(s) => page.into_iter().find(|l| l.seq == s),
+                None => page.into_iter().next(),
+            };
+            let Some(letter) = letter else {
+                let at = seq.map_or_else(String::new, |s| format!(" at seq {s}"));
+                bail!("no dead letter{at} in {dlq}: `ferry dlq list {dlq}` shows what is there");
             };
             if remote.json {
                 print_json(&delivery_json(&letter));

@@ -110,17 +110,13 @@ async fn bulk(remote: &Remote, args: &PublishArgs, lines: Box<dyn BufRead>) -> a
     let mut last_shown = Instant::now();
     let mut pending = tokio::task::JoinSet::new();
     let (mut sent, mut stored, mut bytes) = (0u64, 0u64, 0u64);
-    let mut first_error = None;
-    let mut settle =
-        |result: Result<ferry_client::Result<String>, tokio::task::JoinError>| match result {
-            Ok(Ok(_)) => stored += 1,
-            Ok(Err(e)) => {
-                first_error.get_or_insert_with(|| super::output::explain(e, &remote.server));
-            }
-            Err(e) => {
-                first_error.get_or_insert_with(|| anyhow::anyhow!("a publish task failed: {e}"));
-            }
-        };
+    let mut first_error: Option<anyhow::Error> = None;
+    let failed = |result: Result<ferry_client::Result<String>, tokio::task::JoinError>| match result
+    {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(super::output::explain(e, &remote.server)),
+        Err(e) => Some(anyhow::anyhow!("a publish task failed: {e}")),
+    };
     for line in lines.lines() {
         let line = line.context("reading the messages")?;
         if line.is_empty() {
@@ -133,8 +129,16 @@ async fn bulk(remote: &Remote, args: &PublishArgs, lines: Box<dyn BufRead>) -> a
         sent += 1;
         while pending.len() >= IN_FLIGHT {
             if let Some(result) = pending.join_next().await {
-                settle(result);
+                match failed(result) {
+                    None => stored += 1,
+                    Some(e) => first_error = first_error.or(Some(e)),
+                }
             }
+        }
+        // The first failure stops reading: a wrong queue name should not cost a
+        // million doomed publishes.
+        if first_error.is_some() {
+            break;
         }
         if show && last_shown.elapsed() > Duration::from_millis(200) {
             eprint!("\rpublished {sent} …");
@@ -143,7 +147,10 @@ async fn bulk(remote: &Remote, args: &PublishArgs, lines: Box<dyn BufRead>) -> a
         }
     }
     while let Some(result) = pending.join_next().await {
-        settle(result);
+        match failed(result) {
+            None => stored += 1,
+            Some(e) => first_error = first_error.or(Some(e)),
+        }
     }
     if let Ok(producer) = Arc::try_unwrap(producer) {
         producer.close().await;
