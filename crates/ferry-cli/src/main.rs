@@ -32,7 +32,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the broker as a server: durable, on the embedded default, until Ctrl-C.
+    /// Run the broker as a server (gRPC and HTTP), durable, until Ctrl-C or SIGTERM.
     Serve(serve::ServeArgs),
     /// Create, list, describe and delete queues.
     Queue {

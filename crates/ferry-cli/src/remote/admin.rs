@@ -23,6 +23,7 @@ pub enum QueueCommand {
 
 #[derive(Args, Debug)]
 pub struct QueueCreate {
+    /// Letters, digits, '.', '-', '_'.
     pub name: String,
     /// Deliveries before a message is dead-lettered.
     #[arg(long)]
@@ -42,16 +43,21 @@ pub struct QueueCreate {
     /// The longest delay a publish may ask for.
     #[arg(long, value_parser = parse_duration)]
     pub max_delay: Option<Duration>,
+    /// Priorities 0..N-1, higher first (1: no priorities).
     #[arg(long)]
     pub priority_levels: Option<u32>,
+    /// shared: any consumer, any order; key-shared: in order per key; exclusive: one
+    /// consumer at a time.
     #[arg(long, value_enum)]
     pub ordering: Option<Ordering>,
     /// Where dead letters go: a queue's name, or `none` to discard them
     /// (default: `<name>.dlq`).
     #[arg(long)]
     pub dead_letter: Option<String>,
+    /// The most messages the queue holds (see --overflow).
     #[arg(long)]
     pub max_messages: Option<u64>,
+    /// The most payload bytes the queue holds (see --overflow).
     #[arg(long)]
     pub max_bytes: Option<u64>,
     /// What a full queue does with a publish.
@@ -77,19 +83,18 @@ pub enum Overflow {
 pub enum TopicCommand {
     /// Create a partitioned topic.
     Create(TopicCreate),
+    /// The names of every topic.
     List,
     /// A topic's settings and partitions.
-    Describe {
-        name: String,
-    },
-    Delete {
-        name: String,
-    },
+    Describe { name: String },
+    /// Delete a topic and its records.
+    Delete { name: String },
 }
 
 #[derive(Args, Debug)]
 pub struct TopicCreate {
     pub name: String,
+    /// Records with the same key go to the same partition.
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
     /// Records older than this are removed (e.g. 7d), or `unbounded`.
@@ -107,17 +112,17 @@ pub struct TopicCreate {
 pub enum SubCommand {
     /// Create a subscription: a queue fed from a topic.
     Create(SubCreate),
-    Describe {
-        name: String,
-    },
-    Delete {
-        name: String,
-    },
+    /// The subscription's filter, start and its queue's settings and counts.
+    Describe { name: String },
+    /// Delete a subscription.
+    Delete { name: String },
 }
 
 #[derive(Args, Debug)]
 pub struct SubCreate {
+    /// Also the name of the queue consumers read it from.
     pub name: String,
+    /// The topic it takes records from.
     #[arg(long)]
     pub topic: String,
     /// e.g. `subject ~ orders.* and region in (eu, us)`; empty takes everything.
