@@ -295,3 +295,31 @@ fn rejected_messages_are_dead_lettered_at_once_and_peeked_by_seq() {
     assert_eq!(moved["moved"], 1);
     assert_eq!(server.consume("retry", "ack", "5").len(), 1);
 }
+
+#[test]
+fn no_http_serves_grpc_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let last = line.contains("Ctrl-C stops");
+        printed.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        printed.iter().any(|l| l.contains("serving gRPC")),
+        "{printed:?}"
+    );
+    assert!(!printed.iter().any(|l| l.contains("HTTP")), "{printed:?}");
+}
