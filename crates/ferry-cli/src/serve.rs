@@ -1,6 +1,6 @@
-//! `ferry serve`: the broker behind its gRPC and HTTP APIs, durable in a directory, until Ctrl-C or
-//! SIGTERM — then it stops accepting, finishes the calls in progress, gives unsettled
-//! deliveries of open consume streams back, and exits 0.
+//! `ferry serve`: the broker behind its gRPC and HTTP APIs, durable in a directory, until
+//! Ctrl-C or SIGTERM — then it stops accepting, finishes the calls in progress, gives
+//! unsettled deliveries of open consume streams back, and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
