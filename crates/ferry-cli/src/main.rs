@@ -90,7 +90,7 @@ enum Command {
         #[command(flatten)]
         args: stats::StatsArgs,
     },
-    /// Print a shell completion script, e.g. `ferry completions bash > /etc/bash_completion.d/ferry`.
+    /// Print a shell completion script: `ferry completions bash > ~/.ferry.bash`.
     Completions { shell: clap_complete::Shell },
     /// Measure performance on this machine.
     Bench {

@@ -162,7 +162,8 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
     use tonic::Code;
     let hint = match &error {
         E::Connect { .. } => format!(
-            "is `ferry serve` running there? Start it, or point --server / FERRY_SERVER at it (now {server})"
+            "is `ferry serve` running there? Start it, or point --server / FERRY_SERVER \
+             at it (now {server})"
         ),
         E::BadUrl { .. } => "fix --server or FERRY_SERVER".to_owned(),
         // The server's own messages say what to do for bad names and arguments.
