@@ -1,6 +1,6 @@
-//! `ferry serve`: the broker behind its gRPC API, durable in a directory, until Ctrl-C or
-//! SIGTERM — then it stops accepting, finishes the calls in progress, gives unsettled
-//! deliveries of open consume streams back, and exits 0.
+//! `ferry serve`: the broker behind its gRPC and HTTP APIs, durable in a directory, until
+//! Ctrl-C or SIGTERM — then it stops accepting, finishes the calls in progress, gives
+//! unsettled deliveries of open consume streams back, and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,6 +16,12 @@ pub struct ServeArgs {
     /// Address of the gRPC listener (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:7070", env = "FERRY_GRPC_ADDR")]
     pub grpc: SocketAddr,
+    /// Address of the HTTP/JSON listener (with /healthz, /readyz and /metrics).
+    #[arg(long, default_value = "127.0.0.1:7071", env = "FERRY_HTTP_ADDR")]
+    pub http: SocketAddr,
+    /// Serve gRPC only.
+    #[arg(long)]
+    pub no_http: bool,
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -30,19 +36,33 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let broker = Broker::open(&args.data_dir, BrokerConfig::default())
         .await
         .with_context(|| format!("opening the broker in {}", args.data_dir.display()))?;
-    let listener = ferry_server::bind(args.grpc).await?;
-    let addr = listener
+    let grpc = ferry_server::bind(args.grpc).await?;
+    let grpc_addr = grpc
         .local_addr()
-        .context("reading the listener's address")?;
+        .context("reading the gRPC listener's address")?;
+    let mut server = ferry_server::Server::new(broker).grpc(grpc);
+    let mut loopback = grpc_addr.ip().is_loopback();
+    // Tests and scripts read these lines to find the ports when they asked for port 0.
     println!(
-        "ferry: serving gRPC (ferry.v1) on {addr}, data in {}",
+        "ferry: serving gRPC (ferry.v1) on {grpc_addr}, data in {}",
         args.data_dir.display()
     );
-    if addr.ip().is_loopback() {
+    if !args.no_http {
+        let http = ferry_server::bind(args.http).await?;
+        let http_addr = http
+            .local_addr()
+            .context("reading the HTTP listener's address")?;
+        loopback &= http_addr.ip().is_loopback();
+        println!("ferry: serving HTTP on http://{http_addr}");
+        server = server.http(http);
+    }
+    if loopback {
         println!("ferry: no authentication configured: listening on the loopback interface only");
+    } else {
+        println!("ferry: WARNING: no authentication configured and listening beyond loopback");
     }
     println!("ferry: Ctrl-C stops");
-    ferry_server::serve(broker, listener, shutdown_signal()).await?;
+    server.serve(shutdown_signal()).await?;
     println!("ferry: stopped");
     Ok(())
 }

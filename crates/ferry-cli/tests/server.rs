@@ -1,0 +1,325 @@
+//! The real `ferry serve`, driven by the `ferry` command itself, as a user would.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running `ferry serve`, killed when dropped.
+struct Server {
+    child: Child,
+    grpc: String,
+    http: String,
+}
+
+impl Server {
+    /// Starts on free ports and waits for the lines that say where it listens.
+    fn start(data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env_remove("FERRY_SERVER")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let (mut grpc, mut http) = (None, None);
+        while grpc.is_none() || http.is_none() {
+            let line = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("ferry serve printed its addresses");
+            if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
+                grpc = Some(rest.split(',').next().unwrap().to_owned());
+            } else if let Some(rest) = line.strip_prefix("ferry: serving HTTP on http://") {
+                http = Some(rest.trim().to_owned());
+            }
+        }
+        Server {
+            child,
+            grpc: format!("ferry://{}", grpc.unwrap()),
+            http: http.unwrap(),
+        }
+    }
+
+    /// Runs `ferry ARGS` against this server.
+    fn ferry(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["--server", &self.grpc])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `ferry ARGS`, expecting success; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.ferry(args);
+        assert!(
+            out.status.success(),
+            "ferry {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut with = args.to_vec();
+        with.push("--json");
+        let text = self.ok(&with);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    /// Consumed messages, one JSON object a line.
+    fn consume(&self, queue: &str, mode: &str, count: &str) -> Vec<Value> {
+        self.ok(&[
+            "consume", queue, "--mode", mode, "--count", count, "--wait", "2s", "--json",
+        ])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on the child's pid; no memory is touched.
+        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(rc, 0);
+    }
+
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("ferry serve did not exit within 10 s");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn poison_message_goes_to_the_dlq_is_listed_redriven_and_then_acked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.ok(&[
+        "queue",
+        "create",
+        "jobs",
+        "--max-deliveries",
+        "2",
+        "--backoff",
+        "50ms",
+        "--lease",
+        "30s",
+    ]);
+    let published = server.json(&["publish", "jobs", "poison", "--header", "kind=test"]);
+    assert_eq!(published["published"], 1);
+
+    let first = server.consume("jobs", "nack", "1");
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["payload"], "poison");
+    assert_eq!(first[0]["delivery"], 1);
+    let second = server.consume("jobs", "nack", "1");
+    assert_eq!(second[0]["delivery"], 2);
+
+    let table = server.ok(&["dlq", "list", "jobs.dlq"]);
+    assert!(table.contains("max_deliveries"), "{table}");
+    assert!(table.contains("nacked by ferry consume"), "{table}");
+    let letters = server.json(&["dlq", "list", "jobs.dlq"]);
+    assert_eq!(letters.as_array().unwrap().len(), 1);
+    assert_eq!(letters[0]["dead_letter"]["deliveries"], 2);
+    assert_eq!(letters[0]["headers"]["kind"], "test");
+    let peeked = server.ok(&["dlq", "peek", "jobs.dlq"]);
+    assert!(peeked.contains("poison"), "{peeked}");
+
+    let stats = server.json(&["stats"]);
+    let jobs = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "jobs")
+        .unwrap();
+    assert_eq!(jobs["dlq_depth"], 1);
+    assert_eq!(jobs["dead_lettered"], 1);
+    assert_eq!(jobs["ready"], 0);
+
+    let redriven = server.json(&["dlq", "redrive", "jobs.dlq"]);
+    assert_eq!(redriven["moved"], 1);
+    let summary = server.ok(&["dlq", "redrive", "jobs.dlq"]);
+    assert!(summary.contains("moved 0"), "{summary}");
+
+    let again = server.consume("jobs", "ack", "5");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0]["payload"], "poison");
+
+    let info = server.json(&["queue", "describe", "jobs"]);
+    assert_eq!(info["spec"]["max_deliveries"], 2);
+    assert_eq!(info["stats"]["acked"], 1);
+    assert_eq!(info["stats"]["ready"], 0);
+    assert_eq!(info["stats"]["in_flight"], 0);
+    let table = server.ok(&["stats"]);
+    assert!(table.contains("jobs.dlq"), "{table}");
+}
+
+#[test]
+fn bulk_publish_from_a_file_and_stdin_stores_every_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.ok(&["queue", "create", "bulk"]);
+    let lines: String = (0..1000).map(|i| format!("message {i}\n")).collect();
+    let file = dir.path().join("lines.txt");
+    std::fs::write(&file, &lines).unwrap();
+    let summary = server.ok(&["publish", "bulk", "--file", file.to_str().unwrap()]);
+    assert!(summary.contains("published 1000 of 1000"), "{summary}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", &server.grpc, "publish", "bulk", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), lines.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("published 1000 of 1000"), "{summary}");
+    let info = server.json(&["queue", "describe", "bulk"]);
+    assert_eq!(info["stats"]["ready"], 2000);
+}
+
+#[test]
+fn unknown_queue_is_a_one_line_error_and_a_failing_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    for args in [
+        &["queue", "describe", "missing"][..],
+        &["publish", "missing", "x"],
+        &["consume", "missing", "--wait", "0s"],
+    ] {
+        let out = server.ferry(args);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("missing"), "{stderr}");
+    }
+    let file = dir.path().join("lines.txt");
+    std::fs::write(&file, "a\nb\n").unwrap();
+    let out = server.ferry(&["publish", "missing", "--file", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    let unreachable = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", "ferry://127.0.0.1:1", "queue", "list"])
+        .output()
+        .unwrap();
+    assert!(!unreachable.status.success());
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("ferry serve"), "{stderr}");
+}
+
+#[test]
+fn sigterm_stops_the_server_with_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path());
+    server.ok(&["queue", "list"]);
+    server.signal(libc::SIGTERM);
+    let status = server.wait_exit();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[test]
+fn sigkill_and_restart_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut server = Server::start(&data);
+    server.ok(&["queue", "create", "durable"]);
+    server.ok(&["publish", "durable", "one", "two", "three"]);
+    let acked = server.consume("durable", "ack", "1");
+    assert_eq!(acked[0]["payload"], "one");
+    server.signal(libc::SIGKILL);
+    server.wait_exit();
+
+    let server = Server::start(&data);
+    let left: Vec<Value> = server.consume("durable", "ack", "10");
+    let payloads: Vec<&str> = left
+        .iter()
+        .map(|d| d["payload"].as_str().unwrap())
+        .collect();
+    assert_eq!(payloads, ["two", "three"]);
+    let info = server.json(&["queue", "describe", "durable"]);
+    assert_eq!(info["stats"]["ready"], 0);
+    assert_eq!(info["stats"]["published"], 3);
+    // The HTTP listener came back too.
+    assert!(!server.http.is_empty());
+}
+
+#[test]
+fn rejected_messages_are_dead_lettered_at_once_and_peeked_by_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.ok(&["queue", "create", "parked"]);
+    server.ok(&["queue", "create", "work", "--dead-letter", "parked"]);
+    server.ok(&["publish", "work", "first", "second"]);
+    let rejected = server.consume("work", "reject", "2");
+    assert_eq!(rejected.len(), 2);
+    for (seq, payload) in [("0", "first"), ("1", "second")] {
+        let letter = server.json(&["dlq", "peek", "parked", "--seq", seq]);
+        assert_eq!(letter["payload"], payload, "seq {seq}");
+        assert_eq!(letter["dead_letter"]["reason"], "rejected");
+    }
+    let out = server.ferry(&["dlq", "peek", "parked", "--seq", "7"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no dead letter at seq 7"), "{stderr}");
+    // To another queue than the origin.
+    server.ok(&["queue", "create", "retry"]);
+    let moved = server.json(&[
+        "dlq", "redrive", "parked", "--target", "retry", "--max", "1",
+    ]);
+    assert_eq!(moved["moved"], 1);
+    assert_eq!(server.consume("retry", "ack", "5").len(), 1);
+}
+
+#[test]
+fn no_http_serves_grpc_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let last = line.contains("Ctrl-C stops");
+        printed.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        printed.iter().any(|l| l.contains("serving gRPC")),
+        "{printed:?}"
+    );
+    assert!(!printed.iter().any(|l| l.contains("HTTP")), "{printed:?}");
+}
