@@ -87,16 +87,15 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
         DlqCommand::List { dlq, max, filter } => {
             let filter = filter.filter();
             let mut letters = Vec::new();
-            let mut after = 0;
+            let mut after = None;
             while letters.len() < max as usize {
                 let want = PAGE.min(max - letters.len() as u32);
                 let page = remote
                     .call(remote.client.peek(&dlq, filter.clone(), want, after))
                     .await?;
                 let Some(last) = page.last() else { break };
-                after = last.seq;
-                // After seq 0 would start over: 0 asks for the first page.
-                let full = page.len() as u32 == want && after > 0;
+                after = Some(last.seq);
+                let full = page.len() as u32 == want;
                 letters.extend(page);
                 if !full {
                     break;
@@ -125,11 +124,10 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
             out!("{} dead letter(s) in {dlq}", letters.len());
         }
         DlqCommand::Peek { dlq, seq } => {
-            // `after_seq` 0 means "from the start", so seq 1 cannot be asked for as
-            // "after 0": ask for two from just before it and pick.
-            let after = seq.map_or(0, |s| s.saturating_sub(1));
+            // The first letter at or after `seq`: ask from just before it.
+            let after = seq.and_then(|s| s.checked_sub(1));
             let page = remote
-                .call(remote.client.peek(&dlq, None, 2, after))
+                .call(remote.client.peek(&dlq, None, 1, after))
                 .await?;
             let letter = match seq {
                 Some(s) => page.into_iter().find(|l| l.seq == s),
