@@ -15,7 +15,10 @@
 //! by one of six keys, a few delayed by up to 250 ms), two consumers per subscription that
 //! receive, ack most messages and nack some (with a short delay), and one static member of
 //! the consumer group `audit` that polls every partition and commits each partition's next
-//! offset after each poll.
+//! offset after each poll (most of the time: what it leaves uncommitted must be polled
+//! again). Housekeeping runs every 50 ms with small journals and segments, and a task forces
+//! checkpoints now and then, so kills also land in checkpoints, saves of the
+//! subscriptions' cursors and deletions of settled segments.
 //!
 //! Everything about a message derives from its [`Id`], so both sides can check what they
 //! read. The child says each step on stdout *after* the call returned (one write per line):
@@ -293,7 +296,9 @@ fn subscription_spec(sub: &Sub) -> SubscriptionSpec {
     spec
 }
 
-/// Small segments, so that kills land around segment rolls too.
+/// Small segments and journals checkpointed often, housekeeping (subscriptions' catch-up
+/// and saved cursors, checkpoints, retention of settled references) every 50 ms: kills land
+/// around segment rolls, checkpoints and cursor saves too.
 fn config(seed: u64) -> BrokerConfig {
     BrokerConfig {
         seed: Some(seed),
@@ -302,6 +307,9 @@ fn config(seed: u64) -> BrokerConfig {
             ..Limits::default()
         },
         message_segment_bytes: 1,
+        journal_segment_bytes: 16 << 10,
+        checkpoint_journal_bytes: 8 << 10,
+        housekeeping_interval: Duration::from_millis(50),
         ..BrokerConfig::default()
     }
 }
@@ -525,6 +533,21 @@ async fn audit(broker: Broker, seed: u64) {
     }
 }
 
+/// Housekeeping on top of the timer task's, sometimes forced: checkpoints of every queue.
+async fn maintain(broker: Broker, seed: u64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    loop {
+        tokio::time::sleep(Duration::from_millis(20 + rng.u64(..80))).await;
+        match broker.maintain_now(rng.bool()).await {
+            Ok(report) => say(&format!(
+                "MAINT {} {}\n",
+                report.checkpoints, report.deleted_segments
+            )),
+            Err(e) => fail(&format!("housekeeping: {e}")),
+        }
+    }
+}
+
 /// The child side: does nothing unless the parent started this binary to be crashed.
 #[tokio::test]
 async fn subscription_crash_child_broker_under_load() {
@@ -581,6 +604,7 @@ async fn subscription_crash_child_broker_under_load() {
         }
     }
     tokio::spawn(audit(broker.clone(), splitmix(seed ^ (3 << 32))));
+    tokio::spawn(maintain(broker.clone(), splitmix(seed ^ (4 << 32))));
     tokio::time::sleep(CHILD_MAX_RUN).await;
     // Only reached when the parent never killed us.
     std::process::exit(4);
@@ -727,6 +751,10 @@ impl DirState {
                     }
                     said.commits += 1;
                 }
+                Some("MAINT") => {
+                    said.checkpoints += n(1) as usize;
+                    said.deleted_segments += n(2) as usize;
+                }
                 Some("GSTART") => {
                     self.resolve_commit(n(1) as u32, n(2), label);
                     self.resumes += 1;
@@ -749,6 +777,8 @@ struct Said {
     deliveries: usize,
     acks: usize,
     commits: usize,
+    checkpoints: usize,
+    deleted_segments: usize,
 }
 
 /// Runs one child on `dir` until the kill and takes in what it said.
@@ -1182,8 +1212,14 @@ fn sigkill_while_consuming_subscriptions_and_groups_loses_nothing_and_redelivers
         acks += said.acks;
         commits += said.commits;
         let counts = format!(
-            "{} published, {} delivered, {} acked, {} commits",
-            said.published, said.deliveries, said.acks, said.commits
+            "{} published, {} delivered, {} acked, {} commits, {} checkpoints, {} segments \
+             deleted",
+            said.published,
+            said.deliveries,
+            said.acks,
+            said.commits,
+            said.checkpoints,
+            said.deleted_segments
         );
         if verify_after {
             let summary = verify(&dirs[d], &mut states[d], &label);
