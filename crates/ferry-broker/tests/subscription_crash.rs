@@ -623,6 +623,8 @@ struct SubState {
     /// Acknowledged acks in the order said, across rounds.
     ack_order: Vec<Id>,
     deliveries: usize,
+    /// What happened to each message here, with the round: for the messages of a failure.
+    history: HashMap<Id, Vec<(u32, &'static str)>>,
 }
 
 /// What the parent knows about one directory.
@@ -651,6 +653,20 @@ impl DirState {
             committing: BTreeMap::new(),
             logs: BTreeMap::new(),
             resumes: 0,
+        }
+    }
+
+    /// Deliveries to the parent's probe after a reopen (never settled: their leases end).
+    fn note_probe(&mut self, sub: usize, got: &[ReceivedMessage]) {
+        let round = self.rounds.last().copied().unwrap_or(0);
+        for m in got {
+            if let Ok(id) = identify_delivery(&SUBS[sub], m) {
+                self.subs[sub]
+                    .history
+                    .entry(id)
+                    .or_default()
+                    .push((round, "PROBE"));
+            }
         }
     }
 
@@ -702,6 +718,17 @@ impl DirState {
                     .and_then(|w| SUBS.iter().position(|s| s.name == *w))
                     .unwrap_or_else(|| garbled())
             };
+            if let Some(&word) = words.first()
+                && let Some(event) = ["RECV", "ACKING", "ACK", "STALE"]
+                    .into_iter()
+                    .find(|&e| e == word)
+            {
+                self.subs[sub()]
+                    .history
+                    .entry(id(2))
+                    .or_default()
+                    .push((round, event));
+            }
             match words.first().copied() {
                 Some("READY") => said.ready = true,
                 Some("FAIL") => said.failed = Some(line.clone()),
@@ -929,6 +956,20 @@ fn verify(dir: &Path, state: &mut DirState, label: &str) -> String {
     rt.block_on(async {
         let broker = open_at(dir, now_ms(), label).await;
         let behind = not_yet_considered(&broker);
+        // What a receive finds at once on a subscription still behind, and again once it
+        // caught up (the clock stands still, so only the catch-up can make more ready). The
+        // probe's leases end a second later, as a killed child's would.
+        let mut probed: Vec<(usize, usize, usize)> = Vec::new();
+        for (sub, s) in SUBS.iter().enumerate() {
+            if behind.get(sub).is_some_and(|&n| n > 0) {
+                let got = broker
+                    .receive(s.name, "probe", 10_000, None, None)
+                    .await
+                    .unwrap_or_else(|e| panic!("{label}: probe {}: {e}", s.name));
+                state.note_probe(sub, &got);
+                probed.push((sub, got.len(), 0));
+            }
+        }
         // Whether the subscriptions catch up by themselves after the reopen returned (the
         // broker runs no timers here): observed, not required.
         let opened = Instant::now();
@@ -940,10 +981,31 @@ fn verify(dir: &Path, state: &mut DirState, label: &str) -> String {
                 break;
             }
         }
+        for (sub, _, later) in &mut probed {
+            let got = broker
+                .receive(SUBS[*sub].name, "probe", 10_000, None, None)
+                .await
+                .unwrap_or_else(|e| panic!("{label}: probe {}: {e}", SUBS[*sub].name));
+            state.note_probe(*sub, &got);
+            *later = got.len();
+        }
+        let probes: Vec<String> = probed
+            .iter()
+            .map(|(sub, at_once, later)| {
+                format!(
+                    "{} received {at_once} at once, {later} more after",
+                    SUBS[*sub].name
+                )
+            })
+            .collect();
         let catch_up = match (behind.iter().any(|&n| n > 0), caught_up) {
             (false, _) => String::new(),
-            (true, Some(after)) => format!(" (caught up {after:?} later)"),
-            (true, None) => format!(" (still {:?} after 1 s)", not_yet_considered(&broker)),
+            (true, Some(after)) => format!(" (caught up {after:?} later; {})", probes.join(", ")),
+            (true, None) => format!(
+                " (still {:?} after 1 s; {})",
+                not_yet_considered(&broker),
+                probes.join(", ")
+            ),
         };
         let Some(partitions) = read_topic(&broker, state, label) else {
             return "no topic yet".to_owned();
@@ -962,7 +1024,13 @@ fn verify(dir: &Path, state: &mut DirState, label: &str) -> String {
 }
 
 /// Per key on `keyed`, per partition on `solo`: the offsets of `order` must increase.
-fn check_order(sub: usize, order: &[Id], at: &HashMap<Id, (u32, u64)>, label: &str) {
+fn check_order(
+    sub: usize,
+    order: &[Id],
+    at: &HashMap<Id, (u32, u64)>,
+    history: &HashMap<Id, Vec<(u32, &'static str)>>,
+    label: &str,
+) {
     let s = &SUBS[sub];
     let mut last: HashMap<Vec<u8>, (Id, u64)> = HashMap::new();
     for &id in order {
@@ -980,12 +1048,14 @@ fn check_order(sub: usize, order: &[Id], at: &HashMap<Id, (u32, u64)>, label: &s
                 before_offset < offset,
                 "{label}: BROKER BUG: {} settled {id} (offset {offset} of partition \
                  {partition}) after {before} (offset {before_offset}): out of publish order \
-                 for {}",
+                 for {}; (round, event) of {before}: {:?}, of {id}: {:?}",
                 s.name,
                 match s.ordering {
                     OrderingMode::KeyShared => format!("key {}", String::from_utf8_lossy(&group)),
                     _ => format!("partition {partition}"),
-                }
+                },
+                history.get(&before),
+                history.get(&id)
             );
         }
     }
@@ -1137,7 +1207,13 @@ fn drain_and_check(dir: &Path, state: &mut DirState, label: &str) -> Drained {
             );
             let mut order = st.ack_order.clone();
             order.extend(&got);
-            check_order(sub, &order, &at, &format!("{label}: {}", s.name));
+            check_order(
+                sub,
+                &order,
+                &at,
+                &st.history,
+                &format!("{label}: {}", s.name),
+            );
             drained
                 .per_sub
                 .push((st.acked.len(), got.len(), matching.len()));
