@@ -623,8 +623,9 @@ struct SubState {
     /// Acknowledged acks in the order said, across rounds.
     ack_order: Vec<Id>,
     deliveries: usize,
-    /// What happened to each message here, with the round: for the messages of a failure.
-    history: HashMap<Id, Vec<(u32, &'static str)>>,
+    /// What happened to each message here: (round, line of the round's output, event), for
+    /// the messages of a failure.
+    history: HashMap<Id, Vec<(u32, usize, &'static str)>>,
 }
 
 /// What the parent knows about one directory.
@@ -665,7 +666,7 @@ impl DirState {
                     .history
                     .entry(id)
                     .or_default()
-                    .push((round, "PROBE"));
+                    .push((round, 0, "PROBE"));
             }
         }
     }
@@ -697,7 +698,7 @@ impl DirState {
         let mut said = Said::default();
         // Acks under way in this child: one whose answer was not seen may be durable.
         let mut acking: Vec<HashSet<Id>> = SUBS.iter().map(|_| HashSet::new()).collect();
-        for line in lines {
+        for (line_no, line) in lines.iter().enumerate() {
             let words: Vec<&str> = line.split_whitespace().collect();
             let garbled = || -> ! { panic!("{label}: child said a garbled line {line:?}") };
             let n = |i: usize| -> u64 {
@@ -727,7 +728,7 @@ impl DirState {
                     .history
                     .entry(id(2))
                     .or_default()
-                    .push((round, event));
+                    .push((round, line_no, event));
             }
             match words.first().copied() {
                 Some("READY") => said.ready = true,
@@ -1028,7 +1029,7 @@ fn check_order(
     sub: usize,
     order: &[Id],
     at: &HashMap<Id, (u32, u64)>,
-    history: &HashMap<Id, Vec<(u32, &'static str)>>,
+    history: &HashMap<Id, Vec<(u32, usize, &'static str)>>,
     label: &str,
 ) {
     let s = &SUBS[sub];
@@ -1048,7 +1049,7 @@ fn check_order(
                 before_offset < offset,
                 "{label}: BROKER BUG: {} settled {id} (offset {offset} of partition \
                  {partition}) after {before} (offset {before_offset}): out of publish order \
-                 for {}; (round, event) of {before}: {:?}, of {id}: {:?}",
+                 for {}; (round, line, event) of {before}: {:?}, of {id}: {:?}",
                 s.name,
                 match s.ordering {
                     OrderingMode::KeyShared => format!("key {}", String::from_utf8_lossy(&group)),
