@@ -35,6 +35,12 @@
 //!   head; a head that leaves (acked, dead-lettered, dropped, cancelled) releases the next.
 //!   Parked keys survive a reopen; a parked key's messages not in flight count as parked;
 //!   park on a shared queue is `false`;
+//! - exclusive: only the oldest live message (keyed or not) may be ready — one message at
+//!   a time, in publish order, a failed one before everything after it — and only for the
+//!   active consumer: the first to receive, which stays active while it holds a lease or
+//!   asked within the lease duration (10 s); another consumer's receive gets nothing until
+//!   then and makes it the active one after. The active consumer is not kept across a
+//!   reopen; park on an exclusive queue is `false`;
 //! - ack of a message no longer tracked is `AlreadySettled`, whatever the token; any other
 //!   token that is not the message's current lease is `StaleLease`;
 //! - on reopen a message whose TTL has passed is dead-lettered (`expired`); then a lease
@@ -158,6 +164,26 @@ proptest! {
         block_on(run(cfg, ops))?;
     }
 
+    /// Exclusive ordering with failover between the two consumers, priorities, TTLs,
+    /// cancel, batches and sometimes a length limit.
+    #[test]
+    fn exclusive_queue_matches_model(
+        cfg in ops::exclusive_config(),
+        ops in ops(
+            Features {
+                priorities: true,
+                ttl: true,
+                cancel: true,
+                batches: true,
+                ..Features::default()
+            },
+            80,
+        ),
+    ) {
+        block_on(run(cfg, ops))?;
+    }
+
+    /// Shared, key-shared or exclusive ordering.
     #[test]
     fn every_feature_at_once_matches_model(
         cfg in ops::any_config(),

@@ -17,6 +17,9 @@ pub struct Config {
     /// `lower_priority_share` in thousandths, so the model's fixed-point credit is exact.
     pub share_millis: u64,
     pub key_shared: bool,
+    /// Exclusive with failover (then `key_shared` is false): one active consumer, one
+    /// message at a time in publish order.
+    pub exclusive: bool,
     pub default_ttl_ms: Option<i64>,
     /// Zero turns dedup off.
     pub dedup_window_ms: i64,
@@ -30,6 +33,7 @@ impl Config {
             levels: 1,
             share_millis: 100,
             key_shared: false,
+            exclusive: false,
             default_ttl_ms: None,
             dedup_window_ms: 3_600_000,
             limit: LengthLimit::default(),
@@ -59,7 +63,9 @@ impl Config {
                 .map(|ms| Duration::from_millis(ms as u64)),
             priority_levels: self.levels,
             lower_priority_share: self.share_millis as f64 / 1000.0,
-            ordering: if self.key_shared {
+            ordering: if self.exclusive {
+                OrderingMode::Exclusive
+            } else if self.key_shared {
                 OrderingMode::KeyShared
             } else {
                 OrderingMode::Shared
@@ -149,21 +155,56 @@ pub fn limit_config() -> impl Strategy<Value = Config> {
     })
 }
 
+/// Exclusive ordering, with priorities (which cannot reorder it: only its head is ever
+/// ready), sometimes a default TTL, and sometimes a length limit.
+pub fn exclusive_config() -> impl Strategy<Value = Config> {
+    (
+        1u8..=2,
+        prop::option::of(select(vec![6_000i64, 15_000])),
+        prop::option::weighted(0.3, limit()),
+    )
+        .prop_map(|(levels, default_ttl_ms, limit)| Config {
+            levels,
+            exclusive: true,
+            default_ttl_ms,
+            limit: limit.unwrap_or_default(),
+            ..Config::fifo()
+        })
+}
+
+/// The ordering modes as (key-shared, exclusive): shared and key-shared twice as often as
+/// exclusive, which serves one message at a time and so drains a run's backlog slowest.
+fn ordering() -> impl Strategy<Value = (bool, bool)> {
+    prop_oneof![
+        2 => Just((false, false)),
+        2 => Just((true, false)),
+        1 => Just((false, true)),
+    ]
+}
+
 /// Every feature at once, each drawn independently.
 pub fn any_config() -> impl Strategy<Value = Config> {
     (
         1u8..=3,
         share(),
-        any::<bool>(),
+        ordering(),
         prop::option::of(select(vec![4_000i64, 9_000])),
         select(vec![0i64, 3_000, 3_600_000]),
         prop::option::of(limit()),
     )
         .prop_map(
-            |(levels, share_millis, key_shared, default_ttl_ms, dedup_window_ms, limit)| Config {
+            |(
+                levels,
+                share_millis,
+                (key_shared, exclusive),
+                default_ttl_ms,
+                dedup_window_ms,
+                limit,
+            )| Config {
                 levels,
                 share_millis,
                 key_shared,
+                exclusive,
                 default_ttl_ms,
                 dedup_window_ms,
                 limit: limit.unwrap_or_default(),

@@ -169,6 +169,9 @@ pub struct Model {
     pub parked: BTreeSet<Vec<u8>>,
     /// The priority picker's credit, in billionths; in memory, so 0 after a reopen.
     credit: u64,
+    /// Exclusive queues: the active consumer and when it last asked to receive (and was
+    /// let); in memory, so none after a reopen.
+    active: Option<(String, i64)>,
     pub counters: Counters,
 }
 
@@ -183,6 +186,7 @@ impl Model {
             leases: Vec::new(),
             parked: BTreeSet::new(),
             credit: 0,
+            active: None,
             counters: Counters::default(),
         }
     }
@@ -401,6 +405,7 @@ impl Model {
             };
         }
         self.credit = 0;
+        self.active = None;
     }
 
     // ---- Delivery ----
@@ -417,15 +422,17 @@ impl Model {
     }
 
     /// Ready messages by level: idle, and on a key-shared queue keyless or the head of a
-    /// key that is not parked.
+    /// key that is not parked; on an exclusive queue, the oldest live message, keyed or not.
     pub fn ready_by_level(&self) -> Vec<BTreeSet<u64>> {
         let heads = self.heads();
+        let oldest = self.msgs.iter().position(Msg::live);
         let mut ready = vec![BTreeSet::new(); usize::from(self.cfg.levels)];
         for (seq, m) in self.msgs.iter().enumerate() {
             if m.state != St::Idle {
                 continue;
             }
             let free = match (&m.key, self.cfg.key_shared) {
+                _ if self.cfg.exclusive => oldest == Some(seq),
                 (Some(k), true) => heads[&k[..]] == seq && !self.parked.contains(k),
                 _ => true,
             };
@@ -466,6 +473,25 @@ impl Model {
             out.push(ready[level].pop_first().expect("a ready level"));
         }
         out
+    }
+
+    /// Exclusive queues: whether `consumer` is, or now becomes, the active consumer. The
+    /// active one stays active while it holds a lease or asked within the queue's lease
+    /// duration; anyone else gets nothing until then, and takes over after.
+    pub fn take_turn(&mut self, consumer: &str) -> bool {
+        if let Some((active, asked)) = &self.active
+            && active != consumer
+        {
+            let holds = self
+                .msgs
+                .iter()
+                .any(|m| m.leased() && m.failures.consumer.as_deref() == Some(active.as_str()));
+            if holds || self.now - asked < LEASE_MS {
+                return false;
+            }
+        }
+        self.active = Some((consumer.to_owned(), self.now));
+        true
     }
 
     /// Whether lease `uid` is the current lease of its message.

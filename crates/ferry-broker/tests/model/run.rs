@@ -94,18 +94,39 @@ impl Run {
             .expect("receive");
         self.model.tick();
         let ready = self.model.ready_by_level();
-        let want = self.model.expect_receive(max);
+        let turn = !self.model.cfg.exclusive || self.model.take_turn(consumer);
+        let want = if turn {
+            self.model.expect_receive(max)
+        } else {
+            Vec::new()
+        };
         let seqs: Vec<u64> = got.iter().map(|m| m.seq).collect();
         prop_assert_eq!(
             &seqs,
             &want,
-            "receive(max {}): ready by level {:?}",
+            "receive(max {}) by {}: ready by level {:?}, its turn {}",
             max,
-            ready
+            consumer,
+            ready,
+            turn
         );
         let lease_ms = lease_ms.map_or(LEASE_MS, |l| l as i64);
         for r in &got {
             self.record_delivery(r, consumer, lease_ms)?;
+        }
+        if self.model.cfg.exclusive && !got.is_empty() {
+            let holders: std::collections::BTreeSet<&str> = self
+                .model
+                .msgs
+                .iter()
+                .filter(|m| matches!(m.state, St::Leased { .. }))
+                .filter_map(|m| m.failures.consumer.as_deref())
+                .collect();
+            prop_assert_eq!(
+                holders.into_iter().collect::<Vec<_>>(),
+                vec![consumer],
+                "an exclusive queue's leases are all the active consumer's"
+            );
         }
         Ok(())
     }
@@ -173,6 +194,14 @@ impl Run {
             "delayed"
         );
         prop_assert_eq!(s.parked_messages, m.parked_messages(), "parked messages");
+        if m.cfg.exclusive {
+            prop_assert!(
+                s.in_flight <= 1 && s.ready <= 1,
+                "an exclusive queue with {} in flight and {} ready",
+                s.in_flight,
+                s.ready
+            );
+        }
         prop_assert_eq!(s.bytes, m.bytes(), "bytes");
         let c = &m.counters;
         prop_assert_eq!(
