@@ -1367,18 +1367,13 @@ async fn subscription_crash_child_creating_a_subscription() {
     std::process::exit(4);
 }
 
-/// `create_subscription` makes the subscription's queue (one metadata commit) and then
-/// records it as a subscription with its cursors (a second one). A SIGKILL between the two
-/// leaves a plain queue under the subscription's name: after the reopen it is not a
-/// subscription (`describe_subscription` answers `NotASubscription`), receives nothing from
-/// the topic, and creating the subscription again fails with `QueueExists`. Ignored while
-/// the two commits are separate: it kills the child at random moments of the creation and
-/// fails once a kill lands between them (within the first twenty attempts, two seconds,
-/// in every run here; `FERRY_SUB_CRASH_CREATE_ATTEMPTS` sets how many, 60 by default).
-/// The same two-step shape would hit any caller that creates subscriptions at startup, as
-/// the crash test's child does: it checks for this and fails the same way.
+/// A SIGKILL at a random moment of `create_subscription` leaves the whole subscription or
+/// nothing: never a plain queue under the subscription's name (which would not be a
+/// subscription after the reopen, receive nothing from the topic, and refuse a second
+/// create with `QueueExists`). The queue and what makes it a subscription are one metadata
+/// commit; when they were two, a kill landed between them within the first twenty attempts
+/// in every run. `FERRY_SUB_CRASH_CREATE_ATTEMPTS` sets how many kills, 60 by default.
 #[test]
-#[ignore = "create_subscription is two metadata commits: a kill between them leaves a plain queue"]
 fn sigkill_while_creating_a_subscription_leaves_it_whole_or_absent() {
     let seed = seed_from_env(SEED_ENV);
     let attempts: usize = std::env::var("FERRY_SUB_CRASH_CREATE_ATTEMPTS")

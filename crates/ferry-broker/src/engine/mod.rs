@@ -318,6 +318,17 @@ impl Broker {
     /// [`DeadLetter::Default`] also creates `<name>.dlq` (dead-lettering disabled) if
     /// missing. On any error nothing changes.
     pub async fn create_queue(&self, name: &str, spec: QueueSpec) -> Result<()> {
+        self.create_queue_with(name, spec, Vec::new()).await
+    }
+
+    /// Creates a queue and, in the same metadata commit, `extra` entries: what makes the
+    /// queue something more (a subscription) is on disk with it or not at all.
+    pub(super) async fn create_queue_with(
+        &self,
+        name: &str,
+        spec: QueueSpec,
+        extra: Vec<(String, Vec<u8>)>,
+    ) -> Result<()> {
         let name = Name::new(name)?;
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let mut new = vec![(name.clone(), spec.clone())];
@@ -374,6 +385,9 @@ impl Broker {
         let mut batch = MetaBatch::new();
         for (name, spec) in &new {
             batch.put(format!("{SPEC_PREFIX}{name}"), spec_codec::encode(spec));
+        }
+        for (key, value) in extra {
+            batch.put(key, value);
         }
         meta.commit(batch)?;
         let mut queues = self.inner.queues.write().unwrap_or_else(|e| e.into_inner());

@@ -438,14 +438,6 @@ impl Broker {
     pub async fn create_subscription(&self, name: &str, spec: SubscriptionSpec) -> Result<()> {
         spec.validate()?;
         let topic = self.topic(spec.topic.as_str())?;
-        self.create_queue(name, spec.delivery.clone()).await?;
-        let queue = self.queue(name)?;
-        let link = Arc::new(Link {
-            topic: Arc::clone(&topic),
-            queue: Mutex::new(Arc::downgrade(&queue)),
-            state: Mutex::new(LinkState::default()),
-            spec: spec.clone(),
-        });
         let start: Vec<u64> = topic
             .shape()
             .partitions
@@ -455,16 +447,24 @@ impl Broker {
                 SubscriptionStart::Earliest => p.log.start_offset(),
             })
             .collect();
-        {
-            let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
-            let mut batch = ferry_storage::MetaBatch::new();
-            batch.put(
+        // One commit for the queue and what makes it a subscription: a crash leaves the
+        // whole subscription or nothing, never a plain queue of its name.
+        let extra = vec![
+            (
                 format!("{SUBSCRIPTION_PREFIX}{name}"),
-                subscription::encode(&spec),
-            );
-            batch.put(format!("{CURSOR_PREFIX}{name}"), encode_cursors(&start));
-            meta.commit(batch)?;
-        }
+                subscription::encode(&spec).into_bytes(),
+            ),
+            (format!("{CURSOR_PREFIX}{name}"), encode_cursors(&start)),
+        ];
+        self.create_queue_with(name, spec.delivery.clone(), extra)
+            .await?;
+        let queue = self.queue(name)?;
+        let link = Arc::new(Link {
+            topic: Arc::clone(&topic),
+            queue: Mutex::new(Arc::downgrade(&queue)),
+            state: Mutex::new(LinkState::default()),
+            spec: spec.clone(),
+        });
         link.set_cursors(&start);
         queue.attach(Arc::clone(&link));
         topic.subscribe(Arc::clone(&link));
