@@ -21,6 +21,7 @@
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
 
+pub mod auth;
 pub mod convert;
 pub mod grpc;
 pub mod http;
@@ -38,6 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::auth::{AuthConfig, DEFAULT_MAX_BATCH, Gate};
 use crate::metrics::Meters;
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
@@ -88,6 +90,8 @@ pub struct Server {
     max_body: usize,
     drain: Duration,
     meters: Arc<Meters>,
+    auth: Option<AuthConfig>,
+    max_batch: usize,
 }
 
 impl Server {
@@ -100,6 +104,8 @@ impl Server {
             max_body: DEFAULT_MAX_BODY,
             drain: Duration::ZERO,
             meters: Arc::default(),
+            auth: None,
+            max_batch: DEFAULT_MAX_BATCH,
         }
     }
 
@@ -128,6 +134,21 @@ impl Server {
         self
     }
 
+    /// Require an API token on every call but `/healthz`, `/readyz` and `/metrics`, and
+    /// allow each call only what its token's permissions grant (see [`auth`]). Without
+    /// this the server is open.
+    pub fn auth(mut self, config: AuthConfig) -> Server {
+        self.auth = Some(config);
+        self
+    }
+
+    /// The most messages one publish may carry ([`DEFAULT_MAX_BATCH`] unless set); larger
+    /// batches are refused whole (`RESOURCE_EXHAUSTED`, HTTP 413).
+    pub fn max_batch(mut self, messages: usize) -> Server {
+        self.max_batch = messages;
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -140,6 +161,7 @@ impl Server {
         if self.grpc.is_none() && self.http.is_none() {
             return Err(ServeError::NoListener);
         }
+        let gate = Arc::new(Gate::new(self.auth, self.max_batch));
         let shutting_down = Arc::new(AtomicBool::new(false));
         let (stop_tx, stop_rx) = watch::channel(false);
         // Open consume streams are calls in progress too: they end when serving stops, or
@@ -155,7 +177,13 @@ impl Server {
             let Some(listener) = self.grpc else {
                 return Ok(());
             };
-            let routes = grpc::routes(&self.broker, &self.meters, self.max_message, streams_stop);
+            let routes = grpc::routes(
+                &self.broker,
+                &gate,
+                &self.meters,
+                self.max_message,
+                streams_stop,
+            );
             tonic::transport::Server::builder()
                 .add_routes(routes)
                 .serve_with_incoming_shutdown(no_delay(listener), stopped())
@@ -169,6 +197,7 @@ impl Server {
             let shared = http::Shared {
                 broker: self.broker.clone(),
                 meters: Arc::clone(&self.meters),
+                gate: Arc::clone(&gate),
                 shutting_down: Arc::clone(&shutting_down),
             };
             axum::serve(listener, http::router(shared, self.max_body))

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use ferry_broker::BrokerError;
 use serde::Serialize;
 
+use crate::auth::Refusal;
 use crate::convert::ConvertError;
 
 #[derive(Debug)]
@@ -100,6 +101,13 @@ impl From<ConvertError> for ApiError {
             e @ ConvertError::OutOfRange { .. } => bad("out_of_range", e),
             e @ ConvertError::Conflict { .. } => bad("conflicting_fields", e),
         }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> ApiError {
+        let (status, code) = crate::status::http_refusal(&refusal);
+        ApiError::new(status, code, refusal.to_string())
     }
 }
 
