@@ -21,6 +21,7 @@
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
 
+pub mod admission;
 pub mod auth;
 pub mod convert;
 pub mod grpc;
@@ -39,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::admission::{Admission, Connection, HttpListener};
 use crate::auth::{AuthConfig, DEFAULT_MAX_BATCH, Gate};
 use crate::metrics::Meters;
 
@@ -92,6 +94,7 @@ pub struct Server {
     meters: Arc<Meters>,
     auth: Option<AuthConfig>,
     max_batch: usize,
+    max_connections: Option<usize>,
 }
 
 impl Server {
@@ -106,6 +109,7 @@ impl Server {
             meters: Arc::default(),
             auth: None,
             max_batch: DEFAULT_MAX_BATCH,
+            max_connections: None,
         }
     }
 
@@ -149,6 +153,13 @@ impl Server {
         self
     }
 
+    /// At most `n` connections open at once on each listener (gRPC and HTTP count
+    /// apart); those beyond are refused as [`admission`] says. No limit unless set.
+    pub fn max_connections(mut self, n: usize) -> Server {
+        self.max_connections = Some(n);
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -186,7 +197,10 @@ impl Server {
             );
             tonic::transport::Server::builder()
                 .add_routes(routes)
-                .serve_with_incoming_shutdown(no_delay(listener), stopped())
+                .serve_with_incoming_shutdown(
+                    incoming(listener, Admission::new(self.max_connections)),
+                    stopped(),
+                )
                 .await
                 .map_err(ServeError::from)
         };
@@ -199,6 +213,10 @@ impl Server {
                 meters: Arc::clone(&self.meters),
                 gate: Arc::clone(&gate),
                 shutting_down: Arc::clone(&shutting_down),
+            };
+            let listener = HttpListener {
+                listener,
+                admission: Admission::new(self.max_connections),
             };
             axum::serve(listener, http::router(shared, self.max_body))
                 .with_graceful_shutdown(stopped())
@@ -231,16 +249,18 @@ impl Server {
     }
 }
 
-/// Accepted connections with Nagle's algorithm off. tonic sets it only on listeners it
-/// binds itself; without it, a small response waits for the peer's delayed ACK (40 ms
-/// on Linux) and a publish-ack round trip takes 40 ms instead of a fraction of one.
-fn no_delay(
+/// Accepted gRPC connections, counted by `admission`, with Nagle's algorithm off. tonic
+/// sets it only on listeners it binds itself; without it, a small response waits for the
+/// peer's delayed ACK (40 ms on Linux) and a publish-ack round trip takes 40 ms instead
+/// of a fraction of one.
+fn incoming(
     listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    admission: Admission,
+) -> impl tokio_stream::Stream<Item = std::io::Result<Connection>> {
     use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|accepted| {
+    TcpListenerStream::new(listener).map(move |accepted| {
         let stream = accepted?;
         stream.set_nodelay(true)?;
-        Ok(stream)
+        Ok(admission.grpc(stream))
     })
 }

@@ -50,6 +50,7 @@ fn config() -> AuthConfig {
 
 struct Running {
     channel: Channel,
+    grpc: SocketAddr,
     http: SocketAddr,
     broker: Broker,
     stop: Option<oneshot::Sender<()>>,
@@ -95,6 +96,7 @@ impl Running {
             .unwrap();
         Running {
             channel,
+            grpc: grpc_addr,
             http: http_addr,
             broker,
             stop: Some(stop),
@@ -655,5 +657,47 @@ async fn the_token_never_appears_in_a_reply() {
             .await;
         assert!([401, 403, 404].contains(&r.status), "{}", r.raw);
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_max_connections_are_refused_until_one_closes() {
+    // The test's own gRPC channel holds the one gRPC connection allowed.
+    let s = Running::start_with(|s| s.max_connections(1)).await;
+    let second = Channel::from_shared(format!("http://{}", s.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let status = refused(
+        PublisherClient::new(second)
+            .publish(req(None, publish_request("orders.eu", 1)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        s.ready("orders.eu"),
+        0,
+        "the refused publish stored nothing"
+    );
+    s.publisher()
+        .publish(req(None, publish_request("orders.eu", 1)))
+        .await
+        .unwrap();
+
+    let held = TcpStream::connect(s.http).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = s.http(None, "GET", "/v1/queues", json!({})).await;
+    expect(&r, 429, "too_many_connections");
+    drop(held);
+    let mut served = false;
+    for _ in 0..50 {
+        if s.http(None, "GET", "/v1/queues", json!({})).await.status == 200 {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served, "a closed connection gives its place back");
     s.stop().await;
 }

@@ -24,12 +24,23 @@ pub use dead_letters::DeadLettersService;
 pub use groups::GroupsService;
 pub use publisher::PublisherService;
 
+use crate::admission::ConnectionInfo;
 use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;
 use crate::status::from_refusal;
 
 /// The caller presenting the request's `authorization` metadata.
+/// Calls on a connection over the server's limit are refused first of all.
 pub(crate) fn caller<T>(gate: &Gate, r: &Request<T>) -> Result<Caller, Status> {
+    if let Some(limit) = r
+        .extensions()
+        .get::<ConnectionInfo>()
+        .and_then(|c| c.refused_over)
+    {
+        return Err(Status::resource_exhausted(format!(
+            "the server has its maximum of {limit} gRPC connections open: retry later"
+        )));
+    }
     let value = r
         .metadata()
         .get("authorization")
