@@ -10,6 +10,17 @@
 //! Clients send `authorization: Bearer <token>` (gRPC metadata or HTTP header). The token
 //! is hashed and looked up; it never appears in a log line or an error message — refusals
 //! name the grant (`name`), which is not a secret.
+//!
+//! | call | needs |
+//! | --- | --- |
+//! | publish, publish stream (each batch), publish to topic, cancel | `publish` on the queue or topic |
+//! | receive, ack, nack, reject, extend, consume stream | `consume` on the queue |
+//! | dead-letter peek | `consume` on the dead-letter queue |
+//! | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
+//! | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
+//! | redrive | `admin` on the dead-letter queue, and on the target when one is named |
+//! | list queues, list topics | a valid token; only names it has `admin` on are listed |
+//! | `/healthz`, `/readyz`, `/metrics` | nothing |
 
 use std::fmt;
 use std::str::FromStr;
@@ -220,7 +231,8 @@ impl TokenGrant {
         }
     }
 
-    /// At most `messages_per_second` published, in bursts of up to one second's worth.
+    /// At most `messages_per_second` published, in bursts of up to one second's worth (a
+    /// larger batch is refused as too large).
     pub fn publish_rate(mut self, messages_per_second: u32) -> TokenGrant {
         self.publish_rate = Some(messages_per_second);
         self
@@ -403,6 +415,13 @@ impl Gate {
         let Some(rate) = grant.publish_rate else {
             return Ok(());
         };
+        if messages > rate as usize {
+            // More than one second's worth never fits the bucket: waiting would not help.
+            return Err(Refusal::BatchTooLarge {
+                messages,
+                max: rate as usize,
+            });
+        }
         let i = caller.0.expect("a grant has an index");
         let mut bucket = self.buckets[i].lock().unwrap_or_else(|e| e.into_inner());
         if bucket.take(messages, rate, Instant::now()) {

@@ -20,6 +20,16 @@
 //! HTTP receive waits at most [`http::MAX_WAIT`]), consume streams end — their unsettled
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
+//!
+//! **Access and limits.** With [`Server::auth`], every call but `/healthz`, `/readyz` and
+//! `/metrics` needs `authorization: Bearer <token>`: no token or an unknown one is
+//! `UNAUTHENTICATED` / 401, a token without the permission for the call's action on its
+//! name is `PERMISSION_DENIED` / 403 (see [`auth`] for what each call needs). Publishes
+//! over [`Server::max_batch`] messages or over their token's quota are
+//! `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and connections over
+//! [`Server::max_connections`] are refused ([`admission`]). Every check comes before the
+//! broker sees the call, so a refused call changes nothing. Lists (`list_queues`,
+//! `list_topics`) show only the names the token may administer.
 
 pub mod admission;
 pub mod auth;

@@ -245,6 +245,13 @@ async fn missing_or_unknown_tokens_are_unauthenticated_and_change_nothing() {
             )
             .await;
         expect(&r, 401, "unauthenticated");
+        assert!(
+            r.raw
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{}",
+            r.raw
+        );
         let r = s.http(token, "GET", "/v1/queues", json!({})).await;
         expect(&r, 401, "unauthenticated");
     }
@@ -429,6 +436,22 @@ async fn grpc_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
     );
     assert_eq!(status.code(), Code::PermissionDenied);
     let status = refused(
+        dlq.redrive(req(
+            t,
+            v1::RedriveRequest {
+                dlq: "orders.eu".into(),
+                target: Some("billing".into()),
+                ..Default::default()
+            },
+        ))
+        .await,
+    );
+    assert_eq!(
+        status.code(),
+        Code::PermissionDenied,
+        "a named target needs admin"
+    );
+    let status = refused(
         GroupsClient::new(s.channel.clone())
             .join(req(
                 t,
@@ -536,6 +559,15 @@ async fn http_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
         .http(t, "POST", "/v1/queues/billing/redrive", json!({}))
         .await;
     expect(&r, 403, "forbidden");
+    let r = s
+        .http(
+            t,
+            "POST",
+            "/v1/queues/orders.eu/redrive",
+            json!({"target": "billing"}),
+        )
+        .await;
+    expect(&r, 403, "forbidden");
     assert!(s.broker.describe_queue("billing").is_ok(), "still there");
     assert!(s.broker.describe_queue("billing.new").is_err(), "not made");
 
@@ -576,6 +608,14 @@ async fn a_spent_publish_quota_is_resource_exhausted_and_recovers_after_a_second
         )
         .await;
     expect(&r, 429, "over_quota");
+    // More than a second's worth can never pass: too large, not "wait".
+    let status = refused(
+        s.publisher()
+            .publish(req(t, publish_request("metered", 6)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(status.message().contains("limit of 5"), "{status:?}");
     assert_eq!(s.ready("metered"), 5, "refused publishes stored nothing");
     // Other tokens have buckets of their own.
     s.publisher()

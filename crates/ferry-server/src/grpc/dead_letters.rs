@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use super::allow;
 use crate::auth::{Action, Gate};
 use crate::convert;
-use crate::status::{from_broker, from_convert};
+use crate::status::{from_broker, from_convert, from_refusal};
 
 pub struct DeadLettersService {
     pub broker: Broker,
@@ -36,7 +36,14 @@ impl DeadLetters for DeadLettersService {
     }
 
     async fn redrive(&self, r: Request<v1::RedriveRequest>) -> Reply<v1::RedriveResponse> {
-        allow(&self.gate, &r, Action::Admin, &r.get_ref().dlq)?;
+        let who = allow(&self.gate, &r, Action::Admin, &r.get_ref().dlq)?;
+        // A named target is written to as well: administering it is needed too. (Without
+        // one, messages go back to the queues they came from.)
+        if let Some(target) = &r.get_ref().target {
+            self.gate
+                .allow(who, Action::Admin, target)
+                .map_err(from_refusal)?;
+        }
         let r = r.into_inner();
         let request = RedriveRequest {
             target: r.target,

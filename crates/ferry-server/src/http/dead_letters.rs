@@ -113,8 +113,12 @@ pub async fn redrive(
     Path(dlq): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Redriven>> {
-    s.allow(&headers, Action::Admin, &dlq)?;
+    let who = s.allow(&headers, Action::Admin, &dlq)?;
     let r: Redrive = parse(&body?)?;
+    // A named target is written to as well: administering it is needed too.
+    if let Some(target) = &r.target {
+        s.gate.allow(who, Action::Admin, target)?;
+    }
     let request = RedriveRequest {
         target: r.target,
         filter: r.filter.into_broker()?,

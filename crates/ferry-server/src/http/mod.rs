@@ -46,7 +46,10 @@
 //!
 //! Failures answer `{"error", "code"}` with a status from the kind of failure (see
 //! [`error`]). Every request is checked whole before the broker sees it, so a refused
-//! request changes nothing.
+//! request changes nothing. With tokens configured ([`crate::auth`]), requests but the
+//! operational endpoints send `Authorization: Bearer <token>`: 401 `unauthenticated`
+//! without a known one, 403 `forbidden` without the permission, 413 `batch_too_large`
+//! over the batch limit, 429 `over_quota` over the token's publish rate.
 
 mod admin;
 mod dead_letters;
