@@ -351,8 +351,9 @@ impl Gate {
         };
         let token = authorization
             .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
+                // The scheme is case-insensitive (RFC 9110); the token is not.
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
             })
             .map(str::trim)
             .filter(|t| !t.is_empty())
@@ -547,6 +548,8 @@ mod tests {
         assert_eq!(gate.caller(None).unwrap_err(), Refusal::Unauthenticated);
         assert!(gate.caller(Some("Bearer nope")).is_err());
         assert!(gate.caller(Some("s3cret-token")).is_err());
+        assert!(gate.caller(Some("BEARER s3cret-token")).is_ok());
+        assert!(gate.caller(Some("Bearer S3CRET-TOKEN")).is_err());
         let caller = gate.caller(Some("Bearer s3cret-token")).unwrap();
         assert!(gate.allow(caller, Action::Consume, "jobs").is_ok());
         let refused = gate.allow(caller, Action::Publish, "jobs").unwrap_err();
