@@ -20,7 +20,19 @@
 //! HTTP receive waits at most [`http::MAX_WAIT`]), consume streams end — their unsettled
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
+//!
+//! **Access and limits.** With [`Server::auth`], every call but `/healthz`, `/readyz` and
+//! `/metrics` needs `authorization: Bearer <token>`: no token or an unknown one is
+//! `UNAUTHENTICATED` / 401, a token without the permission for the call's action on its
+//! name is `PERMISSION_DENIED` / 403 (see [`auth`] for what each call needs). Publishes
+//! over [`Server::max_batch`] messages or over their token's quota are
+//! `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and connections over
+//! [`Server::max_connections`] are refused ([`admission`]). Every check comes before the
+//! broker sees the call, so a refused call changes nothing. Lists (`list_queues`,
+//! `list_topics`) show only the names the token may administer.
 
+pub mod admission;
+pub mod auth;
 pub mod convert;
 pub mod grpc;
 pub mod http;
@@ -38,6 +50,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::admission::{Admission, Connection, HttpListener};
+use crate::auth::{AuthConfig, DEFAULT_MAX_BATCH, Gate};
 use crate::metrics::Meters;
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
@@ -88,6 +102,9 @@ pub struct Server {
     max_body: usize,
     drain: Duration,
     meters: Arc<Meters>,
+    auth: Option<AuthConfig>,
+    max_batch: usize,
+    max_connections: Option<usize>,
 }
 
 impl Server {
@@ -100,6 +117,9 @@ impl Server {
             max_body: DEFAULT_MAX_BODY,
             drain: Duration::ZERO,
             meters: Arc::default(),
+            auth: None,
+            max_batch: DEFAULT_MAX_BATCH,
+            max_connections: None,
         }
     }
 
@@ -128,6 +148,28 @@ impl Server {
         self
     }
 
+    /// Require an API token on every call but `/healthz`, `/readyz` and `/metrics`, and
+    /// allow each call only what its token's permissions grant (see [`auth`]). Without
+    /// this the server is open.
+    pub fn auth(mut self, config: AuthConfig) -> Server {
+        self.auth = Some(config);
+        self
+    }
+
+    /// The most messages one publish may carry ([`DEFAULT_MAX_BATCH`] unless set); larger
+    /// batches are refused whole (`RESOURCE_EXHAUSTED`, HTTP 413).
+    pub fn max_batch(mut self, messages: usize) -> Server {
+        self.max_batch = messages;
+        self
+    }
+
+    /// At most `n` connections open at once on each listener (gRPC and HTTP count
+    /// apart); those beyond are refused as [`admission`] says. No limit unless set.
+    pub fn max_connections(mut self, n: usize) -> Server {
+        self.max_connections = Some(n);
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -140,6 +182,7 @@ impl Server {
         if self.grpc.is_none() && self.http.is_none() {
             return Err(ServeError::NoListener);
         }
+        let gate = Arc::new(Gate::new(self.auth, self.max_batch));
         let shutting_down = Arc::new(AtomicBool::new(false));
         let (stop_tx, stop_rx) = watch::channel(false);
         // Open consume streams are calls in progress too: they end when serving stops, or
@@ -155,10 +198,19 @@ impl Server {
             let Some(listener) = self.grpc else {
                 return Ok(());
             };
-            let routes = grpc::routes(&self.broker, &self.meters, self.max_message, streams_stop);
+            let routes = grpc::routes(
+                &self.broker,
+                &gate,
+                &self.meters,
+                self.max_message,
+                streams_stop,
+            );
             tonic::transport::Server::builder()
                 .add_routes(routes)
-                .serve_with_incoming_shutdown(no_delay(listener), stopped())
+                .serve_with_incoming_shutdown(
+                    incoming(listener, Admission::new(self.max_connections)),
+                    stopped(),
+                )
                 .await
                 .map_err(ServeError::from)
         };
@@ -169,7 +221,12 @@ impl Server {
             let shared = http::Shared {
                 broker: self.broker.clone(),
                 meters: Arc::clone(&self.meters),
+                gate: Arc::clone(&gate),
                 shutting_down: Arc::clone(&shutting_down),
+            };
+            let listener = HttpListener {
+                listener,
+                admission: Admission::new(self.max_connections),
             };
             axum::serve(listener, http::router(shared, self.max_body))
                 .with_graceful_shutdown(stopped())
@@ -202,16 +259,18 @@ impl Server {
     }
 }
 
-/// Accepted connections with Nagle's algorithm off. tonic sets it only on listeners it
-/// binds itself; without it, a small response waits for the peer's delayed ACK (40 ms
-/// on Linux) and a publish-ack round trip takes 40 ms instead of a fraction of one.
-fn no_delay(
+/// Accepted gRPC connections, counted by `admission`, with Nagle's algorithm off. tonic
+/// sets it only on listeners it binds itself; without it, a small response waits for the
+/// peer's delayed ACK (40 ms on Linux) and a publish-ack round trip takes 40 ms instead
+/// of a fraction of one.
+fn incoming(
     listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    admission: Admission,
+) -> impl tokio_stream::Stream<Item = std::io::Result<Connection>> {
     use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|accepted| {
+    TcpListenerStream::new(listener).map(move |accepted| {
         let stream = accepted?;
         stream.set_nodelay(true)?;
-        Ok(stream)
+        Ok(admission.grpc(stream))
     })
 }

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use ferry_broker::BrokerError;
 use tonic::{Code, Status};
 
+use crate::auth::Refusal;
 use crate::convert::ConvertError;
 
 /// The gRPC code for a broker error.
@@ -79,6 +80,28 @@ pub fn http(error: &BrokerError) -> StatusCode {
         | E::MalformedSpec { .. }
         | E::MalformedTopicSpec { .. } => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// A refusal's gRPC status: 16 no valid token, 7 a token without the permission, 8 a
+/// batch over the limit or a spent quota.
+pub fn from_refusal(refusal: Refusal) -> Status {
+    let code = match refusal {
+        Refusal::Unauthenticated => Code::Unauthenticated,
+        Refusal::Forbidden { .. } => Code::PermissionDenied,
+        Refusal::BatchTooLarge { .. } | Refusal::OverQuota { .. } => Code::ResourceExhausted,
+    };
+    Status::new(code, refusal.to_string())
+}
+
+/// A refusal's HTTP status and error code: 401 no valid token, 403 a token without the
+/// permission, 413 a batch over the limit, 429 a spent quota.
+pub fn http_refusal(refusal: &Refusal) -> (StatusCode, &'static str) {
+    match refusal {
+        Refusal::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+        Refusal::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+        Refusal::BatchTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "batch_too_large"),
+        Refusal::OverQuota { .. } => (StatusCode::TOO_MANY_REQUESTS, "over_quota"),
     }
 }
 

@@ -1,14 +1,19 @@
 //! `ferry.v1.Admin`: queues, topics, subscriptions and consumer groups.
 
+use std::sync::Arc;
+
 use ferry_broker::{Broker, QueueSpec};
 use ferry_proto::v1::{self, admin_server::Admin};
 use tonic::{Request, Response, Status};
 
+use super::{allow, caller};
+use crate::auth::{Action, Gate};
 use crate::convert;
 use crate::status::{from_broker, from_convert};
 
 pub struct AdminService {
     pub broker: Broker,
+    pub gate: Arc<Gate>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -19,6 +24,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::CreateQueueRequest>,
     ) -> Reply<v1::CreateQueueResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let r = r.into_inner();
         let spec = convert::queue_spec(r.spec, QueueSpec::default()).map_err(from_convert)?;
         self.broker
@@ -32,6 +38,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::DeleteQueueRequest>,
     ) -> Reply<v1::DeleteQueueResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         self.broker
             .delete_queue(&r.into_inner().name)
             .await
@@ -41,18 +48,21 @@ impl Admin for AdminService {
 
     async fn list_queues(
         &self,
-        _: Request<v1::ListQueuesRequest>,
+        r: Request<v1::ListQueuesRequest>,
     ) -> Reply<v1::ListQueuesResponse> {
+        let who = caller(&self.gate, &r)?;
         let names = self
             .broker
             .list_queues()
             .iter()
             .map(|n| n.to_string())
+            .filter(|n| self.gate.may(who, Action::Admin, n))
             .collect();
         Ok(Response::new(v1::ListQueuesResponse { names }))
     }
 
     async fn describe_queue(&self, r: Request<v1::DescribeQueueRequest>) -> Reply<v1::QueueInfo> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let info = self
             .broker
             .describe_queue(&r.into_inner().name)
@@ -64,6 +74,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::CreateTopicRequest>,
     ) -> Reply<v1::CreateTopicResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let r = r.into_inner();
         let spec = convert::topic_spec(r.spec).map_err(from_convert)?;
         self.broker
@@ -77,6 +88,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::DeleteTopicRequest>,
     ) -> Reply<v1::DeleteTopicResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         self.broker
             .delete_topic(&r.into_inner().name)
             .await
@@ -86,18 +98,21 @@ impl Admin for AdminService {
 
     async fn list_topics(
         &self,
-        _: Request<v1::ListTopicsRequest>,
+        r: Request<v1::ListTopicsRequest>,
     ) -> Reply<v1::ListTopicsResponse> {
+        let who = caller(&self.gate, &r)?;
         let names = self
             .broker
             .list_topics()
             .iter()
             .map(|n| n.to_string())
+            .filter(|n| self.gate.may(who, Action::Admin, n))
             .collect();
         Ok(Response::new(v1::ListTopicsResponse { names }))
     }
 
     async fn describe_topic(&self, r: Request<v1::DescribeTopicRequest>) -> Reply<v1::TopicInfo> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let info = self
             .broker
             .describe_topic(&r.into_inner().name)
@@ -109,6 +124,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::AddPartitionsRequest>,
     ) -> Reply<v1::AddPartitionsResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let r = r.into_inner();
         self.broker
             .add_partitions(&r.name, r.partitions)
@@ -121,6 +137,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::CreateSubscriptionRequest>,
     ) -> Reply<v1::CreateSubscriptionResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let r = r.into_inner();
         let spec = convert::subscription_spec(r.spec).map_err(from_convert)?;
         self.broker
@@ -134,6 +151,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::DeleteSubscriptionRequest>,
     ) -> Reply<v1::DeleteSubscriptionResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let name = r.into_inner().name;
         // A subscription is a queue fed by a topic: refuse to delete a plain queue here.
         self.broker
@@ -147,6 +165,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::DescribeSubscriptionRequest>,
     ) -> Reply<v1::SubscriptionInfo> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
         let info = self
             .broker
             .describe_subscription(&r.into_inner().name)
@@ -155,6 +174,7 @@ impl Admin for AdminService {
     }
 
     async fn describe_group(&self, r: Request<v1::DescribeGroupRequest>) -> Reply<v1::GroupInfo> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().topic)?;
         let r = r.into_inner();
         let info = self
             .broker
@@ -167,6 +187,7 @@ impl Admin for AdminService {
         &self,
         r: Request<v1::ResetGroupOffsetsRequest>,
     ) -> Reply<v1::ResetGroupOffsetsResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().topic)?;
         let r = r.into_inner();
         let to = convert::position(r.to).map_err(from_convert)?;
         self.broker

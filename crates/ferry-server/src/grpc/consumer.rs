@@ -20,9 +20,12 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::{allow, caller};
+use crate::auth::{Action, Gate};
 use crate::convert::{self, opt_ms};
 use crate::metrics::Meters;
 use crate::status::from_broker;
+use crate::status::from_refusal;
 
 /// How long one receive of the deliverer waits for messages before it looks again whether
 /// the stream is still open.
@@ -40,6 +43,7 @@ const MAX_WAIT: Duration = Duration::from_secs(20);
 
 pub struct ConsumerService {
     pub broker: Broker,
+    pub gate: Arc<Gate>,
     /// Turns `true` when the server begins to stop: consume streams end (giving their
     /// unsettled deliveries back) so that the server's wait for open calls ends.
     pub stopping: watch::Receiver<bool>,
@@ -62,6 +66,7 @@ fn nacked(n: Nacked) -> v1::NackResponse {
 #[tonic::async_trait]
 impl Consumer for ConsumerService {
     async fn receive(&self, r: Request<v1::ReceiveRequest>) -> Reply<v1::ReceiveResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
         let r = r.into_inner();
         let got = self
             .broker
@@ -81,6 +86,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn ack(&self, r: Request<v1::AckRequest>) -> Reply<v1::AckResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
         let r = r.into_inner();
         let acked = self
             .broker
@@ -96,6 +102,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn nack(&self, r: Request<v1::NackRequest>) -> Reply<v1::NackResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
         let r = r.into_inner();
         let outcome = self
             .broker
@@ -113,6 +120,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn reject(&self, r: Request<v1::RejectRequest>) -> Reply<v1::RejectResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
         let r = r.into_inner();
         self.broker
             .reject(&r.queue, r.seq, LeaseToken(r.token), &r.reason)
@@ -123,6 +131,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn extend(&self, r: Request<v1::ExtendRequest>) -> Reply<v1::ExtendResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
         let r = r.into_inner();
         let until = self
             .broker
@@ -145,6 +154,7 @@ impl Consumer for ConsumerService {
         &self,
         r: Request<Streaming<v1::ConsumeRequest>>,
     ) -> Reply<Self::ConsumeStream> {
+        let who = caller(&self.gate, &r)?;
         let mut inbound = r.into_inner();
         let open = match inbound.next().await {
             Some(Ok(v1::ConsumeRequest {
@@ -157,6 +167,9 @@ impl Consumer for ConsumerService {
                 ));
             }
         };
+        self.gate
+            .allow(who, Action::Consume, &open.queue)
+            .map_err(from_refusal)?;
         // Unknown queues and bad consumer names fail the call itself, before any stream.
         self.broker
             .describe_queue(&open.queue)

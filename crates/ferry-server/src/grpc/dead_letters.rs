@@ -1,14 +1,19 @@
 //! `ferry.v1.DeadLetters`: peek at dead letters and redrive them.
 
+use std::sync::Arc;
+
 use ferry_broker::{Broker, RedriveRequest};
 use ferry_proto::v1::{self, dead_letters_server::DeadLetters};
 use tonic::{Request, Response, Status};
 
+use super::allow;
+use crate::auth::{Action, Gate};
 use crate::convert;
-use crate::status::{from_broker, from_convert};
+use crate::status::{from_broker, from_convert, from_refusal};
 
 pub struct DeadLettersService {
     pub broker: Broker,
+    pub gate: Arc<Gate>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -16,6 +21,7 @@ type Reply<T> = Result<Response<T>, Status>;
 #[tonic::async_trait]
 impl DeadLetters for DeadLettersService {
     async fn peek(&self, r: Request<v1::PeekRequest>) -> Reply<v1::PeekResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().dlq)?;
         let r = r.into_inner();
         let filter = convert::dead_letter_filter(r.filter).map_err(from_convert)?;
         let after = r.after_seq;
@@ -30,6 +36,14 @@ impl DeadLetters for DeadLettersService {
     }
 
     async fn redrive(&self, r: Request<v1::RedriveRequest>) -> Reply<v1::RedriveResponse> {
+        let who = allow(&self.gate, &r, Action::Admin, &r.get_ref().dlq)?;
+        // A named target is written to as well: administering it is needed too. (Without
+        // one, messages go back to the queues they came from.)
+        if let Some(target) = &r.get_ref().target {
+            self.gate
+                .allow(who, Action::Admin, target)
+                .map_err(from_refusal)?;
+        }
         let r = r.into_inner();
         let request = RedriveRequest {
             target: r.target,

@@ -1,16 +1,20 @@
 //! `ferry.v1.Groups`: Kafka-style consumer groups over topics, and reads by position.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_broker::{Broker, GroupJoin, StartAt};
 use ferry_proto::v1::{self, groups_server::Groups};
 use tonic::{Request, Response, Status};
 
+use super::allow;
+use crate::auth::{Action, Gate};
 use crate::convert::{self, ConvertError};
 use crate::status::{from_broker, from_convert};
 
 pub struct GroupsService {
     pub broker: Broker,
+    pub gate: Arc<Gate>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -29,6 +33,7 @@ fn records_wanted(max: u32) -> usize {
 #[tonic::async_trait]
 impl Groups for GroupsService {
     async fn join(&self, r: Request<v1::JoinGroupRequest>) -> Reply<v1::Membership> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().topic)?;
         let r = r.into_inner();
         let mut join = GroupJoin {
             member_id: r.member_id,
@@ -57,6 +62,7 @@ impl Groups for GroupsService {
     }
 
     async fn heartbeat(&self, r: Request<v1::HeartbeatRequest>) -> Reply<v1::Membership> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().topic)?;
         let r = r.into_inner();
         let membership = self
             .broker
@@ -66,6 +72,7 @@ impl Groups for GroupsService {
     }
 
     async fn leave(&self, r: Request<v1::LeaveGroupRequest>) -> Reply<v1::LeaveGroupResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().topic)?;
         let r = r.into_inner();
         self.broker
             .leave_group(&r.topic, &r.group, &r.member_id)
@@ -74,6 +81,7 @@ impl Groups for GroupsService {
     }
 
     async fn poll(&self, r: Request<v1::PollRequest>) -> Reply<v1::PollResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().topic)?;
         let r = r.into_inner();
         let records = self
             .broker
@@ -90,6 +98,7 @@ impl Groups for GroupsService {
     }
 
     async fn commit(&self, r: Request<v1::CommitRequest>) -> Reply<v1::CommitResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().topic)?;
         let r = r.into_inner();
         self.broker
             .commit_offset(&r.topic, &r.group, &r.member_id, r.partition, r.offset)
@@ -98,6 +107,7 @@ impl Groups for GroupsService {
     }
 
     async fn read_topic(&self, r: Request<v1::ReadTopicRequest>) -> Reply<v1::ReadTopicResponse> {
+        allow(&self.gate, &r, Action::Consume, &r.get_ref().topic)?;
         let r = r.into_inner();
         let from = convert::position(r.from).map_err(from_convert)?;
         let records = self

@@ -16,6 +16,7 @@ use ferry_proto::v1::groups_server::GroupsServer;
 use ferry_proto::v1::publisher_server::PublisherServer;
 use tokio::sync::watch;
 use tonic::service::Routes;
+use tonic::{Request, Status};
 
 pub use admin::AdminService;
 pub use consumer::ConsumerService;
@@ -23,26 +24,67 @@ pub use dead_letters::DeadLettersService;
 pub use groups::GroupsService;
 pub use publisher::PublisherService;
 
+use crate::admission::ConnectionInfo;
+use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;
+use crate::status::from_refusal;
+
+/// The caller presenting the request's `authorization` metadata.
+/// Calls on a connection over the server's limit are refused first of all.
+pub(crate) fn caller<T>(gate: &Gate, r: &Request<T>) -> Result<Caller, Status> {
+    if let Some(limit) = r
+        .extensions()
+        .get::<ConnectionInfo>()
+        .and_then(|c| c.refused_over)
+    {
+        return Err(Status::resource_exhausted(format!(
+            "the server has its maximum of {limit} gRPC connections open: retry later"
+        )));
+    }
+    let value = r
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    gate.caller(value).map_err(from_refusal)
+}
+
+/// The caller, if it may do `action` on `name`.
+pub(crate) fn allow<T>(
+    gate: &Gate,
+    r: &Request<T>,
+    action: Action,
+    name: &str,
+) -> Result<Caller, Status> {
+    let who = caller(gate, r)?;
+    gate.allow(who, action, name).map_err(from_refusal)?;
+    Ok(who)
+}
 
 /// Every service of `ferry.v1`, routed by name, with request bodies up to `max_message`
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
 /// the operator meant to refuse). Deliveries, rejects and latencies are recorded in `meters`.
-/// Consume streams end once `stopping` turns `true`.
+/// Consume streams end once `stopping` turns `true`. Every call passes `gate` first.
 pub fn routes(
     broker: &Broker,
+    gate: &Arc<Gate>,
     meters: &Arc<Meters>,
     max_message: usize,
     stopping: watch::Receiver<bool>,
 ) -> Routes {
     let b = || broker.clone();
     let m = || Arc::clone(meters);
+    let g = || Arc::clone(gate);
     Routes::new(
-        AdminServer::new(AdminService { broker: b() }).max_decoding_message_size(max_message),
+        AdminServer::new(AdminService {
+            broker: b(),
+            gate: g(),
+        })
+        .max_decoding_message_size(max_message),
     )
     .add_service(
         PublisherServer::new(PublisherService {
             broker: b(),
+            gate: g(),
             meters: m(),
         })
         .max_decoding_message_size(max_message),
@@ -50,6 +92,7 @@ pub fn routes(
     .add_service(
         ConsumerServer::new(ConsumerService {
             broker: b(),
+            gate: g(),
             stopping,
             meters: m(),
         })
@@ -57,10 +100,17 @@ pub fn routes(
         .max_encoding_message_size(max_message),
     )
     .add_service(
-        DeadLettersServer::new(DeadLettersService { broker: b() })
-            .max_encoding_message_size(usize::MAX),
+        DeadLettersServer::new(DeadLettersService {
+            broker: b(),
+            gate: g(),
+        })
+        .max_encoding_message_size(usize::MAX),
     )
     .add_service(
-        GroupsServer::new(GroupsService { broker: b() }).max_encoding_message_size(usize::MAX),
+        GroupsServer::new(GroupsService {
+            broker: b(),
+            gate: g(),
+        })
+        .max_encoding_message_size(usize::MAX),
     )
 }

@@ -9,12 +9,15 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::{allow, caller};
+use crate::auth::{Action, Caller, Gate};
 use crate::convert::{self, ConvertError};
 use crate::metrics::Meters;
-use crate::status::{from_broker, from_convert};
+use crate::status::{from_broker, from_convert, from_refusal};
 
 pub struct PublisherService {
     pub broker: Broker,
+    pub gate: Arc<Gate>,
     pub meters: Arc<Meters>,
 }
 
@@ -30,8 +33,12 @@ fn messages(raw: Vec<v1::OutgoingMessage>) -> Result<Vec<OutgoingMessage>, Statu
 async fn publish(
     broker: &Broker,
     meters: &Meters,
+    gate: &Gate,
+    who: Caller,
     r: v1::PublishRequest,
 ) -> Result<v1::PublishResponse, Status> {
+    gate.publish(who, &r.queue, r.messages.len())
+        .map_err(from_refusal)?;
     let batch = messages(r.messages)?;
     let started = Instant::now();
     let ids = broker
@@ -47,8 +54,9 @@ async fn publish(
 #[tonic::async_trait]
 impl Publisher for PublisherService {
     async fn publish(&self, r: Request<v1::PublishRequest>) -> Reply<v1::PublishResponse> {
+        let who = caller(&self.gate, &r)?;
         Ok(Response::new(
-            publish(&self.broker, &self.meters, r.into_inner()).await?,
+            publish(&self.broker, &self.meters, &self.gate, who, r.into_inner()).await?,
         ))
     }
 
@@ -58,15 +66,18 @@ impl Publisher for PublisherService {
         &self,
         r: Request<Streaming<v1::PublishRequest>>,
     ) -> Reply<Self::PublishStreamStream> {
+        // The token is the stream's; each batch is checked against its own queue.
+        let who = caller(&self.gate, &r)?;
         let mut inbound = r.into_inner();
         // A few batches of slack: the client may send ahead while one is being stored.
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let broker = self.broker.clone();
         let meters = Arc::clone(&self.meters);
+        let gate = Arc::clone(&self.gate);
         tokio::spawn(async move {
             while let Some(next) = inbound.next().await {
                 let reply = match next {
-                    Ok(request) => publish(&broker, &meters, request).await,
+                    Ok(request) => publish(&broker, &meters, &gate, who, request).await,
                     Err(status) => Err(status),
                 };
                 let failed = reply.is_err();
@@ -84,7 +95,11 @@ impl Publisher for PublisherService {
         &self,
         r: Request<v1::PublishToTopicRequest>,
     ) -> Reply<v1::PublishToTopicResponse> {
+        let who = caller(&self.gate, &r)?;
         let r = r.into_inner();
+        self.gate
+            .publish(who, &r.topic, r.messages.len())
+            .map_err(from_refusal)?;
         let batch = messages(r.messages)?;
         let started = Instant::now();
         let positions = match (r.producer_id, r.partition, r.first_sequence) {
@@ -126,6 +141,7 @@ impl Publisher for PublisherService {
     }
 
     async fn cancel(&self, r: Request<v1::CancelRequest>) -> Reply<v1::CancelResponse> {
+        allow(&self.gate, &r, Action::Publish, &r.get_ref().queue)?;
         let r = r.into_inner();
         let id = MessageId::parse(&r.id).map_err(from_broker)?;
         let cancelled = self

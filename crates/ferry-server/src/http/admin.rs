@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use bytes::Bytes;
 use ferry_broker::QueueSpec;
 use serde::{Deserialize, Serialize};
@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::message::{GroupInfo, QueueInfo, SubscriptionInfo, TopicInfo};
 use super::{Shared, parse, spec};
+use crate::auth::Action;
 use crate::convert;
 
 type Reply<T> = Result<T, ApiError>;
@@ -34,75 +35,99 @@ pub struct Names {
 
 pub async fn create_queue(
     State(s): State<Shared>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<(StatusCode, Json<Created>)> {
     let r: Create<spec::QueueSpec> = parse(&body?)?;
+    s.allow(&headers, Action::Admin, &r.name)?;
     let spec = convert::queue_spec(r.spec.map(Into::into), QueueSpec::default())?;
     s.broker.create_queue(&r.name, spec).await?;
     Ok((StatusCode::CREATED, Json(Created { name: r.name })))
 }
 
-pub async fn list_queues(State(s): State<Shared>) -> Json<Names> {
+pub async fn list_queues(State(s): State<Shared>, headers: HeaderMap) -> Reply<Json<Names>> {
+    let who = s.caller(&headers)?;
     let names = s
         .broker
         .list_queues()
         .iter()
         .map(|n| n.to_string())
+        .filter(|n| s.gate.may(who, Action::Admin, n))
         .collect();
-    Json(Names { names })
+    Ok(Json(Names { names }))
 }
 
 pub async fn describe_queue(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(queue): Path<String>,
 ) -> Reply<Json<QueueInfo>> {
+    s.allow(&headers, Action::Admin, &queue)?;
     let info = s.broker.describe_queue(&queue)?;
     Ok(Json(convert::queue_info(info).into()))
 }
 
-pub async fn delete_queue(State(s): State<Shared>, Path(queue): Path<String>) -> Reply<StatusCode> {
+pub async fn delete_queue(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Path(queue): Path<String>,
+) -> Reply<StatusCode> {
+    s.allow(&headers, Action::Admin, &queue)?;
     s.broker.delete_queue(&queue).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn create_topic(
     State(s): State<Shared>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<(StatusCode, Json<Created>)> {
     let r: Create<spec::TopicSpec> = parse(&body?)?;
+    s.allow(&headers, Action::Admin, &r.name)?;
     let spec = convert::topic_spec(r.spec.map(Into::into))?;
     s.broker.create_topic(&r.name, spec).await?;
     Ok((StatusCode::CREATED, Json(Created { name: r.name })))
 }
 
-pub async fn list_topics(State(s): State<Shared>) -> Json<Names> {
+pub async fn list_topics(State(s): State<Shared>, headers: HeaderMap) -> Reply<Json<Names>> {
+    let who = s.caller(&headers)?;
     let names = s
         .broker
         .list_topics()
         .iter()
         .map(|n| n.to_string())
+        .filter(|n| s.gate.may(who, Action::Admin, n))
         .collect();
-    Json(Names { names })
+    Ok(Json(Names { names }))
 }
 
 pub async fn describe_topic(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(topic): Path<String>,
 ) -> Reply<Json<TopicInfo>> {
+    s.allow(&headers, Action::Admin, &topic)?;
     let info = s.broker.describe_topic(&topic)?;
     Ok(Json(convert::topic_info(info).into()))
 }
 
-pub async fn delete_topic(State(s): State<Shared>, Path(topic): Path<String>) -> Reply<StatusCode> {
+pub async fn delete_topic(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Path(topic): Path<String>,
+) -> Reply<StatusCode> {
+    s.allow(&headers, Action::Admin, &topic)?;
     s.broker.delete_topic(&topic).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn create_subscription(
     State(s): State<Shared>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<(StatusCode, Json<Created>)> {
     let r: Create<spec::SubscriptionSpec> = parse(&body?)?;
+    s.allow(&headers, Action::Admin, &r.name)?;
     let spec = convert::subscription_spec(r.spec.map(Into::into))?;
     s.broker.create_subscription(&r.name, spec).await?;
     Ok((StatusCode::CREATED, Json(Created { name: r.name })))
@@ -110,16 +135,20 @@ pub async fn create_subscription(
 
 pub async fn describe_subscription(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Reply<Json<SubscriptionInfo>> {
+    s.allow(&headers, Action::Admin, &name)?;
     let info = s.broker.describe_subscription(&name)?;
     Ok(Json(convert::subscription_info(info).into()))
 }
 
 pub async fn delete_subscription(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Reply<StatusCode> {
+    s.allow(&headers, Action::Admin, &name)?;
     // A subscription is a queue fed by a topic: refuse to delete a plain queue here.
     s.broker.describe_subscription(&name)?;
     s.broker.delete_queue(&name).await?;
@@ -128,8 +157,10 @@ pub async fn delete_subscription(
 
 pub async fn describe_group(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path((topic, group)): Path<(String, String)>,
 ) -> Reply<Json<GroupInfo>> {
+    s.allow(&headers, Action::Admin, &topic)?;
     let info = s.broker.describe_group(&topic, &group)?;
     Ok(Json(convert::group_info(info).into()))
 }

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use ferry_broker::RedriveRequest;
 use ferry_proto::v1;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::message::Delivery;
 use super::{Shared, parse};
+use crate::auth::Action;
 use crate::convert;
 
 type Reply<T> = Result<T, ApiError>;
@@ -62,9 +64,11 @@ pub struct Peeked {
 
 pub async fn peek(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(dlq): Path<String>,
     query: Result<Query<Peek>, QueryRejection>,
 ) -> Reply<Json<Peeked>> {
+    s.allow(&headers, Action::Consume, &dlq)?;
     let Query(q) = query?;
     let filter = Filter {
         reason: q.reason,
@@ -105,10 +109,16 @@ pub struct Redriven {
 
 pub async fn redrive(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(dlq): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Redriven>> {
+    let who = s.allow(&headers, Action::Admin, &dlq)?;
     let r: Redrive = parse(&body?)?;
+    // A named target is written to as well: administering it is needed too.
+    if let Some(target) = &r.target {
+        s.gate.allow(who, Action::Admin, target)?;
+    }
     let request = RedriveRequest {
         target: r.target,
         filter: r.filter.into_broker()?,

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use ferry_broker::BrokerError;
 use serde::Serialize;
 
+use crate::auth::Refusal;
 use crate::convert::ConvertError;
 
 #[derive(Debug)]
@@ -31,7 +32,15 @@ impl IntoResponse for ApiError {
             error: &self.message,
             code: &self.code,
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 9110: a 401 names the scheme that would be accepted.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }
 
@@ -100,6 +109,13 @@ impl From<ConvertError> for ApiError {
             e @ ConvertError::OutOfRange { .. } => bad("out_of_range", e),
             e @ ConvertError::Conflict { .. } => bad("conflicting_fields", e),
         }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> ApiError {
+        let (status, code) = crate::status::http_refusal(&refusal);
+        ApiError::new(status, code, refusal.to_string())
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use ferry_broker::{Acked, Broker, LeaseToken, MessageId, Nacked, OutgoingMessage};
 use serde::{Deserialize, Serialize};
@@ -13,6 +14,7 @@ use tokio::sync::oneshot;
 use super::error::ApiError;
 use super::message::{self, Delivery};
 use super::{Shared, parse};
+use crate::auth::Action;
 use crate::convert::{self, opt_ms};
 
 type Reply<T> = Result<T, ApiError>;
@@ -53,10 +55,13 @@ fn batch(raw: Vec<message::OutgoingMessage>) -> Result<Vec<OutgoingMessage>, Api
 
 pub async fn publish(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(queue): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Published>> {
+    let who = s.allow(&headers, Action::Publish, &queue)?;
     let r: Publish = parse(&body?)?;
+    s.gate.publish(who, &queue, r.messages.len())?;
     let batch = batch(r.messages)?;
     let started = Instant::now();
     let ids = s.broker.publish_batch(&queue, batch).await?;
@@ -88,10 +93,13 @@ pub struct PublishedToTopic {
 
 pub async fn publish_to_topic(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(topic): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<PublishedToTopic>> {
+    let who = s.allow(&headers, Action::Publish, &topic)?;
     let r: PublishToTopic = parse(&body?)?;
+    s.gate.publish(who, &topic, r.messages.len())?;
     let batch = batch(r.messages)?;
     let b = &s.broker;
     let started = Instant::now();
@@ -183,9 +191,11 @@ async fn receive_detached(
 
 pub async fn receive(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path(queue): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Received>> {
+    s.allow(&headers, Action::Consume, &queue)?;
     let r: Receive = parse(&body?)?;
     if r.consumer.is_empty() {
         // Prefetch caps, exclusive ordering and dead letters name the consumer.
@@ -248,9 +258,11 @@ pub struct Settled {
 /// `ack`, `nack`, `reject` or `extend` of delivery `seq`.
 pub async fn settle(
     State(s): State<Shared>,
+    headers: HeaderMap,
     Path((queue, seq, outcome)): Path<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Settled>> {
+    s.allow(&headers, Action::Consume, &queue)?;
     let seq: u64 = seq.parse().map_err(|_| {
         ApiError::bad_request(
             "bad_path",

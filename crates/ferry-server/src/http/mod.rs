@@ -46,7 +46,10 @@
 //!
 //! Failures answer `{"error", "code"}` with a status from the kind of failure (see
 //! [`error`]). Every request is checked whole before the broker sees it, so a refused
-//! request changes nothing.
+//! request changes nothing. With tokens configured ([`crate::auth`]), requests but the
+//! operational endpoints send `Authorization: Bearer <token>`: 401 `unauthenticated`
+//! without a known one, 403 `forbidden` without the permission, 413 `batch_too_large`
+//! over the batch limit, 429 `over_quota` over the token's publish rate.
 
 mod admin;
 mod dead_letters;
@@ -61,12 +64,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use ferry_broker::Broker;
 use serde::de::DeserializeOwned;
 
+use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;
 use error::ApiError;
 
@@ -79,8 +83,32 @@ pub use spec::{QueueSpec, SubscriptionSpec, TopicSpec};
 pub struct Shared {
     pub broker: Broker,
     pub meters: Arc<Meters>,
+    /// Tokens, permissions and limits every call passes first.
+    pub gate: Arc<Gate>,
     /// Set when shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub shutting_down: Arc<AtomicBool>,
+}
+
+impl Shared {
+    /// The caller presenting the request's `authorization` header.
+    pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        Ok(self.gate.caller(value)?)
+    }
+
+    /// The caller, if it may do `action` on `name`.
+    pub(crate) fn allow(
+        &self,
+        headers: &HeaderMap,
+        action: Action,
+        name: &str,
+    ) -> Result<Caller, ApiError> {
+        let who = self.caller(headers)?;
+        self.gate.allow(who, action, name)?;
+        Ok(who)
+    }
 }
 
 /// A request body as `T`, or the API's own 400 saying what is wrong with the JSON. The

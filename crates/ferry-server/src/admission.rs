@@ -1,0 +1,219 @@
+//! At most so many connections at once, on each listener: every accepted connection holds
+//! a permit until it closes, and the ones accepted beyond the limit are answered with a
+//! refusal instead of being served.
+//!
+//! This counts in the accept stream rather than with a tower `ConcurrencyLimit`: that
+//! layer bounds requests in progress, while an idle keep-alive connection — or an HTTP/2
+//! connection carrying any number of streams — holds a socket and memory without any
+//! request in progress. A refused connection is still answered in its own protocol, so
+//! the client sees why: HTTP gets a `429` and is closed; gRPC is served for
+//! [`REFUSED_GRACE`] with every call answered `RESOURCE_EXHAUSTED` (an HTTP/2 client
+//! cannot be answered without its handshake), then closed.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// How long a gRPC connection over the limit is kept to answer its calls with
+/// `RESOURCE_EXHAUSTED` before it is closed: long enough for the client to read why,
+/// short enough that refused connections cannot pile up.
+pub const REFUSED_GRACE: Duration = Duration::from_secs(1);
+
+/// The permits of one listener (`None`: no limit).
+#[derive(Debug, Clone)]
+pub(crate) struct Admission {
+    permits: Option<Arc<Semaphore>>,
+    limit: usize,
+}
+
+impl Admission {
+    pub(crate) fn new(limit: Option<usize>) -> Admission {
+        Admission {
+            permits: limit.map(|n| Arc::new(Semaphore::new(n))),
+            limit: limit.unwrap_or(usize::MAX),
+        }
+    }
+
+    /// `Ok` with the permit the connection holds while open (none without a limit), or
+    /// `Err` when the limit is reached.
+    fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, ()> {
+        match &self.permits {
+            None => Ok(None),
+            Some(permits) => Arc::clone(permits)
+                .try_acquire_owned()
+                .map(Some)
+                .map_err(|_| ()),
+        }
+    }
+
+    /// An accepted gRPC connection: admitted, or refused and closing after the grace.
+    pub(crate) fn grpc(&self, stream: TcpStream) -> Connection {
+        match self.admit() {
+            Ok(permit) => Connection {
+                stream,
+                _permit: permit,
+                closes_at: None,
+                limit: self.limit,
+            },
+            Err(()) => {
+                tracing::warn!(limit = self.limit, "gRPC connection over the limit refused");
+                Connection {
+                    stream,
+                    _permit: None,
+                    closes_at: Some(Box::pin(tokio::time::sleep(REFUSED_GRACE))),
+                    limit: self.limit,
+                }
+            }
+        }
+    }
+}
+
+/// An accepted connection, holding its permit until dropped.
+pub struct Connection {
+    stream: TcpStream,
+    _permit: Option<OwnedSemaphorePermit>,
+    /// Set on a refused connection: reads end here, so the server closes it.
+    closes_at: Option<Pin<Box<Sleep>>>,
+    limit: usize,
+}
+
+/// What a gRPC call learns of its connection (in the request's extensions).
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    pub tcp: TcpConnectInfo,
+    /// `Some(limit)` when the connection was over the limit: every call is refused.
+    pub refused_over: Option<usize>,
+}
+
+impl Connected for Connection {
+    type ConnectInfo = ConnectionInfo;
+
+    fn connect_info(&self) -> ConnectionInfo {
+        ConnectionInfo {
+            tcp: self.stream.connect_info(),
+            refused_over: self.closes_at.as_ref().map(|_| self.limit),
+        }
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(closes_at) = &mut this.closes_at
+            && closes_at.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Ok(())); // end of stream: the server closes the connection
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// The HTTP listener, answering connections over the limit with a `429` of its own.
+pub(crate) struct HttpListener {
+    pub(crate) listener: TcpListener,
+    pub(crate) admission: Admission,
+}
+
+impl axum::serve::Listener for HttpListener {
+    type Io = Connection;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Connection, SocketAddr) {
+        loop {
+            let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
+            match self.admission.admit() {
+                Ok(permit) => {
+                    let connection = Connection {
+                        stream,
+                        _permit: permit,
+                        closes_at: None,
+                        limit: self.admission.limit,
+                    };
+                    return (connection, addr);
+                }
+                Err(()) => {
+                    tracing::warn!(
+                        limit = self.admission.limit,
+                        "HTTP connection over the limit refused"
+                    );
+                    tokio::spawn(refuse_http(stream, self.admission.limit));
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// Answers `429` and closes. The request's head is read first (for at most a second):
+/// closing with unread bytes would reset the connection, and the client could lose the
+/// answer.
+async fn refuse_http(mut stream: TcpStream, limit: usize) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 64 * 1024 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let body = format!(
+        "{{\"error\":\"the server has its maximum of {limit} HTTP connections open: \
+         retry later, or reuse a connection\",\"code\":\"too_many_connections\"}}"
+    );
+    let reply = format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(reply.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

@@ -1,0 +1,569 @@
+//! API tokens, what each may do, and the limits every call passes before the broker sees
+//! it.
+//!
+//! A [`TokenGrant`] names a token, holds its SHA-256 (never the token), the
+//! [`Permission`]s it carries — an [`Action`] on the names a [`NamePattern`] matches, written
+//! `publish:orders.*`, `consume:orders.#`, `admin:#` — and an optional publish quota in
+//! messages per second. Without an [`AuthConfig`] the server is open: every call is
+//! allowed, and only [`Gate::max_batch`] applies.
+//!
+//! Clients send `authorization: Bearer <token>` (gRPC metadata or HTTP header). The token
+//! is hashed and looked up; it never appears in a log line or an error message — refusals
+//! name the grant (`name`), which is not a secret.
+//!
+//! | call | needs |
+//! | --- | --- |
+//! | publish, publish stream (each batch), publish to topic, cancel | `publish` on the queue or topic |
+//! | receive, ack, nack, reject, extend, consume stream | `consume` on the queue |
+//! | dead-letter peek | `consume` on the dead-letter queue |
+//! | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
+//! | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
+//! | redrive | `admin` on the dead-letter queue, and on the target when one is named |
+//! | list queues, list topics | a valid token; only names it has `admin` on are listed |
+//! | `/healthz`, `/readyz`, `/metrics` | nothing |
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+/// What a permission allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Publish to a queue or topic, and cancel what was published to a queue.
+    Publish,
+    /// Receive and settle from a queue (dead-letter queues included), join and read a
+    /// topic's consumer groups.
+    Consume,
+    /// Create, describe, list and delete; redrive dead letters; reset group offsets;
+    /// add partitions.
+    Admin,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Publish => "publish",
+            Action::Consume => "consume",
+            Action::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A malformed permission, pattern or token hash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("{given:?} is not a permission: write `<action>:<pattern>`, e.g. `publish:orders.*`")]
+    MissingColon { given: String },
+    #[error("{given:?} is not an action: use publish, consume or admin")]
+    UnknownAction { given: String },
+    #[error("an empty name pattern matches nothing: use `#` for every name")]
+    EmptyPattern,
+    #[error(
+        "{pattern:?} has an empty segment: segments are separated by single dots, \
+         `*` stands for one, `#` for any number"
+    )]
+    EmptySegment { pattern: String },
+    #[error(
+        "{pattern:?}: `*` and `#` stand for whole segments (`orders.*`), not parts of one \
+         (`orders*`)"
+    )]
+    PartialWildcard { pattern: String },
+    #[error("a token's SHA-256 is 64 hex digits; got {len} characters")]
+    BadHash { len: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    /// `*`: exactly one segment.
+    One,
+    /// `#`: zero or more segments.
+    Any,
+}
+
+/// Queue, topic or subscription names, dot-separated segments matched one by one: `*`
+/// stands for exactly one segment, `#` for any number of them (none included, so
+/// `orders.#` matches `orders` and `orders.eu.paid`), anything else for itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamePattern {
+    text: String,
+    segments: Vec<Segment>,
+}
+
+impl NamePattern {
+    /// Every name.
+    pub fn any() -> NamePattern {
+        "#".parse().expect("`#` is a pattern")
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        let parts: Vec<&str> = name.split('.').collect();
+        matches_from(&self.segments, &parts)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+fn matches_from(pattern: &[Segment], name: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => name.is_empty(),
+        Some((Segment::Any, rest)) => {
+            (0..=name.len()).any(|skip| matches_from(rest, &name[skip..]))
+        }
+        Some((Segment::One, rest)) => !name.is_empty() && matches_from(rest, &name[1..]),
+        Some((Segment::Literal(l), rest)) => {
+            name.first() == Some(&l.as_str()) && matches_from(rest, &name[1..])
+        }
+    }
+}
+
+impl FromStr for NamePattern {
+    type Err = AuthError;
+
+    fn from_str(text: &str) -> Result<NamePattern, AuthError> {
+        if text.is_empty() {
+            return Err(AuthError::EmptyPattern);
+        }
+        let segments = text
+            .split('.')
+            .map(|s| match s {
+                "" => Err(AuthError::EmptySegment {
+                    pattern: text.to_owned(),
+                }),
+                "*" => Ok(Segment::One),
+                "#" => Ok(Segment::Any),
+                s if s.contains(['*', '#']) => Err(AuthError::PartialWildcard {
+                    pattern: text.to_owned(),
+                }),
+                s => Ok(Segment::Literal(s.to_owned())),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(NamePattern {
+            text: text.to_owned(),
+            segments,
+        })
+    }
+}
+
+impl fmt::Display for NamePattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// One action on the names a pattern matches: `publish:orders.*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permission {
+    pub action: Action,
+    pub pattern: NamePattern,
+}
+
+impl Permission {
+    pub fn allows(&self, action: Action, name: &str) -> bool {
+        self.action == action && self.pattern.matches(name)
+    }
+}
+
+impl FromStr for Permission {
+    type Err = AuthError;
+
+    fn from_str(text: &str) -> Result<Permission, AuthError> {
+        let Some((action, pattern)) = text.split_once(':') else {
+            return Err(AuthError::MissingColon {
+                given: text.to_owned(),
+            });
+        };
+        let action = match action.trim() {
+            "publish" => Action::Publish,
+            "consume" => Action::Consume,
+            "admin" => Action::Admin,
+            other => {
+                return Err(AuthError::UnknownAction {
+                    given: other.to_owned(),
+                });
+            }
+        };
+        Ok(Permission {
+            action,
+            pattern: pattern.trim().parse()?,
+        })
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.action, self.pattern)
+    }
+}
+
+/// One API token: its name (shown in refusals and logs), its hash, what it may do, and
+/// how many messages per second it may publish (`None`: no quota).
+#[derive(Debug, Clone)]
+pub struct TokenGrant {
+    pub name: String,
+    /// SHA-256 of the token. A fast hash is right here, unlike for passwords: tokens are
+    /// long random strings, so there is no dictionary to try and a slow hash would only
+    /// slow every call down.
+    pub sha256: [u8; 32],
+    pub permissions: Vec<Permission>,
+    pub publish_rate: Option<u32>,
+}
+
+impl TokenGrant {
+    /// A grant for `token`, keeping only its hash.
+    pub fn new(name: impl Into<String>, token: &str, permissions: Vec<Permission>) -> TokenGrant {
+        TokenGrant {
+            name: name.into(),
+            sha256: sha256(token),
+            permissions,
+            publish_rate: None,
+        }
+    }
+
+    /// At most `messages_per_second` published, in bursts of up to one second's worth (a
+    /// larger batch is refused as too large).
+    pub fn publish_rate(mut self, messages_per_second: u32) -> TokenGrant {
+        self.publish_rate = Some(messages_per_second);
+        self
+    }
+
+    pub fn allows(&self, action: Action, name: &str) -> bool {
+        self.permissions.iter().any(|p| p.allows(action, name))
+    }
+}
+
+/// The tokens the server accepts. With none, no call is allowed.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    pub tokens: Vec<TokenGrant>,
+}
+
+/// The SHA-256 of a token, as [`TokenGrant::sha256`] holds it.
+pub fn sha256(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A token hash from 64 hex digits (what `sha256sum` prints), as a config file holds it.
+pub fn parse_sha256_hex(hex: &str) -> Result<[u8; 32], AuthError> {
+    let hex = hex.trim();
+    let bad = AuthError::BadHash { len: hex.len() };
+    if hex.len() != 64 || !hex.is_ascii() {
+        return Err(bad);
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad.clone())?;
+    }
+    Ok(out)
+}
+
+/// Equal hashes, in a time that does not depend on where they differ: an early exit would
+/// tell an attacker timing the answers how many leading bytes of a hash they had right.
+/// (The hash of a guess is not the guess, but the comparison costs nothing to harden.)
+fn same_hash(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// Why a call was refused before it reached the broker. The messages never contain the
+/// token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "no valid API token: send `authorization: Bearer <token>` with a token the server knows"
+    )]
+    Unauthenticated,
+    #[error(
+        "token {token:?} may not {action} on {name:?}: grant it a permission like \
+         `{action}:{name}`"
+    )]
+    Forbidden {
+        token: String,
+        action: Action,
+        name: String,
+    },
+    #[error("a batch of {messages} messages is over the limit of {max}: send smaller batches")]
+    BatchTooLarge { messages: usize, max: usize },
+    #[error(
+        "token {token:?} may publish {rate} messages per second and has used them: \
+         slow down and retry"
+    )]
+    OverQuota { token: String, rate: u32 },
+}
+
+/// Who is calling: the grant its token matched, or anyone on an open server.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller(Option<usize>);
+
+/// The default most messages in one publish.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
+
+/// What every call passes first: the token, its permission, the batch size and the
+/// publish quota.
+#[derive(Debug)]
+pub struct Gate {
+    auth: Option<AuthConfig>,
+    /// One per grant, in the same order.
+    buckets: Vec<Mutex<Bucket>>,
+    max_batch: usize,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new(None, DEFAULT_MAX_BATCH)
+    }
+}
+
+impl Gate {
+    pub fn new(auth: Option<AuthConfig>, max_batch: usize) -> Gate {
+        let now = Instant::now();
+        let buckets = auth
+            .iter()
+            .flat_map(|a| &a.tokens)
+            .map(|g| Mutex::new(Bucket::full(g.publish_rate.unwrap_or(0), now)))
+            .collect();
+        Gate {
+            auth,
+            buckets,
+            max_batch,
+        }
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// The caller presenting `authorization` (the header's or metadata's value).
+    pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, Refusal> {
+        let Some(auth) = &self.auth else {
+            return Ok(Caller(None));
+        };
+        let token = authorization
+            .and_then(|v| {
+                // The scheme is case-insensitive (RFC 9110); the token is not.
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(Refusal::Unauthenticated)?;
+        let hash = sha256(token);
+        // Every grant is compared, not only up to the match: how long the lookup takes
+        // says nothing about which grant (if any) matched.
+        let mut found = None;
+        for (i, grant) in auth.tokens.iter().enumerate() {
+            if same_hash(&grant.sha256, &hash) && found.is_none() {
+                found = Some(i);
+            }
+        }
+        found
+            .map(|i| Caller(Some(i)))
+            .ok_or(Refusal::Unauthenticated)
+    }
+
+    fn grant(&self, caller: Caller) -> Option<&TokenGrant> {
+        let i = caller.0?;
+        self.auth.as_ref().map(|a| &a.tokens[i])
+    }
+
+    /// Whether `caller` may do `action` on `name` (always, on an open server).
+    pub fn may(&self, caller: Caller, action: Action, name: &str) -> bool {
+        match (&self.auth, self.grant(caller)) {
+            (None, _) => true,
+            (Some(_), Some(grant)) => grant.allows(action, name),
+            (Some(_), None) => false,
+        }
+    }
+
+    pub fn allow(&self, caller: Caller, action: Action, name: &str) -> Result<(), Refusal> {
+        if self.may(caller, action, name) {
+            return Ok(());
+        }
+        Err(Refusal::Forbidden {
+            token: self
+                .grant(caller)
+                .map(|g| g.name.clone())
+                .unwrap_or_default(),
+            action,
+            name: name.to_owned(),
+        })
+    }
+
+    /// A publish of `messages` to `name`: the permission, the batch limit, then the
+    /// quota — last, so a refused call spends none of it.
+    pub fn publish(&self, caller: Caller, name: &str, messages: usize) -> Result<(), Refusal> {
+        self.allow(caller, Action::Publish, name)?;
+        if messages > self.max_batch {
+            return Err(Refusal::BatchTooLarge {
+                messages,
+                max: self.max_batch,
+            });
+        }
+        let Some(grant) = self.grant(caller) else {
+            return Ok(());
+        };
+        let Some(rate) = grant.publish_rate else {
+            return Ok(());
+        };
+        if messages > rate as usize {
+            // More than one second's worth never fits the bucket: waiting would not help.
+            return Err(Refusal::BatchTooLarge {
+                messages,
+                max: rate as usize,
+            });
+        }
+        let i = caller.0.expect("a grant has an index");
+        let mut bucket = self.buckets[i].lock().unwrap_or_else(|e| e.into_inner());
+        if bucket.take(messages, rate, Instant::now()) {
+            Ok(())
+        } else {
+            Err(Refusal::OverQuota {
+                token: grant.name.clone(),
+                rate,
+            })
+        }
+    }
+}
+
+/// A token bucket: `rate` tokens a second, holding at most one second's worth. Written
+/// here rather than taken from a rate-limiting crate: it is a dozen lines, and one bucket
+/// per grant behind a mutex is all the server needs.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(rate: u32, now: Instant) -> Bucket {
+        Bucket {
+            tokens: f64::from(rate),
+            at: now,
+        }
+    }
+
+    fn take(&mut self, n: usize, rate: u32, now: Instant) -> bool {
+        let rate = f64::from(rate);
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(rate);
+        self.at = now;
+        let n = n as f64;
+        if n <= self.tokens {
+            self.tokens -= n;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn p(s: &str) -> NamePattern {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn star_is_one_segment_and_hash_any_number() {
+        assert!(p("orders.*").matches("orders.eu"));
+        assert!(!p("orders.*").matches("orders"));
+        assert!(!p("orders.*").matches("orders.eu.paid"));
+        assert!(p("orders.#").matches("orders"));
+        assert!(p("orders.#").matches("orders.eu.paid"));
+        assert!(!p("orders.#").matches("ordersx"));
+        assert!(p("#").matches("anything.at.all"));
+        assert!(p("*.dlq").matches("jobs.dlq"));
+        assert!(p("#.dlq").matches("a.b.dlq"));
+        assert!(!p("#.dlq").matches("a.b"));
+        assert!(p("jobs").matches("jobs"));
+        assert!(!p("jobs").matches("jobs.dlq"));
+    }
+
+    #[test]
+    fn permissions_parse_from_action_colon_pattern() {
+        let perm: Permission = "publish:orders.*".parse().unwrap();
+        assert_eq!(perm.action, Action::Publish);
+        assert_eq!(perm.to_string(), "publish:orders.*");
+        assert!(perm.allows(Action::Publish, "orders.eu"));
+        assert!(!perm.allows(Action::Consume, "orders.eu"));
+        assert_eq!(
+            "publish".parse::<Permission>(),
+            Err(AuthError::MissingColon {
+                given: "publish".into()
+            })
+        );
+        assert_eq!(
+            "write:x".parse::<Permission>(),
+            Err(AuthError::UnknownAction {
+                given: "write".into()
+            })
+        );
+        assert_eq!("admin:".parse::<Permission>(), Err(AuthError::EmptyPattern));
+        assert!(matches!(
+            "admin:a..b".parse::<Permission>(),
+            Err(AuthError::EmptySegment { .. })
+        ));
+        assert!(matches!(
+            "admin:orders*".parse::<Permission>(),
+            Err(AuthError::PartialWildcard { .. })
+        ));
+    }
+
+    #[test]
+    fn hashes_parse_from_hex_and_compare_whole() {
+        let hash = sha256("secret");
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(parse_sha256_hex(&hex), Ok(hash));
+        assert_eq!(parse_sha256_hex("abc"), Err(AuthError::BadHash { len: 3 }));
+        assert!(same_hash(&hash, &hash));
+        let mut other = hash;
+        other[31] ^= 1;
+        assert!(!same_hash(&hash, &other));
+    }
+
+    #[test]
+    fn unknown_and_missing_tokens_are_unauthenticated_and_refusals_omit_the_token() {
+        let grant = TokenGrant::new("ci", "s3cret-token", vec!["consume:jobs".parse().unwrap()]);
+        let gate = Gate::new(
+            Some(AuthConfig {
+                tokens: vec![grant],
+            }),
+            10,
+        );
+        assert_eq!(gate.caller(None).unwrap_err(), Refusal::Unauthenticated);
+        assert!(gate.caller(Some("Bearer nope")).is_err());
+        assert!(gate.caller(Some("s3cret-token")).is_err());
+        assert!(gate.caller(Some("BEARER s3cret-token")).is_ok());
+        assert!(gate.caller(Some("Bearer S3CRET-TOKEN")).is_err());
+        let caller = gate.caller(Some("Bearer s3cret-token")).unwrap();
+        assert!(gate.allow(caller, Action::Consume, "jobs").is_ok());
+        let refused = gate.allow(caller, Action::Publish, "jobs").unwrap_err();
+        assert!(!refused.to_string().contains("s3cret"), "{refused}");
+    }
+
+    #[test]
+    fn the_bucket_refills_at_its_rate_up_to_one_second() {
+        let t0 = Instant::now();
+        let mut bucket = Bucket::full(10, t0);
+        assert!(bucket.take(10, 10, t0));
+        assert!(!bucket.take(1, 10, t0));
+        assert!(bucket.take(5, 10, t0 + Duration::from_millis(500)));
+        assert!(!bucket.take(11, 10, t0 + Duration::from_secs(60)));
+        assert!(bucket.take(10, 10, t0 + Duration::from_secs(60)));
+    }
+}

@@ -1,0 +1,743 @@
+//! Tokens, permissions and limits over real sockets, gRPC and HTTP side by side: no token
+//! or an unknown one is 401 / UNAUTHENTICATED, a known token without the permission is
+//! 403 / PERMISSION_DENIED, and a refused call changes nothing. Batches over the limit and
+//! spent quotas are refused whole; the token never comes back in a reply.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ferry_broker::{Broker, BrokerConfig, QueueSpec};
+use ferry_proto::v1::{
+    self, admin_client::AdminClient, consumer_client::ConsumerClient,
+    dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
+    publisher_client::PublisherClient,
+};
+use ferry_server::auth::{AuthConfig, TokenGrant};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const ROOT: &str = "root-7f3c9a1e5b2d4c6f8a0b1c2d3e4f5a6b";
+const ORDERS: &str = "orders-4b1d8e2f6a9c3e5d7b0a2c4e6f8a1b3c";
+const METERED: &str = "metered-9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b";
+const WRONG: &str = "wrong-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+const ALL_TOKENS: [&str; 4] = [ROOT, ORDERS, METERED, WRONG];
+
+fn grant(name: &str, token: &str, permissions: &[&str]) -> TokenGrant {
+    TokenGrant::new(
+        name,
+        token,
+        permissions.iter().map(|p| p.parse().unwrap()).collect(),
+    )
+}
+
+fn config() -> AuthConfig {
+    AuthConfig {
+        tokens: vec![
+            grant("root", ROOT, &["admin:#", "publish:#", "consume:#"]),
+            grant(
+                "orders",
+                ORDERS,
+                &["publish:orders.*", "consume:orders.#", "admin:orders.#"],
+            ),
+            grant("metered", METERED, &["publish:metered"]).publish_rate(5),
+        ],
+    }
+}
+
+struct Running {
+    channel: Channel,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    broker: Broker,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    async fn start() -> Running {
+        Running::start_with(|s| s.auth(config())).await
+    }
+
+    async fn start_with(
+        configure: impl FnOnce(ferry_server::Server) -> ferry_server::Server,
+    ) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path(), BrokerConfig::default())
+            .await
+            .unwrap();
+        for queue in ["orders.eu", "billing", "metered"] {
+            broker
+                .create_queue(queue, QueueSpec::default())
+                .await
+                .unwrap();
+        }
+        let any = "127.0.0.1:0".parse().unwrap();
+        let grpc = ferry_server::bind(any).await.unwrap();
+        let http = ferry_server::bind(any).await.unwrap();
+        let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = configure(
+            ferry_server::Server::new(broker.clone())
+                .grpc(grpc)
+                .http(http),
+        );
+        let served = tokio::spawn(server.serve(async {
+            let _ = stopped.await;
+        }));
+        let channel = Channel::from_shared(format!("http://{grpc_addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Running {
+            channel,
+            grpc: grpc_addr,
+            http: http_addr,
+            broker,
+            stop: Some(stop),
+            served,
+            _dir: dir,
+        }
+    }
+
+    fn admin(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.channel.clone())
+    }
+    fn publisher(&self) -> PublisherClient<Channel> {
+        PublisherClient::new(self.channel.clone())
+    }
+    fn consumer(&self) -> ConsumerClient<Channel> {
+        ConsumerClient::new(self.channel.clone())
+    }
+
+    fn ready(&self, queue: &str) -> u64 {
+        self.broker.describe_queue(queue).unwrap().stats.state.ready as u64
+    }
+
+    async fn http(&self, token: Option<&str>, method: &str, path: &str, body: Value) -> Reply {
+        request(self.http, token, method, path, body.to_string().as_bytes()).await
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        drop(self.channel);
+        tokio::time::timeout(Duration::from_secs(10), self.served)
+            .await
+            .expect("the server stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// `msg` with `authorization: Bearer <token>` (none when `token` is `None`).
+fn req<T>(token: Option<&str>, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    if let Some(token) = token {
+        r.metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    r
+}
+
+fn messages(n: usize) -> Vec<v1::OutgoingMessage> {
+    (0..n)
+        .map(|i| v1::OutgoingMessage {
+            payload: format!("m{i}").into_bytes().into(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn publish_request(queue: &str, n: usize) -> v1::PublishRequest {
+    v1::PublishRequest {
+        queue: queue.into(),
+        messages: messages(n),
+    }
+}
+
+/// The status a gRPC call failed with, checked to carry no token.
+fn refused<T: std::fmt::Debug>(result: Result<tonic::Response<T>, tonic::Status>) -> tonic::Status {
+    let status = result.expect_err("the call is refused");
+    for token in ALL_TOKENS {
+        assert!(
+            !status.message().contains(token) && !format!("{status:?}").contains(token),
+            "a status carries a token: {status:?}"
+        );
+    }
+    status
+}
+
+struct Reply {
+    status: u16,
+    raw: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        let body = self.raw.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.raw))
+    }
+}
+
+/// One HTTP/1.1 exchange on a connection of its own, checked to carry no token back.
+async fn request(
+    addr: SocketAddr,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Reply {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n{auth}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let _ = stream.write_all(body).await;
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw).await;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    assert!(raw.len() >= 12, "no HTTP reply: {raw:?}");
+    for t in ALL_TOKENS {
+        assert!(!raw.contains(t), "a reply carries a token: {raw}");
+    }
+    Reply {
+        status: raw[9..12].parse().unwrap(),
+        raw,
+    }
+}
+
+fn expect(reply: &Reply, status: u16, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.raw);
+    assert_eq!(reply.json()["code"], code, "{}", reply.raw);
+}
+
+#[tokio::test]
+async fn missing_or_unknown_tokens_are_unauthenticated_and_change_nothing() {
+    let s = Running::start().await;
+    for token in [None, Some(WRONG), Some("")] {
+        let status = refused(
+            s.publisher()
+                .publish(req(token, publish_request("orders.eu", 1)))
+                .await,
+        );
+        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+        let status = refused(
+            s.admin()
+                .list_queues(req(token, v1::ListQueuesRequest {}))
+                .await,
+        );
+        assert_eq!(status.code(), Code::Unauthenticated);
+
+        let r = s
+            .http(
+                token,
+                "POST",
+                "/v1/queues/orders.eu/messages",
+                json!({"messages": [{"payload": "x"}]}),
+            )
+            .await;
+        expect(&r, 401, "unauthenticated");
+        assert!(
+            r.raw
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{}",
+            r.raw
+        );
+        let r = s.http(token, "GET", "/v1/queues", json!({})).await;
+        expect(&r, 401, "unauthenticated");
+    }
+    // Not `Bearer`: the header's scheme is part of the contract.
+    let mut raw = tonic::Request::new(publish_request("orders.eu", 1));
+    raw.metadata_mut()
+        .insert("authorization", ROOT.parse().unwrap());
+    let status = refused(s.publisher().publish(raw).await);
+    assert_eq!(status.code(), Code::Unauthenticated);
+    assert_eq!(s.ready("orders.eu"), 0, "nothing was published");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_need_no_token() {
+    let s = Running::start().await;
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let r = s.http(None, "GET", path, json!({})).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.raw);
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn grpc_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
+    let s = Running::start().await;
+    let t = Some(ORDERS);
+    // Publish: `publish:orders.*`.
+    s.publisher()
+        .publish(req(t, publish_request("orders.eu", 2)))
+        .await
+        .unwrap();
+    let status = refused(
+        s.publisher()
+            .publish(req(t, publish_request("billing", 1)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains("\"orders\""), "names the grant");
+    assert_eq!((s.ready("orders.eu"), s.ready("billing")), (2, 0));
+
+    // Consume: `consume:orders.#`.
+    let got = s
+        .consumer()
+        .receive(req(
+            t,
+            v1::ReceiveRequest {
+                queue: "orders.eu".into(),
+                consumer: "w".into(),
+                max: 1,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .deliveries;
+    assert_eq!(got.len(), 1);
+    let d = &got[0];
+    s.consumer()
+        .ack(req(
+            t,
+            v1::AckRequest {
+                queue: "orders.eu".into(),
+                seq: d.seq,
+                token: d.token,
+            },
+        ))
+        .await
+        .unwrap();
+    s.broker
+        .publish_batch("billing", vec![ferry_broker::OutgoingMessage::new("b")])
+        .await
+        .unwrap();
+    let status = refused(
+        s.consumer()
+            .receive(req(
+                t,
+                v1::ReceiveRequest {
+                    queue: "billing".into(),
+                    consumer: "w".into(),
+                    max: 1,
+                    ..Default::default()
+                },
+            ))
+            .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+    assert_eq!(s.ready("billing"), 1, "the denied receive leased nothing");
+    let status = refused(
+        s.consumer()
+            .ack(req(
+                t,
+                v1::AckRequest {
+                    queue: "billing".into(),
+                    seq: 0,
+                    token: 0,
+                },
+            ))
+            .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+
+    // Admin: `admin:orders.#`.
+    s.admin()
+        .create_queue(req(
+            t,
+            v1::CreateQueueRequest {
+                name: "orders.us".into(),
+                spec: None,
+            },
+        ))
+        .await
+        .unwrap();
+    let status = refused(
+        s.admin()
+            .create_queue(req(
+                t,
+                v1::CreateQueueRequest {
+                    name: "billing.new".into(),
+                    spec: None,
+                },
+            ))
+            .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+    let status = refused(
+        s.admin()
+            .delete_queue(req(
+                t,
+                v1::DeleteQueueRequest {
+                    name: "billing".into(),
+                },
+            ))
+            .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+    assert!(s.broker.describe_queue("billing").is_ok(), "still there");
+    assert!(s.broker.describe_queue("billing.new").is_err(), "not made");
+
+    // Lists show only what the token administers.
+    let names = s
+        .admin()
+        .list_queues(req(t, v1::ListQueuesRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .names;
+    assert!(names.iter().all(|n| n.starts_with("orders.")), "{names:?}");
+    assert!(names.contains(&"orders.us".to_string()), "{names:?}");
+    let all = s
+        .admin()
+        .list_queues(req(Some(ROOT), v1::ListQueuesRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .names;
+    assert!(all.contains(&"billing".to_string()), "{all:?}");
+
+    // Dead letters and groups: consume on the DLQ and the topic, admin to redrive.
+    let mut dlq = DeadLettersClient::new(s.channel.clone());
+    let status = refused(
+        dlq.peek(req(
+            t,
+            v1::PeekRequest {
+                dlq: "billing.dlq".into(),
+                ..Default::default()
+            },
+        ))
+        .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+    let status = refused(
+        dlq.redrive(req(
+            Some(METERED),
+            v1::RedriveRequest {
+                dlq: "orders.eu".into(),
+                ..Default::default()
+            },
+        ))
+        .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+    let status = refused(
+        dlq.redrive(req(
+            t,
+            v1::RedriveRequest {
+                dlq: "orders.eu".into(),
+                target: Some("billing".into()),
+                ..Default::default()
+            },
+        ))
+        .await,
+    );
+    assert_eq!(
+        status.code(),
+        Code::PermissionDenied,
+        "a named target needs admin"
+    );
+    let status = refused(
+        GroupsClient::new(s.channel.clone())
+            .join(req(
+                t,
+                v1::JoinGroupRequest {
+                    topic: "billing".into(),
+                    group: "g".into(),
+                    ..Default::default()
+                },
+            ))
+            .await,
+    );
+    assert_eq!(status.code(), Code::PermissionDenied);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_consume_stream_is_opened_only_on_a_permitted_queue() {
+    let s = Running::start().await;
+    let open = |queue: &str| v1::ConsumeRequest {
+        kind: Some(v1::consume_request::Kind::Open(v1::ConsumeOpen {
+            queue: queue.into(),
+            consumer: "w".into(),
+            ..Default::default()
+        })),
+    };
+    let denied = refused(
+        s.consumer()
+            .consume(req(Some(ORDERS), tokio_stream::iter([open("billing")])))
+            .await,
+    );
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    let anonymous = refused(
+        s.consumer()
+            .consume(req(None, tokio_stream::iter([open("orders.eu")])))
+            .await,
+    );
+    assert_eq!(anonymous.code(), Code::Unauthenticated);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn http_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
+    let s = Running::start().await;
+    let t = Some(ORDERS);
+    let one = json!({"messages": [{"payload": "x"}]});
+    let r = s
+        .http(t, "POST", "/v1/queues/orders.eu/messages", one.clone())
+        .await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let r = s
+        .http(t, "POST", "/v1/queues/billing/messages", one.clone())
+        .await;
+    expect(&r, 403, "forbidden");
+    assert_eq!((s.ready("orders.eu"), s.ready("billing")), (1, 0));
+
+    let r = s
+        .http(
+            t,
+            "POST",
+            "/v1/queues/orders.eu/receive",
+            json!({"consumer": "w"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let d = &r.json()["deliveries"][0];
+    let ack = format!("/v1/queues/orders.eu/messages/{}/ack", d["seq"]);
+    let r = s.http(t, "POST", &ack, json!({"token": d["token"]})).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let r = s
+        .http(
+            t,
+            "POST",
+            "/v1/queues/billing/receive",
+            json!({"consumer": "w"}),
+        )
+        .await;
+    expect(&r, 403, "forbidden");
+    let r = s
+        .http(
+            t,
+            "POST",
+            "/v1/queues/billing/messages/0/nack",
+            json!({"token": 1}),
+        )
+        .await;
+    expect(&r, 403, "forbidden");
+    let r = s
+        .http(t, "GET", "/v1/queues/billing/dead-letters", json!({}))
+        .await;
+    expect(&r, 403, "forbidden");
+
+    let r = s
+        .http(t, "POST", "/v1/queues", json!({"name": "orders.us"}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let r = s
+        .http(t, "POST", "/v1/queues", json!({"name": "billing.new"}))
+        .await;
+    expect(&r, 403, "forbidden");
+    let r = s.http(t, "DELETE", "/v1/queues/billing", json!({})).await;
+    expect(&r, 403, "forbidden");
+    let r = s.http(t, "GET", "/v1/queues/billing", json!({})).await;
+    expect(&r, 403, "forbidden");
+    let r = s
+        .http(t, "POST", "/v1/queues/billing/redrive", json!({}))
+        .await;
+    expect(&r, 403, "forbidden");
+    let r = s
+        .http(
+            t,
+            "POST",
+            "/v1/queues/orders.eu/redrive",
+            json!({"target": "billing"}),
+        )
+        .await;
+    expect(&r, 403, "forbidden");
+    assert!(s.broker.describe_queue("billing").is_ok(), "still there");
+    assert!(s.broker.describe_queue("billing.new").is_err(), "not made");
+
+    let r = s.http(t, "GET", "/v1/queues", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let names = r.json()["names"].clone();
+    assert!(
+        names
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n.as_str().unwrap().starts_with("orders.")),
+        "{names}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_spent_publish_quota_is_resource_exhausted_and_recovers_after_a_second() {
+    let s = Running::start().await;
+    let t = Some(METERED);
+    s.publisher()
+        .publish(req(t, publish_request("metered", 5)))
+        .await
+        .unwrap();
+    let status = refused(
+        s.publisher()
+            .publish(req(t, publish_request("metered", 1)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let r = s
+        .http(
+            t,
+            "POST",
+            "/v1/queues/metered/messages",
+            json!({"messages": [{"payload": "x"}]}),
+        )
+        .await;
+    expect(&r, 429, "over_quota");
+    // More than a second's worth can never pass: too large, not "wait".
+    let status = refused(
+        s.publisher()
+            .publish(req(t, publish_request("metered", 6)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(status.message().contains("limit of 5"), "{status:?}");
+    assert_eq!(s.ready("metered"), 5, "refused publishes stored nothing");
+    // Other tokens have buckets of their own.
+    s.publisher()
+        .publish(req(Some(ROOT), publish_request("metered", 1)))
+        .await
+        .unwrap();
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    s.publisher()
+        .publish(req(t, publish_request("metered", 5)))
+        .await
+        .unwrap();
+    assert_eq!(s.ready("metered"), 11);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_batch_over_max_batch_is_refused_whole() {
+    let s = Running::start_with(|s| s.max_batch(3)).await;
+    let status = refused(
+        s.publisher()
+            .publish(req(None, publish_request("orders.eu", 4)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let status = refused(
+        s.publisher()
+            .publish_to_topic(req(
+                None,
+                v1::PublishToTopicRequest {
+                    topic: "t".into(),
+                    messages: messages(4),
+                    ..Default::default()
+                },
+            ))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    let four: Vec<Value> = (0..4)
+        .map(|i| json!({"payload": format!("m{i}")}))
+        .collect();
+    let r = s
+        .http(
+            None,
+            "POST",
+            "/v1/queues/orders.eu/messages",
+            json!({ "messages": four }),
+        )
+        .await;
+    expect(&r, 413, "batch_too_large");
+    assert_eq!(s.ready("orders.eu"), 0);
+    s.publisher()
+        .publish(req(None, publish_request("orders.eu", 3)))
+        .await
+        .unwrap();
+    assert_eq!(s.ready("orders.eu"), 3);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_token_never_appears_in_a_reply() {
+    let s = Running::start().await;
+    // `refused` and `request` check every reply of every test; here the refusals that
+    // are likeliest to echo what was sent.
+    for token in ALL_TOKENS {
+        let status = refused(
+            s.admin()
+                .delete_queue(req(
+                    Some(token),
+                    v1::DeleteQueueRequest {
+                        name: "nothing.here".into(),
+                    },
+                ))
+                .await,
+        );
+        assert_ne!(status.code(), Code::Ok);
+        let r = s
+            .http(Some(token), "DELETE", "/v1/queues/nothing.here", json!({}))
+            .await;
+        assert!([401, 403, 404].contains(&r.status), "{}", r.raw);
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_max_connections_are_refused_until_one_closes() {
+    // The test's own gRPC channel holds the one gRPC connection allowed.
+    let s = Running::start_with(|s| s.max_connections(1)).await;
+    let second = Channel::from_shared(format!("http://{}", s.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let status = refused(
+        PublisherClient::new(second)
+            .publish(req(None, publish_request("orders.eu", 1)))
+            .await,
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        s.ready("orders.eu"),
+        0,
+        "the refused publish stored nothing"
+    );
+    s.publisher()
+        .publish(req(None, publish_request("orders.eu", 1)))
+        .await
+        .unwrap();
+
+    let held = TcpStream::connect(s.http).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = s.http(None, "GET", "/v1/queues", json!({})).await;
+    expect(&r, 429, "too_many_connections");
+    drop(held);
+    let mut served = false;
+    for _ in 0..50 {
+        if s.http(None, "GET", "/v1/queues", json!({})).await.status == 200 {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served, "a closed connection gives its place back");
+    s.stop().await;
+}
