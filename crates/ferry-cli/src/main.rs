@@ -1,6 +1,7 @@
 //! The `ferry` command: run a server, administer and use one, and benchmarks.
 
 mod bench;
+mod config;
 mod remote;
 mod serve;
 
@@ -31,9 +32,34 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Validate FILE (tokens, permissions, limits) and print the effective configuration.
+    Check {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenCommand {
+    /// Print the SHA-256 (hex) of TOKEN, as the config file's `sha256` wants it.
+    Hash { token: String },
+}
+
+#[derive(Subcommand, Debug)]
 enum Command {
     /// Run the broker as a server (gRPC and HTTP), durable, until Ctrl-C or SIGTERM.
     Serve(serve::ServeArgs),
+    /// Check a server config file and print what the server would run with.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// API tokens: print the SHA-256 of a token, for the config file.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
     /// Create, list, describe and delete queues.
     Queue {
         #[command(flatten)]
@@ -154,6 +180,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Serve(args) => serve::run(&args),
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => config::load(&file).map(|effective| print!("{}", config::describe(&effective))),
+        Command::Token {
+            command: TokenCommand::Hash { token },
+        } => {
+            let hash = ferry_server::auth::sha256(&token);
+            println!(
+                "{}",
+                hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            );
+            Ok(())
+        }
         Command::Queue { output, command } => remote(output, RemoteCommand::Queue(command)),
         Command::Topic { output, command } => remote(output, RemoteCommand::Topic(command)),
         Command::Sub { output, command } => remote(output, RemoteCommand::Sub(command)),

@@ -22,6 +22,9 @@ pub struct ServeArgs {
     /// Serve gRPC only.
     #[arg(long)]
     pub no_http: bool,
+    /// A config file with API tokens and limits (see `ferry config check`).
+    #[arg(long, value_name = "FILE", env = "FERRY_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -33,6 +36,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    // A bad config stops the server before it opens anything.
+    let config = args
+        .config
+        .as_deref()
+        .map(crate::config::load)
+        .transpose()?;
     let broker = Broker::open(&args.data_dir, BrokerConfig::default())
         .await
         .with_context(|| format!("opening the broker in {}", args.data_dir.display()))?;
@@ -41,6 +50,20 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .local_addr()
         .context("reading the gRPC listener's address")?;
     let mut server = ferry_server::Server::new(broker).grpc(grpc);
+    let mut authenticated = false;
+    if let Some(config) = config {
+        if let Some(n) = config.max_batch {
+            server = server.max_batch(n);
+        }
+        if let Some(n) = config.max_connections {
+            server = server.max_connections(n);
+        }
+        if let Some(auth) = config.auth {
+            println!("ferry: authentication on: {} token(s)", auth.tokens.len());
+            authenticated = true;
+            server = server.auth(auth);
+        }
+    }
     let mut loopback = grpc_addr.ip().is_loopback();
     // Tests and scripts read these lines to find the ports when they asked for port 0.
     println!(
@@ -56,7 +79,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         println!("ferry: serving HTTP on http://{http_addr}");
         server = server.http(http);
     }
-    if loopback {
+    if authenticated {
+        // Said above.
+    } else if loopback {
         println!("ferry: no authentication configured: listening on the loopback interface only");
     } else {
         println!("ferry: WARNING: no authentication configured and listening beyond loopback");

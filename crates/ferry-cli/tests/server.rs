@@ -18,10 +18,16 @@ struct Server {
 impl Server {
     /// Starts on free ports and waits for the lines that say where it listens.
     fn start(data_dir: &Path) -> Server {
+        Server::start_with(data_dir, &[])
+    }
+
+    /// The same with more `serve` arguments.
+    fn start_with(data_dir: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
             .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(data_dir)
+            .args(extra)
             .env_remove("FERRY_SERVER")
             .stdout(Stdio::piped())
             .spawn()
@@ -322,4 +328,81 @@ fn no_http_serves_grpc_alone() {
         "{printed:?}"
     );
     assert!(!printed.iter().any(|l| l.contains("HTTP")), "{printed:?}");
+}
+
+/// One HTTP/1.1 request on a fresh connection; the status code and the whole response.
+fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, response)
+}
+
+#[test]
+fn a_config_file_turns_authentication_on_and_is_checked_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let hash = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["token", "hash", "s3cret-token"])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap().trim().to_owned();
+    assert_eq!(hash.len(), 64);
+    let config = dir.path().join("ferry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\nmax_batch = 100\n\n[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{hash}\"\npermissions = [\"admin:#\"]\n"
+        ),
+    )
+    .unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["config", "check"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(check.stdout).unwrap();
+    assert!(check.status.success());
+    assert!(
+        text.contains("ops: admin:#") && text.contains("max_batch = 100"),
+        "{text}"
+    );
+    assert!(!text.contains(&hash), "the hash is not printed");
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[auth.tokens]]\nname = \"x\"\nsha256 = \"abc\"\npermissions = []\n",
+    )
+    .unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--config"])
+        .arg(&bad)
+        .arg("--data-dir")
+        .arg(dir.path().join("never"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("sha256"));
+    assert!(!dir.path().join("never").exists(), "nothing opened");
+
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let (status, _) = http_get(&server.http, "/v1/queues", None);
+    assert_eq!(status, 401);
+    let (status, body) = http_get(&server.http, "/v1/queues", Some("s3cret-token"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(http_get(&server.http, "/healthz", None).0, 200);
+    let out = server.ferry(&["queue", "list"]);
+    assert!(!out.status.success(), "the CLI sends no token: refused");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("s3cret"));
 }
