@@ -92,18 +92,14 @@ async fn run(
                 }
             }
             Err(error) => {
-                let text = error.to_string();
-                let code = error.code();
+                // One error for many waiters: each gets its kind and text (a connection
+                // failure reads as the server being unavailable).
+                let code = error.code().unwrap_or(tonic::Code::Unavailable);
+                let message = error.to_string();
                 for done in waiters {
-                    let _ = done.send(Err(match code {
-                        Some(code) => ClientError::Server {
-                            code,
-                            message: text.clone(),
-                        },
-                        None => ClientError::Server {
-                            code: tonic::Code::Unavailable,
-                            message: text.clone(),
-                        },
+                    let _ = done.send(Err(ClientError::Server {
+                        code,
+                        message: message.clone(),
                     }));
                 }
             }

@@ -47,32 +47,22 @@ impl Broker {
             if out.len() >= max {
                 break;
             }
-            let messages = match queue.read_many(page) {
-                Ok(messages) => messages,
+            let (page, messages) = match queue.read_many(page) {
+                Ok(messages) => (page.to_vec(), messages),
                 // Settled meanwhile, and its segment deleted: read again what is left.
                 Err(_) => {
-                    let page: Vec<Seq> = {
+                    let left: Vec<Seq> = {
                         let inner = queue.lock();
                         page.iter()
                             .copied()
                             .filter(|&s| inner.state.is_tracked(s))
                             .collect()
                     };
-                    let messages = queue.read_many(&page)?;
-                    for (seq, message) in page.into_iter().zip(messages) {
-                        if out.len() < max && filter.matches(&message, now_ms) {
-                            let in_flight = queue.lock().state.lease(seq).is_some();
-                            out.push(PeekedMessage {
-                                seq,
-                                message,
-                                in_flight,
-                            });
-                        }
-                    }
-                    continue;
+                    let messages = queue.read_many(&left)?;
+                    (left, messages)
                 }
             };
-            for (&seq, message) in page.iter().zip(messages) {
+            for (seq, message) in page.into_iter().zip(messages) {
                 if out.len() < max && filter.matches(&message, now_ms) {
                     let in_flight = queue.lock().state.lease(seq).is_some();
                     out.push(PeekedMessage {
