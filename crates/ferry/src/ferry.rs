@@ -1,0 +1,94 @@
+//! [`Ferry`]: a connection to one transport, chosen by URL, and the admin calls on it.
+
+use std::sync::Arc;
+
+use crate::capability::Capabilities;
+use crate::consumer::Consumer;
+use crate::error::Result;
+use crate::publisher::Publisher;
+use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use crate::transport::{self, ConsumerOptions, Transport};
+
+/// The SDK's entry point; cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Ferry {
+    transport: Arc<dyn Transport>,
+}
+
+impl std::fmt::Debug for Ferry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ferry")
+            .field("transport", &self.capabilities().transport)
+            .finish()
+    }
+}
+
+impl Ferry {
+    /// Connects to the transport `url` names: `embedded:./dir` (the broker in-process, the
+    /// default choice), or another engine compiled in with its feature.
+    pub async fn connect(url: &str) -> Result<Ferry> {
+        Ok(Ferry {
+            transport: transport::connect(url).await?,
+        })
+    }
+
+    /// Wraps a transport built by hand.
+    pub fn with_transport(transport: Arc<dyn Transport>) -> Ferry {
+        Ferry { transport }
+    }
+
+    /// What this transport does natively, emulates, or cannot do.
+    pub fn capabilities(&self) -> &Capabilities {
+        self.transport.capabilities()
+    }
+
+    /// Creates the queue, or checks that it exists with these settings. A setting the
+    /// transport cannot honour is [`Error::Unsupported`](crate::Error) and creates nothing.
+    pub async fn declare_queue(&self, decl: &QueueDecl) -> Result<()> {
+        self.capabilities().check_queue(decl)?;
+        self.transport.declare_queue(decl).await
+    }
+
+    pub async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
+        decl.validate()?;
+        self.capabilities()
+            .require(crate::capability::Feature::FanOut)?;
+        self.transport.declare_topic(decl).await
+    }
+
+    /// Creates a durable subscription to a declared topic: it gets everything published to
+    /// the topic from now on.
+    pub async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()> {
+        self.capabilities().check_subscription(decl)?;
+        self.transport.declare_subscription(decl).await
+    }
+
+    /// Deletes a queue or a subscription, with its dead letters.
+    pub async fn delete(&self, source: &Source) -> Result<()> {
+        self.transport.delete(source).await
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<()> {
+        self.transport.delete_topic(name).await
+    }
+
+    pub fn publisher(&self, destination: Destination) -> Publisher {
+        Publisher::new(self.transport.clone(), destination)
+    }
+
+    /// Starts consuming `source`; fails at once if it does not exist.
+    pub async fn consumer(&self, source: Source, options: ConsumerOptions) -> Result<Consumer> {
+        if options.prefetch == 0 {
+            return Err(crate::Error::invalid("prefetch", "must be at least 1"));
+        }
+        let backend = self.transport.open_consumer(&source, &options).await?;
+        Ok(Consumer::new(backend, source, options))
+    }
+
+    /// Closes the connection; idempotent. Calls made afterwards, and settlements of
+    /// deliveries still held, fail with [`Error::Closed`](crate::Error) — an unsettled
+    /// delivery comes back when its lease ends.
+    pub async fn close(&self) -> Result<()> {
+        self.transport.close().await
+    }
+}

@@ -1,0 +1,52 @@
+//! Ferry's SDK: one API for publishing and consuming over several engines, chosen by URL.
+//!
+//! ```no_run
+//! # async fn run() -> ferry::Result<()> {
+//! use ferry::{ConsumerOptions, Destination, Ferry, Message, QueueDecl, Source};
+//!
+//! let ferry = Ferry::connect("embedded:./ferry-data").await?;
+//! ferry.declare_queue(&QueueDecl::new("orders")).await?;
+//! let publisher = ferry.publisher(Destination::queue("orders"));
+//! publisher.send(Message::new("hello").with_key("customer-7")).await?;
+//!
+//! let mut consumer = ferry.consumer(Source::queue("orders"), ConsumerOptions::default()).await?;
+//! if let Some(delivery) = consumer.next().await {
+//!     let delivery = delivery?;
+//!     println!("{:?}", delivery.payload);
+//!     delivery.ack().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! - [`Ferry`]: connect, declare queues, topics and subscriptions ([`spec`]), delete;
+//! - [`Publisher`]: single and batch publishes with key, headers, delay, priority, TTL and
+//!   dedup id; typed events in the [`Envelope`];
+//! - [`Consumer`] and [`Delivery`]: `ack`, `nack(delay)`, `reject(reason)`, `extend`;
+//! - [`capability`]: what each transport does natively, emulates, or refuses with
+//!   [`Error::Unsupported`] when something is declared or published;
+//! - [`transport`]: the seam each engine implements.
+//!
+//! Transports: `embedded:./dir` (feature `embedded`, on by default) — the broker
+//! in-process.
+
+pub mod capability;
+mod consumer;
+mod envelope;
+mod error;
+mod ferry;
+pub mod message;
+mod publisher;
+pub mod spec;
+pub mod transport;
+
+pub use capability::{Capabilities, Feature, Support};
+pub use consumer::{Consumer, Delivery};
+pub use envelope::Envelope;
+pub use error::{Error, Result};
+pub use ferry::Ferry;
+pub use message::{DeadLetterInfo, Message, Received};
+pub use publisher::Publisher;
+pub use spec::{
+    Backoff, DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+};
+pub use transport::ConsumerOptions;

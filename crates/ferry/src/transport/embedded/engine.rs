@@ -1,0 +1,391 @@
+//! The embedded transport: the SDK's calls map one to one onto [`ferry_broker::Broker`].
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferry_broker::{
+    Backoff, Broker, BrokerConfig, BrokerError, DeadLetter, DeliveryTime, LeaseToken, LengthLimit,
+    MessageId, Name, OrderingMode, OutgoingMessage, OverflowPolicy, QueueSpec, ReceivedMessage,
+    RetryPolicy, Seq, SubscriptionSpec, TopicSpec,
+};
+
+use super::capabilities;
+use crate::capability::Capabilities;
+use crate::error::{Error, Result};
+use crate::message::{DeadLetterInfo, Message, Received};
+use crate::spec::{
+    DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+};
+use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
+
+const NAME: &str = "embedded";
+
+/// The broker in this process. Closing it lets the broker go (and its directory lock) as
+/// soon as calls already running finish; later calls are [`Error::Closed`].
+pub struct Embedded {
+    shared: Arc<Shared>,
+    capabilities: Capabilities,
+}
+
+struct Shared {
+    broker: RwLock<Option<Broker>>,
+}
+
+impl Shared {
+    fn broker(&self) -> Result<Broker> {
+        self.broker
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or(Error::Closed)
+    }
+}
+
+impl Embedded {
+    pub async fn open(dir: impl AsRef<Path>) -> Result<Embedded> {
+        let broker = Broker::open(dir, BrokerConfig::default())
+            .await
+            .map_err(map_error)?;
+        Ok(Embedded {
+            shared: Arc::new(Shared {
+                broker: RwLock::new(Some(broker)),
+            }),
+            capabilities: capabilities(),
+        })
+    }
+}
+
+/// The broker's form of a delivery policy.
+fn queue_spec(delivery: &DeliveryPolicy) -> QueueSpec {
+    QueueSpec {
+        retry: RetryPolicy {
+            max_deliveries: delivery.max_deliveries,
+            backoff: Backoff {
+                base: delivery.backoff.base,
+                cap: delivery.backoff.cap,
+                multiplier: delivery.backoff.multiplier,
+                jitter: delivery.backoff.jitter,
+            },
+        },
+        dead_letter: if delivery.dead_letter {
+            DeadLetter::Default
+        } else {
+            DeadLetter::Disabled
+        },
+        dedup_window: Duration::ZERO,
+        default_ttl: delivery.default_ttl,
+        lease: delivery.lease,
+        max_delay: delivery.max_delay,
+        priority_levels: delivery.priority_levels,
+        ordering: match delivery.ordering {
+            Ordering::None => OrderingMode::Shared,
+            Ordering::PerKey => OrderingMode::KeyShared,
+        },
+        ..QueueSpec::default()
+    }
+}
+
+fn name(text: &str) -> Result<Name> {
+    Name::new(text).map_err(map_error)
+}
+
+/// The broker queue a source reads.
+fn queue_of(source: &Source) -> String {
+    match source {
+        Source::Queue(name) | Source::Subscription { name, .. } => name.clone(),
+        Source::DeadLetters(origin) => format!("{}.dlq", queue_of(origin)),
+    }
+}
+
+fn outgoing(message: Message) -> Result<OutgoingMessage> {
+    let id = match &message.id {
+        Some(id) => Some(MessageId::parse(id).map_err(map_error)?),
+        None => None,
+    };
+    Ok(OutgoingMessage {
+        id,
+        key: message.key,
+        headers: message.headers,
+        payload: message.payload,
+        priority: message.priority,
+        delivery: match message.delay {
+            Some(delay) if !delay.is_zero() => DeliveryTime::After(delay),
+            _ => DeliveryTime::Now,
+        },
+        ttl: message.ttl,
+        dedup_id: message.dedup_id,
+    })
+}
+
+fn received(m: &ReceivedMessage) -> Received {
+    Received {
+        id: m.id.to_string(),
+        key: m.key.clone(),
+        headers: m.headers.clone(),
+        payload: m.payload.clone(),
+        priority: m.priority,
+        published_at_ms: m.published_at,
+        attempt: m.delivery,
+        dead_letter: m.dead_letter.as_ref().map(|d| DeadLetterInfo {
+            reason: d.reason.clone(),
+            deliveries: d.deliveries,
+            origin: d.origin_queue.clone(),
+            last_error: d.last_error.clone(),
+            first_failure_ms: d.first_failure_ms,
+            last_failure_ms: d.last_failure_ms,
+            consumer: d.consumer.clone(),
+        }),
+    }
+}
+
+fn map_error(e: BrokerError) -> Error {
+    use BrokerError as B;
+    match e {
+        B::QueueNotFound { queue } => Error::NotFound {
+            kind: "queue",
+            name: queue,
+        },
+        B::TopicNotFound { topic } => Error::NotFound {
+            kind: "topic",
+            name: topic,
+        },
+        B::StaleLease { seq, .. } => Error::NotHeld {
+            id: format!("seq {seq}"),
+            why: "its lease ended and it may have gone to another consumer".into(),
+        },
+        B::QueueFull { .. } => Error::Full {
+            message: e.to_string(),
+        },
+        B::Storage(_) | B::QueuePoisoned { .. } | B::MalformedJournal { .. } => {
+            Error::transport(NAME, e)
+        }
+        other => Error::invalid("request", other.to_string()),
+    }
+}
+
+#[async_trait]
+impl Transport for Embedded {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    async fn declare_queue(&self, decl: &QueueDecl) -> Result<()> {
+        let broker = self.shared.broker()?;
+        let mut spec = queue_spec(&decl.delivery);
+        spec.dedup_window = decl.dedup_window.unwrap_or(Duration::ZERO);
+        if let Some(max) = decl.max_length {
+            spec.length_limit = LengthLimit {
+                max_messages: Some(max),
+                max_bytes: None,
+                overflow: OverflowPolicy::RejectPublish,
+            };
+        }
+        match broker.create_queue(&decl.name, spec.clone()).await {
+            Err(BrokerError::QueueExists { .. }) => {
+                let info = broker.describe_queue(&decl.name).map_err(map_error)?;
+                same_settings("queue", &decl.name, &info.spec, &spec)
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
+        let broker = self.shared.broker()?;
+        let spec = TopicSpec {
+            partitions: decl.partitions,
+            ..TopicSpec::default()
+        };
+        match broker.create_topic(&decl.name, spec).await {
+            Err(BrokerError::TopicExists { .. }) => {
+                let info = broker.describe_topic(&decl.name).map_err(map_error)?;
+                if info.partitions.len() as u32 == decl.partitions {
+                    Ok(())
+                } else {
+                    Err(Error::Conflict {
+                        kind: "topic",
+                        name: decl.name.clone(),
+                        problem: format!("it has {} partitions", info.partitions.len()),
+                    })
+                }
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()> {
+        let broker = self.shared.broker()?;
+        let mut spec = SubscriptionSpec::new(name(&decl.topic)?);
+        spec.delivery = queue_spec(&decl.delivery);
+        match broker.create_subscription(&decl.name, spec.clone()).await {
+            Err(BrokerError::QueueExists { .. }) => {
+                let info = broker
+                    .describe_subscription(&decl.name)
+                    .map_err(map_error)?;
+                if info.spec.topic != spec.topic {
+                    return Err(Error::Conflict {
+                        kind: "subscription",
+                        name: decl.name.clone(),
+                        problem: format!("it subscribes to `{}`", info.spec.topic),
+                    });
+                }
+                same_settings(
+                    "subscription",
+                    &decl.name,
+                    &info.spec.delivery,
+                    &spec.delivery,
+                )
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn delete(&self, source: &Source) -> Result<()> {
+        let broker = self.shared.broker()?;
+        broker
+            .delete_queue(&queue_of(source))
+            .await
+            .map_err(map_error)
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<()> {
+        let broker = self.shared.broker()?;
+        broker.delete_topic(name).await.map_err(map_error)
+    }
+
+    async fn publish(&self, destination: &Destination, batch: Vec<Message>) -> Result<()> {
+        let broker = self.shared.broker()?;
+        let batch = batch
+            .into_iter()
+            .map(outgoing)
+            .collect::<Result<Vec<_>>>()?;
+        match destination {
+            Destination::Queue(queue) => broker
+                .publish_batch(queue, batch)
+                .await
+                .map(drop)
+                .map_err(map_error),
+            Destination::Topic(topic) => broker
+                .publish_to_topic(topic, batch)
+                .await
+                .map(drop)
+                .map_err(map_error),
+        }
+    }
+
+    async fn open_consumer(
+        &self,
+        source: &Source,
+        options: &ConsumerOptions,
+    ) -> Result<Box<dyn ConsumerBackend>> {
+        let broker = self.shared.broker()?;
+        let queue = queue_of(source);
+        // Fail now, not at the first fetch, when the source does not exist.
+        broker.describe_queue(&queue).map_err(map_error)?;
+        Ok(Box::new(EmbeddedConsumer {
+            shared: self.shared.clone(),
+            queue: Arc::from(queue),
+            name: options.name.clone(),
+        }))
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.shared
+            .broker
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        Ok(())
+    }
+}
+
+fn same_settings(kind: &'static str, name: &str, have: &QueueSpec, want: &QueueSpec) -> Result<()> {
+    if have == want {
+        Ok(())
+    } else {
+        Err(Error::Conflict {
+            kind,
+            name: name.to_owned(),
+            problem: format!("declared as {want:?}, it has {have:?}"),
+        })
+    }
+}
+
+struct EmbeddedConsumer {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    name: String,
+}
+
+#[async_trait]
+impl ConsumerBackend for EmbeddedConsumer {
+    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
+        let broker = self.shared.broker()?;
+        let messages = broker
+            .receive(&self.queue, &self.name, max, None, Some(wait))
+            .await
+            .map_err(map_error)?;
+        Ok(messages
+            .into_iter()
+            .map(|m| Incoming {
+                message: received(&m),
+                settler: Arc::new(EmbeddedSettler {
+                    shared: self.shared.clone(),
+                    queue: self.queue.clone(),
+                    seq: m.seq,
+                    token: m.token,
+                }),
+            })
+            .collect())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct EmbeddedSettler {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    seq: Seq,
+    token: LeaseToken,
+}
+
+#[async_trait]
+impl Settler for EmbeddedSettler {
+    async fn ack(&self) -> Result<()> {
+        let broker = self.shared.broker()?;
+        broker
+            .ack(&self.queue, self.seq, self.token)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+
+    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
+        let broker = self.shared.broker()?;
+        broker
+            .nack(&self.queue, self.seq, self.token, delay, error)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+
+    async fn reject(&self, reason: &str) -> Result<()> {
+        let broker = self.shared.broker()?;
+        broker
+            .reject(&self.queue, self.seq, self.token, reason)
+            .await
+            .map_err(map_error)
+    }
+
+    async fn extend(&self, by: Duration) -> Result<()> {
+        let broker = self.shared.broker()?;
+        broker
+            .extend(&self.queue, self.seq, self.token, by)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+}

@@ -1,0 +1,142 @@
+//! The seam between the SDK and an engine. A transport maps Ferry's declarations, publishes
+//! and settlements onto one engine; [`connect`] picks it from a URL.
+//!
+//! A transport implements [`Transport`] (admin and publish), [`ConsumerBackend`] (fetching
+//! deliveries for one consumer) and [`Settler`] (settling one delivery). The SDK around it
+//! ([`crate::Ferry`], [`crate::Publisher`], [`crate::Consumer`]) checks capabilities,
+//! assigns ids, settles each delivery at most once and buffers prefetched deliveries, so a
+//! transport does only what its engine must.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::capability::Capabilities;
+use crate::error::{Error, Result};
+use crate::message::{Message, Received};
+use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+
+// Each transport's module is always compiled for its capability table; its engine code
+// only with its feature.
+pub mod embedded;
+
+pub use embedded::capabilities as embedded_capabilities;
+
+/// One engine behind the SDK.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    fn capabilities(&self) -> &Capabilities;
+
+    /// Creates the queue (and its dead-letter queue) or, when it exists with the same
+    /// settings, does nothing. Called only with declarations the capabilities allow.
+    async fn declare_queue(&self, decl: &QueueDecl) -> Result<()>;
+    async fn declare_topic(&self, decl: &TopicDecl) -> Result<()>;
+    async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()>;
+    /// Deletes a queue or subscription with its dead letters, or a topic; `NotFound` if
+    /// absent.
+    async fn delete(&self, source: &Source) -> Result<()>;
+    async fn delete_topic(&self, name: &str) -> Result<()>;
+
+    /// Stores the batch durably (all or, on error, possibly a prefix — each message has an
+    /// id, so a retry is recognised where the destination deduplicates). Every message has
+    /// an id and passed [`Capabilities::check_message`].
+    async fn publish(&self, destination: &Destination, batch: Vec<Message>) -> Result<()>;
+
+    /// Starts consuming `source` as `consumer` (a name unique to this consumer).
+    async fn open_consumer(
+        &self,
+        source: &Source,
+        options: &ConsumerOptions,
+    ) -> Result<Box<dyn ConsumerBackend>>;
+
+    /// Releases connections; idempotent.
+    async fn close(&self) -> Result<()>;
+}
+
+/// Fetches deliveries for one consumer.
+#[async_trait]
+pub trait ConsumerBackend: Send {
+    /// Up to `max` deliveries, waiting up to `wait` for the first; empty if none came.
+    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>>;
+    /// Stops fetching; deliveries already handed out can still be settled. Idempotent.
+    async fn close(&mut self) -> Result<()>;
+}
+
+/// A delivery as a transport hands it to the SDK.
+pub struct Incoming {
+    pub message: Received,
+    pub settler: Arc<dyn Settler>,
+}
+
+/// Settles one delivery on its engine. The SDK calls at most one of `ack`, `nack` and
+/// `reject`, and `extend` only before it.
+#[async_trait]
+pub trait Settler: Send + Sync {
+    async fn ack(&self) -> Result<()>;
+    /// A failed attempt: back after `delay`, or the policy's backoff when `None`; dead-
+    /// lettered instead when deliveries are used up.
+    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()>;
+    /// A permanent failure: to the dead-letter queue now.
+    async fn reject(&self, reason: &str) -> Result<()>;
+    /// Keeps the delivery hidden for `by` from now.
+    async fn extend(&self, by: Duration) -> Result<()>;
+}
+
+/// How a consumer takes deliveries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerOptions {
+    /// This consumer's name; unique per consumer (a ULID-based one by default).
+    pub name: String,
+    /// Most deliveries fetched ahead of the handler.
+    pub prefetch: usize,
+    /// How long one fetch waits for a message before asking again.
+    pub poll: Duration,
+}
+
+impl Default for ConsumerOptions {
+    fn default() -> Self {
+        ConsumerOptions {
+            name: format!("consumer-{}", crate::message::new_id()),
+            prefetch: 32,
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The transport `url` names, connected.
+///
+/// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`.
+pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
+    let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
+        url: url.to_owned(),
+        problem: "expected scheme:..., e.g. embedded:./ferry-data".into(),
+    })?;
+    match scheme {
+        "embedded" => connect_embedded(url, rest).await,
+        other => Err(Error::BadUrl {
+            url: url.to_owned(),
+            problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
+        }),
+    }
+}
+
+fn known() -> &'static str {
+    "embedded"
+}
+
+#[cfg(feature = "embedded")]
+async fn connect_embedded(_url: &str, dir: &str) -> Result<Arc<dyn Transport>> {
+    let dir = dir.strip_prefix("//").unwrap_or(dir);
+    let dir = if dir.is_empty() { "./ferry-data" } else { dir };
+    Ok(Arc::new(embedded::Embedded::open(dir).await?))
+}
+
+#[cfg(not(feature = "embedded"))]
+async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "embedded",
+        url,
+        "this build of the SDK lacks the `embedded` feature",
+    ))
+}
