@@ -63,7 +63,8 @@ impl Ferry {
         self.transport.declare_subscription(decl).await
     }
 
-    /// Deletes a queue or a subscription, with its dead letters.
+    /// Deletes a queue or a subscription. Its dead-letter queue stays — dead letters are
+    /// evidence — until deleted on its own with `delete(&source.dead_letters())`.
     pub async fn delete(&self, source: &Source) -> Result<()> {
         self.transport.delete(source).await
     }

@@ -33,9 +33,10 @@ pub trait Transport: Send + Sync + 'static {
     async fn declare_queue(&self, decl: &QueueDecl) -> Result<()>;
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()>;
     async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()>;
-    /// Deletes a queue or subscription with its dead letters, or a topic; `NotFound` if
-    /// absent.
+    /// Deletes a queue, a subscription or a dead-letter queue (a source's dead-letter
+    /// queue outlives it until deleted on its own); `NotFound` if absent.
     async fn delete(&self, source: &Source) -> Result<()>;
+    /// Deletes a topic; refused while it has subscriptions.
     async fn delete_topic(&self, name: &str) -> Result<()>;
 
     /// Stores the batch durably (all or, on error, possibly a prefix — each message has an
