@@ -135,6 +135,8 @@ enum BenchTarget {
     Fanout(bench::fanout::FanoutArgs),
     /// The server over loopback with the Rust client, next to the embedded broker.
     Remote(bench::remote::RemoteArgs),
+    /// The same SDK code on every transport this build has, side by side.
+    Transports(bench::transports::TransportsArgs),
     /// Internal to `bench storage`: fills a log in DIR with about BYTES of records, then
     /// aborts without closing it, so the parent can time recovery after an unclean stop.
     #[command(name = "storage-child-fill", hide = true)]
@@ -215,6 +217,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             BenchTarget::Broker(args) => bench::broker::run(&args),
             BenchTarget::Fanout(args) => bench::fanout::run(&args),
             BenchTarget::Remote(args) => bench::remote::run(&args),
+            BenchTarget::Transports(args) => bench::transports::run(&args),
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }

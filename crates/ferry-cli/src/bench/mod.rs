@@ -15,6 +15,7 @@ pub mod remote;
 pub mod reopen;
 pub mod report;
 pub mod storage;
+pub mod transports;
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
