@@ -323,6 +323,21 @@ impl Client {
         Ok(())
     }
 
+    /// Keeps a received message hidden for `by` from now; returns the new deadline (ms).
+    pub async fn extend(&self, queue: &str, seq: u64, token: u64, by: Duration) -> Result<i64> {
+        Ok(self
+            .consumer_client()
+            .extend(v1::ExtendRequest {
+                queue: queue.into(),
+                seq,
+                token,
+                by_ms: by.as_millis() as u64,
+            })
+            .await?
+            .into_inner()
+            .lease_until_ms)
+    }
+
     /// A streaming consumer of `queue` named `consumer`.
     pub async fn consumer(
         &self,

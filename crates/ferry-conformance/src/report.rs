@@ -11,6 +11,8 @@ pub enum Outcome {
 pub struct Report {
     pub target: String,
     pub results: Vec<(&'static str, Outcome)>,
+    /// How long each check took, in the order of `results`.
+    pub timings: Vec<std::time::Duration>,
 }
 
 impl Report {
@@ -41,9 +43,10 @@ impl Report {
     /// One line per check, to stderr (shown by `cargo test -- --nocapture`, and on failure).
     pub fn print(&self) {
         eprintln!("conformance on {}:", self.target);
-        for (name, outcome) in &self.results {
+        for (i, (name, outcome)) in self.results.iter().enumerate() {
+            let took = self.timings.get(i).copied().unwrap_or_default();
             match outcome {
-                Outcome::Passed => eprintln!("  pass  {name}"),
+                Outcome::Passed => eprintln!("  pass  {name} ({:.1} s)", took.as_secs_f64()),
                 Outcome::Skipped(why) => eprintln!("  SKIP  {name}: {why}"),
                 Outcome::Failed(how) => eprintln!("  FAIL  {name}: {how}"),
             }

@@ -20,6 +20,7 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+pub mod server;
 
 pub use embedded::capabilities as embedded_capabilities;
 
@@ -107,7 +108,8 @@ impl Default for ConsumerOptions {
 
 /// The transport `url` names, connected.
 ///
-/// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`.
+/// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`;
+/// - `ferry://host:port`: a Ferry server (feature `server`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -115,6 +117,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     })?;
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
+        "ferry" => connect_server(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -122,8 +125,30 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     }
 }
 
-fn known() -> &'static str {
-    "embedded"
+/// The schemes this build was compiled with.
+fn known() -> String {
+    let mut schemes = Vec::new();
+    if cfg!(feature = "embedded") {
+        schemes.push("embedded:");
+    }
+    if cfg!(feature = "server") {
+        schemes.push("ferry://");
+    }
+    schemes.join(", ")
+}
+
+#[cfg(feature = "server")]
+async fn connect_server(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(server::Remote::connect(url).await?))
+}
+
+#[cfg(not(feature = "server"))]
+async fn connect_server(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "ferry server",
+        url,
+        "this build of the SDK lacks the `server` feature",
+    ))
 }
 
 #[cfg(feature = "embedded")]

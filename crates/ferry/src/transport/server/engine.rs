@@ -1,0 +1,407 @@
+//! The SDK over `ferry-client`: declarations become `ferry.v1` specs, consumers use the
+//! unary Receive call (long-polling) and settle each delivery with its seq and token.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferry_client::proto as v1;
+use ferry_client::{Client, ClientError};
+use tonic::Code;
+
+use super::capabilities;
+use crate::capability::Capabilities;
+use crate::error::{Error, Result};
+use crate::message::{DeadLetterInfo, Message, Received};
+use crate::spec::{
+    DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+};
+use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
+
+const NAME: &str = "ferry server";
+
+/// A connection to a Ferry server. Closing it refuses later calls; the HTTP/2 connection
+/// goes when the last delivery holding it is dropped.
+pub struct Remote {
+    shared: Arc<Shared>,
+    capabilities: Capabilities,
+}
+
+struct Shared {
+    client: Client,
+    closed: AtomicBool,
+}
+
+impl Shared {
+    fn client(&self) -> Result<&Client> {
+        if self.closed.load(AtomicOrdering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(&self.client)
+        }
+    }
+}
+
+impl Remote {
+    pub async fn connect(url: &str) -> Result<Remote> {
+        let client = Client::connect(url).await.map_err(map_error)?;
+        Ok(Remote {
+            shared: Arc::new(Shared {
+                client,
+                closed: AtomicBool::new(false),
+            }),
+            capabilities: capabilities(),
+        })
+    }
+}
+
+fn map_error(e: ClientError) -> Error {
+    let message = e.to_string();
+    match e.code() {
+        Some(Code::NotFound) => Error::NotFound {
+            kind: "queue or topic",
+            name: message,
+        },
+        Some(Code::InvalidArgument | Code::OutOfRange) => Error::invalid("request", message),
+        Some(Code::FailedPrecondition) => Error::NotHeld {
+            id: String::new(),
+            why: message,
+        },
+        Some(Code::ResourceExhausted) => Error::Full { message },
+        Some(Code::AlreadyExists) => Error::Conflict {
+            kind: "queue or topic",
+            name: String::new(),
+            problem: message,
+        },
+        Some(Code::Unimplemented) => Error::unsupported(NAME, "the request", message),
+        _ => Error::transport(NAME, e),
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+fn queue_spec(delivery: &DeliveryPolicy) -> v1::QueueSpec {
+    v1::QueueSpec {
+        retry: Some(v1::RetryPolicy {
+            max_deliveries: Some(delivery.max_deliveries),
+            backoff: Some(v1::Backoff {
+                base_ms: Some(ms(delivery.backoff.base)),
+                cap_ms: Some(ms(delivery.backoff.cap)),
+                multiplier: Some(delivery.backoff.multiplier),
+                jitter: Some(delivery.backoff.jitter),
+            }),
+        }),
+        dead_letter: Some(v1::DeadLetter {
+            target: Some(if delivery.dead_letter {
+                v1::dead_letter::Target::Derived(true)
+            } else {
+                v1::dead_letter::Target::Disabled(true)
+            }),
+        }),
+        dedup_window_ms: Some(0),
+        default_ttl_ms: delivery.default_ttl.map(ms),
+        lease_ms: Some(ms(delivery.lease)),
+        max_delay_ms: Some(ms(delivery.max_delay)),
+        priority_levels: Some(u32::from(delivery.priority_levels)),
+        ordering: match delivery.ordering {
+            Ordering::None => v1::OrderingMode::Shared,
+            Ordering::PerKey => v1::OrderingMode::KeyShared,
+        } as i32,
+        ..Default::default()
+    }
+}
+
+/// The server queue a source reads.
+fn queue_of(source: &Source) -> String {
+    match source {
+        Source::Queue(name) | Source::Subscription { name, .. } => name.clone(),
+        Source::DeadLetters(origin) => format!("{}.dlq", queue_of(origin)),
+    }
+}
+
+fn outgoing(message: Message) -> ferry_client::Message {
+    let mut out = ferry_client::Message::new(message.payload).with_priority(message.priority);
+    if let Some(id) = message.id {
+        out = out.with_id(id);
+    }
+    if let Some(key) = message.key {
+        out = out.with_key(key);
+    }
+    for (name, value) in message.headers {
+        out = out.with_header(name, value);
+    }
+    if let Some(delay) = message.delay.filter(|d| !d.is_zero()) {
+        out = out.with_delay(delay);
+    }
+    if let Some(ttl) = message.ttl {
+        out = out.with_ttl(ttl);
+    }
+    if let Some(dedup) = message.dedup_id {
+        out = out.with_dedup_id(dedup);
+    }
+    out
+}
+
+fn received(d: v1::Delivery) -> Received {
+    Received {
+        id: d.id,
+        key: d.key,
+        headers: d.headers.into_iter().collect(),
+        payload: d.payload,
+        priority: d.priority.min(u32::from(u8::MAX)) as u8,
+        published_at_ms: d.published_at_ms,
+        attempt: d.delivery,
+        dead_letter: d.dead_letter.map(|i| DeadLetterInfo {
+            reason: i.reason,
+            deliveries: i.deliveries,
+            origin: i.origin_queue,
+            last_error: i.last_error,
+            first_failure_ms: i.first_failure_at_ms,
+            last_failure_ms: i.last_failure_at_ms,
+            consumer: i.consumer,
+        }),
+    }
+}
+
+/// Whether an existing queue's spec is the one declared: the fields a declaration sets.
+fn same_delivery(have: &v1::QueueSpec, want: &v1::QueueSpec) -> bool {
+    have.retry == want.retry
+        && have.dead_letter == want.dead_letter
+        && have.lease_ms == want.lease_ms
+        && have.priority_levels == want.priority_levels
+        && have.ordering == want.ordering
+        && have.default_ttl_ms == want.default_ttl_ms
+        && have.max_delay_ms == want.max_delay_ms
+        && have.dedup_window_ms.unwrap_or(0) == want.dedup_window_ms.unwrap_or(0)
+        && have.length_limit.as_ref().and_then(|l| l.max_messages)
+            == want.length_limit.as_ref().and_then(|l| l.max_messages)
+}
+
+fn conflict(kind: &'static str, name: &str, have: &v1::QueueSpec) -> Error {
+    Error::Conflict {
+        kind,
+        name: name.to_owned(),
+        problem: format!("it has {have:?}"),
+    }
+}
+
+#[async_trait]
+impl Transport for Remote {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    async fn declare_queue(&self, decl: &QueueDecl) -> Result<()> {
+        let client = self.shared.client()?;
+        let mut spec = queue_spec(&decl.delivery);
+        spec.dedup_window_ms = Some(decl.dedup_window.map(ms).unwrap_or(0));
+        if let Some(max) = decl.max_length {
+            spec.length_limit = Some(v1::LengthLimit {
+                max_messages: Some(max),
+                max_bytes: None,
+                overflow: v1::OverflowPolicy::RejectPublish as i32,
+            });
+        }
+        match client.create_queue(&decl.name, spec.clone()).await {
+            Err(e) if e.code() == Some(Code::AlreadyExists) => {
+                let info = client.describe_queue(&decl.name).await.map_err(map_error)?;
+                let have = info.spec.unwrap_or_default();
+                if same_delivery(&have, &spec) {
+                    Ok(())
+                } else {
+                    Err(conflict("queue", &decl.name, &have))
+                }
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
+        let client = self.shared.client()?;
+        let spec = v1::TopicSpec {
+            partitions: decl.partitions,
+            ..Default::default()
+        };
+        match client.create_topic(&decl.name, spec).await {
+            Err(e) if e.code() == Some(Code::AlreadyExists) => {
+                let info = client.describe_topic(&decl.name).await.map_err(map_error)?;
+                if info.partitions.len() as u32 == decl.partitions {
+                    Ok(())
+                } else {
+                    Err(Error::Conflict {
+                        kind: "topic",
+                        name: decl.name.clone(),
+                        problem: format!("it has {} partitions", info.partitions.len()),
+                    })
+                }
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()> {
+        let client = self.shared.client()?;
+        let delivery = queue_spec(&decl.delivery);
+        let spec = v1::SubscriptionSpec {
+            topic: decl.topic.clone(),
+            filter: String::new(),
+            start: v1::SubscriptionStart::Now as i32,
+            delivery: Some(delivery.clone()),
+        };
+        match client.create_subscription(&decl.name, spec).await {
+            Err(e) if e.code() == Some(Code::AlreadyExists) => {
+                let info = client
+                    .describe_subscription(&decl.name)
+                    .await
+                    .map_err(map_error)?;
+                let topic = info.spec.as_ref().map(|s| s.topic.as_str());
+                let have = info
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.delivery.clone())
+                    .unwrap_or_default();
+                if topic != Some(decl.topic.as_str()) {
+                    Err(Error::Conflict {
+                        kind: "subscription",
+                        name: decl.name.clone(),
+                        problem: format!("it subscribes to {topic:?}"),
+                    })
+                } else if same_delivery(&have, &delivery) {
+                    Ok(())
+                } else {
+                    Err(conflict("subscription", &decl.name, &have))
+                }
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn delete(&self, source: &Source) -> Result<()> {
+        let client = self.shared.client()?;
+        match source {
+            Source::Subscription { name, .. } => client.delete_subscription(name).await,
+            other => client.delete_queue(&queue_of(other)).await,
+        }
+        .map_err(map_error)
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<()> {
+        let client = self.shared.client()?;
+        client.delete_topic(name).await.map_err(map_error)
+    }
+
+    async fn publish(&self, destination: &Destination, batch: Vec<Message>) -> Result<()> {
+        let client = self.shared.client()?;
+        let batch: Vec<_> = batch.into_iter().map(outgoing).collect();
+        match destination {
+            Destination::Queue(queue) => client.publish(queue, batch).await.map(drop),
+            Destination::Topic(topic) => client.publish_to_topic(topic, batch).await.map(drop),
+        }
+        .map_err(map_error)
+    }
+
+    async fn open_consumer(
+        &self,
+        source: &Source,
+        options: &ConsumerOptions,
+    ) -> Result<Box<dyn ConsumerBackend>> {
+        let client = self.shared.client()?;
+        let queue = queue_of(source);
+        // Fail now, not at the first fetch, when the source does not exist.
+        client.describe_queue(&queue).await.map_err(map_error)?;
+        Ok(Box::new(RemoteConsumer {
+            shared: self.shared.clone(),
+            queue: Arc::from(queue),
+            name: options.name.clone(),
+        }))
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.shared.closed.store(true, AtomicOrdering::Release);
+        Ok(())
+    }
+}
+
+struct RemoteConsumer {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    name: String,
+}
+
+#[async_trait]
+impl ConsumerBackend for RemoteConsumer {
+    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
+        let client = self.shared.client()?;
+        let max = max.min(u32::MAX as usize) as u32;
+        let deliveries = client
+            .receive(&self.queue, &self.name, max, Some(wait))
+            .await
+            .map_err(map_error)?;
+        Ok(deliveries
+            .into_iter()
+            .map(|d| {
+                let settler = Arc::new(RemoteSettler {
+                    shared: self.shared.clone(),
+                    queue: self.queue.clone(),
+                    seq: d.seq,
+                    token: d.token,
+                });
+                Incoming {
+                    message: received(d),
+                    settler,
+                }
+            })
+            .collect())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct RemoteSettler {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    seq: u64,
+    token: u64,
+}
+
+#[async_trait]
+impl Settler for RemoteSettler {
+    async fn ack(&self) -> Result<()> {
+        let client = self.shared.client()?;
+        client
+            .ack(&self.queue, self.seq, self.token)
+            .await
+            .map_err(map_error)
+    }
+
+    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
+        let client = self.shared.client()?;
+        client
+            .nack(&self.queue, self.seq, self.token, delay, error)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+
+    async fn reject(&self, reason: &str) -> Result<()> {
+        let client = self.shared.client()?;
+        client
+            .reject(&self.queue, self.seq, self.token, reason)
+            .await
+            .map_err(map_error)
+    }
+
+    async fn extend(&self, by: Duration) -> Result<()> {
+        let client = self.shared.client()?;
+        client
+            .extend(&self.queue, self.seq, self.token, by)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+}

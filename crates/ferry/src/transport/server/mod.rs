@@ -1,0 +1,10 @@
+//! `ferry://host:port` — a Ferry server (`ferry serve`) over gRPC, through `ferry-client`.
+//! Every feature is the broker's own, so every feature is native.
+
+mod capabilities;
+#[cfg(feature = "server")]
+mod engine;
+
+pub use capabilities::capabilities;
+#[cfg(feature = "server")]
+pub use engine::Remote;
