@@ -27,6 +27,15 @@ struct Cli {
         env = "FERRY_SERVER"
     )]
     server: String,
+    /// The API token sent with every call, for a server that requires one.
+    #[arg(
+        long,
+        global = true,
+        env = "FERRY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -163,9 +172,13 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let server = cli.server;
+    let mut options = ferry_client::ConnectOptions::new();
+    if let Some(token) = cli.token {
+        options = options.token(token);
+    }
     let remote = |output: Output, command: RemoteCommand| -> anyhow::Result<()> {
         remote::runtime()?.block_on(async {
-            let remote = Remote::connect(&server, output.json).await?;
+            let remote = Remote::connect(&server, options.clone(), output.json).await?;
             match command {
                 RemoteCommand::Queue(c) => admin::queue(&remote, c).await,
                 RemoteCommand::Topic(c) => admin::topic(&remote, c).await,

@@ -359,7 +359,7 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
     std::fs::write(
         &config,
         format!(
-            "[limits]\nmax_batch = 100\n\n[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{hash}\"\npermissions = [\"admin:#\"]\n"
+            "[limits]\nmax_batch = 100\n\n[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{hash}\"\npermissions = [\"admin:#\", \"publish:#\"]\n"
         ),
     )
     .unwrap();
@@ -403,6 +403,41 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(http_get(&server.http, "/healthz", None).0, 200);
     let out = server.ferry(&["queue", "list"]);
-    assert!(!out.status.success(), "the CLI sends no token: refused");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("s3cret"));
+    assert!(!out.status.success(), "without a token the CLI is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--token"), "says what to do: {stderr}");
+
+    // With the token, from the flag or from FERRY_TOKEN, every client command works.
+    server.ok(&["--token", "s3cret-token", "queue", "create", "jobs"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", &server.grpc, "publish", "jobs", "one", "--json"])
+        .env("FERRY_TOKEN", "s3cret-token")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = server.ok(&["queue", "list", "--token", "s3cret-token"]);
+    assert!(listed.contains("jobs"), "{listed}");
+    let wrong = server.ferry(&["--token", "not-the-token", "queue", "list"]);
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(stderr.contains("token"), "{stderr}");
+    assert!(
+        !stderr.contains("not-the-token"),
+        "the token is never printed: {stderr}"
+    );
+    let help = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["queue", "list", "--help"])
+        .env("FERRY_TOKEN", "s3cret-token")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--token") && !help.contains("s3cret"),
+        "{help}"
+    );
 }

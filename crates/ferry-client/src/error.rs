@@ -8,6 +8,9 @@ pub enum ClientError {
         "{url:?} is not a server address: {problem} (use ferry://host:port or http://host:port)"
     )]
     BadUrl { url: String, problem: String },
+    /// The API token given cannot be sent; the message says why (never the token).
+    #[error("the API token cannot be used: {0}")]
+    BadToken(&'static str),
     #[error("could not connect to {url}: {source}")]
     Connect {
         url: String,

@@ -166,11 +166,16 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
              at it (now {server})"
         ),
         E::BadUrl { .. } => "fix --server or FERRY_SERVER".to_owned(),
+        E::BadToken(_) => "fix --token or FERRY_TOKEN".to_owned(),
         // The server's own messages say what to do for bad names and arguments.
         E::Server { code, .. } => match code {
             Code::Unavailable => format!(
                 "the server at {server} is unreachable or stopping; try again when it is up"
             ),
+            Code::Unauthenticated => {
+                "give a token the server knows with --token or FERRY_TOKEN".into()
+            }
+            Code::PermissionDenied => "use a token with that permission".into(),
             Code::ResourceExhausted => {
                 "a limit was reached: consume, raise the queue's limits, or slow down".into()
             }
