@@ -68,6 +68,7 @@ impl Client {
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
+        let endpoint = options.apply_tls(endpoint, &target)?;
         let channel = endpoint
             .connect()
             .await
