@@ -1,7 +1,8 @@
 //! TLS on both listeners, with a CA and a server certificate made at test time: a client
 //! that trusts the CA completes its handshake and its calls (gRPC over `h2`, HTTP/1.1); one
 //! that trusts another CA fails the handshake; a plaintext client gets no answer; limits
-//! still refuse connections, in their own protocol, after the handshake.
+//! still refuse connections, in their own protocol, after the handshake; and a client
+//! that stalls in its handshake delays no one else.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -279,4 +280,51 @@ fn bad_certificates_and_keys_are_refused_with_what_is_wrong() {
     .unwrap_err()
     .to_string();
     assert!(missing.contains("/nonexistent/cert.pem"), "{missing}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_handshake_does_not_hold_up_other_connections() {
+    let pki = pki();
+    let server = start(&pki, None).await;
+    // Connected, and silent: their handshakes never start.
+    let _stalled_grpc = TcpStream::connect(server.grpc).await.unwrap();
+    let _stalled_http = TcpStream::connect(server.http).await.unwrap();
+    let served = async {
+        let channel = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+        AdminClient::new(channel)
+            .list_queues(v1::ListQueuesRequest {})
+            .await
+            .unwrap();
+        https(server.http, &pki.ca_der, "GET", "/healthz", "")
+            .await
+            .unwrap()
+    };
+    let health = tokio::time::timeout(std::time::Duration::from_secs(3), served)
+        .await
+        .expect("served while other handshakes stall");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_connection_over_the_limit_is_answered_resource_exhausted_over_tls() {
+    let pki = pki();
+    let server = start(&pki, Some(1)).await;
+    let held = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+    AdminClient::new(held.clone())
+        .list_queues(v1::ListQueuesRequest {})
+        .await
+        .unwrap();
+    let over = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+    let refused = AdminClient::new(over)
+        .list_queues(v1::ListQueuesRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    drop(held);
+    server.stop().await;
 }
