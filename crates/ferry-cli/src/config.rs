@@ -1,11 +1,27 @@
-//! The server's configuration file (`ferry serve --config ferry.toml`): authentication and
-//! limits. Listeners and the data directory come from flags or `FERRY_*` variables (see
-//! `ferry serve --help`); the file holds what does not fit on a command line.
+//! The server's configuration (`ferry serve`): listeners, data directory, limits, TLS and
+//! API tokens, from a TOML file (`--config FILE`, FERRY_CONFIG), `FERRY_<SECTION>_<KEY>`
+//! environment variables and flags. Each value is the first found of: its flag, its
+//! variable, the file, the default. Tokens come from the file only.
 //!
 //! ```toml
+//! [grpc]
+//! addr = "127.0.0.1:7070"   # FERRY_GRPC_ADDR, --grpc
+//!
+//! [http]
+//! addr = "127.0.0.1:7071"   # FERRY_HTTP_ADDR, --http
+//! enabled = true            # FERRY_HTTP_ENABLED, --no-http
+//!
+//! [data]
+//! dir = "./ferry-data"      # FERRY_DATA_DIR, --data-dir
+//!
 //! [limits]
-//! max_batch = 1000          # messages per publish, default 1000
-//! max_connections = 512     # per listener, default unlimited
+//! max_batch = 1000          # FERRY_LIMITS_MAX_BATCH: messages per publish, default 1000
+//! max_connections = 512     # FERRY_LIMITS_MAX_CONNECTIONS: per listener, default unlimited
+//!
+//! [tls]                     # both listeners over TLS only
+//! cert = "/etc/ferry/cert.pem"  # FERRY_TLS_CERT, --tls-cert: the server's certificate,
+//!                               # then intermediates (PEM)
+//! key = "/etc/ferry/key.pem"    # FERRY_TLS_KEY, --tls-key: PKCS#8, PKCS#1 or SEC1 (PEM)
 //!
 //! [[auth.tokens]]
 //! name = "orders-service"
@@ -16,20 +32,56 @@
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz`, `/readyz` and `/metrics`); without one the server is open and should listen
-//! on the loopback interface only.
+//! on the loopback interface only. Relative paths are taken from the working directory.
+//! A variable set to the empty string counts as unset.
 
-use std::path::Path;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use anyhow::{Context, bail};
 use ferry_server::auth::{AuthConfig, Permission, TokenGrant, parse_sha256_hex};
+use ferry_server::tls::TlsConfig;
 use serde::Deserialize;
+
+pub const DEFAULT_GRPC: &str = "127.0.0.1:7070";
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7071";
+pub const DEFAULT_DATA_DIR: &str = "./ferry-data";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     #[serde(default)]
+    pub grpc: Grpc,
+    #[serde(default)]
+    pub http: Http,
+    #[serde(default)]
+    pub data: Data,
+    #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub tls: Tls,
     pub auth: Option<Auth>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grpc {
+    pub addr: Option<SocketAddr>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Http {
+    pub addr: Option<SocketAddr>,
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Data {
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -37,6 +89,14 @@ pub struct ConfigFile {
 pub struct Limits {
     pub max_batch: Option<usize>,
     pub max_connections: Option<usize>,
+}
+
+/// The server's certificate chain and private key, PEM files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -55,79 +115,303 @@ pub struct Token {
     pub publish_rate: Option<u32>,
 }
 
+/// Where a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File,
+    Env(&'static str),
+    Flag(&'static str),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File => f.write_str("file"),
+            Source::Env(name) => write!(f, "env {name}"),
+            Source::Flag(name) => write!(f, "flag {name}"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+/// What flags set (`None`, `false`: not given).
+#[derive(Debug, Default)]
+pub struct Flags {
+    pub grpc: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
+    pub no_http: bool,
+    pub data_dir: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+}
+
 /// What the server runs with, checked.
 #[derive(Debug)]
 pub struct Effective {
+    pub grpc: Setting<SocketAddr>,
+    pub http: Setting<SocketAddr>,
+    pub http_enabled: Setting<bool>,
+    pub data_dir: Setting<PathBuf>,
+    pub max_batch: Setting<Option<usize>>,
+    pub max_connections: Setting<Option<usize>>,
+    pub tls_cert: Setting<Option<PathBuf>>,
+    pub tls_key: Setting<Option<PathBuf>>,
     pub auth: Option<AuthConfig>,
-    pub max_batch: Option<usize>,
-    pub max_connections: Option<usize>,
 }
 
-pub fn load(path: &Path) -> anyhow::Result<Effective> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the config file {}", path.display()))?;
-    parse(&text).with_context(|| format!("in the config file {}", path.display()))
+/// The environment, as a function, so that tests need not change the process's own.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process's environment; a variable set to the empty string counts as unset.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-pub fn parse(text: &str) -> anyhow::Result<Effective> {
-    let file: ConfigFile = toml::from_str(text).context("not a valid Ferry config")?;
-    if file.limits.max_batch == Some(0) || file.limits.max_connections == Some(0) {
-        bail!("limits: max_batch and max_connections must be at least 1");
-    }
-    let auth = file
-        .auth
-        .map(|auth| {
-            let mut names = std::collections::BTreeSet::new();
-            let tokens = auth
-                .tokens
-                .into_iter()
-                .map(|t| {
-                    if !names.insert(t.name.clone()) {
-                        bail!("auth.tokens: the name {:?} is used twice", t.name);
-                    }
-                    let sha256 = parse_sha256_hex(&t.sha256)
-                        .with_context(|| format!("auth.tokens {:?}: sha256", t.name))?;
-                    let permissions = t
-                        .permissions
-                        .iter()
-                        .map(|p| {
-                            p.parse::<Permission>().with_context(|| {
-                                format!("auth.tokens {:?}: permission {p:?}", t.name)
-                            })
-                        })
-                        .collect::<anyhow::Result<Vec<_>>>()?;
-                    if t.publish_rate == Some(0) {
-                        bail!("auth.tokens {:?}: publish_rate must be at least 1", t.name);
-                    }
-                    Ok(TokenGrant {
-                        name: t.name,
-                        sha256,
-                        permissions,
-                        publish_rate: t.publish_rate,
-                    })
+/// Reads and checks the config file at `path` (if any) and layers `env` and `flags` over
+/// it. TLS files are read and checked too, so that a wrong path or a key that does not
+/// fit its certificate is found before anything opens.
+pub fn load(path: Option<&Path>, env: Env, flags: &Flags) -> anyhow::Result<Effective> {
+    let file = match path {
+        None => ConfigFile::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the config file {}", path.display()))?;
+            parse_file(&text).with_context(|| format!("in the config file {}", path.display()))?
+        }
+    };
+    let effective = resolve(file, env, flags)?;
+    tls(&effective)?;
+    Ok(effective)
+}
+
+/// The server's TLS configuration, read from the files the effective config names.
+pub fn tls(effective: &Effective) -> anyhow::Result<Option<TlsConfig>> {
+    match (&effective.tls_cert.value, &effective.tls_key.value) {
+        (Some(cert), Some(key)) => {
+            TlsConfig::from_pem_files(cert, key)
+                .map(Some)
+                .with_context(|| {
+                    format!(
+                        "tls (cert from {}, key from {})",
+                        effective.tls_cert.source, effective.tls_key.source
+                    )
                 })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            anyhow::Ok(AuthConfig { tokens })
+        }
+        _ => Ok(None),
+    }
+}
+
+pub fn parse_file(text: &str) -> anyhow::Result<ConfigFile> {
+    toml::from_str(text).context("not a valid Ferry config")
+}
+
+/// The value of the first of `flag`, the variable `name` and `file`; `None` if none is
+/// set.
+fn layer<T: FromStr>(
+    env: Env,
+    name: &'static str,
+    flag: Option<(T, &'static str)>,
+    file: Option<T>,
+) -> anyhow::Result<Option<Setting<T>>>
+where
+    T::Err: fmt::Display,
+{
+    if let Some((value, flag)) = flag {
+        let source = Source::Flag(flag);
+        return Ok(Some(Setting { value, source }));
+    }
+    if let Some(text) = env(name) {
+        let value = text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}={text:?} cannot be used: {e}"))?;
+        let source = Source::Env(name);
+        return Ok(Some(Setting { value, source }));
+    }
+    Ok(file.map(|value| Setting {
+        value,
+        source: Source::File,
+    }))
+}
+
+impl<T> Setting<T> {
+    fn or_default(setting: Option<Setting<T>>, default: T) -> Setting<T> {
+        setting.unwrap_or(Setting {
+            value: default,
+            source: Source::Default,
         })
-        .transpose()?;
+    }
+
+    fn optional(setting: Option<Setting<T>>) -> Setting<Option<T>> {
+        match setting {
+            Some(Setting { value, source }) => Setting {
+                value: Some(value),
+                source,
+            },
+            None => Setting {
+                value: None,
+                source: Source::Default,
+            },
+        }
+    }
+}
+
+/// `file` with `env` and `flags` over it, checked.
+pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effective> {
+    let flag = |value, name| Option::map(value, |v| (v, name));
+    let grpc = layer(
+        env,
+        "FERRY_GRPC_ADDR",
+        flag(flags.grpc, "--grpc"),
+        file.grpc.addr,
+    )?;
+    let http = layer(
+        env,
+        "FERRY_HTTP_ADDR",
+        flag(flags.http, "--http"),
+        file.http.addr,
+    )?;
+    let no_http = flags.no_http.then_some((false, "--no-http"));
+    let http_enabled = layer(env, "FERRY_HTTP_ENABLED", no_http, file.http.enabled)?;
+    let data_dir = layer(
+        env,
+        "FERRY_DATA_DIR",
+        flags.data_dir.clone().map(|d| (d, "--data-dir")),
+        file.data.dir,
+    )?;
+    let max_batch = layer(env, "FERRY_LIMITS_MAX_BATCH", None, file.limits.max_batch)?;
+    let max_connections = layer(
+        env,
+        "FERRY_LIMITS_MAX_CONNECTIONS",
+        None,
+        file.limits.max_connections,
+    )?;
+    let tls_cert = layer(
+        env,
+        "FERRY_TLS_CERT",
+        flags.tls_cert.clone().map(|p| (p, "--tls-cert")),
+        file.tls.cert,
+    )?;
+    let tls_key = layer(
+        env,
+        "FERRY_TLS_KEY",
+        flags.tls_key.clone().map(|p| (p, "--tls-key")),
+        file.tls.key,
+    )?;
+    for limit in [&max_batch, &max_connections].into_iter().flatten() {
+        if limit.value == 0 {
+            bail!(
+                "limits: max_batch and max_connections must be at least 1 (from {})",
+                limit.source
+            );
+        }
+    }
+    match (&tls_cert, &tls_key) {
+        (Some(_), Some(_)) | (None, None) => {}
+        (Some(only), None) | (None, Some(only)) => bail!(
+            "tls: a certificate needs its key and a key its certificate; only one is set \
+             (from {})",
+            only.source
+        ),
+    }
     Ok(Effective {
-        auth,
-        max_batch: file.limits.max_batch,
-        max_connections: file.limits.max_connections,
+        grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
+        http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
+        http_enabled: Setting::or_default(http_enabled, true),
+        data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
+        max_batch: Setting::optional(max_batch),
+        max_connections: Setting::optional(max_connections),
+        tls_cert: Setting::optional(tls_cert),
+        tls_key: Setting::optional(tls_key),
+        auth: file.auth.map(auth).transpose()?,
     })
 }
 
-/// The effective configuration as text, for `ferry config check`: token names and
-/// permissions, never hashes.
+/// The `[auth]` section, checked: names unique, hashes and permissions well-formed.
+fn auth(auth: Auth) -> anyhow::Result<AuthConfig> {
+    let mut names = std::collections::BTreeSet::new();
+    let tokens = auth
+        .tokens
+        .into_iter()
+        .map(|t| {
+            if !names.insert(t.name.clone()) {
+                bail!("auth.tokens: the name {:?} is used twice", t.name);
+            }
+            let sha256 = parse_sha256_hex(&t.sha256)
+                .with_context(|| format!("auth.tokens {:?}: sha256", t.name))?;
+            let permissions = t
+                .permissions
+                .iter()
+                .map(|p| {
+                    p.parse::<Permission>()
+                        .with_context(|| format!("auth.tokens {:?}: permission {p:?}", t.name))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            if t.publish_rate == Some(0) {
+                bail!("auth.tokens {:?}: publish_rate must be at least 1", t.name);
+            }
+            Ok(TokenGrant {
+                name: t.name,
+                sha256,
+                permissions,
+                publish_rate: t.publish_rate,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(AuthConfig { tokens })
+}
+
+/// The file's text alone, checked, as [`resolve`] with no environment and no flags.
+#[cfg(test)]
+pub fn parse(text: &str) -> anyhow::Result<Effective> {
+    resolve(parse_file(text)?, &|_| None, &Flags::default())
+}
+
+/// The effective configuration as text, for `ferry config check`: each value with where it
+/// came from; token names and permissions, never hashes.
 pub fn describe(effective: &Effective) -> String {
     let mut out = String::new();
-    let or_default = |v: Option<usize>, d: &str| v.map_or(d.to_owned(), |v| v.to_string());
-    out.push_str(&format!(
-        "limits: max_batch = {}, max_connections = {}\n",
-        or_default(effective.max_batch, "1000 (default)"),
-        or_default(effective.max_connections, "unlimited (default)")
-    ));
-    match &effective.auth {
+    let mut line = |key: &str, value: String, source: Source| {
+        out.push_str(&format!("{key} = {value}  ({source})\n"));
+    };
+    let e = effective;
+    line("grpc.addr", e.grpc.value.to_string(), e.grpc.source);
+    line("http.addr", e.http.value.to_string(), e.http.source);
+    line(
+        "http.enabled",
+        e.http_enabled.value.to_string(),
+        e.http_enabled.source,
+    );
+    line(
+        "data.dir",
+        e.data_dir.value.display().to_string(),
+        e.data_dir.source,
+    );
+    let or = |v: Option<usize>, d: &str| v.map_or(d.to_owned(), |v| v.to_string());
+    line(
+        "limits.max_batch",
+        or(e.max_batch.value, "1000"),
+        e.max_batch.source,
+    );
+    line(
+        "limits.max_connections",
+        or(e.max_connections.value, "unlimited"),
+        e.max_connections.source,
+    );
+    let path = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map_or("none".into(), |p| p.display().to_string())
+    };
+    line("tls.cert", path(&e.tls_cert.value), e.tls_cert.source);
+    line("tls.key", path(&e.tls_key.value), e.tls_key.source);
+    match &e.auth {
         None => out.push_str("auth: none (open; listen on the loopback interface only)\n"),
         Some(auth) => {
             out.push_str(&format!("auth: {} token(s)\n", auth.tokens.len()));
@@ -142,7 +426,6 @@ pub fn describe(effective: &Effective) -> String {
     }
     out
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,7 +438,8 @@ mod tests {
             "[limits]\nmax_batch = 10\nmax_connections = 5\n\n[[auth.tokens]]\nname = \"svc\"\nsha256 = \"{HASH}\"\npermissions = [\"publish:orders.*\", \"admin:#\"]\npublish_rate = 50\n"
         );
         let effective = parse(&text).unwrap();
-        assert_eq!(effective.max_batch, Some(10));
+        assert_eq!(effective.max_batch.value, Some(10));
+        assert_eq!(effective.max_batch.source, Source::File);
         let auth = effective.auth.as_ref().unwrap();
         assert_eq!(auth.tokens[0].permissions.len(), 2);
         assert_eq!(auth.tokens[0].publish_rate, Some(50));
@@ -184,5 +468,79 @@ mod tests {
         );
         assert!(e(&twice).contains("twice"));
         assert!(parse("").unwrap().auth.is_none());
+        assert!(e("[tls]\ncert = \"c.pem\"\n").contains("needs its key"));
+        assert!(e("[limits]\nmax_batch = 0\n").contains("at least 1"));
+        assert!(e("[grpc]\naddr = \"nowhere\"\n").contains("addr"));
+    }
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn a_flag_beats_its_variable_which_beats_the_file_which_beats_the_default() {
+        let file = "[grpc]\naddr = \"127.0.0.1:1001\"\n[http]\naddr = \"127.0.0.1:2001\"\n\
+                    [data]\ndir = \"/from/file\"\n[limits]\nmax_batch = 10\n";
+        let vars = [
+            ("FERRY_HTTP_ADDR", "127.0.0.1:2002"),
+            ("FERRY_DATA_DIR", "/from/env"),
+            ("FERRY_LIMITS_MAX_BATCH", "20"),
+            ("FERRY_LIMITS_MAX_CONNECTIONS", "30"),
+        ];
+        let flags = Flags {
+            data_dir: Some("/from/flag".into()),
+            ..Flags::default()
+        };
+        let e = resolve(parse_file(file).unwrap(), &env(&vars), &flags).unwrap();
+        assert_eq!(e.grpc.value, "127.0.0.1:1001".parse().unwrap());
+        assert_eq!(e.grpc.source, Source::File);
+        assert_eq!(e.http.value, "127.0.0.1:2002".parse().unwrap());
+        assert_eq!(e.http.source, Source::Env("FERRY_HTTP_ADDR"));
+        assert_eq!(e.data_dir.value, PathBuf::from("/from/flag"));
+        assert_eq!(e.data_dir.source, Source::Flag("--data-dir"));
+        assert_eq!(e.max_batch.value, Some(20));
+        assert_eq!(e.max_connections.value, Some(30));
+        assert!(e.http_enabled.value);
+        assert_eq!(e.http_enabled.source, Source::Default);
+        assert_eq!(e.tls_cert.value, None);
+        let text = describe(&e);
+        assert!(
+            text.contains("http.addr = 127.0.0.1:2002  (env FERRY_HTTP_ADDR)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("data.dir = /from/flag  (flag --data-dir)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("grpc.addr = 127.0.0.1:1001  (file)"),
+            "{text}"
+        );
+
+        let no_http = Flags {
+            no_http: true,
+            ..Flags::default()
+        };
+        let off = [("FERRY_HTTP_ENABLED", "true")];
+        let e = resolve(ConfigFile::default(), &env(&off), &no_http).unwrap();
+        assert!(!e.http_enabled.value, "--no-http beats the variable");
+        let e = resolve(ConfigFile::default(), &env(&[]), &Flags::default()).unwrap();
+        assert_eq!(e.grpc.value, DEFAULT_GRPC.parse().unwrap());
+        assert_eq!(e.data_dir.source, Source::Default);
+    }
+
+    #[test]
+    fn a_bad_variable_is_named_with_its_value() {
+        let vars = [("FERRY_LIMITS_MAX_BATCH", "lots")];
+        let e = resolve(ConfigFile::default(), &env(&vars), &Flags::default()).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("FERRY_LIMITS_MAX_BATCH=\"lots\""), "{e}");
+        let vars = [("FERRY_TLS_CERT", "/c.pem")];
+        let e = resolve(ConfigFile::default(), &env(&vars), &Flags::default()).unwrap_err();
+        assert!(format!("{e:#}").contains("env FERRY_TLS_CERT"), "{e:#}");
     }
 }

@@ -8,6 +8,7 @@ mod serve;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use remote::{Remote, admin, dead_letters, messages, stats};
 use tracing_subscriber::EnvFilter;
@@ -19,7 +20,7 @@ use tracing_subscriber::EnvFilter;
     about = "Ferry: a message broker, its tools and benchmarks"
 )]
 struct Cli {
-    /// The server to talk to.
+    /// The server to talk to: ferry://host:port, or ferrys://host:port over TLS.
     #[arg(
         long,
         global = true,
@@ -27,16 +28,30 @@ struct Cli {
         env = "FERRY_SERVER"
     )]
     server: String,
+    /// The API token sent with every call, for a server that requires one.
+    #[arg(
+        long,
+        global = true,
+        env = "FERRY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: Option<String>,
+    /// Connect over TLS, trusting the CA certificate (PEM) in FILE; with it a
+    /// `ferry://` server address is reached over TLS too (`ferrys://` says so explicitly).
+    #[arg(long, global = true, env = "FERRY_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum ConfigCommand {
-    /// Validate FILE (tokens, permissions, limits) and print the effective configuration.
+    /// Validate FILE (if given) with the FERRY_* variables over it, and print the
+    /// effective configuration: each value and where it came from; never a token hash.
     Check {
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
+        #[arg(value_name = "FILE", env = "FERRY_CONFIG")]
+        file: Option<PathBuf>,
     },
 }
 
@@ -165,9 +180,24 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let server = cli.server;
+    let mut options = ferry_client::ConnectOptions::new();
+    if let Some(token) = cli.token {
+        options = options.token(token);
+    }
+    let tls_ca = cli.tls_ca;
     let remote = |output: Output, command: RemoteCommand| -> anyhow::Result<()> {
+        let mut options = options.clone();
+        if let Some(path) = &tls_ca {
+            let pem = std::fs::read(path).with_context(|| {
+                format!(
+                    "reading the CA certificate {} (--tls-ca, FERRY_TLS_CA)",
+                    path.display()
+                )
+            })?;
+            options = options.tls_ca_pem(pem);
+        }
         remote::runtime()?.block_on(async {
-            let remote = Remote::connect(&server, output.json).await?;
+            let remote = Remote::connect(&server, options, output.json).await?;
             match command {
                 RemoteCommand::Queue(c) => admin::queue(&remote, c).await,
                 RemoteCommand::Topic(c) => admin::topic(&remote, c).await,
@@ -184,7 +214,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(&args),
         Command::Config {
             command: ConfigCommand::Check { file },
-        } => config::load(&file).map(|effective| print!("{}", config::describe(&effective))),
+        } => config::load(
+            file.as_deref(),
+            &config::process_env,
+            &config::Flags::default(),
+        )
+        .map(|effective| print!("{}", config::describe(&effective))),
         Command::Token {
             command: TokenCommand::Hash { token },
         } => {

@@ -8,23 +8,51 @@ use std::path::PathBuf;
 use anyhow::Context;
 use ferry_broker::{Broker, BrokerConfig};
 
+use crate::config;
+
+/// The flags of `ferry serve`. Each value can also come from a `FERRY_*` variable or the
+/// config file (see [`crate::config`]); a flag wins over both.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Where the broker keeps its data (created if missing).
-    #[arg(long, default_value = "./ferry-data", env = "FERRY_DATA_DIR")]
-    pub data_dir: PathBuf,
-    /// Address of the gRPC listener (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:7070", env = "FERRY_GRPC_ADDR")]
-    pub grpc: SocketAddr,
-    /// Address of the HTTP/JSON listener (with /healthz, /readyz and /metrics).
-    #[arg(long, default_value = "127.0.0.1:7071", env = "FERRY_HTTP_ADDR")]
-    pub http: SocketAddr,
-    /// Serve gRPC only.
+    /// Where the broker keeps its data, created if missing [env FERRY_DATA_DIR; file
+    /// data.dir; default ./ferry-data].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the gRPC listener; port 0 picks a free port [env FERRY_GRPC_ADDR; file
+    /// grpc.addr; default 127.0.0.1:7070].
+    #[arg(long, value_name = "ADDR")]
+    pub grpc: Option<SocketAddr>,
+    /// Address of the HTTP/JSON listener, with /healthz, /readyz and /metrics [env
+    /// FERRY_HTTP_ADDR; file http.addr; default 127.0.0.1:7071].
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Serve gRPC only [env FERRY_HTTP_ENABLED=false; file http.enabled = false].
     #[arg(long)]
     pub no_http: bool,
-    /// A config file with API tokens and limits (see `ferry config check`).
+    /// A config file: listeners, data, limits, TLS and API tokens (see `ferry config
+    /// check`).
     #[arg(long, value_name = "FILE", env = "FERRY_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Serve both listeners over TLS only, with this certificate chain (PEM) [env
+    /// FERRY_TLS_CERT; file tls.cert].
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of the TLS certificate [env FERRY_TLS_KEY; file tls.key].
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    fn flags(&self) -> config::Flags {
+        config::Flags {
+            grpc: self.grpc,
+            http: self.http,
+            no_http: self.no_http,
+            data_dir: self.data_dir.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+        }
+    }
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -36,47 +64,48 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    // A bad config stops the server before it opens anything.
-    let config = args
-        .config
-        .as_deref()
-        .map(crate::config::load)
-        .transpose()?;
-    let broker = Broker::open(&args.data_dir, BrokerConfig::default())
+    // A bad config (file, variables or flags) stops the server before it opens anything.
+    let config = config::load(args.config.as_deref(), &config::process_env, &args.flags())?;
+    let tls = config::tls(&config)?;
+    let data_dir = &config.data_dir.value;
+    let broker = Broker::open(data_dir, BrokerConfig::default())
         .await
-        .with_context(|| format!("opening the broker in {}", args.data_dir.display()))?;
-    let grpc = ferry_server::bind(args.grpc).await?;
+        .with_context(|| format!("opening the broker in {}", data_dir.display()))?;
+    let grpc = ferry_server::bind(config.grpc.value).await?;
     let grpc_addr = grpc
         .local_addr()
         .context("reading the gRPC listener's address")?;
     let mut server = ferry_server::Server::new(broker).grpc(grpc);
-    let mut authenticated = false;
-    if let Some(config) = config {
-        if let Some(n) = config.max_batch {
-            server = server.max_batch(n);
-        }
-        if let Some(n) = config.max_connections {
-            server = server.max_connections(n);
-        }
-        if let Some(auth) = config.auth {
-            println!("ferry: authentication on: {} token(s)", auth.tokens.len());
-            authenticated = true;
-            server = server.auth(auth);
-        }
+    let secure = tls.is_some();
+    if let Some(tls) = tls {
+        server = server.tls(tls);
+    }
+    if let Some(n) = config.max_batch.value {
+        server = server.max_batch(n);
+    }
+    if let Some(n) = config.max_connections.value {
+        server = server.max_connections(n);
+    }
+    let authenticated = config.auth.is_some();
+    if let Some(auth) = config.auth {
+        println!("ferry: authentication on: {} token(s)", auth.tokens.len());
+        server = server.auth(auth);
     }
     let mut loopback = grpc_addr.ip().is_loopback();
     // Tests and scripts read these lines to find the ports when they asked for port 0.
+    let over = if secure { " over TLS" } else { "" };
     println!(
-        "ferry: serving gRPC (ferry.v1) on {grpc_addr}, data in {}",
-        args.data_dir.display()
+        "ferry: serving gRPC (ferry.v1){over} on {grpc_addr}, data in {}",
+        data_dir.display()
     );
-    if !args.no_http {
-        let http = ferry_server::bind(args.http).await?;
+    if config.http_enabled.value {
+        let http = ferry_server::bind(config.http.value).await?;
         let http_addr = http
             .local_addr()
             .context("reading the HTTP listener's address")?;
         loopback &= http_addr.ip().is_loopback();
-        println!("ferry: serving HTTP on http://{http_addr}");
+        let scheme = if secure { "https" } else { "http" };
+        println!("ferry: serving HTTP on {scheme}://{http_addr}");
         server = server.http(http);
     }
     if authenticated {

@@ -359,7 +359,7 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
     std::fs::write(
         &config,
         format!(
-            "[limits]\nmax_batch = 100\n\n[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{hash}\"\npermissions = [\"admin:#\"]\n"
+            "[limits]\nmax_batch = 100\n\n[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{hash}\"\npermissions = [\"admin:#\", \"publish:#\"]\n"
         ),
     )
     .unwrap();
@@ -403,6 +403,123 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(http_get(&server.http, "/healthz", None).0, 200);
     let out = server.ferry(&["queue", "list"]);
-    assert!(!out.status.success(), "the CLI sends no token: refused");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("s3cret"));
+    assert!(!out.status.success(), "without a token the CLI is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--token"), "says what to do: {stderr}");
+
+    // With the token, from the flag or from FERRY_TOKEN, every client command works.
+    server.ok(&["--token", "s3cret-token", "queue", "create", "jobs"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", &server.grpc, "publish", "jobs", "one", "--json"])
+        .env("FERRY_TOKEN", "s3cret-token")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = server.ok(&["queue", "list", "--token", "s3cret-token"]);
+    assert!(listed.contains("jobs"), "{listed}");
+    let wrong = server.ferry(&["--token", "not-the-token", "queue", "list"]);
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(stderr.contains("token"), "{stderr}");
+    assert!(
+        !stderr.contains("not-the-token"),
+        "the token is never printed: {stderr}"
+    );
+    let help = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["queue", "list", "--help"])
+        .env("FERRY_TOKEN", "s3cret-token")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--token") && !help.contains("s3cret"),
+        "{help}"
+    );
+}
+
+#[test]
+fn config_values_come_from_flags_then_variables_then_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ferry.toml");
+    let hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    std::fs::write(
+        &config,
+        format!(
+            "[grpc]\naddr = \"127.0.0.1:9\"\n[http]\nenabled = false\n[data]\ndir = \"/from/file\"\n\
+             [limits]\nmax_batch = 100\nmax_connections = 7\n\n[[auth.tokens]]\nname = \"ops\"\n\
+             sha256 = \"{hash}\"\npermissions = [\"admin:#\"]\n"
+        ),
+    )
+    .unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["config", "check"])
+        .arg(&config)
+        .env("FERRY_LIMITS_MAX_BATCH", "50")
+        .env("FERRY_DATA_DIR", "/from/env")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(check.stdout).unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    for expected in [
+        "limits.max_batch = 50  (env FERRY_LIMITS_MAX_BATCH)",
+        "limits.max_connections = 7  (file)",
+        "data.dir = /from/env  (env FERRY_DATA_DIR)",
+        "grpc.addr = 127.0.0.1:9  (file)",
+        "http.enabled = false  (file)",
+        "http.addr = 127.0.0.1:7071  (default)",
+        "auth: 1 token(s)",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in {text}");
+    }
+    assert!(!text.contains(hash), "no hash printed: {text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["config", "check"])
+        .arg(&config)
+        .env("FERRY_GRPC_ADDR", "not-an-address")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("FERRY_GRPC_ADDR"));
+
+    // serve: the variable beats the file's gRPC address, the flag beats the variable's
+    // data directory, and the file turns HTTP off.
+    let (from_env, from_flag) = (dir.path().join("env-data"), dir.path().join("flag-data"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&from_flag)
+        .env("FERRY_GRPC_ADDR", "127.0.0.1:0")
+        .env("FERRY_DATA_DIR", &from_env)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut printed = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let last = line.contains("Ctrl-C stops");
+        printed.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let grpc = printed
+        .iter()
+        .find_map(|l| l.strip_prefix("ferry: serving gRPC (ferry.v1) on "))
+        .unwrap_or_else(|| panic!("{printed:?}"));
+    assert!(!grpc.starts_with("127.0.0.1:9,"), "{grpc}");
+    assert!(grpc.contains(from_flag.to_str().unwrap()), "{grpc}");
+    assert!(!printed.iter().any(|l| l.contains("HTTP")), "{printed:?}");
+    assert!(from_flag.exists() && !from_env.exists());
 }

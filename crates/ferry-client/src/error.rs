@@ -5,9 +5,17 @@ use tonic::Code;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(
-        "{url:?} is not a server address: {problem} (use ferry://host:port or http://host:port)"
+        "{url:?} is not a server address: {problem} (use ferry://host:port, or ferrys://host:port for TLS)"
     )]
     BadUrl { url: String, problem: String },
+    /// The API token given cannot be sent; the message says why (never the token).
+    #[error("the API token cannot be used: {0}")]
+    BadToken(&'static str),
+    /// TLS was asked for but cannot be set up as given.
+    #[error("TLS cannot be set up: {0}")]
+    BadTls(String),
+    /// The server could not be reached, or the TLS handshake with it failed; the
+    /// reason (refused, timed out, an unknown issuer) is in the source's own sources.
     #[error("could not connect to {url}: {source}")]
     Connect {
         url: String,
@@ -43,9 +51,21 @@ impl ClientError {
 
 impl From<tonic::Status> for ClientError {
     fn from(status: tonic::Status) -> Self {
+        // A status made on this side of a broken connection says only "transport error";
+        // the reason is in its sources.
+        let mut message = status.message().to_owned();
+        let mut source = std::error::Error::source(&status);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.ends_with(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
         ClientError::Server {
             code: status.code(),
-            message: status.message().to_owned(),
+            message,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! The connection is one HTTP/2 channel, shared by everything made from a `Client`; it
 //! reconnects by itself, and calls retried here back off exponentially with jitter.
 
+mod connect;
 mod consumer;
 mod error;
 mod message;
@@ -23,8 +24,10 @@ use ferry_proto::v1::{
     dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
     publisher_client::PublisherClient,
 };
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Endpoint;
 
+pub use connect::{ConnectOptions, Credentials};
 pub use consumer::{Consumer, ConsumerConfig, Delivery};
 pub use error::{ClientError, Result};
 pub use ferry_proto::v1 as proto;
@@ -35,40 +38,29 @@ pub use retry::RetryPolicy;
 /// The largest message the client sends or takes, as the server's default.
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
+/// The channel every call goes through: one HTTP/2 connection, with the API token (if
+/// any) added to each call's metadata.
+pub type Transport = InterceptedService<tonic::transport::Channel, Credentials>;
+
 /// A connection to a Ferry server; cheap to clone.
 #[derive(Clone)]
 pub struct Client {
-    channel: Channel,
+    channel: Transport,
     retry: RetryPolicy,
 }
 
-/// `ferry://host:port` or `http://host:port` → the endpoint URI.
-fn endpoint_uri(url: &str) -> Result<String> {
-    let bad = |problem: &str| ClientError::BadUrl {
-        url: url.to_owned(),
-        problem: problem.to_owned(),
-    };
-    let rest = if let Some(rest) = url.strip_prefix("ferry://") {
-        rest
-    } else if let Some(rest) = url.strip_prefix("http://") {
-        rest
-    } else if url.starts_with("https://") || url.starts_with("ferrys://") {
-        return Err(bad("TLS is not supported by this client yet"));
-    } else {
-        return Err(bad("unknown scheme"));
-    };
-    let authority = rest.trim_end_matches('/');
-    if authority.is_empty() || authority.contains('/') {
-        return Err(bad("expected host:port with no path"));
-    }
-    Ok(format!("http://{authority}"))
-}
-
 impl Client {
-    /// Connects to `url` (`ferry://host:port`); fails if the server does not answer.
+    /// Connects to `url` (`ferry://host:port`) with no token and no TLS; fails if the
+    /// server does not answer.
     pub async fn connect(url: &str) -> Result<Client> {
-        let uri = endpoint_uri(url)?;
-        let endpoint = Endpoint::from_shared(uri.clone())
+        Client::connect_with(url, ConnectOptions::default()).await
+    }
+
+    /// Connects to `url` as `options` say: with an API token sent on every call, over TLS.
+    pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<Client> {
+        let target = connect::Target::parse(url, &options)?;
+        let credentials = options.credentials()?;
+        let endpoint = Endpoint::from_shared(target.uri.clone())
             .map_err(|e| ClientError::BadUrl {
                 url: url.to_owned(),
                 problem: e.to_string(),
@@ -76,12 +68,16 @@ impl Client {
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
+        let endpoint = options.apply_tls(endpoint, &target)?;
         let channel = endpoint
             .connect()
             .await
-            .map_err(|source| ClientError::Connect { url: uri, source })?;
+            .map_err(|source| ClientError::Connect {
+                url: target.uri,
+                source,
+            })?;
         Ok(Client {
-            channel,
+            channel: InterceptedService::new(channel, credentials),
             retry: RetryPolicy::default(),
         })
     }
@@ -92,17 +88,17 @@ impl Client {
         self
     }
 
-    pub(crate) fn admin_client(&self) -> AdminClient<Channel> {
+    pub(crate) fn admin_client(&self) -> AdminClient<Transport> {
         AdminClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)
     }
-    pub(crate) fn publisher(&self) -> PublisherClient<Channel> {
+    pub(crate) fn publisher(&self) -> PublisherClient<Transport> {
         PublisherClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)
     }
-    pub(crate) fn consumer_client(&self) -> ConsumerClient<Channel> {
+    pub(crate) fn consumer_client(&self) -> ConsumerClient<Transport> {
         ConsumerClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)
@@ -204,7 +200,7 @@ impl Client {
     }
 
     /// Consumer-group calls (join, heartbeat, poll, commit, read by position).
-    pub fn groups(&self) -> GroupsClient<Channel> {
+    pub fn groups(&self) -> GroupsClient<Transport> {
         GroupsClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE)
     }
 
@@ -382,24 +378,6 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn server_addresses() {
-        assert_eq!(
-            endpoint_uri("ferry://127.0.0.1:7070").unwrap(),
-            "http://127.0.0.1:7070"
-        );
-        assert_eq!(
-            endpoint_uri("http://localhost:1/").unwrap(),
-            "http://localhost:1"
-        );
-        for bad in ["nats://x:1", "ferry://", "ferry://h:1/path", "https://h:1"] {
-            assert!(
-                matches!(endpoint_uri(bad), Err(ClientError::BadUrl { .. })),
-                "{bad}"
-            );
-        }
-    }
 
     #[test]
     fn new_ids_are_ulids_in_time_order() {

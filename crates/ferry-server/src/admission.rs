@@ -19,9 +19,14 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::JoinSet;
 use tokio::time::Sleep;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
+
+use crate::tls::HANDSHAKE_TIMEOUT;
 
 /// How long a gRPC connection over the limit is kept to answer its calls with
 /// `RESOURCE_EXHAUSTED` before it is closed: long enough for the client to read why,
@@ -59,7 +64,7 @@ impl Admission {
     pub(crate) fn grpc(&self, stream: TcpStream) -> Connection {
         match self.admit() {
             Ok(permit) => Connection {
-                stream,
+                stream: Stream::Plain(stream),
                 _permit: permit,
                 closes_at: None,
                 limit: self.limit,
@@ -67,7 +72,7 @@ impl Admission {
             Err(()) => {
                 tracing::warn!(limit = self.limit, "gRPC connection over the limit refused");
                 Connection {
-                    stream,
+                    stream: Stream::Plain(stream),
                     _permit: None,
                     closes_at: Some(Box::pin(tokio::time::sleep(REFUSED_GRACE))),
                     limit: self.limit,
@@ -79,7 +84,7 @@ impl Admission {
 
 /// An accepted connection, holding its permit until dropped.
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     _permit: Option<OwnedSemaphorePermit>,
     /// Set on a refused connection: reads end here, so the server closes it.
     closes_at: Option<Pin<Box<Sleep>>>,
@@ -99,7 +104,7 @@ impl Connected for Connection {
 
     fn connect_info(&self) -> ConnectionInfo {
         ConnectionInfo {
-            tcp: self.stream.connect_info(),
+            tcp: self.stream.tcp().connect_info(),
             refused_over: self.closes_at.as_ref().map(|_| self.limit),
         }
     }
@@ -151,10 +156,152 @@ impl AsyncWrite for Connection {
     }
 }
 
+impl Connection {
+    /// The connection after its TLS handshake, or `None` when the handshake failed or
+    /// took longer than [`HANDSHAKE_TIMEOUT`] (the connection is closed).
+    pub(crate) async fn handshake(mut self, acceptor: TlsAcceptor) -> Option<Connection> {
+        let Stream::Plain(tcp) = self.stream else {
+            return Some(self);
+        };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => {
+                self.stream = Stream::Tls(Box::new(tls));
+                Some(self)
+            }
+            // A port scan or a plaintext client: not worth more than a debug line.
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("TLS handshake timed out");
+                None
+            }
+        }
+    }
+}
+
+/// A connection's bytes: plain TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref().0,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
+
+/// Accepted gRPC connections over TLS: accepted and admitted as without TLS, each
+/// handshake in a task of its own so that a slow one delays no other connection.
+/// Accepting ends when the stream is dropped (the server stopped).
+pub(crate) fn grpc_tls(
+    listener: TcpListener,
+    admission: Admission,
+    acceptor: TlsAcceptor,
+) -> ReceiverStream<io::Result<Connection>> {
+    let (ready, incoming) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut handshakes = JoinSet::new();
+        loop {
+            tokio::select! {
+                () = ready.closed() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        if stream.set_nodelay(true).is_ok() {
+                            let connection = admission.grpc(stream);
+                            handshakes.spawn(connection.handshake(acceptor.clone()));
+                        }
+                    }
+                    // As tonic does with its own listeners: skip, after a pause so that
+                    // running out of file descriptors is not a busy loop.
+                    Err(error) => {
+                        tracing::warn!(%error, "accepting a gRPC connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(done) = handshakes.join_next() => {
+                    if let Ok(Some(connection)) = done
+                        && ready.send(Ok(connection)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    ReceiverStream::new(incoming)
+}
+
 /// The HTTP listener, answering connections over the limit with a `429` of its own.
 pub(crate) struct HttpListener {
     pub(crate) listener: TcpListener,
     pub(crate) admission: Admission,
+    /// With TLS: each handshake runs in a task of its own, so a slow one delays no other.
+    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) handshakes: JoinSet<Option<(Connection, SocketAddr)>>,
 }
 
 impl axum::serve::Listener for HttpListener {
@@ -163,23 +310,46 @@ impl axum::serve::Listener for HttpListener {
 
     async fn accept(&mut self) -> (Connection, SocketAddr) {
         loop {
-            let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
-            match self.admission.admit() {
-                Ok(permit) => {
-                    let connection = Connection {
-                        stream,
-                        _permit: permit,
-                        closes_at: None,
-                        limit: self.admission.limit,
-                    };
-                    return (connection, addr);
+            let (stream, addr) = tokio::select! {
+                accepted = axum::serve::Listener::accept(&mut self.listener) => accepted,
+                Some(done) = self.handshakes.join_next() => {
+                    if let Ok(Some(handshaken)) = done {
+                        return handshaken;
+                    }
+                    continue;
                 }
+            };
+            let limit = self.admission.limit;
+            let (permit, refused) = match self.admission.admit() {
+                Ok(permit) => (permit, false),
                 Err(()) => {
-                    tracing::warn!(
-                        limit = self.admission.limit,
-                        "HTTP connection over the limit refused"
-                    );
-                    tokio::spawn(refuse_http(stream, self.admission.limit));
+                    tracing::warn!(limit, "HTTP connection over the limit refused");
+                    (None, true)
+                }
+            };
+            let connection = Connection {
+                stream: Stream::Plain(stream),
+                _permit: permit,
+                closes_at: None,
+                limit,
+            };
+            match (&self.tls, refused) {
+                (None, false) => return (connection, addr),
+                (None, true) => {
+                    tokio::spawn(refuse_http(connection, limit));
+                }
+                (Some(tls), false) => {
+                    let handshake = connection.handshake(tls.clone());
+                    self.handshakes
+                        .spawn(async move { Some((handshake.await?, addr)) });
+                }
+                (Some(tls), true) => {
+                    let handshake = connection.handshake(tls.clone());
+                    tokio::spawn(async move {
+                        if let Some(connection) = handshake.await {
+                            refuse_http(connection, limit).await;
+                        }
+                    });
                 }
             }
         }
@@ -193,7 +363,7 @@ impl axum::serve::Listener for HttpListener {
 /// Answers `429` and closes. The request's head is read first (for at most a second):
 /// closing with unread bytes would reset the connection, and the client could lose the
 /// answer.
-async fn refuse_http(mut stream: TcpStream, limit: usize) {
+async fn refuse_http(mut stream: Connection, limit: usize) {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     let _ = tokio::time::timeout(Duration::from_secs(1), async {

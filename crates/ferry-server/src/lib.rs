@@ -30,6 +30,9 @@
 //! [`Server::max_connections`] are refused ([`admission`]). Every check comes before the
 //! broker sees the call, so a refused call changes nothing. Lists (`list_queues`,
 //! `list_topics`) show only the names the token may administer.
+//!
+//! **TLS.** With [`Server::tls`], both listeners speak TLS only (see [`tls`]); the
+//! handshake comes after admission, so limits and refusals work as without it.
 
 pub mod admission;
 pub mod auth;
@@ -38,6 +41,7 @@ pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod status;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -53,6 +57,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::admission::{Admission, Connection, HttpListener};
 use crate::auth::{AuthConfig, DEFAULT_MAX_BATCH, Gate};
 use crate::metrics::Meters;
+use crate::tls::TlsConfig;
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
 /// messages (1 MiB each) needs room for several.
@@ -75,6 +80,13 @@ pub enum ServeError {
     Http(std::io::Error),
     #[error("nothing to serve: give the server a gRPC or an HTTP listener")]
     NoListener,
+    #[error("could not read the TLS file {path}: {source}")]
+    TlsFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// Binds `addr` (port 0 picks a free one); the listener says where it listens.
@@ -105,6 +117,7 @@ pub struct Server {
     auth: Option<AuthConfig>,
     max_batch: usize,
     max_connections: Option<usize>,
+    tls: Option<TlsConfig>,
 }
 
 impl Server {
@@ -120,6 +133,7 @@ impl Server {
             auth: None,
             max_batch: DEFAULT_MAX_BATCH,
             max_connections: None,
+            tls: None,
         }
     }
 
@@ -170,6 +184,13 @@ impl Server {
         self
     }
 
+    /// Serve both listeners over TLS only, with this certificate (see [`tls`]): ALPN `h2`
+    /// on gRPC, `http/1.1` on HTTP. A plaintext client fails its first call.
+    pub fn tls(mut self, config: TlsConfig) -> Server {
+        self.tls = Some(config);
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -205,14 +226,23 @@ impl Server {
                 self.max_message,
                 streams_stop,
             );
-            tonic::transport::Server::builder()
-                .add_routes(routes)
-                .serve_with_incoming_shutdown(
-                    incoming(listener, Admission::new(self.max_connections)),
-                    stopped(),
-                )
-                .await
-                .map_err(ServeError::from)
+            let admission = Admission::new(self.max_connections);
+            let builder = tonic::transport::Server::builder().add_routes(routes);
+            match &self.tls {
+                None => {
+                    builder
+                        .serve_with_incoming_shutdown(incoming(listener, admission), stopped())
+                        .await
+                }
+                Some(tls) => {
+                    let acceptor = tls.acceptor(tls::ALPN_GRPC);
+                    let incoming = admission::grpc_tls(listener, admission, acceptor);
+                    builder
+                        .serve_with_incoming_shutdown(incoming, stopped())
+                        .await
+                }
+            }
+            .map_err(ServeError::from)
         };
         let http = async {
             let Some(listener) = self.http else {
@@ -227,6 +257,8 @@ impl Server {
             let listener = HttpListener {
                 listener,
                 admission: Admission::new(self.max_connections),
+                tls: self.tls.as_ref().map(|tls| tls.acceptor(tls::ALPN_HTTP)),
+                handshakes: tokio::task::JoinSet::new(),
             };
             axum::serve(listener, http::router(shared, self.max_body))
                 .with_graceful_shutdown(stopped())

@@ -1,5 +1,5 @@
-//! The commands that talk to a running server (`--server`, FERRY_SERVER) through
-//! `ferry-client`: admin, publish, consume, dead letters and stats.
+//! The commands that talk to a running server (`--server`, FERRY_SERVER; `--token`,
+//! FERRY_TOKEN) through `ferry-client`: admin, publish, consume, dead letters and stats.
 
 /// `println!` that ends the command quietly when stdout is a closed pipe.
 macro_rules! out {
@@ -17,7 +17,7 @@ pub mod stats;
 use std::future::Future;
 
 use anyhow::Context;
-use ferry_client::Client;
+use ferry_client::{Client, ConnectOptions};
 
 /// A connected client and how to print.
 pub struct Remote {
@@ -27,8 +27,12 @@ pub struct Remote {
 }
 
 impl Remote {
-    pub async fn connect(server: &str, json: bool) -> anyhow::Result<Remote> {
-        let client = Client::connect(server)
+    pub async fn connect(
+        server: &str,
+        options: ConnectOptions,
+        json: bool,
+    ) -> anyhow::Result<Remote> {
+        let client = Client::connect_with(server, options)
             .await
             .map_err(|e| output::explain(e, server))?;
         Ok(Remote {

@@ -161,16 +161,40 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
     use ferry_client::ClientError as E;
     use tonic::Code;
     let hint = match &error {
-        E::Connect { .. } => format!(
-            "is `ferry serve` running there? Start it, or point --server / FERRY_SERVER \
-             at it (now {server})"
+        E::Connect { source, .. } if is_tls_failure(source) => format!(
+            "{}: check --tls-ca / FERRY_TLS_CA (the CA that signed the server's certificate) \
+             and that the server at {server} speaks TLS",
+            causes(source)
         ),
+        E::Connect { source, .. } => format!(
+            "{}: is `ferry serve` running there? Start it, or point --server / FERRY_SERVER \
+             at it (now {server})",
+            causes(source)
+        ),
+        E::BadTls(_) => "give the CA file with --tls-ca or FERRY_TLS_CA".to_owned(),
         E::BadUrl { .. } => "fix --server or FERRY_SERVER".to_owned(),
+        E::BadToken(_) => "fix --token or FERRY_TOKEN".to_owned(),
         // The server's own messages say what to do for bad names and arguments.
         E::Server { code, .. } => match code {
             Code::Unavailable => format!(
-                "the server at {server} is unreachable or stopping; try again when it is up"
+                "the server at {server} is unreachable or stopping; try again when it is up \
+                 (if it serves TLS, give its CA with --tls-ca or FERRY_TLS_CA)"
             ),
+            // A plaintext client at a TLS listener sees the connection break like this.
+            Code::Internal | Code::Unknown | Code::Cancelled
+                if ["h2 protocol error", "transport error", "connection closed"]
+                    .iter()
+                    .any(|broken| error.to_string().contains(broken)) =>
+            {
+                format!(
+                    "the connection to {server} broke: if the server serves TLS, give its CA \
+                     with --tls-ca or FERRY_TLS_CA"
+                )
+            }
+            Code::Unauthenticated => {
+                "give a token the server knows with --token or FERRY_TOKEN".into()
+            }
+            Code::PermissionDenied => "use a token with that permission".into(),
             Code::ResourceExhausted => {
                 "a limit was reached: consume, raise the queue's limits, or slow down".into()
             }
@@ -184,6 +208,48 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
     } else {
         anyhow::anyhow!("{text}: {hint}")
     }
+}
+
+/// What tonic's "transport error" hides: the causes (refused, timed out, an unknown
+/// issuer), `: `-separated.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // An I/O error wrapping a TLS error says the same thing twice.
+        if text.last() != Some(&cause_text) {
+            text.push(cause_text);
+        }
+        source = cause.source();
+    }
+    if text.is_empty() {
+        "no more detail".into()
+    } else {
+        text.join(": ")
+    }
+}
+
+/// Whether a connection failed in its TLS handshake rather than reaching the server.
+fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string().to_lowercase();
+        if [
+            "certificate",
+            "tls",
+            "handshake",
+            "alert",
+            "corrupt message",
+        ]
+        .iter()
+        .any(|w| text.contains(w))
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -1,0 +1,245 @@
+//! The real `ferry serve` over TLS, from a config file or from flags, with a CA and a
+//! certificate made at test time: the CLI with `--tls-ca` (or FERRY_TLS_CA) works, HTTPS
+//! answers, and without the CA, or with another one, the CLI fails in one line that says
+//! what to check.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, ServerName};
+
+/// PEM files of a CA and of a certificate it signed for `localhost` and 127.0.0.1.
+struct Pki {
+    ca: PathBuf,
+    ca_der: CertificateDer<'static>,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn pki(dir: &Path, name: &str) -> Pki {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let write = |file: &str, text: String| {
+        let path = dir.join(format!("{name}-{file}"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    Pki {
+        ca: write("ca.pem", ca.pem()),
+        ca_der: ca.der().clone(),
+        cert: write("cert.pem", cert.pem()),
+        key: write("key.pem", key.serialize_pem()),
+    }
+}
+
+/// A running `ferry serve` over TLS, killed when dropped.
+struct Server {
+    child: Child,
+    grpc: String,
+    http: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let (mut grpc, mut http) = (None, None);
+        while grpc.is_none() || http.is_none() {
+            let line = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("ferry serve printed its addresses");
+            if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) over TLS on ") {
+                grpc = Some(rest.split(',').next().unwrap().to_owned());
+            } else if let Some(rest) = line.strip_prefix("ferry: serving HTTP on https://") {
+                http = Some(rest.trim().to_owned());
+            }
+            assert!(!line.contains("http://"), "a plaintext listener: {line}");
+        }
+        Server {
+            child,
+            grpc: grpc.unwrap(),
+            http: http.unwrap(),
+        }
+    }
+
+    /// `ferry ARGS` against this server at `url`, with `FERRY_TLS_CA` as given.
+    fn ferry(&self, scheme: &str, ca_env: Option<&Path>, args: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        command
+            .args(["--server", &format!("{scheme}://{}", self.grpc)])
+            .args(args)
+            .env_remove("FERRY_TLS_CA")
+            .env_remove("FERRY_TOKEN");
+        if let Some(ca) = ca_env {
+            command.env("FERRY_TLS_CA", ca);
+        }
+        command.output().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// GET `path` over HTTPS, trusting `ca`: the response, or the handshake's error.
+fn https_get(addr: &str, ca: &CertificateDer<'static>, path: &str) -> std::io::Result<String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("localhost").unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect(addr)?;
+    let mut tls = rustls::StreamOwned::new(connection, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    match tls.read_to_end(&mut response) {
+        // Some servers close without close_notify; what was read is the answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {}
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    Ok(String::from_utf8_lossy(&response).into_owned())
+}
+
+#[test]
+fn serve_with_tls_from_the_config_file_and_the_cli_with_the_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "server");
+    let config = dir.path().join("ferry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tls]\ncert = {:?}\nkey = {:?}\n",
+            pki.cert.to_str().unwrap(),
+            pki.key.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["config", "check"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = ok(&check);
+    assert!(text.contains("server-cert.pem"), "{text}");
+    assert!(!text.contains("PRIVATE KEY"), "{text}");
+
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let ca = pki.ca.to_str().unwrap();
+    ok(&server.ferry("ferrys", None, &["--tls-ca", ca, "queue", "create", "jobs"]));
+    ok(&server.ferry("ferry", Some(&pki.ca), &["publish", "jobs", "over", "tls"]));
+    let consumed = ok(&server.ferry(
+        "ferrys",
+        Some(&pki.ca),
+        &["consume", "jobs", "--count", "2", "--wait", "2s", "--json"],
+    ));
+    assert_eq!(consumed.lines().count(), 2, "{consumed}");
+
+    let health = https_get(&server.http, &pki.ca_der, "/healthz").unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let queues = https_get(&server.http, &pki.ca_der, "/v1/queues").unwrap();
+    assert!(queues.contains("jobs"), "{queues}");
+
+    // Without the CA the address is plaintext: the server answers nothing it can read.
+    let plain = server.ferry("ferry", None, &["queue", "list"]);
+    assert!(!plain.status.success());
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--tls-ca"), "{stderr}");
+    // ferrys:// without a CA says what is missing.
+    let no_ca = server.ferry("ferrys", None, &["queue", "list"]);
+    assert!(!no_ca.status.success());
+    let stderr = String::from_utf8_lossy(&no_ca.stderr);
+    assert!(
+        stderr.contains("CA") && stderr.contains("--tls-ca"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn serve_with_tls_flags_refuses_a_client_trusting_another_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "server");
+    let other = self::pki(dir.path(), "other");
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--tls-cert",
+            pki.cert.to_str().unwrap(),
+            "--tls-key",
+            pki.key.to_str().unwrap(),
+        ],
+    );
+    ok(&server.ferry("ferrys", Some(&pki.ca), &["queue", "list"]));
+    let untrusted = server.ferry("ferrys", Some(&other.ca), &["queue", "list"]);
+    assert!(!untrusted.status.success());
+    let stderr = String::from_utf8_lossy(&untrusted.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("certificate") && stderr.contains("--tls-ca"),
+        "{stderr}"
+    );
+    assert!(https_get(&server.http, &other.ca_der, "/healthz").is_err());
+
+    // A key that does not fit the certificate stops `serve` before anything opens.
+    let never = dir.path().join("never");
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http"])
+        .arg("--tls-cert")
+        .arg(&pki.cert)
+        .arg("--tls-key")
+        .arg(&other.key)
+        .arg("--data-dir")
+        .arg(&never)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("cannot be used together"), "{stderr}");
+    assert!(!never.exists(), "nothing opened");
+}

@@ -1,0 +1,330 @@
+//! TLS on both listeners, with a CA and a server certificate made at test time: a client
+//! that trusts the CA completes its handshake and its calls (gRPC over `h2`, HTTP/1.1); one
+//! that trusts another CA fails the handshake; a plaintext client gets no answer; limits
+//! still refuse connections, in their own protocol, after the handshake; and a client
+//! that stalls in its handshake delays no one else.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_proto::v1::{self, admin_client::AdminClient};
+use ferry_server::tls::TlsConfig;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+/// A CA and a certificate it signed for `localhost` and 127.0.0.1, as PEM.
+struct Pki {
+    ca_pem: String,
+    ca_der: CertificateDer<'static>,
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn pki() -> Pki {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        ca_der: ca.der().clone(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+struct Running {
+    grpc: SocketAddr,
+    http: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(pki: &Pki, max_connections: Option<usize>) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path(), BrokerConfig::default())
+        .await
+        .unwrap();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let grpc = ferry_server::bind(any).await.unwrap();
+    let http = ferry_server::bind(any).await.unwrap();
+    let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
+    let tls = TlsConfig::from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes()).unwrap();
+    let mut server = ferry_server::Server::new(broker)
+        .grpc(grpc)
+        .http(http)
+        .tls(tls);
+    if let Some(n) = max_connections {
+        server = server.max_connections(n);
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(server.serve(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        grpc: grpc_addr,
+        http: http_addr,
+        stop: Some(stop),
+        served,
+        _dir: dir,
+    }
+}
+
+impl Running {
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.served.await.unwrap().unwrap();
+    }
+}
+
+async fn grpc_channel(addr: SocketAddr, ca_pem: &str) -> Result<Channel, tonic::transport::Error> {
+    let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem));
+    Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)?
+        .connect()
+        .await
+}
+
+fn rustls_client(ca: &CertificateDer<'static>, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// One HTTP/1.1 request on `stream`; the whole response.
+async fn http_request(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> String {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+async fn https(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<String> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").unwrap();
+    let tls = rustls_client(ca, b"http/1.1").connect(name, tcp).await?;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    Ok(http_request(tls, method, path, body).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_tls_works_with_the_ca() {
+    let pki = pki();
+    let server = start(&pki, None).await;
+    let channel = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+    let mut admin = AdminClient::new(channel);
+    admin
+        .create_queue(v1::CreateQueueRequest {
+            name: "secure".into(),
+            spec: None,
+        })
+        .await
+        .unwrap();
+    let names = admin
+        .list_queues(v1::ListQueuesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .names;
+    assert!(names.contains(&"secure".to_owned()), "{names:?}");
+    // The gRPC listener offers h2.
+    let tcp = TcpStream::connect(server.grpc).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let tls = rustls_client(&pki.ca_der, b"h2")
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    drop(tls);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_over_tls_works_with_the_ca() {
+    let pki = pki();
+    let server = start(&pki, None).await;
+    let health = https(server.http, &pki.ca_der, "GET", "/healthz", "")
+        .await
+        .unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let created = https(
+        server.http,
+        &pki.ca_der,
+        "POST",
+        "/v1/queues",
+        r#"{"name": "web"}"#,
+    )
+    .await
+    .unwrap();
+    assert!(created.starts_with("HTTP/1.1 2"), "{created}");
+    let listed = https(server.http, &pki.ca_der, "GET", "/v1/queues", "")
+        .await
+        .unwrap();
+    assert!(listed.contains("web"), "{listed}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_trust_the_ca_fails_the_handshake() {
+    let pki = pki();
+    let other = self::pki();
+    let server = start(&pki, None).await;
+    let refused = grpc_channel(server.grpc, &other.ca_pem).await;
+    assert!(refused.is_err(), "gRPC with another CA connected");
+    let refused = https(server.http, &other.ca_der, "GET", "/healthz", "").await;
+    let error = refused.expect_err("HTTPS with another CA connected");
+    assert!(
+        error.to_string().to_lowercase().contains("certificate"),
+        "{error}"
+    );
+    // The server is unharmed: a trusting client still gets through.
+    let health = https(server.http, &pki.ca_der, "GET", "/healthz", "")
+        .await
+        .unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_client_gets_no_answer_from_a_tls_listener() {
+    let pki = pki();
+    let server = start(&pki, None).await;
+    let tcp = TcpStream::connect(server.http).await.unwrap();
+    let response = http_request(tcp, "GET", "/healthz", "").await;
+    assert!(!response.contains("HTTP/1.1"), "{response}");
+
+    let plain = async {
+        let channel = Endpoint::from_shared(format!("http://{}", server.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        AdminClient::new(channel)
+            .list_queues(v1::ListQueuesRequest {})
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(15), plain)
+        .await
+        .expect("the plaintext client is answered or dropped in time");
+    assert!(answered.is_err(), "a plaintext gRPC call succeeded");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_over_the_limit_is_refused_over_tls() {
+    let pki = pki();
+    let server = start(&pki, Some(1)).await;
+    let tcp = TcpStream::connect(server.http).await.unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let held = rustls_client(&pki.ca_der, b"http/1.1")
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let refused = https(server.http, &pki.ca_der, "GET", "/healthz", "")
+        .await
+        .unwrap();
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    drop(held);
+    server.stop().await;
+}
+
+#[test]
+fn bad_certificates_and_keys_are_refused_with_what_is_wrong() {
+    let pki = pki();
+    let other = self::pki();
+    let e = |cert: &str, key: &str| {
+        TlsConfig::from_pem(cert.as_bytes(), key.as_bytes())
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(e("", &pki.key_pem).contains("no `BEGIN CERTIFICATE`"));
+    assert!(e(&pki.cert_pem, "").contains("private key"));
+    assert!(e(&pki.cert_pem, &other.key_pem).contains("cannot be used together"));
+    let missing = TlsConfig::from_pem_files(
+        std::path::Path::new("/nonexistent/cert.pem"),
+        std::path::Path::new("/nonexistent/key.pem"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(missing.contains("/nonexistent/cert.pem"), "{missing}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_handshake_does_not_hold_up_other_connections() {
+    let pki = pki();
+    let server = start(&pki, None).await;
+    // Connected, and silent: their handshakes never start.
+    let _stalled_grpc = TcpStream::connect(server.grpc).await.unwrap();
+    let _stalled_http = TcpStream::connect(server.http).await.unwrap();
+    let served = async {
+        let channel = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+        AdminClient::new(channel)
+            .list_queues(v1::ListQueuesRequest {})
+            .await
+            .unwrap();
+        https(server.http, &pki.ca_der, "GET", "/healthz", "")
+            .await
+            .unwrap()
+    };
+    let health = tokio::time::timeout(std::time::Duration::from_secs(3), served)
+        .await
+        .expect("served while other handshakes stall");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_connection_over_the_limit_is_answered_resource_exhausted_over_tls() {
+    let pki = pki();
+    let server = start(&pki, Some(1)).await;
+    let held = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+    AdminClient::new(held.clone())
+        .list_queues(v1::ListQueuesRequest {})
+        .await
+        .unwrap();
+    let over = grpc_channel(server.grpc, &pki.ca_pem).await.unwrap();
+    let refused = AdminClient::new(over)
+        .list_queues(v1::ListQueuesRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    drop(held);
+    server.stop().await;
+}
