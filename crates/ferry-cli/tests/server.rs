@@ -1,123 +1,12 @@
 //! The real `ferry serve`, driven by the `ferry` command itself, as a user would.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
-
-/// A running `ferry serve`, killed when dropped.
-struct Server {
-    child: Child,
-    grpc: String,
-    http: String,
-}
-
-impl Server {
-    /// Starts on free ports and waits for the lines that say where it listens.
-    fn start(data_dir: &Path) -> Server {
-        Server::start_with(data_dir, &[])
-    }
-
-    /// The same with more `serve` arguments.
-    fn start_with(data_dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra)
-            .env_remove("FERRY_SERVER")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let (mut grpc, mut http) = (None, None);
-        while grpc.is_none() || http.is_none() {
-            let line = rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("ferry serve printed its addresses");
-            if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
-                grpc = Some(rest.split(',').next().unwrap().to_owned());
-            } else if let Some(rest) = line.strip_prefix("ferry: serving HTTP on http://") {
-                http = Some(rest.trim().to_owned());
-            }
-        }
-        Server {
-            child,
-            grpc: format!("ferry://{}", grpc.unwrap()),
-            http: http.unwrap(),
-        }
-    }
-
-    /// Runs `ferry ARGS` against this server.
-    fn ferry(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args(["--server", &self.grpc])
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// Runs `ferry ARGS`, expecting success; its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ferry(args);
-        assert!(
-            out.status.success(),
-            "ferry {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut with = args.to_vec();
-        with.push("--json");
-        let text = self.ok(&with);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-    }
-
-    /// Consumed messages, one JSON object a line.
-    fn consume(&self, queue: &str, mode: &str, count: &str) -> Vec<Value> {
-        self.ok(&[
-            "consume", queue, "--mode", mode, "--count", count, "--wait", "2s", "--json",
-        ])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) on the child's pid; no memory is touched.
-        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
-        assert_eq!(rc, 0);
-    }
-
-    fn wait_exit(&mut self) -> std::process::ExitStatus {
-        for _ in 0..200 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("ferry serve did not exit within 10 s");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Server;
 
 #[test]
 fn poison_message_goes_to_the_dlq_is_listed_redriven_and_then_acked() {

@@ -109,7 +109,8 @@ impl Default for ConsumerOptions {
 /// The transport `url` names, connected.
 ///
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`;
-/// - `ferry://host:port`: a Ferry server (feature `server`).
+/// - `ferry://host:port` (`ferrys://` over TLS): a Ferry server (feature `server`); the
+///   token and CA come from `FERRY_TOKEN` and `FERRY_TLS_CA`.
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -117,7 +118,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     })?;
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
-        "ferry" => connect_server(url).await,
+        "ferry" | "ferrys" => connect_server(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -133,6 +134,7 @@ fn known() -> String {
     }
     if cfg!(feature = "server") {
         schemes.push("ferry://");
+        schemes.push("ferrys://");
     }
     schemes.join(", ")
 }

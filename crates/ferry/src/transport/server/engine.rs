@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_client::proto as v1;
-use ferry_client::{Client, ClientError};
+use ferry_client::{Client, ClientError, ConnectOptions};
 use tonic::Code;
 
 use super::capabilities;
@@ -44,8 +44,26 @@ impl Shared {
 }
 
 impl Remote {
+    /// Connects to `url` (`ferry://host:port`, or `ferrys://` for TLS). The API token and
+    /// the CA to trust come from the environment — `FERRY_TOKEN`, `FERRY_TLS_CA` (a PEM
+    /// file) — as for the `ferry` command, so that neither sits in a URL that may be logged.
     pub async fn connect(url: &str) -> Result<Remote> {
-        let client = Client::connect(url).await.map_err(map_error)?;
+        let mut options = ConnectOptions::new();
+        if let Ok(token) = std::env::var("FERRY_TOKEN") {
+            options = options.token(token);
+        }
+        if let Some(path) = std::env::var_os("FERRY_TLS_CA") {
+            let pem = std::fs::read(&path).map_err(|e| {
+                Error::invalid(
+                    "FERRY_TLS_CA",
+                    format!("cannot read {}: {e}", std::path::Path::new(&path).display()),
+                )
+            })?;
+            options = options.tls_ca_pem(pem);
+        }
+        let client = Client::connect_with(url, options)
+            .await
+            .map_err(map_error)?;
         Ok(Remote {
             shared: Arc::new(Shared {
                 client,
