@@ -20,8 +20,10 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+pub mod nats;
 
 pub use embedded::capabilities as embedded_capabilities;
+pub use nats::capabilities as nats_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -107,6 +109,7 @@ impl Default for ConsumerOptions {
 /// The transport `url` names, connected.
 ///
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`.
+/// - `nats://host:port`: NATS JetStream (feature `nats`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -114,6 +117,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     })?;
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
+        "nats" => connect_nats(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -122,7 +126,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
 }
 
 fn known() -> &'static str {
-    "embedded"
+    "embedded, nats"
 }
 
 #[cfg(feature = "embedded")]
@@ -138,5 +142,19 @@ async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
         "embedded",
         url,
         "this build of the SDK lacks the `embedded` feature",
+    ))
+}
+
+#[cfg(feature = "nats")]
+async fn connect_nats(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(nats::Nats::connect(url).await?))
+}
+
+#[cfg(not(feature = "nats"))]
+async fn connect_nats(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "NATS JetStream",
+        url,
+        "this build of the SDK lacks the `nats` feature",
     ))
 }
