@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use futures_util::StreamExt;
+
 use ferry::{Feature, Support};
 use ferry_conformance::service::url_or_skip;
 use ferry_conformance::{Restart, Target};
@@ -59,9 +61,11 @@ async fn nats_jetstream_passes_the_conformance_suite() {
         "the machine's NATS JetStream service is shared; this suite does not restart it",
     ));
     let started = Instant::now();
+    let started_ms = ferry::message::now_ms();
     let report = ferry_conformance::run(&target).await;
     report.print();
     eprintln!("suite took {:?}", started.elapsed());
+    remove_what_the_suite_declared(&target.url, started_ms).await;
     report.assert_passed();
 
     let table = ferry::transport::nats_capabilities();
@@ -84,5 +88,34 @@ async fn nats_jetstream_passes_the_conformance_suite() {
             matches!(table.support(feature), Support::No(_)),
             "{feature} changed in the table: update this test"
         );
+    }
+}
+
+/// Deletes the streams of the queues, topics and dead letters this run declared: the
+/// suite's names are `cf-<ms since the epoch>-...`, so those from `started_ms` on are ours
+/// (and no other run's, as runs on one machine do not overlap within a millisecond's name).
+async fn remove_what_the_suite_declared(url: &str, started_ms: i64) {
+    let client = async_nats::connect(url).await.expect("connect to clean up");
+    let js = async_nats::jetstream::new(client);
+    let mut names = js.stream_names();
+    let mut ours = Vec::new();
+    while let Some(name) = names.next().await {
+        let name = name.expect("list streams");
+        let Some(rest) = name.strip_prefix("ferry_") else {
+            continue;
+        };
+        let Some((_, escaped)) = rest.split_once('_') else {
+            continue;
+        };
+        let created_ms = escaped
+            .strip_prefix("cf-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|ms| ms.parse::<i64>().ok());
+        if created_ms.is_some_and(|ms| ms >= started_ms) {
+            ours.push(name);
+        }
+    }
+    for name in ours {
+        let _ = js.delete_stream(&name).await;
     }
 }
