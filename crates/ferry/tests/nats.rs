@@ -354,6 +354,56 @@ async fn a_repeated_id_is_stored_once_and_dotted_names_work() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_dedup_window_a_repeated_id_is_stored_again() {
+    // As on the Ferry broker: a redrive may republish a message under its id.
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("no-dedup");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let id = ferry::message::new_id();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    for _ in 0..2 {
+        publisher
+            .send(Message::new("again").with_id(&id))
+            .await
+            .unwrap();
+        // Past the shortest window the engine keeps (100 ms), which stands for none.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    for _ in 0..2 {
+        let d = next(&mut c, WAIT).await;
+        assert_eq!(d.id, id);
+        d.ack().await.unwrap();
+    }
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_close_calls_and_settlements_are_closed() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("closed");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("x"))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    ferry.close().await.unwrap();
+    ferry.close().await.unwrap();
+    assert!(matches!(d.ack().await, Err(Error::Closed)));
+    assert!(matches!(
+        c.next_within(Duration::from_millis(50)).await,
+        Err(Error::Closed)
+    ));
+    let err = ferry.declare_queue(&quick(&name)).await.unwrap_err();
+    assert!(matches!(err, Error::Closed), "{err}");
+    let again = connect().await.unwrap();
+    again.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_keys_round_trip_and_headers_nats_would_alter_are_invalid() {
     let Some(ferry) = connect().await else { return };
     let name = fresh("codec");

@@ -59,7 +59,7 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::Deduplication,
                 Native(
-                    "`Nats-Msg-Id` (the dedup id, else the message id) within the stream's duplicate window",
+                    "`Nats-Msg-Id` (the dedup id, else the message id) within the queue's window, its stream's duplicate window (100 ms at least); a topic's window is the engine's default two minutes",
                 ),
             ),
             (

@@ -27,6 +27,9 @@ const INTERNAL_LEASE: Duration = Duration::from_secs(30);
 /// Deliveries in flight on one shared consumer: above every prefetch a fleet of consumers
 /// is likely to hold, so the engine never stalls a queue that has idle consumers.
 const MAX_ACK_PENDING: i64 = 20_000;
+/// The shortest duplicate window the engine accepts; it stands for none on a queue declared
+/// without one.
+const SHORTEST_DEDUP_WINDOW: Duration = Duration::from_millis(100);
 /// The description of a topic's stream.
 const TOPIC_DESCRIPTION: &str = "ferry-topic";
 
@@ -287,6 +290,12 @@ impl Transport for Nats {
         let dead_letters = names::queue_dead_letters(&decl.name)?;
         let delays = names::queue_delays(&decl.name)?;
         let want = Settings::queue(decl);
+        if decl.dedup_window.is_some_and(|w| w < SHORTEST_DEDUP_WINDOW) {
+            return Err(Error::invalid(
+                "dedup_window",
+                format!("NATS JetStream needs at least {SHORTEST_DEDUP_WINDOW:?}"),
+            ));
+        }
         if let Some((_, have)) = stream_settings(&js, "queue", &decl.name, &queue.stream).await?
             && have != want
         {
@@ -300,7 +309,11 @@ impl Transport for Nats {
                 ensure_stream(&js, "queue", &decl.name, dead_letter_stream(&dead_letters)).await?;
             ensure_consumer(&s, "queue", &decl.name, shared_consumer(INTERNAL_LEASE, -1)).await?;
         }
-        let duplicate_window = decl.dedup_window.unwrap_or(Duration::ZERO);
+        // Without a declared window the queue must not deduplicate (as on the Ferry
+        // broker): a redrive republishing a dead letter under its id would otherwise vanish
+        // as a duplicate. Zero means the engine's two minutes, so the shortest window stands
+        // for none.
+        let duplicate_window = decl.dedup_window.unwrap_or(SHORTEST_DEDUP_WINDOW);
         if !decl.delivery.max_delay.is_zero() {
             let config = stream::Config {
                 duplicate_window,
@@ -613,9 +626,14 @@ impl Transport for Nats {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(js) = js {
-            // Flush what was sent; the connection goes when the last clone of the client
-            // (held by deliveries still unsettled) is dropped.
-            let _ = js.client().flush().await;
+            // Drain: what was sent is flushed, then the connection closes for every
+            // consumer and delivery still holding the client. Those fail with `Closed`
+            // before they touch it, and unsettled deliveries come back when their leases end.
+            match tokio::time::timeout(Duration::from_secs(5), js.client().drain()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(transport_error(e)),
+                Err(_) => return Err(Error::Timeout(Duration::from_secs(5))),
+            }
         }
         Ok(())
     }
