@@ -157,6 +157,34 @@ async fn a_delayed_message_starts_at_attempt_one_and_counts_from_there() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sooner_delay_is_not_stuck_behind_a_backlog_of_later_ones() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("delay-backlog");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    // More far-off messages than the mover looks at in one pass.
+    let later = (0..600)
+        .map(|i| Message::new(format!("later {i}")).with_delay(Duration::from_secs(30)))
+        .collect();
+    publisher.send_batch(later).await.unwrap();
+    let start = Instant::now();
+    let soon = publisher
+        .send(Message::new("soon").with_delay(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    let waited = start.elapsed();
+    assert_eq!(d.id, soon);
+    assert!(
+        (Duration::from_secs(1)..Duration::from_secs(4)).contains(&waited),
+        "a 1 s delay came after {waited:?}"
+    );
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delays_beyond_max_delay_and_on_topics_are_refused() {
     let Some(ferry) = connect().await else { return };
     let name = fresh("delay-limits");

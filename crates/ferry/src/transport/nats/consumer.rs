@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::codec::{self, DELAY_MS, PUBLISHED_AT};
-use super::engine::{Shared, map_publish, transport_error};
+use super::engine::{INTERNAL_LEASE, Shared, map_publish, transport_error};
 use super::names::StreamName;
 use super::settings::Settings;
 use crate::error::{Error, Result};
@@ -410,7 +410,7 @@ impl Settler for NatsSettler {
             .live
             .as_ref()
             .map(|l| l.settings.lease())
-            .unwrap_or(Duration::from_secs(30));
+            .unwrap_or(INTERNAL_LEASE);
         if by <= lease {
             return Ok(());
         }

@@ -23,7 +23,7 @@ pub(super) const NAME: &str = "NATS JetStream";
 /// How long dead letters are kept, as on the Ferry broker.
 const DEAD_LETTER_RETENTION: Duration = Duration::from_secs(14 * 24 * 3600);
 /// The lease of deliveries from dead-letter and holding streams.
-const INTERNAL_LEASE: Duration = Duration::from_secs(30);
+pub(super) const INTERNAL_LEASE: Duration = Duration::from_secs(30);
 /// Deliveries in flight on one shared consumer: above every prefetch a fleet of consumers
 /// is likely to hold, so the engine never stalls a queue that has idle consumers.
 const MAX_ACK_PENDING: i64 = 20_000;
@@ -234,7 +234,9 @@ async fn delete_stream_if_any(js: &jetstream::Context, stream: &str) -> Result<(
     }
 }
 
-/// Publishes `batch` to `subject`, pipelined, and waits until the stream stored each.
+/// Publishes each message to its subject, pipelined, and waits until the stream stored
+/// each. The engine stores them in order, so a failure leaves a prefix stored — except that
+/// a message refused by a full queue may be followed by one accepted after an ack freed room.
 async fn publish_all(
     js: &jetstream::Context,
     kind: &'static str,
@@ -321,7 +323,13 @@ impl Transport for Nats {
                 ..work_queue(&delays)
             };
             let s = ensure_stream(&js, "queue", &decl.name, config).await?;
-            ensure_consumer(&s, "queue", &decl.name, shared_consumer(INTERNAL_LEASE, -1)).await?;
+            // Messages sent back until due stay pending on this consumer; with a bound, a
+            // backlog of far-off ones would keep a sooner one behind them from being seen.
+            let holding = pull::Config {
+                max_ack_pending: -1,
+                ..shared_consumer(INTERNAL_LEASE, -1)
+            };
+            ensure_consumer(&s, "queue", &decl.name, holding).await?;
         }
         let config = stream::Config {
             duplicate_window,
@@ -441,6 +449,7 @@ impl Transport for Nats {
                 delete_stream_if_any(&js, &names::subscription_dead_letters(topic, name)?.stream)
                     .await
             }
+            // The dead letters alone: emptied, the stream kept for those still to come.
             Source::DeadLetters(origin) => {
                 let dead_letters = dead_letter_names(origin)?;
                 let stream = js
