@@ -153,7 +153,7 @@ impl NatsConsumer {
     async fn pull(&self, max: usize, wait: Duration) -> Result<Vec<jetstream::Message>> {
         let mut got = Vec::new();
         if wait >= SHORTEST_WAIT {
-            let mut first = self
+            let first = self
                 .consumer
                 .batch()
                 .max_messages(1)
@@ -161,26 +161,49 @@ impl NatsConsumer {
                 .messages()
                 .await
                 .map_err(|e| self.fetch_error(e))?;
-            while let Some(message) = first.next().await {
-                got.push(message.map_err(|e| self.fetch_error(e))?);
-            }
+            self.drain_into(first, &mut got).await?;
             if got.is_empty() {
                 return Ok(got);
             }
         }
         if max > got.len() {
-            let mut rest = self
+            let rest = self
                 .consumer
                 .fetch()
                 .max_messages(max - got.len())
                 .messages()
-                .await
-                .map_err(|e| self.fetch_error(e))?;
-            while let Some(message) = rest.next().await {
-                got.push(message.map_err(|e| self.fetch_error(e))?);
+                .await;
+            // Messages already taken are handed over even if the second pull fails: dropped,
+            // they would come back only when their leases end, an attempt spent.
+            let outcome = match rest {
+                Ok(rest) => self.drain_into(rest, &mut got).await,
+                Err(e) => Err(self.fetch_error(e)),
+            };
+            if let Err(e) = outcome {
+                if got.is_empty() {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "second pull failed; handing over what the first took");
             }
         }
         Ok(got)
+    }
+
+    /// Reads one pull's messages to its end. The engine ends a pull it cannot serve now
+    /// with a status — at its MaxAckPending or MaxWaiting — which means "nothing now".
+    async fn drain_into(
+        &self,
+        mut batch: jetstream::consumer::pull::Batch,
+        got: &mut Vec<jetstream::Message>,
+    ) -> Result<()> {
+        while let Some(message) = batch.next().await {
+            match message {
+                Ok(message) => got.push(message),
+                Err(e) if e.to_string().to_ascii_lowercase().contains("exceeded max") => break,
+                Err(e) => return Err(self.fetch_error(e)),
+            }
+        }
+        Ok(())
     }
 
     fn fetch_error(&self, e: impl std::fmt::Display) -> Error {
