@@ -47,7 +47,7 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::Priorities,
                 No(
-                    "JetStream delivers a stream in order; 2.9 has no priority levels, and a stream per level would need a cross-stream fetch that cannot be atomic",
+                    "JetStream 2.9 delivers each stream in order and has no priority levels; polling a stream per level highest-first would order only within one fetch, a weaker promise than Ferry's",
                 ),
             ),
             (
@@ -71,7 +71,7 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::MaxLength,
                 Native(
-                    "the work-queue stream's MaxMsgs with DiscardNew refuses publishes beyond it (`Full`)",
+                    "the work-queue stream's MaxMsgs with DiscardNew refuses publishes beyond it (`Full`); a delayed message counts once it is due and moved in, and waits while the queue is full",
                 ),
             ),
         ],
