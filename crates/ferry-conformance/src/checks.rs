@@ -208,8 +208,15 @@ async fn unsupported_features_are_refused(ferry: &Ferry, _: &Target) -> CheckRes
                 None
             }
             Feature::Delays => {
-                decl.delivery.max_delay = Duration::from_secs(60);
-                Some(Message::new("x").with_delay(Duration::from_secs(1)))
+                // `max_delay` is only a bound: the declaration stands, the publish does not.
+                let publisher = ferry.publisher(Destination::queue(&name));
+                match publisher
+                    .send(Message::new("x").with_delay(Duration::from_secs(1)))
+                    .await
+                {
+                    Err(Error::Unsupported { .. }) => continue,
+                    other => return Err(format!("publishing with {feature} answered {other:?}")),
+                }
             }
             _ => continue,
         };

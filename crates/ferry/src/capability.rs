@@ -156,9 +156,8 @@ impl Capabilities {
         if delivery.default_ttl.is_some() {
             self.require(Feature::Ttl)?;
         }
-        if !delivery.max_delay.is_zero() {
-            self.require(Feature::Delays)?;
-        }
+        // `max_delay` only bounds what a publish may ask for, so it needs nothing here; a
+        // delayed publish is refused by `check_message` where delays are unsupported.
         if delivery.priority_levels > 1 {
             self.require(Feature::Priorities)?;
         }
@@ -210,6 +209,7 @@ pub fn all() -> Vec<Capabilities> {
     vec![
         crate::transport::embedded_capabilities(),
         crate::transport::server::capabilities(),
+        crate::transport::nats_capabilities(),
         // Other transports add their tables here.
     ]
 }

@@ -20,9 +20,11 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+pub mod nats;
 pub mod server;
 
 pub use embedded::capabilities as embedded_capabilities;
+pub use nats::capabilities as nats_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -110,7 +112,8 @@ impl Default for ConsumerOptions {
 ///
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`;
 /// - `ferry://host:port` (`ferrys://` over TLS): a Ferry server (feature `server`); the
-///   token and CA come from `FERRY_TOKEN` and `FERRY_TLS_CA`.
+///   token and CA come from `FERRY_TOKEN` and `FERRY_TLS_CA`;
+/// - `nats://host:port`: NATS JetStream (feature `nats`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -119,6 +122,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
         "ferry" | "ferrys" => connect_server(url).await,
+        "nats" => connect_nats(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -128,15 +132,17 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
 
 /// The schemes this build was compiled with.
 fn known() -> String {
-    let mut schemes = Vec::new();
-    if cfg!(feature = "embedded") {
-        schemes.push("embedded:");
-    }
-    if cfg!(feature = "server") {
-        schemes.push("ferry://");
-        schemes.push("ferrys://");
-    }
-    schemes.join(", ")
+    let schemes = [
+        ("embedded:", cfg!(feature = "embedded")),
+        ("ferry://, ferrys://", cfg!(feature = "server")),
+        ("nats://", cfg!(feature = "nats")),
+    ];
+    let compiled: Vec<&str> = schemes
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(scheme, _)| *scheme)
+        .collect();
+    compiled.join(", ")
 }
 
 #[cfg(feature = "server")]
@@ -166,5 +172,19 @@ async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
         "embedded",
         url,
         "this build of the SDK lacks the `embedded` feature",
+    ))
+}
+
+#[cfg(feature = "nats")]
+async fn connect_nats(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(nats::Nats::connect(url).await?))
+}
+
+#[cfg(not(feature = "nats"))]
+async fn connect_nats(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "NATS JetStream",
+        url,
+        "this build of the SDK lacks the `nats` feature",
     ))
 }

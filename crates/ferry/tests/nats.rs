@@ -1,0 +1,518 @@
+//! NATS JetStream behaviour the conformance suite does not cover: the SDK's emulations on
+//! top of JetStream 2.9 (dead-lettering past MaxDeliver, delays, long extensions), name and
+//! header mapping, and errors. Runs against `FERRY_NATS_URL` (else nats://127.0.0.1:4222);
+//! skips loudly when nothing answers there, outside CI.
+#![cfg(feature = "nats")]
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use ferry::message::reason;
+use ferry::{
+    Consumer, ConsumerOptions, Delivery, Destination, Error, Ferry, Message, QueueDecl, Source,
+    SubscriptionDecl, TopicDecl,
+};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn connect() -> Option<Ferry> {
+    let url = std::env::var("FERRY_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let addr = url.trim_start_matches("nats://").to_owned();
+    let answers = addr
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    if !answers {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("NATS JetStream does not answer at {url}; under CI=true it must be up");
+        }
+        eprintln!("\n!!! SKIPPED: NATS JetStream does not answer at {url} !!!\n");
+        return None;
+    }
+    Some(Ferry::connect(&url).await.expect("connect"))
+}
+
+fn fresh(what: &str) -> String {
+    format!(
+        "nt-{}-{what}-{:04x}",
+        ferry::message::now_ms(),
+        fastrand::u16(..)
+    )
+}
+
+fn quick(name: &str) -> QueueDecl {
+    let mut decl = QueueDecl::new(name);
+    decl.delivery.backoff.base = Duration::from_millis(50);
+    decl.delivery.backoff.cap = Duration::from_millis(100);
+    decl.delivery.backoff.jitter = 0.0;
+    decl
+}
+
+async fn consumer(ferry: &Ferry, source: Source) -> Consumer {
+    let options = ConsumerOptions {
+        prefetch: 4,
+        poll: Duration::from_millis(200),
+        ..ConsumerOptions::default()
+    };
+    ferry.consumer(source, options).await.expect("consumer")
+}
+
+async fn next(c: &mut Consumer, within: Duration) -> Delivery {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(d) = c
+            .next_within(Duration::from_millis(300))
+            .await
+            .expect("receive")
+        {
+            return d;
+        }
+    }
+    panic!("no delivery from {} within {within:?}", c.source());
+}
+
+async fn none_within(c: &mut Consumer, window: Duration) {
+    let deadline = Instant::now() + window;
+    while Instant::now() < deadline {
+        if let Some(d) = c
+            .next_within(Duration::from_millis(200))
+            .await
+            .expect("receive")
+        {
+            panic!("unexpected delivery {} (attempt {})", d.id, d.attempt);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_delivery_whose_lease_ran_out_is_dead_lettered_not_stranded() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("lease-last");
+    let mut decl = quick(&name);
+    decl.delivery.max_deliveries = 2;
+    decl.delivery.lease = Duration::from_secs(1);
+    ferry.declare_queue(&decl).await.unwrap();
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("slow"))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    // Two deliveries whose leases run out: the engine offers a third (MaxDeliver is one
+    // above the limit) and the SDK dead-letters it instead of handing it over.
+    for attempt in 1..=2 {
+        let d = next(&mut c, WAIT).await;
+        assert_eq!(d.attempt, attempt);
+        drop(d);
+    }
+    none_within(&mut c, Duration::from_millis(2500)).await;
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    let d = next(&mut dlq, WAIT).await;
+    assert_eq!(d.id, id);
+    let info = d.dead_letter.clone().expect("metadata");
+    assert_eq!(info.reason, reason::MAX_DELIVERIES);
+    assert_eq!(info.deliveries, 2);
+    assert_eq!(info.origin, name);
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_message_starts_at_attempt_one_and_counts_from_there() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("delay-attempts");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let start = Instant::now();
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(
+            Message::new("later")
+                .with_key("k1")
+                .with_header("x-a", "1")
+                .with_delay(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    let d = next(&mut c, WAIT).await;
+    assert!(start.elapsed() >= Duration::from_secs(1), "early");
+    assert_eq!(d.id, id);
+    assert_eq!(
+        d.attempt, 1,
+        "waiting for the delay must not count as attempts"
+    );
+    assert_eq!(d.key.as_deref(), Some(&b"k1"[..]));
+    assert_eq!(d.header("x-a"), Some("1"));
+    assert!(
+        d.age() >= Duration::from_secs(1),
+        "published_at is the publish, not the move"
+    );
+    d.nack(Some(Duration::ZERO)).await.unwrap();
+    let d = next(&mut c, WAIT).await;
+    assert_eq!(d.attempt, 2);
+    d.ack().await.unwrap();
+    none_within(&mut c, Duration::from_millis(600)).await;
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sooner_delay_is_not_stuck_behind_a_backlog_of_later_ones() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("delay-backlog");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    // More far-off messages than the mover looks at in one pass.
+    let later = (0..600)
+        .map(|i| Message::new(format!("later {i}")).with_delay(Duration::from_secs(30)))
+        .collect();
+    publisher.send_batch(later).await.unwrap();
+    let start = Instant::now();
+    let soon = publisher
+        .send(Message::new("soon").with_delay(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    let waited = start.elapsed();
+    assert_eq!(d.id, soon);
+    assert!(
+        (Duration::from_secs(1)..Duration::from_secs(4)).contains(&waited),
+        "a 1 s delay came after {waited:?}"
+    );
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delays_beyond_max_delay_and_on_topics_are_refused() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("delay-limits");
+    let mut decl = quick(&name);
+    decl.delivery.max_delay = Duration::from_secs(5);
+    ferry.declare_queue(&decl).await.unwrap();
+    let err = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("x").with_delay(Duration::from_secs(6)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    let topic = fresh("delay-topic");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let err = ferry
+        .publisher(Destination::topic(&topic))
+        .send(Message::new("x").with_delay(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.delete_topic(&topic).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_longer_than_the_lease_holds_then_ends() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("long-extend");
+    let mut decl = quick(&name);
+    decl.delivery.lease = Duration::from_secs(1);
+    ferry.declare_queue(&decl).await.unwrap();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("job"))
+        .await
+        .unwrap();
+    let mut first = consumer(&ferry, Source::queue(&name)).await;
+    let mut second = consumer(&ferry, Source::queue(&name)).await;
+    let held = next(&mut first, WAIT).await;
+    let extended_at = Instant::now();
+    held.extend(Duration::from_secs(3)).await.unwrap();
+    none_within(&mut second, Duration::from_millis(2800)).await;
+    // The extension covers 3 s and no more: then the lease runs out as usual.
+    let d = next(&mut second, WAIT).await;
+    let waited = extended_at.elapsed();
+    assert!(waited >= Duration::from_secs(3), "back after {waited:?}");
+    assert!(waited < Duration::from_secs(6), "held for {waited:?}");
+    assert_eq!(d.attempt, 2);
+    d.ack().await.unwrap();
+    drop(held);
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_ack_after_the_lease_moved_on_is_not_held_and_quick() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("late-ack");
+    let mut decl = quick(&name);
+    decl.delivery.lease = Duration::from_secs(1);
+    ferry.declare_queue(&decl).await.unwrap();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("job"))
+        .await
+        .unwrap();
+    let mut first = consumer(&ferry, Source::queue(&name)).await;
+    let mut second = consumer(&ferry, Source::queue(&name)).await;
+    let held = next(&mut first, WAIT).await;
+    let d = next(&mut second, WAIT).await;
+    d.ack().await.unwrap();
+    let started = Instant::now();
+    match held.ack().await {
+        Ok(()) | Err(Error::NotHeld { .. }) => {}
+        Err(e) => panic!("late ack answered {e}"),
+    }
+    eprintln!("late ack took {:?}", started.elapsed());
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redeclaring_is_idempotent_and_other_settings_conflict() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("redeclare");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let mut other = quick(&name);
+    other.delivery.max_deliveries = 9;
+    let err = ferry.declare_queue(&other).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+
+    let topic = fresh("redeclare-topic");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let sub = SubscriptionDecl::new(&topic, format!("{topic}-s"));
+    ferry.declare_subscription(&sub).await.unwrap();
+    ferry.declare_subscription(&sub).await.unwrap();
+    let mut changed = sub.clone();
+    changed.delivery.lease = Duration::from_secs(7);
+    let err = ferry.declare_subscription(&changed).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+    let err = ferry
+        .declare_subscription(&SubscriptionDecl::new(fresh("no-topic"), "s"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let mut partitioned = TopicDecl::new(&topic);
+    partitioned.partitions = 4;
+    let err = ferry.declare_topic(&partitioned).await.unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry
+        .delete(&Source::subscription(&topic, &sub.name))
+        .await
+        .unwrap();
+    ferry.delete_topic(&topic).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_things_are_not_found() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("absent");
+    for source in [
+        Source::queue(&name),
+        Source::subscription(&name, "s"),
+        Source::queue(&name).dead_letters(),
+    ] {
+        let err = ferry.delete(&source).await.unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{source}: {err}");
+        match ferry.consumer(source.clone(), Default::default()).await {
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => panic!("{source}: {e}"),
+            Ok(_) => panic!("{source} can be consumed"),
+        }
+    }
+    let err = ferry.delete_topic(&name).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let err = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_publishes_until_one_is_acked() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("full");
+    ferry
+        .declare_queue(&quick(&name).max_length(2))
+        .await
+        .unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    publisher.send(Message::new("1")).await.unwrap();
+    publisher.send(Message::new("2")).await.unwrap();
+    let err = publisher.send(Message::new("3")).await.unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "{err}");
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    next(&mut c, WAIT).await.ack().await.unwrap();
+    publisher.send(Message::new("3")).await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_id_is_stored_once_and_dotted_names_work() {
+    let Some(ferry) = connect().await else { return };
+    // Dots and underscores are escaped in stream names; these two must not collide.
+    let a = format!("{}.a_b", fresh("dedup"));
+    let b = a.replace(".a_b", "_a.b");
+    for name in [&a, &b] {
+        ferry
+            .declare_queue(&quick(name).dedup_window(Duration::from_secs(60)))
+            .await
+            .unwrap();
+    }
+    let publisher = ferry.publisher(Destination::queue(&a));
+    let id = ferry::message::new_id();
+    for _ in 0..2 {
+        publisher
+            .send(Message::new("once").with_id(&id))
+            .await
+            .unwrap();
+    }
+    let mut c = consumer(&ferry, Source::queue(&a)).await;
+    let d = next(&mut c, WAIT).await;
+    assert_eq!(d.id, id);
+    d.ack().await.unwrap();
+    none_within(&mut c, Duration::from_millis(600)).await;
+    let mut other = consumer(&ferry, Source::queue(&b)).await;
+    none_within(&mut other, Duration::from_millis(300)).await;
+    for name in [&a, &b] {
+        ferry.delete(&Source::queue(name)).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_dedup_window_a_repeated_id_is_stored_again() {
+    // As on the Ferry broker: a redrive may republish a message under its id.
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("no-dedup");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let id = ferry::message::new_id();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    for _ in 0..2 {
+        publisher
+            .send(Message::new("again").with_id(&id))
+            .await
+            .unwrap();
+        // Past the shortest window the engine keeps (100 ms), which stands for none.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    for _ in 0..2 {
+        let d = next(&mut c, WAIT).await;
+        assert_eq!(d.id, id);
+        d.ack().await.unwrap();
+    }
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_close_calls_and_settlements_are_closed() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("closed");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("x"))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    ferry.close().await.unwrap();
+    ferry.close().await.unwrap();
+    assert!(matches!(d.ack().await, Err(Error::Closed)));
+    assert!(matches!(
+        c.next_within(Duration::from_millis(50)).await,
+        Err(Error::Closed)
+    ));
+    let err = ferry.declare_queue(&quick(&name)).await.unwrap_err();
+    assert!(matches!(err, Error::Closed), "{err}");
+    let again = connect().await.unwrap();
+    again.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_keys_round_trip_and_headers_nats_would_alter_are_invalid() {
+    let Some(ferry) = connect().await else { return };
+    let name = fresh("codec");
+    ferry.declare_queue(&quick(&name)).await.unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    for header in [("x", "two\nlines"), ("x", " padded"), ("Nats-Msg-Id", "m")] {
+        let err = publisher
+            .send(Message::new("x").with_header(header.0, header.1))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Invalid { .. }), "{header:?}: {err}");
+    }
+    publisher
+        .send(Message::new("bin").with_key(&b"\x00\xffkey"[..]))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    assert_eq!(d.key.as_deref(), Some(&b"\x00\xffkey"[..]));
+    assert!(
+        d.headers.is_empty(),
+        "internal headers leaked: {:?}",
+        d.headers
+    );
+    // A multi-line error survives the trip into the dead letter.
+    d.reject("line 1\nline 2").await.unwrap();
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    let d = next(&mut dlq, WAIT).await;
+    let info = d.dead_letter.clone().unwrap();
+    assert_eq!(info.reason, reason::REJECTED);
+    assert_eq!(info.last_error.as_deref(), Some("line 1\nline 2"));
+    assert_eq!(d.key.as_deref(), Some(&b"\x00\xffkey"[..]));
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_dead_letters_into_its_own_queue_named_after_it() {
+    let Some(ferry) = connect().await else { return };
+    let topic = fresh("sub-dlq");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let mut decls = Vec::new();
+    for s in ["a", "b"] {
+        let mut decl = SubscriptionDecl::new(&topic, format!("{topic}-{s}"));
+        decl.delivery.max_deliveries = 1;
+        ferry.declare_subscription(&decl).await.unwrap();
+        decls.push(decl);
+    }
+    let id = ferry
+        .publisher(Destination::topic(&topic))
+        .send(Message::new("event"))
+        .await
+        .unwrap();
+    // `a` fails it once (its only delivery); `b` acks it.
+    let a = Source::subscription(&topic, &decls[0].name);
+    let b = Source::subscription(&topic, &decls[1].name);
+    let mut ca = consumer(&ferry, a.clone()).await;
+    next(&mut ca, WAIT)
+        .await
+        .nack_with_error(None, "boom")
+        .await
+        .unwrap();
+    let mut cb = consumer(&ferry, b.clone()).await;
+    next(&mut cb, WAIT).await.ack().await.unwrap();
+    let mut dlq = consumer(&ferry, a.clone().dead_letters()).await;
+    let d = next(&mut dlq, WAIT).await;
+    assert_eq!(d.id, id);
+    let info = d.dead_letter.clone().unwrap();
+    assert_eq!(
+        (info.reason.as_str(), info.deliveries, info.origin.as_str()),
+        (reason::MAX_DELIVERIES, 1, decls[0].name.as_str())
+    );
+    d.ack().await.unwrap();
+    let mut dlq_b = consumer(&ferry, b.clone().dead_letters()).await;
+    none_within(&mut dlq_b, Duration::from_millis(300)).await;
+    ferry.delete(&a).await.unwrap();
+    // Deleting the topic takes the remaining subscription's dead letters with it.
+    ferry.delete_topic(&topic).await.unwrap();
+    match ferry.consumer(b.dead_letters(), Default::default()).await {
+        Err(Error::NotFound { .. }) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a deleted topic's subscription still has dead letters"),
+    }
+}
