@@ -27,7 +27,7 @@
 //! - [`transport`]: the seam each engine implements.
 //!
 //! Transports: `embedded:./dir` (feature `embedded`, on by default) — the broker
-//! in-process.
+//! in-process; `redis://host:port/db` (feature `redis`) — Redis Streams.
 
 pub mod capability;
 mod consumer;

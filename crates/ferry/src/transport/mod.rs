@@ -20,8 +20,10 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+pub mod redis;
 
 pub use embedded::capabilities as embedded_capabilities;
+pub use redis::capabilities as redis_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -107,6 +109,7 @@ impl Default for ConsumerOptions {
 /// The transport `url` names, connected.
 ///
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`.
+/// - `redis://host:port/db`: Redis Streams (feature `redis`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -114,6 +117,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     })?;
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
+        "redis" => connect_redis(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -122,7 +126,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
 }
 
 fn known() -> &'static str {
-    "embedded"
+    "embedded, redis"
 }
 
 #[cfg(feature = "embedded")]
@@ -138,5 +142,19 @@ async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
         "embedded",
         url,
         "this build of the SDK lacks the `embedded` feature",
+    ))
+}
+
+#[cfg(feature = "redis")]
+async fn connect_redis(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(redis::RedisStreams::connect(url).await?))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn connect_redis(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "redis",
+        url,
+        "this build of the SDK lacks the `redis` feature",
     ))
 }
