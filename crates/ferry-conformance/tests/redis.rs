@@ -20,7 +20,9 @@ async fn redis_streams_pass_the_conformance_suite() {
         "the machine's Redis Streams service is shared; this suite does not restart it",
     ));
     let started = std::time::Instant::now();
+    let started_ms = ferry::message::now_ms();
     let report = ferry_conformance::run(&target).await;
+    remove_keys_made_since(&target.url, started_ms).await;
     report.print();
     eprintln!("suite took {:?}", started.elapsed());
     report.assert_passed();
@@ -50,5 +52,42 @@ async fn redis_streams_pass_the_conformance_suite() {
         if name == "per_key_order_holds_under_concurrency" {
             assert!(why.contains("ordering keys"), "{name}: {why}");
         }
+    }
+}
+
+/// Deletes the keys of the queues, topics and subscriptions this run made: the suite names
+/// them `cf-<ms>-...`, with the time they were made, and leaves some behind.
+async fn remove_keys_made_since(url: &str, since_ms: i64) {
+    let client = redis::Client::open(url).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let mut cursor = 0u64;
+    let mut ours = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("ferry:*cf-*")
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        ours.extend(keys.into_iter().filter(|key| {
+            key.split_once("cf-")
+                .and_then(|(_, rest)| rest.split('-').next())
+                .and_then(|ms| ms.parse::<i64>().ok())
+                .is_some_and(|ms| ms >= since_ms)
+        }));
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    for chunk in ours.chunks(500) {
+        redis::cmd("DEL")
+            .arg(chunk)
+            .query_async::<()>(&mut con)
+            .await
+            .unwrap();
     }
 }
