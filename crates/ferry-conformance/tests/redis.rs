@@ -91,3 +91,118 @@ async fn remove_keys_made_since(url: &str, since_ms: i64) {
             .unwrap();
     }
 }
+
+/// A topic's stream is shared by its subscriptions, so acks cannot delete from it: fetches
+/// trim now and then what every subscription has acked, and a closing consumer holding
+/// nothing leaves its group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_stream_keeps_only_what_some_subscription_still_needs() {
+    use std::time::Duration;
+
+    use ferry::{
+        ConsumerOptions, Destination, Ferry, Message, Source, SubscriptionDecl, TopicDecl,
+    };
+
+    let Some(url) = url_or_skip(
+        "Redis",
+        "FERRY_REDIS_URL",
+        "redis://127.0.0.1:6379/0",
+        "127.0.0.1:6379",
+    ) else {
+        return;
+    };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let topic = format!(
+        "rt-{}-trim-{:04x}",
+        ferry::message::now_ms(),
+        fastrand::u16(..)
+    );
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let (a, b) = (format!("{topic}-a"), format!("{topic}-b"));
+    for name in [&a, &b] {
+        ferry
+            .declare_subscription(&SubscriptionDecl::new(&topic, name))
+            .await
+            .unwrap();
+    }
+    let batch = (0..10).map(|i| Message::new(format!("{i}"))).collect();
+    ferry
+        .publisher(Destination::topic(&topic))
+        .send_batch(batch)
+        .await
+        .unwrap();
+    let options = || ConsumerOptions {
+        prefetch: 1,
+        ..ConsumerOptions::default()
+    };
+    let mut ca = ferry
+        .consumer(Source::subscription(&topic, &a), options())
+        .await
+        .unwrap();
+    let mut cb = ferry
+        .consumer(Source::subscription(&topic, &b), options())
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let d = ca
+            .next_within(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        d.ack().await.unwrap();
+    }
+    for _ in 0..5 {
+        let d = cb
+            .next_within(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        d.ack().await.unwrap();
+    }
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let stream = format!("ferry:t:{topic}");
+    let len = |mut con: redis::aio::MultiplexedConnection| {
+        let stream = stream.clone();
+        async move {
+            redis::cmd("XLEN")
+                .arg(&stream)
+                .query_async::<usize>(&mut con)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(len(con.clone()).await, 10);
+    // Past the housekeeping interval, the next fetch trims.
+    tokio::time::sleep(Duration::from_millis(5200)).await;
+    assert!(
+        ca.next_within(Duration::from_millis(100))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let left = len(con.clone()).await;
+    assert!(
+        (5..=6).contains(&left),
+        "{left} entries left where b has 5 to read"
+    );
+    ca.close().await.unwrap();
+    let consumers: Vec<redis::Value> = redis::cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg(&stream)
+        .arg(&a)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(consumers.is_empty(), "a closed consumer stays listed");
+    for _ in 0..5 {
+        let d = cb
+            .next_within(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        d.ack().await.unwrap();
+    }
+    cb.close().await.unwrap();
+    ferry.delete_topic(&topic).await.unwrap();
+}

@@ -31,9 +31,11 @@ const NAME: &str = "redis";
 /// (moving delayed entries and claiming expired leases too), so it polls rather than
 /// blocking a connection other calls share.
 const POLL: Duration = Duration::from_millis(50);
-/// How often a subscription's consumer trims what every subscription has acked from the
-/// topic's stream.
-const TRIM_EVERY: Duration = Duration::from_secs(5);
+/// How often a consumer does housekeeping: trimming what every subscription has acked from
+/// a topic's stream, forgetting idle group consumers that hold nothing.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(5);
+/// How long a group consumer holding nothing stays listed after its last read.
+const FORGET_IDLE_CONSUMERS: Duration = Duration::from_secs(300);
 
 static DECLARE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::DECLARE)));
@@ -46,8 +48,8 @@ static FETCH: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::FETCH)));
 static SETTLE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::SETTLE)));
-static TRIM_TOPIC: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&scripts::with_common(scripts::TRIM_TOPIC)));
+static MAINTAIN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&scripts::with_common(scripts::MAINTAIN)));
 
 /// A connection to one Redis server (one database of it).
 pub struct RedisStreams {
@@ -75,7 +77,23 @@ impl RedisStreams {
             url: url.to_owned(),
             problem: e.to_string(),
         })?;
-        let connection = ConnectionManager::new(client).await.map_err(map_error)?;
+        let mut connection = ConnectionManager::new(client).await.map_err(map_error)?;
+        // Publishes and acks are as durable as the server's persistence makes them; say so
+        // when it keeps no append-only file. (Servers that hide CONFIG are taken as set up.)
+        let appendonly: std::result::Result<Vec<String>, _> = ::redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendonly")
+            .query_async(&mut connection)
+            .await;
+        if let Ok(reply) = appendonly
+            && reply.get(1).is_some_and(|v| v == "no")
+        {
+            tracing::warn!(
+                url,
+                "Redis keeps no append-only file: what a publish stored is lost if the server \
+                 stops before its next snapshot"
+            );
+        }
         Ok(RedisStreams {
             shared: Arc::new(Shared {
                 connection,
@@ -397,7 +415,8 @@ impl Transport for RedisStreams {
             shared: self.shared.clone(),
             plan: Arc::new(plan),
             name: options.name.clone(),
-            last_trim: Instant::now(),
+            last_maintained: Instant::now(),
+            closed: false,
         }))
     }
 
@@ -478,20 +497,31 @@ struct RedisConsumer {
     shared: Arc<Shared>,
     plan: Arc<Plan>,
     name: String,
-    last_trim: Instant,
+    last_maintained: Instant,
+    closed: bool,
 }
 
 impl RedisConsumer {
+    async fn maintain(&self, closing: &str) -> Result<()> {
+        let mut con = self.shared.connection()?;
+        MAINTAIN
+            .key(&self.plan.topic_stream)
+            .key(&self.plan.home)
+            .arg(&self.plan.group)
+            .arg(ms(FORGET_IDLE_CONSUMERS))
+            .arg(closing)
+            .invoke_async::<Value>(&mut con)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+
     async fn fetch_once(&mut self, max: usize) -> Result<Vec<Incoming>> {
         let mut con = self.shared.connection()?;
         let plan = &self.plan;
-        if !plan.topic_stream.is_empty() && self.last_trim.elapsed() >= TRIM_EVERY {
-            self.last_trim = Instant::now();
-            TRIM_TOPIC
-                .key(&plan.topic_stream)
-                .invoke_async::<Value>(&mut con)
-                .await
-                .map_err(map_error)?;
+        if self.last_maintained.elapsed() >= MAINTAIN_EVERY {
+            self.last_maintained = Instant::now();
+            self.maintain("").await?;
         }
         let reply: Value = FETCH
             .key(&plan.home)
@@ -604,7 +634,15 @@ impl ConsumerBackend for RedisConsumer {
     }
 
     async fn close(&mut self) -> Result<()> {
-        Ok(())
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        // Forget this group consumer if it holds nothing; deliveries it handed out keep it.
+        match self.maintain(&self.name).await {
+            Err(Error::Closed) => Ok(()),
+            other => other,
+        }
     }
 }
 

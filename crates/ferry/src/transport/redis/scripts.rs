@@ -402,10 +402,27 @@ settle(s, id)
 return 'OK'
 "#;
 
-/// KEYS: a topic's stream. Trims entries every subscription has read and acked: below the
-/// lowest of each group's oldest pending entry, or its last delivered id when none is
-/// pending.
-pub const TRIM_TOPIC: &str = r#"
+/// KEYS: a subscription's topic stream ('' for queues), the source's own stream.
+/// ARGV: group, idle ms, consumer ('' for none).
+/// Housekeeping, run now and then by each consumer and once when it closes:
+/// - forgets group consumers holding nothing that were idle that long, or the closing
+///   consumer if it holds nothing (one still polling is recreated by its next read; one
+///   with pending entries is kept, as forgetting it would drop them from the PEL);
+/// - trims from a topic's stream what every subscription has read and acked: below the
+///   lowest of each group's oldest pending entry, or its last delivered id when none is.
+pub const MAINTAIN: &str = r#"
+local group, idle, closing = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local function prune(stream)
+  if stream == '' or redis.call('EXISTS', stream) == 0 then return end
+  local consumers = redis.pcall('XINFO', 'CONSUMERS', stream, group)
+  if consumers.err then return end
+  for _, c in ipairs(consumers) do
+    local m = field_map(c)
+    if tonumber(m['pending']) == 0 and (m['name'] == closing or tonumber(m['idle']) >= idle) then
+      redis.call('XGROUP', 'DELCONSUMER', stream, group, m['name'])
+    end
+  end
+end
 local function parse(id)
   local a, b = id:match('^(%d+)-(%d+)$')
   return tonumber(a), tonumber(b)
@@ -415,17 +432,22 @@ local function less(x, y)
   local ya, yb = parse(y)
   return xa < ya or (xa == ya and xb < yb)
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local low = nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local m = field_map(g)
-  local candidate = m['last-delivered-id']
-  local p = redis.call('XPENDING', KEYS[1], m['name'])
-  if tonumber(p[1]) > 0 then candidate = p[2] end
-  if low == nil or less(candidate, low) then low = candidate end
+local function trim(stream)
+  if stream == '' or redis.call('EXISTS', stream) == 0 then return 0 end
+  local low = nil
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    local m = field_map(g)
+    local candidate = m['last-delivered-id']
+    local p = redis.call('XPENDING', stream, m['name'])
+    if tonumber(p[1]) > 0 then candidate = p[2] end
+    if low == nil or less(candidate, low) then low = candidate end
+  end
+  if low == nil then return 0 end
+  return redis.call('XTRIM', stream, 'MINID', low)
 end
-if low == nil then return 0 end
-return redis.call('XTRIM', KEYS[1], 'MINID', low)
+prune(KEYS[1])
+prune(KEYS[2])
+return trim(KEYS[1])
 "#;
 
 /// A script with the common helpers in front.
