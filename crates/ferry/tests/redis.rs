@@ -493,3 +493,121 @@ async fn an_unreachable_server_is_a_transport_error() {
         other => panic!("connecting to nothing answered {other:?}"),
     }
 }
+
+/// Consumers settling at random — ack, nack with short and long delays, extend, reject, or
+/// hang until the lease ends — never see a message acked twice or an attempt count that
+/// fails to rise, and every message ends acked or dead-lettered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_settlements_lose_nothing_and_duplicate_nothing() {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    let Some(ferry) = connect().await else { return };
+    const MESSAGES: usize = 60;
+    const MAX: u32 = 4;
+    let seed = fastrand::u64(..);
+    eprintln!("seed {seed}");
+    let name = queue(&ferry, "random", |q| {
+        q.delivery.max_deliveries = MAX;
+        q.delivery.lease = Duration::from_millis(500);
+    })
+    .await;
+    let sent: Vec<String> = ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(
+            (0..MESSAGES)
+                .map(|i| Message::new(format!("{i}")))
+                .collect(),
+        )
+        .await
+        .unwrap();
+
+    #[derive(Default)]
+    struct Seen {
+        last_attempt: HashMap<String, u32>,
+        acked: HashMap<String, u32>,
+    }
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut tasks = Vec::new();
+    for worker in 0..3u64 {
+        let ferry = ferry.clone();
+        let name = name.clone();
+        let seen = seen.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(seed + worker);
+            let mut c = consumer(&ferry, Source::queue(&name)).await;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut quiet_since = Instant::now();
+            while Instant::now() < deadline && quiet_since.elapsed() < Duration::from_secs(3) {
+                let Some(d) = c.next_within(Duration::from_millis(100)).await.unwrap() else {
+                    continue;
+                };
+                quiet_since = Instant::now();
+                {
+                    let mut seen = seen.lock().unwrap();
+                    let last = seen.last_attempt.insert(d.id.clone(), d.attempt);
+                    assert!(
+                        last.is_none_or(|l| l < d.attempt),
+                        "{} came with attempt {} after {last:?}",
+                        d.id,
+                        d.attempt
+                    );
+                    assert!(d.attempt <= MAX, "attempt {} past {MAX}", d.attempt);
+                }
+                match rng.u8(0..10) {
+                    0..=2 => {
+                        let id = d.id.clone();
+                        if d.ack().await.is_ok() {
+                            *seen.lock().unwrap().acked.entry(id).or_default() += 1;
+                        }
+                    }
+                    3 => {
+                        let _ = d.nack(Some(Duration::ZERO)).await;
+                    }
+                    4 => {
+                        let _ = d.nack(Some(Duration::from_millis(200))).await;
+                    }
+                    5 => {
+                        // Past the lease: through the delayed set.
+                        let _ = d.nack(Some(Duration::from_millis(700))).await;
+                    }
+                    6 => {
+                        let _ = d.extend(Duration::from_millis(800)).await;
+                        let id = d.id.clone();
+                        if d.ack().await.is_ok() {
+                            *seen.lock().unwrap().acked.entry(id).or_default() += 1;
+                        }
+                    }
+                    7 => {
+                        let _ = d.reject("bad").await;
+                    }
+                    _ => drop(d), // hangs: the lease runs out
+                }
+            }
+            c.close().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let acked = std::mem::take(&mut seen.lock().unwrap().acked);
+    assert!(acked.values().all(|n| *n == 1), "acked twice");
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    let mut dead = HashMap::new();
+    while let Some(d) = dlq.next_within(Duration::from_millis(500)).await.unwrap() {
+        *dead.entry(d.id.clone()).or_insert(0) += 1;
+        let info = d.dead_letter.clone().unwrap();
+        assert!(
+            info.reason == reason::REJECTED
+                || (info.reason == reason::MAX_DELIVERIES && info.deliveries == MAX),
+            "{info:?}"
+        );
+        d.ack().await.unwrap();
+    }
+    for id in &sent {
+        let acked = acked.get(id).copied().unwrap_or(0);
+        let died = dead.get(id).copied().unwrap_or(0);
+        assert_eq!(acked + died, 1, "{id}: acked {acked}, dead-lettered {died}");
+    }
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}

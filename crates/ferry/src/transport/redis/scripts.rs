@@ -303,17 +303,13 @@ for si, stream in ipairs(streams) do
     end
   end
 end
-if #out < max then
-  local args = {'XREADGROUP', 'GROUP', s.group, consumer, 'COUNT', max - #out, 'STREAMS'}
-  for _, stream in ipairs(streams) do args[#args + 1] = stream end
-  for _ in ipairs(streams) do args[#args + 1] = '>' end
-  local read = redis.call(unpack(args))
+-- One stream at a time, so that no more than `max` are delivered in all.
+for si, stream in ipairs(streams) do
+  if #out >= max then break end
+  local read = redis.call('XREADGROUP', 'GROUP', s.group, consumer, 'COUNT', max - #out,
+    'STREAMS', stream, '>')
   if read then
-    for _, per_stream in ipairs(read) do
-      local si = 1
-      for i, stream in ipairs(streams) do if stream == per_stream[1] then si = i end end
-      for _, e in ipairs(per_stream[2]) do out[#out + 1] = {si, e[1], 1, e[2]} end
-    end
+    for _, e in ipairs(read[1][2]) do out[#out + 1] = {si, e[1], 1, e[2]} end
   end
 end
 local result = {}
