@@ -1,6 +1,11 @@
 //! The Redis Streams transport: declarations, publishes, fetches and settlements, each one
 //! Lua script (see [`super::scripts`]) on a shared, reconnecting connection.
 //!
+//! An ack is XACK then XDEL of the entry from the source's own stream, so a queue's XLEN
+//! counts exactly what still waits (what the length limit counts) and acked messages take
+//! no memory; a topic's stream is shared, so it is trimmed instead, below what every
+//! subscription has acked.
+//!
 //! Durability is Redis's own: a publish returns once the server has executed it, and
 //! survives a restart as far as the server's persistence (AOF/RDB) is configured to keep
 //! it.
