@@ -210,6 +210,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::embedded_capabilities(),
         crate::transport::server::capabilities(),
         crate::transport::nats_capabilities(),
+        crate::transport::redis_capabilities(),
         // Other transports add their tables here.
     ]
 }

@@ -26,8 +26,9 @@
 //!   [`Error::Unsupported`] when something is declared or published;
 //! - [`transport`]: the seam each engine implements.
 //!
-//! Transports: `embedded:./dir` (feature `embedded`, on by default) — the broker
-//! in-process; `nats://host:port` (feature `nats`) — NATS JetStream.
+//! Transports, each behind its feature: `embedded:./dir` (`embedded`, on by default) — the
+//! broker in-process; `ferry://host:port` (`server`) — a Ferry server; `nats://host:port`
+//! (`nats`) — NATS JetStream; `redis://host:port/db` (`redis`) — Redis Streams.
 
 pub mod capability;
 mod consumer;

@@ -21,10 +21,12 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // only with its feature.
 pub mod embedded;
 pub mod nats;
+pub mod redis;
 pub mod server;
 
 pub use embedded::capabilities as embedded_capabilities;
 pub use nats::capabilities as nats_capabilities;
+pub use redis::capabilities as redis_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -113,7 +115,8 @@ impl Default for ConsumerOptions {
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`;
 /// - `ferry://host:port` (`ferrys://` over TLS): a Ferry server (feature `server`); the
 ///   token and CA come from `FERRY_TOKEN` and `FERRY_TLS_CA`;
-/// - `nats://host:port`: NATS JetStream (feature `nats`).
+/// - `nats://host:port`: NATS JetStream (feature `nats`);
+/// - `redis://host:port/db`: Redis Streams (feature `redis`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -123,6 +126,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         "embedded" => connect_embedded(url, rest).await,
         "ferry" | "ferrys" => connect_server(url).await,
         "nats" => connect_nats(url).await,
+        "redis" => connect_redis(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -136,6 +140,7 @@ fn known() -> String {
         ("embedded:", cfg!(feature = "embedded")),
         ("ferry://, ferrys://", cfg!(feature = "server")),
         ("nats://", cfg!(feature = "nats")),
+        ("redis://", cfg!(feature = "redis")),
     ];
     let compiled: Vec<&str> = schemes
         .iter()
@@ -145,18 +150,14 @@ fn known() -> String {
     compiled.join(", ")
 }
 
-#[cfg(feature = "server")]
-async fn connect_server(url: &str) -> Result<Arc<dyn Transport>> {
-    Ok(Arc::new(server::Remote::connect(url).await?))
-}
-
-#[cfg(not(feature = "server"))]
-async fn connect_server(url: &str) -> Result<Arc<dyn Transport>> {
-    Err(Error::unsupported(
-        "ferry server",
+/// The error for a scheme whose transport this build was compiled without.
+#[allow(dead_code)] // Unused when every transport is compiled in.
+fn not_compiled(transport: &'static str, url: &str, feature: &str) -> Error {
+    Error::unsupported(
+        transport,
         url,
-        "this build of the SDK lacks the `server` feature",
-    ))
+        format!("this build of the SDK lacks the `{feature}` feature"),
+    )
 }
 
 #[cfg(feature = "embedded")]
@@ -168,11 +169,17 @@ async fn connect_embedded(_url: &str, dir: &str) -> Result<Arc<dyn Transport>> {
 
 #[cfg(not(feature = "embedded"))]
 async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
-    Err(Error::unsupported(
-        "embedded",
-        url,
-        "this build of the SDK lacks the `embedded` feature",
-    ))
+    Err(not_compiled("embedded", url, "embedded"))
+}
+
+#[cfg(feature = "server")]
+async fn connect_server(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(server::Remote::connect(url).await?))
+}
+
+#[cfg(not(feature = "server"))]
+async fn connect_server(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(not_compiled("ferry server", url, "server"))
 }
 
 #[cfg(feature = "nats")]
@@ -182,9 +189,15 @@ async fn connect_nats(url: &str) -> Result<Arc<dyn Transport>> {
 
 #[cfg(not(feature = "nats"))]
 async fn connect_nats(url: &str) -> Result<Arc<dyn Transport>> {
-    Err(Error::unsupported(
-        "NATS JetStream",
-        url,
-        "this build of the SDK lacks the `nats` feature",
-    ))
+    Err(not_compiled("NATS JetStream", url, "nats"))
+}
+
+#[cfg(feature = "redis")]
+async fn connect_redis(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(redis::RedisStreams::connect(url).await?))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn connect_redis(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(not_compiled("Redis Streams", url, "redis"))
 }
