@@ -27,7 +27,7 @@
 //! - [`transport`]: the seam each engine implements.
 //!
 //! Transports: `embedded:./dir` (feature `embedded`, on by default) — the broker
-//! in-process.
+//! in-process; `postgres://user@host:port/db` (feature `postgres`) — PostgreSQL tables.
 
 pub mod capability;
 mod consumer;

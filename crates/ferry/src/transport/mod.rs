@@ -20,8 +20,10 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+pub mod postgres;
 
 pub use embedded::capabilities as embedded_capabilities;
+pub use postgres::capabilities as postgres_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -107,6 +109,8 @@ impl Default for ConsumerOptions {
 /// The transport `url` names, connected.
 ///
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`.
+/// - `postgres://user@host:port/db` (or `postgresql://`): tables in the database's `ferry`
+///   schema.
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -114,6 +118,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     })?;
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
+        "postgres" | "postgresql" => connect_postgres(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -122,7 +127,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
 }
 
 fn known() -> &'static str {
-    "embedded"
+    "embedded, postgres, postgresql"
 }
 
 #[cfg(feature = "embedded")]
@@ -138,5 +143,19 @@ async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
         "embedded",
         url,
         "this build of the SDK lacks the `embedded` feature",
+    ))
+}
+
+#[cfg(feature = "postgres")]
+async fn connect_postgres(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(postgres::Postgres::connect(url).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn connect_postgres(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "postgres",
+        url,
+        "this build of the SDK lacks the `postgres` feature",
     ))
 }
