@@ -82,8 +82,10 @@ impl Postgres {
         create_schema(&setup).await?;
         setup.close().await;
         // Every connection resolves unqualified names, the migrator's own table included,
-        // in the `ferry` schema, away from whatever else the database holds.
-        let options = options.options([("search_path", "ferry")]);
+        // in the `ferry` schema, away from whatever else the database holds; and commits
+        // wait for the WAL flush whatever the server's default, so a publish, an ack or a
+        // lease (with its attempt count) that returned survives a crash of the server.
+        let options = options.options([("search_path", "ferry"), ("synchronous_commit", "on")]);
         let pool = PgPoolOptions::new()
             .max_connections(10)
             .acquire_timeout(Duration::from_secs(10))
@@ -95,6 +97,11 @@ impl Postgres {
             message: format!("migrating the ferry schema: {e}"),
             source: Some(Box::new(e)),
         })?;
+        // Dedup ids of queues nobody publishes to any more are not cleared by publishes.
+        sqlx::query("DELETE FROM ferry.dedup WHERE expires_at <= now()")
+            .execute(&pool)
+            .await
+            .map_err(map_error)?;
         let shared = Arc::new(Shared {
             pool,
             wakers: Mutex::new(HashMap::new()),
