@@ -430,3 +430,86 @@ async fn concurrent_connects_migrate_once_and_close_twice() {
     }
     first.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_waiting_consumer_is_woken_by_the_publish_not_by_its_poll() {
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "wake", |_| {}).await;
+    // A poll far longer than the latency asked for: only a notification can be that quick.
+    let options = ConsumerOptions {
+        prefetch: 1,
+        poll: Duration::from_secs(10),
+        ..ConsumerOptions::default()
+    };
+    let mut c = ferry.consumer(Source::queue(&name), options).await.unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let mut latencies = Vec::new();
+    for i in 0..5 {
+        let waiting = tokio::spawn(async move {
+            let d = c.next_within(Duration::from_secs(10)).await;
+            (c, d, std::time::Instant::now())
+        });
+        // Let the consumer find the queue empty and start waiting.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let sent = std::time::Instant::now();
+        publisher.send(Message::new(format!("{i}"))).await.unwrap();
+        let (back, d, at) = waiting.await.unwrap();
+        c = back;
+        d.unwrap().expect("a delivery").ack().await.unwrap();
+        latencies.push(at.saturating_duration_since(sent));
+    }
+    latencies.sort();
+    // The fallback poll runs every 250 ms, so a median well under it means NOTIFY woke us.
+    assert!(
+        latencies[2] < Duration::from_millis(150),
+        "publish-to-delivery latencies {latencies:?}"
+    );
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test]
+async fn deleting_the_dead_letters_keeps_the_queue() {
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "purge-dlq", |_| {}).await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    publisher.send(Message::new("dies")).await.unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name), 1).await;
+    c.next_within(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap()
+        .reject("no")
+        .await
+        .unwrap();
+    ferry
+        .delete(&Source::queue(&name).dead_letters())
+        .await
+        .unwrap();
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters(), 1).await;
+    assert!(
+        dlq.next_within(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    publisher.send(Message::new("lives")).await.unwrap();
+    assert_eq!(payloads(&mut c, 1).await, ["lives"]);
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    assert!(matches!(
+        ferry.delete(&Source::queue(&name).dead_letters()).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_transport_error_and_a_bad_url_says_so() {
+    let err = Ferry::connect("postgres://postgres@127.0.0.1:1/test")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Transport { .. }), "{err}");
+    assert!(err.is_transient());
+    let err = Ferry::connect("postgresql://postgres@127.0.0.1:notaport/test")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::BadUrl { .. }), "{err}");
+}

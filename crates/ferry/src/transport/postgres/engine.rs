@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{Postgres as Pg, Row, Transaction};
+use sqlx::{Connection, PgConnection, Postgres as Pg, Row, Transaction};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -73,14 +73,13 @@ impl Postgres {
             url: url.to_owned(),
             problem: e.to_string(),
         })?;
-        let setup = PgPoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options.clone())
+        // One plain connection first, so an unreachable server fails at once with its
+        // cause rather than after the pool's acquire timeout.
+        let mut setup = PgConnection::connect_with(&options)
             .await
             .map_err(map_error)?;
-        create_schema(&setup).await?;
-        setup.close().await;
+        create_schema(&mut setup).await?;
+        setup.close().await.map_err(map_error)?;
         // Every connection resolves unqualified names, the migrator's own table included,
         // in the `ferry` schema, away from whatever else the database holds; and commits
         // wait for the WAL flush whatever the server's default, so a publish, an ack or a
@@ -130,8 +129,8 @@ impl Drop for Postgres {
 
 /// `CREATE SCHEMA IF NOT EXISTS` is not safe against itself run concurrently; the
 /// advisory lock makes concurrent connects take turns.
-async fn create_schema(pool: &PgPool) -> Result<()> {
-    let mut tx = pool.begin().await.map_err(map_error)?;
+async fn create_schema(connection: &mut PgConnection) -> Result<()> {
+    let mut tx = connection.begin().await.map_err(map_error)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ferry schema'))")
         .execute(&mut *tx)
         .await
