@@ -513,3 +513,83 @@ async fn an_unreachable_server_is_a_transport_error_and_a_bad_url_says_so() {
         .unwrap_err();
     assert!(matches!(err, Error::BadUrl { .. }), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_key_order_holds_with_nacks_and_one_delivery_per_key_in_flight() {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    const KEYS: usize = 10;
+    const PER_KEY: usize = 30;
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "key-stress", |q| {
+        q.delivery.ordering = Ordering::PerKey;
+        q.delivery.max_deliveries = 100;
+    })
+    .await;
+    let mut batch = Vec::new();
+    for n in 0..PER_KEY {
+        for key in 0..KEYS {
+            batch.push(Message::new(n.to_string()).with_key(format!("k{key}")));
+        }
+    }
+    ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(batch)
+        .await
+        .unwrap();
+    #[derive(Default)]
+    struct Seen {
+        in_flight: BTreeMap<String, usize>,
+        acked: BTreeMap<String, Vec<usize>>,
+        total: usize,
+    }
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let mut c = consumer(&ferry, Source::queue(&name), 3).await;
+        let seen = seen.clone();
+        tasks.push(tokio::spawn(async move {
+            while seen.lock().unwrap().total < KEYS * PER_KEY {
+                let Some(d) = c.next_within(Duration::from_millis(200)).await.unwrap() else {
+                    continue;
+                };
+                let key = String::from_utf8_lossy(d.key.as_deref().unwrap()).into_owned();
+                let n: usize = std::str::from_utf8(&d.payload).unwrap().parse().unwrap();
+                {
+                    let mut seen = seen.lock().unwrap();
+                    let flying = seen.in_flight.entry(key.clone()).or_default();
+                    assert_eq!(*flying, 0, "two deliveries of key {key} in flight");
+                    *flying += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(fastrand::u64(0..3))).await;
+                let nack = fastrand::u8(..5) == 0;
+                {
+                    // Out of flight before settling: once settled the next may come at once.
+                    let mut seen = seen.lock().unwrap();
+                    *seen.in_flight.get_mut(&key).unwrap() -= 1;
+                    if !nack {
+                        seen.acked.entry(key).or_default().push(n);
+                        seen.total += 1;
+                    }
+                }
+                if nack {
+                    d.nack(Some(Duration::ZERO)).await.unwrap();
+                } else {
+                    d.ack().await.unwrap();
+                }
+            }
+            c.close().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("consumers finish")
+            .unwrap();
+    }
+    let want: Vec<usize> = (0..PER_KEY).collect();
+    for (key, order) in &seen.lock().unwrap().acked {
+        assert_eq!(*order, want, "key {key}");
+    }
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
