@@ -28,7 +28,8 @@ async fn postgres_passes_the_conformance_suite() {
     report.assert_passed();
 
     // A skip must come from the table (or the restart the harness cannot do), never hide a
-    // failure: the skipped checks are exactly those needing a feature the table says No to.
+    // failure: the skipped checks are exactly the restart and those whose reason is a
+    // feature the table says No to (today none: every feature is native or emulated).
     let caps = ferry::transport::postgres_capabilities();
     let missing: Vec<Feature> = Feature::ALL
         .into_iter()
@@ -45,6 +46,5 @@ async fn postgres_passes_the_conformance_suite() {
             expected.insert(name);
         }
     }
-    assert!(missing.is_empty(), "the table says No to {missing:?}");
     assert_eq!(skipped, expected, "skipped checks differ from the table");
 }
