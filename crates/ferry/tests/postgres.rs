@@ -593,3 +593,97 @@ async fn per_key_order_holds_with_nacks_and_one_delivery_per_key_in_flight() {
     }
     ferry.delete(&Source::queue(&name)).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_held_delivery_comes_back_after_the_connection_closes_and_acked_ones_do_not() {
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "reconnect", |q| {
+        q.delivery.lease = Duration::from_millis(500)
+    })
+    .await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let acked = publisher.send(Message::new("acked")).await.unwrap();
+    let held = publisher.send(Message::new("held")).await.unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name), 1).await;
+    let d = c
+        .next_within(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.id, acked);
+    d.ack().await.unwrap();
+    let d = c
+        .next_within(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.id, held);
+    ferry.close().await.unwrap();
+    assert!(matches!(d.ack().await, Err(Error::Closed)));
+
+    let ferry = connect().await.unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name), 1).await;
+    let d = c
+        .next_within(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((d.id.as_str(), d.attempt), (held.as_str(), 2));
+    d.ack().await.unwrap();
+    assert!(
+        c.next_within(Duration::from_millis(700))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test]
+async fn consumers_and_publishers_recover_when_the_server_drops_their_connections() {
+    let Some(ferry) = connect().await else { return };
+    drop(ferry);
+    // Our own connections only, told apart by their application name.
+    let app = format!("ferry-test-{:08x}", fastrand::u32(..));
+    let base = std::env::var("FERRY_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let ferry = Ferry::connect(&format!("{base}{sep}application_name={app}"))
+        .await
+        .unwrap();
+    let name = queue(&ferry, "dropped", |_| {}).await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    publisher.send(Message::new("before")).await.unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name), 1).await;
+    assert_eq!(payloads(&mut c, 1).await, ["before"]);
+
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = $1) t",
+    )
+    .bind(&app)
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert!(killed >= 2, "killed {killed} connections");
+    admin.close().await;
+
+    // The pool replaces dropped connections; a publish may need one retry at most.
+    let mut sent = false;
+    for _ in 0..3 {
+        match publisher.send(Message::new("after")).await {
+            Ok(_) => {
+                sent = true;
+                break;
+            }
+            Err(e) => assert!(e.is_transient(), "{e}"),
+        }
+    }
+    assert!(
+        sent,
+        "no publish went through after the connections dropped"
+    );
+    assert_eq!(payloads(&mut c, 1).await, ["after"]);
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
