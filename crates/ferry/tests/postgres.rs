@@ -429,6 +429,14 @@ async fn concurrent_connects_migrate_once_and_close_twice() {
         ));
     }
     first.close().await.unwrap();
+    let url = std::env::var("FERRY_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    let long_scheme = url.replacen("postgres://", "postgresql://", 1);
+    Ferry::connect(&long_scheme)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
