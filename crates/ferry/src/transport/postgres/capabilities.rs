@@ -61,21 +61,22 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::Deduplication,
                 Native(
-                    "a (queue, dedup id) primary key per window; expired ids are replaced and \
-                     cleared",
+                    "a (queue, dedup id or message id) primary key per window; expired ids are \
+                     replaced and cleared; a dedup id where no window is declared is `Invalid`",
                 ),
             ),
             (
                 Feature::Ttl,
                 Emulated(
-                    "expires_at per row; a fetch dead-letters expired rows (reason `expired`)",
+                    "expires_at per row (the message's TTL or the declared default); a fetch \
+                     dead-letters expired rows (reason `expired`)",
                 ),
             ),
             (
                 Feature::MaxLength,
                 Emulated(
-                    "a count in the publish transaction under an advisory lock; over it is \
-                     `Full`",
+                    "stored rows (waiting or in flight) counted in the publish transaction under \
+                     an advisory lock; a batch that does not fit is refused whole with `Full`",
                 ),
             ),
         ],
