@@ -211,6 +211,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::server::capabilities(),
         crate::transport::nats_capabilities(),
         crate::transport::redis_capabilities(),
+        crate::transport::postgres_capabilities(),
         // Other transports add their tables here.
     ]
 }

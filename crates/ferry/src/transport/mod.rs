@@ -21,11 +21,13 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // only with its feature.
 pub mod embedded;
 pub mod nats;
+pub mod postgres;
 pub mod redis;
 pub mod server;
 
 pub use embedded::capabilities as embedded_capabilities;
 pub use nats::capabilities as nats_capabilities;
+pub use postgres::capabilities as postgres_capabilities;
 pub use redis::capabilities as redis_capabilities;
 
 /// One engine behind the SDK.
@@ -116,7 +118,9 @@ impl Default for ConsumerOptions {
 /// - `ferry://host:port` (`ferrys://` over TLS): a Ferry server (feature `server`); the
 ///   token and CA come from `FERRY_TOKEN` and `FERRY_TLS_CA`;
 /// - `nats://host:port`: NATS JetStream (feature `nats`);
-/// - `redis://host:port/db`: Redis Streams (feature `redis`).
+/// - `redis://host:port/db`: Redis Streams (feature `redis`);
+/// - `postgres://user@host:port/db` (or `postgresql://`): PostgreSQL tables in the
+///   database's `ferry` schema (feature `postgres`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -127,6 +131,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         "ferry" | "ferrys" => connect_server(url).await,
         "nats" => connect_nats(url).await,
         "redis" => connect_redis(url).await,
+        "postgres" | "postgresql" => connect_postgres(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -141,6 +146,7 @@ fn known() -> String {
         ("ferry://, ferrys://", cfg!(feature = "server")),
         ("nats://", cfg!(feature = "nats")),
         ("redis://", cfg!(feature = "redis")),
+        ("postgres://, postgresql://", cfg!(feature = "postgres")),
     ];
     let compiled: Vec<&str> = schemes
         .iter()
@@ -200,4 +206,14 @@ async fn connect_redis(url: &str) -> Result<Arc<dyn Transport>> {
 #[cfg(not(feature = "redis"))]
 async fn connect_redis(url: &str) -> Result<Arc<dyn Transport>> {
     Err(not_compiled("Redis Streams", url, "redis"))
+}
+
+#[cfg(feature = "postgres")]
+async fn connect_postgres(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(postgres::Postgres::connect(url).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn connect_postgres(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(not_compiled("PostgreSQL", url, "postgres"))
 }
