@@ -131,14 +131,16 @@ pub mod topic;
 pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
-pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, StartAt};
+pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use engine::peek::{MAX_PEEK, PeekedMessage};
 pub use engine::subscriptions::{SkippedRange, SubscriptionInfo};
 pub use engine::{
     Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,
-    RedriveRequest,
+    RedriveRequest, StorageStats,
 };
 pub use error::{BrokerError, Result};
+/// The storage types [`StorageStats`] is made of.
+pub use ferry_storage::{HistogramSnapshot, LogStatsSnapshot};
 pub use filter::Filter;
 pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
