@@ -72,7 +72,11 @@
 //!
 //! - [`subscription`] and `engine/subscriptions.rs`: subscriptions — queues fed by a topic
 //!   through a [`Filter`], holding references to the topic's records; `engine/groups.rs`:
-//!   consumer groups served over topics with durable committed offsets and lag.
+//!   consumer groups served over topics with durable committed offsets and lag
+//!   ([`Broker::list_groups`] and [`Broker::group_lag`] for monitoring, also for groups not
+//!   rejoined since a restart);
+//! - [`Broker::storage_stats`] (`engine/storage_stats.rs`): the storage writer threads'
+//!   fdatasync durations and group commit sizes, summed over each kind of log.
 //!
 //! **Not here yet**: compaction by key; topic retention that overrides subscriptions (today a topic keeps what any subscription has
 //! not settled); length limits on dead letters the broker moves into a queue (they count,
@@ -131,14 +135,16 @@ pub mod topic;
 pub mod topology;
 
 pub use dedup::{DedupWindow, Seen};
-pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, StartAt};
+pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use engine::peek::{MAX_PEEK, PeekedMessage};
 pub use engine::subscriptions::{SkippedRange, SubscriptionInfo};
 pub use engine::{
     Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,
-    RedriveRequest,
+    RedriveRequest, StorageStats,
 };
 pub use error::{BrokerError, Result};
+/// The storage types [`StorageStats`] is made of.
+pub use ferry_storage::{HistogramSnapshot, LogStatsSnapshot};
 pub use filter::Filter;
 pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};

@@ -39,6 +39,7 @@ mod preallocate;
 pub mod recovery;
 pub mod retention;
 mod segment;
+pub mod stats;
 mod writer;
 
 pub use batch::{NewRecord, Record, RecordBatch};
@@ -47,3 +48,4 @@ pub use config::{Durability, LogConfig};
 pub use log::{Appended, Log};
 pub use recovery::{RecoveryReport, RepairedSegment};
 pub use retention::{RetentionPolicy, RetentionReport};
+pub use stats::{HistogramSnapshot, LogStats, LogStatsSnapshot};

@@ -21,6 +21,7 @@ use crate::error::{Result, StorageError};
 use crate::index::{self, IndexEntry};
 use crate::recovery::{self, RecoveryReport};
 use crate::segment::Segment;
+use crate::stats::{LogStats, LogStatsSnapshot};
 use crate::writer::{Command, Completion, Writer};
 
 /// Offsets assigned to one append.
@@ -47,6 +48,9 @@ pub(crate) struct Shared {
     /// Held by retention and compaction: both remove or replace sealed segment files, and
     /// one must never resurrect a file the other has just deleted.
     pub maintenance: Mutex<()>,
+    /// Where the writer thread records its fdatasyncs and groups (maybe shared with other
+    /// logs: see [`Log::open_with_stats`]).
+    pub stats: Arc<LogStats>,
     /// The writer and completer threads, on which completions run.
     storage_threads: Mutex<Vec<ThreadId>>,
     /// Held until the last thread using the directory is gone, not just the `Log` handle:
@@ -103,6 +107,17 @@ impl Log {
         config: LogConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Log> {
+        Self::open_with_stats(dir, config, clock, Arc::default())
+    }
+
+    /// Opens the log recording its writer's measurements into `stats`, which other logs
+    /// may share: an owner of many logs then reads one aggregate with [`LogStats::snapshot`].
+    pub fn open_with_stats(
+        dir: impl AsRef<Path>,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+        stats: Arc<LogStats>,
+    ) -> Result<Log> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
         crate::fs_util::create_dir_durable(&dir)?;
@@ -118,6 +133,7 @@ impl Log {
             poisoned: Mutex::new(None),
             loaded_indexes: Mutex::new(VecDeque::new()),
             maintenance: Mutex::new(()),
+            stats,
             storage_threads: Mutex::new(Vec::new()),
             _lock: lock,
         });
@@ -138,6 +154,12 @@ impl Log {
     /// What recovery found and did when this log was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
+    }
+
+    /// fdatasync durations and group commit sizes recorded so far — this log's alone, or,
+    /// when its [`LogStats`] is shared, those of every log that shares it.
+    pub fn stats(&self) -> LogStatsSnapshot {
+        self.shared.stats.snapshot()
     }
 
     pub fn dir(&self) -> &Path {

@@ -339,6 +339,10 @@ impl Writer {
             self.fail_all(pending, &e);
             return Err(e);
         }
+        if let (Some(first), Some(last)) = (pending.first(), pending.last()) {
+            let records = last.header.next_offset() - first.header.base_offset;
+            self.shared.stats.record_commit(records, written);
+        }
         for p in &pending {
             self.note_batch(p.position, &p.header);
         }
@@ -403,7 +407,9 @@ impl Writer {
             self.poison(cause);
             return Err(self.shared.poison_error().expect("just poisoned"));
         }
-        metrics::histogram!("ferry_storage_fsync_seconds").record(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        self.shared.stats.record_fsync(took.as_nanos() as u64);
+        metrics::histogram!("ferry_storage_fsync_seconds").record(took.as_secs_f64());
         self.synced_len = self.active.len;
         self.last_sync = Instant::now();
         Ok(())

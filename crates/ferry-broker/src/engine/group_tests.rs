@@ -313,3 +313,88 @@ async fn deleting_the_topic_deletes_its_groups_and_offsets() {
         None
     );
 }
+
+fn names(pairs: &[(&str, &str)]) -> Vec<(Name, Name)> {
+    pairs
+        .iter()
+        .map(|(t, g)| (Name::new(*t).unwrap(), Name::new(*g).unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_group_that_has_not_rejoined_since_a_reopen_is_still_listed_with_its_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    assert!(broker.list_groups().is_empty());
+    broker.create_topic("t", spec(1)).await.unwrap();
+    publish(&broker, 5, "m").await;
+    let a = broker.join_group("t", "g", join()).await.unwrap();
+    broker.commit_offset("t", "g", &a.member_id, 0, 3).unwrap();
+    // Joined, never committed: known while the broker runs, gone with it.
+    broker.join_group("t", "h", join()).await.unwrap();
+    assert_eq!(broker.list_groups(), names(&[("t", "g"), ("t", "h")]));
+    drop(broker);
+
+    let broker = open(dir.path(), &clock).await;
+    assert_eq!(broker.list_groups(), names(&[("t", "g")]));
+    clock.advance(4_000);
+    let lag = broker.group_lag("t", "g").unwrap();
+    assert_eq!(lag.len(), 1);
+    assert_eq!(
+        (
+            lag[0].committed,
+            lag[0].end_offset,
+            lag[0].lag_records,
+            lag[0].lag_ms
+        ),
+        (Some(3), 5, 2, 4_000)
+    );
+    // Describing needs a member; lag does not, and it starts no session.
+    assert!(matches!(
+        broker.describe_group("t", "g"),
+        Err(BrokerError::GroupNotFound { .. })
+    ));
+    assert!(matches!(
+        broker.group_lag("t", "h"),
+        Err(BrokerError::GroupNotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn group_lag_follows_publishes_and_commits_and_is_zero_when_caught_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(2)).await.unwrap();
+    let a = broker.join_group("t", "g", join()).await.unwrap();
+    let lag = broker.group_lag("t", "g").unwrap();
+    assert!(lag.iter().all(|p| (p.lag_records, p.lag_ms) == (0, 0)));
+    publish(&broker, 10, "m").await;
+    clock.advance(1_500);
+    let lag = broker.group_lag("t", "g").unwrap();
+    assert_eq!(lag.iter().map(|p| p.lag_records).sum::<u64>(), 10);
+    assert!(lag.iter().all(|p| p.lag_records == 0 || p.lag_ms == 1_500));
+    let records = broker.poll_group("t", "g", &a.member_id, 100).unwrap();
+    // Reading is not committing: the lag stays until the commit.
+    assert_eq!(
+        broker
+            .group_lag("t", "g")
+            .unwrap()
+            .iter()
+            .map(|p| p.lag_records)
+            .sum::<u64>(),
+        10
+    );
+    commit_all(&broker, &a.member_id, &records);
+    let lag = broker.group_lag("t", "g").unwrap();
+    assert!(lag.iter().all(|p| (p.lag_records, p.lag_ms) == (0, 0)));
+    // It agrees with what describe_group reports.
+    let described = broker.describe_group("t", "g").unwrap().partitions;
+    for (l, d) in lag.iter().zip(&described) {
+        assert_eq!(
+            (l.partition, l.committed, l.lag_records, l.lag_ms),
+            (d.partition, d.committed, d.lag_records, d.lag_ms)
+        );
+    }
+}

@@ -17,6 +17,10 @@
 //! record not yet committed — seed rule 10, count-based lag means nothing without
 //! throughput.
 //!
+//! [`Broker::list_groups`] and [`Broker::group_lag`] serve monitoring: they read committed
+//! offsets from the metadata store, so a group shows (and lags) after a restart before any
+//! member rejoins — the time it matters most — and they touch no session.
+//!
 //! Sessions end at the first operation on the group after their timeout (join, heartbeat,
 //! poll, commit, describe) and at every housekeeping pass.
 
@@ -27,6 +31,7 @@ use std::time::Duration;
 use ferry_storage::MetaBatch;
 
 use super::Broker;
+use super::topic::{Partition, Topic};
 use crate::error::{BrokerError, Result};
 use crate::group::{GroupState, Join, Membership};
 use crate::message_id::MessageId;
@@ -80,6 +85,18 @@ pub struct GroupPartition {
     pub lag_ms: i64,
     /// Records retention deleted before the group read them.
     pub skipped: u64,
+}
+
+/// A group's lag on one partition, as [`Broker::group_lag`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLag {
+    pub partition: u32,
+    pub committed: Option<u64>,
+    pub end_offset: u64,
+    /// Records after the committed offset (after the partition's start if none).
+    pub lag_records: u64,
+    /// How long ago the oldest uncommitted record was published; 0 with no lag.
+    pub lag_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -368,17 +385,7 @@ impl Broker {
         let mut partitions = Vec::new();
         for (p, partition) in shape.partitions.iter().enumerate() {
             let p = p as u32;
-            let (start, end) = (partition.log.start_offset(), partition.log.end_offset());
-            let from = committed.get(&p).copied().unwrap_or(start).max(start);
-            let lag_records = end.saturating_sub(from);
-            let lag_ms = if lag_records == 0 {
-                0
-            } else {
-                partition
-                    .read(&topic.name, Position::Offset(from), 1)?
-                    .first()
-                    .map_or(0, |r| now_ms.saturating_sub(r.message.published_at).max(0))
-            };
+            let lag = partition_lag(&topic, partition, committed.get(&p).copied(), now_ms)?;
             let owner = members
                 .iter()
                 .find(|(_, ps)| ps.contains(&p))
@@ -386,10 +393,10 @@ impl Broker {
             partitions.push(GroupPartition {
                 partition: p,
                 owner,
-                committed: committed.get(&p).copied(),
-                end_offset: end,
-                lag_records,
-                lag_ms,
+                committed: lag.committed,
+                end_offset: lag.end_offset,
+                lag_records: lag.lag_records,
+                lag_ms: lag.lag_ms,
                 skipped: skipped.get(&p).copied().unwrap_or(0),
             });
         }
@@ -400,6 +407,56 @@ impl Broker {
             members,
             partitions,
         })
+    }
+
+    /// Every consumer group: those joined since the broker opened, and those with a
+    /// committed offset on disk (whose members may not have rejoined since a restart), as
+    /// (topic, group) in order.
+    pub fn list_groups(&self) -> Vec<(Name, Name)> {
+        let committed = {
+            let meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+            meta.scan_prefix(GROUP_PREFIX)
+        };
+        let mut all: std::collections::BTreeSet<(Name, Name)> = committed
+            .iter()
+            .filter_map(|(key, _)| {
+                let mut parts = key[GROUP_PREFIX.len()..].split('/');
+                let topic = Name::new(parts.next()?).ok()?;
+                let group = Name::new(parts.next()?).ok()?;
+                Some((topic, group))
+            })
+            .collect();
+        all.extend(self.groups().keys().cloned());
+        all.into_iter().collect()
+    }
+
+    /// The group's lag on each partition of the topic, from its committed offsets. Unlike
+    /// [`Broker::describe_group`] it needs no member to have joined since the broker
+    /// opened (a group known only by its committed offsets has lag too), and it ends no
+    /// session. Reads one record of each lagging partition, for its publish time.
+    pub fn group_lag(&self, topic: &str, group: &str) -> Result<Vec<PartitionLag>> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        let committed = self.load_offsets(&topic.name, &group);
+        let joined = self
+            .groups()
+            .contains_key(&(topic.name.clone(), group.clone()));
+        if committed.is_empty() && !joined {
+            return Err(BrokerError::GroupNotFound {
+                topic: topic.name.to_string(),
+                group: group.to_string(),
+            });
+        }
+        let now_ms = self.now_ms();
+        let shape = topic.shape();
+        shape
+            .partitions
+            .iter()
+            .map(|partition| {
+                let p = partition.index;
+                partition_lag(&topic, partition, committed.get(&p).copied(), now_ms)
+            })
+            .collect()
     }
 
     /// Ends timed-out sessions of every group (housekeeping), and follows topics that
@@ -433,4 +490,32 @@ impl Broker {
             })
             .collect()
     }
+}
+
+/// Lag of one partition from `committed` (the next offset the group will read; the
+/// partition's start when nothing is committed, or when retention deleted past it).
+fn partition_lag(
+    topic: &Topic,
+    partition: &Partition,
+    committed: Option<u64>,
+    now_ms: i64,
+) -> Result<PartitionLag> {
+    let (start, end) = (partition.log.start_offset(), partition.log.end_offset());
+    let from = committed.unwrap_or(start).max(start);
+    let lag_records = end.saturating_sub(from);
+    let lag_ms = if lag_records == 0 {
+        0
+    } else {
+        partition
+            .read(&topic.name, Position::Offset(from), 1)?
+            .first()
+            .map_or(0, |r| now_ms.saturating_sub(r.message.published_at).max(0))
+    };
+    Ok(PartitionLag {
+        partition: partition.index,
+        committed,
+        end_offset: end,
+        lag_records,
+        lag_ms,
+    })
 }

@@ -38,6 +38,7 @@ pub mod peek;
 mod queue;
 mod recovery;
 pub mod redrive;
+pub mod storage_stats;
 pub mod subscriptions;
 pub mod temporary;
 mod timer_wake;
@@ -69,6 +70,7 @@ use timer_wake::TimerWake;
 
 pub use housekeeping::MaintenanceReport;
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
+pub use storage_stats::StorageStats;
 pub use topic_compaction::CompactionStats;
 
 const SPEC_PREFIX: &str = "queue/";
@@ -186,6 +188,8 @@ struct BrokerInner {
     topics: RwLock<BTreeMap<Name, Arc<topic::Topic>>>,
     /// Consumer groups over topics, created by their first join (see `engine/groups.rs`).
     groups: groups::Groups,
+    /// Shared by every log of each kind (see `engine/storage_stats.rs`).
+    log_stats: storage_stats::LogStatsByKind,
     rng: Mutex<fastrand::Rng>,
     /// Where this open's lease tokens start (see `Broker::open`).
     token_base: u64,
@@ -229,6 +233,7 @@ impl Broker {
         let token_base = generation << TOKEN_GENERATION_SHIFT;
         let seed = config.seed.unwrap_or(config.clock.now_ms() as u64);
         let mut rng = fastrand::Rng::with_seed(seed);
+        let log_stats = storage_stats::LogStatsByKind::default();
         let mut queues = BTreeMap::new();
         for (key, value) in meta.scan_prefix(SPEC_PREFIX) {
             let raw = &key[SPEC_PREFIX.len()..];
@@ -238,11 +243,20 @@ impl Broker {
             };
             let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
             let spec = spec_codec::decode(&value).map_err(bad)?;
-            let queue = Queue::open(&dir, name.clone(), spec, &config, rng.u64(..), token_base)?;
+            let seed = rng.u64(..);
+            let queue = Queue::open(
+                &dir,
+                name.clone(),
+                spec,
+                &config,
+                &log_stats,
+                seed,
+                token_base,
+            )?;
             queues.insert(name, Arc::new(queue));
         }
         remove_stale_queue_dirs(&dir, &queues)?;
-        let topics = topics::open_topics(&dir, &meta, &config)?;
+        let topics = topics::open_topics(&dir, &meta, &config, &log_stats)?;
         let links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
         let now_ms = config.clock.now_ms();
         let dead = dead_letter::already_dead_lettered(&queues)?;
@@ -259,6 +273,7 @@ impl Broker {
                 queues: RwLock::new(queues),
                 topics: RwLock::new(topics),
                 groups: Mutex::new(HashMap::new()),
+                log_stats,
                 rng: Mutex::new(rng),
                 token_base,
                 timers_changed: Arc::new(TimerWake::new()),
@@ -377,6 +392,7 @@ impl Broker {
                 name.clone(),
                 spec.clone(),
                 &self.inner.config,
+                &self.inner.log_stats,
                 seed,
                 self.inner.token_base,
             )?;
@@ -999,6 +1015,9 @@ mod idempotent_tests;
 
 #[cfg(test)]
 mod group_tests;
+
+#[cfg(test)]
+mod storage_stats_tests;
 
 #[cfg(test)]
 mod subscription_tests;

@@ -20,6 +20,7 @@ use crate::seq_ranges::SeqRanges;
 use crate::spec::QueueSpec;
 use crate::subscription::{TopicRef, split_ref};
 
+use super::storage_stats::LogStatsByKind;
 use super::{BrokerConfig, max_record_bytes};
 
 /// Read budget when scanning a log from its start.
@@ -90,6 +91,7 @@ impl Queue {
         name: Name,
         spec: QueueSpec,
         broker: &BrokerConfig,
+        log_stats: &LogStatsByKind,
         seed: u64,
         token_base: u64,
     ) -> Result<Queue> {
@@ -110,8 +112,18 @@ impl Queue {
             ..config.clone()
         };
         let clock = &broker.clock;
-        let messages = Log::open_with_clock(dir.join("messages"), config, clock.clone())?;
-        let journal = Log::open_with_clock(dir.join("journal"), journal_config, clock.clone())?;
+        let messages = Log::open_with_stats(
+            dir.join("messages"),
+            config,
+            clock.clone(),
+            log_stats.queue_messages.clone(),
+        )?;
+        let journal = Log::open_with_stats(
+            dir.join("journal"),
+            journal_config,
+            clock.clone(),
+            log_stats.queue_journals.clone(),
+        )?;
         let mut state = QueueState::new(&spec, seed)?;
         state.set_token_base(token_base);
         Ok(Queue {

@@ -91,6 +91,7 @@ impl Broker {
             name.clone(),
             spec,
             &self.inner.config,
+            &self.inner.log_stats,
             seed,
             self.inner.token_base,
         )?;

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, RwLock, Weak};
 
 use ferry_storage::batch::HEADER_LEN;
-use ferry_storage::{Appended, Log, LogConfig, NewRecord, Record, RetentionPolicy, StorageError};
+use ferry_storage::{
+    Appended, Log, LogConfig, LogStats, NewRecord, Record, RetentionPolicy, StorageError,
+};
 use tokio::sync::oneshot;
 
 use super::queue::scan_from;
@@ -150,10 +152,19 @@ impl Topic {
     }
 
     /// Opens (creating if needed) the logs of `spec.partitions` partitions.
-    pub fn open(root: &Path, name: Name, spec: TopicSpec, broker: &BrokerConfig) -> Result<Topic> {
+    pub fn open(
+        root: &Path,
+        name: Name,
+        spec: TopicSpec,
+        broker: &BrokerConfig,
+        log_stats: &Arc<LogStats>,
+    ) -> Result<Topic> {
         let fanout = Arc::new(Fanout::default());
         let partitions = (0..spec.partitions)
-            .map(|p| Self::open_partition(root, &name, &spec, p, broker, &fanout).map(Arc::new))
+            .map(|p| {
+                Self::open_partition(root, &name, &spec, p, broker, log_stats, &fanout)
+                    .map(Arc::new)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Topic {
             fanout,
@@ -170,6 +181,7 @@ impl Topic {
         spec: &TopicSpec,
         index: u32,
         broker: &BrokerConfig,
+        log_stats: &Arc<LogStats>,
         fanout: &Arc<Fanout>,
     ) -> Result<Partition> {
         let (max_batch_bytes, segment_bytes) = batch_limits(broker);
@@ -183,7 +195,7 @@ impl Topic {
             ..LogConfig::default()
         };
         let dir = Self::partition_dir(root, name, index);
-        let log = Log::open_with_clock(dir, config, broker.clock.clone())?;
+        let log = Log::open_with_stats(dir, config, broker.clock.clone(), log_stats.clone())?;
         Ok(Partition {
             index,
             log,

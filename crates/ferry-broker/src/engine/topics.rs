@@ -33,6 +33,7 @@ use std::sync::atomic::Ordering;
 
 use ferry_storage::{MetaStore, NewRecord, StorageError};
 
+use super::storage_stats::LogStatsByKind;
 use super::topic::{Partition, Shape, Topic};
 use super::{Broker, BrokerConfig, MaintenanceReport};
 use crate::error::{BrokerError, Result};
@@ -52,6 +53,7 @@ pub(super) fn open_topics(
     dir: &Path,
     meta: &MetaStore,
     config: &BrokerConfig,
+    log_stats: &LogStatsByKind,
 ) -> Result<BTreeMap<Name, Arc<Topic>>> {
     let mut topics = BTreeMap::new();
     for (key, value) in meta.scan_prefix(TOPIC_PREFIX) {
@@ -62,7 +64,7 @@ pub(super) fn open_topics(
         };
         let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
         let spec = codec::decode(&value).map_err(bad)?;
-        let topic = Topic::open(dir, name.clone(), spec, config)?;
+        let topic = Topic::open(dir, name.clone(), spec, config, &log_stats.topic_partitions)?;
         topics.insert(name, Arc::new(topic));
     }
     Ok(topics)
@@ -112,6 +114,7 @@ impl Broker {
             name.clone(),
             spec.clone(),
             &self.inner.config,
+            &self.inner.log_stats.topic_partitions,
         )?;
         meta.put(format!("{TOPIC_PREFIX}{name}"), codec::encode(&spec))?;
         self.inner
@@ -209,6 +212,7 @@ impl Broker {
                 &spec,
                 index,
                 &self.inner.config,
+                &self.inner.log_stats.topic_partitions,
                 &topic.fanout,
             )?;
             partitions.push(Arc::new(partition));

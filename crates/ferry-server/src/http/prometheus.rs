@@ -1,8 +1,10 @@
 //! `GET /metrics`: the Prometheus text format (version 0.0.4), rendered at scrape time.
 //!
-//! Queue counters and gauges, and subscription lag, are read from the broker on each
-//! scrape (`describe_subscription` / `describe_queue`), so they survive restarts and need
-//! no bookkeeping here; deliveries, rejects and latencies come from [`Meters`]. Rendered
+//! Queue counters and gauges, subscription and consumer-group lag, and the storage
+//! engine's fsync and group-commit histograms are read from the broker on each scrape
+//! (`describe_subscription` / `describe_queue`, `list_groups` / `group_lag`,
+//! `storage_stats`), so they need no bookkeeping here; deliveries, rejects and latencies
+//! come from [`Meters`]. Rendered
 //! by hand rather than through `metrics-exporter-prometheus`: most series are a snapshot of
 //! broker state, not events a recorder sees, and the exporter's recorder is process-global
 //! (see `crate::metrics`). Names, types and labels are listed in `docs/metrics.md`.
@@ -12,7 +14,7 @@ use std::fmt::Write as _;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use ferry_broker::{Broker, QueueInfo};
+use ferry_broker::{Broker, HistogramSnapshot, LogStatsSnapshot, QueueInfo};
 
 use super::Shared;
 use crate::metrics::{BUCKETS, Histogram, Meters, Snapshot};
@@ -93,6 +95,23 @@ impl<'a> Family<'a> {
         self.sample_named(self.name, "_sum", labels, h.sum);
         self.sample_named(self.name, "_count", labels, h.count);
     }
+
+    /// A storage histogram, whose bounds and sum are integers in a unit `unit` times
+    /// smaller than the one rendered (1e9 for nanoseconds shown as seconds, 1 for counts).
+    fn storage_histogram(&mut self, labels: &[(&str, &str)], h: &HistogramSnapshot, unit: f64) {
+        for (bound, cumulative) in h.cumulative() {
+            let le = (bound as f64 / unit).to_string();
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample_named(self.name, "_bucket", &with_le, cumulative);
+        }
+        let count = h.count();
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", "+Inf"));
+        self.sample_named(self.name, "_bucket", &with_le, count);
+        self.sample_named(self.name, "_sum", labels, h.sum as f64 / unit);
+        self.sample_named(self.name, "_count", labels, count);
+    }
 }
 
 /// A subscription's lag, as its queue and catch-up say.
@@ -106,6 +125,36 @@ struct Lag {
 fn unsettled(q: &QueueInfo) -> u64 {
     let s = &q.stats.state;
     (s.ready + s.in_flight + s.delayed) as u64
+}
+
+/// One consumer group's lag on one partition.
+struct GroupLag {
+    group: String,
+    topic: String,
+    partition: String,
+    messages: u64,
+    seconds: f64,
+}
+
+fn group_lags(broker: &Broker) -> Vec<GroupLag> {
+    let mut lags = Vec::new();
+    for (topic, group) in broker.list_groups() {
+        // Else the topic (and its groups) was deleted since the list, or a partition's
+        // oldest record could not be read: this scrape goes without that group.
+        let Ok(partitions) = broker.group_lag(topic.as_str(), group.as_str()) else {
+            continue;
+        };
+        for p in partitions {
+            lags.push(GroupLag {
+                group: group.to_string(),
+                topic: topic.to_string(),
+                partition: p.partition.to_string(),
+                messages: p.lag_records,
+                seconds: p.lag_ms.max(0) as f64 / 1000.0,
+            });
+        }
+    }
+    lags
 }
 
 /// The whole exposition: broker state now, and the server's own measurements.
@@ -127,12 +176,21 @@ pub fn render(broker: &Broker, meters: &Meters) -> String {
         }
         // Else it was deleted since the list: nothing to report.
     }
+    let groups = group_lags(broker);
     let m = meters.snapshot();
-    let mut out = String::with_capacity(256 + queues.len() * 1024);
+    let storage = broker.storage_stats();
+    let mut out = String::with_capacity(8192 + queues.len() * 1024 + groups.len() * 256);
     counters(&mut out, &queues, &m);
     gauges(&mut out, &queues);
     lag(&mut out, &lags);
+    group_lag(&mut out, &groups);
     latencies(&mut out, &m);
+    let kinds = [
+        ("queue", &storage.queue_messages),
+        ("journal", &storage.queue_journals),
+        ("topic", &storage.topic_partitions),
+    ];
+    storage_histograms(&mut out, &kinds);
     out
 }
 
@@ -287,6 +345,68 @@ fn lag(out: &mut String, lags: &[Lag]) {
     }
 }
 
+fn group_lag(out: &mut String, lags: &[GroupLag]) {
+    let mut f = Family::new(
+        out,
+        "ferry_group_lag_messages",
+        "gauge",
+        "Records of the partition after the consumer group's committed offset (after the partition's start if nothing is committed).",
+    );
+    for l in lags {
+        let labels = [
+            ("group", l.group.as_str()),
+            ("topic", &l.topic),
+            ("partition", &l.partition),
+        ];
+        f.sample(&labels, l.messages);
+    }
+    let mut f = Family::new(
+        out,
+        "ferry_group_lag_seconds",
+        "gauge",
+        "How long ago the oldest record the consumer group has not committed was published; 0 when caught up.",
+    );
+    for l in lags {
+        let labels = [
+            ("group", l.group.as_str()),
+            ("topic", &l.topic),
+            ("partition", &l.partition),
+        ];
+        f.sample(&labels, l.seconds);
+    }
+}
+
+/// The storage engine's own histograms, one series per kind of log (`log` label).
+fn storage_histograms(out: &mut String, kinds: &[(&str, &LogStatsSnapshot)]) {
+    let mut f = Family::new(
+        out,
+        "ferry_storage_fsync_seconds",
+        "histogram",
+        "Duration of each fdatasync of log data by the storage writer threads, since the broker opened.",
+    );
+    for (log, s) in kinds {
+        f.storage_histogram(&[("log", log)], &s.fsync_ns, 1e9);
+    }
+    let mut f = Family::new(
+        out,
+        "ferry_storage_commit_records",
+        "histogram",
+        "Records per group commit (one write of the appends queued together), since the broker opened.",
+    );
+    for (log, s) in kinds {
+        f.storage_histogram(&[("log", log)], &s.commit_records, 1.0);
+    }
+    let mut f = Family::new(
+        out,
+        "ferry_storage_commit_bytes",
+        "histogram",
+        "Bytes per group commit, batch headers included, since the broker opened.",
+    );
+    for (log, s) in kinds {
+        f.storage_histogram(&[("log", log)], &s.commit_bytes, 1.0);
+    }
+}
+
 fn latencies(out: &mut String, m: &Snapshot) {
     let mut f = Family::new(
         out,
@@ -337,6 +457,29 @@ mod tests {
         assert!(out.contains("x_seconds_bucket{queue=\"q\",le=\"+Inf\"} 3\n"));
         assert!(out.contains("x_seconds_count{queue=\"q\"} 3\n"));
         assert!(out.contains("x_seconds_sum{queue=\"q\"} 7200.202"));
+    }
+
+    #[test]
+    fn a_storage_histogram_renders_its_bounds_in_seconds_and_counts_above_the_last() {
+        let h = HistogramSnapshot {
+            bounds: &[25_000, 1_000_000, 2_500_000_000],
+            counts: vec![1, 2, 0, 1],
+            sum: 3_000_025_000,
+        };
+        let mut out = String::new();
+        Family::new(&mut out, "x_seconds", "histogram", "help").storage_histogram(
+            &[("log", "queue")],
+            &h,
+            1e9,
+        );
+        let expected = "# HELP x_seconds help\n# TYPE x_seconds histogram\n\
+            x_seconds_bucket{log=\"queue\",le=\"0.000025\"} 1\n\
+            x_seconds_bucket{log=\"queue\",le=\"0.001\"} 3\n\
+            x_seconds_bucket{log=\"queue\",le=\"2.5\"} 3\n\
+            x_seconds_bucket{log=\"queue\",le=\"+Inf\"} 4\n\
+            x_seconds_sum{log=\"queue\"} 3.000025\n\
+            x_seconds_count{log=\"queue\"} 4\n";
+        assert_eq!(out, expected);
     }
 
     #[test]
