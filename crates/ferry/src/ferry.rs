@@ -63,8 +63,10 @@ impl Ferry {
         self.transport.declare_subscription(decl).await
     }
 
-    /// Deletes a queue or a subscription. Its dead-letter queue stays — dead letters are
-    /// evidence — until deleted on its own with `delete(&source.dead_letters())`.
+    /// Deletes a queue or a subscription. The Ferry broker keeps its dead-letter queue —
+    /// dead letters are evidence — until deleted on its own with
+    /// `delete(&source.dead_letters())`; transports that keep dead letters beside the
+    /// source remove them with it (then that second delete is `NotFound`).
     pub async fn delete(&self, source: &Source) -> Result<()> {
         self.transport.delete(source).await
     }

@@ -1,6 +1,10 @@
-//! The order flow, unchanged, on every transport: only the URL differs.
+//! The order flow, unchanged, on every transport: only the URL differs. Engines outside
+//! this process are the machine's services (skipped loudly when absent, a failure under
+//! `CI=true`).
 
 use std::process::Command;
+
+use ferry_conformance::service::url_or_skip;
 
 fn run(url: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_order-flow"))
@@ -17,7 +21,66 @@ fn run(url: &str) {
 }
 
 #[test]
-fn the_order_flow_runs_on_the_embedded_broker() {
+fn on_the_embedded_broker() {
     let dir = tempfile::tempdir().unwrap();
     run(&format!("embedded:{}", dir.path().display()));
+}
+
+#[test]
+fn on_a_ferry_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (addr, stop, served) = runtime.block_on(async {
+        let broker = ferry_broker::Broker::open(dir.path(), Default::default())
+            .await
+            .unwrap();
+        let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(ferry_server::serve(broker, listener, async {
+            let _ = stopped.await;
+        }));
+        (addr, stop, served)
+    });
+    run(&format!("ferry://{addr}"));
+    let _ = stop.send(());
+    runtime.block_on(served).unwrap().unwrap();
+}
+
+#[test]
+fn on_nats_jetstream() {
+    if let Some(url) = url_or_skip(
+        "NATS",
+        "FERRY_NATS_URL",
+        "nats://127.0.0.1:4222",
+        "127.0.0.1:4222",
+    ) {
+        run(&url);
+    }
+}
+
+#[test]
+fn on_redis_streams() {
+    if let Some(url) = url_or_skip(
+        "Redis",
+        "FERRY_REDIS_URL",
+        "redis://127.0.0.1:6379/0",
+        "127.0.0.1:6379",
+    ) {
+        run(&url);
+    }
+}
+
+#[test]
+fn on_postgresql() {
+    if let Some(url) = url_or_skip(
+        "PostgreSQL",
+        "FERRY_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+        "127.0.0.1:5432",
+    ) {
+        run(&url);
+    }
 }
