@@ -48,10 +48,35 @@ pub struct TransportsArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// The transports of this build and where they usually listen on this machine.
+/// The engines outside this process and where they usually listen on this machine:
+/// (name, url, address probed before trying).
 fn local_targets() -> Vec<(&'static str, &'static str, &'static str)> {
-    // (name, url, address probed before trying)
-    vec![]
+    vec![
+        ("nats", "nats://127.0.0.1:4222", "127.0.0.1:4222"),
+        ("redis", "redis://127.0.0.1:6379/0", "127.0.0.1:6379"),
+        (
+            "postgres",
+            "postgres://postgres@127.0.0.1:5432/test",
+            "127.0.0.1:5432",
+        ),
+    ]
+}
+
+/// A Ferry server on a fresh broker in `dir`, in this process on a real TCP socket.
+async fn start_server(dir: &std::path::Path) -> anyhow::Result<(String, ServerStop)> {
+    let broker = ferry_broker::Broker::open(dir, ferry_broker::BrokerConfig::default()).await?;
+    let listener = ferry_server::bind("127.0.0.1:0".parse().expect("an address")).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(ferry_server::serve(broker, listener, async {
+        let _ = stopped.await;
+    }));
+    Ok((format!("ferry://{addr}"), ServerStop { stop, served }))
+}
+
+struct ServerStop {
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
 }
 
 struct Figures {
@@ -69,12 +94,19 @@ pub fn run(args: &TransportsArgs) -> anyhow::Result<()> {
         .tempdir_in(&base)
         .with_context(|| format!("create a scratch directory in {}", base.display()))?;
     println!("{}", Machine::probe(scratch.path()).line());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let mut targets: Vec<(String, String)> = Vec::new();
+    let mut server = None;
     if args.urls.is_empty() {
         targets.push((
             "embedded".into(),
             format!("embedded:{}", scratch.path().join("embedded").display()),
         ));
+        let (url, stop) = runtime.block_on(start_server(&scratch.path().join("server")))?;
+        targets.push(("ferry server".into(), url));
+        server = Some(stop);
         for (name, url, addr) in local_targets() {
             if answers(addr) {
                 targets.push((name.into(), url.into()));
@@ -90,9 +122,6 @@ pub fn run(args: &TransportsArgs) -> anyhow::Result<()> {
             targets.push((name.into(), url.into()));
         }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     let mut results = Vec::new();
     for (name, url) in &targets {
         println!("{name}: {} messages of {} B ...", args.messages, args.size);
@@ -105,6 +134,10 @@ pub fn run(args: &TransportsArgs) -> anyhow::Result<()> {
             num(figures.consume_per_s)
         );
         results.push((name.clone(), figures));
+    }
+    if let Some(server) = server {
+        let _ = server.stop.send(());
+        runtime.block_on(server.served)??;
     }
     print_table(&results);
     Ok(())
