@@ -209,6 +209,7 @@ impl Capabilities {
 pub fn all() -> Vec<Capabilities> {
     vec![
         crate::transport::embedded_capabilities(),
+        crate::transport::rabbitmq_capabilities(),
         // Other transports add their tables here.
     ]
 }

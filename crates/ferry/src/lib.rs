@@ -27,7 +27,7 @@
 //! - [`transport`]: the seam each engine implements.
 //!
 //! Transports: `embedded:./dir` (feature `embedded`, on by default) — the broker
-//! in-process.
+//! in-process; `amqp://user:pass@host:port/vhost` or `amqps://` (feature `amqp`) — RabbitMQ.
 
 pub mod capability;
 mod consumer;

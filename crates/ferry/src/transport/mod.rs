@@ -20,8 +20,10 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+pub mod rabbitmq;
 
 pub use embedded::capabilities as embedded_capabilities;
+pub use rabbitmq::capabilities as rabbitmq_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -107,6 +109,7 @@ impl Default for ConsumerOptions {
 /// The transport `url` names, connected.
 ///
 /// - `embedded:./dir` (or `embedded:/abs/dir`): the broker in this process, data in `dir`.
+/// - `amqp://user:pass@host:port/vhost` (or `amqps://`): RabbitMQ (feature `amqp`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -114,6 +117,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     })?;
     match scheme {
         "embedded" => connect_embedded(url, rest).await,
+        "amqp" | "amqps" => connect_rabbitmq(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -122,7 +126,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
 }
 
 fn known() -> &'static str {
-    "embedded"
+    "embedded, amqp, amqps"
 }
 
 #[cfg(feature = "embedded")]
@@ -138,5 +142,19 @@ async fn connect_embedded(url: &str, _dir: &str) -> Result<Arc<dyn Transport>> {
         "embedded",
         url,
         "this build of the SDK lacks the `embedded` feature",
+    ))
+}
+
+#[cfg(feature = "amqp")]
+async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(rabbitmq::RabbitMq::connect(url).await?))
+}
+
+#[cfg(not(feature = "amqp"))]
+async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(Error::unsupported(
+        "rabbitmq",
+        url,
+        "this build of the SDK lacks the `amqp` feature",
     ))
 }
