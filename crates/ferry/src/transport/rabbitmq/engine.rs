@@ -31,6 +31,8 @@ pub(super) const NAME: &str = "rabbitmq";
 
 /// How often an idle consumer asks again while a fetch waits.
 const POLL: Duration = Duration::from_millis(20);
+/// Most basic.get calls one consumer has in flight.
+const PIPELINE: usize = 16;
 /// A delay or retry queue is declared again when this old, well within its x-expires.
 const REDECLARE_TIMERS: Duration = Duration::from_secs(600);
 
@@ -634,14 +636,36 @@ impl ConsumerBackend for RabbitConsumer {
         let mut out = Vec::new();
         loop {
             while out.len() < max {
-                let got = origin
-                    .channel
-                    .basic_get(&origin.queue, BasicGetOptions { no_ack: false })
-                    .await
-                    .map_err(|e| origin.inner.error(e, "queue", &origin.queue))?;
-                let Some(got) = got else { break };
-                if let Some(incoming) = settle::incoming(origin, got.delivery).await? {
-                    out.push(incoming);
+                // Several gets in flight at once, answered in order: one round trip for
+                // a run of messages rather than one each.
+                let gets = (max - out.len()).min(PIPELINE);
+                let results = futures_util::future::join_all((0..gets).map(|_| {
+                    origin
+                        .channel
+                        .basic_get(&origin.queue, BasicGetOptions { no_ack: false })
+                }))
+                .await;
+                let mut drained = false;
+                let mut failed = None;
+                for result in results {
+                    match result {
+                        Ok(Some(got)) => {
+                            if let Some(incoming) = settle::incoming(origin, got.delivery).await? {
+                                out.push(incoming);
+                            }
+                        }
+                        Ok(None) => drained = true,
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
+                }
+                if let Some(e) = failed {
+                    // What did arrive is settled by its lease timer or the channel's end.
+                    return Err(origin.inner.error(e, "queue", &origin.queue));
+                }
+                if drained {
+                    break;
                 }
             }
             let left = wait.saturating_sub(started.elapsed());
