@@ -88,7 +88,10 @@ pub fn capabilities() -> Capabilities {
             ),
             (
                 Feature::MaxLength,
-                Native("x-max-length with x-overflow reject-publish: the confirm is a nack"),
+                Native(
+                    "x-max-length (the limit - 1: a quorum queue refuses only once over it) \
+                     with x-overflow reject-publish: the confirm is a nack",
+                ),
             ),
         ],
     }

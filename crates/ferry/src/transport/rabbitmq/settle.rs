@@ -56,7 +56,11 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
         state: Mutex::new(State::Held(Instant::now() + origin.settings.lease())),
         wake: Notify::new(),
     });
-    tokio::spawn(expire(lease.clone(), delivery.acker.clone()));
+    tokio::spawn(expire(
+        lease.clone(),
+        origin.clone(),
+        delivery.acker.clone(),
+    ));
     Ok(Some(Incoming {
         message,
         settler: Arc::new(RabbitSettler {
@@ -117,21 +121,37 @@ async fn dead_letter(
         .await
 }
 
+/// The longest a settlement waits on the connection.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `call` on the consumer's channel: an ack or nack on a channel that is gone would
+/// wait for ever, and RabbitMQ requeued its deliveries when it went.
+async fn on_channel(origin: &Origin, call: impl Future<Output = lapin::Result<()>>) -> Result<()> {
+    if origin.inner.is_closed() {
+        return Err(Error::Closed);
+    }
+    if !origin.channel.status().connected() {
+        return Err(Error::NotHeld {
+            id: String::new(),
+            why: "the consumer's channel closed and RabbitMQ requeued its deliveries".into(),
+        });
+    }
+    match tokio::time::timeout(SETTLE_TIMEOUT, call).await {
+        Ok(result) => result.map_err(|e| origin.inner.error(e, "queue", &origin.queue)),
+        Err(_) => Err(Error::Timeout(SETTLE_TIMEOUT)),
+    }
+}
+
 async fn ack(origin: &Origin, acker: &Acker) -> Result<()> {
-    acker
-        .ack(BasicAckOptions::default())
-        .await
-        .map_err(|e| origin.inner.error(e, "queue", &origin.queue))
+    on_channel(origin, acker.ack(BasicAckOptions::default())).await
 }
 
 async fn requeue(origin: &Origin, acker: &Acker) -> Result<()> {
-    acker
-        .nack(BasicNackOptions {
-            requeue: true,
-            multiple: false,
-        })
-        .await
-        .map_err(|e| origin.inner.error(e, "queue", &origin.queue))
+    let options = BasicNackOptions {
+        requeue: true,
+        multiple: false,
+    };
+    on_channel(origin, acker.nack(options)).await
 }
 
 /// Where a delivery is in its life.
@@ -165,7 +185,7 @@ impl Lease {
 /// Requeues the delivery when its lease ends unsettled — the SDK's stand-in for a
 /// visibility timeout. RabbitMQ counts the return in x-delivery-count, so the next
 /// delivery's attempt is one higher.
-async fn expire(lease: Arc<Lease>, acker: Acker) {
+async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker) {
     loop {
         match lease.get() {
             State::Held(deadline) => {
@@ -192,12 +212,7 @@ async fn expire(lease: Arc<Lease>, acker: Acker) {
         };
         if expired {
             // If this fails the channel is gone, and RabbitMQ requeued the delivery itself.
-            let _ = acker
-                .nack(BasicNackOptions {
-                    requeue: true,
-                    multiple: false,
-                })
-                .await;
+            let _ = requeue(&origin, &acker).await;
             return;
         }
     }

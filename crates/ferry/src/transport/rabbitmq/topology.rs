@@ -39,11 +39,11 @@ pub fn delay_queue(target: &str, delay_ms: u64) -> String {
 /// The longest TTL RabbitMQ takes (2^32 - 1 ms, about 49 days).
 const MAX_TTL_MS: u64 = u32::MAX as u64;
 
-/// `delay` rounded up to the next step of a ladder of 13 steps per decade (1, 1.2, 1.5, 2,
-/// 2.5, 3, 3.5, 4, 5, 6, 7, 8, 9 × 10^k ms), so a queue serves many delays — each at most 25 %
+/// `delay` rounded up to the next step of a ladder of 12 steps per decade (1, 1.2, 1.5,
+/// 1.8, 2.2, 2.7, 3.3, 4, 5, 6, 7.5, 9 × 10^k ms), so a queue serves many delays — each at most 25 %
 /// late, never early.
 pub fn bucket_ms(delay: Duration) -> Result<u64> {
-    const STEPS: [u64; 13] = [10, 12, 15, 20, 25, 30, 35, 40, 50, 60, 70, 80, 90];
+    const STEPS: [u64; 12] = [10, 12, 15, 18, 22, 27, 33, 40, 50, 60, 75, 90];
     let ms = delay.as_nanos().div_ceil(1_000_000).max(1);
     if ms > MAX_TTL_MS as u128 {
         return Err(Error::invalid(
@@ -156,7 +156,9 @@ impl Settings {
             args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(ttl as i64));
         }
         if let Some(max) = self.max_length {
-            let max = i64::try_from(max)
+            // A 3.10 quorum queue refuses publishes only once it holds more than its
+            // x-max-length ready messages, so it would take one more than the limit.
+            let max = i64::try_from(max - 1)
                 .map_err(|_| Error::invalid("max_length", "too large for RabbitMQ"))?;
             args.insert("x-max-length".into(), AMQPValue::LongLongInt(max));
         }
@@ -409,7 +411,7 @@ mod tests {
     fn buckets_round_up_by_at_most_a_quarter() {
         assert_eq!(bucket_ms(Duration::from_millis(100)).unwrap(), 100);
         assert_eq!(bucket_ms(Duration::from_millis(101)).unwrap(), 120);
-        assert_eq!(bucket_ms(Duration::from_millis(2000)).unwrap(), 2000);
+        assert_eq!(bucket_ms(Duration::from_millis(2000)).unwrap(), 2200);
         assert_eq!(bucket_ms(Duration::from_millis(7)).unwrap(), 7);
         assert_eq!(bucket_ms(Duration::from_micros(1)).unwrap(), 1);
         for ms in 1..200_000u64 {
