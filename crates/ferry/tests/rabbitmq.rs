@@ -292,6 +292,10 @@ async fn engine_limits_come_back_as_sdk_errors() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Transport { .. }), "{err}");
+    let err = Ferry::connect("amqp://guest:guest@127.0.0.1:notaport/%2f")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::BadUrl { .. }), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,7 +58,13 @@ impl RabbitMq {
             .with_executor(tokio_executor_trait::Tokio::current())
             .with_reactor(tokio_reactor_trait::Tokio)
             .with_connection_name("ferry".into());
-        let connection = Connection::connect(url, properties)
+        let uri = url
+            .parse::<lapin::uri::AMQPUri>()
+            .map_err(|problem| Error::BadUrl {
+                url: url.to_owned(),
+                problem: format!("{problem}; expected amqp://user:pass@host:port/vhost"),
+            })?;
+        let connection = Connection::connect_uri(uri, properties)
             .await
             .map_err(|e| Error::transport(NAME, e))?;
         Ok(RabbitMq {
