@@ -302,12 +302,17 @@ async fn engine_limits_come_back_as_sdk_errors() {
 async fn an_expired_message_is_dead_lettered_by_the_engine_with_its_reason() {
     let Some(url) = url() else { return };
     let ferry = Ferry::connect(&url).await.unwrap();
-    let name = queue(&ferry, "ttl", |_| {}).await;
-    ferry
-        .publisher(Destination::queue(&name))
+    // One message with a TTL of its own, one with the queue's default.
+    let name = queue(&ferry, "ttl", |q| {
+        q.delivery.default_ttl = Some(Duration::from_millis(150))
+    })
+    .await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let own = publisher
         .send(Message::new("stale").with_ttl(Duration::from_millis(100)))
         .await
         .unwrap();
+    let default = publisher.send(Message::new("stale too")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let mut c = consumer(&ferry, Source::queue(&name)).await;
     let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
@@ -318,11 +323,16 @@ async fn an_expired_message_is_dead_lettered_by_the_engine_with_its_reason() {
             .unwrap()
             .is_none()
     );
-    let dead = next(&mut dlq).await;
-    let info = dead.dead_letter.clone().unwrap();
-    assert_eq!(info.reason, reason::EXPIRED);
-    assert_eq!(info.origin, name);
-    dead.ack().await.unwrap();
+    let mut died = Vec::new();
+    for _ in 0..2 {
+        let dead = next(&mut dlq).await;
+        let info = dead.dead_letter.clone().unwrap();
+        assert_eq!(info.reason, reason::EXPIRED);
+        assert_eq!(info.origin, name);
+        died.push(dead.id.clone());
+        dead.ack().await.unwrap();
+    }
+    assert_eq!(died, [own, default]);
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();
 }
