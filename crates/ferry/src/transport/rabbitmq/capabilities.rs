@@ -84,7 +84,10 @@ pub fn capabilities() -> Capabilities {
             ),
             (
                 Feature::Ttl,
-                Native("per-message expiration and the queue's x-message-ttl"),
+                Native(
+                    "per-message expiration and the queue's x-message-ttl; expired messages go \
+                     to `<name>.dlq` with reason `expired` (read from x-death)",
+                ),
             ),
             (
                 Feature::MaxLength,
