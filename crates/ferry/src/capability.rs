@@ -212,6 +212,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::nats_capabilities(),
         crate::transport::redis_capabilities(),
         crate::transport::postgres_capabilities(),
+        crate::transport::rabbitmq_capabilities(),
         // Other transports add their tables here.
     ]
 }

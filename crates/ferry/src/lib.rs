@@ -29,7 +29,8 @@
 //! Transports, each behind its feature: `embedded:./dir` (`embedded`, on by default) — the
 //! broker in-process; `ferry://host:port` (`server`) — a Ferry server; `nats://host:port`
 //! (`nats`) — NATS JetStream; `redis://host:port/db` (`redis`) — Redis Streams;
-//! `postgres://user@host:port/db` (`postgres`) — PostgreSQL tables.
+//! `postgres://user@host:port/db` (`postgres`) — PostgreSQL tables;
+//! `amqp://user:pass@host:port/vhost` or `amqps://` (`amqp`) — RabbitMQ.
 
 pub mod capability;
 mod consumer;

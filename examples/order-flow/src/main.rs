@@ -10,6 +10,9 @@
 //! cargo run -p order-flow -- embedded:./order-flow-data
 //! cargo run -p order-flow -- ferry://127.0.0.1:7070
 //! cargo run -p order-flow -- nats://127.0.0.1:4222
+//! cargo run -p order-flow -- redis://127.0.0.1:6379/0
+//! cargo run -p order-flow -- postgres://postgres@127.0.0.1:5432/test
+//! cargo run -p order-flow -- amqp://guest:guest@127.0.0.1:5672/%2f
 //! ```
 //!
 //! It exits 0 when every order ended where it should, and prints where each went.

@@ -84,3 +84,15 @@ fn on_postgresql() {
         run(&url);
     }
 }
+
+#[test]
+fn on_rabbitmq() {
+    if let Some(url) = url_or_skip(
+        "RabbitMQ",
+        "FERRY_AMQP_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+        "127.0.0.1:5672",
+    ) {
+        run(&url);
+    }
+}

@@ -59,6 +59,11 @@ fn local_targets() -> Vec<(&'static str, &'static str, &'static str)> {
             "postgres://postgres@127.0.0.1:5432/test",
             "127.0.0.1:5432",
         ),
+        (
+            "rabbitmq",
+            "amqp://guest:guest@127.0.0.1:5672/%2f",
+            "127.0.0.1:5672",
+        ),
     ]
 }
 

@@ -22,12 +22,14 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 pub mod embedded;
 pub mod nats;
 pub mod postgres;
+pub mod rabbitmq;
 pub mod redis;
 pub mod server;
 
 pub use embedded::capabilities as embedded_capabilities;
 pub use nats::capabilities as nats_capabilities;
 pub use postgres::capabilities as postgres_capabilities;
+pub use rabbitmq::capabilities as rabbitmq_capabilities;
 pub use redis::capabilities as redis_capabilities;
 
 /// One engine behind the SDK.
@@ -120,7 +122,8 @@ impl Default for ConsumerOptions {
 /// - `nats://host:port`: NATS JetStream (feature `nats`);
 /// - `redis://host:port/db`: Redis Streams (feature `redis`);
 /// - `postgres://user@host:port/db` (or `postgresql://`): PostgreSQL tables in the
-///   database's `ferry` schema (feature `postgres`).
+///   database's `ferry` schema (feature `postgres`);
+/// - `amqp://user:pass@host:port/vhost` (or `amqps://`): RabbitMQ (feature `amqp`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -132,6 +135,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         "nats" => connect_nats(url).await,
         "redis" => connect_redis(url).await,
         "postgres" | "postgresql" => connect_postgres(url).await,
+        "amqp" | "amqps" => connect_rabbitmq(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -147,6 +151,7 @@ fn known() -> String {
         ("nats://", cfg!(feature = "nats")),
         ("redis://", cfg!(feature = "redis")),
         ("postgres://, postgresql://", cfg!(feature = "postgres")),
+        ("amqp://, amqps://", cfg!(feature = "amqp")),
     ];
     let compiled: Vec<&str> = schemes
         .iter()
@@ -216,4 +221,14 @@ async fn connect_postgres(url: &str) -> Result<Arc<dyn Transport>> {
 #[cfg(not(feature = "postgres"))]
 async fn connect_postgres(url: &str) -> Result<Arc<dyn Transport>> {
     Err(not_compiled("PostgreSQL", url, "postgres"))
+}
+
+#[cfg(feature = "amqp")]
+async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(rabbitmq::RabbitMq::connect(url).await?))
+}
+
+#[cfg(not(feature = "amqp"))]
+async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(not_compiled("RabbitMQ", url, "amqp"))
 }

@@ -1,0 +1,33 @@
+//! `amqp://user:pass@host:port/vhost` (or `amqps://`) — RabbitMQ 3.10 or later, without
+//! plugins.
+//!
+//! How Ferry's model maps onto it (`name` is a queue or a subscription):
+//!
+//! - `name`: a durable quorum queue. A topic is a durable fanout exchange; a subscription is
+//!   a quorum queue bound to it. Publishes wait for the publisher confirm.
+//! - `name.dlq`: its dead letters. The SDK dead-letters by republishing there with the
+//!   `ferry-dlq-*` headers (confirmed) and only then acking the original, so a crash in
+//!   between leaves a duplicate, never a loss. `x-delivery-limit` stays on the queue as the
+//!   engine's safety net for consumers that die holding a message.
+//! - `name:settings`: one message, the declared delivery policy, so that any process
+//!   consuming the queue knows its lease, backoff and max deliveries, and a declaration
+//!   with other settings is a conflict. `:` cannot appear in a Ferry name, so these names
+//!   never collide with a user's.
+//! - `name:retry:<ms>` and `name:delay:<ms>`: quorum queues whose message TTL dead-letters
+//!   (at-least-once) back into `name`: delayed retries and delayed publishes.
+//!
+//! Consumers pull with basic.get rather than basic.consume: a message pushed into a client
+//! that is not asking for one would be held there, lease or not, where another consumer
+//! cannot take it.
+
+mod capabilities;
+#[cfg(feature = "amqp")]
+mod engine;
+#[cfg(feature = "amqp")]
+mod settle;
+#[cfg(feature = "amqp")]
+mod topology;
+
+pub use capabilities::capabilities;
+#[cfg(feature = "amqp")]
+pub use engine::RabbitMq;

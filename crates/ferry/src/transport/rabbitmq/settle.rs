@@ -1,0 +1,362 @@
+//! Deliveries and their settlement: the lease each delivery is held under (a client-side
+//! timer, since RabbitMQ has none), and nack, reject and dead-lettering done by republishing.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lapin::acker::Acker;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
+use lapin::types::AMQPValue;
+use lapin::{BasicProperties, Channel};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::engine::Inner;
+use super::topology::{self, ATTEMPTS, Settings, dlq};
+use crate::error::{Error, Result};
+use crate::message::{DeadLetterInfo, now_ms, reason, truncate_error};
+use crate::transport::{Incoming, Settler};
+
+/// Where a consumer's deliveries come from and how they are settled.
+pub(super) struct Origin {
+    pub inner: Arc<Inner>,
+    /// The consumer's channel; its deliveries are settled on it, so it lives as long as
+    /// any of them.
+    pub channel: Arc<Channel>,
+    /// The queue read.
+    pub queue: String,
+    /// The queue or subscription it belongs to (the origin, for dead letters).
+    pub origin: String,
+    pub settings: Arc<Settings>,
+    /// Reading dead letters.
+    pub dead: bool,
+    pub consumer: String,
+}
+
+/// A delivery as the SDK gets it, under a lease that starts now; `None` when it had used
+/// up its deliveries already (returned by consumers that died) and went to the dead-letter
+/// queue instead.
+pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result<Option<Incoming>> {
+    let attempt = topology::attempt(&delivery.properties);
+    if !origin.dead && attempt > origin.settings.max_deliveries {
+        let died = Death {
+            reason: reason::MAX_DELIVERIES,
+            deliveries: attempt - 1,
+            error: None,
+        };
+        dead_letter(origin, &delivery.properties, &delivery.data, died).await?;
+        ack(origin, &delivery.acker).await?;
+        return Ok(None);
+    }
+    let message = topology::received(&delivery.properties, &delivery.data, attempt, origin.dead);
+    let lease = Arc::new(Lease {
+        state: Mutex::new(State::Held(Instant::now() + origin.settings.lease())),
+        wake: Notify::new(),
+    });
+    tokio::spawn(expire(
+        lease.clone(),
+        origin.clone(),
+        delivery.acker.clone(),
+    ));
+    Ok(Some(Incoming {
+        message,
+        settler: Arc::new(RabbitSettler {
+            origin: origin.clone(),
+            lease,
+            acker: delivery.acker,
+            properties: delivery.properties,
+            data: delivery.data,
+            attempt,
+        }),
+    }))
+}
+
+/// Why a message goes to the dead-letter queue.
+struct Death<'a> {
+    reason: &'static str,
+    deliveries: u32,
+    error: Option<&'a str>,
+}
+
+/// Republishes the message to `<origin>.dlq` with its `ferry-dlq-*` metadata and waits for
+/// the confirm; the caller acks the original only after, so a crash between the two leaves
+/// a duplicate dead letter, never a lost one. With dead letters off, the message is
+/// dropped (the caller's ack).
+async fn dead_letter(
+    origin: &Origin,
+    properties: &BasicProperties,
+    data: &[u8],
+    death: Death<'_>,
+) -> Result<()> {
+    if !origin.settings.dead_letter {
+        return Ok(());
+    }
+    let info = DeadLetterInfo {
+        reason: death.reason.to_owned(),
+        deliveries: death.deliveries,
+        origin: origin.origin.clone(),
+        last_error: death.error.map(truncate_error),
+        first_failure_ms: None,
+        last_failure_ms: Some(now_ms()),
+        consumer: Some(origin.consumer.clone()),
+    };
+    let mut headers = BTreeMap::new();
+    info.write_headers(&mut headers);
+    let properties = topology::republished(properties, |table| {
+        for (name, value) in &headers {
+            table.insert(name.as_str().into(), topology::long(value));
+        }
+    });
+    origin
+        .inner
+        .publish_confirmed(
+            "",
+            "dead-letter queue",
+            true,
+            vec![(dlq(&origin.queue), data.to_vec(), properties)],
+        )
+        .await
+}
+
+/// The longest a settlement waits on the connection.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `call` on the consumer's channel: an ack or nack on a channel that is gone would
+/// wait for ever, and RabbitMQ requeued its deliveries when it went.
+async fn on_channel(origin: &Origin, call: impl Future<Output = lapin::Result<()>>) -> Result<()> {
+    if origin.inner.is_closed() {
+        return Err(Error::Closed);
+    }
+    if !origin.channel.status().connected() {
+        return Err(Error::NotHeld {
+            id: String::new(),
+            why: "the consumer's channel closed and RabbitMQ requeued its deliveries".into(),
+        });
+    }
+    match tokio::time::timeout(SETTLE_TIMEOUT, call).await {
+        Ok(result) => result.map_err(|e| origin.inner.error(e, "queue", &origin.queue)),
+        Err(_) => Err(Error::Timeout(SETTLE_TIMEOUT)),
+    }
+}
+
+async fn ack(origin: &Origin, acker: &Acker) -> Result<()> {
+    on_channel(origin, acker.ack(BasicAckOptions::default())).await
+}
+
+async fn requeue(origin: &Origin, acker: &Acker) -> Result<()> {
+    let options = BasicNackOptions {
+        requeue: true,
+        multiple: false,
+    };
+    on_channel(origin, acker.nack(options)).await
+}
+
+/// Where a delivery is in its life.
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// Held by the application until the deadline.
+    Held(Instant),
+    /// A settlement is under way; back to `Held` if it fails.
+    Busy,
+    Settled,
+    /// The lease ran out and the delivery went back to the queue.
+    Expired,
+}
+
+struct Lease {
+    state: Mutex<State>,
+    /// Wakes the timer when the deadline moves or the delivery is settled.
+    wake: Notify,
+}
+
+impl Lease {
+    fn get(&self) -> State {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn set(&self, state: State) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        self.wake.notify_one();
+    }
+}
+
+/// Requeues the delivery when its lease ends unsettled — the SDK's stand-in for a
+/// visibility timeout. RabbitMQ counts the return in x-delivery-count, so the next
+/// delivery's attempt is one higher.
+async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker) {
+    loop {
+        match lease.get() {
+            State::Held(deadline) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = lease.wake.notified() => continue,
+                }
+            }
+            State::Busy => {
+                lease.wake.notified().await;
+                continue;
+            }
+            State::Settled | State::Expired => return,
+        }
+        let expired = {
+            let mut state = lease.state.lock().unwrap_or_else(|e| e.into_inner());
+            match *state {
+                State::Held(deadline) if Instant::now() >= deadline => {
+                    *state = State::Expired;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if expired {
+            // If this fails the channel is gone, and RabbitMQ requeued the delivery itself.
+            let _ = requeue(&origin, &acker).await;
+            return;
+        }
+    }
+}
+
+struct RabbitSettler {
+    origin: Arc<Origin>,
+    lease: Arc<Lease>,
+    acker: Acker,
+    properties: BasicProperties,
+    data: Vec<u8>,
+    attempt: u32,
+}
+
+impl RabbitSettler {
+    fn id(&self) -> String {
+        self.properties
+            .message_id()
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// Takes the delivery for a settlement, unless it was settled or its lease ended.
+    fn claim(&self) -> Result<Instant> {
+        let mut state = self.lease.state.lock().unwrap_or_else(|e| e.into_inner());
+        match *state {
+            State::Held(deadline) => {
+                *state = State::Busy;
+                Ok(deadline)
+            }
+            State::Expired => Err(Error::NotHeld {
+                id: self.id(),
+                why: "its lease ended and it went back to the queue".into(),
+            }),
+            State::Busy | State::Settled => Err(Error::NotHeld {
+                id: self.id(),
+                why: "it was settled already".into(),
+            }),
+        }
+    }
+
+    /// Runs a settlement: settled if it worked, held again (under its lease) if not.
+    async fn settle(&self, work: impl Future<Output = Result<()>>) -> Result<()> {
+        let deadline = self.claim()?;
+        let result = work.await;
+        self.lease.set(match result {
+            Ok(()) => State::Settled,
+            Err(_) => State::Held(deadline),
+        });
+        result
+    }
+
+    async fn dead_letter_and_ack(&self, death: Death<'_>) -> Result<()> {
+        dead_letter(&self.origin, &self.properties, &self.data, death).await?;
+        ack(&self.origin, &self.acker).await
+    }
+
+    /// Republishes to the retry queue for `delay`, which dead-letters it back after the
+    /// wait, then acks the original. The republish resets RabbitMQ's delivery count, so
+    /// the deliveries so far travel in `ferry-attempts`.
+    async fn retry_after(&self, delay: Duration) -> Result<()> {
+        let origin = &self.origin;
+        let ms = topology::bucket_ms(delay)?;
+        let queue = topology::retry_queue(&origin.queue, ms);
+        origin.inner.timer_queue(&origin.queue, &queue, ms).await?;
+        let attempts = i64::from(self.attempt);
+        let properties = topology::republished(&self.properties, |table| {
+            table.insert(ATTEMPTS.into(), AMQPValue::LongLongInt(attempts));
+        });
+        origin
+            .inner
+            .publish_confirmed(
+                "",
+                "queue",
+                true,
+                vec![(queue, self.data.clone(), properties)],
+            )
+            .await?;
+        ack(origin, &self.acker).await
+    }
+}
+
+#[async_trait]
+impl Settler for RabbitSettler {
+    async fn ack(&self) -> Result<()> {
+        self.settle(ack(&self.origin, &self.acker)).await
+    }
+
+    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
+        let settings = &self.origin.settings;
+        self.settle(async {
+            if !self.origin.dead && self.attempt >= settings.max_deliveries {
+                return self
+                    .dead_letter_and_ack(Death {
+                        reason: reason::MAX_DELIVERIES,
+                        deliveries: self.attempt,
+                        error,
+                    })
+                    .await;
+            }
+            let delay =
+                delay.unwrap_or_else(|| settings.backoff().delay(self.attempt, fastrand::f64()));
+            if delay.is_zero() {
+                requeue(&self.origin, &self.acker).await
+            } else {
+                self.retry_after(delay).await
+            }
+        })
+        .await
+    }
+
+    async fn reject(&self, why: &str) -> Result<()> {
+        if self.origin.dead {
+            return Err(Error::invalid(
+                "reject",
+                "a dead letter has no dead-letter queue of its own; ack it to drop it",
+            ));
+        }
+        self.settle(self.dead_letter_and_ack(Death {
+            reason: reason::REJECTED,
+            deliveries: self.attempt,
+            error: Some(why),
+        }))
+        .await
+    }
+
+    async fn extend(&self, by: Duration) -> Result<()> {
+        let mut state = self.lease.state.lock().unwrap_or_else(|e| e.into_inner());
+        match *state {
+            State::Held(_) => {
+                *state = State::Held(Instant::now() + by);
+                drop(state);
+                self.lease.wake.notify_one();
+                Ok(())
+            }
+            State::Expired => Err(Error::NotHeld {
+                id: self.id(),
+                why: "its lease ended and it went back to the queue".into(),
+            }),
+            State::Busy | State::Settled => Err(Error::NotHeld {
+                id: self.id(),
+                why: "it was settled already".into(),
+            }),
+        }
+    }
+}

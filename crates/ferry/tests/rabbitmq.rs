@@ -1,0 +1,338 @@
+//! The RabbitMQ transport's own cases, beyond the conformance suite: its emulations (leases,
+//! delayed retries, dead-lettering by republish) at their edges, and how engine refusals
+//! come back. Each test uses fresh names and deletes what it made.
+#![cfg(feature = "amqp")]
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use ferry::message::reason;
+use ferry::{
+    Backoff, Consumer, ConsumerOptions, Delivery, DeliveryPolicy, Destination, Error, Ferry,
+    Message, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The RabbitMQ URL, or `None` (loudly) when nothing answers outside CI.
+fn url() -> Option<String> {
+    let url = std::env::var("FERRY_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let up = "127.0.0.1:5672"
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    if up {
+        return Some(url);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("RabbitMQ does not answer at 127.0.0.1:5672; under CI=true it must be up");
+    }
+    eprintln!("\n!!! SKIPPED: RabbitMQ does not answer at 127.0.0.1:5672 !!!\n");
+    None
+}
+
+fn fresh(what: &str) -> String {
+    format!(
+        "rt-{}-{what}-{:04x}",
+        ferry::message::now_ms(),
+        fastrand::u16(..)
+    )
+}
+
+fn quick() -> DeliveryPolicy {
+    DeliveryPolicy {
+        max_deliveries: 5,
+        backoff: Backoff {
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(200),
+            multiplier: 2.0,
+            jitter: 0.0,
+        },
+        ..DeliveryPolicy::default()
+    }
+}
+
+async fn queue(ferry: &Ferry, what: &str, edit: impl FnOnce(&mut QueueDecl)) -> String {
+    let mut decl = QueueDecl::new(fresh(what)).delivery(quick());
+    edit(&mut decl);
+    ferry.declare_queue(&decl).await.unwrap();
+    decl.name
+}
+
+async fn consumer(ferry: &Ferry, source: Source) -> Consumer {
+    let options = ConsumerOptions {
+        prefetch: 4,
+        poll: Duration::from_millis(100),
+        ..ConsumerOptions::default()
+    };
+    ferry.consumer(source, options).await.unwrap()
+}
+
+async fn next(c: &mut Consumer) -> Delivery {
+    c.next_within(WAIT)
+        .await
+        .unwrap()
+        .expect("a delivery within the wait")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declaring_again_with_other_settings_is_a_conflict() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "conflict", |_| {}).await;
+    let same = QueueDecl::new(&name).delivery(quick());
+    ferry.declare_queue(&same).await.unwrap();
+    // A setting only the SDK keeps (the lease), seen by another connection too.
+    let other = Ferry::connect(&url).await.unwrap();
+    let mut longer = same.clone();
+    longer.delivery.lease = Duration::from_secs(99);
+    let err = other.declare_queue(&longer).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+    other.declare_queue(&same).await.unwrap();
+
+    let topic = fresh("conflict-topic");
+    let second = fresh("conflict-topic2");
+    for t in [&topic, &second] {
+        ferry.declare_topic(&TopicDecl::new(t)).await.unwrap();
+    }
+    let sub = SubscriptionDecl::new(&topic, fresh("conflict-sub")).delivery(quick());
+    ferry.declare_subscription(&sub).await.unwrap();
+    let moved = SubscriptionDecl::new(&second, &sub.name).delivery(quick());
+    let err = ferry.declare_subscription(&moved).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+    let mut partitioned = TopicDecl::new(fresh("partitioned"));
+    partitioned.partitions = 3;
+    let err = ferry.declare_topic(&partitioned).await.unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    let missing = SubscriptionDecl::new(fresh("no-topic"), fresh("orphan"));
+    let err = ferry.declare_subscription(&missing).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+
+    ferry
+        .delete(&Source::subscription(&topic, &sub.name))
+        .await
+        .unwrap();
+    for t in [&topic, &second] {
+        ferry.delete_topic(t).await.unwrap();
+    }
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    let err = ferry.delete(&Source::queue(&name)).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let err = ferry.delete_topic(&topic).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    other.close().await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attempt_keeps_rising_across_delayed_retries() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "retry-hop", |q| q.delivery.max_deliveries = 4).await;
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("again").with_key(&b"\xffk"[..]))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let mut nacked_at = Instant::now();
+    let mut waited = Duration::ZERO;
+    // A delayed retry (a republish that resets RabbitMQ's count), a plain requeue (counted
+    // by RabbitMQ), then a delayed retry again.
+    for (attempt, delay) in [(1, 300), (2, 0), (3, 300)] {
+        let d = next(&mut c).await;
+        assert!(nacked_at.elapsed() >= waited, "came back early");
+        assert_eq!((d.id.as_str(), d.attempt), (id.as_str(), attempt));
+        assert_eq!(d.key.as_deref(), Some(&b"\xffk"[..]), "the key survives");
+        nacked_at = Instant::now();
+        waited = Duration::from_millis(delay);
+        d.nack(Some(Duration::from_millis(delay))).await.unwrap();
+    }
+    let d = next(&mut c).await;
+    assert!(
+        nacked_at.elapsed() >= Duration::from_millis(300),
+        "came back early"
+    );
+    assert_eq!(d.attempt, 4);
+    d.nack_with_error(None, "still broken").await.unwrap();
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    let dead = next(&mut dlq).await;
+    let info = dead.dead_letter.clone().unwrap();
+    assert_eq!(info.reason, reason::MAX_DELIVERIES);
+    assert_eq!(info.deliveries, 4);
+    assert_eq!(info.last_error.as_deref(), Some("still broken"));
+    assert_eq!(
+        dead.attempt, 1,
+        "a dead letter's own deliveries start again"
+    );
+    dead.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_dies_returns_its_deliveries_and_the_limit_still_holds() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "crash", |q| q.delivery.max_deliveries = 2).await;
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("crashes its consumer"))
+        .await
+        .unwrap();
+    for attempt in 1..=2 {
+        // A process that dies: its connection goes with the delivery unsettled.
+        let doomed = Ferry::connect(&url).await.unwrap();
+        let mut c = consumer(&doomed, Source::queue(&name)).await;
+        let d = next(&mut c).await;
+        assert_eq!((d.id.as_str(), d.attempt), (id.as_str(), attempt));
+        doomed.close().await.unwrap();
+        let err = d.ack().await.unwrap_err();
+        assert!(matches!(err, Error::Closed), "{err}");
+    }
+    // Two deliveries used up without a settlement: it is dead-lettered, not delivered.
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    assert!(
+        c.next_within(Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    let dead = next(&mut dlq).await;
+    assert_eq!(dead.id, id);
+    let info = dead.dead_letter.clone().unwrap();
+    assert_eq!(info.reason, reason::MAX_DELIVERIES);
+    assert_eq!(info.origin, name);
+    dead.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_cannot_be_settled_or_extended() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "lease-end", |q| {
+        q.delivery.lease = Duration::from_millis(300)
+    })
+    .await;
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("slow"))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let held = next(&mut c).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let err = held.extend(Duration::from_secs(5)).await.unwrap_err();
+    assert!(matches!(err, Error::NotHeld { .. }), "{err}");
+    let err = held.nack(None).await.unwrap_err();
+    assert!(matches!(err, Error::NotHeld { .. }), "{err}");
+    let again = next(&mut c).await;
+    assert_eq!(again.attempt, 2);
+    again.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_limits_come_back_as_sdk_errors() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "limits", |q| {
+        q.max_length = Some(2);
+        q.delivery.max_delay = Duration::from_secs(1);
+    })
+    .await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    publisher
+        .send_batch(vec![Message::new("1"), Message::new("2")])
+        .await
+        .unwrap();
+    let err = publisher.send(Message::new("3")).await.unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "{err}");
+    let err = publisher
+        .send(Message::new("late").with_delay(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    let err = publisher
+        .send(Message::new("x").with_header("x-death", "forged"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    let err = ferry
+        .publisher(Destination::queue(fresh("absent")))
+        .send(Message::new("lost?"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let topic = fresh("delay-topic");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let err = ferry
+        .publisher(Destination::topic(&topic))
+        .send(Message::new("later").with_delay(Duration::from_millis(10)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    ferry.delete_topic(&topic).await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    let single = queue(&ferry, "limit-one", |q| q.max_length = Some(1)).await;
+    let publisher = ferry.publisher(Destination::queue(&single));
+    publisher.send(Message::new("1")).await.unwrap();
+    let err = publisher.send(Message::new("2")).await.unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "{err}");
+    ferry.delete(&Source::queue(&single)).await.unwrap();
+    ferry.close().await.unwrap();
+
+    let err = Ferry::connect("amqp://guest:guest@127.0.0.1:1/%2f")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Transport { .. }), "{err}");
+    let err = Ferry::connect("amqp://guest:guest@127.0.0.1:notaport/%2f")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::BadUrl { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_message_is_dead_lettered_by_the_engine_with_its_reason() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    // One message with a TTL of its own, one with the queue's default.
+    let name = queue(&ferry, "ttl", |q| {
+        q.delivery.default_ttl = Some(Duration::from_millis(150))
+    })
+    .await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let own = publisher
+        .send(Message::new("stale").with_ttl(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let default = publisher.send(Message::new("stale too")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    // RabbitMQ expires a message at the head of the queue, when it is next looked at.
+    assert!(
+        c.next_within(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let mut died = Vec::new();
+    for _ in 0..2 {
+        let dead = next(&mut dlq).await;
+        let info = dead.dead_letter.clone().unwrap();
+        assert_eq!(info.reason, reason::EXPIRED);
+        assert_eq!(info.origin, name);
+        died.push(dead.id.clone());
+        dead.ack().await.unwrap();
+    }
+    assert_eq!(died, [own, default]);
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
