@@ -46,6 +46,22 @@ fn a_topic_fans_out_to_its_subscriptions_with_their_filters() {
     ]);
     let sub = server.json(&["sub", "describe", "shipping"]);
     assert_eq!(sub["topic"], "orders");
+    let subs = server.json(&["sub", "list", "--topic", "orders"]);
+    let listed: Vec<&str> = subs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["billing", "shipping"], "{subs}");
+    assert_eq!(subs[1]["filter"], "region in (\"eu\")");
+    assert!(
+        server
+            .json(&["sub", "list", "--topic", "other"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(sub["queue"]["spec"]["dead_letter"], "shipping.dlq");
 
     let rt = runtime();
@@ -61,6 +77,24 @@ fn a_topic_fans_out_to_its_subscriptions_with_their_filters() {
         let positions = client.publish_to_topic("orders", messages).await.unwrap();
         assert_eq!(positions.len(), 30);
     });
+    // Two more from the CLI, one per region.
+    let published = server.json(&[
+        "publish",
+        "orders",
+        "--topic",
+        "--header",
+        "region=eu",
+        "cli eu",
+    ]);
+    assert_eq!(published["published"], 1);
+    server.ok(&[
+        "publish",
+        "orders",
+        "--topic",
+        "--header",
+        "region=us",
+        "cli us",
+    ]);
     let topic = server.json(&["topic", "describe", "orders"]);
     let stored: u64 = topic["partitions"]
         .as_array()
@@ -68,12 +102,12 @@ fn a_topic_fans_out_to_its_subscriptions_with_their_filters() {
         .iter()
         .map(|p| p["end_offset"].as_u64().unwrap())
         .sum();
-    assert_eq!(stored, 30);
+    assert_eq!(stored, 32);
 
     let billing = server.consume("billing", "ack", "100");
-    assert_eq!(billing.len(), 30, "billing takes every record");
+    assert_eq!(billing.len(), 32, "billing takes every record");
     let shipping = server.consume("shipping", "ack", "100");
-    assert_eq!(shipping.len(), 15, "shipping takes the eu records only");
+    assert_eq!(shipping.len(), 16, "shipping takes the eu records only");
     assert!(
         shipping.iter().all(|m| m["headers"]["region"] == "eu"),
         "{shipping:?}"
@@ -193,7 +227,19 @@ fn a_consumer_group_rebalances_as_members_join_and_leave() {
         assert_eq!(after.partitions, [0, 1, 2, 3]);
         assert!(after.generation > first_now.generation);
 
-        // The CLI sees the same group: one member, commits on its first partitions only.
+        // The CLI sees the same group: listed, one member, commits on its first partitions only.
+        let groups = server.json(&["group", "list"]);
+        assert_eq!(
+            groups,
+            serde_json::json!([{ "topic": "clicks", "group": "analytics" }])
+        );
+        assert!(
+            server
+                .json(&["group", "list", "--topic", "other"])
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
         let info = server.json(&["group", "describe", "clicks", "analytics"]);
         let members = info["members"].as_array().unwrap();
         assert_eq!(members.len(), 1, "{info}");

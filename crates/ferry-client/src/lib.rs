@@ -199,6 +199,21 @@ impl Client {
             .into_inner())
     }
 
+    /// The consumer groups the server knows, of `topic` or of every topic, as (topic, group).
+    pub async fn list_groups(&self, topic: Option<&str>) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .admin_client()
+            .list_groups(v1::ListGroupsRequest {
+                topic: topic.map(str::to_owned),
+            })
+            .await?
+            .into_inner()
+            .groups
+            .into_iter()
+            .map(|g| (g.topic, g.group))
+            .collect())
+    }
+
     /// Consumer-group calls (join, heartbeat, poll, commit, read by position).
     pub fn groups(&self) -> GroupsClient<Transport> {
         GroupsClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE)

@@ -112,6 +112,11 @@ pub struct TopicCreate {
 pub enum SubCommand {
     /// Create a subscription: a queue fed from a topic.
     Create(SubCreate),
+    /// Every subscription, or those of one topic, with their topic, filter and backlog.
+    List {
+        #[arg(long)]
+        topic: Option<String>,
+    },
     /// The subscription's filter, start and its queue's settings and counts.
     Describe { name: String },
     /// Delete a subscription.
@@ -141,6 +146,12 @@ pub enum Start {
 
 #[derive(Subcommand, Debug)]
 pub enum GroupCommand {
+    /// Every consumer group the server knows (joined since it started, or with committed
+    /// offsets), or those of one topic.
+    List {
+        #[arg(long)]
+        topic: Option<String>,
+    },
     /// A consumer group's members, committed offsets and lag.
     Describe { topic: String, group: String },
 }
@@ -452,6 +463,43 @@ pub async fn sub(remote: &Remote, command: SubCommand) -> anyhow::Result<()> {
                 .await?;
             done(remote, "created", "subscription", &args.name);
         }
+        SubCommand::List { topic } => {
+            // Subscriptions are queues fed by a topic: every queue that describes as one.
+            let mut rows = Vec::new();
+            for name in remote.call(remote.client.list_queues()).await? {
+                let Ok(info) = remote.client.describe_subscription(&name).await else {
+                    continue;
+                };
+                let spec = info.spec.unwrap_or_default();
+                if topic.as_ref().is_some_and(|t| *t != spec.topic) {
+                    continue;
+                }
+                let stats = info.queue.and_then(|q| q.stats).unwrap_or_default();
+                rows.push((name, spec.topic, spec.filter, stats.ready, stats.in_flight));
+            }
+            if remote.json {
+                let rows: Vec<_> = rows
+                    .iter()
+                    .map(|(name, topic, filter, ready, in_flight)| {
+                        json!({ "name": name, "topic": topic, "filter": filter,
+                                "ready": ready, "in_flight": in_flight })
+                    })
+                    .collect();
+                print_json(&json!(rows));
+            } else {
+                let mut t = table(["subscription", "topic", "filter", "ready", "in flight"]);
+                for (name, topic, filter, ready, in_flight) in rows {
+                    t.add_row([
+                        name,
+                        topic,
+                        filter,
+                        ready.to_string(),
+                        in_flight.to_string(),
+                    ]);
+                }
+                out!("{t}");
+            }
+        }
         SubCommand::Describe { name } => {
             let info = remote
                 .call(remote.client.describe_subscription(&name))
@@ -495,7 +543,28 @@ pub async fn sub(remote: &Remote, command: SubCommand) -> anyhow::Result<()> {
 }
 
 pub async fn group(remote: &Remote, command: GroupCommand) -> anyhow::Result<()> {
-    let GroupCommand::Describe { topic, group } = command;
+    let (topic, group) = match command {
+        GroupCommand::Describe { topic, group } => (topic, group),
+        GroupCommand::List { topic } => {
+            let groups = remote
+                .call(remote.client.list_groups(topic.as_deref()))
+                .await?;
+            if remote.json {
+                let rows: Vec<_> = groups
+                    .iter()
+                    .map(|(topic, group)| json!({ "topic": topic, "group": group }))
+                    .collect();
+                print_json(&json!(rows));
+            } else {
+                let mut t = table(["topic", "group"]);
+                for (topic, group) in &groups {
+                    t.add_row([topic.clone(), group.clone()]);
+                }
+                out!("{t}");
+            }
+            return Ok(());
+        }
+    };
     let info = remote
         .call(remote.client.describe_group(&topic, &group))
         .await?;

@@ -15,7 +15,11 @@ use super::output::{age, hex, parse_duration, parse_pair, payload_text, print_js
 
 #[derive(Args, Debug)]
 pub struct PublishArgs {
+    /// The queue, or with `--topic` the topic.
     pub queue: String,
+    /// Publish to the topic named, not to a queue: every subscription gets the messages.
+    #[arg(long)]
+    pub topic: bool,
     /// Message payloads; `-` reads one message per line from stdin.
     pub messages: Vec<String>,
     /// Read one message per line from this file.
@@ -77,6 +81,31 @@ pub async fn publish(remote: &Remote, args: PublishArgs) -> anyhow::Result<()> {
         (None, []) => {
             bail!("nothing to publish: give messages as arguments, `-` for stdin, or --file FILE")
         }
+        (None, payloads) if args.topic => {
+            let messages = payloads.iter().map(|p| args.message(p.clone())).collect();
+            let positions = remote
+                .call(remote.client.publish_to_topic(&args.queue, messages))
+                .await?;
+            if remote.json {
+                let placed: Vec<_> = positions
+                    .iter()
+                    .map(|p| json!({ "partition": p.partition, "offset": p.offset }))
+                    .collect();
+                print_json(
+                    &json!({ "topic": args.queue, "published": placed.len(), "positions": placed }),
+                );
+            } else {
+                for p in &positions {
+                    out!(
+                        "published to {} partition {} offset {}",
+                        args.queue,
+                        p.partition,
+                        p.offset
+                    );
+                }
+            }
+            return Ok(());
+        }
         (None, payloads) => {
             // A handful given as arguments: one publish call, one answer.
             let messages = payloads.iter().map(|p| args.message(p.clone())).collect();
@@ -93,7 +122,47 @@ pub async fn publish(remote: &Remote, args: PublishArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     };
+    if args.topic {
+        return bulk_to_topic(remote, &args, lines).await;
+    }
     bulk(remote, &args, lines).await
+}
+
+/// Lines to a topic, in batches (a topic has no batching producer: each call is one
+/// batch, stored whole or not at all).
+async fn bulk_to_topic(
+    remote: &Remote,
+    args: &PublishArgs,
+    lines: Box<dyn BufRead>,
+) -> anyhow::Result<()> {
+    const BATCH: usize = 500;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut stored = 0usize;
+    let mut lines = lines.lines();
+    loop {
+        let line = lines.next().transpose().context("reading the messages")?;
+        if let Some(line) = &line
+            && !line.is_empty()
+        {
+            batch.push(args.message(line.clone()));
+        }
+        if batch.len() == BATCH || (line.is_none() && !batch.is_empty()) {
+            let sending = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            stored += remote
+                .call(remote.client.publish_to_topic(&args.queue, sending))
+                .await?
+                .len();
+        }
+        if line.is_none() {
+            break;
+        }
+    }
+    if remote.json {
+        print_json(&json!({ "topic": args.queue, "published": stored }));
+    } else {
+        out!("published {stored} messages to topic {}", args.queue);
+    }
+    Ok(())
 }
 
 /// One message per line through the batching producer, with a counter on stderr when it

@@ -183,6 +183,26 @@ impl Admin for AdminService {
         Ok(Response::new(convert::group_info(info)))
     }
 
+    async fn list_groups(
+        &self,
+        r: Request<v1::ListGroupsRequest>,
+    ) -> Reply<v1::ListGroupsResponse> {
+        let who = caller(&self.gate, &r)?;
+        let only = r.get_ref().topic.clone();
+        let groups = self
+            .broker
+            .list_groups()
+            .into_iter()
+            .filter(|(topic, _)| only.as_deref().is_none_or(|t| t == topic.as_str()))
+            .filter(|(topic, _)| self.gate.may(who, Action::Admin, topic.as_str()))
+            .map(|(topic, group)| v1::GroupRef {
+                topic: topic.to_string(),
+                group: group.to_string(),
+            })
+            .collect();
+        Ok(Response::new(v1::ListGroupsResponse { groups }))
+    }
+
     async fn reset_group_offsets(
         &self,
         r: Request<v1::ResetGroupOffsetsRequest>,
