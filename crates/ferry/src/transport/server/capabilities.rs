@@ -1,55 +1,11 @@
-//! What a Ferry server offers: the broker's features, natively, over gRPC.
+//! What a Ferry server offers: the embedded broker's features, natively, over gRPC.
 
-use crate::capability::{Capabilities, Feature, Support};
+use crate::capability::Capabilities;
 
 pub fn capabilities() -> Capabilities {
-    use Support::Native;
+    // The server is the same broker behind a socket: one table, so the two cannot drift.
     Capabilities {
         transport: "ferry server",
-        table: [
-            (
-                Feature::CompetingConsumers,
-                Native("leases on a shared queue"),
-            ),
-            (Feature::FanOut, Native("topics with durable subscriptions")),
-            (
-                Feature::Redelivery,
-                Native("nack; the attempt count is durable"),
-            ),
-            (
-                Feature::RetryDelay,
-                Native("per-queue exponential backoff with jitter, or the nack's delay"),
-            ),
-            (
-                Feature::DeadLetters,
-                Native("`<name>.dlq` with reason, attempts, origin and last error"),
-            ),
-            (
-                Feature::LeaseExpiry,
-                Native("per-delivery lease, durable across restarts"),
-            ),
-            (Feature::LeaseExtension, Native("Extend call, journaled")),
-            (Feature::Delays, Native("deliver-at timers, durable")),
-            (
-                Feature::Priorities,
-                Native("up to 10 levels with a starvation guard"),
-            ),
-            (
-                Feature::OrderingKeys,
-                Native("key-shared queues; a poison key can be parked"),
-            ),
-            (
-                Feature::Deduplication,
-                Native("dedup id (or chosen id) window"),
-            ),
-            (
-                Feature::Ttl,
-                Native("per message or queue default; expired → DLQ"),
-            ),
-            (
-                Feature::MaxLength,
-                Native("max messages with reject-publish"),
-            ),
-        ],
+        ..crate::transport::embedded::capabilities()
     }
 }
