@@ -169,6 +169,15 @@ pub enum BrokerError {
     #[error("group {group:?} of topic {topic:?} has no members yet; join it first")]
     GroupNotFound { topic: String, group: String },
     #[error(
+        "group {group:?} of topic {topic:?} still has {members} member(s); they must leave (or \
+         their sessions end) before it can be deleted"
+    )]
+    GroupNotEmpty {
+        topic: String,
+        group: String,
+        members: usize,
+    },
+    #[error(
         "group {group}: member {member:?} is not in the group (its session ended, or it \
          left); join again"
     )]

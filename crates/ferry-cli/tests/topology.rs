@@ -228,9 +228,9 @@ fn a_consumer_group_rebalances_as_members_join_and_leave() {
         assert!(after.generation > first_now.generation);
 
         // The CLI sees the same group: listed, one member, commits on its first partitions only.
-        let groups = server.json(&["group", "list"]);
+        let listed = server.json(&["group", "list"]);
         assert_eq!(
-            groups,
+            listed,
             serde_json::json!([{ "topic": "clicks", "group": "analytics" }])
         );
         assert!(
@@ -253,5 +253,25 @@ fn a_consumer_group_rebalances_as_members_join_and_leave() {
                 assert_eq!(p["lag_records"], p["end_offset"], "{p}");
             }
         }
+
+        // A group with a member cannot be deleted; once the member leaves, it can.
+        let refused = server.fails(&["group", "delete", "clicks", "analytics"]);
+        assert!(refused.contains("member"), "{refused}");
+        groups
+            .leave(LeaveGroupRequest {
+                topic: "clicks".into(),
+                group: "analytics".into(),
+                member_id: first.member_id.clone(),
+            })
+            .await
+            .unwrap();
+        server.ok(&["group", "delete", "clicks", "analytics"]);
+        assert!(
+            server
+                .json(&["group", "list"])
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
     });
 }

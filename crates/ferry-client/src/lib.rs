@@ -214,6 +214,17 @@ impl Client {
             .collect())
     }
 
+    /// Deletes a consumer group's committed offsets and state; refused while it has members.
+    pub async fn delete_group(&self, topic: &str, group: &str) -> Result<()> {
+        self.admin_client()
+            .delete_group(v1::DeleteGroupRequest {
+                topic: topic.into(),
+                group: group.into(),
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Consumer-group calls (join, heartbeat, poll, commit, read by position).
     pub fn groups(&self) -> GroupsClient<Transport> {
         GroupsClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE)

@@ -27,6 +27,7 @@ pub fn code(error: &BrokerError) -> Code {
         | E::NotQueueOwner { .. }
         | E::QueueIsDeadLetterTarget { .. }
         | E::TopicHasSubscriptions { .. }
+        | E::GroupNotEmpty { .. }
         | E::NotASubscription { .. }
         | E::NotADeadLetterQueue { .. }
         | E::PartitionsCanOnlyGrow { .. }
@@ -60,6 +61,7 @@ pub fn http(error: &BrokerError) -> StatusCode {
         | E::TopicExists { .. }
         | E::QueueIsDeadLetterTarget { .. }
         | E::TopicHasSubscriptions { .. }
+        | E::GroupNotEmpty { .. }
         | E::NotASubscription { .. }
         | E::NotADeadLetterQueue { .. }
         | E::NotQueueOwner { .. }

@@ -398,3 +398,46 @@ async fn group_lag_follows_publishes_and_commits_and_is_zero_when_caught_up() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_group_is_deleted_only_without_members_and_stays_deleted_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(2)).await.unwrap();
+    publish(&broker, 4, "m").await;
+    let a = broker.join_group("t", "g", join()).await.unwrap();
+    broker.commit_offset("t", "g", &a.member_id, 0, 1).unwrap();
+    assert!(matches!(
+        broker.delete_group("t", "g"),
+        Err(BrokerError::GroupNotEmpty { members: 1, .. })
+    ));
+    assert_eq!(
+        broker.list_groups(),
+        names(&[("t", "g")]),
+        "a refusal changes nothing"
+    );
+    broker.leave_group("t", "g", &a.member_id).unwrap();
+    broker.delete_group("t", "g").unwrap();
+    assert!(broker.list_groups().is_empty());
+    assert!(matches!(
+        broker.group_lag("t", "g"),
+        Err(BrokerError::GroupNotFound { .. })
+    ));
+    assert!(matches!(
+        broker.delete_group("t", "g"),
+        Err(BrokerError::GroupNotFound { .. })
+    ));
+    drop(broker);
+
+    // Its committed offsets are gone from disk: a new group of that name starts afresh.
+    let broker = open(dir.path(), &clock).await;
+    assert!(broker.list_groups().is_empty());
+    let again = broker.join_group("t", "g", join()).await.unwrap();
+    let records = broker.poll_group("t", "g", &again.member_id, 100).unwrap();
+    assert_eq!(
+        records.len(),
+        4,
+        "reads from the start, not from the deleted commit"
+    );
+}

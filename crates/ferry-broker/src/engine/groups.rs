@@ -409,6 +409,44 @@ impl Broker {
         })
     }
 
+    /// Deletes a consumer group: its committed offsets and its state. Refused while it has
+    /// members whose sessions live ([`BrokerError::GroupNotEmpty`]), as Kafka refuses to
+    /// delete a group that is not empty; [`BrokerError::GroupNotFound`] when the broker
+    /// knows no such group.
+    pub fn delete_group(&self, topic: &str, group: &str) -> Result<()> {
+        let topic = self.topic(topic)?;
+        let group = Name::new(group)?;
+        let key = (topic.name.clone(), group.clone());
+        let mut groups = self.groups();
+        if let Some(g) = groups.get_mut(&key) {
+            g.state.expire(self.now_ms());
+            let members = g.state.assignment().len();
+            if members > 0 {
+                return Err(BrokerError::GroupNotEmpty {
+                    topic: topic.name.to_string(),
+                    group: group.to_string(),
+                    members,
+                });
+            }
+        }
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let prefix = format!("{GROUP_PREFIX}{}/{}/", topic.name, group);
+        let committed = meta.scan_prefix(&prefix);
+        if committed.is_empty() && !groups.contains_key(&key) {
+            return Err(BrokerError::GroupNotFound {
+                topic: topic.name.to_string(),
+                group: group.to_string(),
+            });
+        }
+        let mut batch = MetaBatch::new();
+        for (k, _) in &committed {
+            batch.delete(k.clone());
+        }
+        meta.commit(batch)?;
+        groups.remove(&key);
+        Ok(())
+    }
+
     /// Every consumer group: those joined since the broker opened, and those with a
     /// committed offset on disk (whose members may not have rejoined since a restart), as
     /// (topic, group) in order.

@@ -154,6 +154,8 @@ pub enum GroupCommand {
     },
     /// A consumer group's members, committed offsets and lag.
     Describe { topic: String, group: String },
+    /// Delete a consumer group's committed offsets; refused while it has members.
+    Delete { topic: String, group: String },
 }
 
 impl QueueCreate {
@@ -545,6 +547,13 @@ pub async fn sub(remote: &Remote, command: SubCommand) -> anyhow::Result<()> {
 pub async fn group(remote: &Remote, command: GroupCommand) -> anyhow::Result<()> {
     let (topic, group) = match command {
         GroupCommand::Describe { topic, group } => (topic, group),
+        GroupCommand::Delete { topic, group } => {
+            remote
+                .call(remote.client.delete_group(&topic, &group))
+                .await?;
+            done(remote, "deleted", "group", &group);
+            return Ok(());
+        }
         GroupCommand::List { topic } => {
             let groups = remote
                 .call(remote.client.list_groups(topic.as_deref()))

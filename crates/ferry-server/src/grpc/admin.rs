@@ -203,6 +203,18 @@ impl Admin for AdminService {
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }
 
+    async fn delete_group(
+        &self,
+        r: Request<v1::DeleteGroupRequest>,
+    ) -> Reply<v1::DeleteGroupResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().topic)?;
+        let r = r.into_inner();
+        self.broker
+            .delete_group(&r.topic, &r.group)
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::DeleteGroupResponse {}))
+    }
+
     async fn reset_group_offsets(
         &self,
         r: Request<v1::ResetGroupOffsetsRequest>,
