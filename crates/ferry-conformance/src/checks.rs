@@ -118,6 +118,7 @@ pub async fn run_all(target: &Target) -> Report {
         report.results.push((check.name, outcome));
         report.timings.push(started.elapsed());
     }
+    crate::support::delete_declared(&ferry).await;
     let closed = ferry.close().await.and(ferry.close().await);
     report.results.push((
         "close_twice",

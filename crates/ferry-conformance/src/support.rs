@@ -64,7 +64,24 @@ pub async fn queue(
     let mut decl = QueueDecl::new(fresh_name(check)).delivery(quick_policy());
     edit(&mut decl);
     ferry.declare_queue(&decl).await.during("declare queue")?;
+    DECLARED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(decl.name.clone());
     Ok(decl.name)
+}
+
+/// Queues the checks declared, so a run removes them from engines that outlive it.
+static DECLARED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Deletes every queue the checks declared, with its dead letters; what is already gone is
+/// fine. Engines outside this process keep what a run leaves, run after run.
+pub async fn delete_declared(ferry: &Ferry) {
+    let names = std::mem::take(&mut *DECLARED.lock().unwrap_or_else(|e| e.into_inner()));
+    for name in names {
+        let _ = ferry.delete(&Source::queue(&name)).await;
+        let _ = ferry.delete(&Source::queue(&name).dead_letters()).await;
+    }
 }
 
 pub async fn consumer(ferry: &Ferry, source: Source) -> Result<Consumer, String> {
