@@ -44,7 +44,8 @@
 //! - the group's committed offsets never go backwards: a child resumes each partition at
 //!   the last acknowledged commit or at one under way at the kill, never before (records
 //!   not committed are polled again) and never after;
-//! - per key on `keyed`, per partition on `solo`, messages are acked in publish order.
+//! - per key on `keyed`, per partition on `solo`, messages are acked in publish order (the
+//!   order the acks were made, which is the order the broker settled them in).
 //!
 //! At the end it reopens each directory an hour later (every lease expired, every retry
 //! due), drains every subscription and the group, and checks that each subscription
@@ -620,7 +621,11 @@ struct SubState {
     acked: HashSet<Id>,
     /// Messages whose ack was under way at a kill: settled or not.
     acking: HashSet<Id>,
-    /// Acknowledged acks in the order said, across rounds.
+    /// Acknowledged acks in the order they were made (their `ACKING` line), across rounds:
+    /// the order the broker settled them in. Not the order of their `ACK` lines: the broker
+    /// hands out a key's next message once the previous one is settled, before that ack is
+    /// durable and its call returns, so the next message's ack may run concurrently with it
+    /// and return first (its journal entry still comes after, so it is durable after).
     ack_order: Vec<Id>,
     deliveries: usize,
     /// What happened to each message here: (round, line of the round's output, event), for
@@ -698,6 +703,12 @@ impl DirState {
         let mut said = Said::default();
         // Acks under way in this child: one whose answer was not seen may be durable.
         let mut acking: Vec<HashSet<Id>> = SUBS.iter().map(|_| HashSet::new()).collect();
+        // Where each ack of this child was made (its `ACKING` line), and the acknowledged
+        // ones by that line: the child is single-threaded and settles an ack right after
+        // saying `ACKING`, so this is the order the broker settled (and journaled) them in.
+        let mut acking_line: Vec<HashMap<Id, usize>> =
+            SUBS.iter().map(|_| HashMap::new()).collect();
+        let mut acked_here: Vec<Vec<(usize, Id)>> = SUBS.iter().map(|_| Vec::new()).collect();
         for (line_no, line) in lines.iter().enumerate() {
             let words: Vec<&str> = line.split_whitespace().collect();
             let garbled = || -> ! { panic!("{label}: child said a garbled line {line:?}") };
@@ -750,10 +761,13 @@ impl DirState {
                 }
                 Some("ACKING") => {
                     acking[sub()].insert(id(2));
+                    acking_line[sub()].insert(id(2), line_no);
                 }
                 Some("ACK") => {
                     let (s, id) = (sub(), id(2));
                     acking[s].remove(&id);
+                    let made = acking_line[s].get(&id).copied().unwrap_or(line_no);
+                    acked_here[s].push((made, id));
                     let state = &mut self.subs[s];
                     assert!(
                         state.acked.insert(id),
@@ -761,7 +775,6 @@ impl DirState {
                         SUBS[s].name
                     );
                     state.acking.remove(&id);
-                    state.ack_order.push(id);
                     said.acks += 1;
                 }
                 Some("STALE") => {
@@ -792,6 +805,12 @@ impl DirState {
         }
         for (s, under_way) in acking.into_iter().enumerate() {
             self.subs[s].acking.extend(under_way);
+        }
+        for (s, mut acked) in acked_here.into_iter().enumerate() {
+            acked.sort_unstable_by_key(|&(line, _)| line);
+            self.subs[s]
+                .ack_order
+                .extend(acked.into_iter().map(|(_, id)| id));
         }
         said
     }
