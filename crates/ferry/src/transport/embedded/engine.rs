@@ -11,7 +11,7 @@ use ferry_broker::{
     RetryPolicy, Seq, SubscriptionSpec, TopicSpec,
 };
 
-use super::capabilities;
+use super::{capabilities, queue_of};
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
@@ -89,14 +89,6 @@ fn queue_spec(delivery: &DeliveryPolicy) -> QueueSpec {
 
 fn name(text: &str) -> Result<Name> {
     Name::new(text).map_err(map_error)
-}
-
-/// The broker queue a source reads.
-fn queue_of(source: &Source) -> String {
-    match source {
-        Source::Queue(name) | Source::Subscription { name, .. } => name.clone(),
-        Source::DeadLetters(origin) => format!("{}.dlq", queue_of(origin)),
-    }
 }
 
 fn outgoing(message: Message) -> Result<OutgoingMessage> {

@@ -7,3 +7,15 @@ mod engine;
 pub use capabilities::capabilities;
 #[cfg(feature = "embedded")]
 pub use engine::Embedded;
+
+/// The broker queue a source reads: a queue or subscription by its name, dead letters in
+/// `<name>.dlq` (the broker's default). Shared by the embedded and the server transports,
+/// which speak to the same broker.
+#[cfg(any(feature = "embedded", feature = "server"))]
+pub(crate) fn queue_of(source: &crate::spec::Source) -> String {
+    use crate::spec::Source;
+    match source {
+        Source::Queue(name) | Source::Subscription { name, .. } => name.clone(),
+        Source::DeadLetters(origin) => format!("{}.dlq", queue_of(origin)),
+    }
+}

@@ -17,6 +17,7 @@ use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
     DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+use crate::transport::embedded::queue_of;
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
 
 const NAME: &str = "ferry server";
@@ -129,14 +130,6 @@ fn queue_spec(delivery: &DeliveryPolicy) -> v1::QueueSpec {
             Ordering::PerKey => v1::OrderingMode::KeyShared,
         } as i32,
         ..Default::default()
-    }
-}
-
-/// The server queue a source reads.
-fn queue_of(source: &Source) -> String {
-    match source {
-        Source::Queue(name) | Source::Subscription { name, .. } => name.clone(),
-        Source::DeadLetters(origin) => format!("{}.dlq", queue_of(origin)),
     }
 }
 
