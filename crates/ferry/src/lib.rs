@@ -32,15 +32,27 @@
 //! `postgres://user@host:port/db` (`postgres`) — PostgreSQL tables;
 //! `amqp://user:pass@host:port/vhost` or `amqps://` (`amqp`) — RabbitMQ.
 
+pub mod breaker;
 pub mod capability;
 mod consumer;
 mod envelope;
 mod error;
 mod ferry;
+pub mod inbox;
 pub mod message;
+pub mod middleware;
+pub mod outbox;
 mod publisher;
+pub mod request_reply;
+pub mod saga;
 pub mod spec;
 pub mod transport;
+
+// The snippets of `docs/patterns.md` run as doc tests, so the guide cannot drift from the
+// code.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/patterns.md")]
+mod patterns_guide {}
 
 pub use capability::{Capabilities, Feature, Support};
 pub use consumer::{Consumer, Delivery};

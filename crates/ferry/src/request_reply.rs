@@ -1,0 +1,1 @@
+//! Request/reply over queues.
