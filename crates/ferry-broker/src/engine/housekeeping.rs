@@ -148,10 +148,13 @@ impl Queue {
     /// Deletes message-log segments that hold only settled seqs older than the dedup
     /// window; returns what was deleted (segments, bytes).
     pub fn retain_messages(&self, now_ms: i64) -> Result<(usize, u64)> {
-        let low = {
+        let mut low = {
             let inner = self.lock();
             inner.live.first().unwrap_or(inner.stored_end)
         };
+        if self.source.get().is_some() {
+            low = low.min(self.retention_cap.load(std::sync::atomic::Ordering::SeqCst));
+        }
         let watermark = if self.spec.dedup_window.is_zero() {
             low
         } else {

@@ -46,6 +46,12 @@ pub(crate) struct Queue {
     pub temporary: Option<super::temporary::Temporary>,
     /// Set for a subscription: its topic, filter and cursors (see `engine/subscriptions.rs`).
     pub source: OnceLock<Arc<super::subscriptions::Link>>,
+    /// For a subscription, the references whose topic positions the saved cursors cover:
+    /// message-log retention keeps everything from here on, so that a restart, which
+    /// resumes after the highest reference on disk or the saved cursor, never references
+    /// again a message that was acked and whose reference retention deleted. Nothing is
+    /// covered until housekeeping first saves the cursors.
+    pub retention_cap: std::sync::atomic::AtomicU64,
     pub clock: Arc<dyn Clock>,
     /// Test-only fault: the next journal append fails as if the disk were read-only.
     #[cfg(test)]
@@ -145,6 +151,7 @@ impl Queue {
             poisoned: Arc::new(OnceLock::new()),
             temporary: None,
             source: OnceLock::new(),
+            retention_cap: std::sync::atomic::AtomicU64::new(0),
             clock: broker.clock.clone(),
             #[cfg(test)]
             fail_next_journal_append: std::sync::atomic::AtomicBool::new(false),

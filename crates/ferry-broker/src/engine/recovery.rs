@@ -223,6 +223,16 @@ impl Queue {
                 .unwrap_or(low);
             first_in_window.min(low)
         };
+        // A subscription resumes each partition after its highest reference on disk, settled
+        // or not, so it reads every reference retention kept, not only those from the
+        // checkpoint's `low`: a checkpoint written after the cursors were last saved settles
+        // references the saved cursors do not cover (retention keeps them: see
+        // `Queue::retention_cap`).
+        let from = if self.source.get().is_some() {
+            from.min(self.messages.start_offset())
+        } else {
+            from
+        };
         let mut inner = self.lock();
         let mut dedup = Vec::new();
         let mut settle = Vec::new();

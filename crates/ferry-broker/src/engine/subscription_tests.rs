@@ -536,3 +536,39 @@ async fn retention_that_overrides_subscriptions_takes_their_unsettled_messages_a
         "a new subscription of the same name starts clean"
     );
 }
+
+/// A checkpoint and retention of a subscription's references run after housekeeping saved
+/// its cursors, and more references can be stored and acked in between: a restart that
+/// resumed from the older saved cursor, because the checkpoint settled those references or
+/// retention deleted them, would reference (and deliver) the acked messages again.
+#[tokio::test]
+async fn acked_messages_are_not_delivered_again_after_retention_outran_the_saved_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(1)).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    for round in 0..2 {
+        let batch: Vec<OutgoingMessage> = (round * 5..round * 5 + 5)
+            .map(|i| event(i, "a.x"))
+            .collect();
+        broker.publish_to_topic("t", batch).await.unwrap();
+        assert_eq!(drain(&broker, "s").await.len(), 5);
+        if round == 0 {
+            // Saves the cursors (covering the first five), then applies retention.
+            broker.maintain_now(true).await.unwrap();
+        }
+    }
+    // Retention again, with no newer save of the cursors: the second five's references
+    // are settled, but no saved cursor covers them.
+    let queue = broker.queue("s").unwrap();
+    queue.checkpoint(T0).await.unwrap();
+    queue.retain_messages(T0).unwrap();
+    drop(queue);
+    drop(broker);
+
+    let broker = open(dir.path(), &clock).await;
+    clock.advance(60_000);
+    let again = drain(&broker, "s").await;
+    assert!(again.is_empty(), "acked messages came back: {:?}", numbers(&again));
+}

@@ -23,6 +23,7 @@
 //! retention overrides subscriptions, and then what they lose is recorded (see `skips`).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::{Arc, Mutex, Weak};
 
 use ferry_storage::NewRecord;
@@ -416,15 +417,20 @@ impl Queue {
                         }
                         let end = appended.base_offset + refs.len() as u64;
                         inner.live.insert(appended.base_offset, end);
+                        // The durable cursor moves before `stored_end` does, both under the
+                        // queue's lock: housekeeping reads `stored_end`, then the cursors,
+                        // and must find every stored reference below it covered by them
+                        // (see `retention_cap`).
+                        done(true);
                         inner.stored_end = end;
                         drop(inner);
                         queue.ready.notify_waiters();
                     }
                     Err(error) => {
                         queue.poisoned.get_or_init(|| error.to_string());
+                        done(false);
                     }
                 }
-                done(result.is_ok());
             }),
         );
     }
@@ -532,16 +538,24 @@ impl Broker {
         }
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let mut batch = ferry_storage::MetaBatch::new();
+        let mut covered = Vec::new();
         for link in &links {
             if let Some(queue) = link.queue() {
+                // `stored_end` first: every reference below it has moved the cursors
+                // already (see `store_refs`), so the cursors read next cover them all.
+                let stored_end = queue.lock().stored_end;
                 batch.put(
                     format!("{CURSOR_PREFIX}{}", queue.name),
                     encode_cursors(&link.durable_cursors()),
                 );
+                covered.push((queue, stored_end));
             }
         }
         if !batch.is_empty() {
             meta.commit(batch)?;
+        }
+        for (queue, stored_end) in covered {
+            queue.retention_cap.fetch_max(stored_end, AtomicOrdering::SeqCst);
         }
         Ok(())
     }
