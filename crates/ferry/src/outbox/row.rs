@@ -1,0 +1,85 @@
+//! Outbox rows as the backends read and write them. Times are milliseconds since the Unix
+//! epoch by the clock of the process that wrote them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::spec::Destination;
+
+/// A row to insert.
+#[derive(Debug, Clone)]
+pub(crate) struct NewRow {
+    pub id: String,
+    pub destination_kind: &'static str,
+    pub destination: String,
+    pub aggregate_key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    /// JSON object of strings.
+    pub headers: String,
+    pub priority: i16,
+    pub delay_ms: Option<i64>,
+    pub ttl_ms: Option<i64>,
+    pub dedup_id: Option<String>,
+    pub created_at: i64,
+}
+
+/// A row a relay claimed, to publish.
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimedRow {
+    pub id: String,
+    pub seq: i64,
+    pub destination_kind: String,
+    pub destination: String,
+    pub aggregate_key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    pub headers: String,
+    pub priority: i16,
+    pub delay_ms: Option<i64>,
+    pub ttl_ms: Option<i64>,
+    pub dedup_id: Option<String>,
+    /// Failed publishes so far.
+    pub attempts: i32,
+}
+
+/// The columns a claim returns, in [`ClaimedRow`] order.
+pub(crate) const CLAIMED_COLUMNS: &str = "id, seq, destination_kind, destination, aggregate_key, \
+     payload, headers, priority, delay_ms, ttl_ms, dedup_id, attempts";
+
+impl ClaimedRow {
+    /// The message to publish. With `dedup`, its dedup id is the row id (or the one the
+    /// producer chose), so a publish repeated after a crash is stored once.
+    pub fn to_message(&self, dedup: bool) -> Result<(Destination, Message)> {
+        let destination = match self.destination_kind.as_str() {
+            "queue" => Destination::queue(&self.destination),
+            "topic" => Destination::topic(&self.destination),
+            other => {
+                return Err(Error::invalid(
+                    format!("outbox row {}", self.id),
+                    format!("unknown destination kind `{other}`"),
+                ));
+            }
+        };
+        let headers: BTreeMap<String, String> = serde_json::from_str(&self.headers)?;
+        let millis = |ms: Option<i64>| ms.map(|ms| Duration::from_millis(ms.max(0) as u64));
+        let dedup_id = match (&self.dedup_id, dedup) {
+            (Some(chosen), _) => Some(chosen.clone()),
+            (None, true) => Some(self.id.clone()),
+            (None, false) => None,
+        };
+        let message = Message {
+            id: Some(self.id.clone()),
+            key: self.aggregate_key.clone().map(Bytes::from),
+            headers,
+            payload: Bytes::from(self.payload.clone()),
+            priority: self.priority.clamp(0, 255) as u8,
+            delay: millis(self.delay_ms),
+            ttl: millis(self.ttl_ms),
+            dedup_id,
+        };
+        Ok((destination, message))
+    }
+}
