@@ -2,9 +2,10 @@
 //!
 //! A command carries the saga's payload and the results of the steps done so far as JSON,
 //! and its correlation in headers (saga id, step, kind, command id, reply queue). Its
-//! command id — `<saga id>.<step index>.<kind>` — is its message id and dedup id, the same
-//! every time it is (re)sent: a participant that remembers the ids it handled answers a
-//! duplicate with its first answer instead of acting twice.
+//! command id — `<saga id>.<step index>.<kind>` — is its dedup id, and its message id is a
+//! ULID derived from it (transports such as the Ferry broker take ULIDs only): both are the
+//! same every time the command is (re)sent. A participant that remembers the command ids
+//! it handled answers a duplicate with its first answer instead of acting twice.
 
 use std::collections::BTreeMap;
 
@@ -21,13 +22,13 @@ use crate::spec::Destination;
 
 /// Header names of saga commands and replies.
 pub mod header {
-    pub const SAGA_ID: &str = "ferry-saga-id";
-    pub const SAGA_TYPE: &str = "ferry-saga-type";
-    pub const STEP: &str = "ferry-saga-step";
-    pub const STEP_INDEX: &str = "ferry-saga-step-index";
+    pub const SAGA_ID: &str = "saga-id";
+    pub const SAGA_TYPE: &str = "saga-type";
+    pub const STEP: &str = "saga-step";
+    pub const STEP_INDEX: &str = "saga-step-index";
     /// `action` or `compensation`.
-    pub const KIND: &str = "ferry-saga-kind";
-    pub const COMMAND_ID: &str = "ferry-saga-command-id";
+    pub const KIND: &str = "saga-kind";
+    pub const COMMAND_ID: &str = "saga-command-id";
     /// The queue the participant answers on (the DESIGN's well-known `reply-to`).
     pub const REPLY_TO: &str = "reply-to";
 }
@@ -63,6 +64,19 @@ impl Kind {
 /// The id of the command for `step` of saga `saga_id`: stable across re-sends.
 pub fn command_id(saga_id: &str, step: usize, kind: Kind) -> String {
     format!("{saga_id}.{step}.{}", kind.as_str())
+}
+
+/// A ULID that stands for `key`: time part `time_ms`, random part 80 bits of a stable
+/// hash of `key` (FNV-1a, fixed by its spec — an orchestrator restarted on a newer build
+/// derives the same ids).
+pub(crate) fn stable_ulid(time_ms: i64, key: &str) -> String {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let hash = key
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u128::from(b)).wrapping_mul(PRIME));
+    let time = (time_ms.max(0) as u64).min((1 << 48) - 1);
+    ulid::Ulid::from_parts(time, hash & ((1 << 80) - 1)).to_string()
 }
 
 /// A participant's answer to a command.
@@ -107,6 +121,8 @@ pub struct Command {
     pub kind: Kind,
     /// Stable across re-sends: the key a participant deduplicates by.
     pub command_id: String,
+    /// The message id: a ULID derived from the command id, stable across re-sends.
+    pub message_id: String,
     pub reply_to: String,
     /// The payload the saga was started with.
     pub payload: Value,
@@ -131,6 +147,7 @@ impl Command {
             step_index: parse_index(&required(header::STEP_INDEX)?)?,
             kind: Kind::parse(&required(header::KIND)?)?,
             command_id: required(header::COMMAND_ID)?,
+            message_id: message.id.clone(),
             reply_to: required(header::REPLY_TO)?,
             payload: body.payload,
             results: body.results,
@@ -147,9 +164,12 @@ impl Command {
     /// so answering a duplicate again stores at most one more reply, which the orchestrator
     /// ignores.
     pub async fn reply(&self, ferry: &Ferry, outcome: &Outcome) -> Result<()> {
-        let id = format!("{}.reply", self.command_id);
+        let dedup_id = format!("{}.reply", self.command_id);
+        let time_ms = ulid::Ulid::from_string(&self.message_id)
+            .map(|id| id.timestamp_ms() as i64)
+            .unwrap_or(0);
         let mut message = Message::new(serde_json::to_vec(outcome)?)
-            .with_id(&id)
+            .with_id(stable_ulid(time_ms, &dedup_id))
             .with_header(header::SAGA_ID, &self.saga_id)
             .with_header(header::SAGA_TYPE, &self.saga_type)
             .with_header(header::STEP, &self.step)
@@ -158,7 +178,7 @@ impl Command {
             .with_header(header::COMMAND_ID, &self.command_id)
             .with_header(sdk_header::CORRELATION_ID, &self.command_id);
         if ferry.capabilities().supports(Feature::Deduplication) {
-            message = message.with_dedup_id(id);
+            message = message.with_dedup_id(dedup_id);
         }
         ferry
             .publisher(Destination::queue(&self.reply_to))
@@ -174,7 +194,7 @@ impl Command {
             results: self.results.clone(),
         };
         let mut message = Message::new(serde_json::to_vec(&body)?)
-            .with_id(&self.command_id)
+            .with_id(&self.message_id)
             .with_key(self.saga_id.clone())
             .with_header(header::SAGA_ID, &self.saga_id)
             .with_header(header::SAGA_TYPE, &self.saga_type)
@@ -257,14 +277,26 @@ mod tests {
             step_index: 1,
             kind: Kind::Compensation,
             command_id: command_id("s1", 1, Kind::Compensation),
+            message_id: stable_ulid(1_700_000_000_000, "s1.1.compensation"),
             reply_to: "order.replies".into(),
             payload: serde_json::json!({"order": 7}),
             results: [("reserve".to_owned(), serde_json::json!("r-1"))].into(),
         };
         let message = command.to_message(true).unwrap();
-        assert_eq!(message.id.as_deref(), Some("s1.1.compensation"));
+        assert_eq!(
+            message.id,
+            Some(stable_ulid(1_700_000_000_000, "s1.1.compensation"))
+        );
         assert_eq!(message.dedup_id.as_deref(), Some("s1.1.compensation"));
         assert_eq!(Command::from_received(&received(message)).unwrap(), command);
+    }
+
+    #[test]
+    fn stable_ids_are_ulids_that_differ_by_key() {
+        let a = stable_ulid(5, "s1.0.action");
+        assert_eq!(a, stable_ulid(5, "s1.0.action"));
+        assert_ne!(a, stable_ulid(5, "s1.0.compensation"));
+        assert_eq!(ulid::Ulid::from_string(&a).unwrap().timestamp_ms(), 5);
     }
 
     #[test]

@@ -277,9 +277,10 @@ impl Orchestrator {
         Ok(())
     }
 
-    /// Sends the command pending in `state`, which is committed. A send that fails is
-    /// logged, not returned: the transition stands and the sweeper re-sends the command
-    /// after the step timeout.
+    /// Sends the command pending in `state`, which is committed. A send that fails for a
+    /// passing reason is logged, not returned: the transition stands and the sweeper
+    /// re-sends the command after the step timeout. Any other failure (a command the
+    /// transport refuses) is returned, as no re-send would succeed.
     async fn send_pending(&self, state: &SagaState) -> Result<()> {
         let inner = &self.inner;
         let Some((queue, command)) =
@@ -289,6 +290,9 @@ impl Orchestrator {
         };
         self.checkpoint(Point::Persisted, command.step_index, command.kind)?;
         if let Err(e) = self.send(&queue, &command).await {
+            if !e.is_transient() {
+                return Err(e);
+            }
             tracing::warn!(saga = %state.id, step = %command.step, kind = command.kind.as_str(), error = %e,
                 "sending a saga command failed; it is sent again after the step timeout");
             return Ok(());

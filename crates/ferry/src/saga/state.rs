@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::command::{Command, Kind, Outcome, Reply, command_id};
+use super::command::{Command, Kind, Outcome, Reply, command_id, stable_ulid};
 use super::definition::SagaDefinition;
 use crate::error::{Error, Result};
 
@@ -127,13 +127,15 @@ impl SagaState {
             Kind::Action => step.queue.clone(),
             Kind::Compensation => step.compensation.clone()?,
         };
+        let command_id = command_id(&self.id, self.current_step, kind);
         let command = Command {
             saga_id: self.id.clone(),
             saga_type: self.saga_type.clone(),
             step: step.name.clone(),
             step_index: self.current_step,
             kind,
-            command_id: command_id(&self.id, self.current_step, kind),
+            message_id: stable_ulid(self.created_at_ms, &command_id),
+            command_id,
             reply_to: reply_to.to_owned(),
             payload: self.payload.clone(),
             results: self.results.clone(),
