@@ -4,7 +4,7 @@ use std::fmt::Display;
 
 use sqlx::{PgPool, Postgres, Transaction};
 
-use super::sql::{Processed, Recorded, bare_table, settle_once, validate_table};
+use super::sql::{Processed, Recorded, TxFuture, bare_table, settle_once, validate_table};
 use super::window::DedupWindow;
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
@@ -106,12 +106,19 @@ impl PostgresInbox {
 
     /// Processes `delivery` at most once, keyed by its message id: see
     /// [`process_keyed`](Self::process_keyed).
-    pub async fn process<T, E: Display>(
+    pub async fn process<T, E, F>(
         &self,
         pool: &PgPool,
         delivery: Delivery,
-        handler: impl AsyncFnOnce(&mut Transaction<'static, Postgres>, &Received) -> Result<T, E>,
-    ) -> Result<Processed<T, E>> {
+        handler: F,
+    ) -> Result<Processed<T, E>>
+    where
+        E: Display,
+        F: for<'t> FnOnce(
+            &'t mut Transaction<'static, Postgres>,
+            &'t Received,
+        ) -> TxFuture<'t, T, E>,
+    {
         let key = delivery.id.clone();
         self.process_keyed(pool, delivery, &key, handler).await
     }
@@ -120,13 +127,20 @@ impl PostgresInbox {
     /// new, commits, and settles `delivery`: acked when done or a duplicate, nacked with
     /// the handler's error when it failed (nothing committed). An `Err` is the database's
     /// or the broker's; the delivery is then nacked or left to its lease.
-    pub async fn process_keyed<T, E: Display>(
+    pub async fn process_keyed<T, E, F>(
         &self,
         pool: &PgPool,
         delivery: Delivery,
         key: &str,
-        handler: impl AsyncFnOnce(&mut Transaction<'static, Postgres>, &Received) -> Result<T, E>,
-    ) -> Result<Processed<T, E>> {
+        handler: F,
+    ) -> Result<Processed<T, E>>
+    where
+        E: Display,
+        F: for<'t> FnOnce(
+            &'t mut Transaction<'static, Postgres>,
+            &'t Received,
+        ) -> TxFuture<'t, T, E>,
+    {
         let mut tx = pool.begin().await.map_err(db)?;
         let recorded = self.record(&mut tx, key).await?;
         settle_once(TRANSPORT, tx, recorded, delivery, handler).await

@@ -2,12 +2,19 @@
 //! record-then-handle-then-commit-then-ack sequence.
 
 use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
 
 use sqlx::{Database, Transaction};
 
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
 use crate::message::Received;
+
+/// What an inbox handler returns: a boxed future borrowing the transaction and the
+/// message (`|tx, message| Box::pin(async move { ... })`). Boxed so that it is `Send` —
+/// a consumer loop runs in a spawned task — which async closures cannot yet promise.
+pub type TxFuture<'t, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 't>>;
 
 /// What inserting a key into the processed-messages table found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,16 +82,17 @@ pub(super) fn bare_table(table: &str) -> &str {
 /// Crash windows: a crash before the commit leaves neither record nor effects, and the
 /// unsettled delivery comes back; a crash after the commit and before the ack brings the
 /// message back as a duplicate, which is acked without running.
-pub(super) async fn settle_once<DB, T, E>(
+pub(super) async fn settle_once<DB, T, E, F>(
     transport: &'static str,
     mut tx: Transaction<'static, DB>,
     recorded: Recorded,
     delivery: Delivery,
-    handler: impl AsyncFnOnce(&mut Transaction<'static, DB>, &Received) -> Result<T, E>,
+    handler: F,
 ) -> Result<Processed<T, E>>
 where
     DB: Database,
     E: Display,
+    F: for<'t> FnOnce(&'t mut Transaction<'static, DB>, &'t Received) -> TxFuture<'t, T, E>,
 {
     let db = |e: sqlx::Error| Error::transport(transport, e);
     if recorded == Recorded::Duplicate {

@@ -4,7 +4,7 @@ use std::fmt::Display;
 
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use super::sql::{Processed, Recorded, settle_once, validate_table};
+use super::sql::{Processed, Recorded, TxFuture, settle_once, validate_table};
 use super::window::DedupWindow;
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
@@ -97,12 +97,16 @@ impl SqliteInbox {
 
     /// Processes `delivery` at most once, keyed by its message id: see
     /// [`process_keyed`](Self::process_keyed).
-    pub async fn process<T, E: Display>(
+    pub async fn process<T, E, F>(
         &self,
         pool: &SqlitePool,
         delivery: Delivery,
-        handler: impl AsyncFnOnce(&mut Transaction<'static, Sqlite>, &Received) -> Result<T, E>,
-    ) -> Result<Processed<T, E>> {
+        handler: F,
+    ) -> Result<Processed<T, E>>
+    where
+        E: Display,
+        F: for<'t> FnOnce(&'t mut Transaction<'static, Sqlite>, &'t Received) -> TxFuture<'t, T, E>,
+    {
         let key = delivery.id.clone();
         self.process_keyed(pool, delivery, &key, handler).await
     }
@@ -110,13 +114,17 @@ impl SqliteInbox {
     /// Begins a transaction, records `key`, runs `handler` in it if the key is new,
     /// commits, and settles `delivery`: acked when done or a duplicate, nacked with the
     /// handler's error when it failed (nothing committed).
-    pub async fn process_keyed<T, E: Display>(
+    pub async fn process_keyed<T, E, F>(
         &self,
         pool: &SqlitePool,
         delivery: Delivery,
         key: &str,
-        handler: impl AsyncFnOnce(&mut Transaction<'static, Sqlite>, &Received) -> Result<T, E>,
-    ) -> Result<Processed<T, E>> {
+        handler: F,
+    ) -> Result<Processed<T, E>>
+    where
+        E: Display,
+        F: for<'t> FnOnce(&'t mut Transaction<'static, Sqlite>, &'t Received) -> TxFuture<'t, T, E>,
+    {
         let mut tx = pool.begin().await.map_err(db)?;
         let recorded = self.record(&mut tx, key).await?;
         settle_once(TRANSPORT, tx, recorded, delivery, handler).await

@@ -1,6 +1,7 @@
 //! [`Responder`]: handles requests still wanted, and replies to their reply queue.
 
 use std::fmt::Display;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -64,11 +65,12 @@ impl Responder {
     /// correlation id and, where the transport has TTLs, a TTL of the time left. The
     /// request is settled in every case but an `Err` (the engine failed; it is nacked or
     /// left to its lease).
-    pub async fn respond<E: Display>(
-        &self,
-        request: Delivery,
-        handler: impl AsyncFnOnce(&Received) -> Result<Message, E>,
-    ) -> Result<Responded<E>> {
+    pub async fn respond<E, F, Fut>(&self, request: Delivery, handler: F) -> Result<Responded<E>>
+    where
+        E: Display,
+        F: FnOnce(Received) -> Fut,
+        Fut: Future<Output = Result<Message, E>>,
+    {
         let Some(reply_to) = request.header(header::REPLY_TO).map(str::to_owned) else {
             request
                 .reject("not a request: no ferry-reply-to header")
@@ -91,7 +93,7 @@ impl Responder {
             return Ok(Responded::Expired);
         }
 
-        let mut reply = match handler(request.message()).await {
+        let mut reply = match handler(request.message().clone()).await {
             Ok(reply) => reply,
             Err(e) => {
                 request.nack_with_error(None, &e.to_string()).await?;
