@@ -102,14 +102,12 @@ async fn the_same_id_published_ten_times_is_processed_once() {
         let delivery = next(&mut consumer).await;
         assert_eq!(delivery.id, id);
         let outcome = inbox
-            .process(&pool, delivery, |tx, message| {
-                Box::pin(async move {
-                    sqlx::query("INSERT INTO effects (message) VALUES (?1)")
-                        .bind(&message.id)
-                        .execute(&mut **tx)
-                        .await
-                        .map(|_| ())
-                })
+            .process(&pool, delivery, |mut tx, message| async move {
+                sqlx::query("INSERT INTO effects (message) VALUES (?1)")
+                    .bind(&message.id)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok::<_, sqlx::Error>((tx, ()))
             })
             .await
             .unwrap();
@@ -148,16 +146,14 @@ async fn concurrent_duplicates_on_two_consumers_commit_one_effect() {
         async move {
             let key = format!("{}:reserve", delivery.header("order-id").unwrap());
             inbox
-                .process_keyed(&pool, delivery, &key, |tx, message| {
-                    Box::pin(async move {
-                        sqlx::query("INSERT INTO effects (message) VALUES (?1)")
-                            .bind(&message.id)
-                            .execute(&mut **tx)
-                            .await?;
-                        // Hold the transaction open while the other consumer tries.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        Ok::<_, sqlx::Error>(())
-                    })
+                .process_keyed(&pool, delivery, &key, |mut tx, message| async move {
+                    sqlx::query("INSERT INTO effects (message) VALUES (?1)")
+                        .bind(&message.id)
+                        .execute(&mut *tx)
+                        .await?;
+                    // Hold the transaction open while the other consumer tries.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Ok::<_, sqlx::Error>((tx, ()))
                 })
                 .await
                 .unwrap()
@@ -194,18 +190,16 @@ async fn a_handler_failing_mid_transaction_leaves_no_record_and_the_redelivery_p
             (id.as_str(), attempt)
         );
         let outcome = inbox
-            .process(&pool, delivery, |tx, message| {
-                Box::pin(async move {
-                    sqlx::query("INSERT INTO effects (message) VALUES (?1)")
-                        .bind(&message.id)
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if message.attempt == 1 {
-                        return Err("the payment service timed out".to_owned());
-                    }
-                    Ok(())
-                })
+            .process(&pool, delivery, |mut tx, message| async move {
+                sqlx::query("INSERT INTO effects (message) VALUES (?1)")
+                    .bind(&message.id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if message.attempt == 1 {
+                    return Err("the payment service timed out".to_owned());
+                }
+                Ok((tx, ()))
             })
             .await
             .unwrap();

@@ -37,7 +37,7 @@ pub use postgres::PostgresInbox;
 #[cfg(feature = "redis")]
 pub use redis::RedisDedupStore;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub use sql::{Processed, Recorded, TxFuture};
+pub use sql::{Processed, Recorded};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteInbox;
 pub use window::DedupWindow;

@@ -1,10 +1,11 @@
 //! The inbox as a PostgreSQL table, written in the handler's own transaction.
 
 use std::fmt::Display;
+use std::future::Future;
 
 use sqlx::{PgPool, Postgres, Transaction};
 
-use super::sql::{Processed, Recorded, TxFuture, bare_table, settle_once, validate_table};
+use super::sql::{Processed, Recorded, bare_table, settle_once, validate_table};
 use super::window::DedupWindow;
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
@@ -106,7 +107,7 @@ impl PostgresInbox {
 
     /// Processes `delivery` at most once, keyed by its message id: see
     /// [`process_keyed`](Self::process_keyed).
-    pub async fn process<T, E, F>(
+    pub async fn process<T, E, F, Fut>(
         &self,
         pool: &PgPool,
         delivery: Delivery,
@@ -114,10 +115,8 @@ impl PostgresInbox {
     ) -> Result<Processed<T, E>>
     where
         E: Display,
-        F: for<'t> FnOnce(
-            &'t mut Transaction<'static, Postgres>,
-            &'t Received,
-        ) -> TxFuture<'t, T, E>,
+        F: FnOnce(Transaction<'static, Postgres>, Received) -> Fut,
+        Fut: Future<Output = Result<(Transaction<'static, Postgres>, T), E>>,
     {
         let key = delivery.id.clone();
         self.process_keyed(pool, delivery, &key, handler).await
@@ -127,7 +126,7 @@ impl PostgresInbox {
     /// new, commits, and settles `delivery`: acked when done or a duplicate, nacked with
     /// the handler's error when it failed (nothing committed). An `Err` is the database's
     /// or the broker's; the delivery is then nacked or left to its lease.
-    pub async fn process_keyed<T, E, F>(
+    pub async fn process_keyed<T, E, F, Fut>(
         &self,
         pool: &PgPool,
         delivery: Delivery,
@@ -136,10 +135,8 @@ impl PostgresInbox {
     ) -> Result<Processed<T, E>>
     where
         E: Display,
-        F: for<'t> FnOnce(
-            &'t mut Transaction<'static, Postgres>,
-            &'t Received,
-        ) -> TxFuture<'t, T, E>,
+        F: FnOnce(Transaction<'static, Postgres>, Received) -> Fut,
+        Fut: Future<Output = Result<(Transaction<'static, Postgres>, T), E>>,
     {
         let mut tx = pool.begin().await.map_err(db)?;
         let recorded = self.record(&mut tx, key).await?;

@@ -3,18 +3,12 @@
 
 use std::fmt::Display;
 use std::future::Future;
-use std::pin::Pin;
 
 use sqlx::{Database, Transaction};
 
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
 use crate::message::Received;
-
-/// What an inbox handler returns: a boxed future borrowing the transaction and the
-/// message (`|tx, message| Box::pin(async move { ... })`). Boxed so that it is `Send` —
-/// a consumer loop runs in a spawned task — which async closures cannot yet promise.
-pub type TxFuture<'t, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 't>>;
 
 /// What inserting a key into the processed-messages table found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,15 +70,15 @@ pub(super) fn bare_table(table: &str) -> &str {
     table.rsplit('.').next().unwrap_or(table)
 }
 
-/// Runs `handler` in `tx` if `recorded` is [`Recorded::First`], then commits and acks;
+/// Runs `handler` with `tx` if `recorded` is [`Recorded::First`], then commits and acks;
 /// a duplicate rolls back and acks; a failed handler rolls back and nacks.
 ///
 /// Crash windows: a crash before the commit leaves neither record nor effects, and the
 /// unsettled delivery comes back; a crash after the commit and before the ack brings the
 /// message back as a duplicate, which is acked without running.
-pub(super) async fn settle_once<DB, T, E, F>(
+pub(super) async fn settle_once<DB, T, E, F, Fut>(
     transport: &'static str,
-    mut tx: Transaction<'static, DB>,
+    tx: Transaction<'static, DB>,
     recorded: Recorded,
     delivery: Delivery,
     handler: F,
@@ -92,7 +86,8 @@ pub(super) async fn settle_once<DB, T, E, F>(
 where
     DB: Database,
     E: Display,
-    F: for<'t> FnOnce(&'t mut Transaction<'static, DB>, &'t Received) -> TxFuture<'t, T, E>,
+    F: FnOnce(Transaction<'static, DB>, Received) -> Fut,
+    Fut: Future<Output = Result<(Transaction<'static, DB>, T), E>>,
 {
     let db = |e: sqlx::Error| Error::transport(transport, e);
     if recorded == Recorded::Duplicate {
@@ -102,8 +97,8 @@ where
         delivery.ack().await?;
         return Ok(Processed::Duplicate);
     }
-    match handler(&mut tx, delivery.message()).await {
-        Ok(value) => {
+    match handler(tx, delivery.message().clone()).await {
+        Ok((tx, value)) => {
             if let Err(e) = tx.commit().await {
                 // Neither the record nor the effects are committed: a retry starts over.
                 let e = db(e);
@@ -115,7 +110,8 @@ where
             Ok(Processed::Done(value))
         }
         Err(e) => {
-            tx.rollback().await.map_err(db)?;
+            // The handler dropped the transaction: sqlx rolls it back before the connection
+            // is used again, so neither the record nor any effect commits.
             metrics::counter!("ferry_inbox_failures_total").increment(1);
             delivery.nack_with_error(None, &e.to_string()).await?;
             Ok(Processed::Failed(e))

@@ -1,10 +1,11 @@
 //! The inbox as a SQLite table, written in the handler's own transaction.
 
 use std::fmt::Display;
+use std::future::Future;
 
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use super::sql::{Processed, Recorded, TxFuture, settle_once, validate_table};
+use super::sql::{Processed, Recorded, settle_once, validate_table};
 use super::window::DedupWindow;
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
@@ -97,7 +98,7 @@ impl SqliteInbox {
 
     /// Processes `delivery` at most once, keyed by its message id: see
     /// [`process_keyed`](Self::process_keyed).
-    pub async fn process<T, E, F>(
+    pub async fn process<T, E, F, Fut>(
         &self,
         pool: &SqlitePool,
         delivery: Delivery,
@@ -105,7 +106,8 @@ impl SqliteInbox {
     ) -> Result<Processed<T, E>>
     where
         E: Display,
-        F: for<'t> FnOnce(&'t mut Transaction<'static, Sqlite>, &'t Received) -> TxFuture<'t, T, E>,
+        F: FnOnce(Transaction<'static, Sqlite>, Received) -> Fut,
+        Fut: Future<Output = Result<(Transaction<'static, Sqlite>, T), E>>,
     {
         let key = delivery.id.clone();
         self.process_keyed(pool, delivery, &key, handler).await
@@ -114,7 +116,7 @@ impl SqliteInbox {
     /// Begins a transaction, records `key`, runs `handler` in it if the key is new,
     /// commits, and settles `delivery`: acked when done or a duplicate, nacked with the
     /// handler's error when it failed (nothing committed).
-    pub async fn process_keyed<T, E, F>(
+    pub async fn process_keyed<T, E, F, Fut>(
         &self,
         pool: &SqlitePool,
         delivery: Delivery,
@@ -123,7 +125,8 @@ impl SqliteInbox {
     ) -> Result<Processed<T, E>>
     where
         E: Display,
-        F: for<'t> FnOnce(&'t mut Transaction<'static, Sqlite>, &'t Received) -> TxFuture<'t, T, E>,
+        F: FnOnce(Transaction<'static, Sqlite>, Received) -> Fut,
+        Fut: Future<Output = Result<(Transaction<'static, Sqlite>, T), E>>,
     {
         let mut tx = pool.begin().await.map_err(db)?;
         let recorded = self.record(&mut tx, key).await?;
