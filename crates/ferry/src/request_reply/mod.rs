@@ -19,12 +19,15 @@ pub use responder::{Responded, Responder};
 
 /// The headers of a request (besides [`CORRELATION_ID`](crate::message::header::CORRELATION_ID),
 /// which a reply carries back).
+///
+/// Not `ferry-*` names: the Ferry broker reserves that namespace for its own metadata and
+/// refuses such headers from producers.
 pub mod header {
-    /// The queue the reply goes to.
-    pub const REPLY_TO: &str = "ferry-reply-to";
+    /// The queue the reply goes to (one of the well-known headers of the domain model).
+    pub const REPLY_TO: &str = "reply-to";
     /// When the requester stops waiting, in milliseconds since the Unix epoch. Responders
     /// compare it with their own clock, so clocks must agree to well within the timeout.
-    pub const DEADLINE: &str = "ferry-deadline";
+    pub const DEADLINE: &str = "request-deadline";
 }
 
 /// The longest a requester should block on a reply, from the seeds: "never use a message

@@ -72,9 +72,7 @@ impl Responder {
         Fut: Future<Output = Result<Message, E>>,
     {
         let Some(reply_to) = request.header(header::REPLY_TO).map(str::to_owned) else {
-            request
-                .reject("not a request: no ferry-reply-to header")
-                .await?;
+            request.reject("not a request: no reply-to header").await?;
             return Ok(Responded::Malformed);
         };
         let deadline = match request.header(header::DEADLINE).map(str::parse::<i64>) {
@@ -82,7 +80,7 @@ impl Responder {
             Some(Ok(ms)) => Some(ms),
             Some(Err(_)) => {
                 request
-                    .reject("not a request: ferry-deadline is not a number")
+                    .reject("not a request: request-deadline is not a number")
                     .await?;
                 return Ok(Responded::Malformed);
             }
