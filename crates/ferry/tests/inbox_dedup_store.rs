@@ -6,7 +6,6 @@
 
 mod inbox_support;
 
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -177,6 +176,8 @@ async fn memory_store_a_failing_handler_leaves_the_message_to_its_redelivery() {
 
 #[cfg(feature = "redis")]
 mod redis_store {
+    use std::net::TcpStream;
+
     use super::*;
     use ferry::inbox::RedisDedupStore;
 

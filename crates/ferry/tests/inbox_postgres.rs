@@ -148,7 +148,7 @@ async fn the_same_id_published_ten_times_is_processed_once() {
         let outcome = db
             .inbox
             .process(&db.pool, delivery, |mut tx, message| async move {
-                sqlx::query(&insert)
+                sqlx::query(insert)
                     .bind(&message.id)
                     .execute(&mut *tx)
                     .await?;

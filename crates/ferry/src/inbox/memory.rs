@@ -13,7 +13,7 @@ use crate::error::Result;
 /// ends, so it deduplicates only redeliveries to this process within its lifetime — use
 /// [`RedisDedupStore`](super) or a SQL inbox across processes or restarts.
 ///
-/// Time is tokio's clock, so tests may pause and advance it.
+/// Time is tokio's clock, so tests with tokio's `test-util` may pause and advance it.
 #[derive(Debug, Default)]
 pub struct MemoryDedupStore {
     entries: Mutex<Entries>,
@@ -97,20 +97,21 @@ impl DedupStore for MemoryDedupStore {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_claim_lapses_after_its_hold_and_a_record_after_its_window() {
         let store = MemoryDedupStore::new();
-        let hold = Duration::from_secs(10);
+        let (hold, window) = (Duration::from_millis(50), Duration::from_millis(100));
         assert_eq!(store.begin("m1", hold).await.unwrap(), Claim::Fresh);
         assert_eq!(store.begin("m1", hold).await.unwrap(), Claim::InProgress);
-        tokio::time::advance(Duration::from_secs(11)).await;
+        tokio::time::sleep(hold * 2).await;
         assert_eq!(store.begin("m1", hold).await.unwrap(), Claim::Fresh);
-        store.complete("m1", Duration::from_secs(60)).await.unwrap();
+        store.complete("m1", window).await.unwrap();
         store.abandon("m1").await.unwrap();
         assert_eq!(store.begin("m1", hold).await.unwrap(), Claim::Done);
-        tokio::time::advance(Duration::from_secs(61)).await;
+        tokio::time::sleep(window * 2).await;
         assert_eq!(store.begin("m1", hold).await.unwrap(), Claim::Fresh);
         store.abandon("m1").await.unwrap();
         assert_eq!(store.begin("m1", hold).await.unwrap(), Claim::Fresh);
+        assert_eq!(store.len(), 1);
     }
 }
