@@ -94,3 +94,15 @@ async fn an_unanswered_request_expires_with_the_timeout_as_its_ttl() {
     );
     requester.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_reply_to_a_closed_requester_is_dropped_and_the_request_acked() {
+    let (_dir, ferry) = broker().await;
+    suite::a_reply_to_a_closed_requester_is_dropped(&ferry).await;
+}
+
+#[tokio::test]
+async fn a_failed_handler_is_retried_while_the_requester_waits() {
+    let (_dir, ferry) = broker().await;
+    suite::a_failed_handler_is_retried_while_the_requester_waits(&ferry).await;
+}

@@ -72,3 +72,9 @@ async fn many_concurrent_requests_each_get_their_own_reply() {
     let Some(ferry) = connect().await else { return };
     suite::many_concurrent_requests_get_their_own_replies(&ferry).await;
 }
+
+#[tokio::test]
+async fn a_reply_to_a_closed_requester_is_dropped_and_the_request_acked() {
+    let Some(ferry) = connect().await else { return };
+    suite::a_reply_to_a_closed_requester_is_dropped(&ferry).await;
+}

@@ -278,3 +278,48 @@ pub async fn a_request_without_reply_to_is_rejected(ferry: &Ferry) {
     assert!(matches!(outcome, Responded::Malformed), "{outcome:?}");
     delete_queue(ferry, &queue).await;
 }
+
+pub async fn a_reply_to_a_closed_requester_is_dropped(ferry: &Ferry) {
+    let queue = request_queue(ferry, "gone").await;
+    let request = Message::new("anyone there?")
+        .with_header(CORRELATION_ID, "c-2")
+        .with_header(header::REPLY_TO, fresh("closed-replies"))
+        .with_header(header::DEADLINE, (now_ms() + 60_000).to_string());
+    ferry
+        .publisher(Destination::queue(&queue))
+        .send(request)
+        .await
+        .unwrap();
+    let responder = Responder::new(ferry);
+    let outcome = responder
+        .respond(take(ferry, &queue).await, echo)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Responded::RequesterGone), "{outcome:?}");
+    assert_no_request_left(ferry, &queue).await;
+    delete_queue(ferry, &queue).await;
+}
+
+pub async fn a_failed_handler_is_retried_while_the_requester_waits(ferry: &Ferry) {
+    let queue = request_queue(ferry, "retried").await;
+    let requester = Requester::open(ferry, "replies").await.unwrap();
+    let request = requester.request(&queue, Message::new("flaky"), Duration::from_secs(2));
+    let respond = async {
+        let responder = Responder::new(ferry);
+        let failed = responder
+            .respond(take(ferry, &queue).await, async |_| {
+                Err::<Message, _>("the price service is down")
+            })
+            .await
+            .unwrap();
+        assert!(matches!(failed, Responded::Failed(_)), "{failed:?}");
+        let again = take(ferry, &queue).await;
+        assert_eq!(again.attempt, 2);
+        responder.respond(again, echo).await.unwrap()
+    };
+    let (reply, responded) = tokio::join!(request, respond);
+    assert!(matches!(responded, Responded::Replied), "{responded:?}");
+    assert_eq!(text(&reply.unwrap()), "re:flaky");
+    requester.close().await.unwrap();
+    delete_queue(ferry, &queue).await;
+}
