@@ -1,8 +1,46 @@
 //! The idempotent consumer (inbox): a redelivered message commits no second effect.
+//!
+//! Two ways to remember what was processed:
+//!
+//! - a processed-messages table in the application's own database ([`PostgresInbox`],
+//!   [`SqliteInbox`]): the record is inserted in the same transaction as the handler's
+//!   effects, so both commit or neither does — the strongest form, with no window in which
+//!   an effect is committed and its record is not;
+//! - a [`DedupStore`] ([`RedisDedupStore`], [`MemoryDedupStore`]) for handlers whose effects
+//!   are not in a database transaction with the record: a claim before the handler, a record
+//!   after it. A crash between the effect and the record lets a redelivery run the effect
+//!   again, so such effects must carry an idempotency key of their own (a payment
+//!   provider's, for instance).
+//!
+//! Either way the record must outlive every redelivery of the message: [`DedupWindow`]
+//! computes that from the queue's [`DeliveryPolicy`](crate::DeliveryPolicy) and refuses a
+//! shorter window.
 
 use std::time::Duration;
 
 use crate::error::Result;
+
+mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod window;
+
+pub use memory::MemoryDedupStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresInbox;
+#[cfg(feature = "redis")]
+pub use redis::RedisDedupStore;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use sql::{Processed, Recorded};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteInbox;
+pub use window::DedupWindow;
 
 /// Remembers which messages (by id or business key) were processed, for handlers whose
 /// effects are not in a database transaction with the record. Implementations: Redis

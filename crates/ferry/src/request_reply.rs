@@ -1,1 +1,0 @@
-//! Request/reply over queues.

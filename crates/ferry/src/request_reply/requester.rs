@@ -1,0 +1,245 @@
+//! [`Requester`]: requests over a private reply queue, replies routed by correlation id.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+use super::{BLOCKING_LIMIT, header};
+use crate::capability::Feature;
+use crate::consumer::Consumer;
+use crate::error::{Error, Result};
+use crate::ferry::Ferry;
+use crate::message::{Message, Received, header::CORRELATION_ID, new_id, now_ms};
+use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source};
+use crate::transport::ConsumerOptions;
+
+/// How often the reply listener looks for a stop while no reply comes.
+const LISTEN_POLL: Duration = Duration::from_millis(100);
+
+/// Sends requests and waits for their replies. Every request of one requester shares its
+/// reply queue (declared by [`open`](Self::open) under a unique name, deleted by
+/// [`close`](Self::close)); one listener task routes each reply to the request with its
+/// correlation id. A reply that comes after its request gave up is acked and dropped —
+/// counted in [`late_replies`](Self::late_replies), never handed to another request.
+///
+/// A requester that ends without `close` (a crash) leaves its reply queue behind; the
+/// names start with the prefix given to `open`, so they can be swept.
+pub struct Requester {
+    ferry: Ferry,
+    reply_queue: String,
+    shared: Arc<Shared>,
+    stop: Arc<Notify>,
+    listener: Mutex<Option<JoinHandle<()>>>,
+    /// Whether requests get a TTL (the transport has message TTLs).
+    ttl: bool,
+    warned: AtomicBool,
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Requests waiting, by correlation id.
+    pending: Mutex<HashMap<String, oneshot::Sender<Received>>>,
+    late: AtomicU64,
+}
+
+impl Shared {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Received>>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands `reply` to its request, or counts it as late.
+    fn route(&self, reply: Received) {
+        let waiting = reply
+            .header(CORRELATION_ID)
+            .and_then(|id| self.pending().remove(id));
+        let delivered = match waiting {
+            Some(request) => request.send(reply).map_err(|reply| reply.id),
+            None => Err(reply.id),
+        };
+        if let Err(id) = delivered {
+            self.late.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("ferry_request_reply_late_replies_total").increment(1);
+            tracing::debug!(%id, "request/reply: a reply with no request waiting was dropped");
+        }
+    }
+}
+
+/// Removes a request from the pending map however `request` ends (timeout, error, or the
+/// caller dropping the future), so a late reply finds nothing to go to.
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    correlation: String,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.pending().remove(&self.correlation);
+    }
+}
+
+impl Requester {
+    /// Declares a reply queue `<prefix>-<ulid>` (one delivery, no dead letters: a reply
+    /// nobody takes is worthless) and starts listening on it.
+    pub async fn open(ferry: &Ferry, prefix: &str) -> Result<Requester> {
+        let reply_queue = format!("{prefix}-{}", new_id().to_ascii_lowercase());
+        let decl = QueueDecl::new(&reply_queue).delivery(DeliveryPolicy {
+            max_deliveries: 1,
+            dead_letter: false,
+            ..DeliveryPolicy::default()
+        });
+        ferry.declare_queue(&decl).await?;
+        let options = ConsumerOptions {
+            name: format!("{reply_queue}-listener"),
+            poll: LISTEN_POLL,
+            ..ConsumerOptions::default()
+        };
+        let consumer = match ferry.consumer(Source::queue(&reply_queue), options).await {
+            Ok(consumer) => consumer,
+            Err(e) => {
+                let _ = ferry.delete(&Source::queue(&reply_queue)).await;
+                return Err(e);
+            }
+        };
+        let shared = Arc::new(Shared::default());
+        let stop = Arc::new(Notify::new());
+        let listener = tokio::spawn(listen(consumer, shared.clone(), stop.clone()));
+        Ok(Requester {
+            ttl: ferry.capabilities().supports(Feature::Ttl),
+            ferry: ferry.clone(),
+            reply_queue,
+            shared,
+            stop,
+            listener: Mutex::new(Some(listener)),
+            warned: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// This requester's reply queue.
+    pub fn reply_queue(&self) -> &str {
+        &self.reply_queue
+    }
+
+    /// Replies dropped because no request was waiting for them (it had timed out).
+    pub fn late_replies(&self) -> u64 {
+        self.shared.late.load(Ordering::Relaxed)
+    }
+
+    /// Publishes `message` to `queue` as a request and waits up to `timeout` for its reply;
+    /// [`Error::Timeout`] when none came in time. The requester sets the `correlation-id`
+    /// header (a fresh id per request, replacing any value), [`header::REPLY_TO`] and
+    /// [`header::DEADLINE`], and a TTL of at most `timeout` where the transport has TTLs.
+    pub async fn request(
+        &self,
+        queue: &str,
+        mut message: Message,
+        timeout: Duration,
+    ) -> Result<Received> {
+        if timeout.is_zero() {
+            return Err(Error::invalid(
+                "request timeout",
+                "must be longer than zero",
+            ));
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if timeout > BLOCKING_LIMIT && !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                ?timeout,
+                limit = ?BLOCKING_LIMIT,
+                reply_queue = %self.reply_queue,
+                "request/reply: blocking on a queue for longer than the limit; a caller \
+                 waiting this long is better served by a direct call"
+            );
+        }
+        let started = tokio::time::Instant::now();
+        let correlation = new_id();
+        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as i64);
+        let headers = &mut message.headers;
+        headers.insert(CORRELATION_ID.into(), correlation.clone());
+        headers.insert(header::REPLY_TO.into(), self.reply_queue.clone());
+        headers.insert(header::DEADLINE.into(), deadline_ms.to_string());
+        if self.ttl {
+            message.ttl = Some(message.ttl.map_or(timeout, |ttl| ttl.min(timeout)));
+        }
+
+        let (sender, reply) = oneshot::channel();
+        self.shared.pending().insert(correlation.clone(), sender);
+        let _guard = PendingGuard {
+            shared: &self.shared,
+            correlation,
+        };
+        self.ferry
+            .publisher(Destination::queue(queue))
+            .send(message)
+            .await?;
+        match tokio::time::timeout_at(started + timeout, reply).await {
+            Ok(Ok(reply)) => Ok(reply),
+            // The listener ended: the requester was closed.
+            Ok(Err(_)) => Err(Error::Closed),
+            Err(_) => Err(Error::Timeout(timeout)),
+        }
+    }
+
+    /// Stops listening and deletes the reply queue; requests still waiting fail with
+    /// [`Error::Closed`]. Idempotent.
+    pub async fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop.notify_one();
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(listener) = listener {
+            let _ = listener.await;
+        }
+        self.shared.pending().clear();
+        self.ferry.delete(&Source::queue(&self.reply_queue)).await
+    }
+}
+
+impl Drop for Requester {
+    fn drop(&mut self) {
+        // Without `close` the reply queue stays; at least stop the listener.
+        self.stop.notify_one();
+    }
+}
+
+/// Routes replies until stopped. Fetch errors are logged and retried: the requests waiting
+/// time out on their own if the engine stays away.
+async fn listen(mut consumer: Consumer, shared: Arc<Shared>, stop: Arc<Notify>) {
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = stop.notified() => break,
+            next = consumer.next_within(LISTEN_POLL) => next,
+        };
+        match next {
+            Ok(Some(delivery)) => {
+                let reply = delivery.message().clone();
+                if let Err(e) = delivery.ack().await {
+                    tracing::warn!(error = %e, "request/reply: acking a reply failed");
+                }
+                shared.route(reply);
+            }
+            Ok(None) => {}
+            Err(Error::Closed) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "request/reply: fetching replies failed; retrying");
+                tokio::time::sleep(LISTEN_POLL).await;
+            }
+        }
+    }
+    if let Err(e) = consumer.close().await {
+        tracing::debug!(error = %e, "request/reply: closing the reply consumer failed");
+    }
+}
