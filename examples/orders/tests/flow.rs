@@ -1,0 +1,84 @@
+//! The order flow end to end: every order confirmed or compensated as planned, each effect
+//! once despite the injected crashes, panics and the broker restart, every poison event in
+//! a dead-letter queue. `run` itself checks each effect in the database; these tests check
+//! the figures it reports against the fault plan.
+
+use std::time::Duration;
+
+use ferry_conformance::service::url_or_skip;
+use orders::domain::{Fate, FaultPlan};
+use orders::{Config, Summary};
+
+const ORDERS: u32 = 20;
+
+async fn run(transport: Option<String>) -> Summary {
+    let data = tempfile::tempdir().unwrap();
+    orders::run(Config {
+        transport,
+        data: data.path().to_owned(),
+        orders: ORDERS,
+        restart_broker: true,
+        timeout: Duration::from_secs(60),
+    })
+    .await
+    .unwrap()
+}
+
+fn assert_as_planned(summary: &Summary) {
+    let plan = FaultPlan { orders: ORDERS };
+    let poison = plan.count(Fate::Poison);
+    let readable = u64::from(ORDERS - poison);
+    assert_eq!(summary.placed, ORDERS);
+    assert_eq!(summary.confirmed, plan.count(Fate::Confirmed));
+    assert_eq!(summary.compensated, plan.count(Fate::Declined));
+    assert_eq!(summary.poison, poison);
+    assert!(summary.confirmed > 0 && summary.compensated > 0 && poison > 0);
+    // Three subscriptions read every event: each dead-letters each poison event, at once.
+    assert_eq!(summary.dead_letters.len(), 3, "{:?}", summary.dead_letters);
+    for reasons in summary.dead_letters.values() {
+        assert_eq!(reasons.len(), poison as usize);
+        assert!(
+            reasons
+                .iter()
+                .all(|r| r.starts_with("rejected at delivery 1: malformed OrderPlaced")),
+            "{reasons:?}"
+        );
+    }
+    assert_eq!(summary.emails_sent, 2 * readable, "one email per event");
+    assert_eq!(summary.analytics_events, 2 * readable);
+    assert_eq!(summary.payments_charged, u64::from(summary.confirmed));
+    assert_eq!(summary.broker_restarts, 1);
+    let crashes = (1..=ORDERS)
+        .filter(|&n| plan.fate(n) != Fate::Poison && plan.email_crashes(n))
+        .count() as u64;
+    assert_eq!(summary.crashes_injected, crashes);
+    assert!(
+        summary.duplicates_suppressed >= crashes,
+        "each crash before ack redelivers an email the inbox must suppress"
+    );
+    assert!(summary.panics_injected > 0);
+    let printed = summary.to_string();
+    assert!(
+        printed.contains("every order where it belongs"),
+        "{printed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_embedded_broker_through_a_restart() {
+    let summary = run(None).await;
+    assert_eq!(summary.transport, "embedded");
+    assert_as_planned(&summary);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_nats_jetstream() {
+    if let Some(url) = url_or_skip(
+        "NATS",
+        "FERRY_NATS_URL",
+        "nats://127.0.0.1:4222",
+        "127.0.0.1:4222",
+    ) {
+        assert_as_planned(&run(Some(url)).await);
+    }
+}
