@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ferry::outbox::{Backlog, OutboxEvent, PgOutbox, Relay, RelayConfig, RelayHooks};
+use ferry::outbox::{Backlog, OutboxEvent, PostgresOutbox, Relay, RelayConfig, RelayHooks};
 use ferry::{Error, Ferry};
 use outbox_support::*;
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -55,7 +55,7 @@ async fn pg_pool() -> Option<PgPool> {
 
 struct PgDb {
     pool: PgPool,
-    outbox: PgOutbox,
+    outbox: PostgresOutbox,
 }
 
 impl PgDb {
@@ -138,7 +138,7 @@ async fn setup(engine: Engine, dedup: bool) -> Option<Setup> {
             std::env::var("FERRY_REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS_URL.to_owned())
         }
     };
-    let outbox = PgOutbox::with_table(pool.clone(), &fresh_table("t")).unwrap();
+    let outbox = PostgresOutbox::with_table(pool.clone(), &fresh_table("t")).unwrap();
     outbox.install().await.unwrap();
     outbox.install().await.expect("install is idempotent");
     let transport = ferry::transport::connect(&url)
@@ -280,7 +280,7 @@ async fn a_table_name_that_is_not_a_plain_identifier_is_refused() {
     };
     for bad in ["Orders", "orders; DROP TABLE x", "1st", ""] {
         assert!(matches!(
-            PgOutbox::with_table(pool.clone(), bad),
+            PostgresOutbox::with_table(pool.clone(), bad),
             Err(Error::Invalid { .. })
         ));
     }

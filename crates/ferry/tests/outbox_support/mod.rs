@@ -124,11 +124,11 @@ impl Transport for Switch {
         }
         for m in &batch {
             let id = m.id.clone().unwrap_or_default();
-            if let Some(left) = self.failures_left.lock().unwrap().get_mut(&id) {
-                if *left > 0 {
-                    *left -= 1;
-                    return Err(Switch::unreachable("this row's publish fails for now"));
-                }
+            if let Some(left) = self.failures_left.lock().unwrap().get_mut(&id)
+                && *left > 0
+            {
+                *left -= 1;
+                return Err(Switch::unreachable("this row's publish fails for now"));
             }
         }
         let stored: Vec<Stored> = batch
