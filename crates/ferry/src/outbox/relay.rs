@@ -40,7 +40,9 @@ const PURGE_CHUNK: usize = 1000;
 /// How often the backlog gauges are refreshed by a running relay.
 const BACKLOG_EVERY: Duration = Duration::from_secs(1);
 
-/// Publishes the rows of one outbox table through one [`Ferry`].
+/// Publishes the rows of one outbox table through one [`Ferry`]. Clones share one breaker
+/// and one relay name: run one loop ([`spawn`](Relay::spawn) or
+/// [`run_once`](Relay::run_once)) per relay, and build another relay for more.
 #[derive(Clone)]
 pub struct Relay {
     inner: Arc<Inner>,
@@ -369,7 +371,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A running relay.
+/// A running relay. Dropping the handle also stops it, at its next wait between rounds.
 pub struct RelayHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<()>>,
