@@ -14,6 +14,10 @@
 //! Later rows of an aggregate are not claimable while an earlier one is unpublished (see
 //! [`Store::claim`]), so a crash or a failing row holds its aggregate back, never reorders
 //! it.
+//!
+//! The trade-off: a round takes at most one row per aggregate (its oldest unpublished
+//! one), so one busy aggregate drains at a row per round — rounds run back to back while
+//! there is work — and many aggregates drain a batch per round.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
