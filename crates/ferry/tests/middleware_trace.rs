@@ -68,10 +68,13 @@ fn a_child_keeps_the_trace_and_takes_a_new_span() {
     assert_eq!(TraceContext::parse(&root.to_traceparent()), Some(root));
 }
 
-/// Spans as a subscriber saw them: name and fields, by span id.
+/// A span's name and fields.
+type SpanSeen = (String, HashMap<String, String>);
+
+/// Spans as a subscriber saw them, by span id.
 #[derive(Clone, Default)]
 struct Spans {
-    spans: Arc<Mutex<HashMap<u64, (String, HashMap<String, String>)>>>,
+    spans: Arc<Mutex<HashMap<u64, SpanSeen>>>,
     next: Arc<AtomicU64>,
 }
 
