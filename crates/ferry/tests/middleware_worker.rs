@@ -534,3 +534,26 @@ async fn a_worker_refuses_a_concurrency_of_zero() {
         .await;
     assert!(matches!(run, Err(Error::Invalid { .. })), "{run:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_queue_is_deleted_stops_with_the_error() {
+    let (_dir, ferry) = embedded().await;
+    queue(&ferry, "orders", 5, Duration::from_secs(30)).await;
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    let handler = handler_fn(|_ctx: HandlerContext| async { Ok(()) });
+    let run = tokio::spawn(
+        Worker::new(consumer, stack().build(handler))
+            .poll(Duration::from_millis(50))
+            .run(std::future::pending()),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    ferry.delete(&Source::queue("orders")).await.unwrap();
+    let ended = tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the worker stopped");
+    let error = ended.unwrap().unwrap_err();
+    assert!(!error.is_transient(), "{error}");
+}
