@@ -19,7 +19,7 @@ pub enum Recorded {
     Duplicate,
 }
 
-/// What [`process`](super::PostgresInbox::process) did with a delivery.
+/// What `process` (of `PostgresInbox` or `SqliteInbox`) did with a delivery.
 #[derive(Debug)]
 pub enum Processed<T, E> {
     /// First time: the handler's effects and the record committed together; acked.
