@@ -65,11 +65,6 @@ pub(super) fn validate_table(table: &str, allow_schema: bool) -> Result<()> {
     Ok(())
 }
 
-/// The table part of a possibly schema-qualified name, to name its index after.
-pub(super) fn bare_table(table: &str) -> &str {
-    table.rsplit('.').next().unwrap_or(table)
-}
-
 /// Runs `handler` with `tx` if `recorded` is [`Recorded::First`], then commits and acks;
 /// a duplicate rolls back and acks; a failed handler rolls back and nacks.
 ///
@@ -139,6 +134,5 @@ mod tests {
             assert!(validate_table(bad, true).is_err(), "{bad}");
         }
         assert!(validate_table("main.inbox", false).is_err());
-        assert_eq!(bare_table("billing.inbox_2"), "inbox_2");
     }
 }
