@@ -15,7 +15,7 @@ use ferry::middleware::poison::PoisonLayer;
 use ferry::middleware::rate_limit::RateLimitLayer;
 use ferry::middleware::retry::RetryLayer;
 use ferry::middleware::timeout::TimeoutLayer;
-use ferry::middleware::{HandlerContext, HandlerError, handler_fn, stack};
+use ferry::middleware::{BoxHandler, HandlerContext, HandlerError, handler_fn, stack};
 use ferry::{Backoff, Received, Source};
 use tower::{Layer, ServiceExt};
 
@@ -58,18 +58,9 @@ impl Scripted {
     fn call_times(&self) -> Vec<Instant> {
         self.calls.lock().unwrap().clone()
     }
-    fn handler(
-        &self,
-    ) -> impl tower::Service<
-        HandlerContext,
-        Response = (),
-        Error = HandlerError,
-        Future = impl Future<Output = Result<(), HandlerError>> + Send,
-    > + Clone
-    + Send
-    + 'static {
+    fn handler(&self) -> BoxHandler {
         let this = self.clone();
-        handler_fn(move |_ctx: HandlerContext| {
+        BoxHandler::new(handler_fn(move |_ctx: HandlerContext| {
             let this = this.clone();
             async move {
                 let n = {
@@ -79,7 +70,7 @@ impl Scripted {
                 };
                 this.answers[(n - 1).min(this.answers.len() - 1)].clone()
             }
-        })
+        }))
     }
 }
 
@@ -484,4 +475,37 @@ async fn a_panic_becomes_a_transient_failure_with_its_message_and_the_service_go
         );
     }
     assert_eq!(svc.oneshot(message("m3", 1)).await, Ok(()));
+}
+
+#[tokio::test]
+async fn the_built_stack_acks_a_duplicate_even_while_the_breaker_is_open() {
+    // Dedup sits outside the breaker: a message already processed needs no downstream.
+    let store = Arc::new(MemoryStore::default());
+    let breaker = Arc::new(CircuitBreaker::new(BreakerConfig {
+        failure_threshold: 1,
+        open_for: Duration::from_secs(60),
+    }));
+    let handler = Scripted::new(vec![Ok(())]);
+    let svc = stack()
+        .dedup(DedupLayer::new(store.clone()))
+        .breaker(breaker.clone())
+        .build(handler.handler());
+    assert_eq!(svc.clone().oneshot(message("m1", 1)).await, Ok(()));
+    breaker.record_failure();
+    assert_eq!(
+        svc.clone().oneshot(message("m1", 2)).await,
+        Ok(()),
+        "a duplicate"
+    );
+    let fresh = svc.oneshot(message("m2", 1)).await;
+    assert!(
+        matches!(fresh, Err(HandlerError::Deferred { .. })),
+        "{fresh:?}"
+    );
+    assert_eq!(handler.calls(), 1);
+    assert_eq!(
+        store.abandons.load(Ordering::SeqCst),
+        1,
+        "m2's claim dropped"
+    );
 }

@@ -11,7 +11,7 @@ use crate::error::Result;
 
 /// Claims and records in a map, each with its expiry. Forgets everything when the process
 /// ends, so it deduplicates only redeliveries to this process within its lifetime — use
-/// [`RedisDedupStore`](super) or a SQL inbox across processes or restarts.
+/// `RedisDedupStore` or a SQL inbox across processes or restarts.
 ///
 /// Time is tokio's clock, so tests with tokio's `test-util` may pause and advance it.
 #[derive(Debug, Default)]

@@ -2,15 +2,15 @@
 //!
 //! Two ways to remember what was processed:
 //!
-//! - a processed-messages table in the application's own database ([`PostgresInbox`],
-//!   [`SqliteInbox`]): the record is inserted in the same transaction as the handler's
-//!   effects, so both commit or neither does — the strongest form, with no window in which
-//!   an effect is committed and its record is not;
-//! - a [`DedupStore`] ([`RedisDedupStore`], [`MemoryDedupStore`]) for handlers whose effects
-//!   are not in a database transaction with the record: a claim before the handler, a record
-//!   after it. A crash between the effect and the record lets a redelivery run the effect
-//!   again, so such effects must carry an idempotency key of their own (a payment
-//!   provider's, for instance).
+//! - a processed-messages table in the application's own database (`PostgresInbox` with
+//!   the `postgres` feature, `SqliteInbox` with `sqlite`): the record is inserted in the
+//!   same transaction as the handler's effects, so both commit or neither does — the
+//!   strongest form, with no window in which an effect is committed and its record is not;
+//! - a [`DedupStore`] (`RedisDedupStore` with the `redis` feature, or
+//!   [`MemoryDedupStore`]) for handlers whose effects are not in a database transaction
+//!   with the record: a claim before the handler, a record after it. A crash between the
+//!   effect and the record lets a redelivery run the effect again, so such effects must
+//!   carry an idempotency key of their own (a payment provider's, for instance).
 //!
 //! Either way the record must outlive every redelivery of the message: [`DedupWindow`]
 //! computes that from the queue's [`DeliveryPolicy`](crate::DeliveryPolicy) and refuses a

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use sqlx::{PgPool, Postgres, Transaction};
 
-use super::sql::{Processed, Recorded, bare_table, settle_once, validate_table};
+use super::sql::{Processed, Recorded, settle_once, validate_table};
 use super::window::DedupWindow;
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
@@ -182,6 +182,11 @@ impl PostgresInbox {
             }
         }
     }
+}
+
+/// The table part of a possibly schema-qualified name, to name its index after.
+fn bare_table(table: &str) -> &str {
+    table.rsplit('.').next().unwrap_or(table)
 }
 
 fn db(e: sqlx::Error) -> Error {

@@ -19,7 +19,7 @@ pub enum Recorded {
     Duplicate,
 }
 
-/// What [`process`](super::PostgresInbox::process) did with a delivery.
+/// What `process` (of `PostgresInbox` or `SqliteInbox`) did with a delivery.
 #[derive(Debug)]
 pub enum Processed<T, E> {
     /// First time: the handler's effects and the record committed together; acked.
@@ -63,11 +63,6 @@ pub(super) fn validate_table(table: &str, allow_schema: bool) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The table part of a possibly schema-qualified name, to name its index after.
-pub(super) fn bare_table(table: &str) -> &str {
-    table.rsplit('.').next().unwrap_or(table)
 }
 
 /// Runs `handler` with `tx` if `recorded` is [`Recorded::First`], then commits and acks;
@@ -139,6 +134,5 @@ mod tests {
             assert!(validate_table(bad, true).is_err(), "{bad}");
         }
         assert!(validate_table("main.inbox", false).is_err());
-        assert_eq!(bare_table("billing.inbox_2"), "inbox_2");
     }
 }

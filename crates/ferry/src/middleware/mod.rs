@@ -31,7 +31,7 @@
 //! 7. [`concurrency`] and [`rate_limit`]: each attempt takes a slot, so they protect the
 //!    downstream whatever the retries do, and a backoff sleep holds no slot;
 //! 8. [`timeout`]: per attempt;
-//! 9. [`panic`]: a panicking handler becomes a transient failure with the panic text.
+//! 9. [`panic`](mod@panic): a panicking handler becomes a transient failure with the panic text.
 
 mod context;
 mod handler;

@@ -74,15 +74,45 @@ impl HandlerError {
     }
 }
 
-/// An SDK error inside a handler: transient when the SDK says retrying may help (an engine
-/// or connection failure, a full queue), permanent otherwise (a payload that does not
-/// decode, an invalid or missing thing).
+/// An SDK error inside a handler. Permanent only when the message itself is at fault — a
+/// payload that does not decode, something the engine refuses as invalid — since
+/// dead-lettering is for messages that can never succeed. Everything else is transient:
+/// an engine or connection failure, a full queue, a connection closed by a shutdown, even
+/// a missing queue (an operator can create it); the poison layer still dead-letters such
+/// a message once its deliveries are used up.
 impl From<crate::Error> for HandlerError {
     fn from(error: crate::Error) -> HandlerError {
-        if error.is_transient() {
-            HandlerError::transient(error)
-        } else {
-            HandlerError::permanent(error)
+        match error {
+            crate::Error::Payload(_) | crate::Error::Invalid { .. } => {
+                HandlerError::permanent(error)
+            }
+            _ => HandlerError::transient(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn only_errors_the_message_causes_are_permanent() {
+        let bad_json = serde_json::from_slice::<u8>(b"{").unwrap_err();
+        assert!(matches!(
+            HandlerError::from(Error::Payload(bad_json)),
+            HandlerError::Permanent { .. }
+        ));
+        assert!(!HandlerError::from(Error::invalid("message", "too large")).is_transient());
+        for passing in [
+            Error::Closed,
+            Error::Timeout(Duration::from_secs(1)),
+            Error::NotFound {
+                kind: "queue",
+                name: "invoices".into(),
+            },
+        ] {
+            assert!(HandlerError::from(passing).is_transient());
         }
     }
 }

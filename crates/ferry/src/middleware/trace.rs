@@ -205,6 +205,7 @@ where
             outcome = tracing::field::Empty,
         );
         let ctx = ctx.with_trace(own);
+        let recorder = span.clone();
         Box::pin(
             async move {
                 let result = inner.oneshot(ctx).await;
@@ -212,7 +213,7 @@ where
                     Ok(()) => "ack",
                     Err(e) => e.outcome(),
                 };
-                tracing::Span::current().record("outcome", outcome);
+                recorder.record("outcome", outcome);
                 result
             }
             .instrument(span),

@@ -51,9 +51,10 @@ where
         }
     }
 
-    /// Most deliveries handled at once (and so held under lease by this worker). To bound
-    /// the calls to one downstream across stacks, use a [concurrency
-    /// limit](super::concurrency) layer.
+    /// Most deliveries handled at once. The consumer also holds up to its `prefetch`
+    /// deliveries fetched ahead, whose leases run while they wait: keep the prefetch near
+    /// this number when handlers are slow. To bound the calls to one downstream across
+    /// stacks, use a [concurrency limit](super::concurrency) layer.
     pub fn concurrency(mut self, deliveries: usize) -> Self {
         self.concurrency = deliveries;
         self

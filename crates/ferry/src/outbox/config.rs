@@ -14,7 +14,8 @@ pub struct RelayConfig {
     /// Most rows claimed per round.
     pub batch_size: usize,
     /// How long a claim keeps other relays off a row. A relay that dies holding rows
-    /// delays them by at most this much.
+    /// delays them by at most this much. Leases are stamped by each relay's clock, so
+    /// the relays' clocks must agree to well within it.
     pub lease: Duration,
     /// Longest wait for one publish; must be well inside the lease so a slow publish is
     /// given up before another relay may claim the same row.

@@ -15,7 +15,8 @@ pub struct OutboxEvent {
     pub destination: Destination,
     /// Its `key` is the aggregate key: events with one key are published in enqueue
     /// order. Its `id`, when set, becomes the row id (else a fresh ULID); the id is also
-    /// the dedup id unless the message carries its own.
+    /// the dedup id unless the message carries its own. A `delay` or `ttl` counts from
+    /// the publish, not from the enqueue.
     pub message: Message,
 }
 

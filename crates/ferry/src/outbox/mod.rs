@@ -3,7 +3,7 @@
 //!
 //! A write to the database and a publish to the broker are two systems; doing both
 //! directly ("dual write") loses or invents events whenever the process dies between them.
-//! Instead the application [`enqueue`](PgOutbox::enqueue)s the event as a row of an outbox
+//! Instead the application [`enqueue`](PostgresOutbox::enqueue)s the event as a row of an outbox
 //! table *in its own transaction*, and a [`Relay`] publishes committed rows afterwards:
 //!
 //! - the row commits with the business data or not at all (a rollback leaves nothing);
@@ -19,7 +19,7 @@
 //! - a broker outage opens the relay's [`CircuitBreaker`](crate::breaker::CircuitBreaker):
 //!   the relay stops calling, rows wait in the table, and publishing resumes by itself.
 //!
-//! Backends, each behind its feature: [`PgOutbox`] (`postgres`) and [`SqliteOutbox`]
+//! Backends, each behind its feature: [`PostgresOutbox`] (`postgres`) and [`SqliteOutbox`]
 //! (`sqlite`).
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -52,7 +52,7 @@ pub use event::OutboxEvent;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use hooks::{Fault, FaultPoint, RelayHooks};
 #[cfg(feature = "postgres")]
-pub use postgres::PgOutbox;
+pub use postgres::PostgresOutbox;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use relay::{Relay, RelayHandle, Round};
 #[cfg(feature = "sqlite")]

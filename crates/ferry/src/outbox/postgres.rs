@@ -1,4 +1,4 @@
-//! [`PgOutbox`]: the outbox in a PostgreSQL table.
+//! [`PostgresOutbox`]: the outbox in a PostgreSQL table.
 //!
 //! Claims select due rows `FOR UPDATE SKIP LOCKED` and stamp a lease in the same
 //! statement, so concurrent relays neither wait on each other nor claim one row twice;
@@ -32,23 +32,23 @@ fn db(e: sqlx::Error) -> Error {
 
 /// An outbox table in PostgreSQL (in the connection's search path).
 #[derive(Debug, Clone)]
-pub struct PgOutbox {
+pub struct PostgresOutbox {
     pool: PgPool,
     table: TableName,
 }
 
-impl PgOutbox {
+impl PostgresOutbox {
     /// The outbox in the table `ferry_outbox`.
-    pub fn new(pool: PgPool) -> PgOutbox {
-        PgOutbox {
+    pub fn new(pool: PgPool) -> PostgresOutbox {
+        PostgresOutbox {
             pool,
             table: TableName::default(),
         }
     }
 
     /// The outbox in `table`; `Invalid` unless it is a plain lowercase identifier.
-    pub fn with_table(pool: PgPool, table: &str) -> Result<PgOutbox> {
-        Ok(PgOutbox {
+    pub fn with_table(pool: PgPool, table: &str) -> Result<PostgresOutbox> {
+        Ok(PostgresOutbox {
             pool,
             table: TableName::new(table)?,
         })

@@ -14,6 +14,10 @@
 //! Later rows of an aggregate are not claimable while an earlier one is unpublished (see
 //! [`Store::claim`]), so a crash or a failing row holds its aggregate back, never reorders
 //! it.
+//!
+//! The trade-off: a round takes at most one row per aggregate (its oldest unpublished
+//! one), so one busy aggregate drains at a row per round — rounds run back to back while
+//! there is work — and many aggregates drain a batch per round.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::breaker::{BreakerState, CircuitBreaker};
+use crate::breaker::CircuitBreaker;
 use crate::capability::Feature;
 use crate::error::{Error, Result};
 use crate::ferry::Ferry;
@@ -40,7 +44,9 @@ const PURGE_CHUNK: usize = 1000;
 /// How often the backlog gauges are refreshed by a running relay.
 const BACKLOG_EVERY: Duration = Duration::from_secs(1);
 
-/// Publishes the rows of one outbox table through one [`Ferry`].
+/// Publishes the rows of one outbox table through one [`Ferry`]. Clones share one breaker
+/// and one relay name: run one loop ([`spawn`](Relay::spawn) or
+/// [`run_once`](Relay::run_once)) per relay, and build another relay for more.
 #[derive(Clone)]
 pub struct Relay {
     inner: Arc<Inner>,
@@ -231,13 +237,15 @@ impl Relay {
             purged: self.cleanup_if_due().await?,
             ..Round::default()
         };
-        // In the half-open state this admits the round as the breaker's trial.
-        if !inner.breaker.allow() {
+        // An open breaker skips the round. Once its time is up, rows are claimed first and
+        // the breaker asked per row below, so the half-open trial is always a real publish
+        // (a round with nothing due must not pass for a successful trial).
+        if !inner.breaker.wait().is_zero() {
             round.breaker_open = true;
             return Ok(round);
         }
         let now = now_ms();
-        let rows = match inner
+        let rows = inner
             .store
             .claim(
                 &inner.config.name,
@@ -245,30 +253,10 @@ impl Relay {
                 now.saturating_add(inner.config.lease_ms()),
                 inner.config.batch_size,
             )
-            .await
-        {
-            Ok(rows) => rows,
-            Err(e) => {
-                // The trial (if this was one) never reached the broker: let the next
-                // round try instead of leaving the breaker half-open.
-                if inner.breaker.state() == BreakerState::HalfOpen {
-                    inner.breaker.record_success();
-                }
-                return Err(e.into());
-            }
-        };
+            .await?;
         round.claimed = rows.len();
-        if rows.is_empty() {
-            // The breaker's trial, if this round was one, had nothing to try. Leaving it
-            // half-open would refuse every later round, so count it as passed: the next
-            // publish finds out afresh.
-            if inner.breaker.state() == BreakerState::HalfOpen {
-                inner.breaker.record_success();
-            }
-            return Ok(round);
-        }
         for (i, row) in rows.iter().enumerate() {
-            if i > 0 && !inner.breaker.allow() {
+            if !inner.breaker.allow() {
                 let untried: Vec<String> = rows[i..].iter().map(|r| r.id.clone()).collect();
                 inner.store.release(&inner.config.name, &untried).await?;
                 round.released = untried.len();
@@ -387,7 +375,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A running relay.
+/// A running relay. Dropping the handle also stops it, at its next wait between rounds.
 pub struct RelayHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<()>>,
