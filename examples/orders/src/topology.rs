@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use ferry::{Backoff, DeliveryPolicy, Ferry, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use ferry::inbox::DedupWindow;
+use ferry::{
+    Backoff, DeliveryPolicy, Feature, Ferry, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+};
 
 /// Every name one run uses.
 #[derive(Debug, Clone)]
@@ -86,10 +89,16 @@ pub async fn declare(ferry: &Ferry, names: &Names) -> ferry::Result<()> {
             )
             .await?;
     }
+    // Saga commands and replies carry dedup ids where the transport keeps a dedup window,
+    // so a command re-sent after a restart is stored once; the window follows the seeds'
+    // rule (twice the longest redelivery span of the policy).
+    let dedups = ferry.capabilities().supports(Feature::Deduplication);
     for queue in names.queues() {
-        ferry
-            .declare_queue(&QueueDecl::new(queue).delivery(policy()))
-            .await?;
+        let mut decl = QueueDecl::new(queue).delivery(policy());
+        if dedups {
+            decl = decl.dedup_window(DedupWindow::for_policy(&policy()).duration());
+        }
+        ferry.declare_queue(&decl).await?;
     }
     Ok(())
 }

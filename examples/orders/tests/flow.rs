@@ -82,3 +82,39 @@ async fn on_nats_jetstream() {
         assert_as_planned(&run(Some(url)).await);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_streams() {
+    if let Some(url) = url_or_skip(
+        "Redis",
+        "FERRY_REDIS_URL",
+        "redis://127.0.0.1:6379/0",
+        "127.0.0.1:6379",
+    ) {
+        assert_as_planned(&run(Some(url)).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql() {
+    if let Some(url) = url_or_skip(
+        "PostgreSQL",
+        "FERRY_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+        "127.0.0.1:5432",
+    ) {
+        assert_as_planned(&run(Some(url)).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_rabbitmq() {
+    if let Some(url) = url_or_skip(
+        "RabbitMQ",
+        "FERRY_AMQP_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+        "127.0.0.1:5672",
+    ) {
+        assert_as_planned(&run(Some(url)).await);
+    }
+}

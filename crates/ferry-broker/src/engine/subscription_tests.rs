@@ -570,5 +570,9 @@ async fn acked_messages_are_not_delivered_again_after_retention_outran_the_saved
     let broker = open(dir.path(), &clock).await;
     clock.advance(60_000);
     let again = drain(&broker, "s").await;
-    assert!(again.is_empty(), "acked messages came back: {:?}", numbers(&again));
+    assert!(
+        again.is_empty(),
+        "acked messages came back: {:?}",
+        numbers(&again)
+    );
 }

@@ -555,7 +555,9 @@ impl Broker {
             meta.commit(batch)?;
         }
         for (queue, stored_end) in covered {
-            queue.retention_cap.fetch_max(stored_end, AtomicOrdering::SeqCst);
+            queue
+                .retention_cap
+                .fetch_max(stored_end, AtomicOrdering::SeqCst);
         }
         Ok(())
     }

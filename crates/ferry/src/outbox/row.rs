@@ -50,8 +50,8 @@ pub(crate) const CLAIMED_COLUMNS: &str = "id, seq, destination_kind, destination
      payload, headers, priority, delay_ms, ttl_ms, dedup_id, attempts";
 
 impl ClaimedRow {
-    /// The message to publish. With `dedup`, its dedup id is the row id (or the one the
-    /// producer chose), so a publish repeated after a crash is stored once.
+    /// The message to publish. With `dedup` and a queue, its dedup id is the row id (or the
+    /// one the producer chose), so a publish repeated after a crash is stored once.
     pub fn to_message(&self, dedup: bool) -> Result<(Destination, Message)> {
         let destination = match self.destination_kind.as_str() {
             "queue" => Destination::queue(&self.destination),
@@ -65,7 +65,12 @@ impl ClaimedRow {
         };
         let headers: BTreeMap<String, String> = serde_json::from_str(&self.headers)?;
         let millis = |ms: Option<i64>| ms.map(|ms| Duration::from_millis(ms.max(0) as u64));
-        let dedup_id = match (&self.dedup_id, dedup) {
+        // Only queues keep a dedup window (a topic is declared without one, and engines
+        // that key dedup on the destination refuse the id there): an event to a topic goes
+        // without, and its subscribers' inboxes recognise a repeat by the message id, which
+        // is the row id either way.
+        let to_queue = matches!(destination, Destination::Queue(_));
+        let dedup_id = match (&self.dedup_id, dedup && to_queue) {
             (Some(chosen), _) => Some(chosen.clone()),
             (None, true) => Some(self.id.clone()),
             (None, false) => None,
