@@ -118,3 +118,24 @@ async fn on_rabbitmq() {
         assert_as_planned(&run(Some(url)).await);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_ferry_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = ferry_broker::Broker::open(dir.path(), Default::default())
+        .await
+        .unwrap();
+    let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(ferry_server::serve(broker, listener, async {
+        let _ = stopped.await;
+    }));
+    let summary = run(Some(format!("ferry://{addr}"))).await;
+    assert_eq!(summary.transport, "ferry server");
+    assert_as_planned(&summary);
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+}
