@@ -176,15 +176,16 @@ async fn a_crash_at_every_point_resumes_with_each_effect_exactly_once() {
         let heir = world.orchestrator();
         let running = heir.run().await.unwrap();
         let state = heir.wait(&id, WAIT).await.unwrap();
-        let ledger = world.shop.ledger();
-        if declines {
-            assert_status(&state, Status::Failed);
-            ledger.assert_failed_at(&id, 2);
-        } else {
-            assert_status(&state, Status::Completed);
-            ledger.assert_completed(&id);
+        {
+            let ledger = world.shop.ledger();
+            if declines {
+                assert_status(&state, Status::Failed);
+                ledger.assert_failed_at(&id, 2);
+            } else {
+                assert_status(&state, Status::Completed);
+                ledger.assert_completed(&id);
+            }
         }
-        drop(ledger);
         running.stop().await;
     }
     world.shop.close().await;
@@ -230,11 +231,12 @@ async fn a_saga_whose_participant_never_answers_is_compensated_at_its_deadline()
     );
     // The unanswered charge may have been applied, so it is undone too.
     assert_eq!(state.compensated, ["charge", "reserve"]);
-    let ledger = world.shop.ledger();
-    assert!(ledger.effects.is_empty(), "left over: {:?}", ledger.effects);
-    assert_eq!(ledger.seen(&command_id(&id, 0, Kind::Compensation)), 1);
-    assert_eq!(ledger.seen(&command_id(&id, 2, Kind::Action)), 0);
-    drop(ledger);
+    {
+        let ledger = world.shop.ledger();
+        assert!(ledger.effects.is_empty(), "left over: {:?}", ledger.effects);
+        assert_eq!(ledger.seen(&command_id(&id, 0, Kind::Compensation)), 1);
+        assert_eq!(ledger.seen(&command_id(&id, 2, Kind::Action)), 0);
+    }
     running.stop().await;
     world.shop.close().await;
 }
@@ -265,10 +267,11 @@ async fn an_unanswered_command_is_sent_again_after_the_step_timeout() {
     let id = orchestrator.start(json!({"order": 3})).await.unwrap();
     let state = orchestrator.wait(&id, WAIT).await.unwrap();
     assert_status(&state, Status::Completed);
-    let ledger = world.shop.ledger();
-    assert_eq!(ledger.seen(&command_id(&id, 1, Kind::Action)), 2);
-    ledger.assert_completed(&id);
-    drop(ledger);
+    {
+        let ledger = world.shop.ledger();
+        assert_eq!(ledger.seen(&command_id(&id, 1, Kind::Action)), 2);
+        ledger.assert_completed(&id);
+    }
     running.stop().await;
     world.shop.close().await;
 }
@@ -351,10 +354,11 @@ async fn starting_the_same_saga_id_twice_starts_one_saga() {
         orchestrator.status("order-77").await.unwrap().unwrap(),
         state
     );
-    let ledger = world.shop.ledger();
-    assert_eq!(ledger.seen(&command_id("order-77", 0, Kind::Action)), 1);
-    ledger.assert_completed("order-77");
-    drop(ledger);
+    {
+        let ledger = world.shop.ledger();
+        assert_eq!(ledger.seen(&command_id("order-77", 0, Kind::Action)), 1);
+        ledger.assert_completed("order-77");
+    }
 
     let refunds = Orchestrator::new(
         world.shop.ferry.clone(),
