@@ -277,6 +277,42 @@ async fn an_unanswered_command_is_sent_again_after_the_step_timeout() {
 }
 
 #[tokio::test]
+async fn a_declined_compensation_is_sent_again_until_it_succeeds() {
+    // The confirmation declines; the first try at releasing the reservation fails.
+    let behaviour: Behaviour =
+        Arc::new(
+            |command: &Command, seen| match (command.step.as_str(), command.kind) {
+                ("confirm", Kind::Action) => Act::Decline,
+                ("reserve", Kind::Compensation) if seen == 1 => Act::Decline,
+                _ => Act::Do,
+            },
+        );
+    let world = world("compensation-retry", false, behaviour).await;
+    let orchestrator = Orchestrator::new(
+        world.shop.ferry.clone(),
+        world.store.clone(),
+        world.shop.definition(),
+        world
+            .shop
+            .options()
+            .step_timeout(Duration::from_millis(300)),
+    )
+    .unwrap();
+    let running = orchestrator.run().await.unwrap();
+    let id = orchestrator.start(json!({"order": 6})).await.unwrap();
+    let state = orchestrator.wait(&id, WAIT).await.unwrap();
+    assert_status(&state, Status::Failed);
+    assert_eq!(state.compensated, ["charge", "reserve"]);
+    {
+        let ledger = world.shop.ledger();
+        assert_eq!(ledger.seen(&command_id(&id, 0, Kind::Compensation)), 2);
+        ledger.assert_failed_at(&id, 2);
+    }
+    running.stop().await;
+    world.shop.close().await;
+}
+
+#[tokio::test]
 async fn duplicate_and_late_replies_change_nothing() {
     let world = world("replies", true, always(Act::DoAndAnswerTwice)).await;
     let orchestrator = world.orchestrator();

@@ -382,11 +382,22 @@ impl Orchestrator {
             .await?
         {
             self.alive()?;
+            let id = state.id.clone();
             let forward = matches!(state.status, Status::Started | Status::InProgress);
-            if forward && state.timeout_at_ms <= now {
-                self.apply(&state.id, &Event::Deadline).await?;
+            let handled = if forward && state.timeout_at_ms <= now {
+                self.apply(&id, &Event::Deadline).await.map(|_| ())
             } else if state.sent_at_ms <= resend_before {
-                self.resend(state, now, recovering).await?;
+                self.resend(state, now, recovering).await
+            } else {
+                Ok(())
+            };
+            // One saga whose command cannot be sent must not hold up the others.
+            match handled {
+                Err(Error::Closed) if self.is_crashed() => return Err(Error::Closed),
+                Err(e) => {
+                    tracing::warn!(saga = %id, error = %e, "sweeping a saga failed; trying again on the next sweep")
+                }
+                Ok(()) => {}
             }
         }
         Ok(())

@@ -273,7 +273,10 @@ async fn serve(
                             Some(Outcome::succeeded(format!("{}-done", command.step)).unwrap())
                         }
                     };
-                    if let Some(outcome) = &outcome {
+                    // A declined compensation is a passing failure (it must succeed in
+                    // the end), so it is not remembered as the answer.
+                    let passing = act == Act::Decline && command.kind == Kind::Compensation;
+                    if let Some(outcome) = outcome.as_ref().filter(|_| !passing) {
                         ledger
                             .answers
                             .insert(command.command_id.clone(), outcome.clone());
