@@ -1,6 +1,7 @@
 //! The saga orchestrator on real services: its state in PostgreSQL, its commands and
 //! replies over Redis Streams and NATS JetStream through the SDK. Each run completes one
-//! saga, compensates one whose second step declines, and resumes one after a crash.
+//! saga, compensates one whose second step declines, and resumes one after a crash; two
+//! orchestrators sharing one store and reply queue never move a saga twice.
 //! Services come from `FERRY_POSTGRES_URL`, `FERRY_REDIS_URL` and `FERRY_NATS_URL` (the
 //! machine's servers by default); a test skips loudly when one does not answer, and fails
 //! instead under `CI=true`.
@@ -180,5 +181,61 @@ async fn order_sagas_run_with_postgres_state_over_nats_jetstream() {
     };
     let ferry = Ferry::connect(&url).await.expect("connect to NATS");
     order_sagas(ferry, store.clone(), "nats").await;
+    drop_table(&store).await;
+}
+
+#[tokio::test]
+async fn two_orchestrators_on_one_store_never_move_a_saga_twice() {
+    let url = url("FERRY_REDIS_URL", "redis://127.0.0.1:6379/0");
+    if !answers("Redis", &url, &host_port(&url)) {
+        return;
+    }
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    let ferry = Ferry::connect(&url).await.expect("connect to Redis");
+    // Every reply answered twice: the two orchestrators race for each saga's moves, and
+    // the version check lets one win.
+    let shop = Shop::open(
+        ferry,
+        "pair",
+        true,
+        saga_support::always(Act::DoAndAnswerTwice),
+    )
+    .await;
+    let orchestrators: Vec<Orchestrator> = (0..2)
+        .map(|_| {
+            Orchestrator::new(
+                shop.ferry.clone(),
+                store.clone(),
+                shop.definition(),
+                shop.options(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut running = Vec::new();
+    for orchestrator in &orchestrators {
+        running.push(orchestrator.run().await.unwrap());
+    }
+    let mut ids = Vec::new();
+    for n in 0..10 {
+        ids.push(
+            orchestrators[n % 2]
+                .start(json!({"order": n}))
+                .await
+                .unwrap(),
+        );
+    }
+    for id in &ids {
+        let state = orchestrators[0].wait(id, WAIT).await.unwrap();
+        assert_status(&state, Status::Completed);
+        assert_eq!(state.version, 3, "one write per step: {state:?}");
+        shop.ledger().assert_completed(id);
+    }
+    for r in running {
+        r.stop().await;
+    }
+    shop.close().await;
     drop_table(&store).await;
 }
