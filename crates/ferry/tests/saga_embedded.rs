@@ -7,7 +7,7 @@
 mod saga_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ferry::saga::{
@@ -314,13 +314,36 @@ async fn a_declined_compensation_is_sent_again_until_it_succeeds() {
 
 #[tokio::test]
 async fn duplicate_and_late_replies_change_nothing() {
-    let world = world("replies", true, always(Act::DoAndAnswerTwice)).await;
-    let orchestrator = world.orchestrator();
+    // No dedup window, so every duplicate reply reaches the orchestrator; the hook never
+    // crashes, it counts the replies read.
+    let world = world("replies", false, always(Act::DoAndAnswerTwice)).await;
+    let read = Arc::new(AtomicUsize::new(0));
+    let counting = {
+        let read = read.clone();
+        Arc::new(move |at: &CrashSite| {
+            if at.point == Point::Received {
+                read.fetch_add(1, Ordering::SeqCst);
+            }
+            false
+        })
+    };
+    let orchestrator = Orchestrator::new(
+        world.shop.ferry.clone(),
+        world.store.clone(),
+        world.shop.definition(),
+        world.shop.options().crash_hook(counting),
+    )
+    .unwrap();
     let running = orchestrator.run().await.unwrap();
     let id = orchestrator.start(json!({"order": 4})).await.unwrap();
     let done = orchestrator.wait(&id, WAIT).await.unwrap();
     assert_status(&done, Status::Completed);
+    eventually("both replies to every step", || {
+        read.load(Ordering::SeqCst) == 6
+    })
+    .await;
     // One write per step: the duplicate of every reply moved nothing.
+    assert_eq!(orchestrator.status(&id).await.unwrap().unwrap(), done);
     assert_eq!(done.version, 3, "{done:?}");
     world.shop.ledger().assert_completed(&id);
 
@@ -333,6 +356,7 @@ async fn duplicate_and_late_replies_change_nothing() {
         kind,
         command_id: command_id(saga, step, kind),
         message_id: ferry::message::new_id(),
+        dedup: false,
         reply_to: world.shop.reply_queue.clone(),
         payload: json!(null),
         results: Default::default(),
@@ -350,14 +374,10 @@ async fn duplicate_and_late_replies_change_nothing() {
         .reply(ferry, &Outcome::failed("x"))
         .await
         .unwrap();
-
-    // A saga started after them completes once they were handled (one reply consumer,
-    // in order); the first is as it was.
-    let next = orchestrator.start(json!({"order": 5})).await.unwrap();
-    assert_status(
-        &orchestrator.wait(&next, WAIT).await.unwrap(),
-        Status::Completed,
-    );
+    eventually("the late replies", || read.load(Ordering::SeqCst) == 9).await;
+    // Read and acked: a reply left unsettled would be read again after its lease.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(read.load(Ordering::SeqCst), 9);
     assert_eq!(orchestrator.status(&id).await.unwrap().unwrap(), done);
     assert!(orchestrator.status("nobody").await.unwrap().is_none());
     running.stop().await;

@@ -194,12 +194,12 @@ async fn two_orchestrators_on_one_store_never_move_a_saga_twice() {
         return;
     };
     let ferry = Ferry::connect(&url).await.expect("connect to Redis");
-    // Every reply answered twice: the two orchestrators race for each saga's moves, and
-    // the version check lets one win.
+    // Every reply answered twice, on queues without a dedup window: the two orchestrators
+    // race for each saga's moves, and the version check lets one win.
     let shop = Shop::open(
         ferry,
         "pair",
-        true,
+        false,
         saga_support::always(Act::DoAndAnswerTwice),
     )
     .await;

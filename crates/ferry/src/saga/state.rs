@@ -120,6 +120,7 @@ impl SagaState {
         &self,
         definition: &SagaDefinition,
         reply_to: &str,
+        dedup: bool,
     ) -> Option<(String, Command)> {
         let kind = self.status.pending()?;
         let step = definition.steps.get(self.current_step)?;
@@ -135,6 +136,7 @@ impl SagaState {
             step_index: self.current_step,
             kind,
             message_id: stable_ulid(self.created_at_ms, &command_id),
+            dedup,
             command_id,
             reply_to: reply_to.to_owned(),
             payload: self.payload.clone(),
@@ -296,7 +298,7 @@ mod tests {
         }
         assert_eq!(state.status, Status::Completed);
         assert_eq!(state.results.len(), 3);
-        assert!(state.pending_command(&saga, "r").is_none());
+        assert!(state.pending_command(&saga, "r", true).is_none());
     }
 
     #[test]
@@ -315,7 +317,7 @@ mod tests {
             (state.status, state.current_step),
             (Status::Compensating, 1)
         );
-        let (queue, command) = state.pending_command(&saga, "r").unwrap();
+        let (queue, command) = state.pending_command(&saga, "r", true).unwrap();
         assert_eq!(
             (queue.as_str(), command.kind),
             ("payment", Kind::Compensation)
