@@ -52,6 +52,7 @@ impl std::fmt::Debug for SagaOptions {
             .field("reply_queue", &self.reply_queue)
             .field("step_timeout", &self.step_timeout)
             .field("sweep_interval", &self.sweep_interval)
+            .field("dedup_ids", &self.dedup_ids)
             .field("crash_hook", &self.crash_hook.is_some())
             .finish()
     }
@@ -222,7 +223,8 @@ impl Orchestrator {
         self.inner.store.load(id).await
     }
 
-    /// Waits until the saga `id` is COMPLETED or FAILED, up to `timeout`.
+    /// Waits until the saga `id` is COMPLETED or FAILED, up to `timeout` (then
+    /// [`Error::Timeout`]), reading the store every 20 ms: for tests and tools.
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<SagaState> {
         let give_up = tokio::time::Instant::now() + timeout;
         loop {
