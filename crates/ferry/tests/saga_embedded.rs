@@ -463,3 +463,57 @@ async fn bad_definitions_options_and_ids_are_refused_before_anything_runs() {
     );
     world.shop.close().await;
 }
+
+#[tokio::test]
+async fn malformed_and_misrouted_replies_are_dead_lettered() {
+    let world = world("misrouted", false, always(Act::Do)).await;
+    let orchestrator = world.orchestrator();
+    let running = orchestrator.run().await.unwrap();
+    let ferry = &world.shop.ferry;
+    let replies = ferry::Destination::queue(&world.shop.reply_queue);
+    ferry
+        .publisher(replies.clone())
+        .send(ferry::Message::new("not a reply"))
+        .await
+        .unwrap();
+    let refund = Command {
+        saga_id: "r-1".into(),
+        saga_type: "refund".into(),
+        step: "pay-back".into(),
+        step_index: 0,
+        kind: Kind::Action,
+        command_id: command_id("r-1", 0, Kind::Action),
+        message_id: ferry::message::new_id(),
+        dedup: false,
+        reply_to: world.shop.reply_queue.clone(),
+        payload: json!(null),
+        results: Default::default(),
+    };
+    refund
+        .reply(ferry, &Outcome::succeeded(1).unwrap())
+        .await
+        .unwrap();
+
+    let dead = ferry::Source::queue(&world.shop.reply_queue).dead_letters();
+    let mut consumer = ferry
+        .consumer(dead, ferry::ConsumerOptions::default())
+        .await
+        .unwrap();
+    let mut reasons = Vec::new();
+    while reasons.len() < 2 {
+        let delivery = consumer
+            .next_within(WAIT)
+            .await
+            .unwrap()
+            .expect("a dead letter");
+        let info = delivery.dead_letter.clone().expect("dead-letter metadata");
+        reasons.push(info.last_error.unwrap_or_default());
+        delivery.ack().await.unwrap();
+    }
+    reasons.sort();
+    assert!(reasons[0].contains("`refund` saga"), "{reasons:?}");
+    assert!(reasons[1].contains("not a saga reply"), "{reasons:?}");
+    consumer.close().await.unwrap();
+    running.stop().await;
+    world.shop.close().await;
+}
