@@ -7,7 +7,7 @@
 mod saga_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ferry::saga::{
@@ -176,15 +176,16 @@ async fn a_crash_at_every_point_resumes_with_each_effect_exactly_once() {
         let heir = world.orchestrator();
         let running = heir.run().await.unwrap();
         let state = heir.wait(&id, WAIT).await.unwrap();
-        let ledger = world.shop.ledger();
-        if declines {
-            assert_status(&state, Status::Failed);
-            ledger.assert_failed_at(&id, 2);
-        } else {
-            assert_status(&state, Status::Completed);
-            ledger.assert_completed(&id);
+        {
+            let ledger = world.shop.ledger();
+            if declines {
+                assert_status(&state, Status::Failed);
+                ledger.assert_failed_at(&id, 2);
+            } else {
+                assert_status(&state, Status::Completed);
+                ledger.assert_completed(&id);
+            }
         }
-        drop(ledger);
         running.stop().await;
     }
     world.shop.close().await;
@@ -230,11 +231,12 @@ async fn a_saga_whose_participant_never_answers_is_compensated_at_its_deadline()
     );
     // The unanswered charge may have been applied, so it is undone too.
     assert_eq!(state.compensated, ["charge", "reserve"]);
-    let ledger = world.shop.ledger();
-    assert!(ledger.effects.is_empty(), "left over: {:?}", ledger.effects);
-    assert_eq!(ledger.seen(&command_id(&id, 0, Kind::Compensation)), 1);
-    assert_eq!(ledger.seen(&command_id(&id, 2, Kind::Action)), 0);
-    drop(ledger);
+    {
+        let ledger = world.shop.ledger();
+        assert!(ledger.effects.is_empty(), "left over: {:?}", ledger.effects);
+        assert_eq!(ledger.seen(&command_id(&id, 0, Kind::Compensation)), 1);
+        assert_eq!(ledger.seen(&command_id(&id, 2, Kind::Action)), 0);
+    }
     running.stop().await;
     world.shop.close().await;
 }
@@ -265,23 +267,83 @@ async fn an_unanswered_command_is_sent_again_after_the_step_timeout() {
     let id = orchestrator.start(json!({"order": 3})).await.unwrap();
     let state = orchestrator.wait(&id, WAIT).await.unwrap();
     assert_status(&state, Status::Completed);
-    let ledger = world.shop.ledger();
-    assert_eq!(ledger.seen(&command_id(&id, 1, Kind::Action)), 2);
-    ledger.assert_completed(&id);
-    drop(ledger);
+    {
+        let ledger = world.shop.ledger();
+        assert_eq!(ledger.seen(&command_id(&id, 1, Kind::Action)), 2);
+        ledger.assert_completed(&id);
+    }
+    running.stop().await;
+    world.shop.close().await;
+}
+
+#[tokio::test]
+async fn a_declined_compensation_is_sent_again_until_it_succeeds() {
+    // The confirmation declines; the first try at releasing the reservation fails.
+    let behaviour: Behaviour =
+        Arc::new(
+            |command: &Command, seen| match (command.step.as_str(), command.kind) {
+                ("confirm", Kind::Action) => Act::Decline,
+                ("reserve", Kind::Compensation) if seen == 1 => Act::Decline,
+                _ => Act::Do,
+            },
+        );
+    let world = world("compensation-retry", false, behaviour).await;
+    let orchestrator = Orchestrator::new(
+        world.shop.ferry.clone(),
+        world.store.clone(),
+        world.shop.definition(),
+        world
+            .shop
+            .options()
+            .step_timeout(Duration::from_millis(300)),
+    )
+    .unwrap();
+    let running = orchestrator.run().await.unwrap();
+    let id = orchestrator.start(json!({"order": 6})).await.unwrap();
+    let state = orchestrator.wait(&id, WAIT).await.unwrap();
+    assert_status(&state, Status::Failed);
+    assert_eq!(state.compensated, ["charge", "reserve"]);
+    {
+        let ledger = world.shop.ledger();
+        assert_eq!(ledger.seen(&command_id(&id, 0, Kind::Compensation)), 2);
+        ledger.assert_failed_at(&id, 2);
+    }
     running.stop().await;
     world.shop.close().await;
 }
 
 #[tokio::test]
 async fn duplicate_and_late_replies_change_nothing() {
-    let world = world("replies", true, always(Act::DoAndAnswerTwice)).await;
-    let orchestrator = world.orchestrator();
+    // No dedup window, so every duplicate reply reaches the orchestrator; the hook never
+    // crashes, it counts the replies read.
+    let world = world("replies", false, always(Act::DoAndAnswerTwice)).await;
+    let read = Arc::new(AtomicUsize::new(0));
+    let counting = {
+        let read = read.clone();
+        Arc::new(move |at: &CrashSite| {
+            if at.point == Point::Received {
+                read.fetch_add(1, Ordering::SeqCst);
+            }
+            false
+        })
+    };
+    let orchestrator = Orchestrator::new(
+        world.shop.ferry.clone(),
+        world.store.clone(),
+        world.shop.definition(),
+        world.shop.options().crash_hook(counting),
+    )
+    .unwrap();
     let running = orchestrator.run().await.unwrap();
     let id = orchestrator.start(json!({"order": 4})).await.unwrap();
     let done = orchestrator.wait(&id, WAIT).await.unwrap();
     assert_status(&done, Status::Completed);
+    eventually("both replies to every step", || {
+        read.load(Ordering::SeqCst) == 6
+    })
+    .await;
     // One write per step: the duplicate of every reply moved nothing.
+    assert_eq!(orchestrator.status(&id).await.unwrap().unwrap(), done);
     assert_eq!(done.version, 3, "{done:?}");
     world.shop.ledger().assert_completed(&id);
 
@@ -294,6 +356,7 @@ async fn duplicate_and_late_replies_change_nothing() {
         kind,
         command_id: command_id(saga, step, kind),
         message_id: ferry::message::new_id(),
+        dedup: false,
         reply_to: world.shop.reply_queue.clone(),
         payload: json!(null),
         results: Default::default(),
@@ -311,14 +374,10 @@ async fn duplicate_and_late_replies_change_nothing() {
         .reply(ferry, &Outcome::failed("x"))
         .await
         .unwrap();
-
-    // A saga started after them completes once they were handled (one reply consumer,
-    // in order); the first is as it was.
-    let next = orchestrator.start(json!({"order": 5})).await.unwrap();
-    assert_status(
-        &orchestrator.wait(&next, WAIT).await.unwrap(),
-        Status::Completed,
-    );
+    eventually("the late replies", || read.load(Ordering::SeqCst) == 9).await;
+    // Read and acked: a reply left unsettled would be read again after its lease.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(read.load(Ordering::SeqCst), 9);
     assert_eq!(orchestrator.status(&id).await.unwrap().unwrap(), done);
     assert!(orchestrator.status("nobody").await.unwrap().is_none());
     running.stop().await;
@@ -351,10 +410,11 @@ async fn starting_the_same_saga_id_twice_starts_one_saga() {
         orchestrator.status("order-77").await.unwrap().unwrap(),
         state
     );
-    let ledger = world.shop.ledger();
-    assert_eq!(ledger.seen(&command_id("order-77", 0, Kind::Action)), 1);
-    ledger.assert_completed("order-77");
-    drop(ledger);
+    {
+        let ledger = world.shop.ledger();
+        assert_eq!(ledger.seen(&command_id("order-77", 0, Kind::Action)), 1);
+        ledger.assert_completed("order-77");
+    }
 
     let refunds = Orchestrator::new(
         world.shop.ferry.clone(),
@@ -401,5 +461,59 @@ async fn bad_definitions_options_and_ids_are_refused_before_anything_runs() {
         missing.run().await.is_err(),
         "a missing reply queue fails at run"
     );
+    world.shop.close().await;
+}
+
+#[tokio::test]
+async fn malformed_and_misrouted_replies_are_dead_lettered() {
+    let world = world("misrouted", false, always(Act::Do)).await;
+    let orchestrator = world.orchestrator();
+    let running = orchestrator.run().await.unwrap();
+    let ferry = &world.shop.ferry;
+    let replies = ferry::Destination::queue(&world.shop.reply_queue);
+    ferry
+        .publisher(replies.clone())
+        .send(ferry::Message::new("not a reply"))
+        .await
+        .unwrap();
+    let refund = Command {
+        saga_id: "r-1".into(),
+        saga_type: "refund".into(),
+        step: "pay-back".into(),
+        step_index: 0,
+        kind: Kind::Action,
+        command_id: command_id("r-1", 0, Kind::Action),
+        message_id: ferry::message::new_id(),
+        dedup: false,
+        reply_to: world.shop.reply_queue.clone(),
+        payload: json!(null),
+        results: Default::default(),
+    };
+    refund
+        .reply(ferry, &Outcome::succeeded(1).unwrap())
+        .await
+        .unwrap();
+
+    let dead = ferry::Source::queue(&world.shop.reply_queue).dead_letters();
+    let mut consumer = ferry
+        .consumer(dead, ferry::ConsumerOptions::default())
+        .await
+        .unwrap();
+    let mut reasons = Vec::new();
+    while reasons.len() < 2 {
+        let delivery = consumer
+            .next_within(WAIT)
+            .await
+            .unwrap()
+            .expect("a dead letter");
+        let info = delivery.dead_letter.clone().expect("dead-letter metadata");
+        reasons.push(info.last_error.unwrap_or_default());
+        delivery.ack().await.unwrap();
+    }
+    reasons.sort();
+    assert!(reasons[0].contains("`refund` saga"), "{reasons:?}");
+    assert!(reasons[1].contains("not a saga reply"), "{reasons:?}");
+    consumer.close().await.unwrap();
+    running.stop().await;
     world.shop.close().await;
 }

@@ -13,7 +13,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::capability::Feature;
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
 use crate::ferry::Ferry;
@@ -29,8 +28,10 @@ pub mod header {
     /// `action` or `compensation`.
     pub const KIND: &str = "saga-kind";
     pub const COMMAND_ID: &str = "saga-command-id";
-    /// The queue the participant answers on (the DESIGN's well-known `reply-to`).
+    /// The queue the participant answers on (the well-known `reply-to`).
     pub const REPLY_TO: &str = "reply-to";
+    /// `true` when the orchestrator's queues deduplicate: replies then carry a dedup id.
+    pub const DEDUP: &str = "saga-dedup";
 }
 
 /// Whether a command does a step or undoes it.
@@ -123,6 +124,9 @@ pub struct Command {
     pub command_id: String,
     /// The message id: a ULID derived from the command id, stable across re-sends.
     pub message_id: String,
+    /// Whether the saga's queues deduplicate: the command carries its command id as dedup
+    /// id, and the reply carries one too.
+    pub dedup: bool,
     pub reply_to: String,
     /// The payload the saga was started with.
     pub payload: Value,
@@ -148,6 +152,7 @@ impl Command {
             kind: Kind::parse(&required(header::KIND)?)?,
             command_id: required(header::COMMAND_ID)?,
             message_id: message.id.clone(),
+            dedup: message.header(header::DEDUP) == Some("true"),
             reply_to: required(header::REPLY_TO)?,
             payload: body.payload,
             results: body.results,
@@ -160,9 +165,9 @@ impl Command {
     }
 
     /// Publishes `outcome` to the reply queue, correlated with this command. Its message
-    /// id (and dedup id, where the transport deduplicates) is derived from the command id,
-    /// so answering a duplicate again stores at most one more reply, which the orchestrator
-    /// ignores.
+    /// id (and dedup id, when the saga's queues deduplicate) is derived from the command
+    /// id, so answering a duplicate again stores the reply once on a deduplicating queue;
+    /// elsewhere the orchestrator ignores the second.
     pub async fn reply(&self, ferry: &Ferry, outcome: &Outcome) -> Result<()> {
         let dedup_id = format!("{}.reply", self.command_id);
         let time_ms = ulid::Ulid::from_string(&self.message_id)
@@ -177,7 +182,7 @@ impl Command {
             .with_header(header::KIND, self.kind.as_str())
             .with_header(header::COMMAND_ID, &self.command_id)
             .with_header(sdk_header::CORRELATION_ID, &self.command_id);
-        if ferry.capabilities().supports(Feature::Deduplication) {
+        if self.dedup {
             message = message.with_dedup_id(dedup_id);
         }
         ferry
@@ -188,7 +193,7 @@ impl Command {
     }
 
     /// The message that carries this command to its participant.
-    pub(crate) fn to_message(&self, dedup: bool) -> Result<Message> {
+    pub(crate) fn to_message(&self) -> Result<Message> {
         let body = CommandBody {
             payload: self.payload.clone(),
             results: self.results.clone(),
@@ -204,8 +209,10 @@ impl Command {
             .with_header(header::COMMAND_ID, &self.command_id)
             .with_header(header::REPLY_TO, &self.reply_to)
             .with_header(sdk_header::CORRELATION_ID, &self.command_id);
-        if dedup {
-            message = message.with_dedup_id(&self.command_id);
+        if self.dedup {
+            message = message
+                .with_dedup_id(&self.command_id)
+                .with_header(header::DEDUP, "true");
         }
         Ok(message)
     }
@@ -278,11 +285,12 @@ mod tests {
             kind: Kind::Compensation,
             command_id: command_id("s1", 1, Kind::Compensation),
             message_id: stable_ulid(1_700_000_000_000, "s1.1.compensation"),
+            dedup: true,
             reply_to: "order.replies".into(),
             payload: serde_json::json!({"order": 7}),
             results: [("reserve".to_owned(), serde_json::json!("r-1"))].into(),
         };
-        let message = command.to_message(true).unwrap();
+        let message = command.to_message().unwrap();
         assert_eq!(
             message.id,
             Some(stable_ulid(1_700_000_000_000, "s1.1.compensation"))

@@ -5,8 +5,12 @@
 //! - [`SagaDefinition`] and [`Step`]: the saga type;
 //! - [`Orchestrator`]: `start`, `status`, `wait`, and `run` (replies, sweeper, recovery);
 //! - [`Command`], [`Outcome`] and [`reply_to`]: what a participant reads and answers;
-//! - [`SagaStore`]: the state table, on PostgreSQL ([`PostgresSagaStore`], feature
-//!   `postgres`) or SQLite ([`SqliteSagaStore`], feature `sqlite`).
+//! - [`SagaStore`]: the state table, on PostgreSQL (`PostgresSagaStore`, feature
+//!   `postgres`) or SQLite (`SqliteSagaStore`, feature `sqlite`);
+//! - [`Clock`] and [`CrashHook`]: time and crashes, as tests control them.
+//!
+//! The guarantees, and what participants must do, are in `docs/patterns.md` ("Saga
+//! orchestrator"); the crash windows are documented in the orchestrator's source.
 //!
 //! Metrics: `ferry_saga_started_total`, `ferry_saga_completed_total`,
 //! `ferry_saga_failed_total` and `ferry_saga_timeouts_total` (`kind` = `deadline` or

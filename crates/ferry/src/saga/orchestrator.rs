@@ -38,6 +38,8 @@ pub struct SagaOptions {
     pub step_timeout: Duration,
     /// How often the sweeper looks for passed deadlines and unanswered commands.
     pub sweep_interval: Duration,
+    /// Whether commands and replies carry dedup ids (see [`dedup_ids`](Self::dedup_ids)).
+    pub dedup_ids: bool,
     /// The reply consumer's options.
     pub consumer: ConsumerOptions,
     pub clock: Arc<dyn Clock>,
@@ -50,6 +52,7 @@ impl std::fmt::Debug for SagaOptions {
             .field("reply_queue", &self.reply_queue)
             .field("step_timeout", &self.step_timeout)
             .field("sweep_interval", &self.sweep_interval)
+            .field("dedup_ids", &self.dedup_ids)
             .field("crash_hook", &self.crash_hook.is_some())
             .finish()
     }
@@ -62,6 +65,7 @@ impl SagaOptions {
             reply_queue: reply_queue.into(),
             step_timeout: Duration::from_secs(30),
             sweep_interval: Duration::from_secs(1),
+            dedup_ids: true,
             consumer: ConsumerOptions {
                 prefetch: 16,
                 poll: Duration::from_millis(200),
@@ -79,6 +83,16 @@ impl SagaOptions {
 
     pub fn sweep_interval(mut self, interval: Duration) -> SagaOptions {
         self.sweep_interval = interval;
+        self
+    }
+
+    /// On (the default), commands carry their command id as dedup id and replies one
+    /// derived from it, so a re-sent command or a repeated reply is stored once: the
+    /// command and reply queues then need a dedup window (some transports refuse a dedup
+    /// id on a queue without one). Off, every re-send is stored and participants see more
+    /// duplicates — which they tolerate anyway, deduplicating by command id.
+    pub fn dedup_ids(mut self, on: bool) -> SagaOptions {
+        self.dedup_ids = on;
         self
     }
 
@@ -105,8 +119,6 @@ struct Inner {
     store: Arc<dyn SagaStore>,
     definition: SagaDefinition,
     options: SagaOptions,
-    /// Whether the transport stores a repeated dedup id once; commands carry one if so.
-    dedup: bool,
     /// Set when the crash hook fired: the orchestrator is dead.
     crashed: AtomicBool,
     /// Wakes the running tasks when it dies.
@@ -138,14 +150,15 @@ impl Orchestrator {
                 "the step timeout and the sweep interval must be longer than zero",
             ));
         }
-        let dedup = ferry.capabilities().supports(Feature::Deduplication);
+        if options.dedup_ids {
+            ferry.capabilities().require(Feature::Deduplication)?;
+        }
         Ok(Orchestrator {
             inner: Arc::new(Inner {
                 ferry,
                 store: Arc::new(store),
                 definition,
                 options,
-                dedup,
                 crashed: AtomicBool::new(false),
                 died: watch::channel(false).0,
             }),
@@ -210,7 +223,8 @@ impl Orchestrator {
         self.inner.store.load(id).await
     }
 
-    /// Waits until the saga `id` is COMPLETED or FAILED, up to `timeout`.
+    /// Waits until the saga `id` is COMPLETED or FAILED, up to `timeout` (then
+    /// [`Error::Timeout`]), reading the store every 20 ms: for tests and tools.
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<SagaState> {
         let give_up = tokio::time::Instant::now() + timeout;
         loop {
@@ -283,9 +297,11 @@ impl Orchestrator {
     /// transport refuses) is returned, as no re-send would succeed.
     async fn send_pending(&self, state: &SagaState) -> Result<()> {
         let inner = &self.inner;
-        let Some((queue, command)) =
-            state.pending_command(&inner.definition, &inner.options.reply_queue)
-        else {
+        let Some((queue, command)) = state.pending_command(
+            &inner.definition,
+            &inner.options.reply_queue,
+            inner.options.dedup_ids,
+        ) else {
             return Ok(());
         };
         self.checkpoint(Point::Persisted, command.step_index, command.kind)?;
@@ -301,7 +317,7 @@ impl Orchestrator {
     }
 
     async fn send(&self, queue: &str, command: &Command) -> Result<()> {
-        let message = command.to_message(self.inner.dedup)?;
+        let message = command.to_message()?;
         self.inner
             .ferry
             .publisher(Destination::queue(queue))
@@ -382,11 +398,22 @@ impl Orchestrator {
             .await?
         {
             self.alive()?;
+            let id = state.id.clone();
             let forward = matches!(state.status, Status::Started | Status::InProgress);
-            if forward && state.timeout_at_ms <= now {
-                self.apply(&state.id, &Event::Deadline).await?;
+            let handled = if forward && state.timeout_at_ms <= now {
+                self.apply(&id, &Event::Deadline).await.map(|_| ())
             } else if state.sent_at_ms <= resend_before {
-                self.resend(state, now, recovering).await?;
+                self.resend(state, now, recovering).await
+            } else {
+                Ok(())
+            };
+            // One saga whose command cannot be sent must not hold up the others.
+            match handled {
+                Err(Error::Closed) if self.is_crashed() => return Err(Error::Closed),
+                Err(e) => {
+                    tracing::warn!(saga = %id, error = %e, "sweeping a saga failed; trying again on the next sweep")
+                }
+                Ok(()) => {}
             }
         }
         Ok(())

@@ -120,6 +120,7 @@ impl SagaState {
         &self,
         definition: &SagaDefinition,
         reply_to: &str,
+        dedup: bool,
     ) -> Option<(String, Command)> {
         let kind = self.status.pending()?;
         let step = definition.steps.get(self.current_step)?;
@@ -135,6 +136,7 @@ impl SagaState {
             step_index: self.current_step,
             kind,
             message_id: stable_ulid(self.created_at_ms, &command_id),
+            dedup,
             command_id,
             reply_to: reply_to.to_owned(),
             payload: self.payload.clone(),
@@ -296,7 +298,7 @@ mod tests {
         }
         assert_eq!(state.status, Status::Completed);
         assert_eq!(state.results.len(), 3);
-        assert!(state.pending_command(&saga, "r").is_none());
+        assert!(state.pending_command(&saga, "r", true).is_none());
     }
 
     #[test]
@@ -315,7 +317,7 @@ mod tests {
             (state.status, state.current_step),
             (Status::Compensating, 1)
         );
-        let (queue, command) = state.pending_command(&saga, "r").unwrap();
+        let (queue, command) = state.pending_command(&saga, "r", true).unwrap();
         assert_eq!(
             (queue.as_str(), command.kind),
             ("payment", Kind::Compensation)
@@ -397,5 +399,121 @@ mod tests {
             decide(&saga, &done, &Event::Deadline, 2),
             Decision::Ignore(_)
         ));
+    }
+
+    /// Random sagas driven by random participants, with noise (replies for commands not
+    /// pending) and a deadline at a random moment, against a reference: the first decline
+    /// or the deadline decides which steps are undone, in reverse; noise changes nothing.
+    #[test]
+    fn random_runs_agree_with_the_reference_model() {
+        let mut rng = fastrand::Rng::with_seed(0x5a6a);
+        for run in 0..3000 {
+            let n = rng.usize(1..=5);
+            let mut saga = SagaDefinition::new("random");
+            let mut compensable = Vec::new();
+            for i in 0..n {
+                let mut step = Step::new(format!("s{i}"), "q");
+                if rng.f32() < 0.6 {
+                    step = step.compensate_with("q");
+                }
+                compensable.push(step.compensation.is_some());
+                saga = saga.step(step);
+            }
+            let declines: Vec<bool> = (0..n).map(|_| rng.f32() < 0.2).collect();
+            let deadline_at = if rng.bool() {
+                Some(rng.usize(0..3 * n))
+            } else {
+                None
+            };
+            let mut state = SagaState::new(&saga, format!("r{run}"), Value::Null, 0);
+            // Steps below this are undone: the declined step, or one past the step pending
+            // at the deadline.
+            let mut undo_below: Option<usize> = None;
+            let mut events = 0;
+            while !state.status.is_terminal() {
+                assert!(events < 200, "run {run} does not end");
+                events += 1;
+                let before = state.clone();
+                if rng.f32() < 0.4 {
+                    let kind = if rng.bool() {
+                        Kind::Action
+                    } else {
+                        Kind::Compensation
+                    };
+                    let step = rng.usize(0..=n);
+                    let pending =
+                        state.status.pending() == Some(kind) && step == state.current_step;
+                    if !pending {
+                        let outcome = if rng.bool() {
+                            ok()
+                        } else {
+                            Outcome::failed("noise")
+                        };
+                        let decision = decide(&saga, &state, &reply(step, kind, outcome), 1);
+                        assert!(
+                            matches!(decision, Decision::Ignore(_)),
+                            "run {run}: {decision:?}"
+                        );
+                    }
+                    continue;
+                }
+                if deadline_at == Some(events) {
+                    match decide(&saga, &state, &Event::Deadline, 1) {
+                        Decision::Move(next) => {
+                            assert_ne!(before.status, Status::Compensating);
+                            undo_below = Some(before.current_step + 1);
+                            state = next;
+                        }
+                        Decision::Ignore(_) => assert_eq!(before.status, Status::Compensating),
+                        Decision::Retry(why) => panic!("run {run}: {why}"),
+                    }
+                    continue;
+                }
+                let step = state.current_step;
+                match state.status {
+                    Status::Compensating if rng.f32() < 0.2 => {
+                        let failed = Outcome::failed("not yet");
+                        let decision =
+                            decide(&saga, &state, &reply(step, Kind::Compensation, failed), 1);
+                        assert!(
+                            matches!(decision, Decision::Retry(_)),
+                            "run {run}: {decision:?}"
+                        );
+                    }
+                    Status::Compensating => {
+                        state = moved(decide(
+                            &saga,
+                            &state,
+                            &reply(step, Kind::Compensation, ok()),
+                            1,
+                        ));
+                    }
+                    _ if declines[step] => {
+                        undo_below = Some(step);
+                        let declined = reply(step, Kind::Action, Outcome::failed("no"));
+                        state = moved(decide(&saga, &state, &declined, 1));
+                    }
+                    _ => state = moved(decide(&saga, &state, &reply(step, Kind::Action, ok()), 1)),
+                }
+                assert!(state.current_step < n, "run {run}: {state:?}");
+            }
+            match undo_below {
+                None => {
+                    assert_eq!(state.status, Status::Completed, "run {run}");
+                    assert_eq!(state.results.len(), n);
+                    assert!(state.compensated.is_empty());
+                }
+                Some(below) => {
+                    assert_eq!(state.status, Status::Failed, "run {run}");
+                    let expected: Vec<String> = (0..below)
+                        .rev()
+                        .filter(|&i| compensable[i])
+                        .map(|i| format!("s{i}"))
+                        .collect();
+                    assert_eq!(state.compensated, expected, "run {run}");
+                    assert!(state.error.is_some());
+                }
+            }
+        }
     }
 }

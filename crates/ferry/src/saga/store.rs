@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 
 use super::state::SagaState;
-use crate::error::{Error, Result};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::error::Error;
+use crate::error::Result;
 
 /// Keeps saga state. Every write is committed when the call returns: the orchestrator sends
 /// a command only after the transition that makes it pending is durable, so a crash between

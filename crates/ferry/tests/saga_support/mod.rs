@@ -106,6 +106,8 @@ pub struct Shop {
     pub ferry: Ferry,
     pub prefix: String,
     pub reply_queue: String,
+    /// Whether the queues have a dedup window.
+    pub dedup: bool,
     pub ledger: Arc<Mutex<Ledger>>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -173,6 +175,7 @@ impl Shop {
             ferry,
             prefix,
             reply_queue,
+            dedup,
             ledger,
             stop,
             tasks,
@@ -193,11 +196,13 @@ impl Shop {
         saga
     }
 
-    /// Quick sweeps and polls; a step timeout long enough not to fire unasked.
+    /// Quick sweeps and polls; a step timeout long enough not to fire unasked; dedup ids
+    /// when the queues deduplicate.
     pub fn options(&self) -> SagaOptions {
         let mut options = SagaOptions::new(&self.reply_queue)
             .step_timeout(Duration::from_secs(20))
-            .sweep_interval(Duration::from_millis(50));
+            .sweep_interval(Duration::from_millis(50))
+            .dedup_ids(self.dedup);
         options.consumer.poll = Duration::from_millis(50);
         options
     }
@@ -273,7 +278,10 @@ async fn serve(
                             Some(Outcome::succeeded(format!("{}-done", command.step)).unwrap())
                         }
                     };
-                    if let Some(outcome) = &outcome {
+                    // A declined compensation is a passing failure (it must succeed in
+                    // the end), so it is not remembered as the answer.
+                    let passing = act == Act::Decline && command.kind == Kind::Compensation;
+                    if let Some(outcome) = outcome.as_ref().filter(|_| !passing) {
                         ledger
                             .answers
                             .insert(command.command_id.clone(), outcome.clone());
