@@ -100,6 +100,9 @@ async fn participate(ferry: Ferry, db: SqlitePool, queue: &'static str) {
             continue;
         };
         let command = Command::from_received(delivery.message()).unwrap();
+        // The work a command takes: a saga lasts longer than the starts are apart, so a
+        // kill at any moment after the first start finds sagas in flight.
+        tokio::time::sleep(Duration::from_millis(30)).await;
         let mut tx = db.begin().await.unwrap();
         let known = sqlx::query("SELECT outcome FROM answers WHERE command_id = $1")
             .bind(&command.command_id)
