@@ -380,7 +380,6 @@ async fn start(shared: &Shared, ferry: &Ferry) -> anyhow::Result<Services> {
         )
         .await?;
     }
-    drop(spawn);
     Ok(Services {
         stop,
         workers,
