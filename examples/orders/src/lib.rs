@@ -43,7 +43,7 @@ use ferry::outbox::{RelayConfig, RelayHandle, SqliteOutbox};
 use ferry::saga::{
     Orchestrator, Running, SagaDefinition, SagaOptions, SagaStore, SqliteSagaStore, Step,
 };
-use ferry::{ConsumerOptions, Ferry, Source};
+use ferry::{ConsumerOptions, Feature, Ferry, Source};
 use sqlx::SqlitePool;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -292,6 +292,10 @@ async fn start(shared: &Shared, ferry: &Ferry) -> anyhow::Result<Services> {
         SqliteSagaStore::new(shared.pool.clone()),
         definition,
         SagaOptions::new(&names.saga_replies)
+            // Where the transport keeps a dedup window (the command queues are declared with
+            // one), a re-sent command is stored once; elsewhere the participants' inboxes
+            // absorb it.
+            .dedup_ids(ferry.capabilities().supports(Feature::Deduplication))
             .step_timeout(Duration::from_secs(10))
             .sweep_interval(Duration::from_millis(250)),
     )?;
