@@ -106,3 +106,72 @@ async fn a_failed_handler_is_retried_while_the_requester_waits() {
     let (_dir, ferry) = broker().await;
     suite::a_failed_handler_is_retried_while_the_requester_waits(&ferry).await;
 }
+
+/// Captures what `tracing` writes, for the warning checks.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// The seeds' rule: never block a request on a queue for longer than 2 s. A longer timeout
+/// works, with one warning per requester; timeouts within the limit warn nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn a_timeout_above_the_blocking_limit_warns_once() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (_dir, ferry) = broker().await;
+    let queue = suite::request_queue(&ferry, "limit").await;
+    let requester = Requester::open(&ferry, "replies").await.unwrap();
+    let within = ferry::request_reply::BLOCKING_LIMIT;
+    let err = requester
+        .request(&queue, Message::new("quick"), within / 20)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    assert!(
+        !captured.text().contains("longer than the limit"),
+        "{}",
+        captured.text()
+    );
+
+    // Answered at once, so the long timeout costs nothing here.
+    let responder = std::sync::Arc::new(ferry::request_reply::Responder::new(&ferry));
+    let server = suite::serve(&ferry, &queue, responder);
+    for _ in 0..2 {
+        requester
+            .request(&queue, Message::new("patient"), within * 3)
+            .await
+            .unwrap();
+    }
+    let text = captured.text();
+    assert_eq!(
+        text.matches("longer than the limit").count(),
+        1,
+        "one warning per requester: {text}"
+    );
+    assert!(text.contains("WARN"), "{text}");
+    server.abort();
+    requester.close().await.unwrap();
+    suite::delete_queue(&ferry, &queue).await;
+}
