@@ -215,6 +215,15 @@ async fn two_relays_publishing_to_redis_deliver_each_row_once_in_aggregate_order
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_whose_publish_could_outlast_the_lease_are_handed_back_untried() {
+    let Some(s) = setup(Engine::Embedded, true).await else {
+        return;
+    };
+    rows_the_lease_cannot_cover_are_handed_back_untried(&s.db, &s.broker).await;
+    s.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_row_holds_back_only_the_later_rows_of_its_aggregate() {
     let Some(s) = setup(Engine::Embedded, true).await else {
         return;

@@ -127,6 +127,12 @@ async fn two_relays_on_one_table_publish_each_row_once_in_aggregate_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_whose_publish_could_outlast_the_lease_are_handed_back_untried() {
+    let s = setup(true).await;
+    rows_the_lease_cannot_cover_are_handed_back_untried(&s.db, &s.broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_row_holds_back_only_the_later_rows_of_its_aggregate() {
     let s = setup(true).await;
     a_failing_row_holds_back_its_aggregate_only(&s.db, &s.broker).await;
