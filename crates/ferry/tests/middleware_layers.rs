@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-use ferry::inbox::{Claim, DedupStore};
+use ferry::inbox::{Claim, DedupStore, DedupWindow};
 use ferry::middleware::breaker::BreakerLayer;
 use ferry::middleware::dedup::DedupLayer;
 use ferry::middleware::panic::CatchPanicLayer;
@@ -269,6 +269,24 @@ async fn dedup_skips_a_second_delivery_of_a_processed_message() {
     assert_eq!(handler.calls(), 2);
 }
 
+#[test]
+fn dedup_refuses_a_zero_hold_or_put_off_and_takes_its_window_as_a_checked_dedup_window() {
+    let layer = || DedupLayer::new(Arc::new(MemoryStore::default()));
+    assert!(matches!(
+        layer().hold(Duration::ZERO),
+        Err(ferry::Error::Invalid { .. })
+    ));
+    assert!(matches!(
+        layer().retry_in_progress_after(Duration::ZERO),
+        Err(ferry::Error::Invalid { .. })
+    ));
+    assert!(layer().hold(Duration::from_secs(60)).is_ok());
+    // A window shorter than the queue's redeliveries cannot even be built.
+    let policy = ferry::DeliveryPolicy::default();
+    assert!(DedupWindow::checked(Duration::from_secs(1), &policy).is_err());
+    let _ = layer().window(DedupWindow::for_policy(&policy));
+}
+
 #[tokio::test]
 async fn dedup_abandons_the_claim_on_failure_so_a_retry_runs() {
     let store = Arc::new(MemoryStore::default());
@@ -297,6 +315,7 @@ async fn dedup_puts_off_a_message_another_consumer_is_processing() {
     let svc = DedupLayer::new(store.clone())
         .key(|ctx| format!("order-{}", ctx.id))
         .retry_in_progress_after(Duration::from_millis(700))
+        .unwrap()
         .layer(handler.handler());
     let answer = svc.oneshot(message("7", 1)).await;
     assert!(
