@@ -167,3 +167,18 @@ async fn a_table_name_that_is_not_a_plain_identifier_is_refused() {
         ));
     }
 }
+
+#[tokio::test]
+async fn a_second_event_with_the_same_id_is_a_conflict() {
+    let s = setup(true).await;
+    let event = || {
+        OutboxEvent::new(
+            s.broker.destination(),
+            ferry::Message::new("once").with_id("order-7-placed"),
+        )
+    };
+    let mut tx = s.db.pool.begin().await.unwrap();
+    s.db.outbox.enqueue(&mut tx, event()).await.unwrap();
+    let err = s.db.outbox.enqueue(&mut tx, event()).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+}
