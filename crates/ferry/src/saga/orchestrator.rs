@@ -558,18 +558,28 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops consuming and sweeping; replies not yet handled stay on the queue.
+    /// Stops consuming and sweeping; replies not yet handled stay on the queue. A task
+    /// that panicked (a `SagaStore` or crash hook of the application's) panics here.
     pub async fn stop(mut self) {
         self.stop.send_replace(true);
-        for task in self.tasks.drain(..) {
-            let _ = task.await;
-        }
+        self.join().await;
     }
 
-    /// Waits until the tasks end by themselves (after an injected crash).
+    /// Waits until the tasks end by themselves (after an injected crash); re-raises a
+    /// task's panic like [`stop`](Self::stop).
     pub async fn stopped(mut self) {
+        self.join().await;
+    }
+
+    async fn join(&mut self) {
         for task in self.tasks.drain(..) {
-            let _ = task.await;
+            // A panic swallowed here would leave no trace of why replies stopped being
+            // handled while the sweeper went on.
+            if let Err(e) = task.await
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
         }
     }
 }
