@@ -160,7 +160,10 @@ impl Requester {
         }
         let started = tokio::time::Instant::now();
         let correlation = new_id();
-        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as i64);
+        // Saturating: `as i64` would wrap a huge timeout to a deadline already past, and
+        // every responder would skip the request as expired.
+        let deadline_ms =
+            now_ms().saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
         let headers = &mut message.headers;
         headers.insert(CORRELATION_ID.into(), correlation.clone());
         headers.insert(header::REPLY_TO.into(), self.reply_queue.clone());
@@ -188,7 +191,10 @@ impl Requester {
             .publisher(Destination::queue(queue))
             .send(message)
             .await?;
-        match tokio::time::timeout_at(started + timeout, reply).await {
+        let give_up = started
+            .checked_add(timeout)
+            .unwrap_or(started + Duration::from_secs(86_400 * 365));
+        match tokio::time::timeout_at(give_up, reply).await {
             Ok(Ok(reply)) => Ok(reply),
             // The listener ended: the requester was closed.
             Ok(Err(_)) => Err(Error::Closed),

@@ -226,7 +226,10 @@ impl Orchestrator {
     /// Waits until the saga `id` is COMPLETED or FAILED, up to `timeout` (then
     /// [`Error::Timeout`]), reading the store every 20 ms: for tests and tools.
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<SagaState> {
-        let give_up = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let give_up = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365));
         loop {
             match self.inner.store.load(id).await? {
                 Some(state) if state.status.is_terminal() => return Ok(state),
@@ -390,7 +393,7 @@ impl Orchestrator {
         let resend_before = if recovering {
             i64::MAX
         } else {
-            now.saturating_sub(inner.options.step_timeout.as_millis() as i64)
+            now.saturating_sub(super::clock::millis(inner.options.step_timeout))
         };
         for state in inner
             .store
