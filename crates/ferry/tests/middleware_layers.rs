@@ -154,9 +154,16 @@ async fn retry_leaves_permanent_failures_and_handler_chosen_delays_alone() {
 #[test]
 fn retry_refuses_settings_it_cannot_honour() {
     assert!(RetryLayer::new(0, Backoff::default()).is_err());
-    assert!(RetryLayer::new(3, backoff(10, 1.5)).is_err());
+    let jitter = RetryLayer::new(3, backoff(10, 1.5)).unwrap_err();
+    assert!(
+        matches!(&jitter, ferry::Error::Invalid { what, .. } if what == "retry backoff.jitter"),
+        "{jitter}"
+    );
     let mut b = backoff(10, 0.1);
     b.cap = Duration::from_millis(1);
+    assert!(RetryLayer::new(3, b).is_err());
+    let mut b = backoff(10, 0.1);
+    b.multiplier = 0.5;
     assert!(RetryLayer::new(3, b).is_err());
 }
 
