@@ -333,11 +333,13 @@ struct PgWakeups {
 #[async_trait]
 impl Wakeups for PgWakeups {
     async fn wait(&mut self, max: Duration) {
-        let deadline = tokio::time::Instant::now() + max;
-        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.listener.recv()).await {
+        // `timeout` and `sleep` saturate a huge `max` (a poll interval meant as "only on
+        // NOTIFY"); `Instant + max` would panic.
+        let started = tokio::time::Instant::now();
+        if let Ok(Err(e)) = tokio::time::timeout(max, self.listener.recv()).await {
             // The listener reconnects on its next call; until then this is a poll.
             tracing::warn!(error = %e, "outbox LISTEN connection failed");
-            tokio::time::sleep_until(deadline).await;
+            tokio::time::sleep(max.saturating_sub(started.elapsed())).await;
         }
     }
 }
