@@ -46,6 +46,8 @@ mod publisher;
 pub mod request_reply;
 pub mod saga;
 pub mod spec;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod sql_name;
 pub mod transport;
 
 // The snippets of `docs/patterns.md` run as doc tests, so the guide cannot drift from the

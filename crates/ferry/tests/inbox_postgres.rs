@@ -168,6 +168,32 @@ async fn the_same_id_published_ten_times_is_processed_once() {
     db.drop_tables().await;
 }
 
+/// Waits until some session inserting into the inbox table waits on a lock, as the
+/// duplicate insert does on the first transaction's uncommitted key; a sleep would only
+/// hope it got there.
+async fn blocked_on_a_lock(db: &Db) {
+    let pattern = format!("INSERT INTO {}%", db.inbox.table());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE $1",
+        )
+        .bind(&pattern)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the duplicate insert never waited on the first transaction"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_concurrent_duplicate_waits_for_the_first_transaction_and_finds_its_record() {
     let Some(db) = database("blocking").await else {
@@ -188,7 +214,7 @@ async fn a_concurrent_duplicate_waits_for_the_first_transaction_and_finds_its_re
         tx.commit().await.unwrap();
         recorded
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    blocked_on_a_lock(&db).await;
     assert!(
         !second.is_finished(),
         "the duplicate must wait for the first transaction"
@@ -210,7 +236,9 @@ async fn a_concurrent_duplicate_waits_for_the_first_transaction_and_finds_its_re
         tx.commit().await.unwrap();
         recorded
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Rolled back only once the second insert waits on it: otherwise the second would
+    // find the key free and pass without proving anything.
+    blocked_on_a_lock(&db).await;
     first.rollback().await.unwrap();
     assert_eq!(second.await.unwrap(), Recorded::First);
     db.drop_tables().await;

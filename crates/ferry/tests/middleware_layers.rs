@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-use ferry::inbox::{Claim, DedupStore};
+use ferry::inbox::{Claim, DedupStore, DedupWindow};
 use ferry::middleware::breaker::BreakerLayer;
 use ferry::middleware::dedup::DedupLayer;
 use ferry::middleware::panic::CatchPanicLayer;
@@ -154,9 +154,16 @@ async fn retry_leaves_permanent_failures_and_handler_chosen_delays_alone() {
 #[test]
 fn retry_refuses_settings_it_cannot_honour() {
     assert!(RetryLayer::new(0, Backoff::default()).is_err());
-    assert!(RetryLayer::new(3, backoff(10, 1.5)).is_err());
+    let jitter = RetryLayer::new(3, backoff(10, 1.5)).unwrap_err();
+    assert!(
+        matches!(&jitter, ferry::Error::Invalid { what, .. } if what == "retry backoff.jitter"),
+        "{jitter}"
+    );
     let mut b = backoff(10, 0.1);
     b.cap = Duration::from_millis(1);
+    assert!(RetryLayer::new(3, b).is_err());
+    let mut b = backoff(10, 0.1);
+    b.multiplier = 0.5;
     assert!(RetryLayer::new(3, b).is_err());
 }
 
@@ -269,6 +276,24 @@ async fn dedup_skips_a_second_delivery_of_a_processed_message() {
     assert_eq!(handler.calls(), 2);
 }
 
+#[test]
+fn dedup_refuses_a_zero_hold_or_put_off_and_takes_its_window_as_a_checked_dedup_window() {
+    let layer = || DedupLayer::new(Arc::new(MemoryStore::default()));
+    assert!(matches!(
+        layer().hold(Duration::ZERO),
+        Err(ferry::Error::Invalid { .. })
+    ));
+    assert!(matches!(
+        layer().retry_in_progress_after(Duration::ZERO),
+        Err(ferry::Error::Invalid { .. })
+    ));
+    assert!(layer().hold(Duration::from_secs(60)).is_ok());
+    // A window shorter than the queue's redeliveries cannot even be built.
+    let policy = ferry::DeliveryPolicy::default();
+    assert!(DedupWindow::checked(Duration::from_secs(1), &policy).is_err());
+    let _ = layer().window(DedupWindow::for_policy(&policy));
+}
+
 #[tokio::test]
 async fn dedup_abandons_the_claim_on_failure_so_a_retry_runs() {
     let store = Arc::new(MemoryStore::default());
@@ -297,6 +322,7 @@ async fn dedup_puts_off_a_message_another_consumer_is_processing() {
     let svc = DedupLayer::new(store.clone())
         .key(|ctx| format!("order-{}", ctx.id))
         .retry_in_progress_after(Duration::from_millis(700))
+        .unwrap()
         .layer(handler.handler());
     let answer = svc.oneshot(message("7", 1)).await;
     assert!(

@@ -215,6 +215,15 @@ async fn two_relays_publishing_to_redis_deliver_each_row_once_in_aggregate_order
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_whose_publish_could_outlast_the_lease_are_handed_back_untried() {
+    let Some(s) = setup(Engine::Embedded, true).await else {
+        return;
+    };
+    rows_the_lease_cannot_cover_are_handed_back_untried(&s.db, &s.broker).await;
+    s.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_row_holds_back_only_the_later_rows_of_its_aggregate() {
     let Some(s) = setup(Engine::Embedded, true).await else {
         return;
@@ -252,8 +261,18 @@ async fn a_commit_wakes_a_listening_relay_long_before_its_poll_interval() {
         ..quick()
     };
     let running = s.db.relay(&s.broker.ferry, config, None).unwrap().spawn();
-    // Let it finish its first (empty) round and go to sleep on the channel.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A notification sent before the relay listens is lost, and the poll would then take
+    // a minute: wait until its LISTEN has run rather than hoping a sleep covered it.
+    let listen = format!("LISTEN \"{}\"", s.db.outbox.table());
+    eventually("the relay to listen on the table's channel", async || {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM pg_stat_activity WHERE query = $1")
+            .bind(&listen)
+            .fetch_one(&s.db.pool)
+            .await
+            .unwrap()
+            > 0
+    })
+    .await;
     assert!(s.broker.stored().is_empty());
 
     let committed = Instant::now();

@@ -127,6 +127,12 @@ async fn two_relays_on_one_table_publish_each_row_once_in_aggregate_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_whose_publish_could_outlast_the_lease_are_handed_back_untried() {
+    let s = setup(true).await;
+    rows_the_lease_cannot_cover_are_handed_back_untried(&s.db, &s.broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_row_holds_back_only_the_later_rows_of_its_aggregate() {
     let s = setup(true).await;
     a_failing_row_holds_back_its_aggregate_only(&s.db, &s.broker).await;
@@ -160,4 +166,19 @@ async fn a_table_name_that_is_not_a_plain_identifier_is_refused() {
             Err(Error::Invalid { .. })
         ));
     }
+}
+
+#[tokio::test]
+async fn a_second_event_with_the_same_id_is_a_conflict() {
+    let s = setup(true).await;
+    let event = || {
+        OutboxEvent::new(
+            s.broker.destination(),
+            ferry::Message::new("once").with_id("order-7-placed"),
+        )
+    };
+    let mut tx = s.db.pool.begin().await.unwrap();
+    s.db.outbox.enqueue(&mut tx, event()).await.unwrap();
+    let err = s.db.outbox.enqueue(&mut tx, event()).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
 }

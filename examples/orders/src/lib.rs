@@ -237,7 +237,7 @@ pub async fn run(config: Config) -> anyhow::Result<Summary> {
         }
     }
 
-    let outcome = settle(&shared, &ferry, config.timeout).await;
+    let outcome = settle(&shared, config.timeout).await;
     services.stop().await?;
     let dead_letters = match outcome {
         Ok(()) => read_dead_letters(&shared, &ferry).await,
@@ -412,8 +412,7 @@ impl Services {
 }
 
 /// Waits until every order is settled as planned and every event handled.
-async fn settle(shared: &Shared, ferry: &Ferry, timeout: Duration) -> anyhow::Result<()> {
-    let _ = ferry;
+async fn settle(shared: &Shared, timeout: Duration) -> anyhow::Result<()> {
     let plan = shared.plan;
     let want_confirmed = i64::from(plan.count(Fate::Confirmed));
     let want_cancelled = i64::from(plan.count(Fate::Declined));

@@ -53,6 +53,14 @@ impl MemoryDedupStore {
     }
 }
 
+/// `now + d`, or about a century on when that overflows: `Instant + Duration` panics
+/// past its range, and a caller meaning "remember forever" (`Duration::MAX`) must not
+/// bring the handler down.
+fn expiry(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
 #[async_trait::async_trait]
 impl DedupStore for MemoryDedupStore {
     async fn begin(&self, key: &str, hold: Duration) -> Result<Claim> {
@@ -66,7 +74,7 @@ impl DedupStore for MemoryDedupStore {
             Some(e) if e.until > now && e.done => Ok(Claim::Done),
             Some(e) if e.until > now => Ok(Claim::InProgress),
             _ => {
-                let until = now + hold;
+                let until = expiry(now, hold);
                 entries
                     .map
                     .insert(key.to_owned(), Entry { done: false, until });
@@ -76,7 +84,7 @@ impl DedupStore for MemoryDedupStore {
     }
 
     async fn complete(&self, key: &str, window: Duration) -> Result<()> {
-        let until = Instant::now() + window;
+        let until = expiry(Instant::now(), window);
         self.lock()
             .map
             .insert(key.to_owned(), Entry { done: true, until });
@@ -96,6 +104,21 @@ impl DedupStore for MemoryDedupStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unbounded_hold_or_window_is_kept_rather_than_a_panic() {
+        let store = MemoryDedupStore::new();
+        assert_eq!(
+            store.begin("m1", Duration::MAX).await.unwrap(),
+            Claim::Fresh
+        );
+        assert_eq!(
+            store.begin("m1", Duration::MAX).await.unwrap(),
+            Claim::InProgress
+        );
+        store.complete("m1", Duration::MAX).await.unwrap();
+        assert_eq!(store.begin("m1", Duration::MAX).await.unwrap(), Claim::Done);
+    }
 
     #[tokio::test]
     async fn a_claim_lapses_after_its_hold_and_a_record_after_its_window() {

@@ -30,7 +30,7 @@ pub struct PostgresInbox {
 }
 
 impl PostgresInbox {
-    /// An inbox in `table` (`name` or `schema.name`), keeping records for the default
+    /// An inbox in `table` (`name` or `schema.name`, lowercase), keeping records for the default
     /// [`DedupWindow`] (24 h) until [`cleanup`](Self::cleanup).
     pub fn new(table: &str) -> Result<PostgresInbox> {
         validate_table(table, true)?;

@@ -29,8 +29,8 @@ pub struct SqliteInbox {
 }
 
 impl SqliteInbox {
-    /// An inbox in `table`, keeping records for the default [`DedupWindow`] (24 h) until
-    /// [`cleanup`](Self::cleanup).
+    /// An inbox in `table` (lowercase letters, digits and `_`), keeping records for the
+    /// default [`DedupWindow`] (24 h) until [`cleanup`](Self::cleanup).
     pub fn new(table: &str) -> Result<SqliteInbox> {
         validate_table(table, false)?;
         Ok(SqliteInbox {

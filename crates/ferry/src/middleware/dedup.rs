@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tower::{Layer, Service, ServiceExt};
 
-use crate::inbox::{Claim, DedupStore};
+use crate::error::{Error, Result};
+use crate::inbox::{Claim, DedupStore, DedupWindow};
 
 use super::{HandlerContext, HandlerError, HandlerFuture};
 
@@ -45,7 +46,7 @@ impl DedupLayer {
             store,
             key: Arc::new(default_key),
             hold: Duration::from_secs(5 * 60),
-            window: Duration::from_secs(24 * 60 * 60),
+            window: DedupWindow::default().duration(),
             retry_in_progress_after: Duration::from_secs(5),
         }
     }
@@ -59,22 +60,35 @@ impl DedupLayer {
 
     /// How long a claim lasts if the handler never reports (a crash): longer than the
     /// handler (with its in-process retries) can take, or a redelivery runs it twice.
-    pub fn hold(mut self, hold: Duration) -> Self {
+    /// `Invalid` when zero: the claim would lapse at once and guard nothing.
+    pub fn hold(mut self, hold: Duration) -> Result<Self> {
+        if hold.is_zero() {
+            return Err(Error::invalid("dedup hold", "must be longer than zero"));
+        }
         self.hold = hold;
+        Ok(self)
+    }
+
+    /// How long a processed message is remembered: a [`DedupWindow`], so it is either
+    /// checked against the queue's delivery policy ([`DedupWindow::checked`]) or vouched
+    /// for and non-zero ([`DedupWindow::fixed`]) — never a bare duration shorter than the
+    /// redeliveries it must outlive.
+    pub fn window(mut self, window: DedupWindow) -> Self {
+        self.window = window.duration();
         self
     }
 
-    /// How long a processed message is remembered: longer than redeliveries and producer
-    /// retries can come.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// How long a message claimed by another consumer is put off.
-    pub fn retry_in_progress_after(mut self, delay: Duration) -> Self {
+    /// How long a message claimed by another consumer is put off. `Invalid` when zero: the
+    /// message would come straight back, spending a delivery on each round trip.
+    pub fn retry_in_progress_after(mut self, delay: Duration) -> Result<Self> {
+        if delay.is_zero() {
+            return Err(Error::invalid(
+                "dedup retry_in_progress_after",
+                "must be longer than zero",
+            ));
+        }
         self.retry_in_progress_after = delay;
-        self
+        Ok(self)
     }
 }
 

@@ -23,9 +23,10 @@ pub enum HandlerError {
     Permanent { reason: String },
     /// Not attempted: a layer put the message off (breaker open, claimed by another
     /// consumer). Nacked after `delay`, but not a failure of the handler: not retried in
-    /// process, not counted by the breaker, not dead-lettered by the poison layer. The
-    /// transport still counts the delivery, so a message put off past the queue's
-    /// `max_deliveries` dies there with reason `max_deliveries`.
+    /// process, not counted by the breaker, not dead-lettered by the poison layer on this
+    /// delivery. The transport still counts the delivery, so a message put off past the
+    /// queue's `max_deliveries` dies there with reason `max_deliveries` — or sooner, at the
+    /// poison layer, when its limit is below the queue's.
     #[error("put off for {delay:?}: {why}")]
     Deferred { why: String, delay: Duration },
 }

@@ -23,7 +23,9 @@ pub struct PoisonLayer {
 
 impl PoisonLayer {
     /// Dead-letters a message failing on delivery `max_deliveries` (the queue's own
-    /// setting, or lower to give up sooner than the transport would).
+    /// setting, or lower to give up sooner than the transport would). Deliveries spent on
+    /// deferrals (breaker open, claimed elsewhere) count too: below the queue's limit, a
+    /// message put off that often is dead-lettered without being tried.
     pub fn new(max_deliveries: u32) -> Result<PoisonLayer> {
         if max_deliveries == 0 {
             return Err(Error::invalid(
@@ -70,13 +72,14 @@ where
         let max = self.layer.max_deliveries;
         Box::pin(async move {
             let attempt = ctx.attempt;
-            // Delivered more often than allowed, so earlier deliveries were never settled:
-            // the handler crashed the process or outlived its lease — the classic poison
-            // message. Do not hand it to the handler again.
+            // Delivered more often than allowed, so earlier deliveries were never settled
+            // (the handler crashed the process or outlived its lease — the classic poison
+            // message) or were put off by a deferral. Do not hand it to the handler again.
             if attempt > max {
                 let reason = format!(
                     "delivered {attempt} times, more than the {max} allowed; \
-                     earlier deliveries were never settled (a crash or an expired lease)"
+                     earlier deliveries were never settled (a crash or an expired lease) \
+                     or were put off"
                 );
                 tracing::warn!(message.id = %ctx.id, %reason, "dead-lettering a poison message");
                 return Err(HandlerError::Permanent { reason });

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use tower::{Layer, Service, ServiceExt};
 
 use crate::error::{Error, Result};
-use crate::spec::Backoff;
+use crate::spec::{Backoff, DeliveryPolicy};
 
 use super::{HandlerContext, HandlerError, HandlerFuture};
 
@@ -30,24 +30,17 @@ impl RetryLayer {
         if attempts == 0 {
             return Err(Error::invalid("retry attempts", "must be at least 1"));
         }
-        if !(0.0..=1.0).contains(&backoff.jitter) {
-            return Err(Error::invalid(
-                "retry backoff.jitter",
-                "must be within 0..=1",
-            ));
+        // The transports' rule for a backoff, so a retry layer and a queue accept the same
+        // ones; only the name in the error says which was refused.
+        DeliveryPolicy {
+            backoff,
+            ..DeliveryPolicy::default()
         }
-        if !(backoff.multiplier >= 1.0 && backoff.multiplier.is_finite()) {
-            return Err(Error::invalid(
-                "retry backoff.multiplier",
-                "must be at least 1",
-            ));
-        }
-        if backoff.cap < backoff.base {
-            return Err(Error::invalid(
-                "retry backoff.cap",
-                "must not be below the base",
-            ));
-        }
+        .validate()
+        .map_err(|e| match e {
+            Error::Invalid { what, problem } => Error::invalid(format!("retry {what}"), problem),
+            other => other,
+        })?;
         Ok(RetryLayer {
             attempts,
             backoff,

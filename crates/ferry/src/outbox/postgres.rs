@@ -22,7 +22,7 @@ use super::config::RelayConfig;
 use super::event::OutboxEvent;
 use super::hooks::RelayHooks;
 use super::relay::Relay;
-use super::row::{CLAIMED_COLUMNS, ClaimedRow};
+use super::row::{CLAIMED_COLUMNS, ClaimedRow, claimed_row, insert_error};
 use super::store::{Store, Wakeups};
 use super::table::TableName;
 
@@ -134,14 +134,7 @@ impl PostgresOutbox {
         .bind(row.created_at)
         .execute(&mut *conn)
         .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => Error::Conflict {
-                kind: "outbox row",
-                name: row.id.clone(),
-                problem: "an event with this id is already in the outbox".into(),
-            },
-            _ => db(e),
-        })?;
+        .map_err(|e| insert_error("postgres", &row.id, e))?;
         // Delivered at commit, dropped on rollback, and folded into one per transaction.
         sqlx::query("SELECT pg_notify($1, '')")
             .bind(t.as_str())
@@ -236,22 +229,7 @@ impl Store for PgStore {
         .map_err(db)?;
         let mut claimed = rows
             .iter()
-            .map(|r| -> std::result::Result<ClaimedRow, sqlx::Error> {
-                Ok(ClaimedRow {
-                    id: r.try_get("id")?,
-                    seq: r.try_get("seq")?,
-                    destination_kind: r.try_get("destination_kind")?,
-                    destination: r.try_get("destination")?,
-                    aggregate_key: r.try_get("aggregate_key")?,
-                    payload: r.try_get("payload")?,
-                    headers: r.try_get("headers")?,
-                    priority: r.try_get("priority")?,
-                    delay_ms: r.try_get("delay_ms")?,
-                    ttl_ms: r.try_get("ttl_ms")?,
-                    dedup_id: r.try_get("dedup_id")?,
-                    attempts: r.try_get("attempts")?,
-                })
-            })
+            .map(|r| claimed_row!(r))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(db)?;
         // RETURNING promises no order.
@@ -355,11 +333,13 @@ struct PgWakeups {
 #[async_trait]
 impl Wakeups for PgWakeups {
     async fn wait(&mut self, max: Duration) {
-        let deadline = tokio::time::Instant::now() + max;
-        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.listener.recv()).await {
+        // `timeout` and `sleep` saturate a huge `max` (a poll interval meant as "only on
+        // NOTIFY"); `Instant + max` would panic.
+        let started = tokio::time::Instant::now();
+        if let Ok(Err(e)) = tokio::time::timeout(max, self.listener.recv()).await {
             // The listener reconnects on its next call; until then this is a poll.
             tracing::warn!(error = %e, "outbox LISTEN connection failed");
-            tokio::time::sleep_until(deadline).await;
+            tokio::time::sleep(max.saturating_sub(started.elapsed())).await;
         }
     }
 }

@@ -69,7 +69,8 @@ pub struct Round {
     pub claimed: usize,
     pub published: usize,
     pub failed: usize,
-    /// Claimed but handed back untried because the breaker opened.
+    /// Claimed but handed back untried: the breaker opened, or too little of the lease
+    /// was left to publish them within it.
     pub released: usize,
     /// The breaker refused the round before anything was claimed.
     pub breaker_open: bool,
@@ -202,8 +203,10 @@ impl Relay {
                 return Ok(());
             }
             let more = match self.round().await {
-                // Rows were claimed: the next ones of their aggregates may be due now.
-                Ok(round) => round.claimed > 0 && round.released == 0,
+                // Rows were claimed: the next ones of their aggregates may be due now, and
+                // rows handed back for want of lease are due at once — unless the breaker
+                // opened, which the wait below honours.
+                Ok(round) => round.claimed > 0 && self.inner.breaker.wait().is_zero(),
                 Err(Stop::Died) => return Err(Error::Closed),
                 Err(Stop::Failed(e)) => {
                     tracing::warn!(error = %e, table = %self.inner.store.table(), "outbox relay round failed");
@@ -245,18 +248,23 @@ impl Relay {
             return Ok(round);
         }
         let now = now_ms();
+        let lease_ends = now.saturating_add(inner.config.lease_ms());
         let rows = inner
             .store
-            .claim(
-                &inner.config.name,
-                now,
-                now.saturating_add(inner.config.lease_ms()),
-                inner.config.batch_size,
-            )
+            .claim(&inner.config.name, now, lease_ends, inner.config.batch_size)
             .await?;
         round.claimed = rows.len();
+        let publish_timeout_ms =
+            i64::try_from(inner.config.publish_timeout.as_millis()).unwrap_or(i64::MAX);
         for (i, row) in rows.iter().enumerate() {
-            if !inner.breaker.allow() {
+            // The lease covers the whole batch, but the rows go out one after another: a
+            // row whose publish could outlast the lease would be claimable by another
+            // relay while this one still publishes it (a duplicate, and its aggregate's
+            // next row could overtake it). Such rows are handed back untried instead. The
+            // lease is checked first: `allow` may grant the half-open trial, which must
+            // then be spent on a real publish.
+            let lease_left = lease_ends.saturating_sub(now_ms());
+            if lease_left < publish_timeout_ms || !inner.breaker.allow() {
                 let untried: Vec<String> = rows[i..].iter().map(|r| r.id.clone()).collect();
                 inner.store.release(&inner.config.name, &untried).await?;
                 round.released = untried.len();

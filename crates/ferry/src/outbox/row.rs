@@ -45,6 +45,46 @@ pub(crate) struct ClaimedRow {
     pub attempts: i32,
 }
 
+/// Reads a [`ClaimedRow`] from a claim's result row, on either engine (their row types
+/// differ, so this is a macro rather than a generic function with a bound per column).
+/// Evaluates to `Result<ClaimedRow, sqlx::Error>`.
+macro_rules! claimed_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let r = $row;
+        (|| -> std::result::Result<$crate::outbox::row::ClaimedRow, sqlx::Error> {
+            Ok($crate::outbox::row::ClaimedRow {
+                id: r.try_get("id")?,
+                seq: r.try_get("seq")?,
+                destination_kind: r.try_get("destination_kind")?,
+                destination: r.try_get("destination")?,
+                aggregate_key: r.try_get("aggregate_key")?,
+                payload: r.try_get("payload")?,
+                headers: r.try_get("headers")?,
+                priority: r.try_get("priority")?,
+                delay_ms: r.try_get("delay_ms")?,
+                ttl_ms: r.try_get("ttl_ms")?,
+                dedup_id: r.try_get("dedup_id")?,
+                attempts: r.try_get("attempts")?,
+            })
+        })()
+    }};
+}
+pub(super) use claimed_row;
+
+/// What a failed insert of row `id` means: a second event with one id is the caller's
+/// `Conflict`; anything else is the database's.
+pub(super) fn insert_error(engine: &'static str, id: &str, e: sqlx::Error) -> Error {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => Error::Conflict {
+            kind: "outbox row",
+            name: id.to_owned(),
+            problem: "an event with this id is already in the outbox".into(),
+        },
+        _ => Error::transport(engine, e),
+    }
+}
+
 /// The columns a claim returns, in [`ClaimedRow`] order.
 pub(crate) const CLAIMED_COLUMNS: &str = "id, seq, destination_kind, destination, aggregate_key, \
      payload, headers, priority, delay_ms, ttl_ms, dedup_id, attempts";

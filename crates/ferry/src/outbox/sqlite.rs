@@ -20,7 +20,7 @@ use super::config::RelayConfig;
 use super::event::OutboxEvent;
 use super::hooks::RelayHooks;
 use super::relay::Relay;
-use super::row::{CLAIMED_COLUMNS, ClaimedRow};
+use super::row::{CLAIMED_COLUMNS, ClaimedRow, claimed_row, insert_error};
 use super::store::{Store, Wakeups};
 use super::table::TableName;
 
@@ -126,14 +126,7 @@ impl SqliteOutbox {
         .bind(row.created_at)
         .execute(&mut *conn)
         .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => Error::Conflict {
-                kind: "outbox row",
-                name: row.id.clone(),
-                problem: "an event with this id is already in the outbox".into(),
-            },
-            _ => db(e),
-        })?;
+        .map_err(|e| insert_error("sqlite", &row.id, e))?;
         Ok(row.id)
     }
 
@@ -210,22 +203,7 @@ impl Store for SqliteStore {
         .map_err(db)?;
         let mut claimed = rows
             .iter()
-            .map(|r| -> std::result::Result<ClaimedRow, sqlx::Error> {
-                Ok(ClaimedRow {
-                    id: r.try_get("id")?,
-                    seq: r.try_get("seq")?,
-                    destination_kind: r.try_get("destination_kind")?,
-                    destination: r.try_get("destination")?,
-                    aggregate_key: r.try_get("aggregate_key")?,
-                    payload: r.try_get("payload")?,
-                    headers: r.try_get("headers")?,
-                    priority: r.try_get("priority")?,
-                    delay_ms: r.try_get("delay_ms")?,
-                    ttl_ms: r.try_get("ttl_ms")?,
-                    dedup_id: r.try_get("dedup_id")?,
-                    attempts: r.try_get("attempts")?,
-                })
-            })
+            .map(|r| claimed_row!(r))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(db)?;
         // RETURNING promises no order.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A validated outbox table name. Statements cannot bind a table name as a parameter, so
 /// the name is spliced into SQL text; only plain lowercase identifiers pass, which also
@@ -17,19 +17,7 @@ impl TableName {
     /// `name` if it is 1–48 of `[a-z0-9_]`, not starting with a digit. The limit leaves
     /// room for the derived index names within PostgreSQL's 63-byte identifiers.
     pub fn new(name: &str) -> Result<TableName> {
-        let bad = |problem: &str| Err(Error::invalid(format!("outbox table `{name}`"), problem));
-        if name.is_empty() || name.len() > 48 {
-            return bad("must be 1 to 48 characters");
-        }
-        if name.as_bytes()[0].is_ascii_digit() {
-            return bad("must not start with a digit");
-        }
-        if !name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            return bad("may hold only lowercase letters, digits and `_`");
-        }
+        crate::sql_name::check_table("outbox", name, false, 48)?;
         Ok(TableName(name.to_owned()))
     }
 
@@ -53,6 +41,7 @@ impl fmt::Display for TableName {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn only_plain_lowercase_identifiers_are_table_names() {

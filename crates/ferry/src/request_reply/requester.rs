@@ -45,6 +45,9 @@ struct Shared {
     /// Requests waiting, by correlation id.
     pending: Mutex<HashMap<String, oneshot::Sender<Received>>>,
     late: AtomicU64,
+    /// The listener has ended (stopped, or its consumer closed): no reply will be routed.
+    /// Set and read under the `pending` lock.
+    deaf: AtomicBool,
 }
 
 impl Shared {
@@ -146,9 +149,6 @@ impl Requester {
                 "must be longer than zero",
             ));
         }
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
         if timeout > BLOCKING_LIMIT && !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 ?timeout,
@@ -160,7 +160,10 @@ impl Requester {
         }
         let started = tokio::time::Instant::now();
         let correlation = new_id();
-        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as i64);
+        // Saturating: `as i64` would wrap a huge timeout to a deadline already past, and
+        // every responder would skip the request as expired.
+        let deadline_ms =
+            now_ms().saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
         let headers = &mut message.headers;
         headers.insert(CORRELATION_ID.into(), correlation.clone());
         headers.insert(header::REPLY_TO.into(), self.reply_queue.clone());
@@ -170,7 +173,16 @@ impl Requester {
         }
 
         let (sender, reply) = oneshot::channel();
-        self.shared.pending().insert(correlation.clone(), sender);
+        {
+            // Checked under the lock `close` clears the map with: a request registered
+            // after that clearing would find no listener and wait out its whole timeout
+            // instead of failing with `Closed`.
+            let mut pending = self.shared.pending();
+            if self.closed.load(Ordering::Acquire) || self.shared.deaf.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            pending.insert(correlation.clone(), sender);
+        }
         let _guard = PendingGuard {
             shared: &self.shared,
             correlation,
@@ -179,7 +191,10 @@ impl Requester {
             .publisher(Destination::queue(queue))
             .send(message)
             .await?;
-        match tokio::time::timeout_at(started + timeout, reply).await {
+        let give_up = started
+            .checked_add(timeout)
+            .unwrap_or(started + Duration::from_secs(86_400 * 365));
+        match tokio::time::timeout_at(give_up, reply).await {
             Ok(Ok(reply)) => Ok(reply),
             // The listener ended: the requester was closed.
             Ok(Err(_)) => Err(Error::Closed),
@@ -190,8 +205,11 @@ impl Requester {
     /// Stops listening and deletes the reply queue; requests still waiting fail with
     /// [`Error::Closed`]. Idempotent.
     pub async fn close(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) {
-            return Ok(());
+        {
+            let _pending = self.shared.pending();
+            if self.closed.swap(true, Ordering::AcqRel) {
+                return Ok(());
+            }
         }
         self.stop.notify_one();
         let listener = self
@@ -238,6 +256,13 @@ async fn listen(mut consumer: Consumer, shared: Arc<Shared>, stop: Arc<Notify>) 
                 tokio::time::sleep(LISTEN_POLL).await;
             }
         }
+    }
+    {
+        // Requests waiting now (or sent later) would otherwise wait out their timeouts for
+        // replies nobody routes; dropping their senders fails them with `Closed` at once.
+        let mut pending = shared.pending();
+        shared.deaf.store(true, Ordering::Release);
+        pending.clear();
     }
     if let Err(e) = consumer.close().await {
         tracing::debug!(error = %e, "request/reply: closing the reply consumer failed");

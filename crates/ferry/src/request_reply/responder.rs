@@ -132,7 +132,12 @@ impl Responder {
                 Ok(Responded::RequesterGone)
             }
             Err(e) => {
-                let _ = request.nack_with_error(None, &e.to_string()).await;
+                let id = request.id.clone();
+                if let Err(nack) = request.nack_with_error(None, &e.to_string()).await {
+                    // The lease brings the request back anyway; the send error is the one
+                    // the caller needs.
+                    tracing::warn!(%id, error = %nack, "request/reply: nack after a failed reply failed");
+                }
                 Err(e)
             }
         }

@@ -226,7 +226,10 @@ impl Orchestrator {
     /// Waits until the saga `id` is COMPLETED or FAILED, up to `timeout` (then
     /// [`Error::Timeout`]), reading the store every 20 ms: for tests and tools.
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<SagaState> {
-        let give_up = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let give_up = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365));
         loop {
             match self.inner.store.load(id).await? {
                 Some(state) if state.status.is_terminal() => return Ok(state),
@@ -390,7 +393,7 @@ impl Orchestrator {
         let resend_before = if recovering {
             i64::MAX
         } else {
-            now.saturating_sub(inner.options.step_timeout.as_millis() as i64)
+            now.saturating_sub(super::clock::millis(inner.options.step_timeout))
         };
         for state in inner
             .store
@@ -558,18 +561,28 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops consuming and sweeping; replies not yet handled stay on the queue.
+    /// Stops consuming and sweeping; replies not yet handled stay on the queue. A task
+    /// that panicked (a `SagaStore` or crash hook of the application's) panics here.
     pub async fn stop(mut self) {
         self.stop.send_replace(true);
-        for task in self.tasks.drain(..) {
-            let _ = task.await;
-        }
+        self.join().await;
     }
 
-    /// Waits until the tasks end by themselves (after an injected crash).
+    /// Waits until the tasks end by themselves (after an injected crash); re-raises a
+    /// task's panic like [`stop`](Self::stop).
     pub async fn stopped(mut self) {
+        self.join().await;
+    }
+
+    async fn join(&mut self) {
         for task in self.tasks.drain(..) {
-            let _ = task.await;
+            // A panic swallowed here would leave no trace of why replies stopped being
+            // handled while the sweeper went on.
+            if let Err(e) = task.await
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
         }
     }
 }

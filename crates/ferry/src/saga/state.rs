@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::clock::millis;
 use super::command::{Command, Kind, Outcome, Reply, command_id, stable_ulid};
 use super::definition::SagaDefinition;
 use crate::error::{Error, Result};
@@ -109,7 +110,7 @@ impl SagaState {
             error: None,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
-            timeout_at_ms: now_ms.saturating_add(definition.deadline.as_millis() as i64),
+            timeout_at_ms: now_ms.saturating_add(millis(definition.deadline)),
             sent_at_ms: now_ms,
             version: 0,
         }
@@ -287,6 +288,17 @@ mod tests {
             Decision::Move(state) => state,
             other => panic!("expected a move, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_deadline_too_long_for_milliseconds_is_never_already_past() {
+        let saga = order().deadline(std::time::Duration::MAX);
+        let state = SagaState::new(&saga, "s".into(), Value::Null, 1_000);
+        assert_eq!(state.timeout_at_ms, i64::MAX);
+        assert!(matches!(
+            decide(&saga, &state, &reply(0, Kind::Action, ok()), 2_000),
+            Decision::Move(_)
+        ));
     }
 
     #[test]

@@ -32,34 +32,10 @@ pub trait SagaStore: Send + Sync {
     ) -> Result<Vec<SagaState>>;
 }
 
-/// A table name the SQL may hold verbatim: `[a-z_][a-z0-9_]*`, up to 63 bytes (with an
-/// optional `schema.` before it on PostgreSQL).
+/// The saga table: see [`crate::sql_name`]; a `schema.` before it on PostgreSQL.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 fn validate_table(name: &str, allow_schema: bool) -> Result<()> {
-    let part_ok = |part: &str| {
-        !part.is_empty()
-            && part.len() <= 63
-            && part
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    };
-    let ok = match name.split_once('.') {
-        Some((schema, table)) if allow_schema => part_ok(schema) && part_ok(table),
-        Some(_) => false,
-        None => part_ok(name),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            format!("saga table `{name}`"),
-            "must be lowercase letters, digits and `_`, starting with a letter or `_`",
-        ))
-    }
+    crate::sql_name::check_table("saga", name, allow_schema, crate::sql_name::MAX_IDENTIFIER)
 }
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

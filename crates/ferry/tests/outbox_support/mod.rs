@@ -654,3 +654,57 @@ pub async fn require_dedup_refuses_a_transport_without_dedup(db: &dyn OutboxDb, 
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
     assert!(!db.relay(&broker.ferry, quick(), None).unwrap().dedups());
 }
+
+/// Takes `per_row` before each row's publish, as a slow broker would.
+pub struct SlowPublish {
+    pub per_row: Duration,
+}
+
+impl RelayHooks for SlowPublish {
+    fn at(&self, point: FaultPoint, _row_id: &str) -> Fault {
+        if point == FaultPoint::Claimed {
+            // Blocking on purpose: the hook is synchronous, and the test runtime has a
+            // second worker thread.
+            std::thread::sleep(self.per_row);
+        }
+        Fault::Continue
+    }
+}
+
+/// A batch whose rows take longer to publish than its lease lasts: the rows the lease can
+/// no longer cover are handed back untried, so another relay may take them at once and
+/// never publishes a row this relay is still publishing.
+pub async fn rows_the_lease_cannot_cover_are_handed_back_untried(
+    db: &dyn OutboxDb,
+    broker: &Broker,
+) {
+    let events = (0..4)
+        .map(|i| broker.event(&format!("slow-{i}"), &format!("event {i}")))
+        .collect();
+    let ids = db.enqueue(events, true).await;
+    // A 1 s lease and a 450 ms publish timeout: with 300 ms per row, the third row starts
+    // at least 600 ms into the lease, with less than the publish timeout left.
+    let slow = db
+        .relay(
+            &broker.ferry,
+            quick(),
+            Some(Arc::new(SlowPublish {
+                per_row: Duration::from_millis(300),
+            })),
+        )
+        .unwrap();
+    let round = slow.run_once().await.unwrap();
+    assert_eq!(round.claimed, 4);
+    assert!(round.released >= 2, "{round:?}");
+    assert_eq!(round.published + round.released, 4, "{round:?}");
+
+    // Handed back, not left under a lease: another relay takes them now.
+    let other = db.relay(&broker.ferry, quick(), None).unwrap();
+    let taken = other.run_once().await.unwrap();
+    assert_eq!(taken.claimed, round.released, "{taken:?}");
+    assert_eq!(taken.published, round.released, "{taken:?}");
+    assert_eq!(db.backlog().await.rows, 0);
+    let got = broker.drain(ids.len()).await;
+    assert_eq!(got.len(), ids.len(), "each event exactly once");
+    assert_eq!(broker.stored().len(), ids.len());
+}
