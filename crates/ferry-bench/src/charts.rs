@@ -73,6 +73,7 @@ fn throughput_chart(
             }
         })
         .y_desc("msgs/s")
+        .y_label_formatter(&|v| crate::report::num(*v))
         .draw()
         .map_err(plot_error)?;
     let publish: Vec<_> = ran

@@ -97,7 +97,7 @@ pub async fn run(ferry: &Ferry, workload: &Workload, pid: Option<u32>) -> Outcom
         return Outcome::Skipped(reason);
     }
     let names = Names::fresh(workload);
-    let outcome = match names.declare(ferry, workload).await {
+    let outcome = match names.declare(ferry).await {
         Err(Error::Unsupported {
             transport,
             feature,
@@ -176,8 +176,8 @@ impl Names {
         }
     }
 
-    async fn declare(&self, ferry: &Ferry, workload: &Workload) -> ferry::Result<()> {
-        let policy = delivery_policy(workload);
+    async fn declare(&self, ferry: &Ferry) -> ferry::Result<()> {
+        let policy = delivery_policy(ferry);
         match self.kind {
             Kind::Queue => {
                 ferry
@@ -221,16 +221,21 @@ impl Names {
     }
 }
 
-/// Redelivery at once (a nack's delay is the backoff's zero) and no dead-letter queue: the
-/// bench nacks each message once only, so none should die, and a plain policy asks the
-/// least of every engine.
-fn delivery_policy(workload: &Workload) -> DeliveryPolicy {
-    let _ = workload;
+/// No dead-letter queue and the shortest backoff: the bench nacks each message once, with
+/// an explicit zero delay, so none should die and the backoff is never waited; a plain
+/// policy asks the least of every engine. Engines with retry delays want a positive base
+/// (a zero one would spin a failing message), those without want none.
+fn delivery_policy(ferry: &Ferry) -> DeliveryPolicy {
+    let base = if ferry.capabilities().supports(Feature::RetryDelay) {
+        Duration::from_millis(1)
+    } else {
+        Duration::ZERO
+    };
     DeliveryPolicy {
         max_deliveries: 5,
         backoff: Backoff {
-            base: Duration::ZERO,
-            cap: Duration::ZERO,
+            base,
+            cap: base,
             multiplier: 1.0,
             jitter: 0.0,
         },
@@ -241,8 +246,14 @@ fn delivery_policy(workload: &Workload) -> DeliveryPolicy {
 }
 
 /// State shared by the producers and consumers of one run.
-#[derive(Default)]
 struct Shared {
+    /// One per queue or subscription.
+    readers: Vec<Reader>,
+    /// In a live run, producers wait while the slowest reader is this many messages behind:
+    /// an engine whose consumers cannot keep up is measured at the rate they sustain (as
+    /// the OpenMessaging Benchmark's max-rate search does), instead of piling up a backlog
+    /// whose drain would outlast the run many times over.
+    max_backlog: u64,
     /// Latencies are recorded only while set: the live window, or all of a backlog run.
     measuring: AtomicBool,
     stop_producing: AtomicBool,
@@ -259,18 +270,48 @@ struct Reader {
     acked: AtomicU64,
 }
 
+impl Shared {
+    fn new(readers: usize, max_backlog: u64) -> Shared {
+        Shared {
+            readers: (0..readers).map(|_| Reader::default()).collect(),
+            max_backlog,
+            measuring: AtomicBool::new(false),
+            stop_producing: AtomicBool::new(false),
+            producers_done: AtomicBool::new(false),
+            published: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            nacked: AtomicU64::new(0),
+            redelivered: AtomicU64::new(0),
+        }
+    }
+
+    /// Messages published and not yet acked by the slowest reader.
+    fn backlog(&self) -> u64 {
+        let slowest = self
+            .readers
+            .iter()
+            .map(|r| r.acked.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(0);
+        self.published.load(Ordering::SeqCst).saturating_sub(slowest)
+    }
+}
+
+/// The live-run backlog bound: enough to keep every consumer's prefetch full and every
+/// producer's next batches queued, so it only bites when consumers fall behind.
+pub fn max_backlog(workload: &Workload) -> u64 {
+    let producing = 4 * u64::from(workload.producers) * u64::from(workload.batch);
+    let consuming = 4 * u64::from(workload.consumers) * u64::from(workload.prefetch);
+    (producing + consuming).max(1_000)
+}
+
 async fn measure(
     ferry: &Ferry,
     workload: &Workload,
     names: &Names,
     pid: Option<u32>,
 ) -> anyhow::Result<Figures> {
-    let shared = Arc::new(Shared::default());
-    let readers: Vec<Arc<Reader>> = names
-        .sources()
-        .iter()
-        .map(|_| Arc::new(Reader::default()))
-        .collect();
+    let shared = Arc::new(Shared::new(names.sources().len(), max_backlog(workload)));
     let watch = pid
         .map(|p| Watch::start(p).with_context(|| format!("watch server process {p}")))
         .transpose()?;
@@ -278,7 +319,7 @@ async fn measure(
     let (publish_secs, consume_secs, published_measured, acked_measured, producers, consumers) =
         match workload.mode {
             Mode::Live => {
-                let consumers = start_consumers(ferry, workload, names, &shared, &readers).await?;
+                let consumers = start_consumers(ferry, workload, names, &shared).await?;
                 let producers = start_producers(ferry, workload, names, &shared, None);
                 tokio::time::sleep(workload.warmup()).await;
                 let (p0, a0) = snapshot(&shared);
@@ -300,7 +341,7 @@ async fn measure(
                 let publish_secs = started.elapsed().as_secs_f64();
                 shared.producers_done.store(true, Ordering::SeqCst);
                 let started = Instant::now();
-                let consumers = start_consumers(ferry, workload, names, &shared, &readers).await?;
+                let consumers = start_consumers(ferry, workload, names, &shared).await?;
                 let e2e = join_all(consumers).await?;
                 let consume_secs = started.elapsed().as_secs_f64();
                 let published = shared.published.load(Ordering::SeqCst);
@@ -429,6 +470,13 @@ fn start_producers(
                 if pacer.is_paced() {
                     tokio::time::sleep_until(started + pacer.due(call)).await;
                 }
+                if total.is_none() {
+                    while shared.backlog() > shared.max_backlog
+                        && !shared.stop_producing.load(Ordering::SeqCst)
+                    {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
                 let n = match total {
                     None if shared.stop_producing.load(Ordering::SeqCst) => break,
                     None => batch,
@@ -472,10 +520,9 @@ async fn start_consumers(
     workload: &Workload,
     names: &Names,
     shared: &Arc<Shared>,
-    readers: &[Arc<Reader>],
 ) -> anyhow::Result<JoinSet<anyhow::Result<Histogram<u64>>>> {
     let mut tasks = JoinSet::new();
-    for (source, reader) in names.sources().into_iter().zip(readers) {
+    for (reader, source) in names.sources().into_iter().enumerate() {
         for _ in 0..workload.consumers {
             let options = ConsumerOptions {
                 prefetch: workload.prefetch as usize,
@@ -492,7 +539,7 @@ async fn start_consumers(
                 workload.prefetch as usize,
                 workload.nack_fraction,
                 shared.clone(),
-                reader.clone(),
+                reader,
             ));
         }
     }
@@ -527,7 +574,7 @@ async fn consume(
     max_in_flight: usize,
     nack_fraction: f64,
     shared: Arc<Shared>,
-    reader: Arc<Reader>,
+    reader: usize,
 ) -> anyhow::Result<Histogram<u64>> {
     let mut latencies = stats::histogram();
     let mut plan = NackPlan::new(nack_fraction);
@@ -537,7 +584,8 @@ async fn consume(
     // for deliveries) until the source's acks reach what was published.
     let owed = |shared: &Shared| {
         !shared.producers_done.load(Ordering::SeqCst)
-            || reader.acked.load(Ordering::SeqCst) < shared.published.load(Ordering::SeqCst)
+            || shared.readers[reader].acked.load(Ordering::SeqCst)
+                < shared.published.load(Ordering::SeqCst)
     };
     while owed(&shared) {
         let Some(delivery) = consumer.next_within(Duration::from_millis(100)).await? else {
@@ -545,7 +593,7 @@ async fn consume(
             {
                 bail!(
                     "no delivery for {IDLE_LIMIT:?} with {} of {} acked",
-                    reader.acked.load(Ordering::SeqCst),
+                    shared.readers[reader].acked.load(Ordering::SeqCst),
                     shared.published.load(Ordering::SeqCst)
                 );
             }
@@ -567,14 +615,14 @@ async fn consume(
             shared.redelivered.fetch_add(1, Ordering::SeqCst);
         }
         let nack = first && plan.next();
-        let (shared, reader) = (shared.clone(), reader.clone());
+        let shared = shared.clone();
         let settle = async move {
             if nack {
                 delivery.nack(Some(Duration::ZERO)).await?;
                 shared.nacked.fetch_add(1, Ordering::SeqCst);
             } else {
                 delivery.ack().await?;
-                reader.acked.fetch_add(1, Ordering::SeqCst);
+                shared.readers[reader].acked.fetch_add(1, Ordering::SeqCst);
                 shared.acked.fetch_add(1, Ordering::SeqCst);
             }
             Ok(())

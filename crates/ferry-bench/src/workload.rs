@@ -85,9 +85,7 @@ impl Workload {
 
     /// Parses and checks a workload from TOML text.
     pub fn parse(text: &str) -> Result<Workload> {
-        let workload: Workload = toml::from_str(text)
-            // toml's message names the missing, unknown or mistyped field and its line.
-            .map_err(|e| Error::invalid("workload", e.message().trim().to_string()))?;
+        let workload: Workload = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         workload.validate()?;
         Ok(workload)
     }
@@ -181,6 +179,24 @@ impl Workload {
 
     pub fn warmup(&self) -> Duration {
         Duration::from_secs_f64(self.warmup_secs.unwrap_or(0.0))
+    }
+}
+
+/// A TOML error naming the field: toml's message already names a missing or unknown field,
+/// but a mistyped value only by its position, so the key is read from that line.
+fn toml_error(text: &str, e: &toml::de::Error) -> Error {
+    let message = e.message().trim().to_string();
+    let key = e.span().and_then(|span| {
+        let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        let line = text[line_start..].lines().next()?;
+        let (key, _) = line.split_once('=')?;
+        Some(key.trim().to_string()).filter(|k| !k.is_empty())
+    });
+    match key {
+        Some(key) if !message.contains(&format!("`{key}`")) => {
+            Error::invalid(format!("field `{key}`"), message)
+        }
+        _ => Error::invalid("workload", message),
     }
 }
 
