@@ -156,7 +156,10 @@ fn latency_chart(w: &WorkloadResult, ran: &[(&str, &Figures)], path: &Path) -> a
     for (i, (name, curve)) in curves.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(curve.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                curve.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(plot_error)?
             .label(*name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));

@@ -149,7 +149,9 @@ impl Names {
         );
         let subscriptions = match workload.kind {
             Kind::Queue => Vec::new(),
-            Kind::Fanout => (0..workload.readers()).map(|i| format!("sub-{i}")).collect(),
+            Kind::Fanout => (0..workload.readers())
+                .map(|i| format!("sub-{i}"))
+                .collect(),
         };
         Names {
             destination,
@@ -224,15 +226,21 @@ impl Names {
 /// No dead-letter queue and the shortest backoff: the bench nacks each message once, with
 /// an explicit zero delay, so none should die and the backoff is never waited; a plain
 /// policy asks the least of every engine. Engines with retry delays want a positive base
-/// (a zero one would spin a failing message), those without want none.
+/// (a zero one would spin a failing message), those without want none; an engine without
+/// redelivery gets one delivery (it runs no nacking workload anyway).
 fn delivery_policy(ferry: &Ferry) -> DeliveryPolicy {
-    let base = if ferry.capabilities().supports(Feature::RetryDelay) {
+    let caps = ferry.capabilities();
+    let base = if caps.supports(Feature::RetryDelay) {
         Duration::from_millis(1)
     } else {
         Duration::ZERO
     };
     DeliveryPolicy {
-        max_deliveries: 5,
+        max_deliveries: if caps.supports(Feature::Redelivery) {
+            5
+        } else {
+            1
+        },
         backoff: Backoff {
             base,
             cap: base,
@@ -293,7 +301,9 @@ impl Shared {
             .map(|r| r.acked.load(Ordering::SeqCst))
             .min()
             .unwrap_or(0);
-        self.published.load(Ordering::SeqCst).saturating_sub(slowest)
+        self.published
+            .load(Ordering::SeqCst)
+            .saturating_sub(slowest)
     }
 }
 
@@ -589,8 +599,7 @@ async fn consume(
     };
     while owed(&shared) {
         let Some(delivery) = consumer.next_within(Duration::from_millis(100)).await? else {
-            if idle_since.elapsed() > IDLE_LIMIT && shared.producers_done.load(Ordering::SeqCst)
-            {
+            if idle_since.elapsed() > IDLE_LIMIT && shared.producers_done.load(Ordering::SeqCst) {
                 bail!(
                     "no delivery for {IDLE_LIMIT:?} with {} of {} acked",
                     shared.readers[reader].acked.load(Ordering::SeqCst),
@@ -607,7 +616,9 @@ async fn consume(
         let first = delivery.attempt <= 1;
         if first {
             if shared.measuring.load(Ordering::Relaxed)
-                && let Some(sent) = delivery.header(SENT_HEADER).and_then(|s| s.parse::<u64>().ok())
+                && let Some(sent) = delivery
+                    .header(SENT_HEADER)
+                    .and_then(|s| s.parse::<u64>().ok())
             {
                 latencies.saturating_record(now_us().saturating_sub(sent));
             }

@@ -121,8 +121,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Results> {
         }
         workloads.retain(|w| plan.only.contains(&w.name));
     }
-    std::fs::create_dir_all(&plan.out)
-        .with_context(|| format!("create {}", plan.out.display()))?;
+    std::fs::create_dir_all(&plan.out).with_context(|| format!("create {}", plan.out.display()))?;
     let machine = Machine::probe(&plan.out, plan.fsync_probe);
 
     let mut results: Vec<WorkloadResult> = workloads
@@ -152,7 +151,12 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Results> {
         for r in &mut results {
             eprintln!("{} on {} ...", r.workload.name, target.name);
             let outcome = driver::run(&ferry, &r.workload, target.pid).await;
-            eprintln!("{} on {}: {}", r.workload.name, target.name, report::brief(&outcome));
+            eprintln!(
+                "{} on {}: {}",
+                r.workload.name,
+                target.name,
+                report::brief(&outcome)
+            );
             r.targets.push(TargetResult {
                 target: target.name.clone(),
                 url: target.url.clone(),

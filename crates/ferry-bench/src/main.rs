@@ -8,7 +8,10 @@ use clap::{Parser, Subcommand};
 use ferry_bench::{Plan, Target};
 
 #[derive(Parser, Debug)]
-#[command(name = "ferry-bench", about = "Workload benchmarks of Ferry's SDK over every engine")]
+#[command(
+    name = "ferry-bench",
+    about = "Workload benchmarks of Ferry's SDK over every engine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

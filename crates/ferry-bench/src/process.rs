@@ -83,7 +83,10 @@ pub fn tree_of(pid: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(child) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok())
+            let Some(child) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
             else {
                 continue;
             };

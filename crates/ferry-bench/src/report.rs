@@ -135,9 +135,14 @@ pub fn markdown(results: &Results) -> String {
                         format!("{:.2}", f.consume.mb_per_sec),
                         percentiles(f.publish_latency),
                         percentiles(f.end_to_end_latency),
-                        f.server.map_or("-".into(), |u| format!("{:.2}", u.cpu_secs)),
+                        f.server
+                            .map_or("-".into(), |u| format!("{:.2}", u.cpu_secs)),
                         f.server.map_or("-".into(), |u| {
-                            let since = if u.peak_since_run_start { "" } else { " (since start)" };
+                            let since = if u.peak_since_run_start {
+                                ""
+                            } else {
+                                " (since start)"
+                            };
                             format!("{:.0}{since}", u.peak_rss_mib)
                         }),
                     ];

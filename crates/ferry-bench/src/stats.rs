@@ -89,7 +89,11 @@ mod tests {
         let points = curve(&h);
         assert_eq!(points.first().unwrap().0, 0.0);
         assert!((points.last().unwrap().0 - 4.0).abs() < 1e-9);
-        assert!(points.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0));
+        assert!(
+            points
+                .windows(2)
+                .all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0)
+        );
         assert!((points.last().unwrap().1 - 10.0).abs() < 0.01);
     }
 }

@@ -91,7 +91,8 @@ impl Workload {
     }
 
     pub fn validate(&self) -> Result<()> {
-        let bad = |field: &str, problem: &str| Err(Error::invalid(format!("field `{field}`"), problem));
+        let bad =
+            |field: &str, problem: &str| Err(Error::invalid(format!("field `{field}`"), problem));
         if self.name.is_empty()
             || !self
                 .name
@@ -123,7 +124,10 @@ impl Workload {
             }
         }
         if !(0.0..1.0).contains(&self.nack_fraction) {
-            return bad("nack_fraction", "must be within 0 (inclusive) and 1 (exclusive)");
+            return bad(
+                "nack_fraction",
+                "must be within 0 (inclusive) and 1 (exclusive)",
+            );
         }
         match self.mode {
             Mode::Backlog => {
@@ -187,7 +191,9 @@ impl Workload {
 fn toml_error(text: &str, e: &toml::de::Error) -> Error {
     let message = e.message().trim().to_string();
     let key = e.span().and_then(|span| {
-        let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        let line_start = text[..span.start.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
         let line = text[line_start..].lines().next()?;
         let (key, _) = line.split_once('=')?;
         Some(key.trim().to_string()).filter(|k| !k.is_empty())
@@ -203,7 +209,10 @@ fn toml_error(text: &str, e: &toml::de::Error) -> Error {
 /// Every `*.toml` in `dir`, sorted by file name.
 pub fn load_dir(dir: &Path) -> Result<Vec<Workload>> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
-        Error::invalid(format!("workload directory {}", dir.display()), e.to_string())
+        Error::invalid(
+            format!("workload directory {}", dir.display()),
+            e.to_string(),
+        )
     })?;
     let mut paths: Vec<_> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -255,7 +264,11 @@ mod tests {
     #[test]
     fn an_unknown_field_is_named() {
         let text = format!("{GOOD}\npartitions = 4\n");
-        assert!(error_of(&text).contains("partitions"), "{}", error_of(&text));
+        assert!(
+            error_of(&text).contains("partitions"),
+            "{}",
+            error_of(&text)
+        );
     }
 
     #[test]
@@ -297,7 +310,11 @@ mod tests {
     #[test]
     fn the_shipped_workloads_all_parse() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/workloads");
-        let names: Vec<String> = load_dir(&dir).unwrap().into_iter().map(|w| w.name).collect();
+        let names: Vec<String> = load_dir(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.name)
+            .collect();
         assert_eq!(
             names,
             [

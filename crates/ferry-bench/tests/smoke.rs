@@ -14,11 +14,8 @@ const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/0";
 
 fn redis_target() -> Option<Target> {
     let url = std::env::var("FERRY_REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS.to_owned());
-    let up = TcpStream::connect_timeout(
-        &"127.0.0.1:6379".parse().unwrap(),
-        Duration::from_secs(2),
-    )
-    .is_ok()
+    let up = TcpStream::connect_timeout(&"127.0.0.1:6379".parse().unwrap(), Duration::from_secs(2))
+        .is_ok()
         || std::env::var("FERRY_REDIS_URL").is_ok();
     if !up {
         assert!(
@@ -39,9 +36,8 @@ fn workloads_dir() -> std::path::PathBuf {
 async fn every_shipped_workload_runs_and_accounts_for_every_message() {
     let data = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut targets = vec![
-        Target::parse(&format!("embedded=embedded:{}", data.path().display())).unwrap(),
-    ];
+    let mut targets =
+        vec![Target::parse(&format!("embedded=embedded:{}", data.path().display())).unwrap()];
     targets.extend(redis_target());
     let plan = Plan {
         workloads_dir: workloads_dir(),
@@ -68,17 +64,26 @@ async fn every_shipped_workload_runs_and_accounts_for_every_message() {
         let fraction = w["workload"]["nack_fraction"].as_f64().unwrap();
         let consumers = w["workload"]["consumers"].as_u64().unwrap()
             * w["workload"]["subscriptions"].as_u64().unwrap_or(1);
-        assert!(markdown.contains(&format!("## {name}\n")), "{name} in results.md");
+        assert!(
+            markdown.contains(&format!("## {name}\n")),
+            "{name} in results.md"
+        );
         let results = w["targets"].as_array().unwrap();
         assert_eq!(results.len(), targets.len(), "{name}");
         for (t, target) in results.iter().zip(&targets) {
             let at = format!("{name} on {}", target.name);
             assert_eq!(t["target"], target.name.as_str(), "{at}");
-            assert!(markdown.contains(&format!("| {} |", target.name)), "{at} in results.md");
+            assert!(
+                markdown.contains(&format!("| {} |", target.name)),
+                "{at} in results.md"
+            );
             assert_eq!(t["status"], "ran", "{at}: {}", t["reason"]);
             let f = &t["figures"];
             for side in ["publish", "consume"] {
-                assert!(f[side]["msgs_per_sec"].as_f64().unwrap() > 0.0, "{at} {side}");
+                assert!(
+                    f[side]["msgs_per_sec"].as_f64().unwrap() > 0.0,
+                    "{at} {side}"
+                );
                 assert!(f[side]["mb_per_sec"].as_f64().unwrap() > 0.0, "{at} {side}");
             }
             for latency in ["publish_latency", "end_to_end_latency"] {
@@ -93,7 +98,10 @@ async fn every_shipped_workload_runs_and_accounts_for_every_message() {
             let published = c["published"].as_u64().unwrap();
             assert!(published > 0, "{at}");
             assert_eq!(c["acked"], c["expected_acks"], "{at}: every message acked");
-            assert_eq!(c["nacked"], c["redelivered"], "{at}: every nack redelivered");
+            assert_eq!(
+                c["nacked"], c["redelivered"],
+                "{at}: every nack redelivered"
+            );
             // Each consumer nacks exactly its share, rounded down.
             let nacked = c["nacked"].as_u64().unwrap() as f64;
             let share = published as f64 * fraction;
