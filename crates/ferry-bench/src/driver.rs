@@ -571,7 +571,7 @@ impl NackPlan {
     }
 
     /// Whether the next first delivery is to be nacked.
-    pub fn next(&mut self) -> bool {
+    pub fn nack_next(&mut self) -> bool {
         let n = self.seen as f64;
         self.seen += 1;
         ((n + 1.0) * self.fraction).floor() > (n * self.fraction).floor()
@@ -625,7 +625,7 @@ async fn consume(
         } else {
             shared.redelivered.fetch_add(1, Ordering::SeqCst);
         }
-        let nack = first && plan.next();
+        let nack = first && plan.nack_next();
         let shared = shared.clone();
         let settle = async move {
             if nack {
@@ -664,10 +664,10 @@ mod tests {
     #[test]
     fn the_nack_plan_nacks_exactly_its_fraction_spread_evenly() {
         let mut plan = NackPlan::new(0.1);
-        let picks: Vec<bool> = (0..1000).map(|_| plan.next()).collect();
+        let picks: Vec<bool> = (0..1000).map(|_| plan.nack_next()).collect();
         assert_eq!(picks.iter().filter(|p| **p).count(), 100);
         assert!(picks[..10].iter().filter(|p| **p).count() == 1);
         let mut none = NackPlan::new(0.0);
-        assert!((0..1000).all(|_| !none.next()));
+        assert!((0..1000).all(|_| !none.nack_next()));
     }
 }
