@@ -74,6 +74,8 @@ pub struct Figures {
     /// Per first delivery, from the send time in [`SENT_HEADER`] to its arrival.
     pub end_to_end_latency: Option<Percentiles>,
     pub counts: Counts,
+    /// Live runs: the most messages producers let the slowest reader fall behind.
+    pub max_backlog: Option<u64>,
     /// The engine's server process tree over the run, when its pid is known.
     pub server: Option<Usage>,
     /// The end-to-end latency curve for charts: (nines, ms).
@@ -420,6 +422,7 @@ fn figures(
             nacked: shared.nacked.load(Ordering::SeqCst),
             redelivered: shared.redelivered.load(Ordering::SeqCst),
         },
+        max_backlog: (workload.mode == Mode::Live).then_some(shared.max_backlog),
         server,
         end_to_end_curve: stats::curve(&e2e),
     }

@@ -88,7 +88,9 @@ pub fn markdown(results: &Results) -> String {
          (backlog); consume counts acks over all subscriptions. Latencies in ms: publish is \
          per publish call until the engine's acknowledgement, end-to-end per first delivery \
          from its send time. CPU and peak RSS are the engine's server process tree (for \
-         `embedded`, the bench process itself).\n",
+         `embedded`, the bench process itself). In live runs producers pause while the \
+         slowest subscription is more than a bounded backlog behind (`max_backlog` in \
+         results.json), so a max-rate figure is the rate consumers sustain.\n",
     );
     if let Some(b) = &results.baseline {
         let _ = writeln!(
