@@ -63,6 +63,10 @@ pub struct Counts {
 /// What one run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figures {
+    /// The queue or topic declared for this run (deleted afterwards).
+    pub destination: String,
+    /// The subscriptions of the topic (`sub-0`, ...), empty for a queue.
+    pub subscriptions: Vec<String>,
     /// The measured window (live) or the publish and drain phases (backlog), in seconds.
     pub publish_secs: f64,
     pub consume_secs: f64,
@@ -360,6 +364,7 @@ async fn measure(
                 let acked = shared.acked.load(Ordering::SeqCst);
                 return Ok(figures(
                     workload,
+                    names,
                     &shared,
                     (publish_secs, consume_secs),
                     (published, acked),
@@ -374,6 +379,7 @@ async fn measure(
     let e2e = join_all(consumers).await?;
     Ok(figures(
         workload,
+        names,
         &shared,
         (publish_secs, consume_secs),
         (published_measured, acked_measured),
@@ -392,6 +398,7 @@ fn snapshot(shared: &Shared) -> (u64, u64) {
 
 fn figures(
     workload: &Workload,
+    names: &Names,
     shared: &Shared,
     (publish_secs, consume_secs): (f64, f64),
     (published, acked): (u64, u64),
@@ -401,6 +408,8 @@ fn figures(
 ) -> Figures {
     let total_published = shared.published.load(Ordering::SeqCst);
     Figures {
+        destination: names.destination.clone(),
+        subscriptions: names.subscriptions.clone(),
         publish_secs,
         consume_secs,
         publish: Throughput::of(

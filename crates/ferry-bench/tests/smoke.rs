@@ -7,6 +7,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
+use ferry::{ConsumerOptions, Ferry, Source};
+use ferry_bench::driver::Outcome;
 use ferry_bench::{Plan, Target};
 use serde_json::Value;
 
@@ -48,7 +50,8 @@ async fn every_shipped_workload_runs_and_accounts_for_every_message() {
         baseline: Some("embedded".into()),
         fsync_probe: Duration::from_millis(100),
     };
-    ferry_bench::run(&plan).await.unwrap();
+    let results = ferry_bench::run(&plan).await.unwrap();
+    assert_everything_declared_was_deleted(&results, &targets).await;
 
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
@@ -129,6 +132,43 @@ async fn every_shipped_workload_runs_and_accounts_for_every_message() {
                 assert!(svg.contains(&target.name), "{chart} names {}", target.name);
             }
         }
+    }
+}
+
+/// Every queue, topic and subscription a run declared is gone afterwards.
+async fn assert_everything_declared_was_deleted(
+    results: &ferry_bench::Results,
+    targets: &[Target],
+) {
+    for target in targets {
+        let ferry = Ferry::connect(&target.url).await.unwrap();
+        for w in &results.workloads {
+            for t in w.targets.iter().filter(|t| t.target == target.name) {
+                let Outcome::Ran(f) = &t.outcome else {
+                    continue;
+                };
+                let sources = if f.subscriptions.is_empty() {
+                    vec![Source::queue(&f.destination)]
+                } else {
+                    f.subscriptions
+                        .iter()
+                        .map(|s| Source::subscription(&f.destination, s))
+                        .collect()
+                };
+                for source in sources {
+                    let opened = ferry
+                        .consumer(source.clone(), ConsumerOptions::default())
+                        .await;
+                    assert!(
+                        matches!(opened, Err(ferry::Error::NotFound { .. })),
+                        "{} on {}: {source} is still there",
+                        w.workload.name,
+                        target.name
+                    );
+                }
+            }
+        }
+        ferry.close().await.unwrap();
     }
 }
 
