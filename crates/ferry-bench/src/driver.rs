@@ -331,62 +331,89 @@ async fn measure(
     let watch = pid
         .map(|p| Watch::start(p).with_context(|| format!("watch server process {p}")))
         .transpose()?;
-
-    let (publish_secs, consume_secs, published_measured, acked_measured, producers, consumers) =
-        match workload.mode {
-            Mode::Live => {
-                let consumers = start_consumers(ferry, workload, names, &shared).await?;
-                let producers = start_producers(ferry, workload, names, &shared, None);
-                tokio::time::sleep(workload.warmup()).await;
-                let (p0, a0) = snapshot(&shared);
-                shared.measuring.store(true, Ordering::SeqCst);
-                let window = Instant::now();
-                tokio::time::sleep(workload.duration()).await;
-                shared.measuring.store(false, Ordering::SeqCst);
-                let (p1, a1) = snapshot(&shared);
-                let secs = window.elapsed().as_secs_f64();
-                shared.stop_producing.store(true, Ordering::SeqCst);
-                (secs, secs, p1 - p0, a1 - a0, producers, consumers)
-            }
-            Mode::Backlog => {
-                let total = workload.messages.unwrap_or(0);
-                shared.measuring.store(true, Ordering::SeqCst);
-                let started = Instant::now();
-                let producers = start_producers(ferry, workload, names, &shared, Some(total));
-                let publish_hist = join_all(producers).await?;
-                let publish_secs = started.elapsed().as_secs_f64();
-                shared.producers_done.store(true, Ordering::SeqCst);
-                let started = Instant::now();
-                let consumers = start_consumers(ferry, workload, names, &shared).await?;
-                let e2e = join_all(consumers).await?;
-                let consume_secs = started.elapsed().as_secs_f64();
-                let published = shared.published.load(Ordering::SeqCst);
-                let acked = shared.acked.load(Ordering::SeqCst);
-                return Ok(figures(
-                    workload,
-                    names,
-                    &shared,
-                    (publish_secs, consume_secs),
-                    (published, acked),
-                    publish_hist,
-                    e2e,
-                    watch.map(|w| w.finish()),
-                ));
-            }
-        };
-    let publish_hist = join_all(producers).await?;
-    shared.producers_done.store(true, Ordering::SeqCst);
-    let e2e = join_all(consumers).await?;
+    let phases = match workload.mode {
+        Mode::Live => live(ferry, workload, names, &shared).await?,
+        Mode::Backlog => backlog(ferry, workload, names, &shared).await?,
+    };
     Ok(figures(
         workload,
         names,
         &shared,
-        (publish_secs, consume_secs),
-        (published_measured, acked_measured),
-        publish_hist,
-        e2e,
+        phases,
         watch.map(|w| w.finish()),
     ))
+}
+
+/// What the phases of a run measured.
+struct Phases {
+    publish_secs: f64,
+    consume_secs: f64,
+    /// Publishes and acks counted within the measured phases.
+    published: u64,
+    acked: u64,
+    publish_latency: Histogram<u64>,
+    end_to_end_latency: Histogram<u64>,
+}
+
+/// Producers and consumers at once; only the window after the warm-up is measured, and
+/// consumers then drain what is left so every message is accounted for.
+async fn live(
+    ferry: &Ferry,
+    workload: &Workload,
+    names: &Names,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<Phases> {
+    let consumers = start_consumers(ferry, workload, names, shared).await?;
+    let producers = start_producers(ferry, workload, names, shared, None);
+    tokio::time::sleep(workload.warmup()).await;
+    let (published_before, acked_before) = snapshot(shared);
+    shared.measuring.store(true, Ordering::SeqCst);
+    let window = Instant::now();
+    tokio::time::sleep(workload.duration()).await;
+    shared.measuring.store(false, Ordering::SeqCst);
+    let (published_after, acked_after) = snapshot(shared);
+    let secs = window.elapsed().as_secs_f64();
+    shared.stop_producing.store(true, Ordering::SeqCst);
+    let publish_latency = join_all(producers).await?;
+    shared.producers_done.store(true, Ordering::SeqCst);
+    let end_to_end_latency = join_all(consumers).await?;
+    Ok(Phases {
+        publish_secs: secs,
+        consume_secs: secs,
+        published: published_after - published_before,
+        acked: acked_after - acked_before,
+        publish_latency,
+        end_to_end_latency,
+    })
+}
+
+/// Everything published first (timed), then consumers start and the drain is timed.
+async fn backlog(
+    ferry: &Ferry,
+    workload: &Workload,
+    names: &Names,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<Phases> {
+    let total = workload.messages.unwrap_or(0);
+    shared.measuring.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let producers = start_producers(ferry, workload, names, shared, Some(total));
+    let publish_latency = join_all(producers).await?;
+    let publish_secs = started.elapsed().as_secs_f64();
+    shared.producers_done.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let consumers = start_consumers(ferry, workload, names, shared).await?;
+    let end_to_end_latency = join_all(consumers).await?;
+    let consume_secs = started.elapsed().as_secs_f64();
+    let (published, acked) = snapshot(shared);
+    Ok(Phases {
+        publish_secs,
+        consume_secs,
+        published,
+        acked,
+        publish_latency,
+        end_to_end_latency,
+    })
 }
 
 fn snapshot(shared: &Shared) -> (u64, u64) {
@@ -400,30 +427,27 @@ fn figures(
     workload: &Workload,
     names: &Names,
     shared: &Shared,
-    (publish_secs, consume_secs): (f64, f64),
-    (published, acked): (u64, u64),
-    publish_hist: Histogram<u64>,
-    e2e: Histogram<u64>,
+    phases: Phases,
     server: Option<Usage>,
 ) -> Figures {
     let total_published = shared.published.load(Ordering::SeqCst);
     Figures {
         destination: names.destination.clone(),
         subscriptions: names.subscriptions.clone(),
-        publish_secs,
-        consume_secs,
+        publish_secs: phases.publish_secs,
+        consume_secs: phases.consume_secs,
         publish: Throughput::of(
-            published,
+            phases.published,
             workload.message_size,
-            Duration::from_secs_f64(publish_secs),
+            Duration::from_secs_f64(phases.publish_secs),
         ),
         consume: Throughput::of(
-            acked,
+            phases.acked,
             workload.message_size,
-            Duration::from_secs_f64(consume_secs),
+            Duration::from_secs_f64(phases.consume_secs),
         ),
-        publish_latency: Percentiles::of(&publish_hist),
-        end_to_end_latency: Percentiles::of(&e2e),
+        publish_latency: Percentiles::of(&phases.publish_latency),
+        end_to_end_latency: Percentiles::of(&phases.end_to_end_latency),
         counts: Counts {
             published: total_published,
             expected_acks: total_published * u64::from(workload.readers()),
@@ -433,7 +457,7 @@ fn figures(
         },
         max_backlog: (workload.mode == Mode::Live).then_some(shared.max_backlog),
         server,
-        end_to_end_curve: stats::curve(&e2e),
+        end_to_end_curve: stats::curve(&phases.end_to_end_latency),
     }
 }
 
