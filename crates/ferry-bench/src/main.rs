@@ -85,5 +85,16 @@ fn main() -> anyhow::Result<()> {
     let results = runtime.block_on(ferry_bench::run(&plan))?;
     println!("{}", ferry_bench::report::markdown(&results));
     eprintln!("wrote {}", plan.out.display());
+    // The reports hold every figure that was measured, but a script running the bench must
+    // still learn that some run failed.
+    let failed = results
+        .workloads
+        .iter()
+        .flat_map(|w| &w.targets)
+        .filter(|t| matches!(t.outcome, ferry_bench::driver::Outcome::Failed(_)))
+        .count();
+    if failed > 0 {
+        anyhow::bail!("{failed} workload runs failed; see results.md");
+    }
     Ok(())
 }
