@@ -226,6 +226,103 @@ pub fn num(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::{Counts, Throughput};
+    use crate::machine::Machine;
+    use crate::workload::Workload;
+    use crate::{Results, WorkloadResult};
+
+    fn ran(msgs_per_sec: f64, p99_ms: f64) -> Outcome {
+        let latency = Percentiles {
+            count: 10,
+            p50_ms: 1.0,
+            p99_ms,
+            p999_ms: p99_ms,
+            max_ms: p99_ms,
+        };
+        Outcome::Ran(Box::new(Figures {
+            destination: "q".into(),
+            subscriptions: Vec::new(),
+            publish_secs: 1.0,
+            consume_secs: 1.0,
+            publish: Throughput {
+                msgs_per_sec,
+                mb_per_sec: 1.0,
+            },
+            consume: Throughput {
+                msgs_per_sec,
+                mb_per_sec: 1.0,
+            },
+            publish_latency: Some(latency),
+            end_to_end_latency: Some(latency),
+            counts: Counts {
+                published: 1,
+                expected_acks: 1,
+                acked: 1,
+                nacked: 0,
+                redelivered: 0,
+            },
+            max_backlog: None,
+            server: None,
+            end_to_end_curve: Vec::new(),
+        }))
+    }
+
+    #[test]
+    fn the_table_gives_ratios_to_the_baseline_and_reasons_for_skips() {
+        let workload = Workload::parse(
+            r#"
+            name = "w"
+            kind = "queue"
+            message_size = 128
+            keys = 0
+            producers = 1
+            batch = 1
+            producer_rate = 0
+            consumers = 1
+            prefetch = 1
+            ack = "each"
+            mode = "live"
+            duration_secs = 1
+            "#,
+        )
+        .unwrap();
+        let target = |name: &str, outcome| TargetResult {
+            target: name.into(),
+            url: "x".into(),
+            outcome,
+        };
+        let results = Results {
+            machine: Machine::probe(Path::new("/nonexistent"), std::time::Duration::ZERO),
+            scale: 1.0,
+            baseline: Some("base".into()),
+            workloads: vec![WorkloadResult {
+                workload,
+                targets: vec![
+                    target("base", ran(1000.0, 10.0)),
+                    target("other", ran(500.0, 30.0)),
+                    target(
+                        "bare",
+                        Outcome::Skipped("bare does not support fan-out".into()),
+                    ),
+                ],
+            }],
+        };
+        let md = markdown(&results);
+        assert!(md.contains("| base | 1 000 |"), "{md}");
+        assert!(md.contains("| 1.00 | 1.00 | 1.00 |"), "{md}");
+        assert!(md.contains("| other | 500 |"), "{md}");
+        assert!(md.contains("| 0.50 | 0.50 | 3.00 |"), "{md}");
+        assert!(
+            md.contains("| bare | skipped: bare does not support fan-out |"),
+            "{md}"
+        );
+        let json = json(&results);
+        assert_eq!(json["workloads"][0]["targets"][2]["status"], "skipped");
+        assert_eq!(
+            json["workloads"][0]["targets"][1]["figures"]["publish"]["msgs_per_sec"],
+            500.0
+        );
+    }
 
     #[test]
     fn rates_are_grouped_in_thousands() {
