@@ -88,7 +88,7 @@ POSTGRES_PID=$(pgrep -o -x postgres || pgrep -o -f 'bin/postgres')
 echo "  postgres synchronous_commit=$(psql -h 127.0.0.1 -U postgres -d test -Atc 'show synchronous_commit') fsync=$(psql -h 127.0.0.1 -U postgres -d test -Atc 'show fsync')"
 
 echo "== suite (scale $SCALE)"
-args=(run --workload bench/workloads --scale "$SCALE" --out "$OUT" --baseline ferry-server)
+args=(run --workloads bench/workloads --scale "$SCALE" --out "$OUT" --baseline ferry-server)
 [ -n "$ONLY" ] && args+=(--only "$ONLY")
 args+=(
   --target "ferry-server=ferry://127.0.0.1:7301" --pid "ferry-server=$FERRY_PID"
