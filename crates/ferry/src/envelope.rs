@@ -167,19 +167,6 @@ mod tests {
         total_cents: i64,
     }
 
-    fn received_from(message: Message) -> Received {
-        Received {
-            id: message.id.clone().unwrap(),
-            key: message.key,
-            headers: message.headers,
-            payload: message.payload,
-            priority: 0,
-            published_at_ms: 1,
-            attempt: 1,
-            dead_letter: None,
-        }
-    }
-
     #[test]
     fn an_envelope_survives_the_trip_through_a_message() {
         let sent = Envelope::new(
@@ -196,7 +183,8 @@ mod tests {
         let message = sent.to_message().unwrap();
         assert_eq!(message.id.as_deref(), Some(sent.id.as_str()));
         assert_eq!(message.headers["type"], "OrderPlaced");
-        let back: Envelope<OrderPlaced> = Envelope::from_received(&received_from(message)).unwrap();
+        let back: Envelope<OrderPlaced> =
+            Envelope::from_received(&Received::first_delivery_of(message)).unwrap();
         assert_eq!(back, sent);
     }
 
@@ -204,11 +192,13 @@ mod tests {
     fn bad_envelopes_are_refused_with_what_is_wrong() {
         let clash = Envelope::new("X", 1).metadata("type", "Y");
         assert!(clash.to_message().is_err());
-        let plain = received_from(Message::new("{}").with_id("01J00000000000000000000000"));
+        let plain =
+            Received::first_delivery_of(Message::new("{}").with_id("01J00000000000000000000000"));
         let err = Envelope::<serde_json::Value>::from_received(&plain).unwrap_err();
         assert!(err.to_string().contains("`type`"), "{err}");
         let message = Envelope::new("X", "text").to_message().unwrap();
-        let err = Envelope::<u64>::from_received(&received_from(message)).unwrap_err();
+        let err =
+            Envelope::<u64>::from_received(&Received::first_delivery_of(message)).unwrap_err();
         assert!(matches!(err, Error::Payload(_)), "{err}");
     }
 }

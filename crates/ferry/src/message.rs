@@ -183,6 +183,22 @@ pub struct Received {
 }
 
 impl Received {
+    /// `message` as a consumer would first receive it (tests of encodings built on
+    /// messages).
+    #[cfg(test)]
+    pub(crate) fn first_delivery_of(message: Message) -> Received {
+        Received {
+            id: message.id.clone().expect("a message with its id"),
+            key: message.key,
+            headers: message.headers,
+            payload: message.payload,
+            priority: 0,
+            published_at_ms: 1,
+            attempt: 1,
+            dead_letter: None,
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(String::as_str)
     }

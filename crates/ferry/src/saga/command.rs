@@ -262,19 +262,6 @@ fn parse_index(text: &str) -> Result<usize> {
 mod tests {
     use super::*;
 
-    fn received(message: Message) -> Received {
-        Received {
-            id: message.id.clone().unwrap(),
-            key: message.key,
-            headers: message.headers,
-            payload: message.payload,
-            priority: 0,
-            published_at_ms: 1,
-            attempt: 1,
-            dead_letter: None,
-        }
-    }
-
     #[test]
     fn a_command_survives_the_trip_through_a_message() {
         let command = Command {
@@ -296,7 +283,10 @@ mod tests {
             Some(stable_ulid(1_700_000_000_000, "s1.1.compensation"))
         );
         assert_eq!(message.dedup_id.as_deref(), Some("s1.1.compensation"));
-        assert_eq!(Command::from_received(&received(message)).unwrap(), command);
+        assert_eq!(
+            Command::from_received(&Received::first_delivery_of(message)).unwrap(),
+            command
+        );
     }
 
     #[test]
