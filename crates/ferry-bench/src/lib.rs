@@ -10,6 +10,7 @@ pub mod machine;
 pub mod pacing;
 pub mod process;
 pub mod report;
+pub mod soak;
 pub mod stats;
 pub mod workload;
 

@@ -1,4 +1,5 @@
 //! `ferry-bench run`: workload files against engines, reported into a directory.
+//! `ferry-bench soak`: a long steady run against one engine, watched for growth.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,6 +22,64 @@ struct Cli {
 enum Command {
     /// Run every workload (or those named by --only) against every target.
     Run(RunArgs),
+    /// A long run at a steady rate with retries and dead letters, sampling memory, open
+    /// files, disk and latency over time; fails when a message is lost or misplaced or
+    /// something grows without bound.
+    Soak(SoakArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SoakArgs {
+    /// The engine, as an SDK URL (e.g. `ferry://127.0.0.1:7070`, `embedded:/var/tmp/soak`).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "serve",
+        required_unless_present = "serve"
+    )]
+    target: Option<String>,
+    /// Start this `ferry` binary as the engine (`ferry serve` on a fresh directory under
+    /// --out, removed afterwards), instead of --target.
+    #[arg(long, value_name = "FERRY_BINARY")]
+    serve: Option<PathBuf>,
+    /// The engine's process, sampled for memory and open files (with --target; `embedded:`
+    /// targets sample this process).
+    #[arg(long, value_name = "PID", requires = "target")]
+    pid: Option<u32>,
+    /// The engine's data directory, sampled for disk use (with --target; taken from the URL
+    /// for `embedded:`).
+    #[arg(long, value_name = "DIR", requires = "target")]
+    data_dir: Option<PathBuf>,
+    /// How long the traffic runs, e.g. `30m`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30m")]
+    duration: Duration,
+    /// Messages published per second.
+    #[arg(long, default_value_t = 2_000)]
+    rate: u64,
+    /// Payload bytes per message.
+    #[arg(long, default_value_t = 256)]
+    size: usize,
+    /// Competing workers on the queue.
+    #[arg(long, default_value_t = 4)]
+    workers: u32,
+    /// Deliveries each worker holds ahead.
+    #[arg(long, default_value_t = 64)]
+    prefetch: usize,
+    /// Messages per thousand nacked once, then acked.
+    #[arg(long, default_value_t = 50)]
+    retry_per_mille: u32,
+    /// Messages per thousand nacked until they are dead-lettered.
+    #[arg(long, default_value_t = 5)]
+    poison_per_mille: u32,
+    /// Messages per thousand rejected into the dead-letter queue.
+    #[arg(long, default_value_t = 5)]
+    reject_per_mille: u32,
+    /// How often memory, files, disk and latency are sampled.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    sample_every: Duration,
+    /// Where soak.json, soak.md and the charts are written.
+    #[arg(long, value_name = "DIR", default_value = "soak-results")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -51,7 +110,65 @@ struct RunArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    let Command::Run(args) = Cli::parse().command;
+    match Cli::parse().command {
+        Command::Run(args) => run(args),
+        Command::Soak(args) => soak(args),
+    }
+}
+
+fn soak(args: SoakArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(async {
+        let mut plan = ferry_bench::soak::SoakPlan {
+            url: args.target.clone().unwrap_or_default(),
+            pid: args.pid,
+            data_dir: args.data_dir.clone(),
+            duration: args.duration,
+            rate: args.rate,
+            message_size: args.size,
+            workers: args.workers,
+            prefetch: args.prefetch,
+            mix: ferry_bench::soak::fate::Mix {
+                retry_per_mille: args.retry_per_mille,
+                poison_per_mille: args.poison_per_mille,
+                reject_per_mille: args.reject_per_mille,
+            },
+            sample_every: args.sample_every,
+            drain_limit: Duration::from_secs(60),
+            out: args.out.clone(),
+        };
+        if let Some(path) = plan.url.strip_prefix("embedded:") {
+            plan.pid = Some(std::process::id());
+            plan.data_dir.get_or_insert_with(|| PathBuf::from(path));
+        }
+        let Some(binary) = &args.serve else {
+            return ferry_bench::soak::run(&plan).await;
+        };
+        let data = args.out.join("server-data");
+        std::fs::create_dir_all(&data)?;
+        let server = ferry_bench::soak::server::Server::start(binary, &data).await?;
+        plan.url = server.url.clone();
+        plan.pid = Some(server.pid());
+        plan.data_dir = Some(data.clone());
+        let report = ferry_bench::soak::run(&plan).await;
+        drop(server);
+        std::fs::remove_dir_all(&data)?;
+        report
+    })?;
+    eprintln!("wrote {}", args.out.display());
+    println!("{}", report.verdict());
+    if !report.clean {
+        anyhow::bail!(
+            "the soak was not clean; see {}",
+            args.out.join("soak.md").display()
+        );
+    }
+    Ok(())
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut targets = args
         .targets
         .iter()

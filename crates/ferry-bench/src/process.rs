@@ -122,7 +122,7 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(utime + stime)
 }
 
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
+pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()

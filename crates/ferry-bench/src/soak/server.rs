@@ -1,0 +1,79 @@
+//! A Ferry server started for a soak: `ferry serve` on a fresh data directory and a free
+//! port, stopped with SIGTERM (a clean shutdown) when dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use ferry::Ferry;
+
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `binary serve` with its data in `data_dir` and waits until it takes clients.
+    pub async fn start(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
+        // The kernel's pick of a free port, released for the server to bind: another
+        // process could take it in between, which start-up would then report.
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new(binary)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--grpc")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--no-http")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("start {} serve", binary.display()))?;
+        let mut server = Server {
+            child,
+            url: format!("ferry://127.0.0.1:{port}"),
+            data_dir: data_dir.to_path_buf(),
+        };
+        let started = Instant::now();
+        loop {
+            if let Some(status) = server.child.try_wait()? {
+                bail!("{} serve exited at start-up: {status}", binary.display());
+            }
+            match Ferry::connect(&server.url).await {
+                Ok(ferry) => {
+                    let _ = ferry.close().await;
+                    return Ok(server);
+                }
+                Err(e) if started.elapsed() > Duration::from_secs(30) => {
+                    bail!("{} did not take clients within 30 s: {e}", server.url)
+                }
+                // Not listening yet: start-up takes a moment; there is no event to await
+                // from another process but its port answering.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: kill only sends a signal to the child this value owns.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
