@@ -56,6 +56,17 @@ pub fn payloads() -> Vec<Case> {
             (400, "malformed_json", "unexpected end of hex escape"),
         ),
         http(
+            "payload_with_a_lone_surrogate_before_a_letter",
+            "POST",
+            PUBLISH,
+            br#"{"messages": [{"payload": "\ud800\u0041"}]}"#.to_vec(),
+            (
+                400,
+                "malformed_json",
+                "lone leading surrogate in hex escape",
+            ),
+        ),
+        http(
             "payload_with_raw_bytes_that_are_not_utf8",
             "POST",
             PUBLISH,
