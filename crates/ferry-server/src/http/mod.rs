@@ -7,7 +7,7 @@
 //! | `POST` | `/v1/queues` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/queues` | → `{"names": [..]}` |
 //! | `GET` | `/v1/queues/{queue}` | → queue info (spec and stats) |
-//! | `DELETE` | `/v1/queues/{queue}` | → 204 |
+//! | `DELETE` | `/v1/queues/{queue}` | → 204, also with messages in flight (their leases end with the queue) |
 //! | `POST` | `/v1/queues/{queue}/messages` | `{"messages": [..]}` → `{"ids": [..]}` |
 //! | `POST` | `/v1/queues/{queue}/receive` | `{"consumer", "max"?, "lease_ms"?, "wait_ms"?}` → `{"deliveries": [..]}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/ack` | `{"token"}` → `{"already_settled"}` |
