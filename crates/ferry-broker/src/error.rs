@@ -151,6 +151,16 @@ pub enum BrokerError {
     )]
     StaleLease { seq: u64, token: u64 },
 
+    #[error(
+        "queue {queue} has no message {seq}: its seqs so far are below {next_seq}; settle \
+         with the seq and token of a delivery from this queue"
+    )]
+    MessageNotPublished {
+        queue: Name,
+        seq: u64,
+        next_seq: u64,
+    },
+
     // Subscription filters.
     #[error("filter {filter:?} at byte {position}: {problem}")]
     InvalidFilter {
@@ -203,6 +213,8 @@ pub enum BrokerError {
     },
 
     // The engine.
+    #[error("the consumer name is empty; name the consumer, e.g. \"billing-worker-1\"")]
+    EmptyConsumerName,
     #[error(
         "consumer name starting {prefix:?} is {len} bytes, over the limit of {max}; use a \
          shorter name"

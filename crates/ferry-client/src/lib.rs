@@ -30,6 +30,7 @@ use tonic::transport::Endpoint;
 pub use connect::{ConnectOptions, Credentials};
 pub use consumer::{Consumer, ConsumerConfig, Delivery};
 pub use error::{ClientError, Result};
+pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;
 pub use message::Message;
 pub use producer::{Producer, ProducerConfig};
@@ -282,7 +283,8 @@ impl Client {
 
     // ---- Consume ----
 
-    /// Up to `max` messages of `queue`, waiting up to `wait` for the first.
+    /// Up to `max` messages of `queue`, waiting up to `wait` (cut to 20 s by the server) for
+    /// the first. `max` is 1 to [`MAX_RECEIVE`]; the server refuses more.
     pub async fn receive(
         &self,
         queue: &str,

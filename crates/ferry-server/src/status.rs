@@ -16,7 +16,8 @@ pub fn code(error: &BrokerError) -> Code {
         E::QueueNotFound { .. }
         | E::TopicNotFound { .. }
         | E::GroupNotFound { .. }
-        | E::PartitionNotFound { .. } => Code::NotFound,
+        | E::PartitionNotFound { .. }
+        | E::MessageNotPublished { .. } => Code::NotFound,
         E::DuplicateQueue { .. } | E::QueueExists { .. } | E::TopicExists { .. } => {
             Code::AlreadyExists
         }
@@ -55,7 +56,8 @@ pub fn http(error: &BrokerError) -> StatusCode {
         E::QueueNotFound { .. }
         | E::TopicNotFound { .. }
         | E::GroupNotFound { .. }
-        | E::PartitionNotFound { .. } => StatusCode::NOT_FOUND,
+        | E::PartitionNotFound { .. }
+        | E::MessageNotPublished { .. } => StatusCode::NOT_FOUND,
         E::DuplicateQueue { .. }
         | E::QueueExists { .. }
         | E::TopicExists { .. }

@@ -1,7 +1,8 @@
 //! Edge cases of checkpoints, recovery, dead-lettering and the timer task: large
 //! checkpoints, queues deleted and created again, journals across many opens, dead letters
 //! whose origin never journaled them, a dead-letter queue that cannot take a letter, timers
-//! added while the timer task is awake, oversized consumer names.
+//! added while the timer task is awake, oversized or empty consumer names, out-of-range
+//! leases, extensions and retry delays, settles of seqs never published.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -263,4 +264,147 @@ async fn a_long_consumer_name_is_refused() {
     );
     let after = broker.publish("q", OutgoingMessage::new("m2")).await;
     assert!(after.is_ok(), "{after:?}");
+}
+
+/// An empty consumer name is refused: it would lease messages no consumer can be told from.
+#[tokio::test]
+async fn an_empty_consumer_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    let refused = broker.receive("q", "", 1, None, None).await;
+    assert!(
+        matches!(refused, Err(BrokerError::EmptyConsumerName)),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        broker.set_prefetch("q", "", Some(1)),
+        Err(BrokerError::EmptyConsumerName)
+    ));
+    assert_eq!(broker.describe_queue("q").unwrap().stats.state.ready, 1);
+}
+
+/// A receive's lease, an extension and a nack's delay out of range are refused, and the
+/// delivery they name keeps its lease as it was.
+#[tokio::test]
+async fn out_of_range_leases_extensions_and_retry_delays_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    let over_lease = QueueSpec::MAX_LEASE + Duration::from_millis(1);
+    for lease in [Duration::ZERO, Duration::from_micros(999), over_lease] {
+        let refused = broker.receive("q", "c", 1, Some(lease), None).await;
+        assert!(
+            matches!(
+                refused,
+                Err(BrokerError::InvalidSetting {
+                    setting: "lease",
+                    ..
+                })
+            ),
+            "{lease:?}: {refused:?}"
+        );
+    }
+    assert_eq!(broker.describe_queue("q").unwrap().stats.state.in_flight, 0);
+
+    let held = broker
+        .receive("q", "c", 1, Some(QueueSpec::MAX_LEASE), None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(held.lease_until_ms, T0 + 12 * 3600 * 1000);
+    let refused = broker.extend("q", held.seq, held.token, over_lease).await;
+    assert!(
+        matches!(
+            refused,
+            Err(BrokerError::InvalidSetting {
+                setting: "lease extension",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let too_late = QueueSpec::MAX_DELAY + Duration::from_millis(1);
+    let refused = broker
+        .nack("q", held.seq, held.token, Some(too_late), None)
+        .await;
+    assert!(
+        matches!(refused, Err(BrokerError::DelayTooLong { .. })),
+        "{refused:?}"
+    );
+    // Still held, with the lease it had: both limits themselves are taken.
+    let until = broker
+        .extend("q", held.seq, held.token, QueueSpec::MAX_LEASE)
+        .await
+        .unwrap();
+    assert_eq!(until, held.lease_until_ms);
+    let retry = broker
+        .nack("q", held.seq, held.token, Some(QueueSpec::MAX_DELAY), None)
+        .await
+        .unwrap();
+    assert_eq!(retry, Nacked::RetryAt(T0 + 90 * 24 * 3600 * 1000));
+}
+
+/// Settling a seq the queue never assigned says so, instead of "already settled".
+#[tokio::test]
+async fn settling_a_seq_never_published_is_message_not_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("m"))
+        .await
+        .unwrap();
+    let held = broker
+        .receive("q", "c", 1, None, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let unknown = |r: &Result<()>| {
+        matches!(
+            r,
+            Err(BrokerError::MessageNotPublished {
+                seq: 7,
+                next_seq: 1,
+                ..
+            })
+        )
+    };
+    assert!(unknown(&broker.ack("q", 7, held.token).await.map(drop)));
+    assert!(unknown(
+        &broker.nack("q", 7, held.token, None, None).await.map(drop)
+    ));
+    assert!(unknown(&broker.reject("q", 7, held.token, "r").await));
+    let second = Duration::from_secs(1);
+    assert!(unknown(
+        &broker.extend("q", 7, held.token, second).await.map(drop)
+    ));
+    let batch = broker.ack_batch("q", &[(7, held.token)]).await.unwrap();
+    assert!(
+        matches!(
+            batch[0],
+            Err(BrokerError::MessageNotPublished { seq: 7, .. })
+        ),
+        "{batch:?}"
+    );
+    // A seq that was published and settled is still "already settled".
+    assert_eq!(
+        broker.ack("q", held.seq, held.token).await.unwrap(),
+        Acked::Settled
+    );
+    assert_eq!(
+        broker.ack("q", held.seq, held.token).await.unwrap(),
+        Acked::AlreadySettled
+    );
 }

@@ -56,7 +56,7 @@ use ferry_storage::{Clock, DirLock, MetaBatch, MetaStore, SystemClock};
 
 use crate::error::{BrokerError, Result};
 use crate::journal::JournalEvent;
-use crate::message::{Headers, Limits, OutgoingMessage};
+use crate::message::{Headers, Limits, OutgoingMessage, millis};
 use crate::message_id::MessageId;
 use crate::name::Name;
 use crate::queue_state::{Acked, Effect, LeaseToken, Nacked, QueueStateStats, Seq};
@@ -415,6 +415,11 @@ impl Broker {
 
     /// Deletes a queue and its messages. Refused while another queue dead-letters into it.
     ///
+    /// Allowed while messages are in flight, as `DeleteQueue` in SQS and `queue.delete`
+    /// in RabbitMQ are by default: deleting is the operator's decision, and a consumer
+    /// cannot be waited for. The leases end with the queue — a later ack, nack, reject or
+    /// extend of one is [`BrokerError::QueueNotFound`] — and nothing is dead-lettered.
+    ///
     /// A poisoned queue ([`BrokerError::QueuePoisoned`]) can be deleted: nothing in it can
     /// be trusted until a reopen, and deleting is what an operator may want instead.
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
@@ -601,7 +606,8 @@ impl Broker {
     }
 
     /// Leases up to `max` messages to `consumer` for `lease` (the queue's by default),
-    /// waiting up to `wait` (real time) for one to become ready when none is.
+    /// waiting up to `wait` (real time) for one to become ready when none is. An empty
+    /// consumer name and a lease outside 1 ms to 12 hours are refused, leasing nothing.
     pub async fn receive(
         &self,
         queue: &str,
@@ -611,6 +617,7 @@ impl Broker {
         wait: Option<Duration>,
     ) -> Result<Vec<ReceivedMessage>> {
         check_consumer(consumer)?;
+        check_receive_lease(lease)?;
         let queue = self.queue(queue)?;
         queue.check_consumer(consumer)?;
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
@@ -674,9 +681,11 @@ impl Broker {
 
     /// Settles a delivered message. Returns once the ack is durable: an acked message never
     /// comes back, even after a crash. A repeated ack is `Ok(AlreadySettled)`; a stale token
-    /// is [`BrokerError::StaleLease`].
+    /// is [`BrokerError::StaleLease`]; a seq the queue never assigned is
+    /// [`BrokerError::MessageNotPublished`] (as for every settle), not "already settled".
     pub async fn ack(&self, queue: &str, seq: Seq, token: LeaseToken) -> Result<Acked> {
         let queue = self.queue(queue)?;
+        queue.check_published(seq)?;
         let now_ms = self.now_ms();
         let (acked, rx, effects) = {
             let mut inner = queue.lock();
@@ -710,6 +719,7 @@ impl Broker {
             let outcomes: Vec<Result<Acked>> = acks
                 .iter()
                 .map(|&(seq, token)| {
+                    queue.check_published(seq)?;
                     let acked = inner.state.ack(seq, token, now_ms)?;
                     if acked == Acked::Settled {
                         events.push(JournalEvent::Acked { seq });
@@ -728,7 +738,8 @@ impl Broker {
     }
 
     /// A failed attempt: redelivery after `delay` or the retry policy's backoff, or the
-    /// dead-letter queue when deliveries are used up. Returns once that is durable.
+    /// dead-letter queue when deliveries are used up. Returns once that is durable. A
+    /// `delay` over 90 days is [`BrokerError::DelayTooLong`], and the lease is kept.
     pub async fn nack(
         &self,
         queue: &str,
@@ -737,7 +748,9 @@ impl Broker {
         delay: Option<Duration>,
         error: Option<&str>,
     ) -> Result<Nacked> {
+        check_retry_delay(delay)?;
         let queue = self.queue(queue)?;
+        queue.check_published(seq)?;
         let now_ms = self.now_ms();
         let (nacked, effects) = {
             let mut inner = queue.lock();
@@ -762,6 +775,7 @@ impl Broker {
         reason: &str,
     ) -> Result<()> {
         let queue = self.queue(queue)?;
+        queue.check_published(seq)?;
         let now_ms = self.now_ms();
         let effects = {
             let mut inner = queue.lock();
@@ -773,7 +787,8 @@ impl Broker {
 
     /// Moves the lease's deadline to `now + by`; returns the new deadline once it is
     /// durable (journaled as `Extended`), so after a restart the message stays out of
-    /// delivery until the extended deadline.
+    /// delivery until the extended deadline. `by` over 12 hours is refused
+    /// ([`BrokerError::InvalidSetting`]) and the lease is left as it was.
     pub async fn extend(
         &self,
         queue: &str,
@@ -781,7 +796,9 @@ impl Broker {
         token: LeaseToken,
         by: Duration,
     ) -> Result<i64> {
+        check_extension(by)?;
         let queue = self.queue(queue)?;
+        queue.check_published(seq)?;
         let now_ms = self.now_ms();
         let (until_ms, rx) = {
             let mut inner = queue.lock();
@@ -963,6 +980,11 @@ fn remove_stale_queue_dirs(dir: &Path, queues: &BTreeMap<Name, Arc<Queue>>) -> R
 pub const MAX_CONSUMER_NAME_BYTES: usize = 256;
 
 fn check_consumer(consumer: &str) -> Result<()> {
+    // Prefetch caps, exclusive turns, leases and dead letters are all told apart by the
+    // consumer's name; an empty one is almost always an unset field.
+    if consumer.is_empty() {
+        return Err(BrokerError::EmptyConsumerName);
+    }
     if consumer.len() > MAX_CONSUMER_NAME_BYTES {
         let mut end = 32;
         while !consumer.is_char_boundary(end) {
@@ -975,6 +997,52 @@ fn check_consumer(consumer: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// A lease asked for at receive: the same bounds as a queue's own lease (1 ms to
+/// [`QueueSpec::MAX_LEASE`]), refused rather than clamped so a caller never works on a
+/// message believing it holds a lease it does not.
+fn check_receive_lease(lease: Option<Duration>) -> Result<()> {
+    match lease {
+        Some(lease) if millis(lease) < 1 || lease > QueueSpec::MAX_LEASE => {
+            Err(BrokerError::InvalidSetting {
+                setting: "lease",
+                problem: format!(
+                    "must be between 1 ms and 12 hours, got {}; a consumer that needs longer \
+                     should extend its lease while it works",
+                    crate::error::human(&lease)
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A lease extension: the new deadline is `now + by`, so `by` is at most
+/// [`QueueSpec::MAX_LEASE`]; zero ends the lease now (the attempt fails as if it expired).
+fn check_extension(by: Duration) -> Result<()> {
+    if by > QueueSpec::MAX_LEASE {
+        return Err(BrokerError::InvalidSetting {
+            setting: "lease extension",
+            problem: format!(
+                "must be between 0 ms and 12 hours, got {}; extend again later to hold the \
+                 message longer",
+                crate::error::human(&by)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A nack's explicit delay: at most [`QueueSpec::MAX_DELAY`], as for a delayed publish.
+fn check_retry_delay(delay: Option<Duration>) -> Result<()> {
+    match delay {
+        Some(delay) if delay > QueueSpec::MAX_DELAY => Err(BrokerError::DelayTooLong {
+            delay,
+            max: QueueSpec::MAX_DELAY,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The largest record a valid message can make: the limits' payload, key and headers, plus

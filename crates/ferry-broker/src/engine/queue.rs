@@ -159,6 +159,21 @@ impl Queue {
     }
 
     /// `Err(QueuePoisoned)` once a write to the queue's logs has failed.
+    /// Whether `seq` is one this queue assigned: settling any other is a caller's mistake
+    /// (a seq from another queue, or made up), which an ack must not answer with "already
+    /// settled".
+    pub fn check_published(&self, seq: Seq) -> Result<()> {
+        let next_seq = self.messages.end_offset();
+        if seq >= next_seq {
+            return Err(BrokerError::MessageNotPublished {
+                queue: self.name.clone(),
+                seq,
+                next_seq,
+            });
+        }
+        Ok(())
+    }
+
     pub fn check(&self) -> Result<()> {
         match self.poisoned.get() {
             Some(cause) => Err(BrokerError::QueuePoisoned {

@@ -30,6 +30,22 @@ pub enum ConvertError {
     Broker(#[from] ferry_broker::BrokerError),
 }
 
+/// How many deliveries a receive asks for: `None` (unset) takes 1; 0 and more than
+/// [`ferry_proto::MAX_RECEIVE`] are refused.
+pub fn receive_max(max: Option<u32>) -> Result<usize, ConvertError> {
+    match max {
+        None => Ok(1),
+        Some(n @ 1..=ferry_proto::MAX_RECEIVE) => Ok(n as usize),
+        Some(n) => Err(ConvertError::OutOfRange {
+            field: "max",
+            value: format!(
+                "{n} (a receive returns 1 to {} deliveries; receive again for more)",
+                ferry_proto::MAX_RECEIVE
+            ),
+        }),
+    }
+}
+
 pub(crate) fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }

@@ -24,8 +24,7 @@ use super::{allow, caller};
 use crate::auth::{Action, Gate};
 use crate::convert::{self, opt_ms};
 use crate::metrics::Meters;
-use crate::status::from_broker;
-use crate::status::from_refusal;
+use crate::status::{from_broker, from_convert, from_refusal};
 
 /// How long one receive of the deliverer waits for messages before it looks again whether
 /// the stream is still open.
@@ -68,12 +67,14 @@ impl Consumer for ConsumerService {
     async fn receive(&self, r: Request<v1::ReceiveRequest>) -> Reply<v1::ReceiveResponse> {
         allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
         let r = r.into_inner();
+        // proto3 cannot tell an unset `max` from 0: both take the default.
+        let max = convert::receive_max((r.max != 0).then_some(r.max)).map_err(from_convert)?;
         let got = self
             .broker
             .receive(
                 &r.queue,
                 &r.consumer,
-                r.max as usize,
+                max,
                 opt_ms(r.lease_ms),
                 opt_ms(r.wait_ms).map(|w| w.min(MAX_WAIT)),
             )

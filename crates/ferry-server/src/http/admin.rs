@@ -84,6 +84,11 @@ pub async fn create_topic(
 ) -> Reply<(StatusCode, Json<Created>)> {
     let r: Create<spec::TopicSpec> = parse(&body?)?;
     s.allow(&headers, Action::Admin, &r.name)?;
+    // Over gRPC 0 partitions is proto3's "unset"; in JSON an explicit 0 asks for none, and
+    // gets the broker's refusal instead of the default.
+    if r.spec.as_ref().is_some_and(|t| t.partitions == Some(0)) {
+        ferry_broker::TopicSpec::with_partitions(0).validate()?;
+    }
     let spec = convert::topic_spec(r.spec.map(Into::into))?;
     s.broker.create_topic(&r.name, spec).await?;
     Ok((StatusCode::CREATED, Json(Created { name: r.name })))

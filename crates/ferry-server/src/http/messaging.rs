@@ -22,8 +22,8 @@ type Reply<T> = Result<T, ApiError>;
 /// The longest a receive waits for a message; longer asks are cut to it, so a shutdown
 /// (which lets requests in progress finish) never waits on a poll for long.
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
-/// Most deliveries one receive returns, whatever is asked.
-pub const MAX_RECEIVE: u32 = 1000;
+/// Most deliveries one receive returns; a larger `max` is refused.
+pub const MAX_RECEIVE: u32 = ferry_proto::MAX_RECEIVE;
 /// The error a delivery records when its receiver went away before the reply was sent.
 const DISCONNECTED: &str = "HTTP client disconnected before the deliveries were sent";
 
@@ -158,9 +158,9 @@ async fn receive_detached(
     queue: String,
     r: Receive,
 ) -> Reply<Vec<ferry_broker::ReceivedMessage>> {
+    let max = convert::receive_max(r.max)?;
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
-        let max = r.max.unwrap_or(1).clamp(1, MAX_RECEIVE) as usize;
         let wait = opt_ms(r.wait_ms).map(|w| w.min(MAX_WAIT));
         let got = broker
             .receive(&queue, &r.consumer, max, opt_ms(r.lease_ms), wait)

@@ -7,7 +7,7 @@
 //! | `POST` | `/v1/queues` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/queues` | → `{"names": [..]}` |
 //! | `GET` | `/v1/queues/{queue}` | → queue info (spec and stats) |
-//! | `DELETE` | `/v1/queues/{queue}` | → 204 |
+//! | `DELETE` | `/v1/queues/{queue}` | → 204, also with messages in flight (their leases end with the queue) |
 //! | `POST` | `/v1/queues/{queue}/messages` | `{"messages": [..]}` → `{"ids": [..]}` |
 //! | `POST` | `/v1/queues/{queue}/receive` | `{"consumer", "max"?, "lease_ms"?, "wait_ms"?}` → `{"deliveries": [..]}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/ack` | `{"token"}` → `{"already_settled"}` |
@@ -41,7 +41,9 @@
 //! words (`"ordering": "key_shared"`) and every field optional but the names; unknown
 //! fields are refused. Payloads and keys are UTF-8 text (`payload`, `key`) or base64
 //! (`payload_base64`, `key_base64`); deliveries come back the same way, as text when it is
-//! valid UTF-8. A receive waits at most [`MAX_WAIT`] and returns at most [`MAX_RECEIVE`].
+//! valid UTF-8. A receive's `max` is 1 to [`MAX_RECEIVE`] (unset: 1), its `lease_ms` 1 ms to
+//! 12 hours (unset: the queue's); `wait_ms` is cut to [`MAX_WAIT`]. Out-of-range numbers are
+//! refused, never clamped — except the wait, which only bounds how long an empty poll lasts.
 //! Dead-letter pages go on from `next_after_seq`.
 //!
 //! Failures answer `{"error", "code"}` with a status from the kind of failure (see

@@ -346,7 +346,8 @@ struct RemoteConsumer {
 impl ConsumerBackend for RemoteConsumer {
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         let client = self.shared.client()?;
-        let max = max.min(u32::MAX as usize) as u32;
+        // A prefetch larger than one receive may return is filled over several fetches.
+        let max = max.min(ferry_client::MAX_RECEIVE as usize) as u32;
         let deliveries = client
             .receive(&self.queue, &self.name, max, Some(wait))
             .await
