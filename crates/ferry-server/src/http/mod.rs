@@ -72,6 +72,7 @@ use serde::de::DeserializeOwned;
 
 use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;
+use crate::redaction::Redaction;
 use error::ApiError;
 
 pub use message::{Delivery, GroupInfo, QueueInfo, SubscriptionInfo, TopicInfo};
@@ -85,6 +86,8 @@ pub struct Shared {
     pub meters: Arc<Meters>,
     /// Tokens, permissions and limits every call passes first.
     pub gate: Arc<Gate>,
+    /// Headers whose values dead-letter peeks mask.
+    pub redaction: Arc<Redaction>,
     /// Set when shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub shutting_down: Arc<AtomicBool>,
 }
@@ -107,6 +110,15 @@ impl Shared {
     ) -> Result<Caller, ApiError> {
         let who = self.caller(headers)?;
         self.gate.allow(who, action, name)?;
+        Ok(who)
+    }
+
+    /// The caller, if it may read `queue`: `consume` on an ordinary queue, `dead_letters`
+    /// on a dead-letter queue (see [`Gate::allow_read`]).
+    pub(crate) fn allow_read(&self, headers: &HeaderMap, queue: &str) -> Result<Caller, ApiError> {
+        let who = self.caller(headers)?;
+        self.gate
+            .allow_read(who, queue, |q| self.broker.is_dead_letter_queue(q))?;
         Ok(who)
     }
 }
