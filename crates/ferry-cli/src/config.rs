@@ -602,7 +602,13 @@ mod tests {
         let e = resolve(file, &env(&[]), &Flags::default()).unwrap();
         assert!(e.redaction.value.covers("x-secret") && !e.redaction.value.covers("cookie"));
         assert_eq!(e.redaction.source, Source::File);
-        assert_eq!(parse("[redaction]\nheaders = []\n").unwrap().redaction.value, Redaction::none());
+        assert_eq!(
+            parse("[redaction]\nheaders = []\n")
+                .unwrap()
+                .redaction
+                .value,
+            Redaction::none()
+        );
 
         let vars = [("FERRY_REDACTION_HEADERS", "x-a, X-B")];
         let file = parse_file("[redaction]\nheaders = [\"x-secret\"]\n").unwrap();
@@ -619,15 +625,22 @@ mod tests {
             ..Flags::default()
         };
         let e = resolve(ConfigFile::default(), &env(&vars), &flags).unwrap();
-        assert_eq!(e.redaction.value, Redaction::new(["x-flag", "x-other"]).unwrap());
+        assert_eq!(
+            e.redaction.value,
+            Redaction::new(["x-flag", "x-other"]).unwrap()
+        );
         assert_eq!(e.redaction.source, Source::Flag("--redact-header"));
 
         let e = |r: anyhow::Result<Effective>| format!("{:#}", r.unwrap_err());
         assert!(e(parse("[redaction]\nheaders = [\"\"]\n")).contains("redaction.headers"));
         let bad = [("FERRY_REDACTION_HEADERS", "a,,b")];
         assert!(
-            e(resolve(ConfigFile::default(), &env(&bad), &Flags::default()))
-                .contains("FERRY_REDACTION_HEADERS")
+            e(resolve(
+                ConfigFile::default(),
+                &env(&bad),
+                &Flags::default()
+            ))
+            .contains("FERRY_REDACTION_HEADERS")
         );
     }
 

@@ -177,7 +177,13 @@ mod tests {
     #[test]
     fn the_default_covers_credentials_and_none_covers_nothing() {
         let d = Redaction::default();
-        for name in ["authorization", "Cookie", "set-cookie", "proxy-authorization", "X-API-KEY"] {
+        for name in [
+            "authorization",
+            "Cookie",
+            "set-cookie",
+            "proxy-authorization",
+            "X-API-KEY",
+        ] {
             assert!(d.covers(name), "{name}");
         }
         assert!(!d.covers("content-type"));

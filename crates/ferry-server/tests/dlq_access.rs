@@ -97,8 +97,14 @@ impl Running {
             dead_letter: DeadLetter::Disabled,
             ..QueueSpec::default()
         };
-        broker.create_queue("orders", QueueSpec::default()).await.unwrap();
-        broker.create_queue("billing", no_dlq.clone()).await.unwrap();
+        broker
+            .create_queue("orders", QueueSpec::default())
+            .await
+            .unwrap();
+        broker
+            .create_queue("billing", no_dlq.clone())
+            .await
+            .unwrap();
         broker.create_queue("graveyard", no_dlq).await.unwrap();
         let to_graveyard = QueueSpec {
             dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
@@ -148,7 +154,12 @@ impl Running {
     }
 
     fn tracked(&self, queue: &str) -> usize {
-        self.broker.describe_queue(queue).unwrap().stats.state.tracked
+        self.broker
+            .describe_queue(queue)
+            .unwrap()
+            .stats
+            .state
+            .tracked
     }
 
     async fn peek(&self, token: &str, dlq: &str) -> Result<Vec<v1::Delivery>, tonic::Status> {
@@ -267,7 +278,15 @@ async fn grpc_peek_and_receive_of_dead_letters_need_dead_letters_not_consume() {
     // Receive: the same split, and a refused receive leases nothing.
     denied(s.receive(READER, "orders.dlq").await);
     denied(s.receive(DLQ, "orders").await);
-    assert_eq!(s.broker.describe_queue("orders.dlq").unwrap().stats.state.in_flight, 0);
+    assert_eq!(
+        s.broker
+            .describe_queue("orders.dlq")
+            .unwrap()
+            .stats
+            .state
+            .in_flight,
+        0
+    );
     let got = s.receive(DLQ, "orders.dlq").await.unwrap();
     assert_eq!(got.len(), 1);
     // A consumer of dead letters gets the real headers: only peeks are masked.
@@ -347,28 +366,60 @@ async fn http_dead_letter_calls_need_dead_letters_not_consume() {
     let r = s.http(DLQ, "GET", peek, json!({})).await;
     assert_eq!(r.status, 200, "{}", r.raw);
     assert_eq!(r.body["letters"].as_array().unwrap().len(), 1);
-    let r = s.http(DLQ, "GET", "/v1/queues/graveyard/dead-letters", json!({})).await;
+    let r = s
+        .http(DLQ, "GET", "/v1/queues/graveyard/dead-letters", json!({}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.raw);
-    forbidden(&s.http(DLQ, "GET", "/v1/queues/orders/dead-letters", json!({})).await);
+    forbidden(
+        &s.http(DLQ, "GET", "/v1/queues/orders/dead-letters", json!({}))
+            .await,
+    );
 
     let receive = json!({"consumer": "w"});
-    forbidden(&s.http(READER, "POST", "/v1/queues/orders.dlq/receive", receive.clone()).await);
-    forbidden(&s.http(DLQ, "POST", "/v1/queues/orders/receive", receive.clone()).await);
+    forbidden(
+        &s.http(
+            READER,
+            "POST",
+            "/v1/queues/orders.dlq/receive",
+            receive.clone(),
+        )
+        .await,
+    );
+    forbidden(
+        &s.http(DLQ, "POST", "/v1/queues/orders/receive", receive.clone())
+            .await,
+    );
     let r = s
-        .http(DLQ, "POST", "/v1/queues/orders.dlq/receive", receive.clone())
+        .http(
+            DLQ,
+            "POST",
+            "/v1/queues/orders.dlq/receive",
+            receive.clone(),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.raw);
     let d = &r.body["deliveries"][0];
-    assert_eq!(d["headers"]["Authorization"], SECRET, "consumers get real headers");
+    assert_eq!(
+        d["headers"]["Authorization"], SECRET,
+        "consumers get real headers"
+    );
     let ack = format!("/v1/queues/orders.dlq/messages/{}/ack", d["seq"]);
-    forbidden(&s.http(READER, "POST", &ack, json!({"token": d["token"]})).await);
-    let r = s.http(DLQ, "POST", &ack, json!({"token": d["token"]})).await;
+    forbidden(
+        &s.http(READER, "POST", &ack, json!({"token": d["token"]}))
+            .await,
+    );
+    let r = s
+        .http(DLQ, "POST", &ack, json!({"token": d["token"]}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.raw);
 
     let redrive = "/v1/queues/graveyard/redrive";
     forbidden(&s.http(ADMIN, "POST", redrive, json!({})).await);
     forbidden(&s.http(READER, "POST", redrive, json!({})).await);
-    forbidden(&s.http(DLQ, "POST", redrive, json!({"target": "billing"})).await);
+    forbidden(
+        &s.http(DLQ, "POST", redrive, json!({"target": "billing"}))
+            .await,
+    );
     assert_eq!(s.tracked("graveyard"), 1, "nothing moved");
     let r = s.http(DLQ, "POST", redrive, json!({})).await;
     assert_eq!(r.status, 200, "{}", r.raw);
@@ -405,7 +456,11 @@ async fn peeks_mask_redacted_headers_and_refuse_filters_on_them() {
     let r = s
         .http(DLQ, "GET", "/v1/queues/orders.dlq/dead-letters", json!({}))
         .await;
-    assert_eq!(r.body["letters"][0]["headers"]["Authorization"], "***", "{}", r.raw);
+    assert_eq!(
+        r.body["letters"][0]["headers"]["Authorization"], "***",
+        "{}",
+        r.raw
+    );
     assert_eq!(r.body["letters"][0]["headers"]["tenant"], "acme");
     assert!(!r.raw.contains(SECRET), "{}", r.raw);
     let r = s
@@ -437,11 +492,18 @@ async fn the_redaction_list_is_the_servers_to_set() {
     let s = Running::start(Some(custom)).await;
     let letters = s.peek(DLQ, "orders.dlq").await.unwrap();
     assert_eq!(letters[0].headers["tenant"], "***");
-    assert_eq!(letters[0].headers["Authorization"], SECRET, "not on this list");
+    assert_eq!(
+        letters[0].headers["Authorization"], SECRET,
+        "not on this list"
+    );
     let r = s
         .http(DLQ, "GET", "/v1/queues/graveyard/dead-letters", json!({}))
         .await;
-    assert_eq!(r.body["letters"][0]["headers"]["tenant"], "***", "{}", r.raw);
+    assert_eq!(
+        r.body["letters"][0]["headers"]["tenant"], "***",
+        "{}",
+        r.raw
+    );
     s.stop().await;
 
     let s = Running::start(Some(Redaction::none())).await;

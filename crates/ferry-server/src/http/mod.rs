@@ -14,7 +14,7 @@
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/nack` | `{"token", "delay_ms"?, "error"?}` → `{"retry_at_ms"}` or `{"dead_lettered"}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/reject` | `{"token", "reason"}` → `{}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
-//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq"}` |
+//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq"}`, redacted header values as `***` ([`crate::redaction`]) |
 //! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
 //! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/topics` | → `{"names": [..]}` |
