@@ -311,7 +311,8 @@ pub enum Refusal {
     Unauthenticated,
     #[error(
         "token {token:?} may not {action} on {name:?}: grant it a permission like \
-         `{action}:{name}`"
+         `{action}:{name}`{}",
+        hint(*.action)
     )]
     Forbidden {
         token: String,
@@ -325,6 +326,14 @@ pub enum Refusal {
          slow down and retry"
     )]
     OverQuota { token: String, rate: u32 },
+}
+
+/// What a refusal adds for an action that surprises: `consume` does not read dead letters.
+fn hint(action: Action) -> &'static str {
+    match action {
+        Action::DeadLetters => " (a dead-letter queue is read with `dead_letters`, not `consume`)",
+        _ => "",
+    }
 }
 
 /// Who is calling: the grant its token matched, or anyone on an open server.
