@@ -1,5 +1,5 @@
-//! The server's configuration (`ferry serve`): listeners, data directory, limits, TLS and
-//! API tokens, from a TOML file (`--config FILE`, FERRY_CONFIG), `FERRY_<SECTION>_<KEY>`
+//! The server's configuration (`ferry serve`): listeners, data directory, limits, TLS,
+//! header redaction and API tokens, from a TOML file (`--config FILE`, FERRY_CONFIG), `FERRY_<SECTION>_<KEY>`
 //! environment variables and flags. Each value is the first found of: its flag, its
 //! variable, the file, the default. Tokens come from the file only.
 //!
@@ -23,12 +23,24 @@
 //!                               # then intermediates (PEM)
 //! key = "/etc/ferry/key.pem"    # FERRY_TLS_KEY, --tls-key: PKCS#8, PKCS#1 or SEC1 (PEM)
 //!
+//! [redaction]               # FERRY_REDACTION_HEADERS (comma-separated), --redact-header
+//! headers = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"]
+//!
 //! [[auth.tokens]]
 //! name = "orders-service"
 //! sha256 = "9f86d0…"        # `ferry token hash TOKEN`; the token itself never goes here
-//! permissions = ["publish:orders.*", "consume:orders.#"]
+//! permissions = ["publish:orders.*", "consume:orders.#", "dlq:orders.dlq"]
 //! publish_rate = 500        # messages per second, optional
 //! ```
+//!
+//! `redaction.headers` names the headers (any case) whose values dead-letter peeks show as
+//! `***`, over gRPC (so in `ferry dlq list/peek`) and HTTP; the default is the list above.
+//! `headers = []`, or `none` in the variable or the flag, shows every value. Consumers and
+//! redrives always get the real headers.
+//!
+//! A permission is `<action>:<pattern>`: `publish`, `consume` (ordinary queues, topics),
+//! `dead_letters` or `dlq` (peek, receive from and redrive dead-letter queues; `consume`
+//! does not read them), `admin`; see `ferry_server::auth` for what each call needs.
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz`, `/readyz` and `/metrics`); without one the server is open and should listen
@@ -42,6 +54,7 @@ use std::str::FromStr;
 
 use anyhow::{Context, bail};
 use ferry_server::auth::{AuthConfig, Permission, TokenGrant, parse_sha256_hex};
+use ferry_server::redaction::Redaction;
 use ferry_server::tls::TlsConfig;
 use serde::Deserialize;
 
@@ -62,6 +75,8 @@ pub struct ConfigFile {
     pub limits: Limits,
     #[serde(default)]
     pub tls: Tls,
+    #[serde(default)]
+    pub redaction: RedactionSection,
     pub auth: Option<Auth>,
 }
 
@@ -97,6 +112,13 @@ pub struct Limits {
 pub struct Tls {
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+}
+
+/// The headers whose values dead-letter peeks mask.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionSection {
+    pub headers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +173,8 @@ pub struct Flags {
     pub data_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// `--redact-header`, repeated (empty: not given).
+    pub redact_headers: Vec<String>,
 }
 
 /// What the server runs with, checked.
@@ -164,6 +188,7 @@ pub struct Effective {
     pub max_connections: Setting<Option<usize>>,
     pub tls_cert: Setting<Option<PathBuf>>,
     pub tls_key: Setting<Option<PathBuf>>,
+    pub redaction: Setting<Redaction>,
     pub auth: Option<AuthConfig>,
 }
 
@@ -305,6 +330,27 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         flags.tls_key.clone().map(|p| (p, "--tls-key")),
         file.tls.key,
     )?;
+    let redaction_flag = if flags.redact_headers.is_empty() {
+        None
+    } else {
+        let joined = flags.redact_headers.join(",");
+        let value: Redaction = joined
+            .parse()
+            .with_context(|| format!("--redact-header {joined:?}"))?;
+        Some((value, "--redact-header"))
+    };
+    let redaction_file = file
+        .redaction
+        .headers
+        .map(Redaction::new)
+        .transpose()
+        .context("redaction.headers")?;
+    let redaction = layer(
+        env,
+        "FERRY_REDACTION_HEADERS",
+        redaction_flag,
+        redaction_file,
+    )?;
     for limit in [&max_batch, &max_connections].into_iter().flatten() {
         if limit.value == 0 {
             bail!(
@@ -330,6 +376,7 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         max_connections: Setting::optional(max_connections),
         tls_cert: Setting::optional(tls_cert),
         tls_key: Setting::optional(tls_key),
+        redaction: Setting::or_default(redaction, Redaction::default()),
         auth: file.auth.map(auth).transpose()?,
     })
 }
@@ -411,6 +458,11 @@ pub fn describe(effective: &Effective) -> String {
     };
     line("tls.cert", path(&e.tls_cert.value), e.tls_cert.source);
     line("tls.key", path(&e.tls_key.value), e.tls_key.source);
+    line(
+        "redaction.headers",
+        e.redaction.value.to_string(),
+        e.redaction.source,
+    );
     match &e.auth {
         None => out.push_str("auth: none (open; listen on the loopback interface only)\n"),
         Some(auth) => {
@@ -531,6 +583,65 @@ mod tests {
         let e = resolve(ConfigFile::default(), &env(&[]), &Flags::default()).unwrap();
         assert_eq!(e.grpc.value, DEFAULT_GRPC.parse().unwrap());
         assert_eq!(e.data_dir.source, Source::Default);
+    }
+
+    #[test]
+    fn redacted_headers_come_from_the_flag_the_variable_the_file_or_the_default() {
+        let e = parse("").unwrap();
+        assert_eq!(e.redaction.value, Redaction::default());
+        assert_eq!(e.redaction.source, Source::Default);
+        assert!(
+            describe(&e).contains(
+                "redaction.headers = authorization, cookie, proxy-authorization, set-cookie, \
+                 x-api-key  (default)"
+            ),
+            "{}",
+            describe(&e)
+        );
+        let file = parse_file("[redaction]\nheaders = [\"X-Secret\"]\n").unwrap();
+        let e = resolve(file, &env(&[]), &Flags::default()).unwrap();
+        assert!(e.redaction.value.covers("x-secret") && !e.redaction.value.covers("cookie"));
+        assert_eq!(e.redaction.source, Source::File);
+        assert_eq!(
+            parse("[redaction]\nheaders = []\n")
+                .unwrap()
+                .redaction
+                .value,
+            Redaction::none()
+        );
+
+        let vars = [("FERRY_REDACTION_HEADERS", "x-a, X-B")];
+        let file = parse_file("[redaction]\nheaders = [\"x-secret\"]\n").unwrap();
+        let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+        assert_eq!(e.redaction.value, Redaction::new(["x-a", "x-b"]).unwrap());
+        assert_eq!(e.redaction.source, Source::Env("FERRY_REDACTION_HEADERS"));
+        let none = [("FERRY_REDACTION_HEADERS", "none")];
+        let e = resolve(ConfigFile::default(), &env(&none), &Flags::default()).unwrap();
+        assert!(e.redaction.value.is_empty());
+        assert!(describe(&e).contains("redaction.headers = none  (env FERRY_REDACTION_HEADERS)"));
+
+        let flags = Flags {
+            redact_headers: vec!["x-flag".into(), "x-other".into()],
+            ..Flags::default()
+        };
+        let e = resolve(ConfigFile::default(), &env(&vars), &flags).unwrap();
+        assert_eq!(
+            e.redaction.value,
+            Redaction::new(["x-flag", "x-other"]).unwrap()
+        );
+        assert_eq!(e.redaction.source, Source::Flag("--redact-header"));
+
+        let e = |r: anyhow::Result<Effective>| format!("{:#}", r.unwrap_err());
+        assert!(e(parse("[redaction]\nheaders = [\"\"]\n")).contains("redaction.headers"));
+        let bad = [("FERRY_REDACTION_HEADERS", "a,,b")];
+        assert!(
+            e(resolve(
+                ConfigFile::default(),
+                &env(&bad),
+                &Flags::default()
+            ))
+            .contains("FERRY_REDACTION_HEADERS")
+        );
     }
 
     #[test]

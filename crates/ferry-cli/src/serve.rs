@@ -40,6 +40,12 @@ pub struct ServeArgs {
     /// The private key (PEM) of the TLS certificate [env FERRY_TLS_KEY; file tls.key].
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    /// A header whose value dead-letter peeks show as `***` (any case; repeat, or separate
+    /// with commas; `none` shows every value). Replaces the whole list [env
+    /// FERRY_REDACTION_HEADERS; file redaction.headers; default authorization,
+    /// proxy-authorization, cookie, set-cookie, x-api-key].
+    #[arg(long = "redact-header", value_name = "NAME")]
+    pub redact_headers: Vec<String>,
 }
 
 impl ServeArgs {
@@ -51,6 +57,7 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
+            redact_headers: self.redact_headers.clone(),
         }
     }
 }
@@ -75,7 +82,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let grpc_addr = grpc
         .local_addr()
         .context("reading the gRPC listener's address")?;
-    let mut server = ferry_server::Server::new(broker).grpc(grpc);
+    let mut server = ferry_server::Server::new(broker)
+        .grpc(grpc)
+        .redact_headers(config.redaction.value.clone());
     let secure = tls.is_some();
     if let Some(tls) = tls {
         server = server.tls(tls);

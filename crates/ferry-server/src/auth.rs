@@ -3,8 +3,8 @@
 //!
 //! A [`TokenGrant`] names a token, holds its SHA-256 (never the token), the
 //! [`Permission`]s it carries — an [`Action`] on the names a [`NamePattern`] matches, written
-//! `publish:orders.*`, `consume:orders.#`, `admin:#` — and an optional publish quota in
-//! messages per second. Without an [`AuthConfig`] the server is open: every call is
+//! `publish:orders.*`, `consume:orders.#`, `dead_letters:orders.dlq` (or `dlq:orders.dlq`),
+//! `admin:#` — and an optional publish quota in messages per second. Without an [`AuthConfig`] the server is open: every call is
 //! allowed, and only [`Gate::max_batch`] applies.
 //!
 //! Clients send `authorization: Bearer <token>` (gRPC metadata or HTTP header). The token
@@ -14,14 +14,25 @@
 //! | call | needs |
 //! | --- | --- |
 //! | publish, publish stream (each batch), publish to topic, cancel | `publish` on the queue or topic |
-//! | receive, ack, nack, reject, extend, consume stream | `consume` on the queue |
-//! | dead-letter peek | `consume` on the dead-letter queue |
+//! | receive, ack, nack, reject, extend, consume stream — on an ordinary queue | `consume` on the queue |
+//! | the same on a dead-letter queue | `dead_letters` on the dead-letter queue |
+//! | dead-letter peek (list, peek) | `dead_letters` on the dead-letter queue (`consume`, should the queue peeked be an ordinary one) |
+//! | redrive | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
 //! | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
 //! | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
-//! | redrive | `admin` on the dead-letter queue, and on the target when one is named |
 //! | list queues, list topics | a valid token; only names it has `admin` on are listed |
 //! | `/healthz`, `/readyz`, `/metrics` | nothing |
-
+//!
+//! **Dead letters are guarded apart.** Dead-letter queues gather what failed from many
+//! places and are read by fewer people than the queues they serve, so reading them is
+//! its own action: `consume` never reads a dead-letter queue (not even through a
+//! pattern such as `consume:orders.#`, which matches `orders.dlq`), and `dead_letters`
+//! never consumes an ordinary queue. A queue is a dead-letter queue when its name ends in
+//! `.dlq` (the suffix is reserved for them) or some queue names it as its dead-letter queue
+//! ([`ferry_broker::Broker::is_dead_letter_queue`]). A redrive without a target sends each
+//! letter back to the queue it came from, which `dead_letters` covers; a named target is
+//! written to, so it needs `publish` there as a publish would. `admin` grants none of
+//! this.
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
@@ -34,11 +45,13 @@ use sha2::{Digest, Sha256};
 pub enum Action {
     /// Publish to a queue or topic, and cancel what was published to a queue.
     Publish,
-    /// Receive and settle from a queue (dead-letter queues included), join and read a
-    /// topic's consumer groups.
+    /// Receive and settle from an ordinary queue (not a dead-letter queue), join and read
+    /// a topic's consumer groups.
     Consume,
-    /// Create, describe, list and delete; redrive dead letters; reset group offsets;
-    /// add partitions.
+    /// Peek at, receive, settle and redrive the letters of a dead-letter queue. Written
+    /// `dead_letters:` or `dlq:`.
+    DeadLetters,
+    /// Create, describe, list and delete; reset group offsets; add partitions.
     Admin,
 }
 
@@ -47,7 +60,18 @@ impl Action {
         match self {
             Action::Publish => "publish",
             Action::Consume => "consume",
+            Action::DeadLetters => "dead_letters",
             Action::Admin => "admin",
+        }
+    }
+
+    /// What reading (receiving, settling, peeking) a queue needs: [`Action::DeadLetters`]
+    /// on a dead-letter queue, [`Action::Consume`] on any other.
+    pub fn to_read(is_dead_letter_queue: bool) -> Action {
+        if is_dead_letter_queue {
+            Action::DeadLetters
+        } else {
+            Action::Consume
         }
     }
 }
@@ -63,7 +87,7 @@ impl fmt::Display for Action {
 pub enum AuthError {
     #[error("{given:?} is not a permission: write `<action>:<pattern>`, e.g. `publish:orders.*`")]
     MissingColon { given: String },
-    #[error("{given:?} is not an action: use publish, consume or admin")]
+    #[error("{given:?} is not an action: use publish, consume, dead_letters (or dlq) or admin")]
     UnknownAction { given: String },
     #[error("an empty name pattern matches nothing: use `#` for every name")]
     EmptyPattern,
@@ -187,6 +211,7 @@ impl FromStr for Permission {
         let action = match action.trim() {
             "publish" => Action::Publish,
             "consume" => Action::Consume,
+            "dead_letters" | "dlq" => Action::DeadLetters,
             "admin" => Action::Admin,
             other => {
                 return Err(AuthError::UnknownAction {
@@ -286,7 +311,8 @@ pub enum Refusal {
     Unauthenticated,
     #[error(
         "token {token:?} may not {action} on {name:?}: grant it a permission like \
-         `{action}:{name}`"
+         `{action}:{name}`{}",
+        hint(*.action)
     )]
     Forbidden {
         token: String,
@@ -300,6 +326,14 @@ pub enum Refusal {
          slow down and retry"
     )]
     OverQuota { token: String, rate: u32 },
+}
+
+/// What a refusal adds for an action that surprises: `consume` does not read dead letters.
+fn hint(action: Action) -> &'static str {
+    match action {
+        Action::DeadLetters => " (a dead-letter queue is read with `dead_letters`, not `consume`)",
+        _ => "",
+    }
 }
 
 /// Who is calling: the grant its token matched, or anyone on an open server.
@@ -398,6 +432,22 @@ impl Gate {
             action,
             name: name.to_owned(),
         })
+    }
+
+    /// Whether `caller` may read `queue`: receive from it, settle its deliveries, peek at
+    /// it. The action depends on whether `queue` is a dead-letter queue
+    /// ([`Action::to_read`]), which `is_dead_letter_queue` answers — asked only when
+    /// tokens are configured, as an open server allows everything anyway.
+    pub fn allow_read(
+        &self,
+        caller: Caller,
+        queue: &str,
+        is_dead_letter_queue: impl FnOnce(&str) -> bool,
+    ) -> Result<(), Refusal> {
+        if self.auth.is_none() {
+            return Ok(());
+        }
+        self.allow(caller, Action::to_read(is_dead_letter_queue(queue)), queue)
     }
 
     /// A publish of `messages` to `name`: the permission, the batch limit, then the
@@ -522,6 +572,58 @@ mod tests {
             "admin:orders*".parse::<Permission>(),
             Err(AuthError::PartialWildcard { .. })
         ));
+    }
+
+    #[test]
+    fn dead_letters_is_its_own_action_written_two_ways() {
+        let long: Permission = "dead_letters:orders.#".parse().unwrap();
+        let short: Permission = "dlq:orders.#".parse().unwrap();
+        assert_eq!(long, short);
+        assert_eq!(short.to_string(), "dead_letters:orders.#");
+        assert!(short.allows(Action::DeadLetters, "orders.dlq"));
+        assert!(!short.allows(Action::Consume, "orders"));
+        let consume: Permission = "consume:orders.#".parse().unwrap();
+        assert!(!consume.allows(Action::DeadLetters, "orders.dlq"));
+    }
+
+    #[test]
+    fn reading_a_dead_letter_queue_needs_dead_letters_and_nothing_else_does() {
+        let grant = TokenGrant::new(
+            "ops",
+            "tok",
+            vec![
+                "consume:orders.#".parse().unwrap(),
+                "dlq:billing.dlq".parse().unwrap(),
+                "admin:#".parse().unwrap(),
+            ],
+        );
+        let gate = Gate::new(
+            Some(AuthConfig {
+                tokens: vec![grant],
+            }),
+            10,
+        );
+        let who = gate.caller(Some("Bearer tok")).unwrap();
+        let is_dlq = |q: &str| q.ends_with(".dlq");
+        assert!(gate.allow_read(who, "orders", is_dlq).is_ok());
+        let refused = gate.allow_read(who, "orders.dlq", is_dlq).unwrap_err();
+        assert_eq!(
+            refused,
+            Refusal::Forbidden {
+                token: "ops".into(),
+                action: Action::DeadLetters,
+                name: "orders.dlq".into()
+            }
+        );
+        assert!(refused.to_string().contains("`dead_letters:orders.dlq`"));
+        assert!(gate.allow_read(who, "billing.dlq", is_dlq).is_ok());
+        assert!(gate.allow_read(who, "billing", is_dlq).is_err());
+        let open = Gate::default();
+        let anyone = open.caller(None).unwrap();
+        assert!(
+            open.allow_read(anyone, "x.dlq", |_| panic!("not asked when open"))
+                .is_ok()
+        );
     }
 
     #[test]

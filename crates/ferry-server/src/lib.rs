@@ -29,7 +29,9 @@
 //! `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and connections over
 //! [`Server::max_connections`] are refused ([`admission`]). Every check comes before the
 //! broker sees the call, so a refused call changes nothing. Lists (`list_queues`,
-//! `list_topics`) show only the names the token may administer.
+//! `list_topics`) show only the names the token may administer. Dead letters have their
+//! own permission, and peeks at them mask credential headers ([`redaction`],
+//! [`Server::redact_headers`]).
 //!
 //! **TLS.** With [`Server::tls`], both listeners speak TLS only (see [`tls`]); the
 //! handshake comes after admission, so limits and refusals work as without it.
@@ -40,6 +42,7 @@ pub mod convert;
 pub mod grpc;
 pub mod http;
 pub mod metrics;
+pub mod redaction;
 pub mod status;
 pub mod tls;
 
@@ -57,6 +60,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::admission::{Admission, Connection, HttpListener};
 use crate::auth::{AuthConfig, DEFAULT_MAX_BATCH, Gate};
 use crate::metrics::Meters;
+use crate::redaction::Redaction;
 use crate::tls::TlsConfig;
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
@@ -118,6 +122,7 @@ pub struct Server {
     max_batch: usize,
     max_connections: Option<usize>,
     tls: Option<TlsConfig>,
+    redaction: Redaction,
 }
 
 impl Server {
@@ -134,6 +139,7 @@ impl Server {
             max_batch: DEFAULT_MAX_BATCH,
             max_connections: None,
             tls: None,
+            redaction: Redaction::default(),
         }
     }
 
@@ -191,6 +197,15 @@ impl Server {
         self
     }
 
+    /// The headers whose values dead-letter peeks (gRPC and HTTP) show as
+    /// [`redaction::MASK`]; [`Redaction::default`] (credentials and cookies, see
+    /// [`redaction::DEFAULT_REDACTED_HEADERS`]) unless set, [`Redaction::none`] to show
+    /// every value. Consumers and redrives always get the real headers.
+    pub fn redact_headers(mut self, redaction: Redaction) -> Server {
+        self.redaction = redaction;
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -204,6 +219,7 @@ impl Server {
             return Err(ServeError::NoListener);
         }
         let gate = Arc::new(Gate::new(self.auth, self.max_batch));
+        let redaction = Arc::new(self.redaction);
         let shutting_down = Arc::new(AtomicBool::new(false));
         let (stop_tx, stop_rx) = watch::channel(false);
         // Open consume streams are calls in progress too: they end when serving stops, or
@@ -222,6 +238,7 @@ impl Server {
             let routes = grpc::routes(
                 &self.broker,
                 &gate,
+                &redaction,
                 &self.meters,
                 self.max_message,
                 streams_stop,
@@ -252,6 +269,7 @@ impl Server {
                 broker: self.broker.clone(),
                 meters: Arc::clone(&self.meters),
                 gate: Arc::clone(&gate),
+                redaction: Arc::clone(&redaction),
                 shutting_down: Arc::clone(&shutting_down),
             };
             let listener = HttpListener {

@@ -411,7 +411,8 @@ async fn grpc_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
         .names;
     assert!(all.contains(&"billing".to_string()), "{all:?}");
 
-    // Dead letters and groups: consume on the DLQ and the topic, admin to redrive.
+    // Dead letters and groups: dead_letters on the DLQ, consume on the topic (see
+    // dlq_access.rs for dead letters in full).
     let mut dlq = DeadLettersClient::new(s.channel.clone());
     let status = refused(
         dlq.peek(req(
@@ -449,7 +450,7 @@ async fn grpc_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
     assert_eq!(
         status.code(),
         Code::PermissionDenied,
-        "a named target needs admin"
+        "a named target needs publish"
     );
     let status = refused(
         GroupsClient::new(s.channel.clone())

@@ -504,6 +504,10 @@ async fn redrive_from_a_queue_that_is_not_a_dead_letter_queue_is_refused() {
         other => panic!("expected NotADeadLetterQueue, got {other:?}"),
     }
     assert_eq!(stats(&broker, "q").state.tracked, 1, "nothing moved");
+    assert!(!broker.is_dead_letter_queue("q"));
+    assert!(broker.is_dead_letter_queue("q.dlq"), "the reserved suffix");
+    assert!(broker.is_dead_letter_queue("graveyard"), "named by p");
+    assert!(!broker.is_dead_letter_queue("p"));
     // A named dead-letter queue counts, whatever its name.
     let report = broker
         .redrive("graveyard", RedriveRequest::default())

@@ -473,6 +473,20 @@ impl Broker {
         Ok(())
     }
 
+    /// Whether `name` is a dead-letter queue: its name ends in `.dlq` (the suffix is
+    /// reserved for them, and every default dead-letter queue has it) or some queue names
+    /// it as its dead-letter queue. Access control asks this to keep reading dead letters
+    /// apart from consuming ordinary queues; it holds whether or not the queue exists yet.
+    pub fn is_dead_letter_queue(&self, name: &str) -> bool {
+        if name.ends_with(Name::DEAD_LETTER_SUFFIX) {
+            return true;
+        }
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.values().any(
+            |q| matches!(&q.spec.dead_letter, DeadLetter::Named(target) if target.as_str() == name),
+        )
+    }
+
     pub fn list_queues(&self) -> Vec<Name> {
         let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
         queues.keys().cloned().collect()

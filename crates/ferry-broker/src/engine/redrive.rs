@@ -89,7 +89,7 @@ impl Broker {
     /// [module docs](crate::engine::redrive) for the rules.
     pub async fn redrive(&self, dlq: &str, request: RedriveRequest) -> Result<RedriveReport> {
         let dlq = self.queue(dlq)?;
-        if !self.is_dead_letter_queue(&dlq.name) {
+        if !self.is_dead_letter_queue(dlq.name.as_str()) {
             return Err(BrokerError::NotADeadLetterQueue {
                 queue: dlq.name.clone(),
             });
@@ -154,18 +154,6 @@ impl Broker {
             report.moved += 1;
         }
         Ok(report)
-    }
-
-    /// Whether `name` is a dead-letter queue: some queue dead-letters into it, or its name
-    /// ends in `.dlq`.
-    fn is_dead_letter_queue(&self, name: &Name) -> bool {
-        if name.as_str().ends_with(".dlq") {
-            return true;
-        }
-        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        queues.iter().any(|(origin, q)| {
-            q.spec.dead_letter_target(origin).ok().flatten().as_ref() == Some(name)
-        })
     }
 }
 

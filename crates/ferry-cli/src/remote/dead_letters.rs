@@ -1,10 +1,13 @@
-//! `ferry dlq list|peek|redrive`: what failed, why, and sending it back.
+//! `ferry dlq list|peek|redrive`: what failed, why, and sending it back. Headers the
+//! server redacts arrive as `***`; `--redact-header` (FERRY_REDACT_HEADERS) masks more
+//! here, for a server that does not.
 
 use std::time::Duration;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use ferry_client::proto as v1;
+use ferry_server::redaction::Redaction;
 use serde_json::json;
 
 use super::Remote;
@@ -23,12 +26,16 @@ pub enum DlqCommand {
         max: u32,
         #[command(flatten)]
         filter: FilterArgs,
+        #[command(flatten)]
+        redact: RedactArgs,
     },
     /// One dead letter in full (the first, or the one at --seq).
     Peek {
         dlq: String,
         #[arg(long)]
         seq: Option<u64>,
+        #[command(flatten)]
+        redact: RedactArgs,
     },
     /// Move dead letters back to their origin queue (or --target).
     Redrive(RedriveArgs),
@@ -63,6 +70,27 @@ impl FilterArgs {
     }
 }
 
+/// Headers to mask here, on top of what the server masks: for a server that does not
+/// redact them.
+#[derive(Args, Debug)]
+pub struct RedactArgs {
+    /// Show this header's value as `***` (any case; repeat, or separate with commas). The
+    /// server masks its own list (credentials and cookies by default) before this.
+    #[arg(
+        long = "redact-header",
+        value_name = "NAME",
+        env = "FERRY_REDACT_HEADERS",
+        value_delimiter = ','
+    )]
+    pub headers: Vec<String>,
+}
+
+impl RedactArgs {
+    fn redaction(&self) -> anyhow::Result<Redaction> {
+        Redaction::new(&self.headers).map_err(|e| anyhow::anyhow!("--redact-header: {e}"))
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RedriveArgs {
     pub dlq: String,
@@ -84,7 +112,13 @@ const PAGE: u32 = 500;
 
 pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
     match command {
-        DlqCommand::List { dlq, max, filter } => {
+        DlqCommand::List {
+            dlq,
+            max,
+            filter,
+            redact,
+        } => {
+            let redaction = redact.redaction()?;
             let filter = filter.filter();
             let mut letters = Vec::new();
             let mut after = None;
@@ -96,7 +130,10 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
                 let Some(last) = page.last() else { break };
                 after = Some(last.seq);
                 let full = page.len() as u32 == want;
-                letters.extend(page);
+                letters.extend(page.into_iter().map(|mut l| {
+                    redaction.mask(&mut l.headers);
+                    l
+                }));
                 if !full {
                     break;
                 }
@@ -123,7 +160,8 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
             out!("{t}");
             out!("{} dead letter(s) in {dlq}", letters.len());
         }
-        DlqCommand::Peek { dlq, seq } => {
+        DlqCommand::Peek { dlq, seq, redact } => {
+            let redaction = redact.redaction()?;
             // The first letter at or after `seq`: ask from just before it.
             let after = seq.and_then(|s| s.checked_sub(1));
             let page = remote
@@ -133,10 +171,11 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
                 Some(s) => page.into_iter().find(|l| l.seq == s),
                 None => page.into_iter().next(),
             };
-            let Some(letter) = letter else {
+            let Some(mut letter) = letter else {
                 let at = seq.map_or_else(String::new, |s| format!(" at seq {s}"));
                 bail!("no dead letter{at} in {dlq}: `ferry dlq list {dlq}` shows what is there");
             };
+            redaction.mask(&mut letter.headers);
             if remote.json {
                 print_json(&delivery_json(&letter));
                 return Ok(());

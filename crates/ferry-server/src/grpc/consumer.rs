@@ -20,8 +20,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{allow, caller};
-use crate::auth::{Action, Gate};
+use super::{allow_read, caller};
+use crate::auth::Gate;
 use crate::convert::{self, opt_ms};
 use crate::metrics::Meters;
 use crate::status::{from_broker, from_convert, from_refusal};
@@ -65,7 +65,7 @@ fn nacked(n: Nacked) -> v1::NackResponse {
 #[tonic::async_trait]
 impl Consumer for ConsumerService {
     async fn receive(&self, r: Request<v1::ReceiveRequest>) -> Reply<v1::ReceiveResponse> {
-        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         // proto3 cannot tell an unset `max` from 0: both take the default.
         let max = convert::receive_max((r.max != 0).then_some(r.max)).map_err(from_convert)?;
@@ -87,7 +87,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn ack(&self, r: Request<v1::AckRequest>) -> Reply<v1::AckResponse> {
-        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         let acked = self
             .broker
@@ -103,7 +103,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn nack(&self, r: Request<v1::NackRequest>) -> Reply<v1::NackResponse> {
-        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         let outcome = self
             .broker
@@ -121,7 +121,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn reject(&self, r: Request<v1::RejectRequest>) -> Reply<v1::RejectResponse> {
-        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         self.broker
             .reject(&r.queue, r.seq, LeaseToken(r.token), &r.reason)
@@ -132,7 +132,7 @@ impl Consumer for ConsumerService {
     }
 
     async fn extend(&self, r: Request<v1::ExtendRequest>) -> Reply<v1::ExtendResponse> {
-        allow(&self.gate, &r, Action::Consume, &r.get_ref().queue)?;
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         let until = self
             .broker
@@ -169,7 +169,7 @@ impl Consumer for ConsumerService {
             }
         };
         self.gate
-            .allow(who, Action::Consume, &open.queue)
+            .allow_read(who, &open.queue, |q| self.broker.is_dead_letter_queue(q))
             .map_err(from_refusal)?;
         // Unknown queues and bad consumer names fail the call itself, before any stream.
         self.broker

@@ -27,6 +27,7 @@ pub use publisher::PublisherService;
 use crate::admission::ConnectionInfo;
 use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;
+use crate::redaction::Redaction;
 use crate::status::from_refusal;
 
 /// The caller presenting the request's `authorization` metadata.
@@ -60,13 +61,29 @@ pub(crate) fn allow<T>(
     Ok(who)
 }
 
+/// The caller, if it may read `queue`: `consume` on an ordinary queue, `dead_letters` on a
+/// dead-letter queue (see [`Gate::allow_read`]).
+pub(crate) fn allow_read<T>(
+    gate: &Gate,
+    broker: &Broker,
+    r: &Request<T>,
+    queue: &str,
+) -> Result<Caller, Status> {
+    let who = caller(gate, r)?;
+    gate.allow_read(who, queue, |q| broker.is_dead_letter_queue(q))
+        .map_err(from_refusal)?;
+    Ok(who)
+}
+
 /// Every service of `ferry.v1`, routed by name, with request bodies up to `max_message`
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
 /// the operator meant to refuse). Deliveries, rejects and latencies are recorded in `meters`.
 /// Consume streams end once `stopping` turns `true`. Every call passes `gate` first.
+/// Dead-letter peeks mask the headers `redaction` names.
 pub fn routes(
     broker: &Broker,
     gate: &Arc<Gate>,
+    redaction: &Arc<Redaction>,
     meters: &Arc<Meters>,
     max_message: usize,
     stopping: watch::Receiver<bool>,
@@ -103,6 +120,7 @@ pub fn routes(
         DeadLettersServer::new(DeadLettersService {
             broker: b(),
             gate: g(),
+            redaction: Arc::clone(redaction),
         })
         .max_encoding_message_size(usize::MAX),
     )

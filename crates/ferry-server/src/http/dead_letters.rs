@@ -1,4 +1,4 @@
-//! Dead letters: peek at them (filtered, paged) and redrive them.
+//! Dead letters: peek at them (filtered, paged, redacted headers masked) and redrive them.
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -14,6 +14,7 @@ use super::message::Delivery;
 use super::{Shared, parse};
 use crate::auth::Action;
 use crate::convert;
+use crate::redaction::Redaction;
 
 type Reply<T> = Result<T, ApiError>;
 
@@ -31,7 +32,11 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn into_broker(self) -> Result<ferry_broker::RedriveFilter, ApiError> {
+    /// The broker's filter, refused if it names a header `redaction` masks.
+    fn into_broker(self, redaction: &Redaction) -> Result<ferry_broker::RedriveFilter, ApiError> {
+        redaction
+            .check_filter(self.header_name.as_deref())
+            .map_err(|e| ApiError::bad_request("redacted_header", e.to_string()))?;
         Ok(convert::dead_letter_filter(Some(v1::DeadLetterFilter {
             reason: self.reason,
             header_name: self.header_name,
@@ -68,7 +73,7 @@ pub async fn peek(
     Path(dlq): Path<String>,
     query: Result<Query<Peek>, QueryRejection>,
 ) -> Reply<Json<Peeked>> {
-    s.allow(&headers, Action::Consume, &dlq)?;
+    s.allow_read(&headers, &dlq)?;
     let Query(q) = query?;
     let filter = Filter {
         reason: q.reason,
@@ -77,14 +82,18 @@ pub async fn peek(
         older_than_ms: q.older_than_ms,
         newer_than_ms: q.newer_than_ms,
     }
-    .into_broker()?;
+    .into_broker(&s.redaction)?;
     let max = q.max.unwrap_or(100);
     let letters = s.broker.peek(&dlq, q.after_seq, max, &filter)?;
     let next_after_seq = letters.last().map(|l| l.seq);
     Ok(Json(Peeked {
         letters: letters
             .into_iter()
-            .map(|l| convert::peeked(l).into())
+            .map(|l| {
+                let mut letter = convert::peeked(l);
+                s.redaction.mask(&mut letter.headers);
+                letter.into()
+            })
             .collect(),
         next_after_seq,
     }))
@@ -113,15 +122,15 @@ pub async fn redrive(
     Path(dlq): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Redriven>> {
-    let who = s.allow(&headers, Action::Admin, &dlq)?;
+    let who = s.allow(&headers, Action::DeadLetters, &dlq)?;
     let r: Redrive = parse(&body?)?;
-    // A named target is written to as well: administering it is needed too.
+    // A named target is written to as a publish would: publishing there is needed too.
     if let Some(target) = &r.target {
-        s.gate.allow(who, Action::Admin, target)?;
+        s.gate.allow(who, Action::Publish, target)?;
     }
     let request = RedriveRequest {
         target: r.target,
-        filter: r.filter.into_broker()?,
+        filter: r.filter.into_broker(&s.redaction)?,
         max_messages: r.max_messages,
         rate_per_sec: r.rate_per_sec,
     };

@@ -195,7 +195,7 @@ pub async fn receive(
     Path(queue): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Received>> {
-    s.allow(&headers, Action::Consume, &queue)?;
+    s.allow_read(&headers, &queue)?;
     let r: Receive = parse(&body?)?;
     if r.consumer.is_empty() {
         // Prefetch caps, exclusive ordering and dead letters name the consumer.
@@ -262,7 +262,7 @@ pub async fn settle(
     Path((queue, seq, outcome)): Path<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Settled>> {
-    s.allow(&headers, Action::Consume, &queue)?;
+    s.allow_read(&headers, &queue)?;
     let seq: u64 = seq.parse().map_err(|_| {
         ApiError::bad_request(
             "bad_path",

@@ -14,7 +14,7 @@
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/nack` | `{"token", "delay_ms"?, "error"?}` → `{"retry_at_ms"}` or `{"dead_lettered"}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/reject` | `{"token", "reason"}` → `{}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
-//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq"}` |
+//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq"}`, redacted header values as `***` ([`crate::redaction`]) |
 //! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
 //! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/topics` | → `{"names": [..]}` |
@@ -74,6 +74,7 @@ use serde::de::DeserializeOwned;
 
 use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;
+use crate::redaction::Redaction;
 use error::ApiError;
 
 pub use message::{Delivery, GroupInfo, QueueInfo, SubscriptionInfo, TopicInfo};
@@ -87,6 +88,8 @@ pub struct Shared {
     pub meters: Arc<Meters>,
     /// Tokens, permissions and limits every call passes first.
     pub gate: Arc<Gate>,
+    /// Headers whose values dead-letter peeks mask.
+    pub redaction: Arc<Redaction>,
     /// Set when shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub shutting_down: Arc<AtomicBool>,
 }
@@ -109,6 +112,15 @@ impl Shared {
     ) -> Result<Caller, ApiError> {
         let who = self.caller(headers)?;
         self.gate.allow(who, action, name)?;
+        Ok(who)
+    }
+
+    /// The caller, if it may read `queue`: `consume` on an ordinary queue, `dead_letters`
+    /// on a dead-letter queue (see [`Gate::allow_read`]).
+    pub(crate) fn allow_read(&self, headers: &HeaderMap, queue: &str) -> Result<Caller, ApiError> {
+        let who = self.caller(headers)?;
+        self.gate
+            .allow_read(who, queue, |q| self.broker.is_dead_letter_queue(q))?;
         Ok(who)
     }
 }
