@@ -75,6 +75,8 @@ impl ServerProcess {
             .arg("--test-clock")
             .arg(&self.clock_file)
             .env_remove("FERRY_CONFIG")
+            // The logs are files: no colour codes in them.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

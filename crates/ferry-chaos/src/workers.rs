@@ -57,6 +57,8 @@ impl WorkerProcess {
             .args(["--index", &index.to_string()])
             .args(["--seed", &env.seed.to_string()])
             .args(extra)
+            // The logs are files: no colour codes in them.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -86,13 +86,17 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let broker = Broker::open(data_dir, broker_config)
         .await
         .with_context(|| format!("opening the broker in {}", data_dir.display()))?;
+    let usr1 = test_clock::usr1()?;
     match test_clock {
         Some((file, clock)) => {
-            println!("ferry: TEST CLOCK ON: the clock follows {} (test only)", file.display());
-            tokio::spawn(test_clock::follow(file, clock, broker.clone()));
+            println!(
+                "ferry: TEST CLOCK ON: the clock follows {} (test only)",
+                file.display()
+            );
+            tokio::spawn(test_clock::follow(usr1, file, clock, broker.clone()));
         }
         None => {
-            tokio::spawn(test_clock::refuse());
+            tokio::spawn(test_clock::refuse(usr1));
         }
     }
     let grpc = ferry_server::bind(config.grpc.value).await?;

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use anyhow::Context;
 use ferry_broker::Broker;
 use ferry_storage::{Clock, SystemClock};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The system clock moved by an offset that can change while the server runs.
 #[derive(Debug, Clone, Default)]
@@ -43,16 +44,16 @@ pub fn read_offset(path: &Path) -> anyhow::Result<i64> {
     })
 }
 
+/// The SIGUSR1 handler, installed before the server says it listens: a signal sent once
+/// it has said so must not meet the default action (which ends the process).
+pub fn usr1() -> anyhow::Result<Signal> {
+    signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")
+}
+
 /// Until the process ends: on each SIGUSR1, reads FILE again, moves the clock, runs the
 /// broker's timers at once (a lease or delay the jump has passed ends now, not when the
 /// timer task would next have woken), and prints `ferry: test clock offset N ms`.
-pub async fn follow(file: PathBuf, clock: OffsetClock, broker: Broker) {
-    let Ok(mut usr1) =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
-    else {
-        eprintln!("ferry: test clock: cannot install the SIGUSR1 handler");
-        return;
-    };
+pub async fn follow(mut usr1: Signal, file: PathBuf, clock: OffsetClock, broker: Broker) {
     while usr1.recv().await.is_some() {
         match read_offset(&file) {
             Ok(offset) => {
@@ -68,12 +69,7 @@ pub async fn follow(file: PathBuf, clock: OffsetClock, broker: Broker) {
 }
 
 /// Without `--test-clock`, SIGUSR1 is refused (and does not end the server).
-pub async fn refuse() {
-    let Ok(mut usr1) =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
-    else {
-        return;
-    };
+pub async fn refuse(mut usr1: Signal) {
     while usr1.recv().await.is_some() {
         println!("ferry: SIGUSR1 ignored: the test clock is off (it is a test-only option)");
     }
