@@ -189,7 +189,9 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                     kseq: *kseq,
                 });
             }
-            Event::Settling { id, attempt, op, .. } => {
+            Event::Settling {
+                id, attempt, op, ..
+            } => {
                 settles.entry(id).or_default().sent.push((*op, *attempt));
             }
             Event::Settled {
@@ -227,11 +229,8 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
 
     if let Some(over) = faults_over {
         f.published_after_faults = publish_times.iter().filter(|&&t| t > over).count() as u64;
-        f.delivered_after_faults = deliveries
-            .values()
-            .flatten()
-            .filter(|d| d.t > over)
-            .count() as u64;
+        f.delivered_after_faults =
+            deliveries.values().flatten().filter(|d| d.t > over).count() as u64;
     }
     f.deliveries = deliveries.values().map(|d| d.len() as u64).sum();
     f.delivered_messages = deliveries.len() as u64;
@@ -320,17 +319,19 @@ fn check_settles(
     for id in ids {
         let s = settles.get(*id).unwrap_or(&empty);
         let seen = deliveries.get(*id).map(Vec::as_slice).unwrap_or(&[]);
-        let acked: Vec<u32> = s
-            .ok
-            .iter()
-            .filter(|(op, _)| *op == Settle::Ack)
-            .map(|(_, attempt)| *attempt)
-            .collect();
+        let acked: Vec<u32> =
+            s.ok.iter()
+                .filter(|(op, _)| *op == Settle::Ack)
+                .map(|(_, attempt)| *attempt)
+                .collect();
         f.acks_confirmed += acked.len() as u64;
         if acked.len() > 1 {
             f.violation(
                 |f| &mut f.acked_twice,
-                format!("message {id} was acked {} times (attempts {acked:?})", acked.len()),
+                format!(
+                    "message {id} was acked {} times (attempts {acked:?})",
+                    acked.len()
+                ),
             );
         }
         if let Some(&first_ack) = acked.iter().min() {
@@ -409,7 +410,9 @@ fn check_dead_letters(
                 if !s.sent.iter().any(|(op, _)| *op == Settle::Reject) {
                     f.violation(
                         |f| &mut f.dead_letter_mismatches,
-                        format!("message {id} is dead-lettered as rejected but no consumer rejected it"),
+                        format!(
+                            "message {id} is dead-lettered as rejected but no consumer rejected it"
+                        ),
                     );
                 }
             }
@@ -426,7 +429,9 @@ fn check_dead_letters(
                 if s.ok.iter().any(|(op, _)| *op == Settle::Reject) {
                     f.violation(
                         |f| &mut f.dead_letter_mismatches,
-                        format!("message {id} was rejected (OK) but its dead letter says max deliveries"),
+                        format!(
+                            "message {id} was rejected (OK) but its dead letter says max deliveries"
+                        ),
                     );
                 }
             }
@@ -446,7 +451,10 @@ fn check_dead_letters(
         if s.ok.iter().any(|(op, _)| *op == Settle::Reject) && letter.is_none() {
             f.violation(
                 |f| &mut f.dead_letter_mismatches,
-                format!("message {id} was rejected (OK) but is not in {}.dlq", p.queue),
+                format!(
+                    "message {id} was rejected (OK) but is not in {}.dlq",
+                    p.queue
+                ),
             );
         }
         if p.fate == Fate::Poison && letter.is_some_and(|l| l.reason != "max_deliveries") {

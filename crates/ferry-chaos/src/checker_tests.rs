@@ -90,7 +90,15 @@ impl History {
         });
     }
 
-    fn settle(&mut self, queue: &str, id: &str, seq: u64, attempt: u32, op: Settle, ok: Option<bool>) {
+    fn settle(
+        &mut self,
+        queue: &str,
+        id: &str,
+        seq: u64,
+        attempt: u32,
+        op: Settle,
+        ok: Option<bool>,
+    ) {
         let t = self.tick();
         self.events.push(Event::Settling {
             t,

@@ -98,7 +98,10 @@ async fn handle(queue: &str, delivery: Delivery, history: &mut HistoryWriter) ->
         id: id.clone(),
         seq,
         attempt,
-        key: m.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned()),
+        key: m
+            .key
+            .as_ref()
+            .map(|k| String::from_utf8_lossy(k).into_owned()),
         kseq: m.headers.get(KSEQ_HEADER).and_then(|k| k.parse().ok()),
     })?;
     let op = match fate {

@@ -38,7 +38,10 @@ pub fn run(options: &RunOptions) -> Result<Report> {
     options.scenario.validate()?;
     if let Some(dir) = &options.keep_history
         && dir.exists()
-        && std::fs::read_dir(dir).map_err(|e| ChaosError::io(dir, e))?.next().is_some()
+        && std::fs::read_dir(dir)
+            .map_err(|e| ChaosError::io(dir, e))?
+            .next()
+            .is_some()
     {
         return Err(ChaosError::BadScenario(format!(
             "--keep-history {} is not empty: histories of two runs would mix",
@@ -67,7 +70,10 @@ pub fn run(options: &RunOptions) -> Result<Report> {
         Ok(()) => check_dir(&histories)?,
         Err(error) => {
             let kept = keep(&histories, work.path(), &fallback_dir(options))?;
-            eprintln!("ferry chaos: the run stopped; its histories are in {}", kept.display());
+            eprintln!(
+                "ferry chaos: the run stopped; its histories are in {}",
+                kept.display()
+            );
             return Err(error);
         }
     };

@@ -123,7 +123,11 @@ pub enum Event {
         error: Option<String>,
     },
     /// The harness injected a fault.
-    Fault { t: u64, kind: String, detail: String },
+    Fault {
+        t: u64,
+        kind: String,
+        detail: String,
+    },
     /// The harness's phases: `faults_over` (the last fault has ended), `drained`.
     Phase { t: u64, phase: String },
     /// A dead letter found in a dead-letter queue after the drain.
@@ -183,7 +187,8 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Event>> {
     }
     let mut events = Vec::new();
     for path in paths {
-        let text = std::fs::read_to_string(&path).map_err(|source| ChaosError::io(&path, source))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ChaosError::io(&path, source))?;
         let complete = text.ends_with('\n');
         let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {

@@ -182,7 +182,8 @@ async fn publish(
     stop: &mut Stop,
 ) -> Result<Option<bool>> {
     let messages: Vec<Message> = batch.iter().map(Outgoing::message).collect();
-    let Some((ids, retried)) = until_stored(stop, || client.publish(queue, messages.clone())).await?
+    let Some((ids, retried)) =
+        until_stored(stop, || client.publish(queue, messages.clone())).await?
     else {
         return Ok(None);
     };
@@ -215,7 +216,8 @@ async fn republish(
         .with_id(sent_id.clone())
         .with_dedup_id(dedup)
         .with_header(FATE_HEADER, Fate::Ack.as_str());
-    let Some((ids, _)) = until_stored(stop, || client.publish(WORK_QUEUE, vec![message.clone()])).await?
+    let Some((ids, _)) =
+        until_stored(stop, || client.publish(WORK_QUEUE, vec![message.clone()])).await?
     else {
         return Ok(None);
     };

@@ -43,7 +43,12 @@ impl Proxy {
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let _ = client.set_nodelay(true);
-                tokio::spawn(forward(client, upstream, delay_rx.clone(), cuts.subscribe()));
+                tokio::spawn(forward(
+                    client,
+                    upstream,
+                    delay_rx.clone(),
+                    cuts.subscribe(),
+                ));
             }
         });
         Ok(Proxy {

@@ -27,7 +27,13 @@ impl Report {
     pub fn new(seed: u64, duration_ms: u64, events: &[Event], findings: Findings) -> Report {
         let mut faults = BTreeMap::new();
         let mut proxy_faults = BTreeMap::new();
-        for kind in ["server_kill", "consumer_kill", "pause", "proxy", "clock_jump"] {
+        for kind in [
+            "server_kill",
+            "consumer_kill",
+            "pause",
+            "proxy",
+            "clock_jump",
+        ] {
             faults.insert(kind.to_owned(), 0);
         }
         for event in events {

@@ -79,10 +79,7 @@ impl Scenario {
     }
 
     pub fn orders_spec(&self) -> v1::QueueSpec {
-        self.queue_spec(
-            self.orders_max_deliveries,
-            v1::OrderingMode::KeyShared,
-        )
+        self.queue_spec(self.orders_max_deliveries, v1::OrderingMode::KeyShared)
     }
 
     pub fn work_spec(&self) -> v1::QueueSpec {

@@ -25,12 +25,18 @@ pub enum Fault {
     /// SIGKILL the server, then start it again on the same data.
     KillServer,
     /// SIGKILL consumer `index`, then start a new one in its place.
-    KillConsumer { index: u32 },
+    KillConsumer {
+        index: u32,
+    },
     /// SIGSTOP the server for `ms` (longer than a lease), then SIGCONT.
-    PauseServer { ms: u64 },
+    PauseServer {
+        ms: u64,
+    },
     Proxy(ProxyFault),
     /// Move the server's clock forward by `ms`.
-    ClockJump { ms: u64 },
+    ClockJump {
+        ms: u64,
+    },
 }
 
 impl Fault {
@@ -181,14 +187,23 @@ mod tests {
         for seed in 0..50 {
             let s = scenario(seed, "2m");
             let faults = plan(&s);
-            for kind in ["server_kill", "consumer_kill", "pause", "proxy", "clock_jump"] {
+            for kind in [
+                "server_kill",
+                "consumer_kill",
+                "pause",
+                "proxy",
+                "clock_jump",
+            ] {
                 assert!(
                     faults.iter().any(|p| p.fault.kind() == kind),
                     "seed {seed}: no {kind}"
                 );
             }
             assert_eq!(
-                faults.iter().filter(|p| p.fault.kind() == "clock_jump").count(),
+                faults
+                    .iter()
+                    .filter(|p| p.fault.kind() == "clock_jump")
+                    .count(),
                 1
             );
             for pair in faults.windows(2) {

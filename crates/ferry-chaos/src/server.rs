@@ -82,9 +82,7 @@ impl ServerProcess {
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| {
-                ChaosError::Server(format!("starting {}: {e}", self.binary.display()))
-            })?;
+            .map_err(|e| ChaosError::Server(format!("starting {}: {e}", self.binary.display())))?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, mut lines) = mpsc::unbounded_channel();
         tokio::spawn(async move {
@@ -209,7 +207,9 @@ impl ServerProcess {
             ))),
             Err(_) => {
                 let _ = child.kill().await;
-                Err(ChaosError::Server("it did not stop within 30 s of SIGTERM".into()))
+                Err(ChaosError::Server(
+                    "it did not stop within 30 s of SIGTERM".into(),
+                ))
             }
         }
     }
@@ -267,6 +267,9 @@ mod tests {
             serving_addr("ferry: serving gRPC (ferry.v1) on 127.0.0.1:7070, data in /x"),
             Some("127.0.0.1:7070".parse().unwrap())
         );
-        assert_eq!(serving_addr("ferry: serving HTTP on http://127.0.0.1:1"), None);
+        assert_eq!(
+            serving_addr("ferry: serving HTTP on http://127.0.0.1:1"),
+            None
+        );
     }
 }

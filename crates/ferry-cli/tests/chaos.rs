@@ -127,7 +127,13 @@ impl Serve {
             }
             serve.before.push(line);
         };
-        let addr = line.split(" on ").nth(1).unwrap().split(',').next().unwrap();
+        let addr = line
+            .split(" on ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap();
         serve.grpc = format!("ferry://{addr}");
         serve
     }
@@ -187,7 +193,10 @@ fn a_test_clock_jump_expires_a_held_lease_at_once() {
         &["--test-clock".as_ref(), clock.as_os_str()],
     );
     assert!(
-        serve.before.iter().any(|l| l.starts_with("ferry: TEST CLOCK ON")),
+        serve
+            .before
+            .iter()
+            .any(|l| l.starts_with("ferry: TEST CLOCK ON")),
         "{:?}",
         serve.before
     );
@@ -211,16 +220,31 @@ fn a_test_clock_jump_expires_a_held_lease_at_once() {
             ..Default::default()
         };
         client.create_queue("jump", spec).await.unwrap();
-        client.publish("jump", vec![Message::new("m")]).await.unwrap();
+        client
+            .publish("jump", vec![Message::new("m")])
+            .await
+            .unwrap();
         let first = client.receive("jump", "c", 1, None).await.unwrap();
         assert_eq!(first.len(), 1);
-        assert!(client.receive("jump", "c", 1, None).await.unwrap().is_empty());
+        assert!(
+            client
+                .receive("jump", "c", 1, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
 
         // A file that does not hold a number changes nothing.
         std::fs::write(&clock, "later").unwrap();
         serve.signal(libc::SIGUSR1);
         serve.wait_for("ferry: test clock unchanged");
-        assert!(client.receive("jump", "c", 1, None).await.unwrap().is_empty());
+        assert!(
+            client
+                .receive("jump", "c", 1, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
 
         // Eleven minutes on: the ten-minute lease has run out, and the message is back
         // (in real time, within the backoff, not the lease).

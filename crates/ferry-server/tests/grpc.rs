@@ -615,7 +615,13 @@ async fn a_stream_ack_after_the_message_was_settled_elsewhere_fails() {
     // The lease ends (a nack through the broker stands in for an expiry while the
     // consumer was cut off) and another consumer gets the message and acks it.
     s.broker
-        .nack("late", first.seq, LeaseToken(first.token), Some(Duration::ZERO), None)
+        .nack(
+            "late",
+            first.seq,
+            LeaseToken(first.token),
+            Some(Duration::ZERO),
+            None,
+        )
         .await
         .unwrap();
     let again = s
