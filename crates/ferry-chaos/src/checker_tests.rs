@@ -342,3 +342,50 @@ fn one_message_stored_twice_is_detected() {
     assert_eq!(f.dedup_violations, 1, "{:#?}", f.violations);
     assert_eq!(f.acked_twice, 1);
 }
+
+#[test]
+fn a_delivery_handed_out_from_a_dead_stream_is_left_out_of_the_order_check() {
+    let mut h = clean_history();
+    h.publish(ORDERS_QUEUE, "J0", Some(("j", 0)), Fate::Ack);
+    h.publish(ORDERS_QUEUE, "J1", Some(("j", 1)), Fate::Ack);
+    // J0's first delivery sat in a consumer's buffer while the server restarted; the
+    // broker delivered it again, and J1 after it, to another consumer.
+    h.deliver(ORDERS_QUEUE, "J0", 10, 2, Some(("j", 0)));
+    h.settle(ORDERS_QUEUE, "J0", 10, 2, Settle::Ack, Some(true));
+    h.deliver(ORDERS_QUEUE, "J1", 11, 1, Some(("j", 1)));
+    h.settle(ORDERS_QUEUE, "J1", 11, 1, Settle::Ack, Some(true));
+    // Then the first consumer's application took the stale one: its ack says so.
+    h.deliver(ORDERS_QUEUE, "J0", 10, 1, Some(("j", 0)));
+    let t = h.tick();
+    h.events.push(Event::Settling {
+        t,
+        queue: ORDERS_QUEUE.into(),
+        id: "J0".into(),
+        seq: 10,
+        attempt: 1,
+        op: Settle::Ack,
+    });
+    let t = h.tick();
+    h.events.push(Event::Settled {
+        t,
+        queue: ORDERS_QUEUE.into(),
+        id: "J0".into(),
+        seq: 10,
+        attempt: 1,
+        op: Settle::Ack,
+        ok: false,
+        error: Some(
+            "the connection was lost after this delivery; the server gave it back to the queue"
+                .into(),
+        ),
+    });
+    let f = h.check();
+    assert!(f.clean(), "{:#?}", f.violations);
+    assert_eq!(f.stale_handed_out, 1);
+    // The same late delivery whose ack failed for another reason is a violation.
+    let last = h.events.len() - 1;
+    if let Event::Settled { error, .. } = &mut h.events[last] {
+        *error = Some("the lease ended".into());
+    }
+    assert_eq!(h.check().order_violations, 1);
+}
