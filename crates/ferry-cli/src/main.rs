@@ -4,6 +4,7 @@ mod bench;
 mod config;
 mod remote;
 mod serve;
+mod test_clock;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -133,6 +134,11 @@ enum Command {
     },
     /// Print a shell completion script: `ferry completions bash > ~/.ferry.bash`.
     Completions { shell: clap_complete::Shell },
+    /// Chaos tests of a real server: faults injected, histories checked.
+    Chaos {
+        #[command(subcommand)]
+        command: ferry_chaos::cli::ChaosCommand,
+    },
     /// Measure performance on this machine.
     Bench {
         #[command(subcommand)]
@@ -245,6 +251,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 // `ferry completions bash | head` is not a failure.
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
                 _ => Ok(()),
+            }
+        }
+        Command::Chaos { command } => {
+            if ferry_chaos::cli::run(command)? {
+                Ok(())
+            } else {
+                anyhow::bail!("the chaos checks failed (see the verdict above)")
             }
         }
         Command::Bench { target } => match target {

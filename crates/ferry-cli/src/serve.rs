@@ -4,11 +4,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use ferry_broker::{Broker, BrokerConfig};
 
-use crate::config;
+use crate::{config, test_clock};
 
 /// The flags of `ferry serve`. Each value can also come from a `FERRY_*` variable or the
 /// config file (see [`crate::config`]); a flag wins over both.
@@ -46,6 +47,10 @@ pub struct ServeArgs {
     /// proxy-authorization, cookie, set-cookie, x-api-key].
     #[arg(long = "redact-header", value_name = "NAME")]
     pub redact_headers: Vec<String>,
+    /// Test only: the broker's clock is the system clock plus the offset (ms) in FILE,
+    /// read again on SIGUSR1 (see `test_clock`). Hidden: never for a real deployment.
+    #[arg(long, value_name = "FILE", hide = true, env = "FERRY_TEST_CLOCK")]
+    pub test_clock: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -75,9 +80,32 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let config = config::load(args.config.as_deref(), &config::process_env, &args.flags())?;
     let tls = config::tls(&config)?;
     let data_dir = &config.data_dir.value;
-    let broker = Broker::open(data_dir, BrokerConfig::default())
+    let mut broker_config = BrokerConfig::default();
+    let test_clock = match &args.test_clock {
+        Some(file) => {
+            let clock = test_clock::OffsetClock::default();
+            clock.set_offset_ms(test_clock::read_offset(file)?);
+            broker_config.clock = Arc::new(clock.clone());
+            Some((file.clone(), clock))
+        }
+        None => None,
+    };
+    let broker = Broker::open(data_dir, broker_config)
         .await
         .with_context(|| format!("opening the broker in {}", data_dir.display()))?;
+    let usr1 = test_clock::usr1()?;
+    match test_clock {
+        Some((file, clock)) => {
+            println!(
+                "ferry: TEST CLOCK ON: the clock follows {} (test only)",
+                file.display()
+            );
+            tokio::spawn(test_clock::follow(usr1, file, clock, broker.clone()));
+        }
+        None => {
+            tokio::spawn(test_clock::refuse(usr1));
+        }
+    }
     let grpc = ferry_server::bind(config.grpc.value).await?;
     let grpc_addr = grpc
         .local_addr()

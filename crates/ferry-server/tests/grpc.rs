@@ -596,3 +596,86 @@ async fn bad_input_gets_a_status_and_changes_nothing() {
     assert_eq!(refused.code(), Code::InvalidArgument);
     s.stop().await;
 }
+
+/// A stream's ack that arrives after its lease ended, when the message has meanwhile been
+/// acked through another delivery or dead-lettered, fails: it must not tell a second
+/// consumer that its ack took (the broker's own ack stays idempotent for unary retries).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ack_after_the_message_was_settled_elsewhere_fails() {
+    use ferry_broker::LeaseToken;
+    use v1::settle::Outcome;
+    let s = Running::start().await;
+
+    // Acked through a second delivery.
+    create_queue(&s, "late", 5).await;
+    publish(&s, "late", &["m"]).await;
+    let mut stream = Stream::open(&s, "late").await;
+    stream.credit(1).await;
+    let first = stream.delivery().await;
+    // The lease ends (a nack through the broker stands in for an expiry while the
+    // consumer was cut off) and another consumer gets the message and acks it.
+    s.broker
+        .nack(
+            "late",
+            first.seq,
+            LeaseToken(first.token),
+            Some(Duration::ZERO),
+            None,
+        )
+        .await
+        .unwrap();
+    let again = s
+        .consumer()
+        .receive(v1::ReceiveRequest {
+            queue: "late".into(),
+            consumer: "c2".into(),
+            max: 1,
+            lease_ms: None,
+            wait_ms: Some(5_000),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .deliveries;
+    assert_eq!(again.len(), 1);
+    let acked = s
+        .consumer()
+        .ack(v1::AckRequest {
+            queue: "late".into(),
+            seq: again[0].seq,
+            token: again[0].token,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!acked.already_settled);
+    stream.settle(&first, Outcome::Ack(true)).await;
+    let late = stream.settled().await;
+    assert!(!late.ok, "{late:?}");
+    assert!(late.error.contains("already settled"), "{late:?}");
+    assert_eq!(stats(&s, "late").acked, 1);
+
+    // Dead-lettered: out of deliveries when its lease ended.
+    create_queue(&s, "late-dl", 1).await;
+    publish(&s, "late-dl", &["m"]).await;
+    let mut stream = Stream::open(&s, "late-dl").await;
+    stream.credit(1).await;
+    let only = stream.delivery().await;
+    s.broker
+        .nack("late-dl", only.seq, LeaseToken(only.token), None, None)
+        .await
+        .unwrap();
+    assert_eq!(stats(&s, "late-dl").dead_lettered, 1);
+    stream.settle(&only, Outcome::Ack(true)).await;
+    let late = stream.settled().await;
+    assert!(!late.ok, "{late:?}");
+
+    // An ack in time still succeeds on the stream.
+    publish(&s, "late", &["n"]).await;
+    let mut stream = Stream::open(&s, "late").await;
+    stream.credit(1).await;
+    let d = stream.delivery().await;
+    stream.settle(&d, Outcome::Ack(true)).await;
+    assert!(stream.settled().await.ok);
+    s.stop().await;
+}

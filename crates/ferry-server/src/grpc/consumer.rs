@@ -325,10 +325,11 @@ impl Stream {
             .into_iter()
             .zip(outcomes)
             .map(|((seq, token), outcome)| {
-                let outcome = outcome.map(|acked| {
-                    if acked == Acked::Settled {
-                        self.meters.acked(&self.queue, seq, token.0);
-                    }
+                if matches!(outcome, Ok(Acked::AlreadySettled)) {
+                    return self.already_settled(seq, token);
+                }
+                let outcome = outcome.map(|_| {
+                    self.meters.acked(&self.queue, seq, token.0);
                     true
                 });
                 self.result(seq, token, outcome, None)
@@ -344,12 +345,13 @@ impl Stream {
         let meters = &self.meters;
         let mut lease_until_ms = None;
         let outcome = match settle.outcome {
-            Some(Outcome::Ack(_)) => broker.ack(queue, seq, token).await.map(|acked| {
-                if acked == Acked::Settled {
+            Some(Outcome::Ack(_)) => match broker.ack(queue, seq, token).await {
+                Ok(Acked::AlreadySettled) => return self.already_settled(seq, token),
+                other => other.map(|_| {
                     meters.acked(queue, seq, token.0);
-                }
-                true
-            }),
+                    true
+                }),
+            },
             Some(Outcome::Nack(n)) => broker
                 .nack(queue, seq, token, opt_ms(n.delay_ms), n.error.as_deref())
                 .await
@@ -380,6 +382,34 @@ impl Stream {
             }
         };
         self.result(seq, token, outcome, lease_until_ms)
+    }
+
+    /// The answer to an ack of a message the broker no longer holds. The broker's ack is
+    /// idempotent, and so is a repeated ack on this stream. But if the delivery acked is
+    /// one this stream still holds unsettled, the message was settled through another
+    /// delivery: this lease ended (it expired, say while the server was stopped), and the
+    /// message was delivered again and acked, or dead-lettered. Answering OK would tell a
+    /// second consumer its ack took, so that ack fails, as one with a stale lease does.
+    fn already_settled(&self, seq: u64, token: LeaseToken) -> v1::SettleResult {
+        let mut unsettled = self.unsettled();
+        if unsettled.get(&seq) != Some(&token.0) {
+            return v1::SettleResult {
+                seq,
+                ok: true,
+                error: String::new(),
+                lease_until_ms: None,
+            };
+        }
+        unsettled.remove(&seq);
+        v1::SettleResult {
+            seq,
+            ok: false,
+            error: format!(
+                "message {seq} is already settled: this delivery's lease ended and the message \
+                 was acked through another delivery or dead-lettered"
+            ),
+            lease_until_ms: None,
+        }
     }
 
     /// The answer to one settle, forgetting the delivery once it is settled or its lease

@@ -1,0 +1,143 @@
+//! A consumer worker: streams both queues until SIGTERM and settles each delivery as its
+//! fate header says, recording the delivery before settling, the settle before sending it,
+//! and the answer after — so a history cut short by SIGKILL still says what was in flight.
+
+use std::time::Duration;
+
+use ferry_client::{Client, Consumer, ConsumerConfig, Delivery};
+
+use crate::error::Result;
+use crate::history::{Event, Fate, HistoryWriter, Settle, monotonic_ns};
+use crate::scenario::{FATE_HEADER, KSEQ_HEADER, ORDERS_QUEUE, WORK_QUEUE};
+use crate::worker::{Stop, connect};
+
+/// How long a nacked `nack_once` or poison message waits before it is delivered again.
+const NACK_DELAY: Duration = Duration::from_millis(100);
+
+pub async fn run(url: &str, index: u32, history: &mut HistoryWriter) -> Result<()> {
+    let mut stop = Stop::on_sigterm()?;
+    let Some(client) = connect(url, &mut stop).await? else {
+        return Ok(());
+    };
+    let name = format!("chaos-consumer-{index}");
+    let Some(mut orders) = open(&client, ORDERS_QUEUE, &name, &mut stop).await else {
+        return Ok(());
+    };
+    let Some(mut work) = open(&client, WORK_QUEUE, &name, &mut stop).await else {
+        return Ok(());
+    };
+    loop {
+        let (queue, next) = tokio::select! {
+            next = orders.next() => (ORDERS_QUEUE, next),
+            next = work.next() => (WORK_QUEUE, next),
+            _ = stop.signalled() => return Ok(()),
+        };
+        match next {
+            Some(Ok(delivery)) => handle(queue, delivery, history).await?,
+            // The stream failed for good (or closed): open it again.
+            Some(Err(error)) => {
+                eprintln!("ferry chaos: consumer {index}: {queue}: {error}; opening it again");
+                let Some(again) = open(&client, queue, &name, &mut stop).await else {
+                    return Ok(());
+                };
+                if queue == ORDERS_QUEUE {
+                    orders = again;
+                } else {
+                    work = again;
+                }
+            }
+            None => {
+                let Some(again) = open(&client, queue, &name, &mut stop).await else {
+                    return Ok(());
+                };
+                if queue == ORDERS_QUEUE {
+                    orders = again;
+                } else {
+                    work = again;
+                }
+            }
+        }
+    }
+}
+
+/// Opens a consumer, retrying while the server is unreachable; `None` on SIGTERM.
+async fn open(client: &Client, queue: &str, name: &str, stop: &mut Stop) -> Option<Consumer> {
+    let config = ConsumerConfig {
+        prefetch: 8,
+        ..ConsumerConfig::default()
+    };
+    let mut attempt = 0;
+    loop {
+        match client.consumer(queue, name, config).await {
+            Ok(consumer) => return Some(consumer),
+            Err(error) => {
+                if attempt % 20 == 0 {
+                    eprintln!("ferry chaos: opening {queue}: {error}; trying again");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    _ = stop.signalled() => return None,
+                }
+                attempt += 1;
+            }
+        }
+    }
+}
+
+async fn handle(queue: &str, delivery: Delivery, history: &mut HistoryWriter) -> Result<()> {
+    let m = &delivery.message;
+    let fate = m
+        .headers
+        .get(FATE_HEADER)
+        .and_then(|f| Fate::parse(f))
+        .unwrap_or(Fate::Ack);
+    let (id, seq, attempt) = (m.id.clone(), m.seq, m.delivery);
+    history.append(&Event::Delivered {
+        t: monotonic_ns(),
+        queue: queue.to_owned(),
+        id: id.clone(),
+        seq,
+        attempt,
+        key: m
+            .key
+            .as_ref()
+            .map(|k| String::from_utf8_lossy(k).into_owned()),
+        kseq: m.headers.get(KSEQ_HEADER).and_then(|k| k.parse().ok()),
+    })?;
+    let op = match fate {
+        Fate::Ack => Settle::Ack,
+        Fate::NackOnce if attempt <= 1 => Settle::Nack,
+        Fate::NackOnce => Settle::Ack,
+        Fate::Reject => Settle::Reject,
+        Fate::Poison => Settle::Nack,
+    };
+    history.append(&Event::Settling {
+        t: monotonic_ns(),
+        queue: queue.to_owned(),
+        id: id.clone(),
+        seq,
+        attempt,
+        op,
+    })?;
+    // The ordered queue's nacks have no delay: its head is delivered again at once.
+    let delay = if queue == WORK_QUEUE {
+        NACK_DELAY
+    } else {
+        Duration::ZERO
+    };
+    let outcome = match op {
+        Settle::Ack => delivery.ack().await,
+        Settle::Nack => delivery.nack(Some(delay), Some("chaos: nacked")).await,
+        Settle::Reject => delivery.reject("chaos: rejected").await,
+    };
+    history.append(&Event::Settled {
+        t: monotonic_ns(),
+        queue: queue.to_owned(),
+        id,
+        seq,
+        attempt,
+        op,
+        ok: outcome.is_ok(),
+        error: outcome.err().map(|e| e.to_string()),
+    })
+}
