@@ -191,7 +191,38 @@ pub fn render(broker: &Broker, meters: &Meters) -> String {
         ("topic", &storage.topic_partitions),
     ];
     storage_histograms(&mut out, &kinds);
+    disk(&mut out, broker);
     out
+}
+
+/// The data directory's free space and the reserve publishes leave for acks and
+/// housekeeping: publishes are refused while the first is below the second.
+fn disk(out: &mut String, broker: &Broker) {
+    // Else the directory could not be looked at (it was removed under the broker): this
+    // scrape goes without it, as the failing publishes and acks will report.
+    let Ok(space) = broker.disk_space() else {
+        return;
+    };
+    let gauges = [
+        (
+            "ferry_disk_available_bytes",
+            "Bytes free on the file system holding the data directory.",
+            space.available,
+        ),
+        (
+            "ferry_disk_reserve_bytes",
+            "Bytes publishes leave free for acks, receives and housekeeping.",
+            space.reserve,
+        ),
+        (
+            "ferry_disk_full",
+            "1 while publishes are refused because less than the reserve is free.",
+            u64::from(space.is_full()),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        Family::new(out, name, "gauge", help).sample(&[], value);
+    }
 }
 
 fn age_seconds(q: &QueueInfo) -> f64 {
