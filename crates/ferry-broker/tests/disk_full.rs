@@ -48,15 +48,28 @@ async fn publishes_that_would_take_the_reserve_are_refused_while_consumers_drain
     let dir = tempfile::tempdir().unwrap();
     {
         let broker = open(dir.path(), 0).await;
-        broker.create_queue("q", QueueSpec::default()).await.unwrap();
-        broker.create_topic("t", TopicSpec::default()).await.unwrap();
+        broker
+            .create_queue("q", QueueSpec::default())
+            .await
+            .unwrap();
+        broker
+            .create_topic("t", TopicSpec::default())
+            .await
+            .unwrap();
         broker.publish_batch("q", batch(0, 10, 100)).await.unwrap();
     }
     // A reserve larger than the disk: every publish would take from it.
     let reserve = available_bytes(dir.path()).unwrap() + (1 << 40);
     let broker = open(dir.path(), reserve).await;
-    assert!(broker.disk_space().unwrap().is_full());
-    let refused = broker.publish_batch("q", batch(10, 1, 100)).await.unwrap_err();
+    let space = broker.disk_space().unwrap();
+    assert!(
+        space.available < space.reserve && space.refused == 0,
+        "{space:?}"
+    );
+    let refused = broker
+        .publish_batch("q", batch(10, 1, 100))
+        .await
+        .unwrap_err();
     match &refused {
         BrokerError::DiskFull {
             reserve: r,
@@ -65,18 +78,31 @@ async fn publishes_that_would_take_the_reserve_are_refused_while_consumers_drain
         } => assert!(*r == reserve && available < r, "{refused:?}"),
         other => panic!("expected DiskFull, got {other:?}"),
     }
-    assert!(refused.to_string().contains("the disk is full"), "{refused}");
+    assert!(
+        refused.to_string().contains("the disk is full"),
+        "{refused}"
+    );
     let refused = broker.publish_to_topic("t", batch(10, 1, 100)).await;
-    assert!(matches!(refused, Err(BrokerError::DiskFull { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(BrokerError::DiskFull { .. })),
+        "{refused:?}"
+    );
     assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 10);
+    assert_eq!(broker.disk_space().unwrap().refused, 2);
 
     // Receives, acks and a dead letter are writes into the reserve: they go on.
     let got = broker.receive("q", "c", 10, None, None).await.unwrap();
     assert_eq!(got.len(), 10);
     for d in &got[..9] {
-        assert_eq!(broker.ack("q", d.seq, d.token).await.unwrap(), Acked::Settled);
+        assert_eq!(
+            broker.ack("q", d.seq, d.token).await.unwrap(),
+            Acked::Settled
+        );
     }
-    broker.reject("q", got[9].seq, got[9].token, "bad").await.unwrap();
+    broker
+        .reject("q", got[9].seq, got[9].token, "bad")
+        .await
+        .unwrap();
     let stats = broker.describe_queue("q").unwrap().stats;
     assert_eq!((stats.acked, stats.dead_lettered), (9, 1));
     let dead = broker.receive("q.dlq", "c", 10, None, None).await.unwrap();
@@ -85,7 +111,6 @@ async fn publishes_that_would_take_the_reserve_are_refused_while_consumers_drain
 
     // With room again, publishing works and nothing acked comes back.
     let broker = open(dir.path(), 0).await;
-    assert!(!broker.disk_space().unwrap().is_full());
     broker.publish_batch("q", batch(10, 1, 100)).await.unwrap();
     let got = broker.receive("q", "c", 10, None, None).await.unwrap();
     assert_eq!(got.len(), 1);
@@ -123,13 +148,23 @@ async fn a_write_that_runs_out_of_space_is_refused_and_leaves_the_queue_open() {
         }
         assert!(accepted < 100_000, "the disk never filled");
     };
-    assert!(matches!(refused, BrokerError::DiskFull { reserve: 0, .. }), "{refused:?}");
+    assert!(
+        matches!(refused, BrokerError::DiskFull { reserve: 0, .. }),
+        "{refused:?}"
+    );
     assert!(accepted > 0);
+    assert_eq!(broker.disk_space().unwrap().refused, 1);
     // Not poisoned: the queue answers, and holds exactly what was accepted.
-    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, accepted as u64);
+    assert_eq!(
+        broker.describe_queue("q").unwrap().stats.next_seq,
+        accepted as u64
+    );
 
     std::fs::remove_file(&filler).unwrap();
-    broker.publish_batch("q", batch(accepted, 8, 4096)).await.unwrap();
+    broker
+        .publish_batch("q", batch(accepted, 8, 4096))
+        .await
+        .unwrap();
     accepted += 8;
     let mut acked = 0;
     loop {
@@ -147,6 +182,15 @@ async fn a_write_that_runs_out_of_space_is_refused_and_leaves_the_queue_open() {
 
     let broker = open(&data, 0).await;
     let stats = broker.describe_queue("q").unwrap().stats;
-    assert_eq!((stats.next_seq, stats.acked), (accepted as u64, accepted as u64));
-    assert!(broker.receive("q", "c", 10, None, None).await.unwrap().is_empty());
+    assert_eq!(
+        (stats.next_seq, stats.acked),
+        (accepted as u64, accepted as u64)
+    );
+    assert!(
+        broker
+            .receive("q", "c", 10, None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

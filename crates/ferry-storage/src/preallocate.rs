@@ -155,8 +155,8 @@ impl Drop for Preallocator {
 /// fail on a nearly full disk, such as a queue's acks. So a fill starts only while at least
 /// as much as it takes would stay free after it.
 fn has_room_for(path: &std::path::Path, chunk: u64) -> std::io::Result<()> {
-    let available = crate::fs_util::available_bytes(path)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let available =
+        crate::fs_util::available_bytes(path).map_err(|e| std::io::Error::other(e.to_string()))?;
     if available < chunk.saturating_mul(2) {
         return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
     }
@@ -194,7 +194,8 @@ fn fill_loop(shared: &Shared, chunk: u64) {
         state.filling = true;
         drop(state);
 
-        let result = has_room_for(&segment.log_path, chunk).and_then(|()| fill(&segment, from, chunk, &zeros));
+        let result = has_room_for(&segment.log_path, chunk)
+            .and_then(|()| fill(&segment, from, chunk, &zeros));
 
         state = shared.state.lock().expect("preallocation lock");
         state.filling = false;

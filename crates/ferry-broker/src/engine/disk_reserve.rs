@@ -22,6 +22,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Broker;
@@ -38,6 +39,8 @@ pub(crate) struct DiskReserve {
     dir: PathBuf,
     reserve: u64,
     seen: Mutex<Option<Seen>>,
+    /// Writes refused for lack of space since the broker opened.
+    refused: AtomicU64,
 }
 
 /// The last look at the disk.
@@ -56,6 +59,7 @@ impl DiskReserve {
             dir: dir.to_path_buf(),
             reserve,
             seen: Mutex::new(None),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -105,6 +109,7 @@ impl DiskReserve {
     }
 
     fn full(&self, available: u64) -> BrokerError {
+        self.refused.fetch_add(1, Ordering::Relaxed);
         BrokerError::DiskFull {
             path: self.dir.clone(),
             available,
@@ -118,15 +123,12 @@ impl DiskReserve {
 pub struct DiskSpace {
     /// Bytes free for the broker to write.
     pub available: u64,
-    /// Bytes publishes leave free ([`BrokerConfig::disk_reserve_bytes`](super::BrokerConfig::disk_reserve_bytes)).
+    /// Bytes publishes leave free ([`BrokerConfig::disk_reserve_bytes`](super::BrokerConfig::disk_reserve_bytes)):
+    /// a publish is refused when it would leave less.
     pub reserve: u64,
-}
-
-impl DiskSpace {
-    /// Whether publishes are refused now: less than the reserve is free.
-    pub fn is_full(&self) -> bool {
-        self.available < self.reserve
-    }
+    /// Publishes (and redrives) refused with [`BrokerError::DiskFull`] since the broker
+    /// opened.
+    pub refused: u64,
 }
 
 impl Broker {
@@ -136,6 +138,7 @@ impl Broker {
         Ok(DiskSpace {
             available: disk.available()?,
             reserve: disk.reserve,
+            refused: disk.refused.load(Ordering::Relaxed),
         })
     }
 }
