@@ -139,8 +139,8 @@ pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, Sta
 pub use engine::peek::{MAX_PEEK, PeekedMessage};
 pub use engine::subscriptions::{SkippedRange, SubscriptionInfo};
 pub use engine::{
-    Broker, BrokerConfig, DiskSpace, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,
-    RedriveRequest, StorageStats,
+    Broker, BrokerConfig, DiskSpace, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter,
+    RedriveReport, RedriveRequest, StorageStats,
 };
 pub use error::{BrokerError, Result};
 /// The storage types [`StorageStats`] is made of.

@@ -23,8 +23,8 @@
 
 use std::sync::Arc;
 
-use super::{Broker, disk_reserve};
 use super::queue::{Effects, Inner, Queue, durable, message_size};
+use super::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
 use crate::journal::JournalEvent;
 use crate::message::Message;

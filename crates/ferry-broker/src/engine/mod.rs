@@ -69,9 +69,9 @@ use crate::topology::validate_topology;
 use queue::{Effects, Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
+pub use disk_reserve::DiskSpace;
 pub use housekeeping::MaintenanceReport;
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
-pub use disk_reserve::DiskSpace;
 pub use storage_stats::StorageStats;
 pub use topic_compaction::CompactionStats;
 
