@@ -367,6 +367,20 @@ pub enum BrokerError {
         oldest_remembered: u64,
     },
 
+    // The disk.
+    #[error(
+        "the disk is full: the file system holding {} has {available} bytes free, and \
+         {reserve} are kept for acks and housekeeping; publishes are refused (and store \
+         nothing) until space is freed, while consumers can keep receiving and acking — \
+         free space, consume the backlog, or shorten retention",
+        .path.display()
+    )]
+    DiskFull {
+        path: std::path::PathBuf,
+        available: u64,
+        reserve: u64,
+    },
+
     #[error("storage: {0}")]
     Storage(#[from] ferry_storage::StorageError),
 }

@@ -139,12 +139,12 @@ pub use engine::groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, Sta
 pub use engine::peek::{MAX_PEEK, PeekedMessage};
 pub use engine::subscriptions::{SkippedRange, SubscriptionInfo};
 pub use engine::{
-    Broker, BrokerConfig, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter, RedriveReport,
-    RedriveRequest, StorageStats,
+    Broker, BrokerConfig, DiskSpace, QueueInfo, QueueStats, ReceivedMessage, RedriveFilter,
+    RedriveReport, RedriveRequest, StorageStats,
 };
 pub use error::{BrokerError, Result};
 /// The storage types [`StorageStats`] is made of.
-pub use ferry_storage::{HistogramSnapshot, LogStatsSnapshot};
+pub use ferry_storage::{HistogramSnapshot, LogStatsSnapshot, StorageError};
 pub use filter::Filter;
 pub use key_order::{Admission, KeyOrder, KeyedState};
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};

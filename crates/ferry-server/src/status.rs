@@ -36,7 +36,8 @@ pub fn code(error: &BrokerError) -> Code {
         | E::SequenceOverlap { .. }
         | E::SequenceTooOld { .. } => Code::FailedPrecondition,
         E::OffsetOutOfRange { .. } => Code::OutOfRange,
-        E::QueueFull { .. } => Code::ResourceExhausted,
+        E::QueueFull { .. } | E::DiskFull { .. } => Code::ResourceExhausted,
+        E::Storage(e) if e.is_resource_exhausted() => Code::ResourceExhausted,
         E::QueuePoisoned { .. }
         | E::Storage(_)
         | E::MalformedRecord { .. }
@@ -49,7 +50,9 @@ pub fn code(error: &BrokerError) -> Code {
 
 /// The HTTP status for a broker error: 404 unknown name, 409 exists or conflicts with
 /// what exists, 412 a stale lease or another precondition on the caller's state, 413 too
-/// large, 429 full, 503 storage, 400 anything else the caller sent wrong.
+/// large, 429 a full queue, 507 a full disk (RFC 4918's Insufficient Storage: the server
+/// cannot store what the request needs, which retrying later may fix), 503 other storage
+/// failures, 400 anything else the caller sent wrong.
 pub fn http(error: &BrokerError) -> StatusCode {
     use BrokerError as E;
     match error {
@@ -77,6 +80,8 @@ pub fn http(error: &BrokerError) -> StatusCode {
         | E::SequenceTooOld { .. } => StatusCode::PRECONDITION_FAILED,
         E::PayloadTooLarge { .. } | E::BatchTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         E::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+        E::DiskFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
+        E::Storage(e) if e.is_resource_exhausted() => StatusCode::INSUFFICIENT_STORAGE,
         E::QueuePoisoned { .. }
         | E::Storage(_)
         | E::MalformedRecord { .. }
@@ -135,5 +140,30 @@ mod tests {
         assert_eq!(from_broker(bad).code(), Code::InvalidArgument);
         let unsupported = ConvertError::Unsupported { what: "x" };
         assert_eq!(from_convert(unsupported).code(), Code::Unimplemented);
+    }
+
+    #[test]
+    fn a_full_disk_is_resource_exhausted_not_an_internal_failure() {
+        let refused = BrokerError::DiskFull {
+            path: "/data".into(),
+            available: 10,
+            reserve: 64,
+        };
+        assert_eq!(code(&refused), Code::ResourceExhausted);
+        assert_eq!(http(&refused), StatusCode::INSUFFICIENT_STORAGE);
+        let failed = BrokerError::Storage(ferry_storage_error());
+        assert_eq!(code(&failed), Code::ResourceExhausted);
+        assert_eq!(http(&failed), StatusCode::INSUFFICIENT_STORAGE);
+        assert!(from_broker(failed).message().contains("the disk is full"));
+        // Other storage failures stay what they were.
+        let closed = BrokerError::Storage(ferry_broker::StorageError::Closed);
+        assert_eq!(code(&closed), Code::Unavailable);
+        assert_eq!(http(&closed), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    fn ferry_storage_error() -> ferry_broker::StorageError {
+        ferry_broker::StorageError::DiskFull {
+            path: "/data/queues/q/journal".into(),
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error(
-        "no space left on the device holding {path}: free space or raise the retention limits; the log is unchanged and appends resume once space is back"
+        "the disk is full: no space left on the device holding {path}; free space or raise the retention limits; the log is unchanged and appends resume once space is back"
     )]
     DiskFull { path: PathBuf },
 

@@ -46,3 +46,12 @@ pub fn create_dir_durable(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Bytes an unprivileged process can still write to the file system holding `path`: what a
+/// full disk runs out of (root's reserved blocks on ext4 are not counted).
+pub fn available_bytes(path: &Path) -> Result<u64> {
+    let stat = rustix::fs::statvfs(path)
+        .map_err(std::io::Error::from)
+        .ctx("query free space of", path)?;
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}

@@ -149,6 +149,20 @@ impl Drop for Preallocator {
     }
 }
 
+/// Zeros are an optimisation and must never take the last of the disk: a fill that runs
+/// the file system out of space fails the appends of every other log on it meanwhile (the
+/// space comes back only when the fill gives up), and those may be writes that must not
+/// fail on a nearly full disk, such as a queue's acks. So a fill starts only while at least
+/// as much as it takes would stay free after it.
+fn has_room_for(path: &std::path::Path, chunk: u64) -> std::io::Result<()> {
+    let available =
+        crate::fs_util::available_bytes(path).map_err(|e| std::io::Error::other(e.to_string()))?;
+    if available < chunk.saturating_mul(2) {
+        return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+    }
+    Ok(())
+}
+
 fn fill_loop(shared: &Shared, chunk: u64) {
     // Written in pieces: a write holds the file's inode lock for its whole length, and one
     // 8 MiB write would stall the writer's next group write behind it for milliseconds.
@@ -180,28 +194,8 @@ fn fill_loop(shared: &Shared, chunk: u64) {
         state.filling = true;
         drop(state);
 
-        let file = segment
-            .file()
-            .map_err(|e| std::io::Error::other(e.to_string()));
-        let result = file
-            .as_ref()
-            .map_err(|e| std::io::Error::other(e.to_string()))
-            .and_then(|file| {
-                (0..chunk.div_ceil(zeros.len() as u64))
-                    .try_for_each(|i| {
-                        let at = i * zeros.len() as u64;
-                        let n = (chunk - at).min(zeros.len() as u64) as usize;
-                        file.write_all_at(&zeros[..n], from + at)
-                    })
-                    .and_then(|()| file.sync_data())
-            });
-        if let Err(e) = &result {
-            // Give the space back: the writer needs it more than we do.
-            if let Ok(file) = &file {
-                let _ = file.set_len(from);
-            }
-            tracing::debug!(segment = %segment.log_path.display(), error = %e, "preallocation failed; retrying later");
-        }
+        let result = has_room_for(&segment.log_path, chunk)
+            .and_then(|()| fill(&segment, from, chunk, &zeros));
 
         state = shared.state.lock().expect("preallocation lock");
         state.filling = false;
@@ -217,4 +211,24 @@ fn fill_loop(shared: &Shared, chunk: u64) {
         }
         shared.changed.notify_all();
     }
+}
+
+/// Writes `chunk` bytes of zeros at `from` and syncs them; on failure gives the space back.
+fn fill(segment: &Segment, from: u64, chunk: u64, zeros: &[u8]) -> std::io::Result<()> {
+    let file = segment
+        .file()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let result = (0..chunk.div_ceil(zeros.len() as u64))
+        .try_for_each(|i| {
+            let at = i * zeros.len() as u64;
+            let n = (chunk - at).min(zeros.len() as u64) as usize;
+            file.write_all_at(&zeros[..n], from + at)
+        })
+        .and_then(|()| file.sync_data());
+    if let Err(e) = &result {
+        // Give the space back: the writer needs it more than we do.
+        let _ = file.set_len(from);
+        tracing::debug!(segment = %segment.log_path.display(), error = %e, "preallocation failed; retrying later");
+    }
+    result
 }

@@ -27,7 +27,8 @@ pub enum Error {
         name: String,
         problem: String,
     },
-    /// The destination is at its length limit and refuses more; back off and retry.
+    /// The destination is at its length limit, or the broker's disk is full, and refuses
+    /// more; back off and retry.
     #[error("full: {message}")]
     Full { message: String },
     /// The delivery was settled already (ack, nack and reject are final), or its lease ran

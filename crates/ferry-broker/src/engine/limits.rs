@@ -16,14 +16,15 @@
 //!
 //! Under every policy a batch that could not fit even in an empty queue, or that needs
 //! more room than evicting every message not in flight would free, is refused whole with
-//! `QueueFull`, and nothing is evicted. Evictions are durable before the new messages are
+//! `QueueFull`, and nothing is evicted. Before any of this, a publish that would eat into
+//! the disk's reserve is refused with `DiskFull` (see `engine/disk_reserve.rs`). Evictions are durable before the new messages are
 //! stored. Dead letters the broker moves into a queue are not subject to its limit (a
 //! dead letter is never refused or dropped for lack of room); they do count toward it.
 
 use std::sync::Arc;
 
-use super::Broker;
 use super::queue::{Effects, Inner, Queue, durable, message_size};
+use super::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
 use crate::journal::JournalEvent;
 use crate::message::Message;
@@ -113,6 +114,8 @@ impl Broker {
             .iter()
             .map(|(m, _)| u64::from(message_size(m)))
             .sum();
+        let on_disk = bytes + count * disk_reserve::RECORD_OVERHEAD_BYTES;
+        self.inner.disk.admit(on_disk)?;
         let admitted = {
             let mut inner = queue.lock();
             admit(queue, &mut inner, count, bytes, now_ms)?
@@ -136,7 +139,8 @@ impl Broker {
             .min();
         let seq = queue
             .store(messages, self.inner.config.clock.clone(), reserved)
-            .await?;
+            .await
+            .map_err(|e| self.inner.disk.refusal(e))?;
         if let Some(at_ms) = earliest {
             self.inner.timers_changed.timer_at(at_ms);
         }

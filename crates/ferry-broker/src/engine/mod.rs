@@ -31,6 +31,7 @@
 //! [`QueueState`]: crate::QueueState
 
 mod dead_letter;
+mod disk_reserve;
 pub mod groups;
 pub mod housekeeping;
 pub mod limits;
@@ -68,6 +69,7 @@ use crate::topology::validate_topology;
 use queue::{Effects, Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
+pub use disk_reserve::DiskSpace;
 pub use housekeeping::MaintenanceReport;
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
@@ -98,6 +100,10 @@ pub struct BrokerConfig {
     pub checkpoint_journal_bytes: u64,
     /// How often the timer task runs housekeeping: checkpoints and retention.
     pub housekeeping_interval: Duration,
+    /// Free space kept on the data directory's disk for acks, receives, dead letters and
+    /// housekeeping: publishes that would leave less are refused with
+    /// [`BrokerError::DiskFull`] (see `engine/disk_reserve.rs`). 0 keeps none.
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for BrokerConfig {
@@ -111,6 +117,9 @@ impl Default for BrokerConfig {
             journal_segment_bytes: 16 << 20,
             checkpoint_journal_bytes: 32 << 20,
             housekeeping_interval: Duration::from_secs(1),
+            // Tens of thousands of acks, a few checkpoints and segment rolls; RabbitMQ's
+            // default free-disk limit is 50 MB.
+            disk_reserve_bytes: 64 << 20,
         }
     }
 }
@@ -197,6 +206,7 @@ struct BrokerInner {
     /// dropped. Shared with the timer task, which holds the broker only weakly while it
     /// sleeps, so dropping the last handle closes the logs and releases the lock.
     timers_changed: Arc<TimerWake>,
+    disk: disk_reserve::DiskReserve,
     _lock: DirLock,
 }
 
@@ -266,6 +276,7 @@ impl Broker {
             let events = queue.recover(dead.get(&queue.name).unwrap_or(&empty), now_ms)?;
             settle.push((Arc::clone(queue), events));
         }
+        let disk = disk_reserve::DiskReserve::new(&dir, config.disk_reserve_bytes);
         let broker = Broker {
             inner: Arc::new(BrokerInner {
                 dir,
@@ -277,6 +288,7 @@ impl Broker {
                 rng: Mutex::new(rng),
                 token_base,
                 timers_changed: Arc::new(TimerWake::new()),
+                disk,
                 _lock: lock,
                 config,
             }),

@@ -291,7 +291,14 @@ impl Queue {
                 } else {
                     queue.release(reserved);
                 }
-                if let Err(error) = &result {
+                // A write refused for lack of space left the log as it was (storage cuts a
+                // failed write back, or poisons the log itself when it cannot), and nothing
+                // was tracked or entered the dedup window: memory and disk still agree, so
+                // the queue stays open, for consumers to drain and for publishes once
+                // space is back. Any other failure may have left them apart.
+                if let Err(error) = &result
+                    && !error.is_resource_exhausted()
+                {
                     queue.poisoned.get_or_init(|| error.to_string());
                 }
                 // Let go of the queue before waking the caller, who may drop the broker and

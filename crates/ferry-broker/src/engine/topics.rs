@@ -338,6 +338,7 @@ impl Broker {
             })
             .collect();
         target.check_batch(&topic.name, &records)?;
+        self.inner.disk.admit(records_on_disk(&records))?;
         let positions = |base: u64| {
             (0..count)
                 .map(|i| TopicPosition {
@@ -393,7 +394,8 @@ impl Broker {
         let appended = target
             .append(records)
             .await
-            .map_err(|_| StorageError::Closed)??;
+            .map_err(|_| StorageError::Closed)?
+            .map_err(|e| self.inner.disk.refusal(e.into()))?;
         let published_at = messages[0].published_at;
         for i in 0..count {
             table.observe(
@@ -433,9 +435,12 @@ impl Broker {
             group.1.push(record);
         }
         let partition = |p: u32| -> &Arc<Partition> { &shape.partitions[p as usize] };
+        let mut bytes = 0;
         for (&p, (_, records)) in &groups {
             partition(p).check_batch(&topic.name, records)?;
+            bytes += records_on_disk(records);
         }
+        self.inner.disk.admit(bytes)?;
         let pending: Vec<_> = groups
             .into_iter()
             .map(|(p, (indexes, records))| (p, indexes, partition(p).append(records)))
@@ -448,7 +453,10 @@ impl Broker {
             placement.len()
         ];
         for (p, indexes, rx) in pending {
-            let appended = rx.await.map_err(|_| StorageError::Closed)??;
+            let appended = rx
+                .await
+                .map_err(|_| StorageError::Closed)?
+                .map_err(|e| self.inner.disk.refusal(e.into()))?;
             for (j, i) in indexes.into_iter().enumerate() {
                 positions[i] = TopicPosition {
                     partition: p,
@@ -514,4 +522,12 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// About what `records` take on disk, for the disk reserve.
+fn records_on_disk(records: &[NewRecord]) -> u64 {
+    records
+        .iter()
+        .map(|r| r.encoded_len() as u64 + super::disk_reserve::RECORD_OVERHEAD_BYTES)
+        .sum()
 }

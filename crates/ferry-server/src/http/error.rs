@@ -88,11 +88,13 @@ fn variant_code(error: &BrokerError) -> String {
 
 impl From<BrokerError> for ApiError {
     fn from(error: BrokerError) -> ApiError {
-        ApiError::new(
-            crate::status::http(&error),
-            &variant_code(&error),
-            error.to_string(),
-        )
+        // A write that ran out of space is the same condition to a client as a publish
+        // the broker refused for it: one code.
+        let code = match &error {
+            BrokerError::Storage(e) if e.is_resource_exhausted() => "disk_full".to_owned(),
+            other => variant_code(other),
+        };
+        ApiError::new(crate::status::http(&error), &code, error.to_string())
     }
 }
 
@@ -151,5 +153,19 @@ mod tests {
         let bad: ApiError = ferry_broker::Name::new("").unwrap_err().into();
         assert_eq!(bad.status, StatusCode::BAD_REQUEST);
         assert_eq!(bad.code, "empty_name");
+        let refused: ApiError = BrokerError::DiskFull {
+            path: "/data".into(),
+            available: 0,
+            reserve: 1,
+        }
+        .into();
+        assert_eq!(refused.status, StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(refused.code, "disk_full");
+        let failed: ApiError = BrokerError::Storage(ferry_broker::StorageError::DiskFull {
+            path: "/data".into(),
+        })
+        .into();
+        assert_eq!(failed.status, StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(failed.code, "disk_full");
     }
 }

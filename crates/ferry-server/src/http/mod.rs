@@ -51,7 +51,9 @@
 //! request changes nothing. With tokens configured ([`crate::auth`]), requests but the
 //! operational endpoints send `Authorization: Bearer <token>`: 401 `unauthenticated`
 //! without a known one, 403 `forbidden` without the permission, 413 `batch_too_large`
-//! over the batch limit, 429 `over_quota` over the token's publish rate.
+//! over the batch limit, 429 `over_quota` over the token's publish rate. A publish on a
+//! full disk is 507 `disk_full` (gRPC: `RESOURCE_EXHAUSTED`) and stores nothing; receives
+//! and acks keep working, and publishes resume once space is freed.
 
 mod admin;
 mod dead_letters;

@@ -191,7 +191,41 @@ pub fn render(broker: &Broker, meters: &Meters) -> String {
         ("topic", &storage.topic_partitions),
     ];
     storage_histograms(&mut out, &kinds);
+    disk(&mut out, broker);
     out
+}
+
+/// The data directory's free space, the reserve publishes leave for acks and
+/// housekeeping, and how many publishes were refused for lack of space.
+fn disk(out: &mut String, broker: &Broker) {
+    // Else the directory could not be looked at (it was removed under the broker): this
+    // scrape goes without it, as the failing publishes and acks will report.
+    let Ok(space) = broker.disk_space() else {
+        return;
+    };
+    let series = [
+        (
+            "ferry_disk_available_bytes",
+            "gauge",
+            "Bytes free on the file system holding the data directory.",
+            space.available,
+        ),
+        (
+            "ferry_disk_reserve_bytes",
+            "gauge",
+            "Bytes publishes leave free for acks, receives and housekeeping: a publish that would leave less is refused.",
+            space.reserve,
+        ),
+        (
+            "ferry_publishes_refused_disk_full_total",
+            "counter",
+            "Publishes and redrives refused because the disk is full, since the broker opened.",
+            space.refused,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        Family::new(out, name, kind, help).sample(&[], value);
+    }
 }
 
 fn age_seconds(q: &QueueInfo) -> f64 {

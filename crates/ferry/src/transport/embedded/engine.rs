@@ -147,7 +147,7 @@ fn map_error(e: BrokerError) -> Error {
             id: format!("seq {seq}"),
             why: "its lease ended and it may have gone to another consumer".into(),
         },
-        B::QueueFull { .. } => Error::Full {
+        B::QueueFull { .. } | B::DiskFull { .. } => Error::Full {
             message: e.to_string(),
         },
         B::Storage(_) | B::QueuePoisoned { .. } | B::MalformedJournal { .. } => {
