@@ -88,23 +88,41 @@ impl SubjectPattern {
     }
 }
 
-/// Pattern segments against subject parts. `#` tries every split, from the fewest parts up;
-/// a pattern has few `#`s in practice, and the recursion depth is bounded by its length.
+/// Pattern segments against subject parts: wildcard matching with `#` as the star and `*`
+/// as the single-item wildcard. When a part does not match, only the latest `#` takes one
+/// more part and matching resumes after it: an earlier `#` taking more could only reach
+/// states the latest one reaches too. So a match costs at most pattern × parts steps, where
+/// trying every split for every `#` costs exponentially many in the number of `#`s (a
+/// filter anyone may subscribe with, matched against every message's subject).
 fn matches_from(pattern: &[Segment], parts: &[&str]) -> bool {
-    match pattern.split_first() {
-        None => parts.is_empty(),
-        Some((Segment::Any, rest)) => (0..=parts.len()).any(|n| matches_from(rest, &parts[n..])),
-        Some((segment, rest)) => match parts.split_first() {
-            None => false,
-            Some((part, parts)) => {
-                let one = match segment {
-                    Segment::Literal(text) => text == part,
-                    _ => true,
-                };
-                one && matches_from(rest, parts)
+    let (mut p, mut s) = (0, 0);
+    // The pattern index after the latest `#`, and the part index it was resumed at.
+    let mut star: Option<(usize, usize)> = None;
+    while s < parts.len() {
+        match pattern.get(p) {
+            Some(Segment::Any) => {
+                star = Some((p + 1, s));
+                p += 1;
             }
-        },
+            Some(Segment::One) => {
+                p += 1;
+                s += 1;
+            }
+            Some(Segment::Literal(text)) if text == parts[s] => {
+                p += 1;
+                s += 1;
+            }
+            _ => match star {
+                Some((after, resumed)) => {
+                    star = Some((after, resumed + 1));
+                    p = after;
+                    s = resumed + 1;
+                }
+                None => return false,
+            },
+        }
     }
+    pattern[p..].iter().all(|segment| *segment == Segment::Any)
 }
 
 /// One predicate over a message's headers.
@@ -201,7 +219,7 @@ impl fmt::Display for Filter {
 
 fn write_predicate(f: &mut fmt::Formatter<'_>, p: &Predicate) -> fmt::Result {
     match p {
-        Predicate::Subject(pattern) => write!(f, "subject ~ {}", pattern.as_str()),
+        Predicate::Subject(pattern) => write!(f, "subject ~ {}", bare_or_quoted(pattern.as_str())),
         Predicate::Equals { header, value } => write!(f, "{header} = {}", quoted(value)),
         Predicate::In { header, values } => {
             write!(f, "{header} in (")?;
@@ -218,6 +236,16 @@ fn write_predicate(f: &mut fmt::Formatter<'_>, p: &Predicate) -> fmt::Result {
             f.write_str("not ")?;
             write_predicate(f, inner)
         }
+    }
+}
+
+/// A pattern may have been given quoted, with characters a bare word cannot hold: it
+/// prints the way it can be read back.
+fn bare_or_quoted(pattern: &str) -> String {
+    if !pattern.is_empty() && pattern.chars().all(is_word_char) {
+        pattern.to_owned()
+    } else {
+        quoted(pattern)
     }
 }
 

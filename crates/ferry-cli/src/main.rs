@@ -1,7 +1,6 @@
 //! The `ferry` command: run a server, administer and use one, and benchmarks.
 
 mod bench;
-mod config;
 mod remote;
 mod serve;
 mod test_clock;
@@ -11,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
+use ferry_cli::config;
 use remote::{Remote, admin, dead_letters, messages, stats};
 use tracing_subscriber::EnvFilter;
 

@@ -617,6 +617,28 @@ fn sample(scrape: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// Found by the `http_api` fuzz target (corpus file `regression-path-not-utf8`): a path
+/// parameter whose percent-encoding is not UTF-8 was refused by axum in plain text, not in
+/// the API's `{"error", "code"}` shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_parameter_that_is_not_utf8_is_refused_in_the_api_error_shape() {
+    let s = Running::start().await;
+    let fuzzed = "/v1/queues/+q/messages/n%%%%%%%%%%%%%%%%%%%%%%%%%%%delay_ms%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%otanumber/ack";
+    expect(
+        &s.send("POST", fuzzed, b"{\"token\": 1}").await,
+        400,
+        "bad_path",
+    );
+    expect(&s.get("/v1/queues/%FF").await, 400, "bad_path");
+    expect(
+        &s.send("POST", "/v1/queues/%C3%28/messages", b"{\"messages\": []}")
+            .await,
+        400,
+        "bad_path",
+    );
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_follow_publishes_deliveries_acks_and_dead_letters() {
     let s = Running::start().await;

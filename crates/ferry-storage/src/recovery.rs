@@ -284,7 +284,8 @@ fn open_sealed(
                 return Err(corrupt_log(dir, &log_path, stop, lost));
             }
             drop(segment);
-            let repaired = repair(dir, base, len, next_base, config, clock, report)?;
+            let known_end = KnownEnd::NextSegment(next_base);
+            let repaired = repair(dir, base, len, known_end, config, clock, report)?;
             (repaired, base)
         }
     };
@@ -446,7 +447,8 @@ fn open_active(
             return Err(corrupt_log(dir, &log_path, &stop, lost));
         }
         drop(segment);
-        outcome = repair(dir, base, len, trusted_next, config, clock, report)?;
+        let known_end = KnownEnd::Durable(trusted_next);
+        outcome = repair(dir, base, len, known_end, config, clock, report)?;
         entries.clear();
         builder = IndexBuilder::new(base, config.index_interval_bytes);
         len = outcome.valid_end;
@@ -714,15 +716,22 @@ pub(crate) fn load_or_rebuild_index(
     Ok(entries)
 }
 
+/// The first offset known to lie beyond a damaged segment's data.
+#[derive(Debug, Clone, Copy)]
+enum KnownEnd {
+    /// A sealed segment: the next segment's base, which its batches must stay below.
+    NextSegment(u64),
+    /// The active segment: what the checkpoint proved durable; later batches are its own.
+    Durable(u64),
+}
+
 /// Repair on the operator's request: copy the damaged segment to `quarantine/`, rewrite it
 /// with every batch that still verifies, and report the offsets that could not be saved.
-/// `known_end` is the first offset known to lie beyond this segment's data (the next
-/// segment's base, or what the checkpoint proved durable).
 fn repair(
     dir: &Path,
     base: u64,
     len: u64,
-    known_end: u64,
+    known_end: KnownEnd,
     config: &LogConfig,
     clock: &dyn Clock,
     report: &mut RecoveryReport,
@@ -763,6 +772,30 @@ fn repair(
             None => break,
         }
     }
+    // Batches that verify but claim offsets the next segment starts with: which copy holds
+    // the real records is not for repair to guess, the same refusal as without repair. It
+    // comes before anything is copied or rewritten, so the directory stays as it was.
+    if let KnownEnd::NextSegment(next_base) = known_end
+        && expected > next_base
+    {
+        let position = kept
+            .iter()
+            .find(|(_, h)| h.next_offset() > next_base)
+            .map_or(0, |(position, _)| *position);
+        return Err(StorageError::CorruptLog {
+            dir: dir.to_path_buf(),
+            file: log_path,
+            position,
+            detail: format!(
+                "the batches that verify hold offsets up to {} but the next segment starts at {next_base}",
+                expected - 1
+            ),
+            lost: next_base..expected,
+        });
+    }
+    let known_end = match known_end {
+        KnownEnd::NextSegment(end) | KnownEnd::Durable(end) => end,
+    };
     // What was known to exist past the last saved batch is gone: a damaged end, or a file cut
     // short on a batch boundary.
     if known_end > expected {

@@ -74,6 +74,41 @@ fn quoted_values_keep_spaces_quotes_and_backslashes() {
     assert!(f.matches(&headers(&[("note", r#"a "b" \ c"#)])));
 }
 
+/// Found by the `filter_parser` fuzz target (corpus file `regression-quoted-pattern`): a
+/// quoted subject pattern with a character a bare word cannot hold printed bare, so the
+/// printed filter (which a subscription stores) did not parse back.
+#[test]
+fn a_quoted_subject_pattern_prints_quoted_and_parses_back() {
+    let filter = Filter::parse("subject ~\"[\"").unwrap_or_else(|e| panic!("{e}"));
+    let printed = filter.to_string();
+    assert_eq!(printed, r#"subject ~ "[""#);
+    assert_eq!(Filter::parse(&printed).unwrap(), filter);
+    let plain = Filter::parse("subject ~ \"orders.#\"").unwrap();
+    assert_eq!(plain.to_string(), "subject ~ orders.#");
+}
+
+/// Found while writing the `filter_parser` fuzz target's matcher oracle, and reproduced by
+/// it (corpus file `regression-many-hashes`, a timeout): every `#` tried every split, so a
+/// pattern of many `#`s against a long subject took exponential time. This pair took longer
+/// than any test run; it now takes pattern × parts steps.
+#[test]
+fn many_hashes_against_a_long_subject_match_in_linear_steps() {
+    let hashes = vec!["#"; 24].join(".");
+    let long = vec!["a"; 40].join(".");
+    let miss = SubjectPattern::parse(&format!("{hashes}.x")).unwrap();
+    assert!(!miss.matches(&long));
+    assert!(miss.matches(&format!("{long}.x")));
+    let filter = Filter::parse(&format!("subject ~ {hashes}.x")).unwrap();
+    assert!(!filter.matches(&headers(&[("subject", long.as_str())])));
+    let hit = SubjectPattern::parse(&format!("{hashes}.a.*.#")).unwrap();
+    assert!(hit.matches(&long));
+    assert_eq!(
+        hit.matches(&long),
+        reference_match(hit.as_str(), &long),
+        "the table agrees"
+    );
+}
+
 #[test]
 fn bad_filters_are_typed_errors_with_a_position() {
     let cases = [

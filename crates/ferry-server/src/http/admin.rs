@@ -1,8 +1,8 @@
 //! Queues, topics, subscriptions and groups: create, list, describe, delete.
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use bytes::Bytes;
 use ferry_broker::QueueSpec;
@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::message::{GroupInfo, QueueInfo, SubscriptionInfo, TopicInfo};
+use super::path::ApiPath;
 use super::{Shared, parse, spec};
 use crate::auth::Action;
 use crate::convert;
@@ -60,7 +61,7 @@ pub async fn list_queues(State(s): State<Shared>, headers: HeaderMap) -> Reply<J
 pub async fn describe_queue(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> Reply<Json<QueueInfo>> {
     s.allow(&headers, Action::Admin, &queue)?;
     let info = s.broker.describe_queue(&queue)?;
@@ -70,7 +71,7 @@ pub async fn describe_queue(
 pub async fn delete_queue(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> Reply<StatusCode> {
     s.allow(&headers, Action::Admin, &queue)?;
     s.broker.delete_queue(&queue).await?;
@@ -109,7 +110,7 @@ pub async fn list_topics(State(s): State<Shared>, headers: HeaderMap) -> Reply<J
 pub async fn describe_topic(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
 ) -> Reply<Json<TopicInfo>> {
     s.allow(&headers, Action::Admin, &topic)?;
     let info = s.broker.describe_topic(&topic)?;
@@ -119,7 +120,7 @@ pub async fn describe_topic(
 pub async fn delete_topic(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
 ) -> Reply<StatusCode> {
     s.allow(&headers, Action::Admin, &topic)?;
     s.broker.delete_topic(&topic).await?;
@@ -141,7 +142,7 @@ pub async fn create_subscription(
 pub async fn describe_subscription(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Reply<Json<SubscriptionInfo>> {
     s.allow(&headers, Action::Admin, &name)?;
     let info = s.broker.describe_subscription(&name)?;
@@ -151,7 +152,7 @@ pub async fn describe_subscription(
 pub async fn delete_subscription(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Reply<StatusCode> {
     s.allow(&headers, Action::Admin, &name)?;
     // A subscription is a queue fed by a topic: refuse to delete a plain queue here.
@@ -163,7 +164,7 @@ pub async fn delete_subscription(
 pub async fn describe_group(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path((topic, group)): Path<(String, String)>,
+    ApiPath((topic, group)): ApiPath<(String, String)>,
 ) -> Reply<Json<GroupInfo>> {
     s.allow(&headers, Action::Admin, &topic)?;
     let info = s.broker.describe_group(&topic, &group)?;

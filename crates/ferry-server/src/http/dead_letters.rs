@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use ferry_broker::RedriveRequest;
@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::message::Delivery;
+use super::path::ApiPath;
 use super::{Shared, parse};
 use crate::auth::Action;
 use crate::convert;
@@ -70,7 +71,7 @@ pub struct Peeked {
 pub async fn peek(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(dlq): Path<String>,
+    ApiPath(dlq): ApiPath<String>,
     query: Result<Query<Peek>, QueryRejection>,
 ) -> Reply<Json<Peeked>> {
     s.allow_read(&headers, &dlq)?;
@@ -119,7 +120,7 @@ pub struct Redriven {
 pub async fn redrive(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(dlq): Path<String>,
+    ApiPath(dlq): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Redriven>> {
     let who = s.allow(&headers, Action::DeadLetters, &dlq)?;

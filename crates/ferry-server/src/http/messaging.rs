@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use ferry_broker::{Acked, Broker, LeaseToken, MessageId, Nacked, OutgoingMessage};
@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::message::{self, Delivery};
+use super::path::ApiPath;
 use super::{Shared, parse};
 use crate::auth::Action;
 use crate::convert::{self, opt_ms};
@@ -56,7 +57,7 @@ fn batch(raw: Vec<message::OutgoingMessage>) -> Result<Vec<OutgoingMessage>, Api
 pub async fn publish(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Published>> {
     let who = s.allow(&headers, Action::Publish, &queue)?;
@@ -94,7 +95,7 @@ pub struct PublishedToTopic {
 pub async fn publish_to_topic(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<PublishedToTopic>> {
     let who = s.allow(&headers, Action::Publish, &topic)?;
@@ -192,7 +193,7 @@ async fn receive_detached(
 pub async fn receive(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Received>> {
     s.allow_read(&headers, &queue)?;
@@ -259,7 +260,7 @@ pub struct Settled {
 pub async fn settle(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Path((queue, seq, outcome)): Path<(String, String, String)>,
+    ApiPath((queue, seq, outcome)): ApiPath<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Reply<Json<Settled>> {
     s.allow_read(&headers, &queue)?;

@@ -60,6 +60,7 @@ mod dead_letters;
 pub mod error;
 mod message;
 mod messaging;
+mod path;
 pub mod prometheus;
 mod spec;
 
