@@ -21,7 +21,19 @@ impl Server {
         // The kernel's pick of a free port, released for the server to bind: another
         // process could take it in between, which start-up would then report.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl,
+        // which is async-signal-safe.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            // A soak stopped by a signal never runs `Drop`; the kernel then stops the server
+            // with it instead of leaving it running.
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
