@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_broker::{Broker, BrokerConfig};
 use ferry::{
     ConsumerOptions, DeliveryPolicy, Destination, Error, Ferry, Message, QueueDecl, Source,
 };
+use ferry_broker::{Broker, BrokerConfig};
 use ferry_conformance::{Restart, Target};
 
 struct Running {
@@ -99,8 +99,17 @@ async fn a_consumer_keeps_going_across_a_server_restart() {
         .await
         .unwrap();
     let publisher = ferry.publisher(Destination::queue(queue));
-    let batch = |from: usize| (from..from + 10).map(|i| Message::new(format!("{i}"))).collect();
-    let mut sent: HashSet<String> = publisher.send_batch(batch(0)).await.unwrap().into_iter().collect();
+    let batch = |from: usize| {
+        (from..from + 10)
+            .map(|i| Message::new(format!("{i}")))
+            .collect()
+    };
+    let mut sent: HashSet<String> = publisher
+        .send_batch(batch(0))
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
     let options = ConsumerOptions {
         prefetch: 4,
         ..ConsumerOptions::default()
@@ -137,14 +146,18 @@ async fn a_consumer_keeps_going_across_a_server_restart() {
                 other => panic!("an ack from before the restart answered {other:?}"),
             }
         }
+        let id = d.id.clone();
         match d.ack().await {
-            Ok(()) => assert!(acked.insert(d.id.clone()), "{} came back after its ack", d.id),
+            Ok(()) => assert!(acked.insert(id.clone()), "{id} came back after its ack"),
             // Fetched ahead before the restart: the server gave it back, and it comes again.
             Err(Error::NotHeld { .. }) => {}
             Err(e) => panic!("ack after the restart: {e}"),
         }
     }
-    assert!(held.is_none(), "the delivery held at the restart never came back");
+    assert!(
+        held.is_none(),
+        "the delivery held at the restart never came back"
+    );
     assert_eq!(acked, sent);
     c.close().await.unwrap();
     let _ = running.stop.send(());

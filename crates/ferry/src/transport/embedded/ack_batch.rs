@@ -141,13 +141,15 @@ mod tests {
         let broker = Broker::open(dir.path(), BrokerConfig::default())
             .await
             .unwrap();
-        broker.create_queue("acks", QueueSpec::default()).await.unwrap();
-        let messages = (0..100).map(|i| OutgoingMessage::new(format!("{i}"))).collect();
-        broker.publish_batch("acks", messages).await.unwrap();
-        let got = broker
-            .receive("acks", "c", 100, None, None)
+        broker
+            .create_queue("acks", QueueSpec::default())
             .await
             .unwrap();
+        let messages = (0..100)
+            .map(|i| OutgoingMessage::new(format!("{i}")))
+            .collect();
+        broker.publish_batch("acks", messages).await.unwrap();
+        let got = broker.receive("acks", "c", 100, None, None).await.unwrap();
         assert_eq!(got.len(), 100);
         let acks = Arc::new(AckBatcher::new(
             Arc::new(Shared::new(broker.clone())),

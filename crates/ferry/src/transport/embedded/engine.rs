@@ -44,7 +44,10 @@ impl Shared {
 
     /// Lets the broker go once calls already running finish; later calls are refused.
     pub(super) fn close(&self) {
-        self.broker.write().unwrap_or_else(|e| e.into_inner()).take();
+        self.broker
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
     }
 
     pub(super) fn broker(&self) -> Result<Broker> {

@@ -1,5 +1,5 @@
 //! The SDK over `ferry-client`: declarations become `ferry.v1` specs and publishes its
-//! `Publish` calls; consumers take deliveries and settle them on a `Consume` stream
+//! `Publish` calls; consumers fetch with `Receive` and settle on a `Consume` stream
 //! ([`super::consume`]).
 
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use ferry_client::{Client, ClientError, ConnectOptions};
 use tonic::Code;
 
 use super::capabilities;
-use super::consume::StreamConsumer;
+use super::consume::RemoteConsumer;
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
@@ -321,14 +321,8 @@ impl Transport for Remote {
         source: &Source,
         options: &ConsumerOptions,
     ) -> Result<Box<dyn ConsumerBackend>> {
-        // Opening the stream fails at once when the source does not exist.
-        let consumer = StreamConsumer::open(
-            self.shared.clone(),
-            queue_of(source),
-            &options.name,
-            options.prefetch,
-        )
-        .await?;
+        let consumer =
+            RemoteConsumer::open(self.shared.clone(), queue_of(source), &options.name).await?;
         Ok(Box::new(consumer))
     }
 
