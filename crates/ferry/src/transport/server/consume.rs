@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use ferry_client::proto::{self as v1, settle::Outcome};
 use tokio::sync::{mpsc, oneshot};
 
-use super::engine::{Shared, map_error, received};
+use super::engine::{Shared, map_error, ms, received};
 use super::stream::{self, Answer, Settle};
 use crate::error::{Error, Result};
 use crate::transport::{ConsumerBackend, Incoming, Settler};
@@ -91,31 +91,26 @@ struct RemoteSettler {
 }
 
 impl RemoteSettler {
-    /// The stream's answer; `None` means ask directly.
-    async fn on_stream(&self, outcome: Outcome) -> Option<Option<i64>> {
+    /// Whether the stream settled it; if not, ask directly.
+    async fn on_stream(&self, outcome: Outcome) -> bool {
         let (reply, answer) = oneshot::channel();
         let settle = v1::Settle {
             seq: self.seq,
             token: self.token,
             outcome: Some(outcome),
         };
-        self.settles.send(Settle { settle, reply }).ok()?;
-        match answer.await {
-            Ok(Answer::Done { lease_until_ms }) => Some(lease_until_ms),
-            Ok(Answer::AskDirectly) | Err(_) => None,
+        if self.settles.send(Settle { settle, reply }).is_err() {
+            return false;
         }
+        matches!(answer.await, Ok(Answer::Done))
     }
-}
-
-fn ms(d: Duration) -> u64 {
-    d.as_millis().min(u64::MAX as u128) as u64
 }
 
 #[async_trait]
 impl Settler for RemoteSettler {
     async fn ack(&self) -> Result<()> {
         let client = self.shared.client()?;
-        if self.on_stream(Outcome::Ack(true)).await.is_some() {
+        if self.on_stream(Outcome::Ack(true)).await {
             return Ok(());
         }
         client
@@ -130,7 +125,7 @@ impl Settler for RemoteSettler {
             delay_ms: delay.map(ms),
             error: error.map(str::to_owned),
         };
-        if self.on_stream(Outcome::Nack(nack)).await.is_some() {
+        if self.on_stream(Outcome::Nack(nack)).await {
             return Ok(());
         }
         client
@@ -142,11 +137,7 @@ impl Settler for RemoteSettler {
 
     async fn reject(&self, reason: &str) -> Result<()> {
         let client = self.shared.client()?;
-        if self
-            .on_stream(Outcome::Reject(reason.to_owned()))
-            .await
-            .is_some()
-        {
+        if self.on_stream(Outcome::Reject(reason.to_owned())).await {
             return Ok(());
         }
         client
@@ -157,7 +148,7 @@ impl Settler for RemoteSettler {
 
     async fn extend(&self, by: Duration) -> Result<()> {
         let client = self.shared.client()?;
-        if self.on_stream(Outcome::ExtendMs(ms(by))).await.is_some() {
+        if self.on_stream(Outcome::ExtendMs(ms(by))).await {
             return Ok(());
         }
         client

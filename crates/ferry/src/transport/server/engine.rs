@@ -100,7 +100,7 @@ pub(super) fn map_error(e: ClientError) -> Error {
     }
 }
 
-fn ms(d: Duration) -> u64 {
+pub(super) fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 

@@ -32,8 +32,8 @@ pub(super) struct Settle {
 
 /// The stream's answer to one settle.
 pub(super) enum Answer {
-    /// Done, and durable; the new lease deadline for an extend.
-    Done { lease_until_ms: Option<i64> },
+    /// Done, and durable.
+    Done,
     /// Not answered here; ask with the unary call (see the module docs).
     AskDirectly,
 }
@@ -145,7 +145,7 @@ impl Keeper {
                     })) => {
                         if let Some(reply) = awaiting.pop_front() {
                             let answer = if result.ok {
-                                Answer::Done { lease_until_ms: result.lease_until_ms }
+                                Answer::Done
                             } else {
                                 Answer::AskDirectly
                             };
