@@ -372,6 +372,19 @@ impl Client {
         Consumer::open(self.clone(), queue.to_owned(), consumer.to_owned(), config).await
     }
 
+    /// Opens a `Consume` stream driven by the caller: `requests` go to the server as they
+    /// are sent (the first must be `open`), and the server's deliveries and settle answers
+    /// come back in order. For callers that grant credit and settle on their own terms;
+    /// [`Client::consumer`] does both for the common case. The channel is unbounded so that
+    /// a caller reading answers is never blocked sending (credit bounds what is sent).
+    pub async fn consume_stream(
+        &self,
+        requests: tokio::sync::mpsc::UnboundedReceiver<v1::ConsumeRequest>,
+    ) -> Result<tonic::Streaming<v1::ConsumeResponse>> {
+        let requests = tokio_stream::wrappers::UnboundedReceiverStream::new(requests);
+        Ok(self.consumer_client().consume(requests).await?.into_inner())
+    }
+
     // ---- Dead letters ----
 
     /// Up to `max` messages of `dlq` after seq `after_seq` (from the first with `None`),

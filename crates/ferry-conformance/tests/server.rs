@@ -1,11 +1,17 @@
 //! The conformance suite on a Ferry server: the SDK's `ferry://` transport against
-//! `ferry-server` on a real TCP socket, restarted mid-stream from the same directory.
+//! `ferry-server` on a real TCP socket, restarted mid-stream from the same directory; and
+//! one consumer living through a restart, which the suite (reconnecting from scratch)
+//! does not cover.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferry::{
+    ConsumerOptions, DeliveryPolicy, Destination, Error, Ferry, Message, QueueDecl, Source,
+};
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_conformance::{Restart, Target};
 
@@ -73,4 +79,87 @@ async fn a_ferry_server_passes_the_conformance_suite() {
     let last = running.lock().unwrap().take().unwrap();
     let _ = last.stop.send(());
     last.served.await.unwrap();
+}
+
+/// A consumer opened before a restart goes on after it: its stream reconnects, what it
+/// held comes back, and a settle of a delivery from before the restart answers `NotHeld`
+/// rather than hanging or settling the new delivery's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_keeps_going_across_a_server_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let ferry = Ferry::connect(&format!("ferry://{addr}")).await.unwrap();
+    let delivery = DeliveryPolicy {
+        lease: Duration::from_secs(2),
+        ..DeliveryPolicy::default()
+    };
+    let queue = "across-restart";
+    ferry
+        .declare_queue(&QueueDecl::new(queue).delivery(delivery))
+        .await
+        .unwrap();
+    let publisher = ferry.publisher(Destination::queue(queue));
+    let batch = |from: usize| {
+        (from..from + 10)
+            .map(|i| Message::new(format!("{i}")))
+            .collect()
+    };
+    let mut sent: HashSet<String> = publisher
+        .send_batch(batch(0))
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let options = ConsumerOptions {
+        prefetch: 4,
+        ..ConsumerOptions::default()
+    };
+    let mut c = ferry.consumer(Source::queue(queue), options).await.unwrap();
+    let wait = Duration::from_secs(10);
+    let mut acked = HashSet::new();
+    for _ in 0..3 {
+        let d = c.next_within(wait).await.unwrap().expect("a delivery");
+        acked.insert(d.id.clone());
+        d.ack().await.unwrap();
+    }
+    let mut held = Some(c.next_within(wait).await.unwrap().expect("a delivery"));
+
+    let _ = running.stop.send(());
+    running.served.await.unwrap();
+    let (_, running) = start(dir.path(), addr).await;
+    sent.extend(publisher.send_batch(batch(10)).await.unwrap());
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while acked.len() < sent.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {} acked after the restart",
+            acked.len(),
+            sent.len()
+        );
+        let Some(d) = c.next_within(Duration::from_millis(500)).await.unwrap() else {
+            continue;
+        };
+        if let Some(old) = held.take_if(|old| old.id == d.id) {
+            match old.ack().await {
+                Err(Error::NotHeld { .. }) => {}
+                other => panic!("an ack from before the restart answered {other:?}"),
+            }
+        }
+        let id = d.id.clone();
+        match d.ack().await {
+            Ok(()) => assert!(acked.insert(id.clone()), "{id} came back after its ack"),
+            // Fetched ahead before the restart: the server gave it back, and it comes again.
+            Err(Error::NotHeld { .. }) => {}
+            Err(e) => panic!("ack after the restart: {e}"),
+        }
+    }
+    assert!(
+        held.is_none(),
+        "the delivery held at the restart never came back"
+    );
+    assert_eq!(acked, sent);
+    c.close().await.unwrap();
+    let _ = running.stop.send(());
+    running.served.await.unwrap();
 }

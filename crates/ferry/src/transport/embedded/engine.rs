@@ -1,4 +1,5 @@
-//! The embedded transport: the SDK's calls map one to one onto [`ferry_broker::Broker`].
+//! The embedded transport: the SDK's calls map onto [`ferry_broker::Broker`] one to one,
+//! except acks, which a consumer's deliveries share in batches ([`super::ack_batch`]).
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -11,6 +12,7 @@ use ferry_broker::{
     RetryPolicy, Seq, SubscriptionSpec, TopicSpec,
 };
 
+use super::ack_batch::AckBatcher;
 use super::{capabilities, queue_of};
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
@@ -20,7 +22,7 @@ use crate::spec::{
 };
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
 
-const NAME: &str = "embedded";
+pub(super) const NAME: &str = "embedded";
 
 /// The broker in this process. Closing it lets the broker go (and its directory lock) as
 /// soon as calls already running finish; later calls are [`Error::Closed`].
@@ -29,12 +31,26 @@ pub struct Embedded {
     capabilities: Capabilities,
 }
 
-struct Shared {
+pub(super) struct Shared {
     broker: RwLock<Option<Broker>>,
 }
 
 impl Shared {
-    fn broker(&self) -> Result<Broker> {
+    pub(super) fn new(broker: Broker) -> Shared {
+        Shared {
+            broker: RwLock::new(Some(broker)),
+        }
+    }
+
+    /// Lets the broker go once calls already running finish; later calls are refused.
+    pub(super) fn close(&self) {
+        self.broker
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    pub(super) fn broker(&self) -> Result<Broker> {
         self.broker
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -49,9 +65,7 @@ impl Embedded {
             .await
             .map_err(map_error)?;
         Ok(Embedded {
-            shared: Arc::new(Shared {
-                broker: RwLock::new(Some(broker)),
-            }),
+            shared: Arc::new(Shared::new(broker)),
             capabilities: capabilities(),
         })
     }
@@ -132,7 +146,7 @@ fn received(m: &ReceivedMessage) -> Received {
     }
 }
 
-fn map_error(e: BrokerError) -> Error {
+pub(super) fn map_error(e: BrokerError) -> Error {
     use BrokerError as B;
     match e {
         B::QueueNotFound { queue } => Error::NotFound {
@@ -275,19 +289,17 @@ impl Transport for Embedded {
         let queue = queue_of(source);
         // Fail now, not at the first fetch, when the source does not exist.
         broker.describe_queue(&queue).map_err(map_error)?;
+        let queue: Arc<str> = Arc::from(queue);
         Ok(Box::new(EmbeddedConsumer {
             shared: self.shared.clone(),
-            queue: Arc::from(queue),
+            acks: Arc::new(AckBatcher::new(self.shared.clone(), queue.clone())),
+            queue,
             name: options.name.clone(),
         }))
     }
 
     async fn close(&self) -> Result<()> {
-        self.shared
-            .broker
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.shared.close();
         Ok(())
     }
 }
@@ -306,6 +318,7 @@ fn same_settings(kind: &'static str, name: &str, have: &QueueSpec, want: &QueueS
 
 struct EmbeddedConsumer {
     shared: Arc<Shared>,
+    acks: Arc<AckBatcher>,
     queue: Arc<str>,
     name: String,
 }
@@ -324,6 +337,7 @@ impl ConsumerBackend for EmbeddedConsumer {
                 message: received(&m),
                 settler: Arc::new(EmbeddedSettler {
                     shared: self.shared.clone(),
+                    acks: self.acks.clone(),
                     queue: self.queue.clone(),
                     seq: m.seq,
                     token: m.token,
@@ -339,6 +353,7 @@ impl ConsumerBackend for EmbeddedConsumer {
 
 struct EmbeddedSettler {
     shared: Arc<Shared>,
+    acks: Arc<AckBatcher>,
     queue: Arc<str>,
     seq: Seq,
     token: LeaseToken,
@@ -347,12 +362,7 @@ struct EmbeddedSettler {
 #[async_trait]
 impl Settler for EmbeddedSettler {
     async fn ack(&self) -> Result<()> {
-        let broker = self.shared.broker()?;
-        broker
-            .ack(&self.queue, self.seq, self.token)
-            .await
-            .map(drop)
-            .map_err(map_error)
+        self.acks.ack(self.seq, self.token).await
     }
 
     async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {

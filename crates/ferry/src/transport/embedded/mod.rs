@@ -1,5 +1,7 @@
 //! `embedded:./dir` — the Ferry broker in this process. Every feature is native.
 
+#[cfg(feature = "embedded")]
+mod ack_batch;
 mod capabilities;
 #[cfg(feature = "embedded")]
 mod engine;

@@ -1,5 +1,6 @@
-//! The SDK over `ferry-client`: declarations become `ferry.v1` specs, consumers use the
-//! unary Receive call (long-polling) and settle each delivery with its seq and token.
+//! The SDK over `ferry-client`: declarations become `ferry.v1` specs and publishes its
+//! `Publish` calls; consumers fetch with `Receive` and settle on a `Consume` stream
+//! ([`super::consume`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
@@ -11,6 +12,7 @@ use ferry_client::{Client, ClientError, ConnectOptions};
 use tonic::Code;
 
 use super::capabilities;
+use super::consume::RemoteConsumer;
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
@@ -18,7 +20,7 @@ use crate::spec::{
     DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
 use crate::transport::embedded::queue_of;
-use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
+use crate::transport::{ConsumerBackend, ConsumerOptions, Transport};
 
 const NAME: &str = "ferry server";
 
@@ -29,13 +31,13 @@ pub struct Remote {
     capabilities: Capabilities,
 }
 
-struct Shared {
+pub(super) struct Shared {
     client: Client,
     closed: AtomicBool,
 }
 
 impl Shared {
-    fn client(&self) -> Result<&Client> {
+    pub(super) fn client(&self) -> Result<&Client> {
         if self.closed.load(AtomicOrdering::Acquire) {
             Err(Error::Closed)
         } else {
@@ -75,7 +77,7 @@ impl Remote {
     }
 }
 
-fn map_error(e: ClientError) -> Error {
+pub(super) fn map_error(e: ClientError) -> Error {
     let message = e.to_string();
     match e.code() {
         Some(Code::NotFound) => Error::NotFound {
@@ -98,7 +100,7 @@ fn map_error(e: ClientError) -> Error {
     }
 }
 
-fn ms(d: Duration) -> u64 {
+pub(super) fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
@@ -156,7 +158,7 @@ fn outgoing(message: Message) -> ferry_client::Message {
     out
 }
 
-fn received(d: v1::Delivery) -> Received {
+pub(super) fn received(d: v1::Delivery) -> Received {
     Received {
         id: d.id,
         key: d.key,
@@ -319,101 +321,13 @@ impl Transport for Remote {
         source: &Source,
         options: &ConsumerOptions,
     ) -> Result<Box<dyn ConsumerBackend>> {
-        let client = self.shared.client()?;
-        let queue = queue_of(source);
-        // Fail now, not at the first fetch, when the source does not exist.
-        client.describe_queue(&queue).await.map_err(map_error)?;
-        Ok(Box::new(RemoteConsumer {
-            shared: self.shared.clone(),
-            queue: Arc::from(queue),
-            name: options.name.clone(),
-        }))
+        let consumer =
+            RemoteConsumer::open(self.shared.clone(), queue_of(source), &options.name).await?;
+        Ok(Box::new(consumer))
     }
 
     async fn close(&self) -> Result<()> {
         self.shared.closed.store(true, AtomicOrdering::Release);
         Ok(())
-    }
-}
-
-struct RemoteConsumer {
-    shared: Arc<Shared>,
-    queue: Arc<str>,
-    name: String,
-}
-
-#[async_trait]
-impl ConsumerBackend for RemoteConsumer {
-    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
-        let client = self.shared.client()?;
-        // A prefetch larger than one receive may return is filled over several fetches.
-        let max = max.min(ferry_client::MAX_RECEIVE as usize) as u32;
-        let deliveries = client
-            .receive(&self.queue, &self.name, max, Some(wait))
-            .await
-            .map_err(map_error)?;
-        Ok(deliveries
-            .into_iter()
-            .map(|d| {
-                let settler = Arc::new(RemoteSettler {
-                    shared: self.shared.clone(),
-                    queue: self.queue.clone(),
-                    seq: d.seq,
-                    token: d.token,
-                });
-                Incoming {
-                    message: received(d),
-                    settler,
-                }
-            })
-            .collect())
-    }
-
-    async fn close(&mut self) -> Result<()> {
-        Ok(())
-    }
-}
-
-struct RemoteSettler {
-    shared: Arc<Shared>,
-    queue: Arc<str>,
-    seq: u64,
-    token: u64,
-}
-
-#[async_trait]
-impl Settler for RemoteSettler {
-    async fn ack(&self) -> Result<()> {
-        let client = self.shared.client()?;
-        client
-            .ack(&self.queue, self.seq, self.token)
-            .await
-            .map_err(map_error)
-    }
-
-    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
-        let client = self.shared.client()?;
-        client
-            .nack(&self.queue, self.seq, self.token, delay, error)
-            .await
-            .map(drop)
-            .map_err(map_error)
-    }
-
-    async fn reject(&self, reason: &str) -> Result<()> {
-        let client = self.shared.client()?;
-        client
-            .reject(&self.queue, self.seq, self.token, reason)
-            .await
-            .map_err(map_error)
-    }
-
-    async fn extend(&self, by: Duration) -> Result<()> {
-        let client = self.shared.client()?;
-        client
-            .extend(&self.queue, self.seq, self.token, by)
-            .await
-            .map(drop)
-            .map_err(map_error)
     }
 }

@@ -3,7 +3,11 @@
 
 mod capabilities;
 #[cfg(feature = "server")]
+mod consume;
+#[cfg(feature = "server")]
 mod engine;
+#[cfg(feature = "server")]
+mod stream;
 
 pub use capabilities::capabilities;
 #[cfg(feature = "server")]

@@ -1,0 +1,161 @@
+//! The SDK's consumer on a Ferry server: deliveries are fetched with the unary `Receive`
+//! (a long poll, only while the SDK asks for more), and settled on the consumer's settle
+//! stream ([`super::stream`]), where acks in flight together share one journal write.
+//!
+//! Deliveries are not streamed by credit: credit outlives the fetch that granted it, so a
+//! consumer whose handler is busy (or stuck) would go on leasing messages it does not hand
+//! out — each lease that runs out there costs the message an attempt, and the SDK promises
+//! that a delivery whose lease ended goes to another consumer. Fetching on demand keeps
+//! `prefetch` meaning what it means on every transport: the most fetched ahead of the
+//! handler, and only while it asks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferry_client::proto::{self as v1, settle::Outcome};
+use tokio::sync::{mpsc, oneshot};
+
+use super::engine::{Shared, map_error, ms, received};
+use super::stream::{self, Answer, Settle};
+use crate::error::{Error, Result};
+use crate::transport::{ConsumerBackend, Incoming, Settler};
+
+pub(super) struct RemoteConsumer {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    name: String,
+    /// The settle stream; `None` once closed (it ends when no delivery needs it).
+    settles: Option<mpsc::UnboundedSender<Settle>>,
+}
+
+impl RemoteConsumer {
+    /// Opening the settle stream fails at once when the queue does not exist.
+    pub(super) async fn open(
+        shared: Arc<Shared>,
+        queue: String,
+        name: &str,
+    ) -> Result<RemoteConsumer> {
+        let client = shared.client()?.clone();
+        let settles = stream::open(client, &queue, name)
+            .await
+            .map_err(map_error)?;
+        Ok(RemoteConsumer {
+            shared,
+            queue: Arc::from(queue),
+            name: name.to_owned(),
+            settles: Some(settles),
+        })
+    }
+}
+
+#[async_trait]
+impl ConsumerBackend for RemoteConsumer {
+    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
+        let client = self.shared.client()?;
+        let settles = self.settles.as_ref().ok_or(Error::Closed)?;
+        // A prefetch larger than one receive may return is filled over several fetches.
+        let max = max.min(ferry_client::MAX_RECEIVE as usize) as u32;
+        let deliveries = client
+            .receive(&self.queue, &self.name, max, Some(wait))
+            .await
+            .map_err(map_error)?;
+        Ok(deliveries
+            .into_iter()
+            .map(|d| Incoming {
+                settler: Arc::new(RemoteSettler {
+                    shared: self.shared.clone(),
+                    queue: self.queue.clone(),
+                    settles: settles.clone(),
+                    seq: d.seq,
+                    token: d.token,
+                }),
+                message: received(d),
+            })
+            .collect())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.settles = None;
+        Ok(())
+    }
+}
+
+/// Settles one delivery on the settle stream, or with the unary call when the stream
+/// cannot answer (see [`super::stream`]).
+struct RemoteSettler {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    settles: mpsc::UnboundedSender<Settle>,
+    seq: u64,
+    token: u64,
+}
+
+impl RemoteSettler {
+    /// Whether the stream settled it; if not, ask directly.
+    async fn on_stream(&self, outcome: Outcome) -> bool {
+        let (reply, answer) = oneshot::channel();
+        let settle = v1::Settle {
+            seq: self.seq,
+            token: self.token,
+            outcome: Some(outcome),
+        };
+        if self.settles.send(Settle { settle, reply }).is_err() {
+            return false;
+        }
+        matches!(answer.await, Ok(Answer::Done))
+    }
+}
+
+#[async_trait]
+impl Settler for RemoteSettler {
+    async fn ack(&self) -> Result<()> {
+        let client = self.shared.client()?;
+        if self.on_stream(Outcome::Ack(true)).await {
+            return Ok(());
+        }
+        client
+            .ack(&self.queue, self.seq, self.token)
+            .await
+            .map_err(map_error)
+    }
+
+    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
+        let client = self.shared.client()?;
+        let nack = v1::settle::Nack {
+            delay_ms: delay.map(ms),
+            error: error.map(str::to_owned),
+        };
+        if self.on_stream(Outcome::Nack(nack)).await {
+            return Ok(());
+        }
+        client
+            .nack(&self.queue, self.seq, self.token, delay, error)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+
+    async fn reject(&self, reason: &str) -> Result<()> {
+        let client = self.shared.client()?;
+        if self.on_stream(Outcome::Reject(reason.to_owned())).await {
+            return Ok(());
+        }
+        client
+            .reject(&self.queue, self.seq, self.token, reason)
+            .await
+            .map_err(map_error)
+    }
+
+    async fn extend(&self, by: Duration) -> Result<()> {
+        let client = self.shared.client()?;
+        if self.on_stream(Outcome::ExtendMs(ms(by))).await {
+            return Ok(());
+        }
+        client
+            .extend(&self.queue, self.seq, self.token, by)
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+}
