@@ -13,6 +13,8 @@
 //!
 //! [data]
 //! dir = "./ferry-data"      # FERRY_DATA_DIR, --data-dir
+//! disk_reserve_mib = 64     # FERRY_DATA_DISK_RESERVE_MIB: free space publishes leave for
+//!                           # acks and housekeeping; below it publishes are refused
 //!
 //! [limits]
 //! max_batch = 1000          # FERRY_LIMITS_MAX_BATCH: messages per publish, default 1000
@@ -97,6 +99,7 @@ pub struct Http {
 #[serde(deny_unknown_fields)]
 pub struct Data {
     pub dir: Option<PathBuf>,
+    pub disk_reserve_mib: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,6 +187,8 @@ pub struct Effective {
     pub http: Setting<SocketAddr>,
     pub http_enabled: Setting<bool>,
     pub data_dir: Setting<PathBuf>,
+    /// `None`: the broker's default.
+    pub disk_reserve_mib: Setting<Option<u64>>,
     pub max_batch: Setting<Option<usize>>,
     pub max_connections: Setting<Option<usize>>,
     pub tls_cert: Setting<Option<PathBuf>>,
@@ -311,6 +316,12 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         flags.data_dir.clone().map(|d| (d, "--data-dir")),
         file.data.dir,
     )?;
+    let disk_reserve_mib = layer(
+        env,
+        "FERRY_DATA_DISK_RESERVE_MIB",
+        None,
+        file.data.disk_reserve_mib,
+    )?;
     let max_batch = layer(env, "FERRY_LIMITS_MAX_BATCH", None, file.limits.max_batch)?;
     let max_connections = layer(
         env,
@@ -372,6 +383,7 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
         http_enabled: Setting::or_default(http_enabled, true),
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
+        disk_reserve_mib: Setting::optional(disk_reserve_mib),
         max_batch: Setting::optional(max_batch),
         max_connections: Setting::optional(max_connections),
         tls_cert: Setting::optional(tls_cert),
@@ -440,6 +452,14 @@ pub fn describe(effective: &Effective) -> String {
         "data.dir",
         e.data_dir.value.display().to_string(),
         e.data_dir.source,
+    );
+    line(
+        "data.disk_reserve_mib",
+        e.disk_reserve_mib
+            .value
+            .unwrap_or(ferry_broker::BrokerConfig::default().disk_reserve_bytes >> 20)
+            .to_string(),
+        e.disk_reserve_mib.source,
     );
     let or = |v: Option<usize>, d: &str| v.map_or(d.to_owned(), |v| v.to_string());
     line(
@@ -531,6 +551,30 @@ mod tests {
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn the_disk_reserve_comes_from_the_file_or_its_variable() {
+        let file = parse_file("[data]\ndisk_reserve_mib = 16\n").unwrap();
+        let e = resolve(file, &env(&[]), &Flags::default()).unwrap();
+        assert_eq!(e.disk_reserve_mib.value, Some(16));
+        assert!(
+            describe(&e).contains("data.disk_reserve_mib = 16  (file)"),
+            "{}",
+            describe(&e)
+        );
+        let vars = [("FERRY_DATA_DISK_RESERVE_MIB", "0")];
+        let file = parse_file("[data]\ndisk_reserve_mib = 16\n").unwrap();
+        let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+        assert_eq!(e.disk_reserve_mib.value, Some(0));
+        let e = resolve(ConfigFile::default(), &env(&[]), &Flags::default()).unwrap();
+        assert!(
+            describe(&e).contains("data.disk_reserve_mib = 64  (default)"),
+            "{}",
+            describe(&e)
+        );
+        let bad = [("FERRY_DATA_DISK_RESERVE_MIB", "-1")];
+        assert!(resolve(ConfigFile::default(), &env(&bad), &Flags::default()).is_err());
     }
 
     #[test]

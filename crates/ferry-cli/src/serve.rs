@@ -81,6 +81,11 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let tls = config::tls(&config)?;
     let data_dir = &config.data_dir.value;
     let mut broker_config = BrokerConfig::default();
+    if let Some(mib) = config.disk_reserve_mib.value {
+        broker_config.disk_reserve_bytes = mib
+            .checked_mul(1 << 20)
+            .context("data.disk_reserve_mib is too large")?;
+    }
     let test_clock = match &args.test_clock {
         Some(file) => {
             let clock = test_clock::OffsetClock::default();
