@@ -326,9 +326,15 @@ async fn deliveries_buffered_from_a_failed_stream_are_never_handed_out() {
         let (key, index) = key_and_index(&delivery);
         assert_eq!(index, next_index[key], "key {key} out of order");
         if index == 0 {
-            assert!(delivery.attempt() >= 2, "a first message again: redelivered");
+            assert!(
+                delivery.attempt() >= 2,
+                "a first message again: redelivered"
+            );
         }
-        delivery.ack().await.expect("a delivery of a live stream acks");
+        delivery
+            .ack()
+            .await
+            .expect("a delivery of a live stream acks");
         next_index[key] += 1;
         acked += 1;
     }
