@@ -4,9 +4,20 @@
 //! unsettled nacks it (redelivery at once, counted as an attempt).
 //!
 //! When the connection breaks, the server gives the stream's unsettled deliveries back to
-//! the queue; settling one of those afterwards fails with `FAILED_PRECONDITION`, and the
-//! consumer reconnects with backoff and goes on. Nothing acknowledged is lost: an ack
-//! either reached the server (and is durable) or returns an error.
+//! the queue, and the consumer reconnects with backoff and goes on. Nothing acknowledged is
+//! lost: an ack either reached the server (and is durable) or returns an error.
+//!
+//! What becomes of the dead stream's deliveries:
+//! - handed out before the failure: settling one fails with `FAILED_PRECONDITION` ("the
+//!   connection was lost after this delivery").
+//! - received but not yet handed out: dropped as soon as the failure is seen, never handed
+//!   out. The server gives them to another consumer, or to this one on its next stream, so
+//!   handing one out would let the application work on a message whose next one under the
+//!   same ordering key may already have been delivered and acked elsewhere. They are counted
+//!   by [`Consumer::stale_dropped`] and logged at debug level.
+//!
+//! [`Consumer::stream_failures`] counts the streams that failed, as a watch the application
+//! can await (a health check, say).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -14,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ferry_proto::v1::{self, consume_request, consume_response, settle};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -135,9 +146,13 @@ impl Drop for Delivery {
 /// A stream of deliveries from one queue; see the module docs.
 pub struct Consumer {
     deliveries: mpsc::Receiver<Result<Delivery>>,
-    /// The current stream's generation: deliveries of an older one still waiting here
-    /// were given back by the server when that stream ended, and are skipped.
+    /// The oldest stream generation not known to have failed: deliveries of an older one
+    /// still waiting here were given back by the server when that stream ended, and are
+    /// dropped instead of handed out.
     current: Arc<AtomicU64>,
+    /// Deliveries dropped that way.
+    stale_dropped: u64,
+    failures: watch::Receiver<u64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -151,8 +166,10 @@ impl Consumer {
         let (out, deliveries) = mpsc::channel(config.prefetch.max(1) as usize);
         let (commands, command_rx) = mpsc::channel(1024);
         let current = Arc::new(AtomicU64::new(0));
+        let (failed, failures) = watch::channel(0);
         let mut session = Session {
             current: Arc::clone(&current),
+            failed,
             client,
             queue,
             name,
@@ -168,21 +185,43 @@ impl Consumer {
         Ok(Consumer {
             deliveries,
             current,
+            stale_dropped: 0,
+            failures,
             task,
         })
     }
 
     /// The next delivery; `None` once the consumer is closed. An error says the stream
-    /// failed for good (the queue was deleted, say).
+    /// failed for good (the queue was deleted, say). Only deliveries of a stream not known
+    /// to have failed are handed out (see the module docs).
     pub async fn next(&mut self) -> Option<Result<Delivery>> {
         loop {
             match self.deliveries.recv().await? {
                 Ok(mut stale) if stale.generation < self.current.load(Ordering::Acquire) => {
                     stale.settled = true; // nothing to give back: the server did
+                    self.stale_dropped += 1;
+                    tracing::debug!(
+                        id = %stale.message.id,
+                        attempt = stale.message.delivery,
+                        "dropped a delivery of a failed consume stream; the server redelivers it"
+                    );
                 }
                 other => return Some(other),
             }
         }
+    }
+
+    /// How many deliveries were received on a stream that then failed, and dropped instead
+    /// of handed out: the server delivers each of them again.
+    pub fn stale_dropped(&self) -> u64 {
+        self.stale_dropped
+    }
+
+    /// The number of consume streams that failed so far. It changes as soon as a failure is
+    /// seen, before the reconnect: from then on no delivery of the failed stream is handed
+    /// out.
+    pub fn stream_failures(&self) -> watch::Receiver<u64> {
+        self.failures.clone()
     }
 
     /// Stops receiving; held deliveries can still be settled until they are dropped.
@@ -229,6 +268,8 @@ struct Session {
     commands: mpsc::Sender<Command>,
     command_rx: mpsc::Receiver<Command>,
     current: Arc<AtomicU64>,
+    /// Counts the streams that failed; see [`Consumer::stream_failures`].
+    failed: watch::Sender<u64>,
     /// Which stream the deliveries came from: one of an earlier stream was given back by
     /// the server when that stream ended.
     generation: u64,
@@ -273,6 +314,12 @@ impl Session {
     async fn run(mut self, mut stream: Open) {
         loop {
             let error = self.serve(&mut stream).await;
+            // The server gives a dead stream's deliveries back at once (another consumer
+            // may get them now), so the ones still waiting for `next` must not be handed
+            // out even while the reconnect is pending: the next stream's generation is the
+            // oldest that counts from here on.
+            self.current.store(self.generation + 1, Ordering::Release);
+            self.failed.send_modify(|failures| *failures += 1);
             // Permanent failures end the consumer; others reconnect.
             if !error.is_transient() {
                 let _ = self.out.send(Err(error)).await;

@@ -234,6 +234,116 @@ async fn a_consumer_reconnects_after_a_server_restart_and_nothing_acked_is_lost(
     server.stop().await;
 }
 
+/// The payload of message `index` under ordering key `key`: `k<key>-<index>`.
+fn keyed(key: usize, index: usize) -> Message {
+    Message::new(format!("k{key}-{index}")).with_key(format!("k{key}"))
+}
+
+fn key_and_index(delivery: &ferry_client::Delivery) -> (usize, usize) {
+    let text = std::str::from_utf8(delivery.payload()).unwrap();
+    let (key, index) = text[1..].split_once('-').unwrap();
+    (key.parse().unwrap(), index.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_buffered_from_a_failed_stream_are_never_handed_out() {
+    const KEYS: usize = 4;
+    const PER_KEY: usize = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let addr = server.addr;
+    let client = Client::connect(&format!("ferry://{addr}")).await.unwrap();
+    let ordered = proto::QueueSpec {
+        ordering: proto::OrderingMode::KeyShared as i32,
+        ..spec(30_000)
+    };
+    client.create_queue("orders", ordered).await.unwrap();
+    let batch: Vec<Message> = (0..PER_KEY)
+        .flat_map(|index| (0..KEYS).map(move |key| keyed(key, index)))
+        .collect();
+    client.publish("orders", batch).await.unwrap();
+
+    // Key-shared: one message per key in flight, so a prefetch of KEYS fills the buffer
+    // with the first message of every key.
+    let config = ConsumerConfig {
+        prefetch: KEYS as u32,
+        ..Default::default()
+    };
+    let mut first = client.consumer("orders", "first", config).await.unwrap();
+    let mut failures = first.stream_failures();
+    let held = first.next().await.unwrap().unwrap();
+    assert_eq!(key_and_index(&held).1, 0);
+    // The rest of the buffer: leased by the server, received but not handed out.
+    while client
+        .describe_queue("orders")
+        .await
+        .unwrap()
+        .stats
+        .unwrap()
+        .in_flight
+        < KEYS as u64
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    server.stop().await;
+    tokio::time::timeout(Duration::from_secs(10), failures.wait_for(|&n| n >= 1))
+        .await
+        .expect("the failure is seen")
+        .unwrap();
+    // The server is down, so no new stream can deliver: anything `next` returns now was
+    // buffered from the failed stream. A zero timeout polls `next` once.
+    let handed_out = tokio::time::timeout(Duration::ZERO, first.next()).await;
+    assert!(
+        handed_out.is_err(),
+        "a delivery of the failed stream was handed out: {:?}",
+        handed_out.map(|d| d.map(|d| d.map(|d| d.message.clone())))
+    );
+    assert_eq!(first.stale_dropped(), KEYS as u64 - 1);
+
+    let server = start(dir.path(), addr).await;
+    // Handed out before the failure: its settle fails with the typed error.
+    let lost = held.ack().await.unwrap_err();
+    assert_eq!(lost.code(), Some(tonic::Code::FailedPrecondition));
+    assert!(lost.to_string().contains("connection was lost"), "{lost}");
+
+    // Both consumers take the keys from here; every key goes on in order from its first
+    // message (none was acked), and every delivery handed out acks.
+    let mut second = client.consumer("orders", "second", config).await.unwrap();
+    let mut next_index = [0usize; KEYS];
+    let mut acked = 0;
+    while acked < KEYS * PER_KEY {
+        let delivery = tokio::time::timeout(Duration::from_secs(20), async {
+            tokio::select! {
+                d = first.next() => d,
+                d = second.next() => d,
+            }
+        })
+        .await
+        .expect("a delivery in time")
+        .unwrap()
+        .unwrap();
+        let (key, index) = key_and_index(&delivery);
+        assert_eq!(index, next_index[key], "key {key} out of order");
+        if index == 0 {
+            assert!(
+                delivery.attempt() >= 2,
+                "a first message again: redelivered"
+            );
+        }
+        delivery
+            .ack()
+            .await
+            .expect("a delivery of a live stream acks");
+        next_index[key] += 1;
+        acked += 1;
+    }
+    assert_eq!(next_index, [PER_KEY; KEYS]);
+    assert_eq!(ready(&client, "orders").await, 0);
+    drop((first, second));
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_typed_and_bad_addresses_refused() {
     let dir = tempfile::tempdir().unwrap();
