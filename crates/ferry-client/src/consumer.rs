@@ -347,8 +347,14 @@ impl Session {
         let mut awaiting: VecDeque<Awaiting> = VecDeque::new();
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let generation = self.generation;
+        // Received and not yet in `out`; bounded by the stream's credit.
+        let mut ready: VecDeque<Delivery> = VecDeque::new();
         let failure = loop {
             tokio::select! {
+                permit = self.out.reserve(), if !ready.is_empty() => {
+                    let Ok(permit) = permit else { break ClientError::Closed };
+                    permit.send(Ok(ready.pop_front().expect("not empty")));
+                }
                 response = stream.responses.next() => {
                     let kind = match response {
                         Some(Ok(v1::ConsumeResponse { kind: Some(kind) })) => kind,
@@ -378,9 +384,10 @@ impl Session {
                                 commands: self.commands.clone(),
                                 settled: false,
                             };
-                            if self.out.send(Ok(delivery)).await.is_err() {
-                                break ClientError::Closed;
-                            }
+                            // Queued here rather than sent at once: a full channel (deliveries
+                            // of a failed stream still waiting in it, say) must not stop this
+                            // loop from answering settles the application is awaiting.
+                            ready.push_back(delivery);
                         }
                         consume_response::Kind::Settled(result) => {
                             match awaiting.pop_front() {
@@ -448,6 +455,11 @@ impl Session {
                 }
             }
         };
+        // Never handed out, and the server gives a dead stream's deliveries back itself.
+        ready
+            .iter_mut()
+            .for_each(|delivery| delivery.settled = true);
+        drop(ready);
         // Settles that never got an answer fail: the stream that would answer is gone.
         for waiting in awaiting {
             if let Awaiting::Settle {

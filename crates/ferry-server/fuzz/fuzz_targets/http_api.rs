@@ -79,6 +79,8 @@ async fn run(requests: Vec<(Method, String, Vec<u8>)>) {
         broker,
         meters: Arc::new(Meters::default()),
         gate: Arc::new(Gate::new(None, DEFAULT_MAX_BATCH)),
+        // The default list, as `ferry serve` runs: masking is on the peek path fuzzed here.
+        redaction: Arc::new(ferry_server::redaction::Redaction::default()),
         shutting_down: Arc::new(AtomicBool::new(false)),
     };
     let app = router(shared, MAX_BODY);
