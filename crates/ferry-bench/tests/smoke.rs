@@ -96,8 +96,14 @@ async fn every_shipped_workload_runs_and_accounts_for_every_message() {
                     assert!(rate > 0.0 && mb > 0.0, "{at} {side}");
                 }
             }
+            let window_published = f["publish"]["msgs_per_sec"].as_f64().unwrap() > 0.0;
             for latency in ["publish_latency", "end_to_end_latency"] {
                 let p = &f[latency];
+                if live && latency == "publish_latency" && !window_published {
+                    // Latencies are recorded for the window's publish calls only.
+                    assert!(p.is_null(), "{at} {latency}");
+                    continue;
+                }
                 assert!(p["count"].as_u64().unwrap() > 0, "{at} {latency}");
                 assert!(
                     p["p50_ms"].as_f64().unwrap() <= p["max_ms"].as_f64().unwrap(),
