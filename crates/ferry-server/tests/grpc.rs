@@ -600,6 +600,91 @@ async fn bad_input_gets_a_status_and_changes_nothing() {
 /// A stream's ack that arrives after its lease ended, when the message has meanwhile been
 /// acked through another delivery or dead-lettered, fails: it must not tell a second
 /// consumer that its ack took (the broker's own ack stays idempotent for unary retries).
+#[tokio::test]
+async fn a_late_ack_of_an_expired_delivery_fails_after_a_redelivery_was_acked() {
+    // What a consumer held up past its lease (a pause, a slow link) sees: its delivery's
+    // lease expires, the message goes to another consumer who acks it, and only then does
+    // the first ack arrive — here over the unary call and over a consume stream that did
+    // not deliver it (as the SDK settles deliveries fetched by Receive). Neither may answer
+    // OK: both consumers would believe their ack took.
+    use v1::settle::Outcome;
+    let s = Running::start().await;
+    s.admin()
+        .create_queue(v1::CreateQueueRequest {
+            name: "expiring".into(),
+            spec: Some(v1::QueueSpec {
+                retry: Some(v1::RetryPolicy {
+                    max_deliveries: Some(5),
+                    backoff: Some(v1::Backoff {
+                        base_ms: Some(1),
+                        cap_ms: Some(1),
+                        multiplier: Some(1.0),
+                        jitter: Some(0.0),
+                    }),
+                }),
+                lease_ms: Some(30_000),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let receive = |consumer: &str, lease_ms: Option<u64>| {
+        let mut client = s.consumer();
+        let request = v1::ReceiveRequest {
+            queue: "expiring".into(),
+            consumer: consumer.into(),
+            max: 1,
+            lease_ms,
+            wait_ms: Some(10_000),
+        };
+        async move {
+            let mut got = client
+                .receive(request)
+                .await
+                .unwrap()
+                .into_inner()
+                .deliveries;
+            assert_eq!(got.len(), 1);
+            got.remove(0)
+        }
+    };
+    let ack = |d: &v1::Delivery| {
+        let mut client = s.consumer();
+        let request = v1::AckRequest {
+            queue: "expiring".into(),
+            seq: d.seq,
+            token: d.token,
+        };
+        async move { client.ack(request).await }
+    };
+
+    for late_over_stream in [false, true] {
+        publish(&s, "expiring", &["m"]).await;
+        let first = receive("paused", Some(200)).await;
+        // The lease expires; the redelivery goes to a second consumer, who acks it.
+        let second = receive("fast", None).await;
+        assert_eq!((second.seq, second.delivery), (first.seq, 2));
+        let acked = ack(&second).await.unwrap().into_inner();
+        assert!(!acked.already_settled);
+
+        if late_over_stream {
+            let mut stream = Stream::open(&s, "expiring").await;
+            stream.settle(&first, Outcome::Ack(true)).await;
+            let late = stream.settled().await;
+            assert!(!late.ok, "{late:?}");
+            assert!(late.error.contains("not the current lease"), "{late:?}");
+        } else {
+            let late = ack(&first).await.unwrap_err();
+            assert_eq!(late.code(), tonic::Code::FailedPrecondition, "{late:?}");
+        }
+        // The acking delivery may repeat its ack.
+        let again = ack(&second).await.unwrap().into_inner();
+        assert!(again.already_settled);
+    }
+    assert_eq!(stats(&s, "expiring").acked, 2);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_ack_after_the_message_was_settled_elsewhere_fails() {
     use ferry_broker::LeaseToken;
@@ -652,7 +737,7 @@ async fn a_stream_ack_after_the_message_was_settled_elsewhere_fails() {
     stream.settle(&first, Outcome::Ack(true)).await;
     let late = stream.settled().await;
     assert!(!late.ok, "{late:?}");
-    assert!(late.error.contains("already settled"), "{late:?}");
+    assert!(late.error.contains("not the current lease"), "{late:?}");
     assert_eq!(stats(&s, "late").acked, 1);
 
     // Dead-lettered: out of deliveries when its lease ended.

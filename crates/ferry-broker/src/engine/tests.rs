@@ -252,9 +252,10 @@ async fn reject_dead_letters_immediately_with_its_reason() {
     let info = dead[0].dead_letter.as_ref().unwrap();
     assert_eq!((info.reason.as_str(), info.deliveries), ("rejected", 1));
     assert_eq!(info.last_error.as_deref(), Some("schema mismatch"));
+    // The delivery ended with its reject: an ack after it did not take, and says so.
     assert!(matches!(
         broker.ack("q", m.seq, m.token).await,
-        Ok(Acked::AlreadySettled)
+        Err(BrokerError::StaleLease { .. })
     ));
 }
 

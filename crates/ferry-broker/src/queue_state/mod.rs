@@ -20,7 +20,10 @@
 //!
 //! **A message is in exactly one place.** Tracked (ready, delayed, waiting for its key or in
 //! flight), or gone — settled or dead-lettered, announced once through an effect. A message
-//! that is gone is forgotten: nothing here grows with the history of the queue.
+//! that is gone is forgotten: nothing here grows with the history of the queue — save a
+//! bounded record of who settled the recent messages that had more than one delivery (or
+//! left without an ack after one), so that a late ack from an earlier delivery is refused as
+//! stale instead of answered as a repeat ([`SettledBy`]).
 //!
 //! **Memory.** A tracked message costs a 48-byte entry in a `SeqMap` (dense chunks by
 //! seq, about the entry's own size per message) and, while ready, a place in a run of its
@@ -39,8 +42,10 @@ use std::time::Duration;
 
 mod decisions;
 mod seq_map;
+mod settled_by;
 
 use seq_map::SeqMap;
+use settled_by::{SettledBy, Settler};
 
 use crate::error::{BrokerError, Result};
 use crate::key_order::{KeyOrder, KeyedState};
@@ -197,6 +202,9 @@ pub struct QueueState {
     /// set of delayed messages. Ordered, so that the latest of several sharing an id is
     /// found, and the others after it.
     scheduled_ids: BTreeSet<(MessageId, Seq)>,
+    /// Who settled the recent messages that a late ack of an earlier delivery could still
+    /// name (bounded; see [`SettledBy`]).
+    settled_by: SettledBy,
 }
 
 impl QueueState {
@@ -232,6 +240,7 @@ impl QueueState {
             bytes: 0,
             evicts_head: evicts_head(spec),
             scheduled_ids: BTreeSet::new(),
+            settled_by: SettledBy::default(),
         })
     }
 
@@ -416,16 +425,28 @@ impl QueueState {
     }
 
     /// Settles a delivered message: it leaves the queue ([`Effect::Settled`]) and its key's
-    /// next message may go. Idempotent: an ack of a message no longer tracked is
+    /// next message may go. Idempotent: a repeated ack of a message no longer tracked is
     /// `Ok(AlreadySettled)`. A token that is not the message's current lease is
     /// [`BrokerError::StaleLease`] and changes nothing — the message was re-leased to someone
-    /// else, or is waiting for redelivery.
+    /// else, or is waiting for redelivery — and so is the token of an earlier delivery of a
+    /// message since acked through a later one or dead-lettered (as long as [`SettledBy`]
+    /// remembers it).
     pub fn ack(&mut self, seq: Seq, token: LeaseToken, now_ms: i64) -> Result<Acked> {
         if !self.entries.contains(seq) {
-            return Ok(Acked::AlreadySettled);
+            // Idempotent for the delivery that settled it; an earlier delivery's lease
+            // ended before that, so its ack is stale, not repeated.
+            if self.settled_by.is_repeat(seq, token) {
+                return Ok(Acked::AlreadySettled);
+            }
+            return Err(BrokerError::StaleLease {
+                seq,
+                token: token.0,
+            });
         }
         self.check_lease(seq, token)?;
-        let (_, _, next) = self.remove(seq).expect("checked above");
+        let (_, _, next) = self
+            .remove(seq, Some(Settler::Ack(token)))
+            .expect("checked above");
         self.effects.push(Effect::Settled { seq });
         self.refresh(next, now_ms, true);
         Ok(Acked::Settled)
@@ -530,7 +551,7 @@ impl QueueState {
             .get(seq)
             .is_some_and(|e| e.scheduled && e.deliveries == 0);
         if cancellable {
-            let (_, _, next) = self.remove(seq).expect("checked above");
+            let (_, _, next) = self.remove(seq, None).expect("checked above");
             self.refresh(next, now_ms, true);
         }
         cancellable
@@ -569,7 +590,9 @@ impl QueueState {
         let next = if dead_letter {
             self.dead_letter(seq, DeadLetterReason::Overflow)
         } else {
-            self.remove(seq).expect("checked above").2
+            self.remove(seq, Some(Settler::NoAck))
+                .expect("checked above")
+                .2
         };
         self.refresh(next, now_ms, true);
         true
@@ -582,7 +605,9 @@ impl QueueState {
         if !self.is_tracked_and_idle(seq) {
             return false;
         }
-        let (_, _, next) = self.remove(seq).expect("checked above");
+        let (_, _, next) = self
+            .remove(seq, Some(Settler::NoAck))
+            .expect("checked above");
         self.refresh(next, now_ms, true);
         true
     }
@@ -592,7 +617,8 @@ impl QueueState {
     /// gone (a subscription's topic record deleted by retention). Returns `false` for a seq
     /// not tracked.
     pub fn skip(&mut self, seq: Seq, now_ms: i64) -> bool {
-        let Some((_, _, next)) = self.remove(seq) else {
+        // Not remembered: no delivery's ack took, but none was beaten to it either.
+        let Some((_, _, next)) = self.remove(seq, None) else {
             return false;
         };
         self.refresh(next, now_ms, true);
@@ -820,7 +846,7 @@ impl QueueState {
     /// Dead-letters a tracked message; returns its key's next message if that may now be
     /// ready, for [`refresh`](Self::refresh).
     fn dead_letter(&mut self, seq: Seq, reason: DeadLetterReason) -> Option<Seq> {
-        let (entry, history, next) = self.remove(seq)?;
+        let (entry, history, next) = self.remove(seq, Some(Settler::NoAck))?;
         self.effects
             .push(Effect::DeadLetter(decision(seq, entry, history, reason)));
         next
@@ -828,10 +854,24 @@ impl QueueState {
 
     /// Forgets a tracked message with all its timers and its lease; returns it, its history
     /// (with the consumer of a lease that was running as the last consumer) and its key's
-    /// next message if that may now be ready.
-    fn remove(&mut self, seq: Seq) -> Option<(Entry, History, Option<Seq>)> {
+    /// next message if that may now be ready. `settler` says how it left, remembered when a
+    /// late ack of another delivery could name it: an ack after a second delivery, or a
+    /// departure without an ack after any delivery.
+    fn remove(
+        &mut self,
+        seq: Seq,
+        settler: Option<Settler>,
+    ) -> Option<(Entry, History, Option<Seq>)> {
         let lease = self.end_lease(seq);
         let entry = self.entries.remove(seq)?;
+        let other_deliveries = match settler {
+            Some(Settler::Ack(_)) => entry.deliveries > 1,
+            Some(Settler::NoAck) => entry.deliveries > 0,
+            None => false,
+        };
+        if let (Some(settler), true) = (settler, other_deliveries) {
+            self.settled_by.record(seq, settler);
+        }
         let mut history = self.history.remove(&seq).unwrap_or_default();
         if let Some(lease) = lease {
             history.last_consumer = Some(lease.consumer);

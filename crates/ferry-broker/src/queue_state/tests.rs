@@ -135,6 +135,63 @@ fn ack_with_a_stale_lease_token_is_rejected_and_keeps_the_new_lease() {
 }
 
 #[test]
+fn a_late_ack_of_an_earlier_delivery_after_a_later_one_acked_is_stale() {
+    // The order a consumer paused past its lease produces: delivery 1's lease expires,
+    // delivery 2 is acked, then delivery 1's ack arrives. Two consumers must not both be
+    // told their ack took.
+    let mut q = state(&spec());
+    q.track(msg(1), T0);
+    let first = q.receive("paused", 1, None, T0).remove(0);
+    q.tick(T0 + 30 * SEC);
+    q.tick(T0 + 31 * SEC);
+    let second = q.receive("fast", 1, None, T0 + 31 * SEC).remove(0);
+    assert_eq!(
+        q.ack(1, second.token, T0 + 32 * SEC).unwrap(),
+        Acked::Settled
+    );
+    q.take_effects();
+
+    let err = q.ack(1, first.token, T0 + 33 * SEC).unwrap_err();
+    assert!(
+        matches!(err, BrokerError::StaleLease { seq: 1, token } if token == first.token.0),
+        "{err}"
+    );
+    assert_eq!(
+        q.ack(1, second.token, T0 + 34 * SEC).unwrap(),
+        Acked::AlreadySettled,
+        "the acking delivery's repeat is still idempotent"
+    );
+    assert_eq!(q.take_effects(), [], "nothing changed");
+}
+
+#[test]
+fn a_late_ack_of_a_delivery_whose_message_was_dead_lettered_is_stale() {
+    let mut q = state(&QueueSpec {
+        retry: RetryPolicy {
+            max_deliveries: 1,
+            ..spec().retry
+        },
+        ..spec()
+    });
+    q.track(msg(1), T0);
+    q.track(msg(2), T0);
+    let got = q.receive("paused", 2, None, T0);
+    assert_eq!(q.ack(2, got[1].token, T0).unwrap(), Acked::Settled);
+    q.tick(T0 + 30 * SEC); // 1's lease expires with its one delivery used: dead-lettered
+    assert_eq!(dead_letters(&mut q).len(), 1);
+
+    assert!(matches!(
+        q.ack(1, got[0].token, T0 + 31 * SEC),
+        Err(BrokerError::StaleLease { seq: 1, .. })
+    ));
+    assert_eq!(
+        q.ack(2, got[1].token, T0 + 31 * SEC).unwrap(),
+        Acked::AlreadySettled,
+        "a message acked on its only delivery is not remembered, and its repeat is fine"
+    );
+}
+
+#[test]
 fn in_flight_message_is_not_delivered_to_another_consumer() {
     let mut q = state(&spec());
     q.track(msg(1), T0);

@@ -173,6 +173,11 @@ pub struct Model {
     /// let); in memory, so none after a reopen.
     active: Option<(String, i64)>,
     pub counters: Counters,
+    /// Seq → the delivery (`uid`) whose ack settled it.
+    pub acked_by: HashMap<usize, usize>,
+    /// The seqs already gone when the broker last reopened: what the broker remembered of
+    /// who settled them was in memory, so any ack of them is taken as a repeat.
+    gone_before_reopen: BTreeSet<usize>,
 }
 
 impl Model {
@@ -188,6 +193,26 @@ impl Model {
             credit: 0,
             active: None,
             counters: Counters::default(),
+            acked_by: HashMap::new(),
+            gone_before_reopen: BTreeSet::new(),
+        }
+    }
+
+    /// Whether an ack by delivery `uid` of the gone message `seq` is a repeat
+    /// (`AlreadySettled`) rather than stale: the broker remembers who settled a message
+    /// that had several deliveries (or left without an ack after one), so only the
+    /// delivery that acked it may repeat its ack; a message acked on its only delivery, or
+    /// never delivered, takes any ack as a repeat — as does one gone before a reopen.
+    pub fn is_repeated_ack(&self, seq: usize, uid: usize) -> bool {
+        if self.gone_before_reopen.contains(&seq) {
+            return true;
+        }
+        let m = &self.msgs[seq];
+        match (&m.state, self.acked_by.get(&seq)) {
+            _ if m.deliveries == 0 => true,
+            (St::Acked, _) if m.deliveries == 1 => true,
+            (St::Acked, Some(&by)) => by == uid,
+            _ => false,
         }
     }
 
@@ -379,6 +404,8 @@ impl Model {
     /// attempts survive; the picker's credit starts over.
     pub fn reopen(&mut self) {
         let now = self.now;
+        let gone = self.msgs.iter().enumerate().filter(|(_, m)| !m.live());
+        self.gone_before_reopen = gone.map(|(seq, _)| seq).collect();
         for m in &mut self.msgs {
             if !m.live() {
                 continue;

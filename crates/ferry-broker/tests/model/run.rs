@@ -347,8 +347,9 @@ impl Run {
                 if self.model.current(uid) {
                     prop_assert_eq!(result.expect("ack"), Acked::Settled);
                     self.model.msgs[rec.seq as usize].state = St::Acked;
+                    self.model.acked_by.insert(rec.seq as usize, uid);
                     self.model.counters.acked += 1;
-                } else if !m.live() {
+                } else if !m.live() && self.model.is_repeated_ack(rec.seq as usize, uid) {
                     prop_assert_eq!(
                         result.expect("ack of a gone message"),
                         Acked::AlreadySettled
