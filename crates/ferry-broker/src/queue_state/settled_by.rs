@@ -58,7 +58,8 @@ impl SettledBy {
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.by_seq.len()
     }
 }
