@@ -204,6 +204,18 @@ impl Consumer for ConsumerService {
     }
 }
 
+/// The stream's next item if it has already arrived, without waiting: `None` when nothing
+/// has. Written by hand because the obvious `timeout(Duration::ZERO, …)` does wait: a zero
+/// deadline still goes through the timer, which fires on its next millisecond tick, and
+/// that added up to a millisecond to every ack that arrived alone.
+fn arrived<S: tokio_stream::Stream + Unpin>(stream: &mut S) -> Option<Option<S::Item>> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(stream).poll_next(&mut cx) {
+        std::task::Poll::Ready(item) => Some(item),
+        std::task::Poll::Pending => None,
+    }
+}
+
 fn is_ack(settle: &v1::Settle) -> bool {
     matches!(settle.outcome, Some(v1::settle::Outcome::Ack(_)))
 }
@@ -245,22 +257,22 @@ impl Stream {
                     let mut acks = vec![settle];
                     let mut ended = false;
                     while acks.len() < MAX_ACK_BATCH {
-                        match tokio::time::timeout(Duration::ZERO, inbound.next()).await {
-                            Ok(Some(Ok(v1::ConsumeRequest {
+                        match arrived(&mut inbound) {
+                            Some(Some(Ok(v1::ConsumeRequest {
                                 kind: Some(Kind::Credit(n)),
                             }))) => self.grant(n),
-                            Ok(Some(Ok(v1::ConsumeRequest {
+                            Some(Some(Ok(v1::ConsumeRequest {
                                 kind: Some(Kind::Settle(s)),
                             }))) if is_ack(&s) => acks.push(s),
-                            Ok(Some(Ok(other))) => {
+                            Some(Some(Ok(other))) => {
                                 next_up = Some(other);
                                 break;
                             }
-                            Ok(Some(Err(_)) | None) => {
+                            Some(Some(Err(_)) | None) => {
                                 ended = true;
                                 break;
                             }
-                            Err(_) => break, // nothing more has arrived
+                            None => break, // nothing more has arrived
                         }
                     }
                     for result in self.ack_many(&acks).await {
@@ -514,5 +526,21 @@ impl Stream {
                 )
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arrived;
+
+    #[test]
+    fn arrived_takes_what_is_there_and_never_waits() {
+        let mut ready = tokio_stream::iter([1, 2]);
+        assert_eq!(arrived(&mut ready), Some(Some(1)));
+        assert_eq!(arrived(&mut ready), Some(Some(2)));
+        assert_eq!(arrived(&mut ready), Some(None), "ended");
+        // No runtime and no timer here: a wait would need both.
+        let mut nothing = tokio_stream::pending::<u32>();
+        assert_eq!(arrived(&mut nothing), None);
     }
 }
