@@ -1,10 +1,5 @@
 //! The `ferry` command: run a server, administer and use one, and benchmarks.
 
-/// glibc's malloc contends on its arena locks across the runtime's threads; mimalloc's
-/// per-thread heaps do not (a fifth of a drain's CPU was in the allocator).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod bench;
 mod remote;
 mod serve;

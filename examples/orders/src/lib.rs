@@ -76,6 +76,8 @@ pub struct Stats {
     pub duplicates_suppressed: AtomicU64,
     /// Email worker crashes between sending and acking.
     pub crashes_injected: AtomicU64,
+    /// The orders whose email worker has crashed once already.
+    pub crashed_orders: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Analytics handler panics.
     pub panics_injected: AtomicU64,
 }

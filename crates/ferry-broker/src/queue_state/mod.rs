@@ -278,6 +278,12 @@ impl QueueState {
             leased: false,
         };
         let mut history = History::from_record(failures);
+        if entry.deliveries > 0
+            && (entry.expired(now_ms) || self.retry.is_exhausted(msg.deliveries))
+        {
+            // Dead-lettered below: an ack from its delivery before the stop did not take.
+            self.settled_by.record(seq, Settler::NoAck);
+        }
         if entry.expired(now_ms) {
             let decision = decision(seq, entry, history, DeadLetterReason::Expired);
             self.effects.push(Effect::DeadLetter(decision));

@@ -892,3 +892,23 @@ fn exclusive_fails_over_once_the_active_consumer_is_gone() {
         "and c1 now waits"
     );
 }
+
+#[test]
+fn an_ack_from_before_a_restart_of_a_message_dead_lettered_at_the_restart_is_stale() {
+    // Its last delivery was running when the broker stopped and used up its deliveries:
+    // the restart dead-letters it, so that delivery's late ack did not take.
+    let mut q = state(&spec());
+    q.set_token_base(1_000);
+    q.track(
+        Tracked {
+            deliveries: 5,
+            ..msg(1)
+        },
+        T0,
+    );
+    assert_eq!(dead_letters(&mut q).len(), 1);
+    assert!(matches!(
+        q.ack(1, LeaseToken(7), T0),
+        Err(BrokerError::StaleLease { seq: 1, .. })
+    ));
+}
