@@ -278,19 +278,15 @@ impl QueueState {
             leased: false,
         };
         let mut history = History::from_record(failures);
-        if entry.deliveries > 0
-            && (entry.expired(now_ms) || self.retry.is_exhausted(msg.deliveries))
-        {
-            // Dead-lettered below: an ack from its delivery before the stop did not take.
-            self.settled_by.record(seq, Settler::NoAck);
-        }
         if entry.expired(now_ms) {
+            self.forget_restored_delivery(seq, &entry);
             let decision = decision(seq, entry, history, DeadLetterReason::Expired);
             self.effects.push(Effect::DeadLetter(decision));
             return;
         }
         if self.retry.is_exhausted(msg.deliveries) {
             // Its last delivery was running at the stop: that attempt failed.
+            self.forget_restored_delivery(seq, &entry);
             history.failed(now_ms, Some(INTERRUPTED.to_owned()));
             let decision = decision(seq, entry, history, DeadLetterReason::MaxDeliveries);
             self.effects.push(Effect::DeadLetter(decision));
@@ -856,6 +852,14 @@ impl QueueState {
         self.effects
             .push(Effect::DeadLetter(decision(seq, entry, history, reason)));
         next
+    }
+
+    /// A restored message dead-lettered as it is tracked: an ack from its delivery before
+    /// the stop did not take.
+    fn forget_restored_delivery(&mut self, seq: Seq, entry: &Entry) {
+        if entry.deliveries > 0 {
+            self.settled_by.record(seq, Settler::NoAck);
+        }
     }
 
     /// Forgets a tracked message with all its timers and its lease; returns it, its history

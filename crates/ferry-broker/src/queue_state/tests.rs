@@ -24,6 +24,17 @@ fn spec() -> QueueSpec {
     }
 }
 
+/// [`spec`] with a single delivery: the first failed attempt dead-letters.
+fn one_delivery_spec() -> QueueSpec {
+    QueueSpec {
+        retry: RetryPolicy {
+            max_deliveries: 1,
+            ..spec().retry
+        },
+        ..spec()
+    }
+}
+
 fn state(spec: &QueueSpec) -> QueueState {
     QueueState::new(spec, 7).unwrap()
 }
@@ -166,13 +177,7 @@ fn a_late_ack_of_an_earlier_delivery_after_a_later_one_acked_is_stale() {
 
 #[test]
 fn a_late_ack_of_a_delivery_whose_message_was_dead_lettered_is_stale() {
-    let mut q = state(&QueueSpec {
-        retry: RetryPolicy {
-            max_deliveries: 1,
-            ..spec().retry
-        },
-        ..spec()
-    });
+    let mut q = state(&one_delivery_spec());
     q.track(msg(1), T0);
     q.track(msg(2), T0);
     let got = q.receive("paused", 2, None, T0);
@@ -337,13 +342,7 @@ fn reject_dead_letters_now_with_reason_rejected() {
 
 #[test]
 fn error_text_is_truncated_to_1_kib_on_a_char_boundary() {
-    let mut q = state(&QueueSpec {
-        retry: RetryPolicy {
-            max_deliveries: 1,
-            ..spec().retry
-        },
-        ..spec()
-    });
+    let mut q = state(&one_delivery_spec());
     q.track(msg(1), T0);
     let d = receive_one(&mut q, T0);
     // 'é' is 2 bytes: 1023 ASCII bytes then 'é' would end at 1025.
