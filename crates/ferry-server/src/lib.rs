@@ -43,6 +43,7 @@ pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod redaction;
+mod settle;
 pub mod status;
 pub mod tls;
 

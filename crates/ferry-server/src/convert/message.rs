@@ -1,10 +1,9 @@
 //! Messages, deliveries, records, positions, filters and descriptions.
 
-use ferry_broker::group::Membership;
 use ferry_broker::{
-    DeadLetterInfo, DeadLetterReason, GroupInfo, MessageId, OutgoingMessage, PartitionInfo,
-    PeekedMessage, Position, QueueInfo, ReceivedMessage, RedriveFilter, SkippedRange,
-    SubscriptionInfo, TopicInfo, TopicRecord,
+    DeadLetterInfo, DeadLetterReason, GroupInfo, Membership, MessageId, OutgoingMessage,
+    PartitionInfo, PeekedMessage, Position, QueueInfo, ReceivedMessage, RedriveFilter,
+    SkippedRange, SubscriptionInfo, TopicInfo, TopicRecord,
 };
 use ferry_proto::v1;
 

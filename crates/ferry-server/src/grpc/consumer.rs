@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_broker::{Acked, Broker, LeaseToken, Nacked};
+use ferry_broker::{Acked, Broker, Nacked};
 use ferry_proto::v1::{self, consumer_server::Consumer};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_stream::StreamExt;
@@ -24,6 +24,7 @@ use super::{allow_read, caller};
 use crate::auth::Gate;
 use crate::convert::{self, opt_ms};
 use crate::metrics::Meters;
+use crate::settle::Deliveries;
 use crate::status::{from_broker, from_convert, from_refusal};
 
 /// How long one receive of the deliverer waits for messages before it looks again whether
@@ -50,6 +51,12 @@ pub struct ConsumerService {
 }
 
 type Reply<T> = Result<Response<T>, Status>;
+
+impl ConsumerService {
+    fn deliveries<'a>(&'a self, queue: &'a str) -> Deliveries<'a> {
+        Deliveries::of(&self.broker, &self.meters, queue)
+    }
+}
 
 fn nacked(n: Nacked) -> v1::NackResponse {
     v1::NackResponse {
@@ -90,13 +97,10 @@ impl Consumer for ConsumerService {
         allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         let acked = self
-            .broker
-            .ack(&r.queue, r.seq, LeaseToken(r.token))
+            .deliveries(&r.queue)
+            .ack(r.seq, r.token)
             .await
             .map_err(from_broker)?;
-        if acked == Acked::Settled {
-            self.meters.acked(&r.queue, r.seq, r.token);
-        }
         Ok(Response::new(v1::AckResponse {
             already_settled: acked == Acked::AlreadySettled,
         }))
@@ -106,28 +110,20 @@ impl Consumer for ConsumerService {
         allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         let outcome = self
-            .broker
-            .nack(
-                &r.queue,
-                r.seq,
-                LeaseToken(r.token),
-                opt_ms(r.delay_ms),
-                r.error.as_deref(),
-            )
+            .deliveries(&r.queue)
+            .nack(r.seq, r.token, r.delay_ms, r.error.as_deref())
             .await
             .map_err(from_broker)?;
-        self.meters.settled_without_ack(&r.queue, r.seq, r.token);
         Ok(Response::new(nacked(outcome)))
     }
 
     async fn reject(&self, r: Request<v1::RejectRequest>) -> Reply<v1::RejectResponse> {
         allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
-        self.broker
-            .reject(&r.queue, r.seq, LeaseToken(r.token), &r.reason)
+        self.deliveries(&r.queue)
+            .reject(r.seq, r.token, &r.reason)
             .await
             .map_err(from_broker)?;
-        self.meters.rejected(&r.queue, r.seq, r.token);
         Ok(Response::new(v1::RejectResponse {}))
     }
 
@@ -135,13 +131,8 @@ impl Consumer for ConsumerService {
         allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
         let r = r.into_inner();
         let until = self
-            .broker
-            .extend(
-                &r.queue,
-                r.seq,
-                LeaseToken(r.token),
-                Duration::from_millis(r.by_ms),
-            )
+            .deliveries(&r.queue)
+            .extend(r.seq, r.token, r.by_ms)
             .await
             .map_err(from_broker)?;
         Ok(Response::new(v1::ExtendResponse {
@@ -314,11 +305,14 @@ impl Stream {
         self.credit.add_permits((n as usize).min(room));
     }
 
+    fn deliveries(&self) -> Deliveries<'_> {
+        Deliveries::of(&self.broker, &self.meters, &self.queue)
+    }
+
     /// Acks several deliveries with one broker call; results in their order.
     async fn ack_many(&self, acks: &[v1::Settle]) -> Vec<v1::SettleResult> {
-        let pairs: Vec<(u64, LeaseToken)> =
-            acks.iter().map(|a| (a.seq, LeaseToken(a.token))).collect();
-        let outcomes = match self.broker.ack_batch(&self.queue, &pairs).await {
+        let pairs = acks.iter().map(|a| (a.seq, a.token));
+        let outcomes = match self.deliveries().ack_batch(pairs).await {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 let text = error.to_string();
@@ -333,57 +327,36 @@ impl Stream {
                     .collect();
             }
         };
-        pairs
-            .into_iter()
+        acks.iter()
             .zip(outcomes)
-            .map(|((seq, token), outcome)| {
-                if matches!(outcome, Ok(Acked::AlreadySettled)) {
-                    return self.already_settled(seq, token);
-                }
-                let outcome = outcome.map(|_| {
-                    self.meters.acked(&self.queue, seq, token.0);
-                    true
-                });
-                self.result(seq, token, outcome, None)
+            .map(|(a, outcome)| match outcome {
+                Ok(Acked::AlreadySettled) => self.already_settled(a.seq, a.token),
+                other => self.result(a.seq, a.token, other.map(|_| true), None),
             })
             .collect()
     }
 
     async fn settle(&self, settle: v1::Settle) -> v1::SettleResult {
         use v1::settle::Outcome;
-        let (seq, token) = (settle.seq, LeaseToken(settle.token));
-        let broker = &self.broker;
-        let queue = self.queue.as_str();
-        let meters = &self.meters;
+        let (seq, token) = (settle.seq, settle.token);
+        let deliveries = self.deliveries();
         let mut lease_until_ms = None;
         let outcome = match settle.outcome {
-            Some(Outcome::Ack(_)) => match broker.ack(queue, seq, token).await {
+            Some(Outcome::Ack(_)) => match deliveries.ack(seq, token).await {
                 Ok(Acked::AlreadySettled) => return self.already_settled(seq, token),
-                other => other.map(|_| {
-                    meters.acked(queue, seq, token.0);
-                    true
-                }),
+                other => other.map(|_| true),
             },
-            Some(Outcome::Nack(n)) => broker
-                .nack(queue, seq, token, opt_ms(n.delay_ms), n.error.as_deref())
+            Some(Outcome::Nack(n)) => deliveries
+                .nack(seq, token, n.delay_ms, n.error.as_deref())
                 .await
-                .map(|_| {
-                    meters.settled_without_ack(queue, seq, token.0);
-                    true
-                }),
+                .map(|_| true),
             Some(Outcome::Reject(reason)) => {
-                broker.reject(queue, seq, token, &reason).await.map(|_| {
-                    meters.rejected(queue, seq, token.0);
-                    true
-                })
+                deliveries.reject(seq, token, &reason).await.map(|()| true)
             }
-            Some(Outcome::ExtendMs(by)) => broker
-                .extend(queue, seq, token, Duration::from_millis(by))
-                .await
-                .map(|until| {
-                    lease_until_ms = Some(until);
-                    false
-                }),
+            Some(Outcome::ExtendMs(by)) => deliveries.extend(seq, token, by).await.map(|until| {
+                lease_until_ms = Some(until);
+                false
+            }),
             None => {
                 return v1::SettleResult {
                     seq,
@@ -402,9 +375,9 @@ impl Stream {
     /// delivery: this lease ended (it expired, say while the server was stopped), and the
     /// message was delivered again and acked, or dead-lettered. Answering OK would tell a
     /// second consumer its ack took, so that ack fails, as one with a stale lease does.
-    fn already_settled(&self, seq: u64, token: LeaseToken) -> v1::SettleResult {
+    fn already_settled(&self, seq: u64, token: u64) -> v1::SettleResult {
         let mut unsettled = self.unsettled();
-        if unsettled.get(&seq) != Some(&token.0) {
+        if unsettled.get(&seq) != Some(&token) {
             return v1::SettleResult {
                 seq,
                 ok: true,
@@ -429,7 +402,7 @@ impl Stream {
     fn result(
         &self,
         seq: u64,
-        token: LeaseToken,
+        token: u64,
         outcome: Result<bool, ferry_broker::BrokerError>,
         lease_until_ms: Option<i64>,
     ) -> v1::SettleResult {
@@ -450,7 +423,7 @@ impl Stream {
                     // With the token this stream was given, the lease is gone: nothing
                     // left to release. (A wrong token says nothing about the lease.)
                     let mut unsettled = self.unsettled();
-                    if unsettled.get(&seq) == Some(&token.0) {
+                    if unsettled.get(&seq) == Some(&token) {
                         unsettled.remove(&seq);
                     }
                 }
@@ -513,18 +486,7 @@ impl Stream {
     async fn release(&self) {
         let held: Vec<(u64, u64)> = self.unsettled().drain().collect();
         for (seq, token) in held {
-            self.meters.settled_without_ack(&self.queue, seq, token);
-            // A lease that ended meanwhile, or a queue deleted since, has nothing to give.
-            let _ = self
-                .broker
-                .nack(
-                    &self.queue,
-                    seq,
-                    LeaseToken(token),
-                    Some(Duration::ZERO),
-                    Some(DISCONNECTED),
-                )
-                .await;
+            self.deliveries().release(seq, token, DISCONNECTED).await;
         }
     }
 }

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use bytes::Bytes;
-use ferry_broker::{Acked, Broker, LeaseToken, MessageId, Nacked, OutgoingMessage};
+use ferry_broker::{Acked, Broker, MessageId, Nacked, OutgoingMessage};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -17,6 +17,7 @@ use super::path::ApiPath;
 use super::{Shared, parse};
 use crate::auth::Action;
 use crate::convert::{self, opt_ms};
+use crate::settle::Deliveries;
 
 type Reply<T> = Result<T, ApiError>;
 
@@ -271,24 +272,19 @@ pub async fn settle(
         )
     })?;
     let body = body?;
-    let b = &s.broker;
+    let deliveries = Deliveries::of(&s.broker, &s.meters, &queue);
     let mut reply = Settled::default();
     match outcome.as_str() {
         "ack" => {
             let r: Ack = parse(&body)?;
-            let acked = b.ack(&queue, seq, LeaseToken(r.token)).await?;
-            if acked == Acked::Settled {
-                s.meters.acked(&queue, seq, r.token);
-            }
+            let acked = deliveries.ack(seq, r.token).await?;
             reply.already_settled = Some(acked == Acked::AlreadySettled);
         }
         "nack" => {
             let r: Nack = parse(&body)?;
-            let token = LeaseToken(r.token);
-            let nacked = b
-                .nack(&queue, seq, token, opt_ms(r.delay_ms), r.error.as_deref())
+            let nacked = deliveries
+                .nack(seq, r.token, r.delay_ms, r.error.as_deref())
                 .await?;
-            s.meters.settled_without_ack(&queue, seq, r.token);
             match nacked {
                 Nacked::RetryAt(at) => reply.retry_at_ms = Some(at),
                 Nacked::DeadLettered(reason) => reply.dead_lettered = Some(reason.as_str()),
@@ -296,21 +292,11 @@ pub async fn settle(
         }
         "reject" => {
             let r: Reject = parse(&body)?;
-            b.reject(&queue, seq, LeaseToken(r.token), &r.reason)
-                .await?;
-            s.meters.rejected(&queue, seq, r.token);
+            deliveries.reject(seq, r.token, &r.reason).await?;
         }
         "extend" => {
             let r: Extend = parse(&body)?;
-            let until = b
-                .extend(
-                    &queue,
-                    seq,
-                    LeaseToken(r.token),
-                    Duration::from_millis(r.by_ms),
-                )
-                .await?;
-            reply.lease_until_ms = Some(until);
+            reply.lease_until_ms = Some(deliveries.extend(seq, r.token, r.by_ms).await?);
         }
         other => {
             return Err(ApiError::new(
