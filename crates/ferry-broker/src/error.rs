@@ -385,6 +385,165 @@ pub enum BrokerError {
     Storage(#[from] ferry_storage::StorageError),
 }
 
+/// What kind of failure an error is: the one classification every front end derives its
+/// answers from (gRPC codes, HTTP statuses, the SDK's `ferry::Error`, and the codes of the
+/// protocol front ends), so a new way to fail is classified here once and every front end
+/// agrees on it. [`BrokerError::kind`] names the kind of every variant, with no catch-all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A queue, topic, group, partition or message the caller named does not exist.
+    NotFound,
+    /// A queue or topic of that name exists already.
+    AlreadyExists,
+    /// The call conflicts with what exists: deleting a queue another dead-letters into or a
+    /// topic with subscriptions, shrinking a topic, redriving from a queue that is no
+    /// dead-letter queue. The caller must change what exists first.
+    Conflict,
+    /// The delivery the caller settles is no longer its own: the lease ended, or the message
+    /// was settled through another delivery.
+    StaleLease,
+    /// The caller acted on a view the broker has moved past: a group membership or a
+    /// partition ownership that ended, an offset behind the committed one, a producer
+    /// sequence out of order. The caller refreshes its view and tries again.
+    Fenced,
+    /// The request is malformed or breaks a rule (names, settings, headers, limits).
+    Invalid,
+    /// A position outside what a topic partition holds.
+    OutOfRange,
+    /// A payload or a batch over the size limit.
+    TooLarge,
+    /// The queue is at its length limit and its overflow policy refuses publishes.
+    Full,
+    /// The broker's disk has no room beyond its reserve; publishes wait for space.
+    DiskFull,
+    /// The broker cannot serve the call now: a failed or unreadable store, a poisoned queue.
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// Every kind, for tests and tables that must cover them all.
+    pub const ALL: [ErrorKind; 11] = [
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::Conflict,
+        ErrorKind::StaleLease,
+        ErrorKind::Fenced,
+        ErrorKind::Invalid,
+        ErrorKind::OutOfRange,
+        ErrorKind::TooLarge,
+        ErrorKind::Full,
+        ErrorKind::DiskFull,
+        ErrorKind::Unavailable,
+    ];
+
+    /// The kind's name on the wire (the gRPC `ferry-error-kind` metadata): snake_case, stable.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::StaleLease => "stale_lease",
+            ErrorKind::Fenced => "fenced",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::OutOfRange => "out_of_range",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Full => "full",
+            ErrorKind::DiskFull => "disk_full",
+            ErrorKind::Unavailable => "unavailable",
+        }
+    }
+
+    /// Whether the same call may succeed later without the caller changing it.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Full | ErrorKind::DiskFull | ErrorKind::Unavailable
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl BrokerError {
+    /// This error's kind. Every variant is named here — no catch-all — so adding a variant
+    /// does not compile until it is classified.
+    pub fn kind(&self) -> ErrorKind {
+        use BrokerError as E;
+        use ErrorKind as K;
+        match self {
+            E::QueueNotFound { .. }
+            | E::TopicNotFound { .. }
+            | E::GroupNotFound { .. }
+            | E::PartitionNotFound { .. }
+            | E::MessageNotPublished { .. } => K::NotFound,
+            E::DuplicateQueue { .. } | E::QueueExists { .. } | E::TopicExists { .. } => {
+                K::AlreadyExists
+            }
+            E::QueueIsDeadLetterTarget { .. }
+            | E::TopicHasSubscriptions { .. }
+            | E::GroupNotEmpty { .. }
+            | E::NotASubscription { .. }
+            | E::NotADeadLetterQueue { .. }
+            | E::NotQueueOwner { .. }
+            | E::PartitionsCanOnlyGrow { .. } => K::Conflict,
+            E::StaleLease { .. } => K::StaleLease,
+            E::UnknownMember { .. }
+            | E::NotPartitionOwner { .. }
+            | E::OffsetRegression { .. }
+            | E::OutOfOrderSequence { .. }
+            | E::SequenceOverlap { .. }
+            | E::SequenceTooOld { .. } => K::Fenced,
+            E::OffsetOutOfRange { .. } => K::OutOfRange,
+            E::PayloadTooLarge { .. } | E::BatchTooLarge { .. } => K::TooLarge,
+            E::QueueFull { .. } => K::Full,
+            E::DiskFull { .. } => K::DiskFull,
+            E::Storage(e) if e.is_resource_exhausted() => K::DiskFull,
+            E::Storage(_)
+            | E::QueuePoisoned { .. }
+            | E::MalformedRecord { .. }
+            | E::MalformedJournal { .. }
+            | E::MalformedSpec { .. }
+            | E::MalformedTopicSpec { .. } => K::Unavailable,
+            E::EmptyName
+            | E::NameTooLong { .. }
+            | E::InvalidNameCharacter { .. }
+            | E::NameMustStartWithLetterOrDigit { .. }
+            | E::NameHasDoubleDot { .. }
+            | E::NameEndsWithDot { .. }
+            | E::DeadLetterNameTooLong { .. }
+            | E::InvalidSetting { .. }
+            | E::InvalidQueueSpec { .. }
+            | E::DeadLetterQueueNeedsExplicitTarget { .. }
+            | E::DeadLetterTargetMissing { .. }
+            | E::DeadLetterCycle { .. }
+            | E::InvalidMessageId { .. }
+            | E::NilMessageId
+            | E::TooManyHeaders { .. }
+            | E::EmptyHeaderName
+            | E::HeaderNameTooLong { .. }
+            | E::HeaderNameHasControlCharacter { .. }
+            | E::ReservedHeaderName { .. }
+            | E::HeaderValueTooLong { .. }
+            | E::KeyTooLarge { .. }
+            | E::EmptyDedupId
+            | E::DedupIdTooLong { .. }
+            | E::DelayTooLong { .. }
+            | E::TtlTooShort { .. }
+            | E::TtlTooLong { .. }
+            | E::ExpiresBeforeDelivery { .. }
+            | E::InvalidFilter { .. }
+            | E::EmptyConsumerName
+            | E::ConsumerNameTooLong { .. }
+            | E::KeyRequired { .. }
+            | E::InvalidProducerId { .. } => K::Invalid,
+        }
+    }
+}
+
 fn describe_limit(limit: &crate::spec::LengthLimit) -> String {
     match (limit.max_messages, limit.max_bytes) {
         (Some(m), Some(b)) => format!("at most {m} messages and {b} bytes"),
@@ -427,6 +586,79 @@ pub(crate) fn human(d: &Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_wire_name() {
+        let names: std::collections::HashSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+        assert!(
+            names
+                .iter()
+                .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        );
+    }
+
+    #[test]
+    fn kinds_of_failure_are_classified_once() {
+        let name = Name::new("q").unwrap();
+        let cases = [
+            (
+                BrokerError::QueueNotFound { queue: "q".into() },
+                ErrorKind::NotFound,
+            ),
+            (
+                BrokerError::QueueExists {
+                    queue: name.clone(),
+                },
+                ErrorKind::AlreadyExists,
+            ),
+            (
+                BrokerError::TopicHasSubscriptions {
+                    topic: name.clone(),
+                    subscription: name.clone(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                BrokerError::StaleLease { seq: 1, token: 2 },
+                ErrorKind::StaleLease,
+            ),
+            (
+                BrokerError::UnknownMember {
+                    group: "g".into(),
+                    member: "m".into(),
+                },
+                ErrorKind::Fenced,
+            ),
+            (BrokerError::EmptyName, ErrorKind::Invalid),
+            (
+                BrokerError::PayloadTooLarge { size: 2, max: 1 },
+                ErrorKind::TooLarge,
+            ),
+            (
+                BrokerError::QueueFull {
+                    queue: name.clone(),
+                    limit: crate::spec::LengthLimit::default(),
+                },
+                ErrorKind::Full,
+            ),
+            (
+                BrokerError::Storage(ferry_storage::StorageError::DiskFull {
+                    path: "/data".into(),
+                }),
+                ErrorKind::DiskFull,
+            ),
+            (
+                BrokerError::Storage(ferry_storage::StorageError::Closed),
+                ErrorKind::Unavailable,
+            ),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
+        }
+        assert!(ErrorKind::Full.is_transient() && !ErrorKind::StaleLease.is_transient());
+    }
 
     #[test]
     fn durations_in_messages_use_the_largest_whole_unit() {

@@ -363,6 +363,7 @@ impl Session {
                         None => break ClientError::Server {
                             code: tonic::Code::Unavailable,
                             message: "the server ended the consume stream".into(),
+                            kind: None,
                         },
                     };
                     match kind {
@@ -399,6 +400,7 @@ impl Session {
                                         Err(ClientError::Server {
                                             code: tonic::Code::FailedPrecondition,
                                             message: result.error,
+                                            kind: None,
                                         })
                                     };
                                     if let Some(reply) = reply {
@@ -426,6 +428,7 @@ impl Session {
                             let _ = reply.send(Err(ClientError::Server {
                                 code: tonic::Code::FailedPrecondition,
                                 message: "the connection was lost after this delivery; the server gave it back to the queue".into(),
+                                kind: None,
                             }));
                         }
                         continue;
@@ -469,6 +472,7 @@ impl Session {
                 let _ = reply.send(Err(ClientError::Server {
                     code: tonic::Code::Unavailable,
                     message: "the connection was lost before the server answered".into(),
+                    kind: None,
                 }));
             }
         }

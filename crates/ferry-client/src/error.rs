@@ -2,6 +2,70 @@
 
 use tonic::Code;
 
+/// The gRPC metadata key under which the server names a failure's kind (see `ferry.proto`).
+pub const ERROR_KIND_METADATA: &str = "ferry-error-kind";
+
+/// The broker's classification of a failure, as the server names it on the wire. The server
+/// side defines the kinds (`ferry_broker::ErrorKind`); this is their decoding on the client,
+/// which does not link the broker, and a test of the server keeps the two lists equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    StaleLease,
+    Fenced,
+    Invalid,
+    OutOfRange,
+    TooLarge,
+    Full,
+    DiskFull,
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// Every kind this client knows.
+    pub const ALL: [ErrorKind; 11] = [
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::Conflict,
+        ErrorKind::StaleLease,
+        ErrorKind::Fenced,
+        ErrorKind::Invalid,
+        ErrorKind::OutOfRange,
+        ErrorKind::TooLarge,
+        ErrorKind::Full,
+        ErrorKind::DiskFull,
+        ErrorKind::Unavailable,
+    ];
+
+    /// The kind's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::StaleLease => "stale_lease",
+            ErrorKind::Fenced => "fenced",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::OutOfRange => "out_of_range",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Full => "full",
+            ErrorKind::DiskFull => "disk_full",
+            ErrorKind::Unavailable => "unavailable",
+        }
+    }
+
+    /// The kind a wire name stands for; `None` for a name this client does not know (a
+    /// newer server), so the caller falls back to the gRPC code.
+    pub fn from_wire(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(
@@ -21,9 +85,15 @@ pub enum ClientError {
         url: String,
         source: tonic::transport::Error,
     },
-    /// The server answered with an error: `code` says what kind, `message` what and why.
+    /// The server answered with an error: `code` says what kind, `message` what and why,
+    /// and `kind` the broker's classification when the server sent it (every broker error
+    /// carries it; a failure of the connection itself has none).
     #[error("{message} ({code:?})")]
-    Server { code: Code, message: String },
+    Server {
+        code: Code,
+        message: String,
+        kind: Option<ErrorKind>,
+    },
     #[error("the client was closed")]
     Closed,
 }
@@ -39,6 +109,14 @@ impl ClientError {
                 ..
             } | ClientError::Connect { .. }
         )
+    }
+
+    /// The broker's classification of the failure, when the server sent one.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ClientError::Server { kind, .. } => *kind,
+            _ => None,
+        }
     }
 
     pub fn code(&self) -> Option<Code> {
@@ -63,9 +141,15 @@ impl From<tonic::Status> for ClientError {
             }
             source = cause.source();
         }
+        let kind = status
+            .metadata()
+            .get(ERROR_KIND_METADATA)
+            .and_then(|value| value.to_str().ok())
+            .and_then(ErrorKind::from_wire);
         ClientError::Server {
             code: status.code(),
             message,
+            kind,
         }
     }
 }

@@ -95,11 +95,13 @@ async fn run(
                 // One error for many waiters: each gets its kind and text (a connection
                 // failure reads as the server being unavailable).
                 let code = error.code().unwrap_or(tonic::Code::Unavailable);
+                let kind = error.kind();
                 let message = error.to_string();
                 for done in waiters {
                     let _ = done.send(Err(ClientError::Server {
                         code,
                         message: message.clone(),
+                        kind,
                     }));
                 }
             }

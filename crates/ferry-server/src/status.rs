@@ -3,92 +3,48 @@
 //! to do; the code tells a client program what kind of failure it is.
 
 use axum::http::StatusCode;
-use ferry_broker::BrokerError;
+use ferry_broker::{BrokerError, ErrorKind};
 use tonic::{Code, Status};
 
 use crate::auth::Refusal;
 use crate::convert::ConvertError;
 
-/// The gRPC code for a broker error.
-pub fn code(error: &BrokerError) -> Code {
-    use BrokerError as E;
-    match error {
-        E::QueueNotFound { .. }
-        | E::TopicNotFound { .. }
-        | E::GroupNotFound { .. }
-        | E::PartitionNotFound { .. }
-        | E::MessageNotPublished { .. } => Code::NotFound,
-        E::DuplicateQueue { .. } | E::QueueExists { .. } | E::TopicExists { .. } => {
-            Code::AlreadyExists
-        }
-        E::StaleLease { .. }
-        | E::UnknownMember { .. }
-        | E::NotPartitionOwner { .. }
-        | E::OffsetRegression { .. }
-        | E::NotQueueOwner { .. }
-        | E::QueueIsDeadLetterTarget { .. }
-        | E::TopicHasSubscriptions { .. }
-        | E::GroupNotEmpty { .. }
-        | E::NotASubscription { .. }
-        | E::NotADeadLetterQueue { .. }
-        | E::PartitionsCanOnlyGrow { .. }
-        | E::OutOfOrderSequence { .. }
-        | E::SequenceOverlap { .. }
-        | E::SequenceTooOld { .. } => Code::FailedPrecondition,
-        E::OffsetOutOfRange { .. } => Code::OutOfRange,
-        E::QueueFull { .. } | E::DiskFull { .. } => Code::ResourceExhausted,
-        E::Storage(e) if e.is_resource_exhausted() => Code::ResourceExhausted,
-        E::QueuePoisoned { .. }
-        | E::Storage(_)
-        | E::MalformedRecord { .. }
-        | E::MalformedJournal { .. }
-        | E::MalformedSpec { .. }
-        | E::MalformedTopicSpec { .. } => Code::Unavailable,
-        _ => Code::InvalidArgument,
+/// The gRPC code of each kind. A conflict with what exists, a stale lease and a fenced
+/// view are all `FAILED_PRECONDITION` (the caller's or the broker's state must change
+/// first), told apart by the `ferry-error-kind` metadata; an oversized payload stays
+/// `INVALID_ARGUMENT`, as it has always been answered.
+pub fn grpc_code(kind: ErrorKind) -> Code {
+    match kind {
+        ErrorKind::NotFound => Code::NotFound,
+        ErrorKind::AlreadyExists => Code::AlreadyExists,
+        ErrorKind::Conflict | ErrorKind::StaleLease | ErrorKind::Fenced => Code::FailedPrecondition,
+        ErrorKind::Invalid | ErrorKind::TooLarge => Code::InvalidArgument,
+        ErrorKind::OutOfRange => Code::OutOfRange,
+        ErrorKind::Full | ErrorKind::DiskFull => Code::ResourceExhausted,
+        ErrorKind::Unavailable => Code::Unavailable,
     }
 }
 
-/// The HTTP status for a broker error: 404 unknown name, 409 exists or conflicts with
-/// what exists, 412 a stale lease or another precondition on the caller's state, 413 too
-/// large, 429 a full queue, 507 a full disk (RFC 4918's Insufficient Storage: the server
-/// cannot store what the request needs, which retrying later may fix), 503 other storage
-/// failures, 400 anything else the caller sent wrong.
+/// The HTTP status for a broker error, from its kind.
 pub fn http(error: &BrokerError) -> StatusCode {
-    use BrokerError as E;
-    match error {
-        E::QueueNotFound { .. }
-        | E::TopicNotFound { .. }
-        | E::GroupNotFound { .. }
-        | E::PartitionNotFound { .. }
-        | E::MessageNotPublished { .. } => StatusCode::NOT_FOUND,
-        E::DuplicateQueue { .. }
-        | E::QueueExists { .. }
-        | E::TopicExists { .. }
-        | E::QueueIsDeadLetterTarget { .. }
-        | E::TopicHasSubscriptions { .. }
-        | E::GroupNotEmpty { .. }
-        | E::NotASubscription { .. }
-        | E::NotADeadLetterQueue { .. }
-        | E::NotQueueOwner { .. }
-        | E::PartitionsCanOnlyGrow { .. } => StatusCode::CONFLICT,
-        E::StaleLease { .. }
-        | E::UnknownMember { .. }
-        | E::NotPartitionOwner { .. }
-        | E::OffsetRegression { .. }
-        | E::OutOfOrderSequence { .. }
-        | E::SequenceOverlap { .. }
-        | E::SequenceTooOld { .. } => StatusCode::PRECONDITION_FAILED,
-        E::PayloadTooLarge { .. } | E::BatchTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        E::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
-        E::DiskFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
-        E::Storage(e) if e.is_resource_exhausted() => StatusCode::INSUFFICIENT_STORAGE,
-        E::QueuePoisoned { .. }
-        | E::Storage(_)
-        | E::MalformedRecord { .. }
-        | E::MalformedJournal { .. }
-        | E::MalformedSpec { .. }
-        | E::MalformedTopicSpec { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::BAD_REQUEST,
+    http_status(error.kind())
+}
+
+/// The HTTP status of each kind: 404 unknown name, 409 exists or conflicts with what
+/// exists, 412 a stale lease or another precondition on the caller's state, 413 too large,
+/// 429 a full queue, 507 a full disk (RFC 4918's Insufficient Storage: the server cannot
+/// store what the request needs, which retrying later may fix), 503 other storage
+/// failures, 400 anything else the caller sent wrong.
+pub fn http_status(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::AlreadyExists | ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::StaleLease | ErrorKind::Fenced => StatusCode::PRECONDITION_FAILED,
+        ErrorKind::Invalid | ErrorKind::OutOfRange => StatusCode::BAD_REQUEST,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::Full => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::DiskFull => StatusCode::INSUFFICIENT_STORAGE,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -114,9 +70,21 @@ pub fn http_refusal(refusal: &Refusal) -> (StatusCode, &'static str) {
     }
 }
 
+/// A broker error as a gRPC status: the code from its kind, the broker's message, and the
+/// kind itself in the `ferry-error-kind` metadata, so a client tells a conflict from a
+/// stale lease without parsing the message.
 pub fn from_broker(error: BrokerError) -> Status {
-    Status::new(code(&error), error.to_string())
+    let kind = error.kind();
+    let mut status = Status::new(grpc_code(kind), error.to_string());
+    status.metadata_mut().insert(
+        ERROR_KIND_METADATA,
+        tonic::metadata::MetadataValue::from_static(kind.as_str()),
+    );
+    status
 }
+
+/// The gRPC metadata key under which a failure's kind travels (documented in `ferry.proto`).
+pub const ERROR_KIND_METADATA: &str = "ferry-error-kind";
 
 pub fn from_convert(error: ConvertError) -> Status {
     match error {
@@ -143,21 +111,40 @@ mod tests {
     }
 
     #[test]
+    fn a_status_names_its_kind_so_kinds_sharing_a_code_are_told_apart() {
+        let name = ferry_broker::Name::new("orders").unwrap();
+        let conflict = from_broker(BrokerError::TopicHasSubscriptions {
+            topic: name.clone(),
+            subscription: name,
+        });
+        let stale = from_broker(BrokerError::StaleLease { seq: 1, token: 2 });
+        assert_eq!(conflict.code(), stale.code());
+        let kind = |status: &Status| {
+            status
+                .metadata()
+                .get(ERROR_KIND_METADATA)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(kind(&conflict).as_deref(), Some("conflict"));
+        assert_eq!(kind(&stale).as_deref(), Some("stale_lease"));
+    }
+
+    #[test]
     fn a_full_disk_is_resource_exhausted_not_an_internal_failure() {
         let refused = BrokerError::DiskFull {
             path: "/data".into(),
             available: 10,
             reserve: 64,
         };
-        assert_eq!(code(&refused), Code::ResourceExhausted);
+        assert_eq!(grpc_code(refused.kind()), Code::ResourceExhausted);
         assert_eq!(http(&refused), StatusCode::INSUFFICIENT_STORAGE);
         let failed = BrokerError::Storage(ferry_storage_error());
-        assert_eq!(code(&failed), Code::ResourceExhausted);
+        assert_eq!(grpc_code(failed.kind()), Code::ResourceExhausted);
         assert_eq!(http(&failed), StatusCode::INSUFFICIENT_STORAGE);
         assert!(from_broker(failed).message().contains("the disk is full"));
         // Other storage failures stay what they were.
         let closed = BrokerError::Storage(ferry_broker::StorageError::Closed);
-        assert_eq!(code(&closed), Code::Unavailable);
+        assert_eq!(grpc_code(closed.kind()), Code::Unavailable);
         assert_eq!(http(&closed), StatusCode::SERVICE_UNAVAILABLE);
     }
 

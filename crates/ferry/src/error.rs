@@ -21,7 +21,10 @@ pub enum Error {
     Invalid { what: String, problem: String },
     #[error("{kind} `{name}` does not exist")]
     NotFound { kind: &'static str, name: String },
-    #[error("{kind} `{name}` already exists with other settings: {problem}")]
+    /// The call conflicts with what exists: a declaration with other settings than the
+    /// existing one, a delete of something others depend on (a topic with subscriptions),
+    /// a duplicate key. Change what exists first; retrying alone will not help.
+    #[error("{kind} `{name}` conflicts with what exists: {problem}")]
     Conflict {
         kind: &'static str,
         name: String,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_broker::{
-    Backoff, Broker, BrokerConfig, BrokerError, DeadLetter, DeliveryTime, LeaseToken, LengthLimit,
-    MessageId, Name, OrderingMode, OutgoingMessage, OverflowPolicy, QueueSpec, ReceivedMessage,
-    RetryPolicy, Seq, SubscriptionSpec, TopicSpec,
+    Backoff, Broker, BrokerConfig, BrokerError, DeadLetter, DeliveryTime, ErrorKind, LeaseToken,
+    LengthLimit, MessageId, Name, OrderingMode, OutgoingMessage, OverflowPolicy, QueueSpec,
+    ReceivedMessage, RetryPolicy, Seq, SubscriptionSpec, TopicSpec,
 };
 
 use super::ack_batch::AckBatcher;
@@ -146,28 +146,61 @@ fn received(m: &ReceivedMessage) -> Received {
     }
 }
 
+/// A broker error as the SDK's error, by the broker's classification of it
+/// ([`ErrorKind`]); the server transport maps the same kinds the same way, and the
+/// conformance suite checks that both agree.
 pub(super) fn map_error(e: BrokerError) -> Error {
-    use BrokerError as B;
-    match e {
-        B::QueueNotFound { queue } => Error::NotFound {
-            kind: "queue",
-            name: queue,
+    match e.kind() {
+        ErrorKind::NotFound => {
+            let (kind, name) = match &e {
+                BrokerError::QueueNotFound { queue } => ("queue", queue.clone()),
+                BrokerError::TopicNotFound { topic } => ("topic", topic.clone()),
+                other => ("resource", other.to_string()),
+            };
+            Error::NotFound { kind, name }
+        }
+        ErrorKind::AlreadyExists | ErrorKind::Conflict => Error::Conflict {
+            kind: "queue or topic",
+            name: conflict_name(&e),
+            problem: e.to_string(),
         },
-        B::TopicNotFound { topic } => Error::NotFound {
-            kind: "topic",
-            name: topic,
+        ErrorKind::StaleLease => match e {
+            BrokerError::StaleLease { seq, .. } => Error::NotHeld {
+                id: format!("seq {seq}"),
+                why: "its lease ended and it may have gone to another consumer".into(),
+            },
+            other => Error::NotHeld {
+                id: String::new(),
+                why: other.to_string(),
+            },
         },
-        B::StaleLease { seq, .. } => Error::NotHeld {
-            id: format!("seq {seq}"),
-            why: "its lease ended and it may have gone to another consumer".into(),
+        ErrorKind::Fenced => Error::NotHeld {
+            id: String::new(),
+            why: e.to_string(),
         },
-        B::QueueFull { .. } | B::DiskFull { .. } => Error::Full {
+        ErrorKind::Full | ErrorKind::DiskFull => Error::Full {
             message: e.to_string(),
         },
-        B::Storage(_) | B::QueuePoisoned { .. } | B::MalformedJournal { .. } => {
-            Error::transport(NAME, e)
+        ErrorKind::Unavailable => Error::transport(NAME, e),
+        ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge => {
+            Error::invalid("request", e.to_string())
         }
-        other => Error::invalid("request", other.to_string()),
+    }
+}
+
+/// The name a conflict is about, where the error names one.
+fn conflict_name(e: &BrokerError) -> String {
+    match e {
+        BrokerError::QueueExists { queue }
+        | BrokerError::DuplicateQueue { name: queue }
+        | BrokerError::QueueIsDeadLetterTarget { queue, .. }
+        | BrokerError::NotADeadLetterQueue { queue }
+        | BrokerError::NotQueueOwner { queue }
+        | BrokerError::NotASubscription { queue } => queue.to_string(),
+        BrokerError::TopicExists { topic }
+        | BrokerError::TopicHasSubscriptions { topic, .. }
+        | BrokerError::PartitionsCanOnlyGrow { topic, .. } => topic.to_string(),
+        _ => String::new(),
     }
 }
 

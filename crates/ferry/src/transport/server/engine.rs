@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_client::proto as v1;
-use ferry_client::{Client, ClientError, ConnectOptions};
+use ferry_client::{Client, ClientError, ConnectOptions, ErrorKind};
 use tonic::Code;
 
 use super::capabilities;
@@ -77,26 +77,49 @@ impl Remote {
     }
 }
 
+/// A server's answer as the SDK's error, by the broker's classification the server sends
+/// with every broker error (the same mapping as the embedded transport's); an answer without
+/// one (a failed connection, an older server) falls back to its gRPC code.
 pub(super) fn map_error(e: ClientError) -> Error {
     let message = e.to_string();
-    match e.code() {
-        Some(Code::NotFound) => Error::NotFound {
+    let kind = e.kind().or_else(|| kind_of_code(e.code()?));
+    match kind {
+        Some(ErrorKind::NotFound) => Error::NotFound {
             kind: "queue or topic",
             name: message,
         },
-        Some(Code::InvalidArgument | Code::OutOfRange) => Error::invalid("request", message),
-        Some(Code::FailedPrecondition) => Error::NotHeld {
-            id: String::new(),
-            why: message,
-        },
-        Some(Code::ResourceExhausted) => Error::Full { message },
-        Some(Code::AlreadyExists) => Error::Conflict {
+        Some(ErrorKind::AlreadyExists | ErrorKind::Conflict) => Error::Conflict {
             kind: "queue or topic",
             name: String::new(),
             problem: message,
         },
-        Some(Code::Unimplemented) => Error::unsupported(NAME, "the request", message),
+        Some(ErrorKind::StaleLease | ErrorKind::Fenced) => Error::NotHeld {
+            id: String::new(),
+            why: message,
+        },
+        Some(ErrorKind::Full | ErrorKind::DiskFull) => Error::Full { message },
+        Some(ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge) => {
+            Error::invalid("request", message)
+        }
+        _ if e.code() == Some(Code::Unimplemented) => {
+            Error::unsupported(NAME, "the request", message)
+        }
+        // Unavailable, a kind newer than this SDK, or no kind and no code that names one.
         _ => Error::transport(NAME, e),
+    }
+}
+
+/// The kind a gRPC code stands for when the server sent none: what the code meant before
+/// kinds travelled (FAILED_PRECONDITION was then a lease no longer held).
+fn kind_of_code(code: Code) -> Option<ErrorKind> {
+    match code {
+        Code::NotFound => Some(ErrorKind::NotFound),
+        Code::AlreadyExists => Some(ErrorKind::AlreadyExists),
+        Code::InvalidArgument => Some(ErrorKind::Invalid),
+        Code::OutOfRange => Some(ErrorKind::OutOfRange),
+        Code::FailedPrecondition => Some(ErrorKind::StaleLease),
+        Code::ResourceExhausted => Some(ErrorKind::Full),
+        _ => None,
     }
 }
 

@@ -157,6 +157,7 @@ impl Keeper {
                     Ok(None) => break Ended::Failed(ClientError::Server {
                         code: tonic::Code::Unavailable,
                         message: "the server ended the settle stream".into(),
+                        kind: None,
                     }),
                     Err(status) => break Ended::Failed(status.into()),
                 },

@@ -1,0 +1,200 @@
+//! The same failure is the same [`ferry::Error`] on every transport: an application written
+//! against one URL handles a missing queue, a conflicting declaration, a stale ack, a bad
+//! name, an oversized payload and a full queue the same way on every other. Each check
+//! drives one failing operation; the embedded and server transports derive their answers
+//! from the broker's one error classification, the others from their engine's errors.
+
+use std::time::Duration;
+
+use ferry::{Destination, Error, Ferry, Message, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+
+use super::{QUIET, WAIT};
+use crate::Target;
+use crate::support::{
+    CheckResult, Context, consumer, ensure, fresh_name, next, nothing_more, queue, quick_policy,
+};
+
+/// An error's variant name, for messages that say what came instead.
+fn variant(result: &Result<impl std::fmt::Debug, Error>) -> String {
+    match result {
+        Ok(value) => format!("success ({value:?})"),
+        Err(e) => format!("{e:?}"),
+    }
+}
+
+pub(super) async fn a_missing_queue_is_not_found(ferry: &Ferry, _: &Target) -> CheckResult {
+    let name = fresh_name("never-declared");
+    let consumed = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await;
+    match &consumed {
+        Err(Error::NotFound { .. }) => Ok(()),
+        _ => Err(format!(
+            "consuming a queue never declared answered {}, not NotFound",
+            match consumed {
+                Ok(_) => "a consumer".to_owned(),
+                Err(e) => format!("{e:?}"),
+            }
+        )),
+    }
+}
+
+pub(super) async fn declaring_again_with_other_settings_is_a_conflict(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let name = queue(ferry, "redeclare", |q| q.delivery.max_deliveries = 3).await?;
+    let same = QueueDecl::new(&name).delivery(ferry::DeliveryPolicy {
+        max_deliveries: 3,
+        ..quick_policy()
+    });
+    ferry
+        .declare_queue(&same)
+        .await
+        .during("declaring again with the same settings")?;
+    let other = QueueDecl::new(&name).delivery(ferry::DeliveryPolicy {
+        max_deliveries: 4,
+        ..quick_policy()
+    });
+    let redeclared = ferry.declare_queue(&other).await;
+    ensure!(
+        matches!(redeclared, Err(Error::Conflict { .. })),
+        "declaring a queue again with other settings answered {}, not Conflict",
+        variant(&redeclared)
+    );
+    Ok(())
+}
+
+pub(super) async fn deleting_a_topic_with_subscriptions_is_a_conflict(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let topic = fresh_name("busy-topic");
+    ferry
+        .declare_topic(&TopicDecl::new(&topic))
+        .await
+        .during("declare topic")?;
+    let decl = SubscriptionDecl::new(&topic, format!("{topic}-s")).delivery(quick_policy());
+    ferry
+        .declare_subscription(&decl)
+        .await
+        .during("declare subscription")?;
+    let deleted = ferry.delete_topic(&topic).await;
+    ensure!(
+        matches!(deleted, Err(Error::Conflict { .. })),
+        "deleting a topic that has a subscription answered {}, not Conflict",
+        variant(&deleted)
+    );
+    // The refusal changed nothing: the subscription still gets what the topic takes.
+    let id = ferry
+        .publisher(Destination::topic(&topic))
+        .send(Message::new("after the refusal"))
+        .await
+        .during("publish after the refused delete")?;
+    let source = Source::subscription(&topic, &decl.name);
+    let mut c = consumer(ferry, source.clone()).await?;
+    let d = next(&mut c, WAIT).await?;
+    ensure!(d.id == id, "the subscription got another message");
+    d.ack().await.during("ack")?;
+    c.close().await.during("close")?;
+    ferry.delete(&source).await.during("delete subscription")?;
+    ferry
+        .delete_topic(&topic)
+        .await
+        .during("delete the topic once it has no subscription")
+}
+
+pub(super) async fn settling_a_lease_taken_over_is_not_held(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let name = queue(ferry, "stale-ack", |q| {
+        q.delivery.lease = Duration::from_secs(1)
+    })
+    .await?;
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("slow"))
+        .await
+        .during("publish")?;
+    let mut first = consumer(ferry, Source::queue(&name)).await?;
+    let mut second = consumer(ferry, Source::queue(&name)).await?;
+    let held = next(&mut first, WAIT).await?;
+    // The first consumer's lease runs out; the second takes the message over and settles it.
+    let taken_over = next(&mut second, WAIT).await?;
+    taken_over
+        .ack()
+        .await
+        .during("ack by the second consumer")?;
+    let late = held.reject("too late").await;
+    ensure!(
+        matches!(late, Err(Error::NotHeld { .. })),
+        "rejecting a delivery whose lease ran out and whose message another consumer acked \
+         answered {}, not NotHeld",
+        variant(&late)
+    );
+    nothing_more(&mut second, QUIET).await
+}
+
+pub(super) async fn an_invalid_name_is_invalid(ferry: &Ferry, _: &Target) -> CheckResult {
+    for bad in ["", "has space", "semi;colon", "dot..dot"] {
+        let declared = ferry
+            .declare_queue(&QueueDecl::new(bad).delivery(quick_policy()))
+            .await;
+        ensure!(
+            matches!(declared, Err(Error::Invalid { .. })),
+            "declaring a queue named {bad:?} answered {}, not Invalid",
+            variant(&declared)
+        );
+    }
+    Ok(())
+}
+
+/// Larger than every engine's default limit that has one (the broker's and NATS's are 1 MiB).
+const OVERSIZED: usize = 2 * 1024 * 1024;
+
+pub(super) async fn an_oversized_payload_is_invalid_where_refused(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let name = queue(ferry, "oversized", |_| {}).await?;
+    let sent = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new(vec![b'x'; OVERSIZED]))
+        .await;
+    match sent {
+        // Engines without a limit this low store it; that is their right.
+        Ok(_) => Ok(()),
+        Err(Error::Invalid { .. }) => {
+            // Nothing was stored.
+            let mut c = consumer(ferry, Source::queue(&name)).await?;
+            nothing_more(&mut c, QUIET).await
+        }
+        Err(e) => Err(format!(
+            "a {OVERSIZED}-byte payload was refused as {e:?}, not Invalid"
+        )),
+    }
+}
+
+pub(super) async fn a_full_queue_refuses_with_full(ferry: &Ferry, _: &Target) -> CheckResult {
+    let name = fresh_name("full");
+    let decl = QueueDecl {
+        max_length: Some(2),
+        ..QueueDecl::new(&name).delivery(quick_policy())
+    };
+    ferry.declare_queue(&decl).await.during("declare")?;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    for i in 0..2 {
+        publisher
+            .send(Message::new(format!("{i}")))
+            .await
+            .during("publish within the limit")?;
+    }
+    let over = publisher.send(Message::new("one too many")).await;
+    ensure!(
+        matches!(over, Err(Error::Full { .. })),
+        "publishing past max_length answered {}, not Full",
+        variant(&over)
+    );
+    ferry.delete(&Source::queue(&name)).await.during("delete")
+}
