@@ -42,7 +42,7 @@
 //!
 //! A permission is `<action>:<pattern>`: `publish`, `consume` (ordinary queues, topics),
 //! `dead_letters` or `dlq` (peek, receive from and redrive dead-letter queues; `consume`
-//! does not read them), `admin`; see `ferry_server::auth` for what each call needs.
+//! does not read them), `admin`; see `ferry_server::AuthConfig` for what each call needs.
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz`, `/readyz` and `/metrics`); without one the server is open and should listen
@@ -55,9 +55,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, bail};
-use ferry_server::auth::{AuthConfig, Permission, TokenGrant, parse_sha256_hex};
-use ferry_server::redaction::Redaction;
-use ferry_server::tls::TlsConfig;
+use ferry_server::{AuthConfig, Permission, Redaction, TlsConfig, TokenGrant, parse_sha256_hex};
 use serde::Deserialize;
 
 pub const DEFAULT_GRPC: &str = "127.0.0.1:7070";

@@ -229,7 +229,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token {
             command: TokenCommand::Hash { token },
         } => {
-            let hash = ferry_server::auth::sha256(&token);
+            let hash = ferry_server::sha256(&token);
             println!(
                 "{}",
                 hash.iter().map(|b| format!("{b:02x}")).collect::<String>()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_client::{Client, ClientError, ConnectOptions, ConsumerConfig, Message};
-use ferry_server::auth::{AuthConfig, TokenGrant};
+use ferry_server::{AuthConfig, TokenGrant};
 use tokio::sync::oneshot;
 use tonic::Code;
 

@@ -4,8 +4,7 @@
 
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_client::{Client, ClientError, ConnectOptions, Message};
-use ferry_server::auth::{AuthConfig, TokenGrant};
-use ferry_server::tls::TlsConfig;
+use ferry_server::{AuthConfig, TlsConfig, TokenGrant};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tokio::sync::oneshot;
 

@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
 
 use crate::tls::HANDSHAKE_TIMEOUT;
 
@@ -94,7 +94,6 @@ pub struct Connection {
 /// What a gRPC call learns of its connection (in the request's extensions).
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
-    pub tcp: TcpConnectInfo,
     /// `Some(limit)` when the connection was over the limit: every call is refused.
     pub refused_over: Option<usize>,
 }
@@ -104,7 +103,6 @@ impl Connected for Connection {
 
     fn connect_info(&self) -> ConnectionInfo {
         ConnectionInfo {
-            tcp: self.stream.tcp().connect_info(),
             refused_over: self.closes_at.as_ref().map(|_| self.limit),
         }
     }
@@ -185,15 +183,6 @@ impl Connection {
 enum Stream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Stream::Plain(tcp) => tcp,
-            Stream::Tls(tls) => tls.get_ref().0,
-        }
-    }
 }
 
 impl AsyncRead for Stream {

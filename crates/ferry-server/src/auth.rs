@@ -1,38 +1,7 @@
 //! API tokens, what each may do, and the limits every call passes before the broker sees
-//! it.
-//!
-//! A [`TokenGrant`] names a token, holds its SHA-256 (never the token), the
-//! [`Permission`]s it carries — an [`Action`] on the names a [`NamePattern`] matches, written
-//! `publish:orders.*`, `consume:orders.#`, `dead_letters:orders.dlq` (or `dlq:orders.dlq`),
-//! `admin:#` — and an optional publish quota in messages per second. Without an [`AuthConfig`] the server is open: every call is
-//! allowed, and only [`Gate::max_batch`] applies.
-//!
-//! Clients send `authorization: Bearer <token>` (gRPC metadata or HTTP header). The token
-//! is hashed and looked up; it never appears in a log line or an error message — refusals
-//! name the grant (`name`), which is not a secret.
-//!
-//! | call | needs |
-//! | --- | --- |
-//! | publish, publish stream (each batch), publish to topic, cancel | `publish` on the queue or topic |
-//! | receive, ack, nack, reject, extend, consume stream — on an ordinary queue | `consume` on the queue |
-//! | the same on a dead-letter queue | `dead_letters` on the dead-letter queue |
-//! | dead-letter peek (list, peek) | `dead_letters` on the dead-letter queue (`consume`, should the queue peeked be an ordinary one) |
-//! | redrive | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
-//! | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
-//! | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
-//! | list queues, list topics | a valid token; only names it has `admin` on are listed |
-//! | `/healthz`, `/readyz`, `/metrics` | nothing |
-//!
-//! **Dead letters are guarded apart.** Dead-letter queues gather what failed from many
-//! places and are read by fewer people than the queues they serve, so reading them is
-//! its own action: `consume` never reads a dead-letter queue (not even through a
-//! pattern such as `consume:orders.#`, which matches `orders.dlq`), and `dead_letters`
-//! never consumes an ordinary queue. A queue is a dead-letter queue when its name ends in
-//! `.dlq` (the suffix is reserved for them) or some queue names it as its dead-letter queue
-//! ([`ferry_broker::Broker::is_dead_letter_queue`]). A redrive without a target sends each
-//! letter back to the queue it came from, which `dead_letters` covers; a named target is
-//! written to, so it needs `publish` there as a publish would. `admin` grants none of
-//! this.
+//! it: the [`Gate`]. What a token may do, call by call, is written on [`AuthConfig`], which
+//! the crate exports.
+
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
@@ -268,7 +237,42 @@ impl TokenGrant {
     }
 }
 
-/// The tokens the server accepts. With none, no call is allowed.
+/// The tokens the server accepts ([`Server::auth`](crate::Server::auth)). With none, no
+/// call is allowed.
+///
+/// A [`TokenGrant`] names a token, holds its SHA-256 (never the token), the
+/// [`Permission`]s it carries — an [`Action`] on the names a [`NamePattern`] matches, written
+/// `publish:orders.*`, `consume:orders.#`, `dead_letters:orders.dlq` (or `dlq:orders.dlq`),
+/// `admin:#` — and an optional publish quota in messages per second. Without an
+/// `AuthConfig` the server is open: every call is allowed, and only the batch limit
+/// ([`Server::max_batch`](crate::Server::max_batch)) applies.
+///
+/// Clients send `authorization: Bearer <token>` (gRPC metadata or HTTP header). The token
+/// is hashed and looked up; it never appears in a log line or an error message — refusals
+/// name the grant (`name`), which is not a secret.
+///
+/// | call | needs |
+/// | --- | --- |
+/// | publish, publish stream (each batch), publish to topic, cancel | `publish` on the queue or topic |
+/// | receive, ack, nack, reject, extend, consume stream — on an ordinary queue | `consume` on the queue |
+/// | the same on a dead-letter queue | `dead_letters` on the dead-letter queue |
+/// | dead-letter peek (list, peek) | `dead_letters` on the dead-letter queue (`consume`, should the queue peeked be an ordinary one) |
+/// | redrive | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
+/// | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
+/// | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
+/// | list queues, list topics | a valid token; only names it has `admin` on are listed |
+/// | `/healthz`, `/readyz`, `/metrics` | nothing |
+///
+/// **Dead letters are guarded apart.** Dead-letter queues gather what failed from many
+/// places and are read by fewer people than the queues they serve, so reading them is
+/// its own action: `consume` never reads a dead-letter queue (not even through a
+/// pattern such as `consume:orders.#`, which matches `orders.dlq`), and `dead_letters`
+/// never consumes an ordinary queue. A queue is a dead-letter queue when its name ends in
+/// `.dlq` (the suffix is reserved for them) or some queue names it as its dead-letter queue
+/// ([`ferry_broker::Broker::is_dead_letter_queue`]). A redrive without a target sends each
+/// letter back to the queue it came from, which `dead_letters` covers; a named target is
+/// written to, so it needs `publish` there as a publish would. `admin` grants none of
+/// this.
 #[derive(Debug, Clone, Default)]
 pub struct AuthConfig {
     pub tokens: Vec<TokenGrant>,
@@ -372,10 +376,6 @@ impl Gate {
             buckets,
             max_batch,
         }
-    }
-
-    pub fn max_batch(&self) -> usize {
-        self.max_batch
     }
 
     /// The caller presenting `authorization` (the header's or metadata's value).

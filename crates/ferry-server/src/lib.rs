@@ -1,5 +1,5 @@
 //! Ferry's server: the embedded broker behind gRPC (`ferry.v1`, see `ferry-proto`) and
-//! behind HTTP/JSON with health, readiness and Prometheus metrics ([`http`]).
+//! behind HTTP/JSON with health, readiness and Prometheus metrics (see [HTTP API](#http-api)).
 //!
 //! ```no_run
 //! # async fn run(broker: ferry_broker::Broker) -> Result<(), ferry_server::ServeError> {
@@ -16,36 +16,106 @@
 //! **Shutdown.** When the shutdown future completes, `/readyz` answers 503 at once; after
 //! the [drain](Server::drain) period (none by default) — during which everything is still
 //! served, so a load balancer polling `/readyz` can take the server out of rotation —
-//! both listeners stop accepting, the calls in progress finish (publishes included; an
-//! HTTP receive waits at most [`http::MAX_WAIT`]), consume streams end — their unsettled
+//! both listeners stop accepting, the calls in progress finish (publishes included; a
+//! receive waits at most [`MAX_WAIT`]), consume streams end — their unsettled
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
 //!
 //! **Access and limits.** With [`Server::auth`], every call but `/healthz`, `/readyz` and
 //! `/metrics` needs `authorization: Bearer <token>`: no token or an unknown one is
 //! `UNAUTHENTICATED` / 401, a token without the permission for the call's action on its
-//! name is `PERMISSION_DENIED` / 403 (see [`auth`] for what each call needs). Publishes
-//! over [`Server::max_batch`] messages or over their token's quota are
+//! name is `PERMISSION_DENIED` / 403 (see [`AuthConfig`] for what each call needs).
+//! Publishes over [`Server::max_batch`] messages or over their token's quota are
 //! `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and connections over
-//! [`Server::max_connections`] are refused ([`admission`]). Every check comes before the
-//! broker sees the call, so a refused call changes nothing. Lists (`list_queues`,
-//! `list_topics`) show only the names the token may administer. Dead letters have their
-//! own permission, and peeks at them mask credential headers ([`redaction`],
-//! [`Server::redact_headers`]).
+//! [`Server::max_connections`] are refused. Every check comes before the broker sees the
+//! call, so a refused call changes nothing. Lists (`list_queues`, `list_topics`) show only
+//! the names the token may administer. Dead letters have their own permission, and peeks
+//! at them mask credential headers ([`Redaction`], [`Server::redact_headers`]).
 //!
-//! **TLS.** With [`Server::tls`], both listeners speak TLS only (see [`tls`]); the
+//! **TLS.** With [`Server::tls`], both listeners speak TLS only (see [`TlsConfig`]); the
 //! handshake comes after admission, so limits and refusals work as without it.
+//!
+//! **Embedding.** A program that serves HTTP itself can take the API as a router
+//! ([`Server::into_http_router`]) and mount it, or drive it in process.
+//!
+//! # HTTP API
+//!
+//! HTTP/1.1 and JSON, for `curl` and scripts: admin, publish, receive and settle, dead
+//! letters, and the operational endpoints `/healthz`, `/readyz` and `/metrics`.
+//!
+//! | method | path | body → reply |
+//! | --- | --- | --- |
+//! | `POST` | `/v1/queues` | `{"name", "spec"?}` → 201 `{"name"}` |
+//! | `GET` | `/v1/queues` | → `{"names": [..]}` |
+//! | `GET` | `/v1/queues/{queue}` | → queue info (spec and stats) |
+//! | `DELETE` | `/v1/queues/{queue}` | → 204, also with messages in flight (their leases end with the queue) |
+//! | `POST` | `/v1/queues/{queue}/messages` | `{"messages": [..]}` → `{"ids": [..]}` |
+//! | `POST` | `/v1/queues/{queue}/receive` | `{"consumer", "max"?, "lease_ms"?, "wait_ms"?}` → `{"deliveries": [..]}` |
+//! | `POST` | `/v1/queues/{queue}/messages/{seq}/ack` | `{"token"}` → `{"already_settled"}` |
+//! | `POST` | `/v1/queues/{queue}/messages/{seq}/nack` | `{"token", "delay_ms"?, "error"?}` → `{"retry_at_ms"}` or `{"dead_lettered"}` |
+//! | `POST` | `/v1/queues/{queue}/messages/{seq}/reject` | `{"token", "reason"}` → `{}` |
+//! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
+//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq"}`, redacted header values as `***` ([`Redaction`]) |
+//! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
+//! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
+//! | `GET` | `/v1/topics` | → `{"names": [..]}` |
+//! | `GET` | `/v1/topics/{topic}` | → topic info |
+//! | `DELETE` | `/v1/topics/{topic}` | → 204 |
+//! | `POST` | `/v1/topics/{topic}/messages` | `{"messages", "partition"?, "producer_id"?, "first_sequence"?}` → `{"positions": [..]}` |
+//! | `GET` | `/v1/topics/{topic}/groups/{group}` | → group info with lag per partition |
+//! | `POST` | `/v1/subscriptions` | `{"name", "spec": {"topic", ..}}` → 201 `{"name"}` |
+//! | `GET` | `/v1/subscriptions/{name}` | → subscription info |
+//! | `DELETE` | `/v1/subscriptions/{name}` | → 204 |
+//! | `GET` | `/healthz` | 200 while the process serves |
+//! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
+//! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`) |
+//!
+//! ```sh
+//! curl -s localhost:7071/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
+//! curl -s localhost:7071/v1/queues/jobs/messages -d '{"messages": [{"payload": "hello", "delay_ms": 1000}]}'
+//! curl -s localhost:7071/v1/queues/jobs/receive -d '{"consumer": "w1", "max": 10, "wait_ms": 5000}'
+//! curl -s localhost:7071/v1/queues/jobs/messages/0/ack -d '{"token": 1099511627776}'
+//! curl -s 'localhost:7071/v1/queues/jobs.dlq/dead-letters?reason=max_deliveries&max=20'
+//! ```
+//!
+//! Specs and messages take the shapes of `ferry.v1`'s messages, with enums as lower-case
+//! words (`"ordering": "key_shared"`) and every field optional but the names; unknown
+//! fields are refused. Payloads and keys are UTF-8 text (`payload`, `key`) or base64
+//! (`payload_base64`, `key_base64`); deliveries come back the same way, as text when it is
+//! valid UTF-8. A receive's `max` is 1 to [`ferry_proto::MAX_RECEIVE`] (unset: 1), its `lease_ms` 1 ms to
+//! 12 hours (unset: the queue's); `wait_ms` is cut to [`MAX_WAIT`]. Out-of-range numbers are
+//! refused, never clamped — except the wait, which only bounds how long an empty poll lasts.
+//! Dead-letter pages go on from `next_after_seq`.
+//!
+//! Failures answer `{"error", "code"}` with a status from the kind of failure; the code of
+//! a broker error is its variant's name (`queue_not_found`, `stale_lease`), so a client
+//! program can tell failures apart without parsing the message. Every request is checked whole before the broker sees it, so a refused
+//! request changes nothing. With tokens configured ([`Server::auth`]), requests but the
+//! operational endpoints send `Authorization: Bearer <token>`: 401 `unauthenticated`
+//! without a known one, 403 `forbidden` without the permission, 413 `batch_too_large`
+//! over the batch limit, 429 `over_quota` over the token's publish rate. A publish on a
+//! full disk is 507 `disk_full` (gRPC: `RESOURCE_EXHAUSTED`) and stores nothing; receives
+//! and acks keep working, and publishes resume once space is freed.
 
-pub mod admission;
-pub mod auth;
-pub mod convert;
-pub mod grpc;
-pub mod http;
-pub mod metrics;
-pub mod redaction;
+mod admission;
+mod auth;
+mod convert;
+mod grpc;
+mod http;
+mod metrics;
+mod redaction;
 mod settle;
-pub mod status;
-pub mod tls;
+mod status;
+mod tls;
+
+pub use admission::REFUSED_GRACE;
+pub use auth::{
+    Action, AuthConfig, AuthError, DEFAULT_MAX_BATCH, NamePattern, Permission, TokenGrant,
+    parse_sha256_hex, sha256,
+};
+pub use convert::MAX_WAIT;
+pub use redaction::{DEFAULT_REDACTED_HEADERS, MASK, Redaction, RedactionError};
+pub use tls::{HANDSHAKE_TIMEOUT, TlsConfig};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -59,10 +129,8 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::admission::{Admission, Connection, HttpListener};
-use crate::auth::{AuthConfig, DEFAULT_MAX_BATCH, Gate};
+use crate::auth::Gate;
 use crate::metrics::Meters;
-use crate::redaction::Redaction;
-use crate::tls::TlsConfig;
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
 /// messages (1 MiB each) needs room for several.
@@ -137,7 +205,7 @@ impl Server {
             drain: Duration::ZERO,
             meters: Arc::default(),
             auth: None,
-            max_batch: DEFAULT_MAX_BATCH,
+            max_batch: auth::DEFAULT_MAX_BATCH,
             max_connections: None,
             tls: None,
             redaction: Redaction::default(),
@@ -170,7 +238,7 @@ impl Server {
     }
 
     /// Require an API token on every call but `/healthz`, `/readyz` and `/metrics`, and
-    /// allow each call only what its token's permissions grant (see [`auth`]). Without
+    /// allow each call only what its token's permissions grant (see [`AuthConfig`]). Without
     /// this the server is open.
     pub fn auth(mut self, config: AuthConfig) -> Server {
         self.auth = Some(config);
@@ -185,13 +253,21 @@ impl Server {
     }
 
     /// At most `n` connections open at once on each listener (gRPC and HTTP count
-    /// apart); those beyond are refused as [`admission`] says. No limit unless set.
+    /// apart). No limit unless set.
+    ///
+    /// Every accepted connection holds a permit until it closes; those accepted beyond the
+    /// limit are answered in their own protocol, so the client sees why: HTTP gets a `429`
+    /// and is closed; gRPC is served for [`REFUSED_GRACE`] with every call answered
+    /// `RESOURCE_EXHAUSTED` (an HTTP/2 client cannot be answered without its handshake),
+    /// then closed. Connections are counted rather than requests because an idle
+    /// keep-alive connection, or an HTTP/2 one carrying any number of streams, holds a
+    /// socket and memory without any request in progress.
     pub fn max_connections(mut self, n: usize) -> Server {
         self.max_connections = Some(n);
         self
     }
 
-    /// Serve both listeners over TLS only, with this certificate (see [`tls`]): ALPN `h2`
+    /// Serve both listeners over TLS only, with this certificate (see [`TlsConfig`]): ALPN `h2`
     /// on gRPC, `http/1.1` on HTTP. A plaintext client fails its first call.
     pub fn tls(mut self, config: TlsConfig) -> Server {
         self.tls = Some(config);
@@ -199,8 +275,8 @@ impl Server {
     }
 
     /// The headers whose values dead-letter peeks (gRPC and HTTP) show as
-    /// [`redaction::MASK`]; [`Redaction::default`] (credentials and cookies, see
-    /// [`redaction::DEFAULT_REDACTED_HEADERS`]) unless set, [`Redaction::none`] to show
+    /// [`MASK`]; [`Redaction::default`] (credentials and cookies, see
+    /// [`DEFAULT_REDACTED_HEADERS`]) unless set, [`Redaction::none`] to show
     /// every value. Consumers and redrives always get the real headers.
     pub fn redact_headers(mut self, redaction: Redaction) -> Server {
         self.redaction = redaction;
@@ -212,6 +288,22 @@ impl Server {
     pub fn drain(mut self, period: Duration) -> Server {
         self.drain = period;
         self
+    }
+
+    /// The HTTP API, `/healthz`, `/readyz` and `/metrics` as an axum router, with this
+    /// server's tokens, limits and redaction, for a program that serves HTTP itself or
+    /// drives the API in process (tests, fuzzing). Listeners, TLS, connection limits and
+    /// shutdown are then the program's: `/readyz` stays ready, and `/metrics` counts only
+    /// what this router served.
+    pub fn into_http_router(self) -> axum::Router {
+        let shared = http::Shared {
+            broker: self.broker,
+            meters: self.meters,
+            gate: Arc::new(Gate::new(self.auth, self.max_batch)),
+            redaction: Arc::new(self.redaction),
+            shutting_down: Arc::new(AtomicBool::new(false)),
+        };
+        http::router(shared, self.max_body)
     }
 
     /// Serves until `shutdown` completes, then shuts down as the [crate docs](crate) say.

@@ -1,15 +1,5 @@
-//! Header values hidden from dead-letter peeks.
-//!
-//! Dead letters are read by people — an operator listing what failed — rather than by the
-//! services the messages were meant for, and credentials a producer put in a header
-//! (`authorization`, a session cookie, an API key) have no business on their screen. A
-//! [`Redaction`] names the headers (case-insensitively) whose values a peek shows as
-//! [`MASK`]; the key stays, so it is plain that the header was there. Only peeks are
-//! masked: consumers receive the real headers, which they need, and a redrive moves the
-//! letters with their real headers.
-//!
-//! A dead-letter filter may not name a redacted header: its answer (which letters
-//! matched, how many moved) would reveal the value one guess at a time.
+//! Header values hidden from dead-letter peeks: the [`Redaction`], whose docs say why and
+//! how.
 
 use std::collections::BTreeSet;
 use std::collections::HashMap;
@@ -48,7 +38,19 @@ pub struct RedactedFilter {
     pub header: String,
 }
 
-/// The header names whose values peeks mask, lower-cased.
+/// The header names whose values dead-letter peeks mask, lower-cased
+/// ([`Server::redact_headers`](crate::Server::redact_headers)).
+///
+/// Dead letters are read by people — an operator listing what failed — rather than by the
+/// services the messages were meant for, and credentials a producer put in a header
+/// (`authorization`, a session cookie, an API key) have no business on their screen. A
+/// `Redaction` names the headers (case-insensitively) whose values a peek shows as
+/// [`MASK`]; the key stays, so it is plain that the header was there. Only peeks are
+/// masked: consumers receive the real headers, which they need, and a redrive moves the
+/// letters with their real headers.
+///
+/// A dead-letter filter may not name a redacted header: its answer (which letters
+/// matched, how many moved) would reveal the value one guess at a time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redaction {
     names: BTreeSet<String>,

@@ -1,12 +1,4 @@
-//! TLS on both listeners ([`Server::tls`](crate::Server::tls)): one certificate chain and
-//! key, with ALPN `h2` on the gRPC listener and `http/1.1` on the HTTP one.
-//!
-//! The handshake happens after a connection is accepted and admitted ([`admission`]), so
-//! a connection over the limit is refused in its own protocol as without TLS, and in a
-//! task of its own: a client that stalls in its handshake holds its permit for at most
-//! [`HANDSHAKE_TIMEOUT`] and never delays the accepting of others.
-//!
-//! [`admission`]: crate::admission
+//! TLS on both listeners: the [`TlsConfig`], and the acceptor each listener takes from it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,7 +19,15 @@ pub(crate) const ALPN_GRPC: &[u8] = b"h2";
 /// ALPN of the HTTP listener (HTTP/1.1 only: the HTTP API is served by hyper's http1).
 pub(crate) const ALPN_HTTP: &[u8] = b"http/1.1";
 
-/// A server certificate chain and its private key, checked to fit each other.
+/// A server certificate chain and its private key, checked to fit each other
+/// ([`Server::tls`](crate::Server::tls)): one for both listeners, with ALPN `h2` on the
+/// gRPC listener and `http/1.1` on the HTTP one.
+///
+/// The handshake happens after a connection is accepted and admitted
+/// ([`Server::max_connections`](crate::Server::max_connections)), so a connection over the
+/// limit is refused in its own protocol as without TLS, and in a task of its own: a client
+/// that stalls in its handshake holds its permit for at most [`HANDSHAKE_TIMEOUT`] and
+/// never delays the accepting of others.
 #[derive(Clone)]
 pub struct TlsConfig {
     config: Arc<ServerConfig>,

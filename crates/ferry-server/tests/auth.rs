@@ -12,7 +12,7 @@ use ferry_proto::v1::{
     dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
     publisher_client::PublisherClient,
 };
-use ferry_server::auth::{AuthConfig, TokenGrant};
+use ferry_server::{AuthConfig, TokenGrant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -13,8 +13,7 @@ use ferry_broker::{Broker, BrokerConfig, DeadLetter, Name, OutgoingMessage, Queu
 use ferry_proto::v1::{
     self, consumer_client::ConsumerClient, dead_letters_client::DeadLettersClient,
 };
-use ferry_server::auth::{AuthConfig, TokenGrant};
-use ferry_server::redaction::Redaction;
+use ferry_server::{AuthConfig, Redaction, TokenGrant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

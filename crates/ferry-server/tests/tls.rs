@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::{self, admin_client::AdminClient};
-use ferry_server::tls::TlsConfig;
+use ferry_server::TlsConfig;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use ferry_client::proto as v1;
-use ferry_server::redaction::Redaction;
+use ferry_server::Redaction;
 use serde_json::json;
 
 use super::Remote;

@@ -20,15 +20,9 @@
 
 #![no_main]
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use ferry_broker::{Broker, BrokerConfig};
-use ferry_server::auth::{DEFAULT_MAX_BATCH, Gate};
-use ferry_server::http::{Shared, router};
-use ferry_server::metrics::Meters;
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt;
 
@@ -75,15 +69,11 @@ async fn run(requests: Vec<(Method, String, Vec<u8>)>) {
     let broker = Broker::open(dir.path(), config)
         .await
         .expect("a broker in a new directory");
-    let shared = Shared {
-        broker,
-        meters: Arc::new(Meters::default()),
-        gate: Arc::new(Gate::new(None, DEFAULT_MAX_BATCH)),
-        // The default list, as `ferry serve` runs: masking is on the peek path fuzzed here.
-        redaction: Arc::new(ferry_server::redaction::Redaction::default()),
-        shutting_down: Arc::new(AtomicBool::new(false)),
-    };
-    let app = router(shared, MAX_BODY);
+    // No tokens, the default batch limit and the default redaction list, as `ferry serve`
+    // runs: masking is on the peek path fuzzed here.
+    let app = ferry_server::Server::new(broker)
+        .max_http_body(MAX_BODY)
+        .into_http_router();
     for (method, path, body) in requests {
         // A path the HTTP layer itself would refuse never reaches the router.
         let Ok(request) = Request::builder()

@@ -24,10 +24,25 @@ pub enum ConvertError {
     OutOfRange { field: &'static str, value: String },
     #[error("{what} cannot both be set")]
     Conflict { what: &'static str },
+    /// Answered apart (gRPC `UNIMPLEMENTED`, HTTP 501) for a request valid in `ferry.v1`
+    /// that this server does not carry out. Every conversion is supported at present, but
+    /// the answers for one are kept, so that adding one is a one-line change.
+    #[allow(dead_code)]
     #[error("{what} is not supported by this server")]
     Unsupported { what: &'static str },
     #[error(transparent)]
     Broker(#[from] ferry_broker::BrokerError),
+}
+
+/// The longest a receive (gRPC's unary one, or HTTP's) waits for messages; longer asks are
+/// cut to it, so that a server that is stopping, which lets calls in progress finish, never
+/// waits on a poll for long. The consume stream polls in steps of its own.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+
+/// How long a receive waits: `wait_ms` as asked, cut to [`MAX_WAIT`]. The wait is cut,
+/// never refused: it only bounds how long an empty poll lasts.
+pub fn receive_wait(wait_ms: Option<u64>) -> Option<Duration> {
+    opt_ms(wait_ms).map(|w| w.min(MAX_WAIT))
 }
 
 /// How many deliveries a receive asks for: `None` (unset) takes 1; 0 and more than

@@ -37,10 +37,6 @@ const MAX_ACK_BATCH: usize = 512;
 /// The error a released delivery's attempt records.
 const DISCONNECTED: &str = "consumer disconnected";
 
-/// The longest a unary receive waits: a server that is stopping waits for calls in
-/// progress, so none may take long.
-const MAX_WAIT: Duration = Duration::from_secs(20);
-
 pub struct ConsumerService {
     pub broker: Broker,
     pub gate: Arc<Gate>,
@@ -83,7 +79,7 @@ impl Consumer for ConsumerService {
                 &r.consumer,
                 max,
                 opt_ms(r.lease_ms),
-                opt_ms(r.wait_ms).map(|w| w.min(MAX_WAIT)),
+                convert::receive_wait(r.wait_ms),
             )
             .await
             .map_err(from_broker)?;

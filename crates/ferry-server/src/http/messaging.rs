@@ -1,6 +1,7 @@
 //! Publish to queues and topics; receive, and settle what was received.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
@@ -17,15 +18,11 @@ use super::path::ApiPath;
 use super::{Shared, parse};
 use crate::auth::Action;
 use crate::convert::{self, opt_ms};
+use crate::metrics::Meters;
 use crate::settle::Deliveries;
 
 type Reply<T> = Result<T, ApiError>;
 
-/// The longest a receive waits for a message; longer asks are cut to it, so a shutdown
-/// (which lets requests in progress finish) never waits on a poll for long.
-pub const MAX_WAIT: Duration = Duration::from_secs(20);
-/// Most deliveries one receive returns; a larger `max` is refused.
-pub const MAX_RECEIVE: u32 = ferry_proto::MAX_RECEIVE;
 /// The error a delivery records when its receiver went away before the reply was sent.
 const DISCONNECTED: &str = "HTTP client disconnected before the deliveries were sent";
 
@@ -157,27 +154,21 @@ pub struct Received {
 /// of waiting out its lease.
 async fn receive_detached(
     broker: Broker,
+    meters: Arc<Meters>,
     queue: String,
     r: Receive,
 ) -> Reply<Vec<ferry_broker::ReceivedMessage>> {
     let max = convert::receive_max(r.max)?;
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
-        let wait = opt_ms(r.wait_ms).map(|w| w.min(MAX_WAIT));
+        let wait = convert::receive_wait(r.wait_ms);
         let got = broker
             .receive(&queue, &r.consumer, max, opt_ms(r.lease_ms), wait)
             .await;
         if let Err(Ok(got)) = tx.send(got) {
+            let deliveries = Deliveries::of(&broker, &meters, &queue);
             for d in got {
-                let _ = broker
-                    .nack(
-                        &queue,
-                        d.seq,
-                        d.token,
-                        Some(Duration::ZERO),
-                        Some(DISCONNECTED),
-                    )
-                    .await;
+                deliveries.release(d.seq, d.token.0, DISCONNECTED).await;
             }
         }
     });
@@ -206,7 +197,7 @@ pub async fn receive(
             "consumer: name the consumer, e.g. \"billing-worker-1\"",
         ));
     }
-    let got = receive_detached(s.broker.clone(), queue.clone(), r).await?;
+    let got = receive_detached(s.broker.clone(), Arc::clone(&s.meters), queue.clone(), r).await?;
     s.meters.delivered(&queue, &got);
     Ok(Json(Received {
         deliveries: got
