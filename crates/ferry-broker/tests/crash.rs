@@ -44,11 +44,7 @@ use ferry_broker::{
     OutgoingMessage, QueueSpec, ReceivedMessage, RetryPolicy,
 };
 use ferry_storage::ManualClock;
-
-#[path = "support/killed_child.rs"]
-mod killed_child;
-
-use killed_child::{
+use ferry_testkit::killed_child::{
     Kill, Killed, ROUNDS, fail, kill_for, now_ms, run_and_kill, say, seed_from_env, splitmix,
 };
 

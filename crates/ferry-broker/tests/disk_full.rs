@@ -6,10 +6,6 @@
 //! The second test mounts a small tmpfs, which needs root (CI and the development machines
 //! run as root). Elsewhere it skips with a loud message; under `CI=true` that is a failure.
 
-#[path = "../../ferry-storage/tests/common/small_fs.rs"]
-#[allow(dead_code)] // remount: the storage tests use it
-mod small_fs;
-
 use std::io::Write;
 use std::path::Path;
 
@@ -17,7 +13,7 @@ use ferry_broker::{
     Acked, Broker, BrokerConfig, BrokerError, DeadLetter, OutgoingMessage, QueueSpec, TopicSpec,
 };
 use ferry_storage::fs_util::available_bytes;
-use small_fs::SmallFs;
+use ferry_testkit::SmallFs;
 
 /// The tests of this file run one at a time: a `mount` forked by one test holds a copy of
 /// every descriptor of the process until it execs, including the other test's directory
