@@ -7,10 +7,6 @@
 //! machines run as root). Elsewhere the test skips with a loud message; under `CI=true`
 //! that is a failure.
 
-#[path = "../../ferry-storage/tests/common/small_fs.rs"]
-#[allow(dead_code)] // remount: the storage tests use it
-mod small_fs;
-
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -21,8 +17,8 @@ use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::publisher_client::PublisherClient;
 use ferry_proto::v1::{self, admin_client::AdminClient, consumer_client::ConsumerClient};
 use ferry_storage::fs_util::available_bytes;
+use ferry_testkit::SmallFs;
 use serde_json::{Value, json};
-use small_fs::SmallFs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;

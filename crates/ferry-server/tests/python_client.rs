@@ -20,8 +20,7 @@ async fn a_python_grpcio_client_publishes_consumes_and_acks() {
     if !python_has_grpc() {
         let message = "python3 with grpcio and grpcio-tools is missing \
                        (python3 -m pip install grpcio grpcio-tools)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
-        eprintln!("SKIPPED: {message}");
+        ferry_testkit::skip_or_fail(message);
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,9 +8,9 @@ mod common;
 
 use std::path::Path;
 
-use common::small_fs::SmallFs;
 use common::*;
 use ferry_storage::{Log, StorageError};
+use ferry_testkit::SmallFs;
 
 /// The tests of this file run one at a time: a `mount` forked by one test holds a copy of
 /// every descriptor of the process until it execs, including the other test's directory lock,

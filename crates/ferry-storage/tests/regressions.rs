@@ -16,11 +16,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use common::small_fs::SmallFs;
 use common::*;
 use ferry_storage::{
     Appended, Durability, Log, LogConfig, NewRecord, RetentionPolicy, StorageError, batch,
 };
+use ferry_testkit::SmallFs;
 
 /// A `mount` or `umount` forked by the tmpfs test holds a copy of every descriptor of the
 /// process until it execs, including other tests' directory locks, which then seem held for

@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 pub mod rng;
-pub mod small_fs;
 
 use std::path::Path;
 
