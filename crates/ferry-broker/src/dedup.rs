@@ -90,6 +90,7 @@ impl DedupWindow {
 
     /// Sets the bound on remembered ids. If more are held already, the oldest are evicted
     /// now (and counted as evicted early).
+    #[cfg(test)]
     pub fn with_max_entries(mut self, max_entries: NonZeroUsize) -> DedupWindow {
         self.max_entries = max_entries;
         while self.by_key.len() > max_entries.get() {
@@ -142,16 +143,19 @@ impl DedupWindow {
     }
 
     /// Entries held, including expired ones that [`expire`](Self::expire) has not removed yet.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_key.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }
 
     /// How many entries were evicted before their window ended because the window held
     /// `max_entries`. Non-zero means dedup was weaker than configured; worth a metric.
+    #[cfg(test)]
     pub fn evicted_early(&self) -> u64 {
         self.evicted_early
     }
@@ -159,6 +163,7 @@ impl DedupWindow {
     /// Every entry held as (dedup key, original id, inserted at ms), oldest first: the
     /// snapshot the engine persists. Feeding it to [`restore`](Self::restore) on an empty
     /// window reproduces this one's answers.
+    #[cfg(test)]
     pub fn entries(&self) -> impl Iterator<Item = (&str, MessageId, i64)> + '_ {
         self.by_time
             .iter()

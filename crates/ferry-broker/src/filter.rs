@@ -26,10 +26,9 @@
 use std::fmt;
 
 use crate::error::{BrokerError, Result};
+use crate::header::SUBJECT;
 use crate::message::Headers;
 
-/// The header subject patterns match.
-pub const SUBJECT: &str = "subject";
 /// The longest filter text accepted, and the most predicates and `in` values.
 pub const MAX_FILTER_BYTES: usize = 4096;
 pub const MAX_PREDICATES: usize = 32;
@@ -167,7 +166,8 @@ impl Filter {
         self.predicates.iter().all(|p| p.matches(headers))
     }
 
-    /// Parses the text form; see the [module docs](self). Empty text takes everything.
+    /// Parses the text form (`subject ~ orders.# and type = order.created`; the grammar is in
+    /// `filter.rs`). Empty text takes everything.
     pub fn parse(text: &str) -> Result<Filter> {
         if text.len() > MAX_FILTER_BYTES {
             return Err(BrokerError::InvalidFilter {

@@ -19,9 +19,12 @@ pub const TRACEPARENT: &str = "traceparent";
 pub const REPLY_TO: &str = "reply-to";
 /// The service that produced the message.
 pub const SOURCE: &str = "source";
+/// What a message is about, dot-separated (`orders.eu.created`): the header a subscription
+/// filter's subject pattern matches.
+pub const SUBJECT: &str = "subject";
 
 /// Prefix of the header names the broker writes for its own metadata (see
-/// [`crate::record`]). Publish refuses user headers that start with it in any letter case,
+/// `record.rs`). Publish refuses user headers that start with it in any letter case,
 /// so broker metadata can never be forged or shadowed by a producer — and so that names
 /// stay unambiguous when the server maps them to case-insensitive HTTP headers.
 pub const RESERVED_PREFIX: &str = "ferry-";
@@ -56,6 +59,7 @@ mod tests {
             TRACEPARENT,
             REPLY_TO,
             SOURCE,
+            SUBJECT,
         ] {
             assert!(!is_reserved(name));
         }

@@ -198,6 +198,7 @@ impl KeyOrder {
     /// Same effect as [`remove`](KeyOrder::remove), named for the outcome; a late ack for a
     /// message whose lease already ended, if the engine accepts it, settles it just the same.
     /// `None` also when `offset` is not tracked.
+    #[cfg(test)]
     pub fn settled(&mut self, offset: u64) -> Option<u64> {
         self.leave(offset)
     }
@@ -260,6 +261,7 @@ impl KeyOrder {
         ready
     }
 
+    #[cfg(test)]
     pub fn is_parked(&self, key: &[u8]) -> bool {
         self.slot_of_key
             .get(key)
@@ -283,20 +285,24 @@ impl KeyOrder {
     }
 
     /// Keys with messages in the window or parked, in no particular order.
+    #[cfg(test)]
     pub fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
         self.slot_of_key.keys().map(|key| &**key)
     }
 
     /// How many keys are tracked: those with messages in the window, and parked ones.
+    #[cfg(test)]
     pub fn key_count(&self) -> usize {
         self.slot_of_key.len()
     }
 
     /// How many keyed messages are tracked (keyless ones never are).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.slot_of_offset.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.slot_of_offset.is_empty()
     }

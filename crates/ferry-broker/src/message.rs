@@ -208,7 +208,7 @@ impl OutgoingMessage {
     /// Validates and resolves the message into what the broker stores: an id (generated
     /// from `now_ms` and `rng` when the producer gave none), and absolute delivery and
     /// expiry times.
-    pub fn into_message(
+    pub(crate) fn into_message(
         self,
         limits: &Limits,
         now_ms: i64,
@@ -272,7 +272,7 @@ pub(crate) fn millis(d: Duration) -> i64 {
 }
 
 /// A message the broker has accepted: every time absolute, the id assigned. This is what
-/// is stored (see [`crate::record`]) and what consumers receive.
+/// is stored (see `record.rs`) and what consumers receive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub id: MessageId,

@@ -29,7 +29,7 @@ impl MessageId {
     ///
     /// Ids generated in the same millisecond are not ordered among themselves: publish order
     /// is the log offset's job, not the id's.
-    pub fn generate(now_ms: i64, rng: &mut impl RandomSource) -> MessageId {
+    pub(crate) fn generate(now_ms: i64, rng: &mut impl RandomSource) -> MessageId {
         let max_ms = (1u64 << Ulid::TIME_BITS) - 1;
         let timestamp = u64::try_from(now_ms).unwrap_or(0).min(max_ms);
         let random = ((rng.next_u64() as u128) << 64 | rng.next_u64() as u128)

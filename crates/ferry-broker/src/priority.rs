@@ -43,18 +43,6 @@ const ONE: u64 = 1_000_000_000;
 
 /// Picks the priority level that serves a queue's next delivery; see the [module
 /// docs](self) for the rule and why it is shaped this way.
-///
-/// ```
-/// use ferry_broker::PriorityPicker;
-///
-/// // Three levels, 10 % of picks reserved for the lower ones while level 2 is busy.
-/// let mut picker = PriorityPicker::new(3, 0.1)?;
-/// let ready = |level: u8| level == 2 || level == 0;
-/// let picks: Vec<_> = (0..10).map(|_| picker.pick(ready).unwrap()).collect();
-/// assert_eq!(picks, [2, 2, 2, 2, 2, 2, 2, 2, 2, 0]);
-/// assert_eq!(picker.pick(|_| false), None);
-/// # Ok::<(), ferry_broker::BrokerError>(())
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PriorityPicker {
     levels: u8,
@@ -75,6 +63,7 @@ pub struct PriorityStats {
 }
 
 impl PriorityStats {
+    #[cfg(test)]
     pub fn total(&self) -> u64 {
         self.picks_by_level.iter().sum()
     }
@@ -121,12 +110,9 @@ impl PriorityPicker {
         Self::new(spec.priority_levels, spec.lower_priority_share)
     }
 
-    pub fn levels(&self) -> u8 {
-        self.levels
-    }
-
     /// The unspent credit of the lower levels, in picks (0.0 to 1.0 between picks while no
     /// lower level is ready, below 1.0 + `lower_share` otherwise).
+    #[cfg(test)]
     pub fn credit(&self) -> f64 {
         self.credit as f64 / ONE as f64
     }
@@ -164,6 +150,7 @@ impl PriorityPicker {
     /// [`QueueSpec::effective_priority`].
     ///
     /// [`pick`]: PriorityPicker::pick
+    #[cfg(test)]
     pub fn record(&mut self, level: u8, has_ready: impl Fn(u8) -> bool) {
         let level = level.min(self.levels - 1);
         self.credit += self.share;
@@ -177,6 +164,7 @@ impl PriorityPicker {
         self.stats.picks_by_level[usize::from(level)] += 1;
     }
 
+    #[cfg(test)]
     pub fn stats(&self) -> &PriorityStats {
         &self.stats
     }
@@ -202,6 +190,16 @@ mod tests {
         (0..n)
             .map(|_| picker.pick(ready_at(ready)).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn a_tenth_share_gives_the_lower_level_one_pick_in_ten() {
+        // Three levels, 10 % of picks reserved for the lower ones while level 2 is busy.
+        let mut picker = PriorityPicker::new(3, 0.1).unwrap();
+        let ready = |level: u8| level == 2 || level == 0;
+        let picks: Vec<_> = (0..10).map(|_| picker.pick(ready).unwrap()).collect();
+        assert_eq!(picks, [2, 2, 2, 2, 2, 2, 2, 2, 2, 0]);
+        assert_eq!(picker.pick(|_| false), None);
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl DeadLetterSlots {
 impl Message {
     /// The storage record for this message. Assumes a message that passed publish
     /// validation: a user header in the `ferry-` namespace would not read back.
-    pub fn to_record(&self) -> NewRecord {
+    pub(crate) fn to_record(&self) -> NewRecord {
         let mut headers = Vec::with_capacity(self.headers.len() + 5);
         let mut put = |name: &'static str, value: String| {
             headers.push((Bytes::from_static(name.as_bytes()), Bytes::from(value)));
@@ -215,7 +215,7 @@ impl Message {
 
     /// The storage record for this message in a topic: [`to_record`](Self::to_record)'s,
     /// with the producer's stamp when an idempotent producer publishes it.
-    pub fn to_topic_record(&self, stamp: Option<&ProducerStamp>) -> NewRecord {
+    pub(crate) fn to_topic_record(&self, stamp: Option<&ProducerStamp>) -> NewRecord {
         let mut record = self.to_record();
         if let Some(stamp) = stamp {
             let put = [
@@ -234,7 +234,9 @@ impl Message {
 
     /// The message stored in a topic's `record`, and the stamp of the idempotent producer
     /// that wrote it, if one did. As strict as [`from_record`](Self::from_record).
-    pub fn from_topic_record(mut record: Record) -> Result<(Message, Option<ProducerStamp>)> {
+    pub(crate) fn from_topic_record(
+        mut record: Record,
+    ) -> Result<(Message, Option<ProducerStamp>)> {
         let stamp = producer_stamp(&record)?;
         if stamp.is_some() {
             record.headers.retain(|(name, _)| {
@@ -245,7 +247,7 @@ impl Message {
     }
 
     /// The message stored in `record`. Key and payload share the record's buffers.
-    pub fn from_record(record: Record) -> Result<Message> {
+    pub(crate) fn from_record(record: Record) -> Result<Message> {
         let offset = record.offset;
         let bad = |problem: String| BrokerError::MalformedRecord { offset, problem };
         let mut id = None;

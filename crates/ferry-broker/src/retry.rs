@@ -126,7 +126,7 @@ impl Backoff {
     ///
     /// Total for any input: large attempts saturate at the cap instead of overflowing, and
     /// an unvalidated backoff yields some duration rather than a panic.
-    pub fn delay(&self, attempt: u32, rng: &mut impl RandomSource) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32, rng: &mut impl RandomSource) -> Duration {
         let centre = self.centre_secs(attempt);
         if self.jitter.is_nan() || self.jitter <= 0.0 {
             return secs_to_duration(centre);

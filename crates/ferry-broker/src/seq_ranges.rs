@@ -135,10 +135,6 @@ impl SeqRanges {
     pub fn runs(&self) -> impl Iterator<Item = (Seq, Seq)> + '_ {
         self.runs.iter().map(|(&s, &e)| (s, e))
     }
-
-    pub fn run_count(&self) -> usize {
-        self.runs.len()
-    }
 }
 
 #[cfg(test)]

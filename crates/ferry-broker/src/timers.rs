@@ -81,6 +81,7 @@ impl<K: Eq + Hash + Clone> TimerQueue<K> {
     }
 
     /// When `key` falls due, if it is scheduled.
+    #[cfg(test)]
     pub fn due_at(&self, key: &K) -> Option<i64> {
         self.by_key.get(key).map(|&(due, _)| due)
     }
@@ -105,6 +106,7 @@ impl<K: Eq + Hash + Clone> TimerQueue<K> {
 
     /// Pops up to `max` due timers, earliest first — a bounded batch, so one wake-up after a
     /// long pause cannot stall the engine behind millions of expiries.
+    #[cfg(test)]
     pub fn drain_due(&mut self, now_ms: i64, max: usize) -> Vec<(K, i64)> {
         let mut due = Vec::new();
         while due.len() < max {
@@ -116,10 +118,12 @@ impl<K: Eq + Hash + Clone> TimerQueue<K> {
         due
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_key.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }

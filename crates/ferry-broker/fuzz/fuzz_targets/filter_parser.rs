@@ -12,7 +12,8 @@
 #![no_main]
 
 use ferry_broker::Headers;
-use ferry_broker::filter::{Filter, Predicate, SUBJECT, SubjectPattern};
+use ferry_broker::header::SUBJECT;
+use ferry_broker::{Filter, Predicate, SubjectPattern};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -147,7 +147,7 @@ impl Broker {
     }
 
     /// Joins `group` on `topic`, creating the group (with the join's session timeout and
-    /// start) if it does not exist; see [`crate::group`] for membership.
+    /// start) if it does not exist; see `group/mod.rs` for membership.
     pub async fn join_group(
         &self,
         topic: &str,

@@ -32,19 +32,19 @@
 
 mod dead_letter;
 mod disk_reserve;
-pub mod groups;
-pub mod housekeeping;
-pub mod limits;
-pub mod peek;
+mod groups;
+mod housekeeping;
+mod limits;
+mod peek;
 mod queue;
 mod recovery;
-pub mod redrive;
-pub mod storage_stats;
-pub mod subscriptions;
-pub mod temporary;
+mod redrive;
+mod storage_stats;
+mod subscriptions;
+mod temporary;
 mod timer_wake;
 mod topic;
-pub mod topic_compaction;
+mod topic_compaction;
 mod topics;
 
 use std::collections::{BTreeMap, HashMap};
@@ -70,9 +70,12 @@ use queue::{Effects, Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
 pub use disk_reserve::DiskSpace;
+pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::MaintenanceReport;
+pub use peek::{MAX_PEEK, PeekedMessage};
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
+pub use subscriptions::{SkippedRange, SubscriptionInfo};
 pub use topic_compaction::CompactionStats;
 
 const SPEC_PREFIX: &str = "queue/";
@@ -543,7 +546,7 @@ impl Broker {
     /// stored: the window learns an id only once its message is durable.
     ///
     /// The queue's length limit applies to the batch as a whole (duplicates excluded): see
-    /// [`limits`] for the overflow policies; under `RejectPublish` a batch that does not fit
+    /// [`OverflowPolicy`](crate::OverflowPolicy) for the overflow policies; under `RejectPublish` a batch that does not fit
     /// is [`BrokerError::QueueFull`] and stores nothing.
     pub async fn publish_batch(
         &self,

@@ -86,7 +86,7 @@ pub struct RedriveReport {
 
 impl Broker {
     /// Moves dead letters out of the dead-letter queue `dlq`; see the
-    /// [module docs](crate::engine::redrive) for the rules.
+    /// head comment of `engine/redrive.rs` for the rules.
     pub async fn redrive(&self, dlq: &str, request: RedriveRequest) -> Result<RedriveReport> {
         let dlq = self.queue(dlq)?;
         if !self.is_dead_letter_queue(dlq.name.as_str()) {

@@ -438,7 +438,7 @@ impl Queue {
 
 impl Broker {
     /// Creates subscription `name` (a name in the queue namespace) on `spec.topic`: a queue
-    /// whose messages are the topic's, filtered; see [`crate::subscription`]. With
+    /// whose messages are the topic's, filtered; see `subscription.rs`. With
     /// [`SubscriptionStart::Earliest`] it takes in every message the topic keeps before it
     /// returns. Its dead-letter queue is made as a queue's is.
     pub async fn create_subscription(&self, name: &str, spec: SubscriptionSpec) -> Result<()> {

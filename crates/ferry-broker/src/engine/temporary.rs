@@ -62,7 +62,7 @@ impl Queue {
 impl Broker {
     /// Creates a temporary queue owned by `owner`, deleted after `idle_timeout` (1 s to
     /// 1 day) without any operation on it, or when `owner` disconnects; returns its name
-    /// (`tmp.` and a ULID). See the [module docs](self).
+    /// (`tmp.` and a ULID). See `engine/temporary.rs`.
     pub async fn create_temporary_queue(
         &self,
         owner: &str,

@@ -235,7 +235,7 @@ impl Broker {
     /// validated first; an invalid message fails the whole call and stores nothing.
     ///
     /// The topic stores each message's delay, TTL, priority and dedup id but does not act
-    /// on them (see [`crate::topic`]).
+    /// on them (see `topic/mod.rs`).
     pub async fn publish_to_topic(
         &self,
         topic: &str,

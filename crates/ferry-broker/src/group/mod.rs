@@ -174,6 +174,7 @@ impl GroupState {
     }
 
     /// When the next session ends, if nothing heartbeats before.
+    #[cfg(test)]
     pub fn next_expiry(&self) -> Option<i64> {
         self.members
             .values()

@@ -73,7 +73,7 @@ pub struct Delivery {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acked {
-    /// This ack settled the message ([`Effect::Settled`] was emitted).
+    /// This ack settled the message (an `Effect::Settled` was emitted).
     Settled,
     /// The message is not tracked: it was settled (or dead-lettered) before, and this is a
     /// repeated or late ack. Nothing changed. See the module docs on why this cannot tell
@@ -85,7 +85,7 @@ pub enum Acked {
 pub enum Nacked {
     /// Redelivery is scheduled for this time (ready at once if it is not after now).
     RetryAt(i64),
-    /// The failure ended the message; an [`Effect::DeadLetter`] was emitted.
+    /// The failure ended the message; an `Effect::DeadLetter` was emitted.
     DeadLettered(DeadLetterReason),
 }
 
@@ -180,6 +180,6 @@ pub struct QueueStateStats {
     /// the longest-waiting message of a level first, up to redeliveries, which rejoin at
     /// their publish position). `None` when nothing is ready.
     pub oldest_ready_age_ms: Option<i64>,
-    /// Sum of [`Tracked::size`] over tracked messages.
+    /// Sum of the tracked messages' sizes (payload, key and headers).
     pub bytes: u64,
 }

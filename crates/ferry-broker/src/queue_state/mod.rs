@@ -686,6 +686,7 @@ impl QueueState {
         self.refresh(next, now_ms, true);
     }
 
+    #[cfg(test)]
     pub fn is_parked(&self, key: &[u8]) -> bool {
         self.keys.is_parked(key)
     }
@@ -728,6 +729,7 @@ impl QueueState {
     }
 
     /// Messages `consumer` holds in flight.
+    #[cfg(test)]
     pub fn in_flight_of(&self, consumer: &str) -> usize {
         self.consumers.get(consumer).map_or(0, |c| c.in_flight)
     }

@@ -27,7 +27,6 @@ use crate::message::Message;
 use crate::name::Name;
 use crate::record::ProducerStamp;
 
-pub use producer::MAX_PRODUCER_ID_BYTES;
 pub use spec::{KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec};
 
 /// Where a reader starts in a partition.
