@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use ferry_broker::Broker;
 use sha2::{Digest, Sha256};
 
 /// What a permission allows.
@@ -448,6 +449,32 @@ impl Gate {
             return Ok(());
         }
         self.allow(caller, Action::to_read(is_dead_letter_queue(queue)), queue)
+    }
+
+    /// The caller presenting `authorization`, if it may do `action` on `name`: what every
+    /// front end asks of a call on one name.
+    pub fn authorize(
+        &self,
+        authorization: Option<&str>,
+        action: Action,
+        name: &str,
+    ) -> Result<Caller, Refusal> {
+        let who = self.caller(authorization)?;
+        self.allow(who, action, name)?;
+        Ok(who)
+    }
+
+    /// The caller presenting `authorization`, if it may read `queue` (see
+    /// [`Gate::allow_read`]); `broker` tells whether `queue` is a dead-letter queue.
+    pub fn authorize_read(
+        &self,
+        authorization: Option<&str>,
+        broker: &Broker,
+        queue: &str,
+    ) -> Result<Caller, Refusal> {
+        let who = self.caller(authorization)?;
+        self.allow_read(who, queue, |q| broker.is_dead_letter_queue(q))?;
+        Ok(who)
     }
 
     /// A publish of `messages` to `name`: the permission, the batch limit, then the

@@ -30,9 +30,9 @@ use crate::metrics::Meters;
 use crate::redaction::Redaction;
 use crate::status::from_refusal;
 
-/// The caller presenting the request's `authorization` metadata.
-/// Calls on a connection over the server's limit are refused first of all.
-pub(crate) fn caller<T>(gate: &Gate, r: &Request<T>) -> Result<Caller, Status> {
+/// The request's `authorization` metadata, if the call may go on: calls on a connection
+/// over the server's limit are refused first of all.
+fn authorization<T>(r: &Request<T>) -> Result<Option<&str>, Status> {
     if let Some(limit) = r
         .extensions()
         .get::<ConnectionInfo>()
@@ -42,11 +42,14 @@ pub(crate) fn caller<T>(gate: &Gate, r: &Request<T>) -> Result<Caller, Status> {
             "the server has its maximum of {limit} gRPC connections open: retry later"
         )));
     }
-    let value = r
-        .metadata()
+    Ok(r.metadata()
         .get("authorization")
-        .and_then(|v| v.to_str().ok());
-    gate.caller(value).map_err(from_refusal)
+        .and_then(|v| v.to_str().ok()))
+}
+
+/// The caller presenting the request's `authorization` metadata.
+pub(crate) fn caller<T>(gate: &Gate, r: &Request<T>) -> Result<Caller, Status> {
+    gate.caller(authorization(r)?).map_err(from_refusal)
 }
 
 /// The caller, if it may do `action` on `name`.
@@ -56,9 +59,8 @@ pub(crate) fn allow<T>(
     action: Action,
     name: &str,
 ) -> Result<Caller, Status> {
-    let who = caller(gate, r)?;
-    gate.allow(who, action, name).map_err(from_refusal)?;
-    Ok(who)
+    gate.authorize(authorization(r)?, action, name)
+        .map_err(from_refusal)
 }
 
 /// The caller, if it may read `queue`: `consume` on an ordinary queue, `dead_letters` on a
@@ -69,10 +71,8 @@ pub(crate) fn allow_read<T>(
     r: &Request<T>,
     queue: &str,
 ) -> Result<Caller, Status> {
-    let who = caller(gate, r)?;
-    gate.allow_read(who, queue, |q| broker.is_dead_letter_queue(q))
-        .map_err(from_refusal)?;
-    Ok(who)
+    gate.authorize_read(authorization(r)?, broker, queue)
+        .map_err(from_refusal)
 }
 
 /// Every service of `ferry.v1`, routed by name, with request bodies up to `max_message`

@@ -43,10 +43,7 @@ pub struct Shared {
 impl Shared {
     /// The caller presenting the request's `authorization` header.
     pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
-        let value = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        Ok(self.gate.caller(value)?)
+        Ok(self.gate.caller(authorization(headers))?)
     }
 
     /// The caller, if it may do `action` on `name`.
@@ -56,19 +53,22 @@ impl Shared {
         action: Action,
         name: &str,
     ) -> Result<Caller, ApiError> {
-        let who = self.caller(headers)?;
-        self.gate.allow(who, action, name)?;
-        Ok(who)
+        Ok(self.gate.authorize(authorization(headers), action, name)?)
     }
 
     /// The caller, if it may read `queue`: `consume` on an ordinary queue, `dead_letters`
     /// on a dead-letter queue (see [`Gate::allow_read`]).
     pub(crate) fn allow_read(&self, headers: &HeaderMap, queue: &str) -> Result<Caller, ApiError> {
-        let who = self.caller(headers)?;
-        self.gate
-            .allow_read(who, queue, |q| self.broker.is_dead_letter_queue(q))?;
-        Ok(who)
+        Ok(self
+            .gate
+            .authorize_read(authorization(headers), &self.broker, queue)?)
     }
+}
+
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
 }
 
 /// A request body as `T`, or the API's own 400 saying what is wrong with the JSON. The
