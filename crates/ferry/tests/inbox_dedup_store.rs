@@ -176,8 +176,6 @@ async fn memory_store_a_failing_handler_leaves_the_message_to_its_redelivery() {
 
 #[cfg(feature = "redis")]
 mod redis_store {
-    use std::net::TcpStream;
-
     use super::*;
     use ferry::inbox::RedisDedupStore;
 
@@ -190,23 +188,10 @@ mod redis_store {
     /// A store under a prefix of its own, or `None` (said loudly) when no Redis answers
     /// outside CI.
     async fn store() -> Option<RedisDedupStore> {
-        let addr = "127.0.0.1:6379".parse().unwrap();
-        if TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
-            && std::env::var("FERRY_REDIS_URL").is_err()
-        {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("Redis does not answer at {addr}; under CI=true it must be up");
-            }
-            eprintln!("\n!!! SKIPPED: Redis does not answer at {addr} !!!\n");
-            return None;
-        }
-        let prefix = format!(
-            "ferry-test:dedup:{}-{:04x}:",
-            ferry::message::now_ms(),
-            fastrand::u16(..)
-        );
+        let url = ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", DEFAULT_URL)?;
+        let prefix = format!("ferry-test:{}:", ferry_testkit::fresh("dedup", "store"));
         Some(
-            RedisDedupStore::connect(&url())
+            RedisDedupStore::connect(&url)
                 .await
                 .expect("connect to Redis")
                 .with_prefix(prefix),

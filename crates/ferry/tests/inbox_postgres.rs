@@ -7,12 +7,12 @@
 
 mod inbox_support;
 
-use std::net::TcpStream;
 use std::time::Duration;
 
 use ferry::inbox::{DedupWindow, PostgresInbox, Processed, Recorded};
 use ferry::{Destination, Message};
-use inbox_support::{assert_drained, broker, consumer, fresh, next, queue};
+use ferry_testkit::fresh_ident;
+use inbox_support::{assert_drained, broker, consumer, next, queue};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -49,24 +49,13 @@ impl Db {
 }
 
 async fn database(what: &str) -> Option<Db> {
-    let url = std::env::var("FERRY_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-    let up = TcpStream::connect_timeout(&"127.0.0.1:5432".parse().unwrap(), Duration::from_secs(2))
-        .is_ok()
-        || std::env::var("FERRY_POSTGRES_URL").is_ok();
-    if !up {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL does not answer at 127.0.0.1:5432; under CI=true it must"
-        );
-        eprintln!("\n!!! SKIPPED: PostgreSQL does not answer at 127.0.0.1:5432 !!!\n");
-        return None;
-    }
+    let url = ferry_testkit::url_or_skip("PostgreSQL", "FERRY_POSTGRES_URL", DEFAULT_URL)?;
     let pool = PgPoolOptions::new()
         .max_connections(4)
         .connect(&url)
         .await
         .expect("connect to PostgreSQL");
-    let inbox = PostgresInbox::new(&fresh(what)).unwrap();
+    let inbox = PostgresInbox::new(&fresh_ident("inbox", what)).unwrap();
     inbox.install(&pool).await.unwrap();
     inbox.install(&pool).await.unwrap();
     let effects = format!("{}_effects", inbox.table());

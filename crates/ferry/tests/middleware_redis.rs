@@ -7,7 +7,6 @@
 #![cfg(feature = "redis")]
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,30 +20,12 @@ use ferry::middleware::{HandlerContext, HandlerError, Worker, handler_fn, stack}
 use ferry::{
     Backoff, ConsumerOptions, DeliveryPolicy, Destination, Ferry, Message, QueueDecl, Source,
 };
+use ferry_testkit::fresh;
 
 /// A connection, or `None` (said loudly) when no Redis answers outside CI.
 async fn connect() -> Option<Ferry> {
-    let url =
-        std::env::var("FERRY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned());
-    let addr = "127.0.0.1:6379".parse().unwrap();
-    if TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
-        && std::env::var("FERRY_REDIS_URL").is_err()
-    {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("Redis does not answer at {addr}; under CI=true it must be up");
-        }
-        eprintln!("\n!!! SKIPPED: Redis does not answer at {addr} !!!\n");
-        return None;
-    }
+    let url = ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0")?;
     Some(Ferry::connect(&url).await.expect("connect to Redis"))
-}
-
-fn fresh(what: &str) -> String {
-    format!(
-        "mwt-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
 }
 
 /// A dedup store in memory.
@@ -77,7 +58,7 @@ impl DedupStore for MemoryStore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_full_stack_settles_each_message_as_it_decides_on_redis() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("stack");
+    let name = fresh("mwt", "stack");
     let quick = Backoff {
         base: Duration::from_millis(10),
         cap: Duration::from_millis(50),

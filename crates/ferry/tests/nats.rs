@@ -4,7 +4,6 @@
 //! skips loudly when nothing answers there, outside CI.
 #![cfg(feature = "nats")]
 
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use ferry::message::reason;
@@ -12,33 +11,14 @@ use ferry::{
     Consumer, ConsumerOptions, Delivery, Destination, Error, Ferry, Message, QueueDecl, Source,
     SubscriptionDecl, TopicDecl,
 };
+use ferry_testkit::fresh;
 
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn connect() -> Option<Ferry> {
-    let url = std::env::var("FERRY_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    let addr = url.trim_start_matches("nats://").to_owned();
-    let answers = addr
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if !answers {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("NATS JetStream does not answer at {url}; under CI=true it must be up");
-        }
-        eprintln!("\n!!! SKIPPED: NATS JetStream does not answer at {url} !!!\n");
-        return None;
-    }
+    let url =
+        ferry_testkit::url_or_skip("NATS JetStream", "FERRY_NATS_URL", "nats://127.0.0.1:4222")?;
     Some(Ferry::connect(&url).await.expect("connect"))
-}
-
-fn fresh(what: &str) -> String {
-    format!(
-        "nt-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
 }
 
 fn quick(name: &str) -> QueueDecl {
@@ -88,7 +68,7 @@ async fn none_within(c: &mut Consumer, window: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_last_delivery_whose_lease_ran_out_is_dead_lettered_not_stranded() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("lease-last");
+    let name = fresh("nt", "lease-last");
     let mut decl = quick(&name);
     decl.delivery.max_deliveries = 2;
     decl.delivery.lease = Duration::from_secs(1);
@@ -121,7 +101,7 @@ async fn a_last_delivery_whose_lease_ran_out_is_dead_lettered_not_stranded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delayed_message_starts_at_attempt_one_and_counts_from_there() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("delay-attempts");
+    let name = fresh("nt", "delay-attempts");
     ferry.declare_queue(&quick(&name)).await.unwrap();
     let mut c = consumer(&ferry, Source::queue(&name)).await;
     let start = Instant::now();
@@ -159,7 +139,7 @@ async fn a_delayed_message_starts_at_attempt_one_and_counts_from_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sooner_delay_is_not_stuck_behind_a_backlog_of_later_ones() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("delay-backlog");
+    let name = fresh("nt", "delay-backlog");
     ferry.declare_queue(&quick(&name)).await.unwrap();
     let publisher = ferry.publisher(Destination::queue(&name));
     // More far-off messages than the mover looks at in one pass.
@@ -187,7 +167,7 @@ async fn a_sooner_delay_is_not_stuck_behind_a_backlog_of_later_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delays_beyond_max_delay_and_on_topics_are_refused() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("delay-limits");
+    let name = fresh("nt", "delay-limits");
     let mut decl = quick(&name);
     decl.delivery.max_delay = Duration::from_secs(5);
     ferry.declare_queue(&decl).await.unwrap();
@@ -197,7 +177,7 @@ async fn delays_beyond_max_delay_and_on_topics_are_refused() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
-    let topic = fresh("delay-topic");
+    let topic = fresh("nt", "delay-topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let err = ferry
         .publisher(Destination::topic(&topic))
@@ -212,7 +192,7 @@ async fn delays_beyond_max_delay_and_on_topics_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_longer_than_the_lease_holds_then_ends() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("long-extend");
+    let name = fresh("nt", "long-extend");
     let mut decl = quick(&name);
     decl.delivery.lease = Duration::from_secs(1);
     ferry.declare_queue(&decl).await.unwrap();
@@ -241,7 +221,7 @@ async fn an_extension_longer_than_the_lease_holds_then_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_ack_after_the_lease_moved_on_is_not_held_and_quick() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("late-ack");
+    let name = fresh("nt", "late-ack");
     let mut decl = quick(&name);
     decl.delivery.lease = Duration::from_secs(1);
     ferry.declare_queue(&decl).await.unwrap();
@@ -267,7 +247,7 @@ async fn a_late_ack_after_the_lease_moved_on_is_not_held_and_quick() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redeclaring_is_idempotent_and_other_settings_conflict() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("redeclare");
+    let name = fresh("nt", "redeclare");
     ferry.declare_queue(&quick(&name)).await.unwrap();
     ferry.declare_queue(&quick(&name)).await.unwrap();
     let mut other = quick(&name);
@@ -275,7 +255,7 @@ async fn redeclaring_is_idempotent_and_other_settings_conflict() {
     let err = ferry.declare_queue(&other).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
 
-    let topic = fresh("redeclare-topic");
+    let topic = fresh("nt", "redeclare-topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let sub = SubscriptionDecl::new(&topic, format!("{topic}-s"));
@@ -286,7 +266,7 @@ async fn redeclaring_is_idempotent_and_other_settings_conflict() {
     let err = ferry.declare_subscription(&changed).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
     let err = ferry
-        .declare_subscription(&SubscriptionDecl::new(fresh("no-topic"), "s"))
+        .declare_subscription(&SubscriptionDecl::new(fresh("nt", "no-topic"), "s"))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
@@ -306,7 +286,7 @@ async fn redeclaring_is_idempotent_and_other_settings_conflict() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_things_are_not_found() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("absent");
+    let name = fresh("nt", "absent");
     for source in [
         Source::queue(&name),
         Source::subscription(&name, "s"),
@@ -333,7 +313,7 @@ async fn unknown_things_are_not_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_refuses_publishes_until_one_is_acked() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("full");
+    let name = fresh("nt", "full");
     ferry
         .declare_queue(&quick(&name).max_length(2))
         .await
@@ -353,7 +333,7 @@ async fn a_full_queue_refuses_publishes_until_one_is_acked() {
 async fn a_repeated_id_is_stored_once_and_dotted_names_work() {
     let Some(ferry) = connect().await else { return };
     // Dots and underscores are escaped in stream names; these two must not collide.
-    let a = format!("{}.a_b", fresh("dedup"));
+    let a = format!("{}.a_b", fresh("nt", "dedup"));
     let b = a.replace(".a_b", "_a.b");
     for name in [&a, &b] {
         ferry
@@ -385,7 +365,7 @@ async fn a_repeated_id_is_stored_once_and_dotted_names_work() {
 async fn without_a_dedup_window_a_repeated_id_is_stored_again() {
     // As on the Ferry broker: a redrive may republish a message under its id.
     let Some(ferry) = connect().await else { return };
-    let name = fresh("no-dedup");
+    let name = fresh("nt", "no-dedup");
     ferry.declare_queue(&quick(&name)).await.unwrap();
     let id = ferry::message::new_id();
     let publisher = ferry.publisher(Destination::queue(&name));
@@ -409,7 +389,7 @@ async fn without_a_dedup_window_a_repeated_id_is_stored_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_close_calls_and_settlements_are_closed() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("closed");
+    let name = fresh("nt", "closed");
     ferry.declare_queue(&quick(&name)).await.unwrap();
     ferry
         .publisher(Destination::queue(&name))
@@ -434,7 +414,7 @@ async fn after_close_calls_and_settlements_are_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_keys_round_trip_and_headers_nats_would_alter_are_invalid() {
     let Some(ferry) = connect().await else { return };
-    let name = fresh("codec");
+    let name = fresh("nt", "codec");
     ferry.declare_queue(&quick(&name)).await.unwrap();
     let publisher = ferry.publisher(Destination::queue(&name));
     for header in [("x", "two\nlines"), ("x", " padded"), ("Nats-Msg-Id", "m")] {
@@ -471,7 +451,7 @@ async fn binary_keys_round_trip_and_headers_nats_would_alter_are_invalid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscription_dead_letters_into_its_own_queue_named_after_it() {
     let Some(ferry) = connect().await else { return };
-    let topic = fresh("sub-dlq");
+    let topic = fresh("nt", "sub-dlq");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let mut decls = Vec::new();
     for s in ["a", "b"] {

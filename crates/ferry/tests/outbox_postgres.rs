@@ -9,7 +9,6 @@
 
 mod outbox_support;
 
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,27 +22,8 @@ use tempfile::TempDir;
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
 
-/// Whether the service at `addr` (overridable by `var`) answers; skipping loudly when it
-/// does not, except under `CI=true`, where it must.
-fn up(var: &str, addr: &str, what: &str) -> bool {
-    let answers =
-        TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(2)).is_ok();
-    if answers || std::env::var(var).is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what} does not answer at {addr}; under CI=true it must"
-    );
-    eprintln!("\n!!! SKIPPED: {what} does not answer at {addr} !!!\n");
-    false
-}
-
 async fn pg_pool() -> Option<PgPool> {
-    if !up("FERRY_POSTGRES_URL", "127.0.0.1:5432", "PostgreSQL") {
-        return None;
-    }
-    let url = std::env::var("FERRY_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    let url = ferry_testkit::url_or_skip("PostgreSQL", "FERRY_POSTGRES_URL", DEFAULT_URL)?;
     Some(
         PgPoolOptions::new()
             .max_connections(8)
@@ -131,14 +111,10 @@ async fn setup(engine: Engine, dedup: bool) -> Option<Setup> {
     let dir = TempDir::new().unwrap();
     let url = match engine {
         Engine::Embedded => format!("embedded:{}", dir.path().display()),
-        Engine::Redis => {
-            if !up("FERRY_REDIS_URL", "127.0.0.1:6379", "Redis") {
-                return None;
-            }
-            std::env::var("FERRY_REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS_URL.to_owned())
-        }
+        Engine::Redis => ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", DEFAULT_REDIS_URL)?,
     };
-    let outbox = PostgresOutbox::with_table(pool.clone(), &fresh_table("t")).unwrap();
+    let outbox =
+        PostgresOutbox::with_table(pool.clone(), &ferry_testkit::fresh_ident("obx", "t")).unwrap();
     outbox.install().await.unwrap();
     outbox.install().await.expect("install is idempotent");
     let transport = ferry::transport::connect(&url)

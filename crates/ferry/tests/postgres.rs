@@ -4,7 +4,6 @@
 //! loudly when nothing answers, and fails instead under `CI=true`.
 #![cfg(feature = "postgres")]
 
-use std::net::TcpStream;
 use std::time::Duration;
 
 use ferry::message::reason;
@@ -12,31 +11,13 @@ use ferry::{
     Consumer, ConsumerOptions, DeliveryPolicy, Destination, Error, Ferry, Message, Ordering,
     QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+use ferry_testkit::fresh;
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 async fn connect() -> Option<Ferry> {
-    let url = std::env::var("FERRY_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-    let up = TcpStream::connect_timeout(&"127.0.0.1:5432".parse().unwrap(), Duration::from_secs(2))
-        .is_ok()
-        || std::env::var("FERRY_POSTGRES_URL").is_ok();
-    if !up {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL does not answer at 127.0.0.1:5432; under CI=true it must"
-        );
-        eprintln!("\n!!! SKIPPED: PostgreSQL does not answer at 127.0.0.1:5432 !!!\n");
-        return None;
-    }
+    let url = ferry_testkit::url_or_skip("PostgreSQL", "FERRY_POSTGRES_URL", DEFAULT_URL)?;
     Some(Ferry::connect(&url).await.expect("connect"))
-}
-
-fn fresh(what: &str) -> String {
-    format!(
-        "pgt-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
 }
 
 fn quick() -> DeliveryPolicy {
@@ -47,7 +28,7 @@ fn quick() -> DeliveryPolicy {
 }
 
 async fn queue(ferry: &Ferry, what: &str, edit: impl FnOnce(&mut QueueDecl)) -> String {
-    let mut decl = QueueDecl::new(fresh(what)).delivery(quick());
+    let mut decl = QueueDecl::new(fresh("pgt", what)).delivery(quick());
     edit(&mut decl);
     ferry.declare_queue(&decl).await.expect("declare");
     decl.name
@@ -247,7 +228,7 @@ async fn settings_a_queue_cannot_keep_are_refused_not_ignored() {
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
     let err = ferry
         .declare_topic(&TopicDecl {
-            name: fresh("partitioned"),
+            name: fresh("pgt", "partitioned"),
             partitions: 4,
         })
         .await
@@ -267,7 +248,7 @@ async fn settings_a_queue_cannot_keep_are_refused_not_ignored() {
 #[tokio::test]
 async fn redeclaring_with_other_settings_is_a_conflict() {
     let Some(ferry) = connect().await else { return };
-    let mut decl = QueueDecl::new(fresh("conflict")).delivery(quick());
+    let mut decl = QueueDecl::new(fresh("pgt", "conflict")).delivery(quick());
     decl.delivery.backoff.multiplier = 1.7;
     decl.delivery.backoff.jitter = 0.1;
     ferry.declare_queue(&decl).await.unwrap();
@@ -277,14 +258,17 @@ async fn redeclaring_with_other_settings_is_a_conflict() {
     let err = ferry.declare_queue(&other).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
 
-    let topic = fresh("conflict-topic");
+    let topic = fresh("pgt", "conflict-topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let clash = SubscriptionDecl::new(&topic, &decl.name);
     let err = ferry.declare_subscription(&clash).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
     let err = ferry
-        .declare_subscription(&SubscriptionDecl::new(fresh("no-topic"), fresh("s")))
+        .declare_subscription(&SubscriptionDecl::new(
+            fresh("pgt", "no-topic"),
+            fresh("pgt", "s"),
+        ))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
@@ -369,9 +353,9 @@ async fn a_key_waits_behind_its_nacked_head_while_other_keys_flow() {
 #[tokio::test]
 async fn a_subscriptions_dead_letters_name_it_and_a_topic_outlives_no_subscription() {
     let Some(ferry) = connect().await else { return };
-    let topic = fresh("topic");
+    let topic = fresh("pgt", "topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
-    let sub = SubscriptionDecl::new(&topic, fresh("sub")).delivery(quick());
+    let sub = SubscriptionDecl::new(&topic, fresh("pgt", "sub")).delivery(quick());
     ferry.declare_subscription(&sub).await.unwrap();
     let source = Source::subscription(&topic, &sub.name);
     ferry
@@ -424,7 +408,9 @@ async fn concurrent_connects_migrate_once_and_close_twice() {
         ferry.close().await.unwrap();
         ferry.close().await.unwrap();
         assert!(matches!(
-            ferry.declare_queue(&QueueDecl::new(fresh("closed"))).await,
+            ferry
+                .declare_queue(&QueueDecl::new(fresh("pgt", "closed")))
+                .await,
             Err(Error::Closed)
         ));
     }

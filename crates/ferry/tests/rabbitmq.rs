@@ -3,7 +3,6 @@
 //! come back. Each test uses fresh names and deletes what it made.
 #![cfg(feature = "amqp")]
 
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use ferry::message::reason;
@@ -11,33 +10,16 @@ use ferry::{
     Backoff, Consumer, ConsumerOptions, Delivery, DeliveryPolicy, Destination, Error, Ferry,
     Message, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+use ferry_testkit::fresh;
 
 const WAIT: Duration = Duration::from_secs(10);
 
 /// The RabbitMQ URL, or `None` (loudly) when nothing answers outside CI.
 fn url() -> Option<String> {
-    let url = std::env::var("FERRY_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
-    let up = "127.0.0.1:5672"
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if up {
-        return Some(url);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("RabbitMQ does not answer at 127.0.0.1:5672; under CI=true it must be up");
-    }
-    eprintln!("\n!!! SKIPPED: RabbitMQ does not answer at 127.0.0.1:5672 !!!\n");
-    None
-}
-
-fn fresh(what: &str) -> String {
-    format!(
-        "rt-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
+    ferry_testkit::url_or_skip(
+        "RabbitMQ",
+        "FERRY_AMQP_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
     )
 }
 
@@ -55,7 +37,7 @@ fn quick() -> DeliveryPolicy {
 }
 
 async fn queue(ferry: &Ferry, what: &str, edit: impl FnOnce(&mut QueueDecl)) -> String {
-    let mut decl = QueueDecl::new(fresh(what)).delivery(quick());
+    let mut decl = QueueDecl::new(fresh("rt", what)).delivery(quick());
     edit(&mut decl);
     ferry.declare_queue(&decl).await.unwrap();
     decl.name
@@ -92,21 +74,21 @@ async fn declaring_again_with_other_settings_is_a_conflict() {
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
     other.declare_queue(&same).await.unwrap();
 
-    let topic = fresh("conflict-topic");
-    let second = fresh("conflict-topic2");
+    let topic = fresh("rt", "conflict-topic");
+    let second = fresh("rt", "conflict-topic2");
     for t in [&topic, &second] {
         ferry.declare_topic(&TopicDecl::new(t)).await.unwrap();
     }
-    let sub = SubscriptionDecl::new(&topic, fresh("conflict-sub")).delivery(quick());
+    let sub = SubscriptionDecl::new(&topic, fresh("rt", "conflict-sub")).delivery(quick());
     ferry.declare_subscription(&sub).await.unwrap();
     let moved = SubscriptionDecl::new(&second, &sub.name).delivery(quick());
     let err = ferry.declare_subscription(&moved).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
-    let mut partitioned = TopicDecl::new(fresh("partitioned"));
+    let mut partitioned = TopicDecl::new(fresh("rt", "partitioned"));
     partitioned.partitions = 3;
     let err = ferry.declare_topic(&partitioned).await.unwrap_err();
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
-    let missing = SubscriptionDecl::new(fresh("no-topic"), fresh("orphan"));
+    let missing = SubscriptionDecl::new(fresh("rt", "no-topic"), fresh("rt", "orphan"));
     let err = ferry.declare_subscription(&missing).await.unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 
@@ -265,12 +247,12 @@ async fn engine_limits_come_back_as_sdk_errors() {
         .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
     let err = ferry
-        .publisher(Destination::queue(fresh("absent")))
+        .publisher(Destination::queue(fresh("rt", "absent")))
         .send(Message::new("lost?"))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
-    let topic = fresh("delay-topic");
+    let topic = fresh("rt", "delay-topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let err = ferry
         .publisher(Destination::topic(&topic))

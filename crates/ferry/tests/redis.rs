@@ -5,7 +5,6 @@
 
 #![cfg(feature = "redis")]
 
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use ferry::message::reason;
@@ -13,30 +12,12 @@ use ferry::{
     Backoff, Consumer, ConsumerOptions, Delivery, DeliveryPolicy, Destination, Error, Ferry,
     Message, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+use ferry_testkit::fresh;
 
 /// A connection, or `None` (said loudly) when no Redis answers outside CI.
 async fn connect() -> Option<Ferry> {
-    let url =
-        std::env::var("FERRY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned());
-    let addr = "127.0.0.1:6379".parse().unwrap();
-    if TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
-        && std::env::var("FERRY_REDIS_URL").is_err()
-    {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("Redis does not answer at {addr}; under CI=true it must be up");
-        }
-        eprintln!("\n!!! SKIPPED: Redis does not answer at {addr} !!!\n");
-        return None;
-    }
+    let url = ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0")?;
     Some(Ferry::connect(&url).await.expect("connect to Redis"))
-}
-
-fn fresh(what: &str) -> String {
-    format!(
-        "rt-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
 }
 
 fn policy() -> DeliveryPolicy {
@@ -54,7 +35,7 @@ fn policy() -> DeliveryPolicy {
 }
 
 async fn queue(ferry: &Ferry, what: &str, edit: impl FnOnce(&mut QueueDecl)) -> String {
-    let mut decl = QueueDecl::new(fresh(what)).delivery(policy());
+    let mut decl = QueueDecl::new(fresh("rt", what)).delivery(policy());
     edit(&mut decl);
     ferry.declare_queue(&decl).await.unwrap();
     decl.name
@@ -256,7 +237,7 @@ async fn a_retried_publish_of_one_id_is_stored_once_within_the_window() {
 #[tokio::test]
 async fn declarations_that_differ_conflict_and_deleted_sources_are_not_found() {
     let Some(ferry) = connect().await else { return };
-    let mut decl = QueueDecl::new(fresh("declare")).delivery(policy());
+    let mut decl = QueueDecl::new(fresh("rt", "declare")).delivery(policy());
     ferry.declare_queue(&decl).await.unwrap();
     ferry.declare_queue(&decl).await.unwrap();
     decl.delivery.max_deliveries = 9;
@@ -264,7 +245,7 @@ async fn declarations_that_differ_conflict_and_deleted_sources_are_not_found() {
         ferry.declare_queue(&decl).await,
         Err(Error::Conflict { .. })
     ));
-    let topic = fresh("declare-topic");
+    let topic = fresh("rt", "declare-topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let mut two = TopicDecl::new(&topic);
@@ -279,12 +260,13 @@ async fn declarations_that_differ_conflict_and_deleted_sources_are_not_found() {
         ferry.declare_subscription(&clash).await,
         Err(Error::Conflict { .. })
     ));
-    let orphan = SubscriptionDecl::new(fresh("no-topic"), fresh("sub")).delivery(policy());
+    let orphan =
+        SubscriptionDecl::new(fresh("rt", "no-topic"), fresh("rt", "sub")).delivery(policy());
     assert!(matches!(
         ferry.declare_subscription(&orphan).await,
         Err(Error::NotFound { .. })
     ));
-    let sub = SubscriptionDecl::new(&topic, fresh("sub")).delivery(policy());
+    let sub = SubscriptionDecl::new(&topic, fresh("rt", "sub")).delivery(policy());
     ferry.declare_subscription(&sub).await.unwrap();
 
     ferry.delete(&Source::queue(&decl.name)).await.unwrap();
@@ -314,7 +296,7 @@ async fn declarations_that_differ_conflict_and_deleted_sources_are_not_found() {
 #[tokio::test]
 async fn a_subscriptions_delayed_redelivery_reaches_that_subscription_alone() {
     let Some(ferry) = connect().await else { return };
-    let topic = fresh("sub-delay");
+    let topic = fresh("rt", "sub-delay");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     // Published before any subscription: nobody gets it.
     send(&ferry, Destination::topic(&topic), Message::new("early"))
@@ -347,7 +329,7 @@ async fn a_subscriptions_delayed_redelivery_reaches_that_subscription_alone() {
 #[tokio::test]
 async fn delayed_topic_publishes_reach_each_subscription_once_with_many_movers() {
     let Some(ferry) = connect().await else { return };
-    let topic = fresh("topic-delay");
+    let topic = fresh("rt", "topic-delay");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let subs = [format!("{topic}-a"), format!("{topic}-b")];
     for name in &subs {

@@ -7,28 +7,13 @@
 
 mod request_reply_support;
 
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
-
 use ferry::Ferry;
 use ferry::capability::Feature;
 use request_reply_support as suite;
 
 async fn connect() -> Option<Ferry> {
-    let url = std::env::var("FERRY_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    let addr = url.trim_start_matches("nats://").to_owned();
-    let answers = addr
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if !answers {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("NATS JetStream does not answer at {url}; under CI=true it must be up");
-        }
-        eprintln!("\n!!! SKIPPED: NATS JetStream does not answer at {url} !!!\n");
-        return None;
-    }
+    let url =
+        ferry_testkit::url_or_skip("NATS JetStream", "FERRY_NATS_URL", "nats://127.0.0.1:4222")?;
     let ferry = Ferry::connect(&url).await.expect("connect");
     assert!(
         !ferry.capabilities().supports(Feature::Ttl),

@@ -9,7 +9,6 @@
 
 mod saga_support;
 
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -23,48 +22,14 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Whether `url`'s host answers; panics under `CI=true` when it does not.
-fn answers(what: &str, url: &str, host_port: &str) -> bool {
-    let up = host_port
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if !up {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{what} does not answer at {url}; under CI=true it must"
-        );
-        eprintln!("\n!!! SKIPPED: {what} does not answer at {url} !!!\n");
-    }
-    up
-}
-
-/// `host:port` of a URL such as `scheme://user@host:port/path`.
-fn host_port(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
-}
-
-fn url(var: &str, default: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| default.to_owned())
-}
-
 /// A store in a table of its own, or `None` when PostgreSQL does not answer.
 async fn postgres_store() -> Option<PostgresSagaStore> {
-    let url = url(
+    let url = ferry_testkit::url_or_skip(
+        "PostgreSQL",
         "FERRY_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:5432/test",
-    );
-    if !answers("PostgreSQL", &url, &host_port(&url)) {
-        return None;
-    }
-    let table = format!(
-        "saga_test_{}_{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    );
+    )?;
+    let table = ferry_testkit::fresh_ident("saga", "test");
     let store = PostgresSagaStore::connect(&url)
         .await
         .expect("connect to PostgreSQL")
@@ -158,10 +123,11 @@ async fn order_sagas(ferry: Ferry, store: PostgresSagaStore, what: &str) {
 
 #[tokio::test]
 async fn order_sagas_run_with_postgres_state_over_redis_streams() {
-    let url = url("FERRY_REDIS_URL", "redis://127.0.0.1:6379/0");
-    if !answers("Redis", &url, &host_port(&url)) {
+    let Some(url) =
+        ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0")
+    else {
         return;
-    }
+    };
     let Some(store) = postgres_store().await else {
         return;
     };
@@ -172,10 +138,11 @@ async fn order_sagas_run_with_postgres_state_over_redis_streams() {
 
 #[tokio::test]
 async fn order_sagas_run_with_postgres_state_over_nats_jetstream() {
-    let url = url("FERRY_NATS_URL", "nats://127.0.0.1:4222");
-    if !answers("NATS JetStream", &url, &host_port(&url)) {
+    let Some(url) =
+        ferry_testkit::url_or_skip("NATS JetStream", "FERRY_NATS_URL", "nats://127.0.0.1:4222")
+    else {
         return;
-    }
+    };
     let Some(store) = postgres_store().await else {
         return;
     };
@@ -186,10 +153,11 @@ async fn order_sagas_run_with_postgres_state_over_nats_jetstream() {
 
 #[tokio::test]
 async fn two_orchestrators_on_one_store_never_move_a_saga_twice() {
-    let url = url("FERRY_REDIS_URL", "redis://127.0.0.1:6379/0");
-    if !answers("Redis", &url, &host_port(&url)) {
+    let Some(url) =
+        ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0")
+    else {
         return;
-    }
+    };
     let Some(store) = postgres_store().await else {
         return;
     };

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ferry::{
     Backoff, Consumer, ConsumerOptions, Delivery, DeliveryPolicy, Ferry, QueueDecl, Source,
 };
+use ferry_testkit::fresh_ident;
 use tempfile::TempDir;
 
 /// An embedded broker; keep the directory alive as long as the broker.
@@ -18,18 +19,9 @@ pub async fn broker() -> (TempDir, Ferry) {
     (dir, ferry)
 }
 
-/// A unique name per test run: time and a random suffix.
-pub fn fresh(what: &str) -> String {
-    format!(
-        "inbox_{}_{what}_{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
-}
-
 /// A queue that takes many deliveries and redelivers a nacked message within 10 ms.
 pub async fn queue(ferry: &Ferry, what: &str) -> String {
-    let decl = QueueDecl::new(fresh(what)).delivery(DeliveryPolicy {
+    let decl = QueueDecl::new(fresh_ident("inbox", what)).delivery(DeliveryPolicy {
         max_deliveries: 50,
         backoff: Backoff {
             base: Duration::from_millis(10),

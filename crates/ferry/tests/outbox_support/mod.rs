@@ -17,6 +17,7 @@ use ferry::{
     Backoff, Capabilities, ConsumerOptions, Destination, Error, Feature, Ferry, Message, QueueDecl,
     Received, Source, SubscriptionDecl, Support, TopicDecl,
 };
+use ferry_testkit::fresh;
 
 /// One outbox table in one database, as the scenarios drive it.
 #[async_trait]
@@ -215,23 +216,6 @@ pub fn quick() -> RelayConfig {
     }
 }
 
-pub fn fresh(what: &str) -> String {
-    format!(
-        "obx-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
-}
-
-/// A table name of this run.
-pub fn fresh_table(what: &str) -> String {
-    format!(
-        "obx_{}_{what}_{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
-}
-
 /// A broker behind a [`Switch`], with one declared queue.
 pub struct Broker {
     pub ferry: Ferry,
@@ -244,7 +228,7 @@ pub struct Broker {
 impl Broker {
     /// Declares a fresh queue on `inner` (with a dedup window when `dedup`) and wraps it.
     pub async fn new(inner: Arc<dyn Transport>, dedup: bool) -> Broker {
-        let queue = fresh("q");
+        let queue = fresh("obx", "q");
         let mut decl = QueueDecl::new(&queue);
         if dedup {
             decl = decl.dedup_window(Duration::from_secs(120));

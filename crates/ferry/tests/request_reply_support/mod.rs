@@ -13,16 +13,12 @@ use ferry::request_reply::{Requester, Responded, Responder, header};
 use ferry::{
     ConsumerOptions, Delivery, Destination, Error, Ferry, Message, QueueDecl, Received, Source,
 };
+use ferry_testkit::fresh;
 use tokio::task::JoinHandle;
-
-/// A unique name per test run: time and a random suffix.
-pub fn fresh(what: &str) -> String {
-    format!("rr-{}-{what}-{:04x}", now_ms(), fastrand::u16(..))
-}
 
 /// A request queue whose failed requests come back quickly.
 pub async fn request_queue(ferry: &Ferry, what: &str) -> String {
-    let mut decl = QueueDecl::new(fresh(what));
+    let mut decl = QueueDecl::new(fresh("rr", what));
     decl.delivery.backoff.base = Duration::from_millis(50);
     decl.delivery.backoff.cap = Duration::from_millis(100);
     ferry.declare_queue(&decl).await.expect("declare requests");
@@ -169,7 +165,7 @@ pub async fn an_expired_request_is_acked_unhandled(ferry: &Ferry) {
     let queue = request_queue(ferry, "expired").await;
     let request = Message::new("stale")
         .with_header(CORRELATION_ID, "c-1")
-        .with_header(header::REPLY_TO, fresh("nobody"))
+        .with_header(header::REPLY_TO, fresh("rr", "nobody"))
         .with_header(header::DEADLINE, (now_ms() - 1).to_string());
     ferry
         .publisher(Destination::queue(&queue))
@@ -284,7 +280,7 @@ pub async fn a_reply_to_a_closed_requester_is_dropped(ferry: &Ferry) {
     let queue = request_queue(ferry, "gone").await;
     let request = Message::new("anyone there?")
         .with_header(CORRELATION_ID, "c-2")
-        .with_header(header::REPLY_TO, fresh("closed-replies"))
+        .with_header(header::REPLY_TO, fresh("rr", "closed-replies"))
         .with_header(header::DEADLINE, (now_ms() + 60_000).to_string());
     ferry
         .publisher(Destination::queue(&queue))

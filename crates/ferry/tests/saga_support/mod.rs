@@ -11,6 +11,7 @@ use ferry::saga::{
     Clock, Command, Kind, Outcome, SagaDefinition, SagaOptions, SagaState, Status, Step,
 };
 use ferry::{ConsumerOptions, DeliveryPolicy, Ferry, QueueDecl, Source};
+use ferry_testkit::fresh;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -113,15 +114,6 @@ pub struct Shop {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// A unique name prefix for this run.
-pub fn fresh(what: &str) -> String {
-    format!(
-        "saga-{}-{what}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
-}
-
 /// Queue settings for the tests: a short lease so unsettled replies of a killed
 /// orchestrator come back soon; a dedup window when `dedup`.
 fn decl(name: &str, dedup: bool) -> QueueDecl {
@@ -139,7 +131,7 @@ fn decl(name: &str, dedup: bool) -> QueueDecl {
 impl Shop {
     /// Declares the queues (deduplicating ones when `dedup`) and starts the participants.
     pub async fn open(ferry: Ferry, what: &str, dedup: bool, behaviour: Behaviour) -> Shop {
-        let prefix = fresh(what);
+        let prefix = fresh("saga", what);
         let reply_queue = format!("{prefix}.replies");
         ferry
             .declare_queue(&decl(&reply_queue, dedup))
