@@ -33,19 +33,28 @@ const NO_KEY: u32 = u32::MAX;
 /// the last, unsynced group (whose pages may reach the disk in any order) from damage to
 /// earlier, acknowledged groups.
 pub const ATTR_GROUP_END: u8 = 0x01;
+/// The attributes of a batch as encoded, before `mark_group_end` may set its bit.
+pub const NO_ATTRIBUTES: u8 = 0;
 const KNOWN_ATTRIBUTES: u8 = ATTR_GROUP_END;
+
+/// Where the header fields that are read or patched on their own lie (see the layout above).
+pub const MAGIC_AT: usize = 4;
+pub const VERSION_AT: usize = 6;
+pub const ATTRIBUTES_AT: usize = 7;
+const CRC_AT: usize = 8;
+const CRC_END: usize = CRC_AT + 4;
 
 /// The CRC32C of a batch: magic, version and attributes, then everything after the CRC field.
 /// The length is left out (it is checked against the data it frames); nothing else is.
 pub fn checksum(batch: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&batch[4..8]), &batch[12..])
+    crc32c::crc32c_append(crc32c::crc32c(&batch[MAGIC_AT..CRC_AT]), &batch[CRC_END..])
 }
 
 /// Marks an encoded batch as the last of its group write, updating its checksum.
 pub fn mark_group_end(batch: &mut [u8]) {
-    batch[7] |= ATTR_GROUP_END;
+    batch[ATTRIBUTES_AT] |= ATTR_GROUP_END;
     let crc = checksum(batch);
-    batch[8..12].copy_from_slice(&crc.to_le_bytes());
+    batch[CRC_AT..CRC_END].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// One record as the caller hands it to `append`.
@@ -197,7 +206,7 @@ pub fn encode(
     let length = (out.len() - start) as u32;
     let header = BatchHeader {
         length,
-        attributes: 0,
+        attributes: NO_ATTRIBUTES,
         crc: 0,
         base_offset,
         record_count: records.len() as u32,
@@ -207,15 +216,15 @@ pub fn encode(
     let buf = &mut out[start..];
     write_header_fields(buf, &header);
     let crc = checksum(buf);
-    buf[8..12].copy_from_slice(&crc.to_le_bytes());
+    buf[CRC_AT..CRC_END].copy_from_slice(&crc.to_le_bytes());
     BatchHeader { crc, ..header }
 }
 
 fn write_header_fields(buf: &mut [u8], h: &BatchHeader) {
     buf[0..4].copy_from_slice(&h.length.to_le_bytes());
-    buf[4..6].copy_from_slice(&MAGIC.to_le_bytes());
-    buf[6] = VERSION;
-    buf[7] = 0;
+    buf[MAGIC_AT..VERSION_AT].copy_from_slice(&MAGIC.to_le_bytes());
+    buf[VERSION_AT] = VERSION;
+    buf[ATTRIBUTES_AT] = h.attributes;
     buf[12..20].copy_from_slice(&h.base_offset.to_le_bytes());
     buf[20..24].copy_from_slice(&h.record_count.to_le_bytes());
     buf[24..32].copy_from_slice(&h.first_timestamp.to_le_bytes());
@@ -312,7 +321,7 @@ impl RecordBatch {
         let bytes = bytes.slice(..header.length as usize);
         let batch = RecordBatch { header, bytes };
         let mut count = 0u32;
-        for record in batch.iter_raw(false) {
+        for record in batch.iter_raw(Walk::LayoutOnly) {
             record?;
             count += 1;
         }
@@ -340,25 +349,33 @@ impl RecordBatch {
 
     /// The records, in offset order. Layout was checked in `decode`, so this cannot fail.
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
-        self.iter_raw(true).map_while(Result::ok)
+        self.iter_raw(Walk::Records).map_while(Result::ok)
     }
 
-    fn iter_raw(&self, materialize: bool) -> RecordIter<'_> {
+    fn iter_raw(&self, walk: Walk) -> RecordIter<'_> {
         RecordIter {
             batch: self,
             pos: HEADER_LEN,
             index: 0,
-            materialize,
+            walk,
         }
     }
+}
+
+/// What a walk over a batch's records is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// The validation walk in `decode`: every field is bounds-checked, nothing is sliced out.
+    LayoutOnly,
+    /// The records handed to a reader.
+    Records,
 }
 
 struct RecordIter<'a> {
     batch: &'a RecordBatch,
     pos: usize,
     index: u32,
-    /// False for the validation walk in `decode`, which only checks the layout.
-    materialize: bool,
+    walk: Walk,
 }
 
 impl RecordIter<'_> {
@@ -370,7 +387,7 @@ impl RecordIter<'_> {
             )));
         }
         // Slicing costs a reference-count round trip: only done for records handed out.
-        let out = if self.materialize {
+        let out = if self.walk == Walk::Records {
             self.batch.bytes.slice(self.pos..self.pos + n)
         } else {
             Bytes::new()
@@ -410,7 +427,7 @@ impl RecordIter<'_> {
             Some(self.take(key_len as usize, end)?)
         };
         let header_count = u16::from_le_bytes(self.int::<2>(end)?);
-        let mut headers = Vec::with_capacity(if self.materialize {
+        let mut headers = Vec::with_capacity(if self.walk == Walk::Records {
             header_count as usize
         } else {
             0
@@ -420,7 +437,7 @@ impl RecordIter<'_> {
             let name = self.take(name_len, end)?;
             let value_len = u32::from_le_bytes(self.int::<4>(end)?) as usize;
             let value = self.take(value_len, end)?;
-            if self.materialize {
+            if self.walk == Walk::Records {
                 headers.push((name, value));
             }
         }
@@ -553,7 +570,7 @@ mod tests {
         mark_group_end(&mut buf);
         let batch = RecordBatch::decode(buf.clone().freeze(), 1 << 20).unwrap();
         assert!(batch.header().is_group_end());
-        buf[7] &= !ATTR_GROUP_END;
+        buf[ATTRIBUTES_AT] &= !ATTR_GROUP_END;
         assert!(matches!(
             RecordBatch::decode(buf.freeze(), 1 << 20),
             Err(DecodeError::ChecksumMismatch { .. })

@@ -252,7 +252,7 @@ impl Log {
             len,
             sealed: true,
         };
-        let replacement = Arc::new(Segment::open(&shared.dir, base, extent, false)?);
+        let replacement = Arc::new(Segment::open_sealed(&shared.dir, base, extent)?);
         replacement.earlier_max_timestamp.store(
             segment
                 .earlier_max_timestamp

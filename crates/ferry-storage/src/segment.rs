@@ -33,6 +33,26 @@ pub struct Extent {
     pub sealed: bool,
 }
 
+impl Extent {
+    /// A sealed segment known only by its length, until a scan finds what it holds.
+    pub fn unscanned_sealed(base_offset: u64, len: u64) -> Extent {
+        Extent {
+            next_offset: base_offset,
+            max_timestamp: i64::MIN,
+            len,
+            sealed: true,
+        }
+    }
+
+    /// The active segment known only by its length, until a scan finds what it holds.
+    pub fn unscanned_active(base_offset: u64, len: u64) -> Extent {
+        Extent {
+            sealed: false,
+            ..Extent::unscanned_sealed(base_offset, len)
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Segment {
     pub base_offset: u64,
@@ -57,30 +77,47 @@ pub struct Segment {
 }
 
 impl Segment {
-    pub fn open(dir: &Path, base_offset: u64, extent: Extent, writable: bool) -> Result<Segment> {
+    /// A sealed segment: nothing is opened until a read needs the file.
+    pub fn open_sealed(dir: &Path, base_offset: u64, extent: Extent) -> Result<Segment> {
+        debug_assert!(extent.sealed);
+        Ok(Segment::with_handle(dir, base_offset, extent, None))
+    }
+
+    /// The active segment: its file is opened now for appending, and created if missing.
+    pub fn open_active(dir: &Path, base_offset: u64, extent: Extent) -> Result<Segment> {
+        debug_assert!(!extent.sealed);
         let log_path = log_path(dir, base_offset);
-        let handle = if writable {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&log_path)
-                .ctx("open segment", &log_path)?;
-            Some(Arc::new(file))
-        } else {
-            None
-        };
-        Ok(Segment {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)
+            .ctx("open segment", &log_path)?;
+        Ok(Segment::with_handle(
+            dir,
+            base_offset,
+            extent,
+            Some(Arc::new(file)),
+        ))
+    }
+
+    fn with_handle(
+        dir: &Path,
+        base_offset: u64,
+        extent: Extent,
+        handle: Option<Arc<File>>,
+    ) -> Segment {
+        Segment {
             base_offset,
             index_path: index_path(dir, base_offset),
-            log_path,
+            log_path: log_path(dir, base_offset),
             handle: RwLock::new(handle),
             extent: RwLock::new(extent),
             index: RwLock::new(None),
             earlier_max_timestamp: AtomicI64::new(i64::MIN),
             retired: AtomicBool::new(false),
-        })
+        }
     }
 
     pub fn extent(&self) -> Extent {
@@ -274,10 +311,10 @@ pub fn find_next_batch(
         let mut window = vec![0u8; len];
         file.read_exact_at(&mut window, start).ok()?;
         for i in 0..len.saturating_sub(7).min(WINDOW as usize) {
-            if window[i + 4] == m0
-                && window[i + 5] == m1
-                && window[i + 6] == batch::VERSION
-                && window[i + 7] & !batch::ATTR_GROUP_END == 0
+            if window[i + batch::MAGIC_AT] == m0
+                && window[i + batch::MAGIC_AT + 1] == m1
+                && window[i + batch::VERSION_AT] == batch::VERSION
+                && window[i + batch::ATTRIBUTES_AT] & !batch::ATTR_GROUP_END == 0
             {
                 let position = start + i as u64;
                 if let Some(header) = valid_batch_at(file, position, end, max_batch_len)

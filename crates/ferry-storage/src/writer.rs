@@ -492,7 +492,7 @@ impl Writer {
             len: 0,
             sealed: false,
         };
-        let created = Segment::open(&dir, next_base, extent, true).and_then(|segment| {
+        let created = Segment::open_active(&dir, next_base, extent).and_then(|segment| {
             let index_file = open_index(&segment)?;
             fs_util::sync_dir(&dir)?;
             Ok((segment, index_file))

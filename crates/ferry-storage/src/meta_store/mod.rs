@@ -207,7 +207,7 @@ impl MetaStore {
 
         let journal_path = journal_path(dir, generation);
         let existed = journal_path.exists();
-        let mut journal = open_rw(&journal_path, false)?;
+        let mut journal = open_rw(&journal_path, Existing::Keep)?;
         // A fresh directory, or a crash after snapshot G landed but before journal G existed:
         // the name must be durable before a commit is acknowledged through it.
         if !existed || recovery.removed_journals > 0 {
@@ -314,7 +314,7 @@ impl MetaStore {
         // The next journal exists before the snapshot names generation G+1, so any failure up
         // to the rename leaves generation G fully in charge with nothing to repair, and a crash
         // leaves only an empty journal G+1, which open removes.
-        let next_journal = open_rw(&next_path, true)?;
+        let next_journal = open_rw(&next_path, Existing::Truncate)?;
         let snapshot = encode_snapshot(next, &self.map);
         let snapshot_path = self.dir.join(SNAPSHOT_FILE);
         let written = sync_dir(&self.dir).and_then(|()| write_atomic(&snapshot_path, &snapshot));
@@ -380,10 +380,22 @@ fn journal_path(dir: &Path, generation: u64) -> PathBuf {
     dir.join(format!("{JOURNAL_PREFIX}{generation}"))
 }
 
-fn open_rw(path: &Path, truncate: bool) -> Result<File> {
+/// What opening a journal does to a file already at its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    /// The current generation's journal: its commits are appended to.
+    Keep,
+    /// The next generation's journal: it starts empty, whatever a failed compaction left.
+    Truncate,
+}
+
+fn open_rw(path: &Path, existing: Existing) -> Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(true).create(true);
-    options.truncate(truncate).open(path).ctx("open", path)
+    options
+        .truncate(existing == Existing::Truncate)
+        .open(path)
+        .ctx("open", path)
 }
 
 fn too_large(what: &'static str, size: usize, max: usize) -> StorageError {
