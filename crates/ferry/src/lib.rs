@@ -47,6 +47,8 @@ pub mod request_reply;
 pub mod saga;
 pub mod spec;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub mod sql_dialect;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod sql_name;
 pub mod transport;
 

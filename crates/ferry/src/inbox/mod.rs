@@ -3,9 +3,10 @@
 //! Two ways to remember what was processed:
 //!
 //! - a processed-messages table in the application's own database (`PostgresInbox` with
-//!   the `postgres` feature, `SqliteInbox` with `sqlite`): the record is inserted in the
-//!   same transaction as the handler's effects, so both commit or neither does — the
-//!   strongest form, with no window in which an effect is committed and its record is not;
+//!   the `postgres` feature, `SqliteInbox` with `sqlite`, each a `SqlInbox` over its
+//!   database's `InboxDialect`): the record is inserted in the same transaction as the
+//!   handler's effects, so both commit or neither does — the strongest form, with no
+//!   window in which an effect is committed and its record is not;
 //! - a [`DedupStore`] (`RedisDedupStore` with the `redis` feature, or
 //!   [`MemoryDedupStore`]) for handlers whose effects are not in a database transaction
 //!   with the record: a claim before the handler, a record after it. A crash between the
@@ -20,6 +21,8 @@ use std::time::Duration;
 
 use crate::error::Result;
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod dialect;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -31,13 +34,15 @@ mod sql;
 mod sqlite;
 mod window;
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use dialect::{InboxDialect, InboxQuery};
 pub use memory::MemoryDedupStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
 #[cfg(feature = "redis")]
 pub use redis::RedisDedupStore;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub use sql::{Processed, Recorded};
+pub use sql::{Processed, Recorded, SqlInbox};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteInbox;
 pub use window::DedupWindow;

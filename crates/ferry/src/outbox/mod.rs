@@ -20,12 +20,14 @@
 //!   the relay stops calling, rows wait in the table, and publishing resumes by itself.
 //!
 //! Backends, each behind its feature: [`PostgresOutbox`] (`postgres`) and [`SqliteOutbox`]
-//! (`sqlite`).
+//! (`sqlite`), both a [`SqlOutbox`] over their database's [`OutboxDialect`].
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod backlog;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod config;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod dialect;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod event;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -36,6 +38,8 @@ mod postgres;
 mod relay;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod row;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -48,6 +52,8 @@ pub use backlog::{Backlog, OLDEST_UNPUBLISHED_AGE, PUBLISH_FAILURES, PUBLISHED, 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use config::RelayConfig;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use dialect::{OutboxDialect, OutboxQuery};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use event::OutboxEvent;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use hooks::{Fault, FaultPoint, RelayHooks};
@@ -55,6 +61,8 @@ pub use hooks::{Fault, FaultPoint, RelayHooks};
 pub use postgres::PostgresOutbox;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use relay::{Relay, RelayHandle, Round};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use sql::SqlOutbox;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteOutbox;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
