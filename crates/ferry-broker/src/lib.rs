@@ -65,27 +65,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod dedup;
 mod engine;
 mod error;
 mod filter;
 mod group;
 pub mod header;
-mod journal;
-mod key_order;
 mod message;
 mod message_id;
 mod name;
-mod priority;
-mod queue_state;
+mod queue;
 mod random;
 mod record;
 mod retry;
-mod seq_ranges;
 mod spec;
 mod spec_codec;
 mod subscription;
-mod timers;
 mod topic;
 mod topology;
 
@@ -104,7 +98,7 @@ pub use group::Membership;
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
 pub use name::Name;
-pub use queue_state::{Acked, DeadLetterReason, LeaseToken, Nacked, QueueStateStats, Seq};
+pub use queue::state::{Acked, DeadLetterReason, LeaseToken, Nacked, QueueStateStats, Seq};
 pub use record::{DeadLetterInfo, ProducerStamp};
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};

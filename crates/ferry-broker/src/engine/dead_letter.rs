@@ -19,11 +19,11 @@ use std::sync::Arc;
 use super::Broker;
 use super::queue::{Queue, durable, scan};
 use crate::error::Result;
-use crate::journal::JournalEvent;
 use crate::message::{Message, millis};
 use crate::message_id::MessageId;
 use crate::name::Name;
-use crate::queue_state::{DeadLetterDecision, DeadLetterReason, Seq};
+use crate::queue::journal::JournalEvent;
+use crate::queue::state::{DeadLetterDecision, DeadLetterReason, Seq};
 use crate::record::DeadLetterInfo;
 
 /// A dead letter found in a dead-letter queue: which message of its origin it is.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use ferry_storage::ManualClock;
 
 use super::*;
-use crate::queue_state::DeadLetterReason;
+use crate::queue::state::DeadLetterReason;
 use crate::record::{REDRIVE_COUNT, REDRIVE_FROM};
 use crate::spec::{LengthLimit, OverflowPolicy};
 

@@ -3,7 +3,7 @@
 //!
 //! **Journal.** Once the journal has grown by [`BrokerConfig::checkpoint_journal_bytes`]
 //! since its last checkpoint, the journal is rolled to a new segment and a checkpoint is
-//! appended (see [`crate::journal`]): the live seqs as runs, the deliveries and
+//! appended (see [`crate::queue::journal`]): the live seqs as runs, the deliveries and
 //! not-before times of those delivered before, the parked keys and the counters. Once it is
 //! durable, the segments before it are deleted — a restart replays from the checkpoint.
 //!
@@ -28,9 +28,9 @@ use super::Broker;
 use super::queue::{Inner, Queue};
 use super::topic_compaction::CompactionStats;
 use crate::error::Result;
-use crate::journal::JournalEvent;
 use crate::message::millis;
-use crate::queue_state::RestorePoint;
+use crate::queue::journal::JournalEvent;
+use crate::queue::state::RestorePoint;
 
 /// Most runs or delivered entries per checkpoint record, so a record stays small (well
 /// under the storage's record limit) however fragmented the live set is.

@@ -26,9 +26,9 @@ use std::sync::Arc;
 use super::queue::{Effects, Inner, Queue, durable, message_size};
 use super::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
-use crate::journal::JournalEvent;
 use crate::message::Message;
-use crate::queue_state::Seq;
+use crate::queue::journal::JournalEvent;
+use crate::queue::state::Seq;
 use crate::spec::{LengthLimit, OverflowPolicy};
 
 /// Room granted to a publish: the reservation to hand to [`Queue::store`], the journal

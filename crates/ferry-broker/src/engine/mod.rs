@@ -27,7 +27,7 @@
 //! the calling task's thread; appends never block (completion callbacks feed oneshots).
 //!
 //! [`spec_codec`]: crate::spec_codec
-//! [`JournalEvent`]: crate::journal::JournalEvent
+//! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
 mod dead_letter;
@@ -56,11 +56,11 @@ use bytes::Bytes;
 use ferry_storage::{Clock, DirLock, MetaBatch, MetaStore, SystemClock};
 
 use crate::error::{BrokerError, Result};
-use crate::journal::JournalEvent;
 use crate::message::{Headers, Limits, OutgoingMessage, millis};
 use crate::message_id::MessageId;
 use crate::name::Name;
-use crate::queue_state::{Acked, Effect, LeaseToken, Nacked, QueueStateStats, Seq};
+use crate::queue::journal::JournalEvent;
+use crate::queue::state::{Acked, Effect, LeaseToken, Nacked, QueueStateStats, Seq};
 use crate::record::DeadLetterInfo;
 use crate::spec::{DeadLetter, QueueSpec};
 use crate::spec_codec;

@@ -6,7 +6,7 @@ use super::Broker;
 use crate::RedriveFilter;
 use crate::error::Result;
 use crate::message::Message;
-use crate::queue_state::Seq;
+use crate::queue::state::Seq;
 
 /// The most messages one peek returns.
 pub const MAX_PEEK: usize = 1000;

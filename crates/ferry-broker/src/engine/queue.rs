@@ -9,14 +9,14 @@ use bytes::Bytes;
 use ferry_storage::{Clock, Log, LogConfig, NewRecord, Record};
 use tokio::sync::{Notify, oneshot};
 
-use crate::dedup::DedupWindow;
 use crate::error::{BrokerError, Result};
-use crate::journal::{Counts, JournalEvent};
 use crate::message::Message;
 use crate::message_id::MessageId;
 use crate::name::Name;
-use crate::queue_state::{Effect, QueueState, Seq, Tracked};
-use crate::seq_ranges::SeqRanges;
+use crate::queue::dedup::DedupWindow;
+use crate::queue::journal::{Counts, JournalEvent};
+use crate::queue::seq_ranges::SeqRanges;
+use crate::queue::state::{Effect, QueueState, Seq, Tracked};
 use crate::spec::QueueSpec;
 use crate::subscription::{TopicRef, split_ref};
 

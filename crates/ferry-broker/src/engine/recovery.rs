@@ -1,7 +1,7 @@
 //! Rebuilding a queue's delivery state, dedup window and counters from its logs on open.
 //!
 //! The journal is replayed from its start, starting over at each complete checkpoint (see
-//! [`crate::journal`]), into what is known per seq: settled, deliveries so far, not
+//! [`crate::queue::journal`]), into what is known per seq: settled, deliveries so far, not
 //! deliverable before. The message log is then read from the lowest seq that matters — the
 //! checkpoint's `low`, or earlier if the dedup window reaches further back — and every
 //! message still unsettled is tracked again, in seq order, with its deliveries and times.
@@ -13,9 +13,9 @@ use bytes::Bytes;
 use super::dead_letter::FoundLetter;
 use super::queue::{Queue, dedup_keys, scan, scan_from};
 use crate::error::{BrokerError, Result};
-use crate::journal::{Counts, JournalEvent};
 use crate::message::millis;
-use crate::queue_state::{FailureRecord, Seq};
+use crate::queue::journal::{Counts, JournalEvent};
+use crate::queue::state::{FailureRecord, Seq};
 
 /// What the journal says of one seq.
 #[derive(Debug, Default, Clone)]

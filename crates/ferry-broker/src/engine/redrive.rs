@@ -25,10 +25,10 @@ use std::time::Duration;
 use super::Broker;
 use super::queue::{Queue, durable};
 use crate::error::{BrokerError, Result};
-use crate::journal::JournalEvent;
 use crate::message::{Message, millis};
 use crate::name::Name;
-use crate::queue_state::DeadLetterReason;
+use crate::queue::journal::JournalEvent;
+use crate::queue::state::DeadLetterReason;
 use crate::record;
 
 /// What to redrive and where; the default moves every dead letter back to its origin, as

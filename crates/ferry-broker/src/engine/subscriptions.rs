@@ -33,8 +33,8 @@ use super::queue::Queue;
 use super::topic::{Countdown, Topic};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
-use crate::queue_state::Seq;
-use crate::seq_ranges::SeqRanges;
+use crate::queue::seq_ranges::SeqRanges;
+use crate::queue::state::Seq;
 use crate::subscription::{self, SubscriptionSpec, SubscriptionStart, TopicRef};
 use crate::topic::Position;
 

@@ -580,7 +580,7 @@ async fn dead_letter_already_in_the_dlq_is_not_redelivered_after_a_crash_before_
     assert_eq!(receive(&broker, "q.dlq", 5).await.len(), 1);
 }
 
-use crate::queue_state::DeadLetterReason;
+use crate::queue::state::DeadLetterReason;
 
 #[tokio::test]
 async fn extended_lease_is_not_cut_short_by_a_reopen() {

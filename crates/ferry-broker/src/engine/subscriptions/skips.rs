@@ -25,8 +25,8 @@ use super::super::queue::durable;
 use super::super::topic::Partition;
 use super::{Link, LinkState};
 use crate::error::Result;
-use crate::journal::JournalEvent;
-use crate::queue_state::Seq;
+use crate::queue::journal::JournalEvent;
+use crate::queue::state::Seq;
 
 pub(super) const SKIPS_PREFIX: &str = "subscription-skips/";
 /// Ranges kept per subscription: past this the two oldest of a partition merge, so what

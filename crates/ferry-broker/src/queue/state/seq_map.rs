@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::queue_state::Seq;
+use crate::queue::state::Seq;
 
 /// Slots per chunk.
 pub const CHUNK: u64 = 4096;

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::queue_state::Seq;
+use crate::queue::state::Seq;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SeqRanges {

@@ -48,14 +48,14 @@ use seq_map::SeqMap;
 use settled_by::{SettledBy, Settler};
 
 use crate::error::{BrokerError, Result};
-use crate::key_order::{KeyOrder, KeyedState};
 use crate::message::millis;
 use crate::message_id::MessageId;
-use crate::priority::PriorityPicker;
+use crate::queue::key_order::{KeyOrder, KeyedState};
+use crate::queue::priority::PriorityPicker;
+use crate::queue::seq_ranges::SeqRanges;
+use crate::queue::timers::TimerQueue;
 use crate::retry::RetryPolicy;
-use crate::seq_ranges::SeqRanges;
 use crate::spec::{OrderingMode, OverflowPolicy, QueueSpec};
-use crate::timers::TimerQueue;
 
 pub use decisions::{
     Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, FailureRecord, INTERRUPTED,

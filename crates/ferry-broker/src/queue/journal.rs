@@ -48,7 +48,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_storage::NewRecord;
 
-use crate::queue_state::{DeadLetterReason, FailureRecord, RestorePoint, Seq};
+use crate::queue::state::{DeadLetterReason, FailureRecord, RestorePoint, Seq};
 
 const VERSION: u8 = 1;
 
