@@ -31,13 +31,9 @@ impl<T> Context<T> for ferry::Result<T> {
 }
 
 /// A name no earlier run used: engines outside this process keep what earlier runs made.
+/// `cf-<ms since the epoch>-...`: the engine tests remove what the suite made by that time.
 pub fn fresh_name(check: &str) -> String {
-    format!(
-        "cf-{}-{check}-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    )
-    .replace('_', "-")
+    ferry_testkit::fresh("cf", check).replace('_', "-")
 }
 
 /// Delivery settings for checks: quick retries, a short lease, a dead-letter queue.

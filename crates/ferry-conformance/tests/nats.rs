@@ -6,8 +6,8 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use ferry::{Feature, Support};
-use ferry_conformance::service::url_or_skip;
 use ferry_conformance::{Restart, Target};
+use ferry_testkit::url_or_skip;
 
 /// The checks that need each feature, as the suite declares them: a check may be skipped
 /// only when the table says No to one of its features.
@@ -49,12 +49,7 @@ const RESTART: &str = "nothing_acked_or_published_is_lost_across_an_engine_resta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_jetstream_passes_the_conformance_suite() {
-    let Some(url) = url_or_skip(
-        "NATS JetStream",
-        "FERRY_NATS_URL",
-        "nats://127.0.0.1:4222",
-        "127.0.0.1:4222",
-    ) else {
+    let Some(url) = url_or_skip("NATS JetStream", "FERRY_NATS_URL", "nats://127.0.0.1:4222") else {
         return;
     };
     let target = Target::new("NATS JetStream", url).restart(Restart::Cannot(

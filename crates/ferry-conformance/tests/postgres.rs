@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use ferry::{Feature, Support};
-use ferry_conformance::service::url_or_skip;
 use ferry_conformance::{Restart, Target};
+use ferry_testkit::url_or_skip;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_passes_the_conformance_suite() {
@@ -14,7 +14,6 @@ async fn postgres_passes_the_conformance_suite() {
         "PostgreSQL",
         "FERRY_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:5432/test",
-        "127.0.0.1:5432",
     ) else {
         return;
     };

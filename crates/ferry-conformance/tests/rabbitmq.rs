@@ -7,11 +7,10 @@ use ferry_conformance::{Restart, Target};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_passes_the_conformance_suite() {
-    let Some(url) = ferry_conformance::service::url_or_skip(
+    let Some(url) = ferry_testkit::url_or_skip(
         "RabbitMQ",
         "FERRY_AMQP_URL",
         "amqp://guest:guest@127.0.0.1:5672/%2f",
-        "127.0.0.1:5672",
     ) else {
         return;
     };

@@ -3,17 +3,12 @@
 use std::collections::BTreeSet;
 
 use ferry::Feature;
-use ferry_conformance::service::url_or_skip;
 use ferry_conformance::{Restart, Target};
+use ferry_testkit::url_or_skip;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_streams_pass_the_conformance_suite() {
-    let Some(url) = url_or_skip(
-        "Redis",
-        "FERRY_REDIS_URL",
-        "redis://127.0.0.1:6379/0",
-        "127.0.0.1:6379",
-    ) else {
+    let Some(url) = url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0") else {
         return;
     };
     let target = Target::new("Redis Streams", url).restart(Restart::Cannot(
@@ -103,20 +98,11 @@ async fn a_topic_stream_keeps_only_what_some_subscription_still_needs() {
         ConsumerOptions, Destination, Ferry, Message, Source, SubscriptionDecl, TopicDecl,
     };
 
-    let Some(url) = url_or_skip(
-        "Redis",
-        "FERRY_REDIS_URL",
-        "redis://127.0.0.1:6379/0",
-        "127.0.0.1:6379",
-    ) else {
+    let Some(url) = url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0") else {
         return;
     };
     let ferry = Ferry::connect(&url).await.unwrap();
-    let topic = format!(
-        "rt-{}-trim-{:04x}",
-        ferry::message::now_ms(),
-        fastrand::u16(..)
-    );
+    let topic = ferry_testkit::fresh("rt", "trim");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
     let (a, b) = (format!("{topic}-a"), format!("{topic}-b"));
     for name in [&a, &b] {
