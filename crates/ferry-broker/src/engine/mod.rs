@@ -17,7 +17,7 @@
 //! lease expiry journals its `Failed` attempt too, ahead of any redelivery's `Leased`, since
 //! effects are journaled under the state lock); receive once its `Leased` events are, so a restart knows how many deliveries each message had. A dead
 //! letter is stored in the dead-letter queue before `DeadLettered` is journaled on its
-//! origin (see `engine/dead_letter.rs` for the crash window between the two).
+//! origin (see `engine/effects.rs` for the crash window between the two).
 //!
 //! **Time** comes from the configured [`Clock`]. A background task ticks each queue at its
 //! next timer; with [`BrokerConfig::background_timers`] off (tests with a
@@ -30,8 +30,8 @@
 //! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
-mod dead_letter;
 mod disk_reserve;
+mod effects;
 mod groups;
 mod housekeeping;
 mod limits;
@@ -272,7 +272,7 @@ impl Broker {
         let topics = topics::open_topics(&dir, &meta, &config, &log_stats)?;
         let links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
         let now_ms = config.clock.now_ms();
-        let dead = dead_letter::already_dead_lettered(&queues)?;
+        let dead = effects::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
         for queue in queues.values() {
             let empty = HashMap::new();

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 
-use super::dead_letter::FoundLetter;
+use super::effects::FoundLetter;
 use super::queue::{Queue, dedup_keys, scan, scan_from};
 use crate::error::{BrokerError, Result};
 use crate::message::millis;
