@@ -1,4 +1,21 @@
-//! Moving a message into its dead-letter queue.
+//! Carrying out a queue state's decisions: the one place the engine acts on the effects
+//! ([`Effect`]) the pure state hands back — settled, failed, ready again, dead-lettered —
+//! after a receive, ack, nack, reject, unpark, tick, or a publish over a length limit.
+//!
+//! Every caller does the same two steps, and this file reads in their order:
+//!
+//! 1. [`Queue::take_effects`], under the state lock: drain the effects and journal the
+//!    failed attempts among them (`Failed`, for nacks and lease expiries alike), so the
+//!    journal's order is the order the state changed in — a lease expiry's `Failed` lands
+//!    ahead of any redelivery's `Leased`.
+//! 2. [`Broker::apply_effects`], with the lock let go: wait until those events are durable,
+//!    wake receivers if a message became ready, and move each dead letter
+//!    ([`Broker::dead_letter`]): stored in the dead-letter queue, then `DeadLettered`
+//!    journaled on its origin.
+//!
+//! A nack that uses up a message's deliveries is the whole path: the state decides a
+//! `DeadLetter` effect, step 1 journals nothing for it (the message is not retried), and
+//! step 2 stores the letter and then settles it on its origin before the nack returns.
 //!
 //! **Retention.** A dead letter expires from the dead-letter queue after the origin's
 //! `dead_letter_retention` (14 days by default): it then leaves that queue as an expired
@@ -7,78 +24,97 @@
 //!
 //! **Crash window.** A dead letter is stored in the dead-letter queue first, durably, and
 //! only then is `DeadLettered` journaled on its origin. A crash between the two leaves the
-//! message in both places; on reopen [`already_dead_lettered`] scans every dead-letter
-//! queue's letters (origin queue, seq, and the original's id and publish time, so a letter
-//! from an earlier queue of the same name never matches) and the origin does not track those
-//! seqs again: it journals their `DeadLettered` then. The other order could
-//! lose the message (journaled as dead but never stored), so it is not used.
+//! message in both places; on reopen `already_dead_lettered` (`engine/recovery.rs`) scans
+//! every dead-letter queue's letters (origin queue, seq, and the original's id and publish
+//! time, so a letter from an earlier queue of the same name never matches) and the origin
+//! does not track those seqs again: it journals their `DeadLettered` then. The other order
+//! could lose the message (journaled as dead but never stored), so it is not used.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use tokio::sync::oneshot;
+
 use super::Broker;
-use super::queue::{Queue, durable, scan};
+use super::queue::{Inner, Queue, durable};
 use crate::error::Result;
 use crate::message::{Message, millis};
-use crate::message_id::MessageId;
-use crate::name::Name;
 use crate::queue::journal::JournalEvent;
-use crate::queue::state::{DeadLetterDecision, DeadLetterReason, Seq};
+use crate::queue::state::{DeadLetterDecision, Effect};
 use crate::record::DeadLetterInfo;
 
-/// A dead letter found in a dead-letter queue: which message of its origin it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FoundLetter {
-    /// The original message's id and publish time: with the origin seq they tell the
-    /// message from another one at the same seq of a queue deleted and created again.
-    pub id: MessageId,
-    pub published_at: i64,
-    pub reason: DeadLetterReason,
+/// Effects taken from a queue's state, with the durability of the journal events made for
+/// them; [`Broker::apply_effects`] awaits it first.
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub effects: Vec<Effect>,
+    pub journal: Option<oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
 }
 
-/// Per origin queue, the dead letters its dead-letter queue already holds, by origin seq.
-pub(super) fn already_dead_lettered(
-    queues: &BTreeMap<Name, Arc<Queue>>,
-) -> Result<HashMap<Name, HashMap<Seq, FoundLetter>>> {
-    let targets: HashSet<Name> = queues
-        .iter()
-        .filter_map(|(name, q)| q.spec.dead_letter_target(name).ok().flatten())
-        .collect();
-    let mut found: HashMap<Name, HashMap<Seq, FoundLetter>> = HashMap::new();
-    for target in targets {
-        let Some(dlq) = queues.get(&target) else {
-            continue;
-        };
-        scan(&dlq.messages, |record| {
-            let letter = Message::from_record(record)?;
-            if let Some(info) = &letter.dead_letter
-                && let Ok(origin) = Name::new(&info.origin_queue)
-                && let Some(reason) = DeadLetterReason::parse(&info.reason)
-            {
-                let seen = FoundLetter {
-                    id: letter.id,
-                    published_at: info.origin_published_at,
-                    reason,
-                };
-                found
-                    .entry(origin)
-                    .or_default()
-                    .insert(info.origin_seq, seen);
-            }
-            Ok(())
-        })?;
+impl Queue {
+    /// Drains the state's effects (call with the state lock held) and journals the failed
+    /// attempts among them — nacks and lease expiries alike — in the order the state changed.
+    pub fn take_effects(&self, inner: &mut Inner, now_ms: i64) -> Effects {
+        let effects = inner.state.take_effects();
+        let events: Vec<JournalEvent> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Failed {
+                    seq,
+                    deliveries,
+                    retry_at_ms,
+                    error,
+                } => Some(JournalEvent::Failed {
+                    seq: *seq,
+                    deliveries: *deliveries,
+                    retry_at_ms: *retry_at_ms,
+                    error: error.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let journal = (!events.is_empty()).then(|| self.journal(inner, &events, now_ms));
+        Effects { effects, journal }
     }
-    Ok(found)
 }
 
 impl Broker {
+    /// Carries out effects taken with [`Queue::take_effects`], after the state lock is let
+    /// go: once their `Failed` events are durable, wakes receivers if a message became
+    /// ready and moves each dead letter. A dead letter that cannot be moved poisons its
+    /// origin; the others are still moved, and the first error is returned.
+    pub(super) async fn apply_effects(&self, queue: &Arc<Queue>, effects: Effects) -> Result<()> {
+        if let Some(rx) = effects.journal {
+            durable(rx).await?;
+        }
+        let mut woke = false;
+        let mut first_error = None;
+        for effect in effects.effects {
+            match effect {
+                Effect::Settled { .. } | Effect::Failed { .. } => {}
+                Effect::Ready { .. } => woke = true,
+                Effect::DeadLetter(decision) => {
+                    if let Err(error) = self.dead_letter(queue, decision).await {
+                        // The message has left the state but is not settled on disk: the
+                        // queue disagrees with its journal until a reopen, which finds it
+                        // unsettled and moves it again.
+                        queue
+                            .poisoned
+                            .get_or_init(|| format!("moving a dead letter failed: {error}"));
+                        first_error.get_or_insert(error);
+                    }
+                }
+            }
+        }
+        if woke {
+            queue.ready.notify_waiters();
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Stores the dead letter in `origin`'s dead-letter queue (if it has one; with
-    /// dead-lettering disabled the message is dropped), then journals it on `origin`.
-    pub(super) async fn dead_letter(
-        &self,
-        origin: &Arc<Queue>,
-        decision: DeadLetterDecision,
-    ) -> Result<()> {
+    /// dead-lettering disabled the message is dropped), then journals it on `origin`: in
+    /// this order, for the crash window in the module docs.
+    async fn dead_letter(&self, origin: &Arc<Queue>, decision: DeadLetterDecision) -> Result<()> {
         let now_ms = self.now_ms();
         if let Some(dlq) = self.dead_letter_queue(origin) {
             let original = origin.read(decision.seq)?;
@@ -126,5 +162,17 @@ impl Broker {
         };
         let rx = origin.journal(&mut origin.lock(), &[event], now_ms);
         durable(rx).await
+    }
+
+    /// The queue `origin`'s dead letters go to: `None` when dead-lettering is disabled (or
+    /// its target is gone), and the letter is then dropped.
+    fn dead_letter_queue(&self, origin: &Queue) -> Option<Arc<Queue>> {
+        let target = origin
+            .spec
+            .dead_letter_target(&origin.name)
+            .ok()
+            .flatten()?;
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.get(&target).cloned()
     }
 }

@@ -23,7 +23,8 @@
 
 use std::sync::Arc;
 
-use super::queue::{Effects, Inner, Queue, durable, message_size};
+use super::effects::Effects;
+use super::queue::{Inner, Queue, durable, message_size};
 use super::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
 use crate::message::Message;

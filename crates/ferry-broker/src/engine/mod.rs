@@ -60,13 +60,13 @@ use crate::message::{Headers, Limits, OutgoingMessage, millis};
 use crate::message_id::MessageId;
 use crate::name::Name;
 use crate::queue::journal::JournalEvent;
-use crate::queue::state::{Acked, Effect, LeaseToken, Nacked, QueueStateStats, Seq};
+use crate::queue::state::{Acked, LeaseToken, Nacked, QueueStateStats, Seq};
 use crate::record::DeadLetterInfo;
 use crate::spec::{DeadLetter, QueueSpec};
 use crate::spec_codec;
 use crate::topology::validate_topology;
 
-use queue::{Effects, Queue, dedup_keys, durable};
+use queue::{Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
 pub use disk_reserve::DiskSpace;
@@ -272,7 +272,7 @@ impl Broker {
         let topics = topics::open_topics(&dir, &meta, &config, &log_stats)?;
         let links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
         let now_ms = config.clock.now_ms();
-        let dead = effects::already_dead_lettered(&queues)?;
+        let dead = recovery::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
         for queue in queues.values() {
             let empty = HashMap::new();
@@ -903,45 +903,6 @@ impl Broker {
             .filter(|q| !q.is_poisoned())
             .filter_map(|q| q.lock().state.next_wakeup())
             .min()
-    }
-
-    async fn apply_effects(&self, queue: &Arc<Queue>, effects: Effects) -> Result<()> {
-        if let Some(rx) = effects.journal {
-            durable(rx).await?;
-        }
-        let mut woke = false;
-        let mut first_error = None;
-        for effect in effects.effects {
-            match effect {
-                Effect::Settled { .. } | Effect::Failed { .. } => {}
-                Effect::Ready { .. } => woke = true,
-                Effect::DeadLetter(decision) => {
-                    if let Err(error) = self.dead_letter(queue, decision).await {
-                        // The message has left the state but is not settled on disk: the
-                        // queue disagrees with its journal until a reopen, which finds it
-                        // unsettled and moves it again.
-                        queue
-                            .poisoned
-                            .get_or_init(|| format!("moving a dead letter failed: {error}"));
-                        first_error.get_or_insert(error);
-                    }
-                }
-            }
-        }
-        if woke {
-            queue.ready.notify_waiters();
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    fn dead_letter_queue(&self, origin: &Queue) -> Option<Arc<Queue>> {
-        let target = origin
-            .spec
-            .dead_letter_target(&origin.name)
-            .ok()
-            .flatten()?;
-        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        queues.get(&target).cloned()
     }
 }
 

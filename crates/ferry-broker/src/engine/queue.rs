@@ -16,7 +16,7 @@ use crate::name::Name;
 use crate::queue::dedup::DedupWindow;
 use crate::queue::journal::{Counts, JournalEvent};
 use crate::queue::seq_ranges::SeqRanges;
-use crate::queue::state::{Effect, QueueState, Seq, Tracked};
+use crate::queue::state::{QueueState, Seq, Tracked};
 use crate::spec::QueueSpec;
 use crate::subscription::{TopicRef, split_ref};
 
@@ -76,14 +76,6 @@ pub(crate) struct Inner {
     pub counts: Counts,
     /// Journal bytes appended since the last checkpoint.
     pub journal_bytes: u64,
-}
-
-/// Effects taken from a queue's state, with the durability of the journal events made for
-/// them; [`Broker::apply_effects`](super::Broker) awaits it first.
-#[derive(Default)]
-pub(crate) struct Effects {
-    pub effects: Vec<Effect>,
-    pub journal: Option<oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
 }
 
 impl Queue {
@@ -364,31 +356,6 @@ impl Queue {
         inner.journal_bytes += records.iter().map(|r| r.value.len() as u64).sum::<u64>();
         self.journal.append_then(records, Box::new(done));
         rx
-    }
-
-    /// Drains the state's effects (call with the state lock held) and journals the failed
-    /// attempts among them — nacks and lease expiries alike — in the order the state changed.
-    pub fn take_effects(&self, inner: &mut Inner, now_ms: i64) -> Effects {
-        let effects = inner.state.take_effects();
-        let events: Vec<JournalEvent> = effects
-            .iter()
-            .filter_map(|effect| match effect {
-                Effect::Failed {
-                    seq,
-                    deliveries,
-                    retry_at_ms,
-                    error,
-                } => Some(JournalEvent::Failed {
-                    seq: *seq,
-                    deliveries: *deliveries,
-                    retry_at_ms: *retry_at_ms,
-                    error: error.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
-        let journal = (!events.is_empty()).then(|| self.journal(inner, &events, now_ms));
-        Effects { effects, journal }
     }
 
     /// The stored message at `seq`.

@@ -5,17 +5,21 @@
 //! deliverable before. The message log is then read from the lowest seq that matters — the
 //! checkpoint's `low`, or earlier if the dedup window reaches further back — and every
 //! message still unsettled is tracked again, in seq order, with its deliveries and times.
+//! Messages a crash left stored in their dead-letter queue but not yet journaled as dead
+//! letters on their origin ([`already_dead_lettered`]) are not tracked again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::effects::FoundLetter;
 use super::queue::{Queue, dedup_keys, scan, scan_from};
 use crate::error::{BrokerError, Result};
-use crate::message::millis;
+use crate::message::{Message, millis};
+use crate::message_id::MessageId;
+use crate::name::Name;
 use crate::queue::journal::{Counts, JournalEvent};
-use crate::queue::state::{FailureRecord, Seq};
+use crate::queue::state::{DeadLetterReason, FailureRecord, Seq};
 
 /// What the journal says of one seq.
 #[derive(Debug, Default, Clone)]
@@ -291,6 +295,53 @@ impl Queue {
         inner.stored_end = self.messages.end_offset();
         Ok(settle)
     }
+}
+
+/// A dead letter found in a dead-letter queue: which message of its origin it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FoundLetter {
+    /// The original message's id and publish time: with the origin seq they tell the
+    /// message from another one at the same seq of a queue deleted and created again.
+    pub id: MessageId,
+    pub published_at: i64,
+    pub reason: DeadLetterReason,
+}
+
+/// Per origin queue, the dead letters its dead-letter queue already holds, by origin seq:
+/// the letters a crash stored without their `DeadLettered` on the origin (the crash window
+/// in `engine/effects.rs`), which the origin must not track again.
+pub(super) fn already_dead_lettered(
+    queues: &BTreeMap<Name, Arc<Queue>>,
+) -> Result<HashMap<Name, HashMap<Seq, FoundLetter>>> {
+    let targets: HashSet<Name> = queues
+        .iter()
+        .filter_map(|(name, q)| q.spec.dead_letter_target(name).ok().flatten())
+        .collect();
+    let mut found: HashMap<Name, HashMap<Seq, FoundLetter>> = HashMap::new();
+    for target in targets {
+        let Some(dlq) = queues.get(&target) else {
+            continue;
+        };
+        scan(&dlq.messages, |record| {
+            let letter = Message::from_record(record)?;
+            if let Some(info) = &letter.dead_letter
+                && let Ok(origin) = Name::new(&info.origin_queue)
+                && let Some(reason) = DeadLetterReason::parse(&info.reason)
+            {
+                let seen = FoundLetter {
+                    id: letter.id,
+                    published_at: info.origin_published_at,
+                    reason,
+                };
+                found
+                    .entry(origin)
+                    .or_default()
+                    .insert(info.origin_seq, seen);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
