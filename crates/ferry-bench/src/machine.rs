@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::host;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cores: usize,
@@ -25,33 +27,15 @@ pub struct Machine {
 impl Machine {
     pub fn probe(out_dir: &Path, fsync_for: Duration) -> Machine {
         Machine {
-            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
-            memory_gib: mem_total_kib().map_or(0.0, |k| k as f64 / (1024.0 * 1024.0)),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into()),
+            cores: host::cores(),
+            cpu_model: host::cpu_model().unwrap_or_else(|| "unknown".into()),
+            memory_gib: host::memory_gib(),
+            kernel: host::kernel(),
             fdatasync_per_sec: fdatasync_rate(out_dir, fsync_for).ok(),
             ferry_revision: git_revision(),
-            load_1m: std::fs::read_to_string("/proc/loadavg")
-                .ok()
-                .and_then(|l| l.split_whitespace().next()?.parse().ok()),
+            load_1m: host::load_1m(),
         }
     }
-}
-
-fn cpu_model() -> Option<String> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    info.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-}
-
-fn mem_total_kib() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Appending (not overwriting) on purpose: an appending fdatasync must also persist the new

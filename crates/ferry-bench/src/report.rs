@@ -8,6 +8,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::driver::{Figures, Outcome};
+use crate::figures;
 use crate::stats::Percentiles;
 use crate::{Results, TargetResult};
 
@@ -201,26 +202,12 @@ fn percentiles(p: Option<Percentiles>) -> String {
 
 /// Milliseconds with three significant digits or so.
 fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
+    figures::three_digits(v)
 }
 
 /// A rate with thousands separated: 12 345.
 pub fn num(v: f64) -> String {
-    let digits = format!("{:.0}", v.max(0.0));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(' ');
-        }
-        out.push(c);
-    }
-    out
+    figures::grouped(v, ' ')
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! The `ferry` command: run a server, administer and use one, and benchmarks.
 
-mod bench;
 mod remote;
 mod serve;
 mod test_clock;
@@ -10,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
+use ferry_bench::suites as bench;
 use ferry_cli::config;
 use remote::{Remote, admin, dead_letters, messages, stats};
 use tracing_subscriber::EnvFilter;

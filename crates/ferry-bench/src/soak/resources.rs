@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::process;
+use crate::{host, process};
 
 /// One reading of the engine's resources.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -25,7 +25,7 @@ pub fn read(pid: Option<u32>, data_dir: Option<&Path>) -> Resources {
     let tree = pid.map(process::tree_of).unwrap_or_default();
     let rss_kib: u64 = tree
         .iter()
-        .filter_map(|p| process::status_kib(*p, "VmRSS:"))
+        .filter_map(|p| host::status_kib(*p, "VmRSS:"))
         .sum();
     let open_files = tree.iter().map(|p| open_files(*p)).sum();
     Resources {

@@ -2,6 +2,8 @@
 //! getrusage. The broker is embedded, so the process's memory is the broker's memory (plus
 //! the bench's own, which is small and constant: counters and histograms).
 
+use crate::host;
+
 /// Resident memory, from /proc/self/status.
 #[derive(Debug, Clone, Copy)]
 pub struct Memory {
@@ -13,14 +15,9 @@ pub struct Memory {
 
 /// `None` where /proc is missing or unreadable (not Linux).
 pub fn memory() -> Option<Memory> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib = |field: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(field))?;
-        line[field.len()..].split_whitespace().next()?.parse().ok()
-    };
     Some(Memory {
-        rss_bytes: kib("VmRSS:")? * 1024,
-        peak_bytes: kib("VmHWM:")? * 1024,
+        rss_bytes: host::own_status_kib("VmRSS:")? * 1024,
+        peak_bytes: host::own_status_kib("VmHWM:")? * 1024,
     })
 }
 

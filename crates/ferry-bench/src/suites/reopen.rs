@@ -1,5 +1,6 @@
-//! Recovery time after an unclean stop. A child process (this same binary, hidden subcommand)
-//! fills a log and aborts without closing it, so the parent opens a log whose writer really
+//! Recovery time after an unclean stop. A child process (this same binary: the `ferry`
+//! command, through its hidden `bench storage-child-fill` subcommand, which calls
+//! [`child_fill`]) fills a log and aborts without closing it, so the parent opens a log whose writer really
 //! died mid-flight: no final sync, no final checkpoint, the lock released only by the kernel.
 //! Doing it in-process with `mem::forget` would leak the writer thread and keep the lock.
 

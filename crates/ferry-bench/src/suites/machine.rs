@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::host;
+
 #[derive(Debug, Clone)]
 pub struct Machine {
     pub cores: usize,
@@ -21,19 +23,14 @@ impl Machine {
         let (fs_type, fs_source, mount_point) = mount_of(bench_dir)
             .unwrap_or_else(|| ("unknown".into(), "unknown".into(), bench_dir.to_path_buf()));
         Machine {
-            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            cpu: cpu_model().unwrap_or_else(|| "unknown CPU".into()),
-            memory_gib: mem_total_kib().map_or(0.0, |k| k as f64 / (1024.0 * 1024.0)),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into()),
+            cores: host::cores(),
+            cpu: host::cpu_model().unwrap_or_else(|| "unknown CPU".into()),
+            memory_gib: host::memory_gib(),
+            kernel: host::kernel(),
             fs_type,
             fs_source,
             mount_point,
-            load_1m: std::fs::read_to_string("/proc/loadavg")
-                .ok()
-                .and_then(|l| l.split_whitespace().next()?.parse().ok())
-                .unwrap_or(f64::NAN),
+            load_1m: host::load_1m().unwrap_or(f64::NAN),
         }
     }
 
@@ -55,20 +52,6 @@ impl Machine {
             self.load_1m
         )
     }
-}
-
-fn cpu_model() -> Option<String> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    info.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-}
-
-fn mem_total_kib() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The mount holding `path`: the longest mount point in /proc/self/mountinfo that contains

@@ -1,7 +1,12 @@
-//! `ferry bench storage`: the storage engine measured against the device it runs on, in one
-//! run, so every target is checked as a ratio of figures taken under the same conditions.
-//! `ferry bench broker` ([`broker`]) shares its machine facts, directory choice and fsync count,
-//! and `ferry bench fanout` ([`fanout`]) the broker bench's process figures and fresh brokers.
+//! The suites behind the `ferry bench …` subcommands; the `ferry` command parses their
+//! arguments and calls in here.
+//!
+//! `ferry bench storage` (this module): the storage engine measured against the device it
+//! runs on, in one run, so every target is checked as a ratio of figures taken under the same
+//! conditions. `ferry bench broker` ([`broker`]) shares its machine facts, directory choice
+//! and fsync count, and `ferry bench fanout` ([`fanout`]) the broker bench's process figures
+//! and fresh brokers. `ferry bench remote` ([`remote`]) and `ferry bench transports`
+//! ([`transports`]) put the server and every transport beside the embedded broker.
 
 pub mod broker;
 pub mod checks;

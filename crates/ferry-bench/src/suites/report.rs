@@ -4,6 +4,8 @@
 use comfy_table::{CellAlignment, Table};
 use ferry_storage::Durability;
 
+use crate::figures;
+
 use super::checks::checks;
 use super::device::{DeviceLimits, SyncLoop};
 use super::machine::Machine;
@@ -61,15 +63,7 @@ records/s and MB/s count records, latency is per append."
 
 /// Thousands separators: record rates are read at a glance.
 pub fn count(v: f64) -> String {
-    let digits = format!("{:.0}", v.max(0.0));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    figures::grouped(v, ',')
 }
 
 /// Counts for big rates, decimals for small ones (a lone fdatasync from a segment roll is
@@ -80,13 +74,7 @@ fn rate(v: f64) -> String {
 
 /// Three significant-ish digits without scientific notation.
 pub fn num(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
+    figures::three_digits(v)
 }
 
 fn device_row(table: &mut Table, label: &str, case: &str, l: &SyncLoop, note: String) {
