@@ -12,6 +12,8 @@ use ferry_storage::ManualClock;
 use super::housekeeping_tests::open_with;
 use super::tests::{T0, open, spec};
 use super::*;
+use crate::queue::state::{Acked, Nacked};
+use crate::spec::QueueSpec;
 
 /// A checkpoint larger than one storage batch (17k retrying messages with a 1 KiB error
 /// each) is written in several appends, and a reopen reads it back.

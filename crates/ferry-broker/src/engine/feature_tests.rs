@@ -7,6 +7,7 @@ use ferry_storage::ManualClock;
 use super::*;
 use crate::queue::state::DeadLetterReason;
 use crate::record::{REDRIVE_COUNT, REDRIVE_FROM};
+use crate::spec::{DeadLetter, QueueSpec};
 use crate::spec::{LengthLimit, OverflowPolicy};
 
 use super::tests::{T0, open, spec};

@@ -11,6 +11,7 @@ use ferry_storage::ManualClock;
 use super::tests::{T0, spec};
 use super::*;
 use crate::spec::OrderingMode;
+use crate::spec::QueueSpec;
 
 pub(super) async fn open_with(
     dir: &Path,

@@ -30,6 +30,7 @@
 //! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
+mod consume;
 mod disk_reserve;
 mod effects;
 mod groups;
@@ -37,6 +38,7 @@ mod housekeeping;
 mod limits;
 mod peek;
 mod queue;
+mod queues;
 mod recovery;
 mod redrive;
 mod storage_stats;
@@ -52,27 +54,27 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
-use ferry_storage::{Clock, DirLock, MetaBatch, MetaStore, SystemClock};
+use ferry_storage::{Clock, DirLock, MetaStore, SystemClock};
 
 use crate::error::{BrokerError, Result};
-use crate::message::{Headers, Limits, OutgoingMessage, millis};
+use crate::message::{Limits, OutgoingMessage};
 use crate::message_id::MessageId;
 use crate::name::Name;
 use crate::queue::journal::JournalEvent;
-use crate::queue::state::{Acked, LeaseToken, Nacked, QueueStateStats, Seq};
-use crate::record::DeadLetterInfo;
-use crate::spec::{DeadLetter, QueueSpec};
 use crate::spec_codec;
-use crate::topology::validate_topology;
 
+#[cfg(test)]
+use consume::MAX_CONSUMER_NAME_BYTES;
+use consume::check_consumer;
 use queue::{Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
+pub use consume::ReceivedMessage;
 pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::MaintenanceReport;
 pub use peek::{MAX_PEEK, PeekedMessage};
+pub use queues::{QueueInfo, QueueStats};
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
 pub use subscriptions::{SkippedRange, SubscriptionInfo};
@@ -125,59 +127,6 @@ impl Default for BrokerConfig {
             disk_reserve_bytes: 64 << 20,
         }
     }
-}
-
-/// A message handed to a consumer under a lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReceivedMessage {
-    pub id: MessageId,
-    pub seq: Seq,
-    /// Carry it to ack, nack, reject or extend.
-    pub token: LeaseToken,
-    /// 1 for the first delivery.
-    pub delivery: u32,
-    pub lease_until_ms: i64,
-    pub payload: Bytes,
-    pub key: Option<Bytes>,
-    pub headers: Headers,
-    pub priority: u8,
-    pub published_at: i64,
-    /// Set when this queue is a dead-letter queue: why and from where the message came.
-    pub dead_letter: Option<DeadLetterInfo>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueueInfo {
-    pub name: Name,
-    pub spec: QueueSpec,
-    pub stats: QueueStats,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct QueueStats {
-    /// Ready, in flight, delayed … now.
-    pub state: QueueStateStats,
-    /// The seq the next stored message will get: how many messages were ever stored —
-    /// published, dead-lettered into this queue or redriven into it.
-    pub next_seq: u64,
-    /// The counters below count since the queue was created; they survive restarts.
-    pub acked: u64,
-    /// Failed attempts followed by a retry: nacks and lease expiries. (A failed attempt
-    /// that dead-letters counts under `dead_lettered`.)
-    pub nacked: u64,
-    /// Messages that left this queue for its dead-letter queue (or were discarded, with
-    /// dead-lettering disabled).
-    pub dead_lettered: u64,
-    /// Dropped to make room under the overflow policy `DropHead`.
-    pub dropped: u64,
-    /// Scheduled messages cancelled by id ([`Broker::cancel`]).
-    pub cancelled: u64,
-    /// Moved out of this dead-letter queue by [`Broker::redrive`].
-    pub redriven: u64,
-    /// A subscription's messages taken out unsettled because the topic's retention, set to
-    /// override subscriptions, deleted them (see
-    /// [`TopicRetention::overrides_subscriptions`](crate::TopicRetention::overrides_subscriptions)).
-    pub skipped: u64,
 }
 
 /// The embedded broker; cheap to clone (an `Arc`).
@@ -342,194 +291,6 @@ impl Broker {
         queues.values().cloned().collect()
     }
 
-    // ---- Admin ----
-
-    /// Creates a queue after checking its name, its spec and the topology with it; with
-    /// [`DeadLetter::Default`] also creates `<name>.dlq` (dead-lettering disabled) if
-    /// missing. On any error nothing changes.
-    pub async fn create_queue(&self, name: &str, spec: QueueSpec) -> Result<()> {
-        self.create_queue_with(name, spec, Vec::new()).await
-    }
-
-    /// Creates a queue and, in the same metadata commit, `extra` entries: what makes the
-    /// queue something more (a subscription) is on disk with it or not at all.
-    pub(super) async fn create_queue_with(
-        &self,
-        name: &str,
-        spec: QueueSpec,
-        extra: Vec<(String, Vec<u8>)>,
-    ) -> Result<()> {
-        let name = Name::new(name)?;
-        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
-        let mut new = vec![(name.clone(), spec.clone())];
-        {
-            let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-            if queues.contains_key(&name) {
-                return Err(BrokerError::QueueExists { queue: name });
-            }
-            if spec.dead_letter == DeadLetter::Default {
-                let dlq = spec
-                    .dead_letter_target(&name)?
-                    .expect("default has a target");
-                if !queues.contains_key(&dlq) {
-                    let dlq_spec = QueueSpec {
-                        dead_letter: DeadLetter::Disabled,
-                        durability: spec.durability,
-                        ..QueueSpec::default()
-                    };
-                    new.push((dlq, dlq_spec));
-                }
-            }
-            let mut all: Vec<(Name, QueueSpec)> = queues
-                .iter()
-                .map(|(n, q)| (n.clone(), q.spec.clone()))
-                .collect();
-            all.extend(new.iter().cloned());
-            validate_topology(&all)?;
-        }
-        let mut opened = Vec::new();
-        for (name, spec) in &new {
-            // Left behind by a create or delete interrupted by a crash: not in the metadata,
-            // so not a queue; its logs must not leak into the new one.
-            let dir = Queue::dir(&self.inner.dir, name);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|e| ferry_storage::StorageError::io("remove stale queue", &dir, e))?;
-            }
-            let seed = self
-                .inner
-                .rng
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .u64(..);
-            let queue = Queue::open(
-                &self.inner.dir,
-                name.clone(),
-                spec.clone(),
-                &self.inner.config,
-                &self.inner.log_stats,
-                seed,
-                self.inner.token_base,
-            )?;
-            opened.push(Arc::new(queue));
-        }
-        let mut batch = MetaBatch::new();
-        for (name, spec) in &new {
-            batch.put(format!("{SPEC_PREFIX}{name}"), spec_codec::encode(spec));
-        }
-        for (key, value) in extra {
-            batch.put(key, value);
-        }
-        meta.commit(batch)?;
-        let mut queues = self.inner.queues.write().unwrap_or_else(|e| e.into_inner());
-        for queue in opened {
-            queues.insert(queue.name.clone(), queue);
-        }
-        Ok(())
-    }
-
-    /// Deletes a queue and its messages. Refused while another queue dead-letters into it.
-    ///
-    /// Allowed while messages are in flight, as `DeleteQueue` in SQS and `queue.delete`
-    /// in RabbitMQ are by default: deleting is the operator's decision, and a consumer
-    /// cannot be waited for. The leases end with the queue — a later ack, nack, reject or
-    /// extend of one is [`BrokerError::QueueNotFound`] — and nothing is dead-lettered.
-    ///
-    /// A poisoned queue ([`BrokerError::QueuePoisoned`]) can be deleted: nothing in it can
-    /// be trusted until a reopen, and deleting is what an operator may want instead.
-    pub async fn delete_queue(&self, name: &str) -> Result<()> {
-        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
-        let queue = match self.queue(name) {
-            Err(BrokerError::QueuePoisoned { queue, .. }) => self
-                .inner
-                .queues
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&queue)
-                .cloned()
-                .ok_or(BrokerError::QueueNotFound {
-                    queue: queue.to_string(),
-                })?,
-            other => other?,
-        };
-        {
-            let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-            for (origin, q) in queues.iter() {
-                if origin != &queue.name
-                    && q.spec.dead_letter_target(origin).ok().flatten().as_ref()
-                        == Some(&queue.name)
-                {
-                    return Err(BrokerError::QueueIsDeadLetterTarget {
-                        queue: queue.name.clone(),
-                        origin: origin.clone(),
-                    });
-                }
-            }
-        }
-        // Metadata first: a crash before the files are gone leaves a directory that is not
-        // a queue, which create_queue clears.
-        let mut batch = MetaBatch::new();
-        batch.delete(format!("{SPEC_PREFIX}{}", queue.name));
-        if queue.source.get().is_some() {
-            for key in Self::subscription_keys(&queue.name) {
-                batch.delete(key);
-            }
-        }
-        meta.commit(batch)?;
-        self.inner
-            .queues
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&queue.name);
-        let dir = Queue::dir(&self.inner.dir, &queue.name);
-        drop(queue);
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| ferry_storage::StorageError::io("remove queue", &dir, e))?;
-        Ok(())
-    }
-
-    /// Whether `name` is a dead-letter queue: its name ends in `.dlq` (the suffix is
-    /// reserved for them, and every default dead-letter queue has it) or some queue names
-    /// it as its dead-letter queue. Access control asks this to keep reading dead letters
-    /// apart from consuming ordinary queues; it holds whether or not the queue exists yet.
-    pub fn is_dead_letter_queue(&self, name: &str) -> bool {
-        if name.ends_with(Name::DEAD_LETTER_SUFFIX) {
-            return true;
-        }
-        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        queues.values().any(
-            |q| matches!(&q.spec.dead_letter, DeadLetter::Named(target) if target.as_str() == name),
-        )
-    }
-
-    pub fn list_queues(&self) -> Vec<Name> {
-        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        queues.keys().cloned().collect()
-    }
-
-    pub fn describe_queue(&self, name: &str) -> Result<QueueInfo> {
-        let queue = self.queue(name)?;
-        let (state, counts) = {
-            let inner = queue.lock();
-            (inner.state.stats(self.now_ms()), inner.counts)
-        };
-        Ok(QueueInfo {
-            name: queue.name.clone(),
-            spec: queue.spec.clone(),
-            stats: QueueStats {
-                state,
-                next_seq: queue.messages.end_offset(),
-                acked: counts.acked,
-                nacked: counts.nacked,
-                dead_lettered: counts.dead_lettered,
-                dropped: counts.dropped,
-                cancelled: counts.cancelled,
-                redriven: counts.redriven,
-                skipped: counts.skipped,
-            },
-        })
-    }
-
     // ---- Publish ----
 
     pub async fn publish(&self, queue: &str, message: OutgoingMessage) -> Result<MessageId> {
@@ -615,261 +376,6 @@ impl Broker {
         };
         durable(rx).await?;
         Ok(true)
-    }
-
-    // ---- Receive and outcomes ----
-
-    /// Caps how many messages `consumer` may hold in flight on `queue` at once; `None` lifts
-    /// the cap. A consumer at its cap receives nothing; lowering a cap recalls nothing.
-    ///
-    /// Until the broker is reopened: the cap lives in memory only, is not journaled, and is gone after the
-    /// broker reopens (consumers set it again when they reconnect).
-    pub fn set_prefetch(&self, queue: &str, consumer: &str, prefetch: Option<usize>) -> Result<()> {
-        check_consumer(consumer)?;
-        let queue = self.queue(queue)?;
-        queue.check_consumer(consumer)?;
-        queue.lock().state.set_prefetch(consumer, prefetch);
-        // A raised cap may let a long-polling receive take messages now.
-        queue.ready.notify_waiters();
-        Ok(())
-    }
-
-    /// Leases up to `max` messages to `consumer` for `lease` (the queue's by default),
-    /// waiting up to `wait` (real time) for one to become ready when none is. An empty
-    /// consumer name and a lease outside 1 ms to 12 hours are refused, leasing nothing.
-    pub async fn receive(
-        &self,
-        queue: &str,
-        consumer: &str,
-        max: usize,
-        lease: Option<Duration>,
-        wait: Option<Duration>,
-    ) -> Result<Vec<ReceivedMessage>> {
-        check_consumer(consumer)?;
-        check_receive_lease(lease)?;
-        let queue = self.queue(queue)?;
-        queue.check_consumer(consumer)?;
-        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-        loop {
-            let notified = queue.ready.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            self.tick_queue(&queue).await?;
-            let now_ms = self.now_ms();
-            let (deliveries, rx, effects) = {
-                let mut inner = queue.lock();
-                let deliveries = inner.state.receive(consumer, max, lease, now_ms);
-                let mut events = Vec::with_capacity(deliveries.len());
-                for d in &deliveries {
-                    inner.deliveries.insert(d.seq, d.delivery);
-                    events.push(JournalEvent::Leased {
-                        seq: d.seq,
-                        deliveries: d.delivery,
-                        until_ms: d.lease_until_ms,
-                        consumer: consumer.to_owned(),
-                    });
-                }
-                let rx = (!events.is_empty()).then(|| queue.journal(&mut inner, &events, now_ms));
-                (deliveries, rx, queue.take_effects(&mut inner, now_ms))
-            };
-            self.apply_effects(&queue, effects).await?;
-            if let Some(rx) = rx {
-                durable(rx).await?;
-                let earliest = deliveries.iter().map(|d| d.lease_until_ms).min();
-                self.inner
-                    .timers_changed
-                    .timer_at(earliest.unwrap_or(i64::MAX));
-                let seqs: Vec<Seq> = deliveries.iter().map(|d| d.seq).collect();
-                let messages = queue.read_many(&seqs)?;
-                let mut out = Vec::with_capacity(deliveries.len());
-                for (d, message) in deliveries.into_iter().zip(messages) {
-                    out.push(ReceivedMessage {
-                        id: d.id,
-                        seq: d.seq,
-                        token: d.token,
-                        delivery: d.delivery,
-                        lease_until_ms: d.lease_until_ms,
-                        payload: message.payload,
-                        key: message.key,
-                        headers: message.headers,
-                        priority: message.priority,
-                        published_at: message.published_at,
-                        dead_letter: message.dead_letter,
-                    });
-                }
-                return Ok(out);
-            }
-            let Some(deadline) = deadline else {
-                return Ok(Vec::new());
-            };
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Ok(Vec::new());
-            }
-        }
-    }
-
-    /// Settles a delivered message. Returns once the ack is durable: an acked message never
-    /// comes back, even after a crash. A repeated ack is `Ok(AlreadySettled)`; a stale token
-    /// is [`BrokerError::StaleLease`]; a seq the queue never assigned is
-    /// [`BrokerError::MessageNotPublished`] (as for every settle), not "already settled".
-    pub async fn ack(&self, queue: &str, seq: Seq, token: LeaseToken) -> Result<Acked> {
-        let queue = self.queue(queue)?;
-        queue.check_published(seq)?;
-        let now_ms = self.now_ms();
-        let (acked, rx, effects) = {
-            let mut inner = queue.lock();
-            let acked = inner.state.ack(seq, token, now_ms)?;
-            let rx = (acked == Acked::Settled)
-                .then(|| queue.journal(&mut inner, &[JournalEvent::Acked { seq }], now_ms));
-            (acked, rx, queue.take_effects(&mut inner, now_ms))
-        };
-        if let Some(rx) = rx {
-            durable(rx).await?;
-        }
-        self.apply_effects(&queue, effects).await?;
-        Ok(acked)
-    }
-
-    /// Settles several delivered messages of one queue with one journal write; returns once
-    /// every settlement is durable, with one outcome per message in order: as
-    /// [`ack`](Self::ack) gives it (`Ok(Settled)`, `Ok(AlreadySettled)`, or a
-    /// [`BrokerError::StaleLease`] that changed nothing). The outer error is for the queue
-    /// (unknown, poisoned) or the write.
-    pub async fn ack_batch(
-        &self,
-        queue: &str,
-        acks: &[(Seq, LeaseToken)],
-    ) -> Result<Vec<Result<Acked>>> {
-        let queue = self.queue(queue)?;
-        let now_ms = self.now_ms();
-        let (outcomes, rx, effects) = {
-            let mut inner = queue.lock();
-            let mut events = Vec::with_capacity(acks.len());
-            let outcomes: Vec<Result<Acked>> = acks
-                .iter()
-                .map(|&(seq, token)| {
-                    queue.check_published(seq)?;
-                    let acked = inner.state.ack(seq, token, now_ms)?;
-                    if acked == Acked::Settled {
-                        events.push(JournalEvent::Acked { seq });
-                    }
-                    Ok(acked)
-                })
-                .collect();
-            let rx = (!events.is_empty()).then(|| queue.journal(&mut inner, &events, now_ms));
-            (outcomes, rx, queue.take_effects(&mut inner, now_ms))
-        };
-        if let Some(rx) = rx {
-            durable(rx).await?;
-        }
-        self.apply_effects(&queue, effects).await?;
-        Ok(outcomes)
-    }
-
-    /// A failed attempt: redelivery after `delay` or the retry policy's backoff, or the
-    /// dead-letter queue when deliveries are used up. Returns once that is durable. A
-    /// `delay` over 90 days is [`BrokerError::DelayTooLong`], and the lease is kept.
-    pub async fn nack(
-        &self,
-        queue: &str,
-        seq: Seq,
-        token: LeaseToken,
-        delay: Option<Duration>,
-        error: Option<&str>,
-    ) -> Result<Nacked> {
-        check_retry_delay(delay)?;
-        let queue = self.queue(queue)?;
-        queue.check_published(seq)?;
-        let now_ms = self.now_ms();
-        let (nacked, effects) = {
-            let mut inner = queue.lock();
-            let nacked = inner.state.nack(seq, token, delay, error, now_ms)?;
-            // The `Failed` event of a retry is journaled with the effects.
-            (nacked, queue.take_effects(&mut inner, now_ms))
-        };
-        self.apply_effects(&queue, effects).await?;
-        if let Nacked::RetryAt(at_ms) = nacked {
-            self.inner.timers_changed.timer_at(at_ms);
-        }
-        Ok(nacked)
-    }
-
-    /// A permanent failure: the message goes to the dead-letter queue now with `reason`.
-    /// Returns once the dead letter is stored and the origin's journal says so.
-    pub async fn reject(
-        &self,
-        queue: &str,
-        seq: Seq,
-        token: LeaseToken,
-        reason: &str,
-    ) -> Result<()> {
-        let queue = self.queue(queue)?;
-        queue.check_published(seq)?;
-        let now_ms = self.now_ms();
-        let effects = {
-            let mut inner = queue.lock();
-            inner.state.reject(seq, token, reason, now_ms)?;
-            queue.take_effects(&mut inner, now_ms)
-        };
-        self.apply_effects(&queue, effects).await
-    }
-
-    /// Moves the lease's deadline to `now + by`; returns the new deadline once it is
-    /// durable (journaled as `Extended`), so after a restart the message stays out of
-    /// delivery until the extended deadline. `by` over 12 hours is refused
-    /// ([`BrokerError::InvalidSetting`]) and the lease is left as it was.
-    pub async fn extend(
-        &self,
-        queue: &str,
-        seq: Seq,
-        token: LeaseToken,
-        by: Duration,
-    ) -> Result<i64> {
-        check_extension(by)?;
-        let queue = self.queue(queue)?;
-        queue.check_published(seq)?;
-        let now_ms = self.now_ms();
-        let (until_ms, rx) = {
-            let mut inner = queue.lock();
-            let until_ms = inner.state.extend(seq, token, by, now_ms)?;
-            let event = JournalEvent::Extended { seq, until_ms };
-            let rx = queue.journal(&mut inner, &[event], now_ms);
-            (until_ms, rx)
-        };
-        self.inner.timers_changed.timer_at(until_ms);
-        durable(rx).await?;
-        Ok(until_ms)
-    }
-
-    /// Holds `key`'s messages on a key-shared queue until [`unpark`](Self::unpark); durable.
-    /// Returns `false` (and changes nothing) on a shared or exclusive queue.
-    pub async fn park(&self, queue: &str, key: &[u8]) -> Result<bool> {
-        let queue = self.queue(queue)?;
-        let now_ms = self.now_ms();
-        let rx = {
-            let mut inner = queue.lock();
-            if !inner.state.park(key) {
-                return Ok(false);
-            }
-            let key = Bytes::copy_from_slice(key);
-            queue.journal(&mut inner, &[JournalEvent::Parked { key }], now_ms)
-        };
-        durable(rx).await?;
-        Ok(true)
-    }
-
-    pub async fn unpark(&self, queue: &str, key: &[u8]) -> Result<()> {
-        let queue = self.queue(queue)?;
-        let now_ms = self.now_ms();
-        let (rx, effects) = {
-            let mut inner = queue.lock();
-            inner.state.unpark(key, now_ms);
-            let key = Bytes::copy_from_slice(key);
-            let rx = queue.journal(&mut inner, &[JournalEvent::Unparked { key }], now_ms);
-            (rx, queue.take_effects(&mut inner, now_ms))
-        };
-        durable(rx).await?;
-        self.apply_effects(&queue, effects).await
     }
 
     // ---- Time ----
@@ -964,75 +470,6 @@ fn remove_stale_queue_dirs(dir: &Path, queues: &BTreeMap<Name, Arc<Queue>>) -> R
         }
     }
     Ok(())
-}
-
-/// The longest consumer name, in bytes: it is journaled with every lease.
-pub const MAX_CONSUMER_NAME_BYTES: usize = 256;
-
-fn check_consumer(consumer: &str) -> Result<()> {
-    // Prefetch caps, exclusive turns, leases and dead letters are all told apart by the
-    // consumer's name; an empty one is almost always an unset field.
-    if consumer.is_empty() {
-        return Err(BrokerError::EmptyConsumerName);
-    }
-    if consumer.len() > MAX_CONSUMER_NAME_BYTES {
-        let mut end = 32;
-        while !consumer.is_char_boundary(end) {
-            end -= 1;
-        }
-        return Err(BrokerError::ConsumerNameTooLong {
-            prefix: consumer[..end].to_owned(),
-            len: consumer.len(),
-            max: MAX_CONSUMER_NAME_BYTES,
-        });
-    }
-    Ok(())
-}
-
-/// A lease asked for at receive: the same bounds as a queue's own lease (1 ms to
-/// [`QueueSpec::MAX_LEASE`]), refused rather than clamped so a caller never works on a
-/// message believing it holds a lease it does not.
-fn check_receive_lease(lease: Option<Duration>) -> Result<()> {
-    match lease {
-        Some(lease) if millis(lease) < 1 || lease > QueueSpec::MAX_LEASE => {
-            Err(BrokerError::InvalidSetting {
-                setting: "lease",
-                problem: format!(
-                    "must be between 1 ms and 12 hours, got {}; a consumer that needs longer \
-                     should extend its lease while it works",
-                    crate::error::human(&lease)
-                ),
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A lease extension: the new deadline is `now + by`, so `by` is at most
-/// [`QueueSpec::MAX_LEASE`]; zero ends the lease now (the attempt fails as if it expired).
-fn check_extension(by: Duration) -> Result<()> {
-    if by > QueueSpec::MAX_LEASE {
-        return Err(BrokerError::InvalidSetting {
-            setting: "lease extension",
-            problem: format!(
-                "must be between 0 ms and 12 hours, got {}; extend again later to hold the \
-                 message longer",
-                crate::error::human(&by)
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// A nack's explicit delay: at most [`QueueSpec::MAX_DELAY`], as for a delayed publish.
-fn check_retry_delay(delay: Option<Duration>) -> Result<()> {
-    match delay {
-        Some(delay) if delay > QueueSpec::MAX_DELAY => Err(BrokerError::DelayTooLong {
-            delay,
-            max: QueueSpec::MAX_DELAY,
-        }),
-        _ => Ok(()),
-    }
 }
 
 /// The largest record a valid message can make: the limits' payload, key and headers, plus

@@ -6,6 +6,7 @@ use ferry_storage::ManualClock;
 use super::tests::{T0, open};
 use super::*;
 use crate::spec::Durability;
+use crate::spec::{DeadLetter, QueueSpec};
 use crate::topic::TopicSpec;
 
 fn fsync_queue() -> QueueSpec {

@@ -12,6 +12,7 @@ use super::topic_tests::{open, spec};
 use super::*;
 use crate::SkippedRange;
 use crate::filter::Filter;
+use crate::queue::state::Acked;
 use crate::subscription::{SubscriptionSpec, SubscriptionStart};
 use crate::topic::{TopicRetention, TopicSpec};
 

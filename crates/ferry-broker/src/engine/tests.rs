@@ -6,7 +6,10 @@ use std::time::Duration;
 use ferry_storage::ManualClock;
 
 use super::*;
+use crate::queue::state::{Acked, LeaseToken, Nacked};
+use crate::record::DeadLetterInfo;
 use crate::retry::{Backoff, RetryPolicy};
+use crate::spec::{DeadLetter, QueueSpec};
 
 pub(super) const T0: i64 = 1_700_000_000_000;
 

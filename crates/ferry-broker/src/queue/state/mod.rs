@@ -41,9 +41,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod decisions;
+mod failure;
+mod inspect;
+mod removal;
 mod seq_map;
 mod settled_by;
 
+use failure::{History, decision, truncate_error};
 use seq_map::SeqMap;
 use settled_by::{SettledBy, Settler};
 
@@ -117,45 +121,6 @@ impl Entry {
 
     fn expires_at(&self) -> Option<i64> {
         (self.expires_at_ms != i64::MAX).then_some(self.expires_at_ms)
-    }
-}
-
-/// What a dead letter reports of a message's failed attempts.
-#[derive(Debug, Default)]
-struct History {
-    last_consumer: Option<Arc<str>>,
-    first_failure_ms: Option<i64>,
-    last_failure_ms: Option<i64>,
-    last_error: Option<String>,
-}
-
-impl History {
-    fn failed(&mut self, now_ms: i64, error: Option<String>) {
-        self.first_failure_ms.get_or_insert(now_ms);
-        self.last_failure_ms = Some(now_ms);
-        self.last_error = error;
-    }
-
-    fn record(&self) -> FailureRecord {
-        FailureRecord {
-            first_failure_ms: self.first_failure_ms,
-            last_failure_ms: self.last_failure_ms,
-            last_error: self.last_error.clone(),
-            last_consumer: self.last_consumer.as_deref().map(str::to_owned),
-        }
-    }
-
-    fn from_record(record: FailureRecord) -> History {
-        History {
-            last_consumer: record.last_consumer.map(Arc::from),
-            first_failure_ms: record.first_failure_ms,
-            last_failure_ms: record.last_failure_ms,
-            last_error: record.last_error,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.last_consumer.is_none() && self.first_failure_ms.is_none()
     }
 }
 
@@ -544,126 +509,6 @@ impl QueueState {
         std::mem::take(&mut self.effects)
     }
 
-    /// Drops a scheduled message — delayed and never delivered — from the queue. Returns
-    /// `false`, changing nothing, for any other message (ready, in flight, waiting for a
-    /// retry, or unknown). No effect is emitted: the engine records the cancellation.
-    pub fn cancel(&mut self, seq: Seq, now_ms: i64) -> bool {
-        let cancellable = self
-            .entries
-            .get(seq)
-            .is_some_and(|e| e.scheduled && e.deliveries == 0);
-        if cancellable {
-            let (_, _, next) = self.remove(seq, None).expect("checked above");
-            self.refresh(next, now_ms, true);
-        }
-        cancellable
-    }
-
-    /// [`cancel`](Self::cancel) by message id: returns the seq of the cancelled message, or
-    /// `None` (changing nothing) when no scheduled, never-delivered message has this id.
-    /// Of several sharing the id, the latest published goes.
-    pub fn cancel_id(&mut self, id: MessageId, now_ms: i64) -> Option<Seq> {
-        let &(_, seq) = self
-            .scheduled_ids
-            .range((id, 0)..=(id, Seq::MAX))
-            .next_back()?;
-        self.cancel(seq, now_ms).then_some(seq)
-    }
-
-    /// The messages not in flight, oldest (lowest seq) first, with their sizes: what a full
-    /// queue may evict. Empty unless the queue's spec evicts the head on overflow
-    /// (`DropHead` or `DeadLetterHead` with a limit set).
-    pub fn evictable_head(&self) -> impl Iterator<Item = (Seq, u32)> + '_ {
-        self.entries
-            .iter()
-            .filter(|_| self.evicts_head)
-            .filter(|(_, entry)| !entry.leased)
-            .map(|(seq, entry)| (seq, entry.size))
-    }
-
-    /// Evicts a message that is not in flight to make room: with `dead_letter` it leaves
-    /// through an [`Effect::DeadLetter`] with reason `overflow`; without, it is dropped with
-    /// no effect (the engine records the drop). Returns `false`, changing nothing, for a
-    /// message in flight or not tracked.
-    pub fn evict(&mut self, seq: Seq, dead_letter: bool, now_ms: i64) -> bool {
-        if !self.is_tracked_and_idle(seq) {
-            return false;
-        }
-        let next = if dead_letter {
-            self.dead_letter(seq, DeadLetterReason::Overflow)
-        } else {
-            self.remove(seq, Some(Settler::NoAck))
-                .expect("checked above")
-                .2
-        };
-        self.refresh(next, now_ms, true);
-        true
-    }
-
-    /// Removes a message that is not in flight, with no effect: the engine has moved it
-    /// elsewhere (redrive) and records its settlement. Returns `false`, changing nothing, for
-    /// a message in flight or not tracked.
-    pub fn take(&mut self, seq: Seq, now_ms: i64) -> bool {
-        if !self.is_tracked_and_idle(seq) {
-            return false;
-        }
-        let (_, _, next) = self
-            .remove(seq, Some(Settler::NoAck))
-            .expect("checked above");
-        self.refresh(next, now_ms, true);
-        true
-    }
-
-    /// Removes a tracked message whatever its state — ready, scheduled or in flight (its
-    /// lease ends: an ack for it then finds nothing) — with no effect: what it stood for is
-    /// gone (a subscription's topic record deleted by retention). Returns `false` for a seq
-    /// not tracked.
-    pub fn skip(&mut self, seq: Seq, now_ms: i64) -> bool {
-        // Not remembered: no delivery's ack took, but none was beaten to it either.
-        let Some((_, _, next)) = self.remove(seq, None) else {
-            return false;
-        };
-        self.refresh(next, now_ms, true);
-        true
-    }
-
-    /// Every tracked seq, in publish order.
-    pub fn seqs(&self) -> Vec<Seq> {
-        self.entries.iter().map(|(seq, _)| seq).collect()
-    }
-
-    /// What a restart needs to know of a tracked message beyond the stored message itself:
-    /// its deliveries so far and — for one delivered before — when it may go again (the end
-    /// of its running lease or of its retry backoff). `None` for a seq not tracked.
-    pub fn restore_point(&self, seq: Seq) -> Option<RestorePoint> {
-        let entry = self.entries.get(seq)?;
-        Some(RestorePoint {
-            seq,
-            deliveries: entry.deliveries,
-            not_before_ms: match self.leases.get(&seq) {
-                Some(lease) => Some(lease.until_ms),
-                None if entry.scheduled && entry.deliveries > 0 => Some(entry.eligible_since_ms),
-                None => None,
-            },
-        })
-    }
-
-    /// What a tracked message's deliveries left for its dead letter: its failed attempts and
-    /// the consumer of its last delivery (the one running, if any); `None` for a message
-    /// never delivered (or not tracked).
-    pub fn failure_record(&self, seq: Seq) -> Option<FailureRecord> {
-        let mut record = self.history.get(&seq).map(History::record);
-        if let Some(lease) = self.leases.get(&seq) {
-            record.get_or_insert_default().last_consumer = Some(lease.consumer.to_string());
-        }
-        record
-    }
-
-    /// The parked keys.
-    pub fn parked_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.keys.parked_keys().map(|(key, _)| key)
-    }
-
     /// Holds `key`'s messages (key-shared queues only): none is delivered until
     /// [`unpark`](Self::unpark); a delivery in flight is not recalled. Other keys are not
     /// affected. Returns `false` and does nothing on a shared or exclusive queue, where keys
@@ -684,54 +529,6 @@ impl QueueState {
     pub fn unpark(&mut self, key: &[u8], now_ms: i64) {
         let next = self.keys.unpark(key);
         self.refresh(next, now_ms, true);
-    }
-
-    #[cfg(test)]
-    pub fn is_parked(&self, key: &[u8]) -> bool {
-        self.keys.is_parked(key)
-    }
-
-    pub fn stats(&self, now_ms: i64) -> QueueStateStats {
-        let oldest = self
-            .ready
-            .iter()
-            .filter_map(|level| level.first())
-            .map(|seq| {
-                let entry = self.entries.get(seq).expect("ready seqs are tracked");
-                now_ms.saturating_sub(entry.eligible_since_ms).max(0)
-            })
-            .max();
-        QueueStateStats {
-            tracked: self.entries.len(),
-            ready: self.ready.iter().map(|r| r.len() as usize).sum(),
-            in_flight: self.in_flight,
-            delayed: self.scheduled,
-            parked_messages: self.keys.parked_keys().map(|(_, held)| held).sum(),
-            oldest_ready_age_ms: oldest,
-            bytes: self.bytes,
-        }
-    }
-
-    /// How many messages are tracked, and their bytes (payload, key and headers): what a
-    /// length limit counts. Cheaper than [`stats`](Self::stats).
-    pub fn size(&self) -> (usize, u64) {
-        (self.entries.len(), self.bytes)
-    }
-
-    pub fn is_tracked(&self, seq: Seq) -> bool {
-        self.entries.contains(seq)
-    }
-
-    /// The current lease of `seq`, if it is in flight: its token and deadline.
-    pub fn lease(&self, seq: Seq) -> Option<(LeaseToken, i64)> {
-        let lease = self.leases.get(&seq)?;
-        Some((lease.token, lease.until_ms))
-    }
-
-    /// Messages `consumer` holds in flight.
-    #[cfg(test)]
-    pub fn in_flight_of(&self, consumer: &str) -> usize {
-        self.consumers.get(consumer).map_or(0, |c| c.in_flight)
     }
 
     fn top_level(&self) -> u8 {
@@ -765,63 +562,6 @@ impl QueueState {
         self.timers.schedule(Timer::Due(seq), at_ms);
     }
 
-    /// Ends the in-flight delivery of `seq` as a failed attempt; see the module docs.
-    fn fail(
-        &mut self,
-        seq: Seq,
-        delay: Option<Duration>,
-        error: Option<String>,
-        now_ms: i64,
-    ) -> Nacked {
-        let lease = self.end_lease(seq);
-        let history = self.history.entry(seq).or_default();
-        history.failed(now_ms, error);
-        if let Some(lease) = lease {
-            history.last_consumer = Some(lease.consumer);
-        }
-        let error = history.last_error.clone();
-        let entry = self
-            .entries
-            .get_mut(seq)
-            .expect("in-flight seqs are tracked");
-        let reason = if self.retry.is_exhausted(entry.deliveries) {
-            Some(DeadLetterReason::MaxDeliveries)
-        } else if entry.expired(now_ms) {
-            Some(DeadLetterReason::Expired)
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            let next = self.dead_letter(seq, reason);
-            self.refresh(next, now_ms, true);
-            return Nacked::DeadLettered(reason);
-        }
-        let wait = match delay {
-            Some(delay) => delay,
-            None => self.retry.backoff.delay(entry.deliveries, &mut self.rng),
-        };
-        let retry_at = now_ms.saturating_add(millis(wait));
-        entry.eligible_since_ms = now_ms;
-        self.effects.push(Effect::Failed {
-            seq,
-            deliveries: entry.deliveries,
-            retry_at_ms: retry_at,
-            error,
-        });
-        if let Some(at) = entry.expires_at() {
-            // Its expiry timer may have fired (and been ignored) while it was in flight.
-            self.timers.schedule(Timer::Expiry(seq), at);
-        }
-        if self.key_shared {
-            self.keys.requeued(seq);
-        }
-        if retry_at > now_ms {
-            self.schedule(seq, retry_at);
-        }
-        self.refresh(Some(seq), now_ms, true);
-        Nacked::RetryAt(retry_at)
-    }
-
     /// Ends the lease of `seq` if it has one, and returns it.
     fn end_lease(&mut self, seq: Seq) -> Option<Lease> {
         let lease = self.leases.remove(&seq)?;
@@ -845,15 +585,6 @@ impl QueueState {
         {
             self.consumers.remove(consumer);
         }
-    }
-
-    /// Dead-letters a tracked message; returns its key's next message if that may now be
-    /// ready, for [`refresh`](Self::refresh).
-    fn dead_letter(&mut self, seq: Seq, reason: DeadLetterReason) -> Option<Seq> {
-        let (entry, history, next) = self.remove(seq, Some(Settler::NoAck))?;
-        self.effects
-            .push(Effect::DeadLetter(decision(seq, entry, history, reason)));
-        next
     }
 
     /// A restored message dead-lettered as it is tracked: an ack from its delivery before
@@ -944,33 +675,6 @@ fn evicts_head(spec: &QueueSpec) -> bool {
     let limit = &spec.length_limit;
     (limit.max_messages.is_some() || limit.max_bytes.is_some())
         && limit.overflow != OverflowPolicy::RejectPublish
-}
-
-fn decision(
-    seq: Seq,
-    entry: Entry,
-    history: History,
-    reason: DeadLetterReason,
-) -> DeadLetterDecision {
-    DeadLetterDecision {
-        seq,
-        id: entry.id,
-        reason,
-        deliveries: entry.deliveries,
-        last_error: history.last_error,
-        first_failure_ms: history.first_failure_ms,
-        last_failure_ms: history.last_failure_ms,
-        consumer: history.last_consumer.map(|c| c.to_string()),
-    }
-}
-
-/// `text` cut to at most [`MAX_ERROR_LEN`] bytes, at a character boundary.
-fn truncate_error(text: &str) -> String {
-    let mut end = text.len().min(MAX_ERROR_LEN);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 #[cfg(test)]

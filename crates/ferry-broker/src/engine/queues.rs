@@ -1,0 +1,236 @@
+//! Creating, deleting, listing and describing queues.
+
+use std::sync::Arc;
+
+use ferry_storage::MetaBatch;
+
+use super::queue::Queue;
+use super::{Broker, SPEC_PREFIX};
+use crate::error::{BrokerError, Result};
+use crate::name::Name;
+use crate::queue::state::QueueStateStats;
+use crate::spec::{DeadLetter, QueueSpec};
+use crate::spec_codec;
+use crate::topology::validate_topology;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueInfo {
+    pub name: Name,
+    pub spec: QueueSpec,
+    pub stats: QueueStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    /// Ready, in flight, delayed … now.
+    pub state: QueueStateStats,
+    /// The seq the next stored message will get: how many messages were ever stored —
+    /// published, dead-lettered into this queue or redriven into it.
+    pub next_seq: u64,
+    /// The counters below count since the queue was created; they survive restarts.
+    pub acked: u64,
+    /// Failed attempts followed by a retry: nacks and lease expiries. (A failed attempt
+    /// that dead-letters counts under `dead_lettered`.)
+    pub nacked: u64,
+    /// Messages that left this queue for its dead-letter queue (or were discarded, with
+    /// dead-lettering disabled).
+    pub dead_lettered: u64,
+    /// Dropped to make room under the overflow policy `DropHead`.
+    pub dropped: u64,
+    /// Scheduled messages cancelled by id ([`Broker::cancel`]).
+    pub cancelled: u64,
+    /// Moved out of this dead-letter queue by [`Broker::redrive`].
+    pub redriven: u64,
+    /// A subscription's messages taken out unsettled because the topic's retention, set to
+    /// override subscriptions, deleted them (see
+    /// [`TopicRetention::overrides_subscriptions`](crate::TopicRetention::overrides_subscriptions)).
+    pub skipped: u64,
+}
+
+impl Broker {
+    /// Creates a queue after checking its name, its spec and the topology with it; with
+    /// [`DeadLetter::Default`] also creates `<name>.dlq` (dead-lettering disabled) if
+    /// missing. On any error nothing changes.
+    pub async fn create_queue(&self, name: &str, spec: QueueSpec) -> Result<()> {
+        self.create_queue_with(name, spec, Vec::new()).await
+    }
+
+    /// Creates a queue and, in the same metadata commit, `extra` entries: what makes the
+    /// queue something more (a subscription) is on disk with it or not at all.
+    pub(super) async fn create_queue_with(
+        &self,
+        name: &str,
+        spec: QueueSpec,
+        extra: Vec<(String, Vec<u8>)>,
+    ) -> Result<()> {
+        let name = Name::new(name)?;
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new = vec![(name.clone(), spec.clone())];
+        {
+            let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+            if queues.contains_key(&name) {
+                return Err(BrokerError::QueueExists { queue: name });
+            }
+            if spec.dead_letter == DeadLetter::Default {
+                let dlq = spec
+                    .dead_letter_target(&name)?
+                    .expect("default has a target");
+                if !queues.contains_key(&dlq) {
+                    let dlq_spec = QueueSpec {
+                        dead_letter: DeadLetter::Disabled,
+                        durability: spec.durability,
+                        ..QueueSpec::default()
+                    };
+                    new.push((dlq, dlq_spec));
+                }
+            }
+            let mut all: Vec<(Name, QueueSpec)> = queues
+                .iter()
+                .map(|(n, q)| (n.clone(), q.spec.clone()))
+                .collect();
+            all.extend(new.iter().cloned());
+            validate_topology(&all)?;
+        }
+        let mut opened = Vec::new();
+        for (name, spec) in &new {
+            // Left behind by a create or delete interrupted by a crash: not in the metadata,
+            // so not a queue; its logs must not leak into the new one.
+            let dir = Queue::dir(&self.inner.dir, name);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| ferry_storage::StorageError::io("remove stale queue", &dir, e))?;
+            }
+            let seed = self
+                .inner
+                .rng
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .u64(..);
+            let queue = Queue::open(
+                &self.inner.dir,
+                name.clone(),
+                spec.clone(),
+                &self.inner.config,
+                &self.inner.log_stats,
+                seed,
+                self.inner.token_base,
+            )?;
+            opened.push(Arc::new(queue));
+        }
+        let mut batch = MetaBatch::new();
+        for (name, spec) in &new {
+            batch.put(format!("{SPEC_PREFIX}{name}"), spec_codec::encode(spec));
+        }
+        for (key, value) in extra {
+            batch.put(key, value);
+        }
+        meta.commit(batch)?;
+        let mut queues = self.inner.queues.write().unwrap_or_else(|e| e.into_inner());
+        for queue in opened {
+            queues.insert(queue.name.clone(), queue);
+        }
+        Ok(())
+    }
+
+    /// Deletes a queue and its messages. Refused while another queue dead-letters into it.
+    ///
+    /// Allowed while messages are in flight, as `DeleteQueue` in SQS and `queue.delete`
+    /// in RabbitMQ are by default: deleting is the operator's decision, and a consumer
+    /// cannot be waited for. The leases end with the queue — a later ack, nack, reject or
+    /// extend of one is [`BrokerError::QueueNotFound`] — and nothing is dead-lettered.
+    ///
+    /// A poisoned queue ([`BrokerError::QueuePoisoned`]) can be deleted: nothing in it can
+    /// be trusted until a reopen, and deleting is what an operator may want instead.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = match self.queue(name) {
+            Err(BrokerError::QueuePoisoned { queue, .. }) => self
+                .inner
+                .queues
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&queue)
+                .cloned()
+                .ok_or(BrokerError::QueueNotFound {
+                    queue: queue.to_string(),
+                })?,
+            other => other?,
+        };
+        {
+            let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+            for (origin, q) in queues.iter() {
+                if origin != &queue.name
+                    && q.spec.dead_letter_target(origin).ok().flatten().as_ref()
+                        == Some(&queue.name)
+                {
+                    return Err(BrokerError::QueueIsDeadLetterTarget {
+                        queue: queue.name.clone(),
+                        origin: origin.clone(),
+                    });
+                }
+            }
+        }
+        // Metadata first: a crash before the files are gone leaves a directory that is not
+        // a queue, which create_queue clears.
+        let mut batch = MetaBatch::new();
+        batch.delete(format!("{SPEC_PREFIX}{}", queue.name));
+        if queue.source.get().is_some() {
+            for key in Self::subscription_keys(&queue.name) {
+                batch.delete(key);
+            }
+        }
+        meta.commit(batch)?;
+        self.inner
+            .queues
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&queue.name);
+        let dir = Queue::dir(&self.inner.dir, &queue.name);
+        drop(queue);
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| ferry_storage::StorageError::io("remove queue", &dir, e))?;
+        Ok(())
+    }
+
+    /// Whether `name` is a dead-letter queue: its name ends in `.dlq` (the suffix is
+    /// reserved for them, and every default dead-letter queue has it) or some queue names
+    /// it as its dead-letter queue. Access control asks this to keep reading dead letters
+    /// apart from consuming ordinary queues; it holds whether or not the queue exists yet.
+    pub fn is_dead_letter_queue(&self, name: &str) -> bool {
+        if name.ends_with(Name::DEAD_LETTER_SUFFIX) {
+            return true;
+        }
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.values().any(
+            |q| matches!(&q.spec.dead_letter, DeadLetter::Named(target) if target.as_str() == name),
+        )
+    }
+
+    pub fn list_queues(&self) -> Vec<Name> {
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues.keys().cloned().collect()
+    }
+
+    pub fn describe_queue(&self, name: &str) -> Result<QueueInfo> {
+        let queue = self.queue(name)?;
+        let (state, counts) = {
+            let inner = queue.lock();
+            (inner.state.stats(self.now_ms()), inner.counts)
+        };
+        Ok(QueueInfo {
+            name: queue.name.clone(),
+            spec: queue.spec.clone(),
+            stats: QueueStats {
+                state,
+                next_seq: queue.messages.end_offset(),
+                acked: counts.acked,
+                nacked: counts.nacked,
+                dead_lettered: counts.dead_lettered,
+                dropped: counts.dropped,
+                cancelled: counts.cancelled,
+                redriven: counts.redriven,
+                skipped: counts.skipped,
+            },
+        })
+    }
+}
