@@ -345,7 +345,7 @@ impl Log {
                 extent.len,
                 next,
                 &mut budget,
-                !out.is_empty(),
+                out.len(),
                 &self.shared.config,
             )?;
             if let Some(last) = read.last() {
@@ -499,14 +499,16 @@ pub(crate) fn read_one_batch(
 /// Reads batches of one segment from `position`, skipping those wholly before `from`.
 /// Reads go in chunks sized to the budget so the scan inside one index interval costs one
 /// syscall; batches are sliced out of a chunk without copying. Also says whether the read
-/// reached the end of the segment (rather than stopping for the budget).
+/// reached the end of the segment (rather than stopping for the budget). `already_read`
+/// counts the batches the read holds from earlier segments: a read returns at least one
+/// batch, however large, and only the first may overshoot the budget.
 fn read_segment(
     segment: &Segment,
     mut position: u64,
     limit: u64,
     from: u64,
     budget: &mut usize,
-    have_some: bool,
+    already_read: usize,
     config: &LogConfig,
 ) -> Result<(Vec<RecordBatch>, bool)> {
     let mut out = Vec::new();
@@ -539,7 +541,7 @@ fn read_segment(
             at = 0;
         }
         if header.next_offset() > from {
-            if (have_some || !out.is_empty()) && len > *budget {
+            if (already_read > 0 || !out.is_empty()) && len > *budget {
                 return Ok((out, false));
             }
             let batch = RecordBatch::decode(chunk.slice(at..at + len), config.max_batch_bytes)
