@@ -18,6 +18,14 @@
 //!
 //! [`Consumer::stream_failures`] counts the streams that failed, as a watch the application
 //! can await (a health check, say).
+//!
+//! [`SettleStream`] is the same session opened without credit: it never delivers, and
+//! settles (or extends) deliveries fetched with the unary [`Client::receive`] by seq and
+//! lease token — the server checks a settle by those, not by the stream that delivered —
+//! so acks in flight together share one round trip and one journal write. It lives while
+//! any clone of it does, and reconnects with backoff meanwhile; a settle it cannot answer
+//! (the stream is down, broke before the answer, or the server refused it) returns an
+//! error, after which the caller may ask again with the unary call.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -28,7 +36,7 @@ use ferry_proto::v1::{self, consume_request, consume_response, settle};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::error::{ClientError, Result};
 use crate::{Client, RetryPolicy};
@@ -56,10 +64,11 @@ impl Default for ConsumerConfig {
     }
 }
 
-/// What a [`Delivery`] asks of the stream.
+/// What a [`Delivery`] or a [`SettleStream`] asks of the stream.
 enum Command {
     Settle {
-        generation: u64,
+        /// The stream the delivery came from; `None` for any (a [`SettleStream`]'s).
+        generation: Option<u64>,
         seq: u64,
         token: u64,
         outcome: settle::Outcome,
@@ -92,7 +101,7 @@ impl Delivery {
         let (reply, answered) = oneshot::channel();
         self.commands
             .send(Command::Settle {
-                generation: self.generation,
+                generation: Some(self.generation),
                 seq: self.message.seq,
                 token: self.message.token,
                 outcome,
@@ -130,7 +139,7 @@ impl Drop for Delivery {
         if !self.settled {
             // Not awaited: the stream settles it when it gets there.
             let _ = self.commands.try_send(Command::Settle {
-                generation: self.generation,
+                generation: Some(self.generation),
                 seq: self.message.seq,
                 token: self.message.token,
                 outcome: settle::Outcome::Nack(settle::Nack {
@@ -175,7 +184,7 @@ impl Consumer {
             name,
             config,
             out,
-            commands,
+            mode: Mode::Deliveries { commands },
             command_rx,
             generation: 0,
         };
@@ -236,8 +245,78 @@ impl Drop for Consumer {
     }
 }
 
+/// A consumer's settle stream: see the module docs. Clones share the stream.
+#[derive(Clone)]
+pub struct SettleStream {
+    commands: mpsc::Sender<Command>,
+}
+
+impl SettleStream {
+    pub(crate) async fn open(client: Client, queue: String, name: String) -> Result<SettleStream> {
+        // Nothing is delivered, so nothing reads deliveries.
+        let (out, _) = mpsc::channel(1);
+        let (commands, command_rx) = mpsc::channel(1024);
+        let (failed, _) = watch::channel(0);
+        let mut session = Session {
+            current: Arc::new(AtomicU64::new(0)),
+            failed,
+            client,
+            queue,
+            name,
+            // Nothing is held here to extend: the settlers extend their own leases.
+            config: ConsumerConfig {
+                auto_extend: false,
+                ..ConsumerConfig::default()
+            },
+            out,
+            mode: Mode::SettlesOnly,
+            command_rx,
+            generation: 0,
+        };
+        // The first open is checked here: a missing queue fails at once.
+        let stream = session.connect().await?;
+        tokio::spawn(session.run(stream));
+        Ok(SettleStream { commands })
+    }
+
+    /// Settles (or, with `ExtendMs`, extends) the delivery `seq` held under `token`;
+    /// returns once the server answered. An error says the stream could not settle it:
+    /// see the module docs.
+    pub async fn settle(&self, seq: u64, token: u64, outcome: settle::Outcome) -> Result<()> {
+        let (reply, answered) = oneshot::channel();
+        self.commands
+            .send(Command::Settle {
+                generation: None,
+                seq,
+                token,
+                outcome,
+                reply: Some(reply),
+            })
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        answered.await.map_err(|_| ClientError::Closed)?
+    }
+}
+
+/// Whether a session streams deliveries by credit or only settles.
+enum Mode {
+    /// Holds a sender for the deliveries it hands out; the [`Consumer`] ends the session.
+    Deliveries { commands: mpsc::Sender<Command> },
+    /// Opened without credit; ends when the last [`SettleStream`] is dropped.
+    SettlesOnly,
+}
+
+/// Why serving a stream stopped.
+enum Ended {
+    /// Nothing can settle on the session any more.
+    Unused,
+    Failed(ClientError),
+}
+
 struct Open {
-    requests: mpsc::Sender<v1::ConsumeRequest>,
+    /// Unbounded, so the loop that reads answers never waits to send: credit bounds what a
+    /// consumer sends, and a settle stream's settlers wait for their answers.
+    requests: mpsc::UnboundedSender<v1::ConsumeRequest>,
     responses: tonic::Streaming<v1::ConsumeResponse>,
 }
 
@@ -265,7 +344,7 @@ struct Session {
     name: String,
     config: ConsumerConfig,
     out: mpsc::Sender<Result<Delivery>>,
-    commands: mpsc::Sender<Command>,
+    mode: Mode,
     command_rx: mpsc::Receiver<Command>,
     current: Arc<AtomicU64>,
     /// Counts the streams that failed; see [`Consumer::stream_failures`].
@@ -279,9 +358,41 @@ fn request(kind: consume_request::Kind) -> v1::ConsumeRequest {
     v1::ConsumeRequest { kind: Some(kind) }
 }
 
+/// The answer to a settle of a delivery from a stream that failed since.
+fn lost_after_delivery() -> ClientError {
+    ClientError::Server {
+        code: tonic::Code::FailedPrecondition,
+        message:
+            "the connection was lost after this delivery; the server gave it back to the queue"
+                .into(),
+        kind: None,
+    }
+}
+
+/// Answers every settle while there is no stream to send it on, until nothing can settle
+/// any more.
+async fn refuse_until_unused(commands: &mut mpsc::Receiver<Command>) {
+    while let Some(Command::Settle {
+        generation, reply, ..
+    }) = commands.recv().await
+    {
+        let error = match generation {
+            Some(_) => lost_after_delivery(),
+            None => ClientError::Server {
+                code: tonic::Code::Unavailable,
+                message: "the settle stream is down; reconnecting".into(),
+                kind: None,
+            },
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(Err(error));
+        }
+    }
+}
+
 impl Session {
     async fn connect(&mut self) -> Result<Open> {
-        let (requests, rx) = mpsc::channel(256);
+        let (requests, rx) = mpsc::unbounded_channel();
         let open = v1::ConsumeOpen {
             queue: self.queue.clone(),
             consumer: self.name.clone(),
@@ -289,18 +400,18 @@ impl Session {
         };
         requests
             .send(request(consume_request::Kind::Open(open)))
-            .await
             .map_err(|_| ClientError::Closed)?;
-        requests
-            .send(request(consume_request::Kind::Credit(
-                self.config.prefetch.max(1),
-            )))
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        if let Mode::Deliveries { .. } = self.mode {
+            requests
+                .send(request(consume_request::Kind::Credit(
+                    self.config.prefetch.max(1),
+                )))
+                .map_err(|_| ClientError::Closed)?;
+        }
         let responses = self
             .client
             .consumer_client()
-            .consume(ReceiverStream::new(rx))
+            .consume(UnboundedReceiverStream::new(rx))
             .await?
             .into_inner();
         self.generation += 1;
@@ -313,7 +424,10 @@ impl Session {
 
     async fn run(mut self, mut stream: Open) {
         loop {
-            let error = self.serve(&mut stream).await;
+            let error = match self.serve(&mut stream).await {
+                Ended::Unused => return,
+                Ended::Failed(error) => error,
+            };
             // The server gives a dead stream's deliveries back at once (another consumer
             // may get them now), so the ones still waiting for `next` must not be handed
             // out even while the reconnect is pending: the next stream's generation is the
@@ -322,13 +436,20 @@ impl Session {
             self.failed.send_modify(|failures| *failures += 1);
             // Permanent failures end the consumer; others reconnect.
             if !error.is_transient() {
+                if let Mode::SettlesOnly = self.mode {
+                    // Settles go to the unary calls from now on, which say what is wrong.
+                    tracing::warn!(queue = %self.queue, %error, "settle stream refused");
+                }
                 let _ = self.out.send(Err(error)).await;
                 return;
             }
             tracing::warn!(queue = %self.queue, %error, "consume stream lost; reconnecting");
             let mut attempt = 0;
             stream = loop {
-                tokio::time::sleep(self.config.reconnect.delay(attempt)).await;
+                tokio::select! {
+                    () = tokio::time::sleep(self.config.reconnect.delay(attempt)) => {}
+                    () = refuse_until_unused(&mut self.command_rx) => return,
+                }
                 match self.connect().await {
                     Ok(stream) => break stream,
                     Err(error) if error.is_transient() => attempt = (attempt + 1).min(16),
@@ -341,33 +462,35 @@ impl Session {
         }
     }
 
-    /// Serves one stream until it fails; returns why.
-    async fn serve(&mut self, stream: &mut Open) -> ClientError {
+    /// Serves one stream until it fails or nothing can settle on it; returns why.
+    async fn serve(&mut self, stream: &mut Open) -> Ended {
         let mut held: HashMap<u64, Held> = HashMap::new();
         let mut awaiting: VecDeque<Awaiting> = VecDeque::new();
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let generation = self.generation;
         // Received and not yet in `out`; bounded by the stream's credit.
         let mut ready: VecDeque<Delivery> = VecDeque::new();
-        let failure = loop {
+        let ended = loop {
             tokio::select! {
                 permit = self.out.reserve(), if !ready.is_empty() => {
-                    let Ok(permit) = permit else { break ClientError::Closed };
+                    let Ok(permit) = permit else { break ClientError::Closed.into() };
                     permit.send(Ok(ready.pop_front().expect("not empty")));
                 }
                 response = stream.responses.next() => {
                     let kind = match response {
                         Some(Ok(v1::ConsumeResponse { kind: Some(kind) })) => kind,
                         Some(Ok(_)) => continue,
-                        Some(Err(status)) => break ClientError::from(status),
+                        Some(Err(status)) => break ClientError::from(status).into(),
                         None => break ClientError::Server {
                             code: tonic::Code::Unavailable,
                             message: "the server ended the consume stream".into(),
                             kind: None,
-                        },
+                        }.into(),
                     };
                     match kind {
                         consume_response::Kind::Delivery(message) => {
+                            // Only a consumer grants credit, so only a consumer is delivered to.
+                            let Mode::Deliveries { commands } = &self.mode else { continue };
                             let now_ms = std::time::SystemTime::now()
                                 .duration_since(std::time::UNIX_EPOCH)
                                 .map_or(0, |d| d.as_millis() as i64);
@@ -382,7 +505,7 @@ impl Session {
                             let delivery = Delivery {
                                 message,
                                 generation,
-                                commands: self.commands.clone(),
+                                commands: commands.clone(),
                                 settled: false,
                             };
                             // Queued here rather than sent at once: a full channel (deliveries
@@ -406,9 +529,11 @@ impl Session {
                                     if let Some(reply) = reply {
                                         let _ = reply.send(outcome);
                                     }
-                                    let credit = request(consume_request::Kind::Credit(1));
-                                    if stream.requests.send(credit).await.is_err() {
-                                        break ClientError::Closed;
+                                    if let Mode::Deliveries { .. } = self.mode {
+                                        let credit = request(consume_request::Kind::Credit(1));
+                                        if stream.requests.send(credit).is_err() {
+                                            break ClientError::Closed.into();
+                                        }
                                     }
                                 }
                                 Some(Awaiting::Extend { seq }) if !result.ok => {
@@ -421,22 +546,21 @@ impl Session {
                         }
                     }
                 }
-                Some(command) = self.command_rx.recv() => {
-                    let Command::Settle { generation: of, seq, token, outcome, reply } = command;
-                    if of != generation {
+                command = self.command_rx.recv() => {
+                    let Some(Command::Settle { generation: of, seq, token, outcome, reply }) = command
+                    else {
+                        break Ended::Unused;
+                    };
+                    if of.is_some_and(|of| of != generation) {
                         if let Some(reply) = reply {
-                            let _ = reply.send(Err(ClientError::Server {
-                                code: tonic::Code::FailedPrecondition,
-                                message: "the connection was lost after this delivery; the server gave it back to the queue".into(),
-                                kind: None,
-                            }));
+                            let _ = reply.send(Err(lost_after_delivery()));
                         }
                         continue;
                     }
                     let settle = v1::Settle { seq, token, outcome: Some(outcome) };
                     awaiting.push_back(Awaiting::Settle { seq, reply });
-                    if stream.requests.send(request(consume_request::Kind::Settle(settle))).await.is_err() {
-                        break ClientError::Closed;
+                    if stream.requests.send(request(consume_request::Kind::Settle(settle))).is_err() {
+                        break ClientError::Closed.into();
                     }
                 }
                 _ = tick.tick(), if self.config.auto_extend => {
@@ -450,7 +574,7 @@ impl Session {
                                 outcome: Some(settle::Outcome::ExtendMs(h.lease.as_millis() as u64)),
                             };
                             awaiting.push_back(Awaiting::Extend { seq });
-                            if stream.requests.try_send(request(consume_request::Kind::Settle(settle))).is_err() {
+                            if stream.requests.send(request(consume_request::Kind::Settle(settle))).is_err() {
                                 awaiting.pop_back();
                             }
                         }
@@ -476,6 +600,12 @@ impl Session {
                 }));
             }
         }
-        failure
+        ended
+    }
+}
+
+impl From<ClientError> for Ended {
+    fn from(error: ClientError) -> Self {
+        Ended::Failed(error)
     }
 }

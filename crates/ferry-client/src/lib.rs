@@ -28,7 +28,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Endpoint;
 
 pub use connect::{ConnectOptions, Credentials};
-pub use consumer::{Consumer, ConsumerConfig, Delivery};
+pub use consumer::{Consumer, ConsumerConfig, Delivery, SettleStream};
 pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Result};
 pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;
@@ -370,6 +370,13 @@ impl Client {
         config: ConsumerConfig,
     ) -> Result<Consumer> {
         Consumer::open(self.clone(), queue.to_owned(), consumer.to_owned(), config).await
+    }
+
+    /// The settle stream of consumer `consumer` of `queue`: settles deliveries fetched with
+    /// [`Client::receive`] on one stream, where settles in flight together share one journal
+    /// write. Fails at once when the queue does not exist.
+    pub async fn settle_stream(&self, queue: &str, consumer: &str) -> Result<SettleStream> {
+        SettleStream::open(self.clone(), queue.to_owned(), consumer.to_owned()).await
     }
 
     /// Opens a `Consume` stream driven by the caller: `requests` go to the server as they

@@ -1,6 +1,15 @@
 //! The SDK's consumer on a Ferry server: deliveries are fetched with the unary `Receive`
-//! (a long poll, only while the SDK asks for more), and settled on the consumer's settle
-//! stream ([`super::stream`]), where acks in flight together share one journal write.
+//! (a long poll, only while the SDK asks for more), and settled on the consumer's
+//! [`SettleStream`] (ferry-client's consumer session opened without credit), where acks in
+//! flight together share one journal write.
+//!
+//! The settle stream lives while anything can still settle on it — the consumer or a
+//! delivery not yet settled — so a delivery handed out before the consumer closed stays
+//! settleable after. A settle the stream cannot answer — it is down, it broke before the
+//! answer, or the server refused the settle (its answer on the stream carries text, not a
+//! status code) — is asked again with the unary call, whose status code the SDK maps onto
+//! its typed errors. Asking again is safe: a refused settle changed nothing, and a settle
+//! repeated after a lost answer is either found done (an ack) or refused as no longer held.
 //!
 //! Deliveries are not streamed by credit: credit outlives the fetch that granted it, so a
 //! consumer whose handler is busy (or stuck) would go on leasing messages it does not hand
@@ -13,11 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ferry_client::SettleStream;
 use ferry_client::proto::{self as v1, settle::Outcome};
-use tokio::sync::{mpsc, oneshot};
 
 use super::engine::{Shared, map_error, ms, received};
-use super::stream::{self, Answer, Settle};
 use crate::error::{Error, Result};
 use crate::transport::{ConsumerBackend, Incoming, Settler};
 
@@ -26,7 +34,7 @@ pub(super) struct RemoteConsumer {
     queue: Arc<str>,
     name: String,
     /// The settle stream; `None` once closed (it ends when no delivery needs it).
-    settles: Option<mpsc::UnboundedSender<Settle>>,
+    settles: Option<SettleStream>,
 }
 
 impl RemoteConsumer {
@@ -37,7 +45,8 @@ impl RemoteConsumer {
         name: &str,
     ) -> Result<RemoteConsumer> {
         let client = shared.client()?.clone();
-        let settles = stream::open(client, &queue, name)
+        let settles = client
+            .settle_stream(&queue, name)
             .await
             .map_err(map_error)?;
         Ok(RemoteConsumer {
@@ -82,11 +91,11 @@ impl ConsumerBackend for RemoteConsumer {
 }
 
 /// Settles one delivery on the settle stream, or with the unary call when the stream
-/// cannot answer (see [`super::stream`]).
+/// cannot answer (see the module docs).
 struct RemoteSettler {
     shared: Arc<Shared>,
     queue: Arc<str>,
-    settles: mpsc::UnboundedSender<Settle>,
+    settles: SettleStream,
     seq: u64,
     token: u64,
 }
@@ -94,16 +103,10 @@ struct RemoteSettler {
 impl RemoteSettler {
     /// Whether the stream settled it; if not, ask directly.
     async fn on_stream(&self, outcome: Outcome) -> bool {
-        let (reply, answer) = oneshot::channel();
-        let settle = v1::Settle {
-            seq: self.seq,
-            token: self.token,
-            outcome: Some(outcome),
-        };
-        if self.settles.send(Settle { settle, reply }).is_err() {
-            return false;
-        }
-        matches!(answer.await, Ok(Answer::Done))
+        self.settles
+            .settle(self.seq, self.token, outcome)
+            .await
+            .is_ok()
     }
 }
 

@@ -6,8 +6,6 @@ mod capabilities;
 mod consume;
 #[cfg(feature = "server")]
 mod engine;
-#[cfg(feature = "server")]
-mod stream;
 
 pub use capabilities::capabilities;
 #[cfg(feature = "server")]
