@@ -35,7 +35,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::Broker;
-use super::queue::{Inner, Queue, durable};
+use super::queue::{Incoming, Inner, Queue, Room, durable};
 use crate::error::Result;
 use crate::message::{Message, millis};
 use crate::queue::journal::JournalEvent;
@@ -148,11 +148,10 @@ impl Broker {
             };
             // Not subject to the dead-letter queue's length limit: a dead letter is never
             // refused or dropped for lack of room.
-            let reserved = (0, 0);
             dlq.store(
-                vec![(letter, Vec::new())],
+                vec![Incoming::without_dedup(letter)],
                 self.inner.config.clock.clone(),
-                reserved,
+                Room::NONE,
             )
             .await?;
         }

@@ -22,7 +22,7 @@
 //! [`BrokerConfig::checkpoint_journal_bytes`]: super::BrokerConfig::checkpoint_journal_bytes
 
 use bytes::Bytes;
-use ferry_storage::RetentionPolicy;
+use ferry_storage::{RetentionPolicy, RetentionReport};
 
 use super::Broker;
 use super::queue::{Inner, Queue};
@@ -46,6 +46,14 @@ pub struct MaintenanceReport {
     pub deleted_bytes: u64,
     /// What compaction of topics by key did (see `engine/topic_compaction.rs`).
     pub compaction: CompactionStats,
+}
+
+impl MaintenanceReport {
+    /// Counts what a retention pass deleted.
+    pub(super) fn deleted(&mut self, retention: &RetentionReport) {
+        self.deleted_segments += retention.deleted_segments;
+        self.deleted_bytes += retention.deleted_bytes;
+    }
 }
 
 /// The checkpoint of a queue's state (call with the state lock held).
@@ -102,8 +110,8 @@ fn checkpoint_events(inner: &Inner) -> Vec<JournalEvent> {
 
 impl Queue {
     /// Writes a checkpoint and deletes the journal segments before it; returns what was
-    /// deleted (segments, bytes).
-    pub async fn checkpoint(&self, now_ms: i64) -> Result<(usize, u64)> {
+    /// deleted.
+    pub async fn checkpoint(&self, now_ms: i64) -> Result<RetentionReport> {
         // A new segment first, so that every segment before the checkpoint can go.
         self.journal.roll()?;
         // A large checkpoint is several appends (one append is one storage batch, which has
@@ -142,12 +150,12 @@ impl Queue {
             low_watermark: Some(begin),
             ..RetentionPolicy::default()
         })?;
-        Ok((report.deleted_segments, report.deleted_bytes))
+        Ok(report)
     }
 
     /// Deletes message-log segments that hold only settled seqs older than the dedup
-    /// window; returns what was deleted (segments, bytes).
-    pub fn retain_messages(&self, now_ms: i64) -> Result<(usize, u64)> {
+    /// window; returns what was deleted.
+    pub fn retain_messages(&self, now_ms: i64) -> Result<RetentionReport> {
         let mut low = {
             let inner = self.lock();
             inner.live.first().unwrap_or(inner.stored_end)
@@ -168,7 +176,7 @@ impl Queue {
             low_watermark: Some(watermark),
             ..RetentionPolicy::default()
         })?;
-        Ok((report.deleted_segments, report.deleted_bytes))
+        Ok(report)
     }
 }
 
@@ -195,14 +203,10 @@ impl Broker {
             let due = force || queue.lock().journal_bytes >= threshold;
             let result = async {
                 if due {
-                    let (segments, bytes) = queue.checkpoint(now_ms).await?;
+                    report.deleted(&queue.checkpoint(now_ms).await?);
                     report.checkpoints += 1;
-                    report.deleted_segments += segments;
-                    report.deleted_bytes += bytes;
                 }
-                let (segments, bytes) = queue.retain_messages(now_ms)?;
-                report.deleted_segments += segments;
-                report.deleted_bytes += bytes;
+                report.deleted(&queue.retain_messages(now_ms)?);
                 Ok::<(), crate::BrokerError>(())
             }
             .await;

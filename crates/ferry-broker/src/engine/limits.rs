@@ -24,19 +24,18 @@
 use std::sync::Arc;
 
 use super::effects::Effects;
-use super::queue::{Inner, Queue, durable, message_size};
+use super::queue::{Incoming, Inner, Queue, Room, durable, message_size};
 use super::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
-use crate::message::Message;
 use crate::queue::journal::JournalEvent;
-use crate::queue::state::Seq;
+use crate::queue::state::{Eviction, Seq};
 use crate::spec::{LengthLimit, OverflowPolicy};
 
 /// Room granted to a publish: the reservation to hand to [`Queue::store`], the journal
 /// append of the drops made for it, and the effects (overflow dead letters) to apply
 /// before storing.
 struct Admitted {
-    reserved: (u64, u64),
+    reserved: Room,
     journal: Option<tokio::sync::oneshot::Receiver<ferry_storage::Result<ferry_storage::Appended>>>,
     effects: Effects,
 }
@@ -61,10 +60,13 @@ fn admit(
         limit,
     };
     let (tracked, tracked_bytes) = inner.state.size();
-    let mut messages = tracked as u64 + inner.pending.0 + count;
-    let mut total = tracked_bytes + inner.pending.1 + bytes;
+    let mut messages = tracked as u64 + inner.pending.messages + count;
+    let mut total = tracked_bytes + inner.pending.bytes + bytes;
     let mut admitted = Admitted {
-        reserved: (count, bytes),
+        reserved: Room {
+            messages: count,
+            bytes,
+        },
         journal: None,
         effects: Effects::default(),
     };
@@ -84,10 +86,14 @@ fn admit(
         if !fits(&limit, messages, total) {
             return Err(full());
         }
-        let dead_letter = limit.overflow == OverflowPolicy::DeadLetterHead;
+        let eviction = if limit.overflow == OverflowPolicy::DeadLetterHead {
+            Eviction::DeadLetter
+        } else {
+            Eviction::Drop
+        };
         let mut events = Vec::new();
         for seq in victims {
-            if inner.state.evict(seq, dead_letter, now_ms) && !dead_letter {
+            if inner.state.evict(seq, eviction, now_ms) && eviction == Eviction::Drop {
                 events.push(JournalEvent::Dropped { seq });
             }
         }
@@ -96,8 +102,7 @@ fn admit(
         }
         admitted.effects = queue.take_effects(inner, now_ms);
     }
-    inner.pending.0 += count;
-    inner.pending.1 += bytes;
+    inner.pending.reserve(admitted.reserved);
     Ok(admitted)
 }
 
@@ -107,13 +112,13 @@ impl Broker {
     pub(super) async fn store_limited(
         &self,
         queue: &Arc<Queue>,
-        messages: Vec<(Message, Vec<String>)>,
+        messages: Vec<Incoming>,
     ) -> Result<Seq> {
         let now_ms = self.now_ms();
         let count = messages.len() as u64;
         let bytes = messages
             .iter()
-            .map(|(m, _)| u64::from(message_size(m)))
+            .map(|m| u64::from(message_size(&m.message)))
             .sum();
         let on_disk = bytes + count * disk_reserve::RECORD_OVERHEAD_BYTES;
         self.inner.disk.admit(on_disk)?;
@@ -135,7 +140,7 @@ impl Broker {
         // The earliest delay or TTL among the messages, for the timer task.
         let earliest = messages
             .iter()
-            .flat_map(|(m, _)| [m.deliver_at, m.expires_at])
+            .flat_map(|m| [m.message.deliver_at, m.message.expires_at])
             .flatten()
             .min();
         let seq = queue

@@ -66,7 +66,7 @@ use crate::spec_codec;
 #[cfg(test)]
 use consume::MAX_CONSUMER_NAME_BYTES;
 use consume::check_consumer;
-use queue::{Queue, dedup_keys, durable};
+use queue::{Incoming, Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
 pub use consume::ReceivedMessage;
@@ -326,8 +326,11 @@ impl Broker {
                     message.ttl = queue.spec.default_ttl;
                 }
                 let message = message.into_message(&limits, now_ms, &mut *rng)?;
-                let keys = dedup_keys(&message);
-                resolved.push((message, keys));
+                let dedup_keys = dedup_keys(&message);
+                resolved.push(Incoming {
+                    message,
+                    dedup_keys,
+                });
             }
         }
         let mut ids = Vec::with_capacity(resolved.len());
@@ -335,18 +338,19 @@ impl Broker {
         {
             let inner = queue.lock();
             let mut in_batch: HashMap<String, MessageId> = HashMap::new();
-            for (message, keys) in resolved {
-                let original = Queue::duplicate_of(&inner, &keys, now_ms)
+            for incoming in resolved {
+                let keys = &incoming.dedup_keys;
+                let original = Queue::duplicate_of(&inner, keys, now_ms)
                     .or_else(|| keys.iter().find_map(|k| in_batch.get(k).copied()));
                 if let Some(original) = original.filter(|_| inner.dedup.is_enabled()) {
                     ids.push(original);
                     continue;
                 }
-                for key in &keys {
-                    in_batch.insert(key.clone(), message.id);
+                for key in keys {
+                    in_batch.insert(key.clone(), incoming.message.id);
                 }
-                ids.push(message.id);
-                to_store.push((message, keys));
+                ids.push(incoming.message.id);
+                to_store.push(incoming);
             }
         }
         if !to_store.is_empty() {

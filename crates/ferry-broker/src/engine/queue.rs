@@ -58,14 +58,55 @@ pub(crate) struct Queue {
     pub fail_next_journal_append: std::sync::atomic::AtomicBool,
 }
 
+/// A message on its way into a queue's log, with the keys it enters the dedup window under
+/// once it is stored (none for a dead letter or a redriven message).
+pub(crate) struct Incoming {
+    pub message: Message,
+    pub dedup_keys: Vec<String>,
+}
+
+impl Incoming {
+    /// A message that takes no place in the dedup window.
+    pub fn without_dedup(message: Message) -> Incoming {
+        Incoming {
+            message,
+            dedup_keys: Vec::new(),
+        }
+    }
+}
+
+/// Room under a queue's length limit: messages and their bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Room {
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+impl Room {
+    pub const NONE: Room = Room {
+        messages: 0,
+        bytes: 0,
+    };
+
+    pub fn reserve(&mut self, room: Room) {
+        self.messages += room.messages;
+        self.bytes += room.bytes;
+    }
+
+    pub fn release(&mut self, room: Room) {
+        self.messages -= room.messages;
+        self.bytes -= room.bytes;
+    }
+}
+
 pub(crate) struct Inner {
     pub state: QueueState,
     pub dedup: DedupWindow,
     /// Deliveries of messages that have been delivered at least once, for `Failed` events.
     pub deliveries: HashMap<Seq, u32>,
     /// Room reserved by publishes admitted under the length limit whose messages are not
-    /// tracked yet (their append is in progress): messages and bytes.
-    pub pending: (u64, u64),
+    /// tracked yet (their append is in progress).
+    pub pending: Room,
     /// The unsettled seqs as the journal sees them: stored, and no settling event (ack,
     /// dead letter, cancel, drop, redrive) journaled yet. Wider than what `state` tracks: a
     /// message on its way to the dead-letter queue has left the state but is still here.
@@ -129,7 +170,7 @@ impl Queue {
                 state,
                 dedup: DedupWindow::new(spec.dedup_window),
                 deliveries: HashMap::new(),
-                pending: (0, 0),
+                pending: Room::NONE,
                 live: SeqRanges::new(),
                 stored_end: 0,
                 counts: Counts::default(),
@@ -235,28 +276,26 @@ impl Queue {
     }
 
     /// Gives back room reserved under the length limit.
-    pub fn release(&self, reserved: (u64, u64)) {
-        let mut inner = self.lock();
-        inner.pending.0 -= reserved.0;
-        inner.pending.1 -= reserved.1;
+    pub fn release(&self, reserved: Room) {
+        self.lock().pending.release(reserved);
     }
 
     /// Stores `messages` (each with its dedup keys) in one append, then tracks them — inside
     /// the storage completion, which runs in offset order, so the state sees seqs in
     /// increasing order even when concurrent publishes finish in another order. `reserved`
-    /// (messages, bytes) is room reserved for them under the length limit, given back there
+    /// is room reserved for them under the length limit, given back there
     /// too, whether the append succeeded or not. Returns the seq of the first message.
     pub async fn store(
         self: &Arc<Self>,
-        messages: Vec<(Message, Vec<String>)>,
+        messages: Vec<Incoming>,
         clock: Arc<dyn Clock>,
-        reserved: (u64, u64),
+        reserved: Room,
     ) -> Result<Seq> {
         if let Err(error) = self.check() {
             self.release(reserved);
             return Err(error);
         }
-        let records: Vec<NewRecord> = messages.iter().map(|(m, _)| m.to_record()).collect();
+        let records: Vec<NewRecord> = messages.iter().map(|m| m.message.to_record()).collect();
         let (tx, rx) = oneshot::channel();
         let queue = Arc::clone(self);
         self.messages.append_then(
@@ -265,11 +304,17 @@ impl Queue {
                 if let Ok(appended) = &result {
                     let now_ms = clock.now_ms();
                     let mut inner = queue.lock();
-                    inner.pending.0 -= reserved.0;
-                    inner.pending.1 -= reserved.1;
-                    for (i, (message, keys)) in messages.iter().enumerate() {
+                    inner.pending.release(reserved);
+                    for (
+                        i,
+                        Incoming {
+                            message,
+                            dedup_keys,
+                        },
+                    ) in messages.iter().enumerate()
+                    {
                         let seq = appended.base_offset + i as u64;
-                        for key in keys {
+                        for key in dedup_keys {
                             inner.dedup.check_and_insert(key, message.id, now_ms);
                         }
                         let tracked = queue.tracked(seq, message);

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Broker;
-use super::queue::{Queue, durable};
+use super::queue::{Incoming, Queue, durable};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
 use crate::name::Name;
@@ -140,7 +140,7 @@ impl Broker {
             }
             let message = redriven(&letter, &dlq.name, now_ms);
             if let Err(error) = self
-                .store_limited(&target, vec![(message, Vec::new())])
+                .store_limited(&target, vec![Incoming::without_dedup(message)])
                 .await
             {
                 untake(&dlq, seq, &letter, now_ms);

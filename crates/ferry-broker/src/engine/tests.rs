@@ -573,9 +573,13 @@ async fn dead_letter_already_in_the_dlq_is_not_redelivered_after_a_crash_before_
         last_failure_ms: None,
         consumer: None,
     });
-    dlq.store(vec![(letter, Vec::new())], Arc::new(clock.clone()), (0, 0))
-        .await
-        .unwrap();
+    dlq.store(
+        vec![super::queue::Incoming::without_dedup(letter)],
+        Arc::new(clock.clone()),
+        super::queue::Room::NONE,
+    )
+    .await
+    .unwrap();
     drop(dlq);
     drop(broker);
     let broker = open(dir.path(), &clock).await;

@@ -7,7 +7,8 @@ use std::sync::{Arc, RwLock, Weak};
 
 use ferry_storage::batch::HEADER_LEN;
 use ferry_storage::{
-    Appended, Log, LogConfig, LogStats, NewRecord, Record, RetentionPolicy, StorageError,
+    Appended, Log, LogConfig, LogStats, NewRecord, Record, RetentionPolicy, RetentionReport,
+    StorageError,
 };
 use tokio::sync::oneshot;
 
@@ -399,11 +400,10 @@ impl Partition {
     /// Deletes whole segments past the topic's retention; returns what was deleted.
     /// Applies the topic's retention, keeping every segment from offset `keep_from` on (what
     /// a subscription still needs).
-    pub fn retain(&self, spec: &TopicSpec, keep_from: Option<u64>) -> Result<(usize, u64)> {
-        let report = self
+    pub fn retain(&self, spec: &TopicSpec, keep_from: Option<u64>) -> Result<RetentionReport> {
+        Ok(self
             .log
-            .apply_retention(&retention_policy(spec, keep_from))?;
-        Ok((report.deleted_segments, report.deleted_bytes))
+            .apply_retention(&retention_policy(spec, keep_from))?)
     }
 
     /// Where the partition would start if the topic's retention ignored every hold.

@@ -509,9 +509,7 @@ impl Broker {
                 } else {
                     links.iter().filter_map(|l| l.hold(partition.index)).min()
                 };
-                let (segments, bytes) = partition.retain(&shape.spec, keep_from)?;
-                report.deleted_segments += segments;
-                report.deleted_bytes += bytes;
+                report.deleted(&partition.retain(&shape.spec, keep_from)?);
                 report.compaction += partition.compact(&shape.spec, keep_from, self.now_ms())?;
                 if let Ok(mut producers) = partition.producers.try_lock()
                     && let Some(table) = producers.as_mut()

@@ -52,6 +52,40 @@ use crate::queue::state::{DeadLetterReason, FailureRecord, RestorePoint, Seq};
 
 const VERSION: u8 = 1;
 
+/// The byte after the version that says which event a record holds. Stored on disk: a
+/// value never changes meaning, and a new event takes a new one.
+mod tag {
+    pub const ACKED: u8 = 1;
+    pub const FAILED: u8 = 2;
+    pub const LEASED: u8 = 3;
+    pub const DEAD_LETTERED: u8 = 4;
+    pub const CANCELLED: u8 = 5;
+    pub const PARKED: u8 = 6;
+    pub const UNPARKED: u8 = 7;
+    pub const DROPPED: u8 = 8;
+    pub const EXTENDED: u8 = 9;
+    pub const CHECKPOINT_BEGIN: u8 = 10;
+    pub const CHECKPOINT_LIVE: u8 = 11;
+    pub const CHECKPOINT_DELIVERED: u8 = 12;
+    pub const CHECKPOINT_PARKED: u8 = 13;
+    pub const CHECKPOINT_END: u8 = 14;
+    pub const REDRIVEN: u8 = 15;
+    pub const CHECKPOINT_FAILURES: u8 = 16;
+    pub const SKIPPED: u8 = 17;
+}
+
+/// A `DeadLettered` event's reason byte; stored on disk like the tags.
+mod reason {
+    pub const MAX_DELIVERIES: u8 = 1;
+    pub const REJECTED: u8 = 2;
+    pub const EXPIRED: u8 = 3;
+    pub const OVERFLOW: u8 = 4;
+}
+
+/// In a `CheckpointFailures` event, the byte before the last consumer: whether one follows.
+const NO_CONSUMER: u8 = 0;
+const CONSUMER_FOLLOWS: u8 = 1;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JournalEvent {
     Acked {
@@ -174,7 +208,7 @@ impl JournalEvent {
         out.put_u8(VERSION);
         match self {
             JournalEvent::Acked { seq } => {
-                out.put_u8(1);
+                out.put_u8(tag::ACKED);
                 out.put_u64_le(*seq);
             }
             JournalEvent::Failed {
@@ -183,7 +217,7 @@ impl JournalEvent {
                 retry_at_ms,
                 error,
             } => {
-                out.put_u8(2);
+                out.put_u8(tag::FAILED);
                 out.put_u64_le(*seq);
                 out.put_u32_le(*deliveries);
                 out.put_i64_le(*retry_at_ms);
@@ -197,45 +231,45 @@ impl JournalEvent {
                 until_ms,
                 consumer,
             } => {
-                out.put_u8(3);
+                out.put_u8(tag::LEASED);
                 out.put_u64_le(*seq);
                 out.put_u32_le(*deliveries);
                 out.put_i64_le(*until_ms);
                 out.put_slice(consumer.as_bytes());
             }
             JournalEvent::DeadLettered { seq, reason } => {
-                out.put_u8(4);
+                out.put_u8(tag::DEAD_LETTERED);
                 out.put_u64_le(*seq);
                 out.put_u8(match reason {
-                    DeadLetterReason::MaxDeliveries => 1,
-                    DeadLetterReason::Rejected => 2,
-                    DeadLetterReason::Expired => 3,
-                    DeadLetterReason::Overflow => 4,
+                    DeadLetterReason::MaxDeliveries => reason::MAX_DELIVERIES,
+                    DeadLetterReason::Rejected => reason::REJECTED,
+                    DeadLetterReason::Expired => reason::EXPIRED,
+                    DeadLetterReason::Overflow => reason::OVERFLOW,
                 });
             }
             JournalEvent::Cancelled { seq } => {
-                out.put_u8(5);
+                out.put_u8(tag::CANCELLED);
                 out.put_u64_le(*seq);
             }
             JournalEvent::Parked { key } => {
-                out.put_u8(6);
+                out.put_u8(tag::PARKED);
                 out.put_slice(key);
             }
             JournalEvent::Unparked { key } => {
-                out.put_u8(7);
+                out.put_u8(tag::UNPARKED);
                 out.put_slice(key);
             }
             JournalEvent::Dropped { seq } => {
-                out.put_u8(8);
+                out.put_u8(tag::DROPPED);
                 out.put_u64_le(*seq);
             }
             JournalEvent::Extended { seq, until_ms } => {
-                out.put_u8(9);
+                out.put_u8(tag::EXTENDED);
                 out.put_u64_le(*seq);
                 out.put_i64_le(*until_ms);
             }
             JournalEvent::CheckpointBegin { low, end, counts } => {
-                out.put_u8(10);
+                out.put_u8(tag::CHECKPOINT_BEGIN);
                 out.put_u64_le(*low);
                 out.put_u64_le(*end);
                 for count in [
@@ -251,14 +285,14 @@ impl JournalEvent {
                 }
             }
             JournalEvent::CheckpointLive { runs } => {
-                out.put_u8(11);
+                out.put_u8(tag::CHECKPOINT_LIVE);
                 for (from, to) in runs {
                     out.put_u64_le(*from);
                     out.put_u64_le(*to);
                 }
             }
             JournalEvent::CheckpointDelivered { points } => {
-                out.put_u8(12);
+                out.put_u8(tag::CHECKPOINT_DELIVERED);
                 for point in points {
                     out.put_u64_le(point.seq);
                     out.put_u32_le(point.deliveries);
@@ -266,20 +300,20 @@ impl JournalEvent {
                 }
             }
             JournalEvent::CheckpointParked { key } => {
-                out.put_u8(13);
+                out.put_u8(tag::CHECKPOINT_PARKED);
                 out.put_slice(key);
             }
-            JournalEvent::CheckpointEnd => out.put_u8(14),
+            JournalEvent::CheckpointEnd => out.put_u8(tag::CHECKPOINT_END),
             JournalEvent::Skipped { seq } => {
-                out.put_u8(17);
+                out.put_u8(tag::SKIPPED);
                 out.put_u64_le(*seq);
             }
             JournalEvent::Redriven { seq } => {
-                out.put_u8(15);
+                out.put_u8(tag::REDRIVEN);
                 out.put_u64_le(*seq);
             }
             JournalEvent::CheckpointFailures { seq, record } => {
-                out.put_u8(16);
+                out.put_u8(tag::CHECKPOINT_FAILURES);
                 out.put_u64_le(*seq);
                 out.put_i64_le(record.first_failure_ms.unwrap_or(i64::MIN));
                 out.put_i64_le(record.last_failure_ms.unwrap_or(i64::MIN));
@@ -294,10 +328,10 @@ impl JournalEvent {
                 }
                 match &record.last_consumer {
                     Some(consumer) => {
-                        out.put_u8(1);
+                        out.put_u8(CONSUMER_FOLLOWS);
                         out.put_slice(consumer.as_bytes());
                     }
-                    None => out.put_u8(0),
+                    None => out.put_u8(NO_CONSUMER),
                 }
             }
         }
@@ -313,8 +347,8 @@ impl JournalEvent {
         }
         let tag = r.u8()?;
         let event = match tag {
-            1 => JournalEvent::Acked { seq: r.u64()? },
-            2 => {
+            tag::ACKED => JournalEvent::Acked { seq: r.u64()? },
+            tag::FAILED => {
                 let seq = r.u64()?;
                 let deliveries = r.u32()?;
                 let retry_at_ms = r.u64()? as i64;
@@ -334,32 +368,32 @@ impl JournalEvent {
                     error,
                 }
             }
-            3 => JournalEvent::Leased {
+            tag::LEASED => JournalEvent::Leased {
                 seq: r.u64()?,
                 deliveries: r.u32()?,
                 until_ms: r.u64()? as i64,
                 consumer: utf8(r.rest(), "the consumer")?,
             },
-            4 => {
+            tag::DEAD_LETTERED => {
                 let seq = r.u64()?;
                 let reason = match r.u8()? {
-                    1 => DeadLetterReason::MaxDeliveries,
-                    2 => DeadLetterReason::Rejected,
-                    3 => DeadLetterReason::Expired,
-                    4 => DeadLetterReason::Overflow,
+                    reason::MAX_DELIVERIES => DeadLetterReason::MaxDeliveries,
+                    reason::REJECTED => DeadLetterReason::Rejected,
+                    reason::EXPIRED => DeadLetterReason::Expired,
+                    reason::OVERFLOW => DeadLetterReason::Overflow,
                     other => return Err(format!("unknown dead-letter reason {other}")),
                 };
                 JournalEvent::DeadLettered { seq, reason }
             }
-            5 => JournalEvent::Cancelled { seq: r.u64()? },
-            6 => JournalEvent::Parked { key: r.rest() },
-            7 => JournalEvent::Unparked { key: r.rest() },
-            8 => JournalEvent::Dropped { seq: r.u64()? },
-            9 => JournalEvent::Extended {
+            tag::CANCELLED => JournalEvent::Cancelled { seq: r.u64()? },
+            tag::PARKED => JournalEvent::Parked { key: r.rest() },
+            tag::UNPARKED => JournalEvent::Unparked { key: r.rest() },
+            tag::DROPPED => JournalEvent::Dropped { seq: r.u64()? },
+            tag::EXTENDED => JournalEvent::Extended {
                 seq: r.u64()?,
                 until_ms: r.u64()? as i64,
             },
-            10 => JournalEvent::CheckpointBegin {
+            tag::CHECKPOINT_BEGIN => JournalEvent::CheckpointBegin {
                 low: r.u64()?,
                 end: r.u64()?,
                 counts: Counts {
@@ -372,7 +406,7 @@ impl JournalEvent {
                     skipped: if r.0.is_empty() { 0 } else { r.u64()? },
                 },
             },
-            11 => {
+            tag::CHECKPOINT_LIVE => {
                 let mut runs = Vec::with_capacity(r.0.len() / 16);
                 while !r.0.is_empty() {
                     let (from, to) = (r.u64()?, r.u64()?);
@@ -383,7 +417,7 @@ impl JournalEvent {
                 }
                 JournalEvent::CheckpointLive { runs }
             }
-            12 => {
+            tag::CHECKPOINT_DELIVERED => {
                 let mut points = Vec::with_capacity(r.0.len() / 20);
                 while !r.0.is_empty() {
                     let seq = r.u64()?;
@@ -397,10 +431,10 @@ impl JournalEvent {
                 }
                 JournalEvent::CheckpointDelivered { points }
             }
-            13 => JournalEvent::CheckpointParked { key: r.rest() },
-            14 => JournalEvent::CheckpointEnd,
-            15 => JournalEvent::Redriven { seq: r.u64()? },
-            16 => {
+            tag::CHECKPOINT_PARKED => JournalEvent::CheckpointParked { key: r.rest() },
+            tag::CHECKPOINT_END => JournalEvent::CheckpointEnd,
+            tag::REDRIVEN => JournalEvent::Redriven { seq: r.u64()? },
+            tag::CHECKPOINT_FAILURES => {
                 let seq = r.u64()?;
                 let time = |t: u64| (t as i64 != i64::MIN).then_some(t as i64);
                 let first_failure_ms = time(r.u64()?);
@@ -410,8 +444,8 @@ impl JournalEvent {
                     len => Some(utf8(r.bytes(usize::from(len))?, "the error text")?),
                 };
                 let last_consumer = match r.u8()? {
-                    0 if r.0.is_empty() => None,
-                    1 => Some(utf8(r.rest(), "the consumer")?),
+                    NO_CONSUMER if r.0.is_empty() => None,
+                    CONSUMER_FOLLOWS => Some(utf8(r.rest(), "the consumer")?),
                     _ => return Err("a malformed consumer".to_owned()),
                 };
                 JournalEvent::CheckpointFailures {
@@ -424,7 +458,7 @@ impl JournalEvent {
                     },
                 }
             }
-            17 => JournalEvent::Skipped { seq: r.u64()? },
+            tag::SKIPPED => JournalEvent::Skipped { seq: r.u64()? },
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -471,6 +505,39 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_tags_keep_the_bytes_written_before_they_had_names() {
+        let bytes = |event: JournalEvent| event.to_record(0).value.to_vec();
+        assert_eq!(bytes(JournalEvent::Acked { seq: 1 })[..2], [VERSION, 1]);
+        assert_eq!(
+            bytes(JournalEvent::DeadLettered {
+                seq: 1,
+                reason: DeadLetterReason::Overflow,
+            })[..2],
+            [VERSION, 4]
+        );
+        assert_eq!(
+            bytes(JournalEvent::DeadLettered {
+                seq: 1,
+                reason: DeadLetterReason::Overflow,
+            })[10],
+            4
+        );
+        assert_eq!(bytes(JournalEvent::CheckpointEnd), [VERSION, 14]);
+        assert_eq!(bytes(JournalEvent::Redriven { seq: 1 })[1], 15);
+        assert_eq!(bytes(JournalEvent::Skipped { seq: 1 })[1], 17);
+        let failures = JournalEvent::CheckpointFailures {
+            seq: 1,
+            record: FailureRecord {
+                last_consumer: Some("c".to_owned()),
+                ..FailureRecord::default()
+            },
+        };
+        let value = bytes(failures);
+        assert_eq!(value[1], 16);
+        assert_eq!(value[value.len() - 2..], [1, b'c']);
+    }
 
     #[test]
     fn every_event_round_trips() {

@@ -72,7 +72,7 @@ impl QueueState {
         };
         if let Some(reason) = reason {
             let next = self.dead_letter(seq, reason);
-            self.refresh(next, now_ms, true);
+            self.refresh(next, now_ms, Announce::Ready);
             return Nacked::DeadLettered(reason);
         }
         let wait = match delay {
@@ -97,7 +97,7 @@ impl QueueState {
         if retry_at > now_ms {
             self.schedule(seq, retry_at);
         }
-        self.refresh(Some(seq), now_ms, true);
+        self.refresh(Some(seq), now_ms, Announce::Ready);
         Nacked::RetryAt(retry_at)
     }
 

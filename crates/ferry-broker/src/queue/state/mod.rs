@@ -48,6 +48,7 @@ mod seq_map;
 mod settled_by;
 
 use failure::{History, decision, truncate_error};
+pub use removal::Eviction;
 use seq_map::SeqMap;
 use settled_by::{SettledBy, Settler};
 
@@ -65,6 +66,14 @@ pub use decisions::{
     Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, FailureRecord, INTERRUPTED,
     LeaseToken, MAX_ERROR_LEN, Nacked, QueueStateStats, RestorePoint, Seq, Tracked,
 };
+
+/// Whether [`QueueState::refresh`] announces a message that became ready with an
+/// [`Effect::Ready`]: not one just tracked, whose publisher wakes the receivers itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Announce {
+    Ready,
+    Silently,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Timer {
@@ -273,7 +282,7 @@ impl QueueState {
         if msg.deliver_at_ms > now_ms {
             self.schedule(seq, msg.deliver_at_ms);
         }
-        self.refresh(Some(seq), now_ms, false);
+        self.refresh(Some(seq), now_ms, Announce::Silently);
     }
 
     /// Under `Exclusive`: whether `consumer` is (or now becomes) the active consumer. The
@@ -359,7 +368,7 @@ impl QueueState {
             let entry = self.entries.get_mut(seq).expect("ready seqs are tracked");
             if entry.expired(now_ms) {
                 let next = self.dead_letter(seq, DeadLetterReason::Expired);
-                self.refresh(next, now_ms, true);
+                self.refresh(next, now_ms, Announce::Ready);
                 continue;
             }
             let token = LeaseToken(self.next_token);
@@ -415,7 +424,7 @@ impl QueueState {
             .remove(seq, Some(Settler::Ack(token)))
             .expect("checked above");
         self.effects.push(Effect::Settled { seq });
-        self.refresh(next, now_ms, true);
+        self.refresh(next, now_ms, Announce::Ready);
         Ok(Acked::Settled)
     }
 
@@ -443,7 +452,7 @@ impl QueueState {
         let history = self.history.entry(seq).or_default();
         history.failed(now_ms, Some(truncate_error(reason)));
         let next = self.dead_letter(seq, DeadLetterReason::Rejected);
-        self.refresh(next, now_ms, true);
+        self.refresh(next, now_ms, Announce::Ready);
         Ok(())
     }
 
@@ -480,7 +489,7 @@ impl QueueState {
                         self.scheduled -= 1;
                         let id = entry.id;
                         self.forget_scheduled_id(id, seq);
-                        self.refresh(Some(seq), now_ms, true);
+                        self.refresh(Some(seq), now_ms, Announce::Ready);
                     }
                 }
                 Timer::Lease(seq) => {
@@ -491,7 +500,7 @@ impl QueueState {
                 Timer::Expiry(seq) => {
                     if self.entries.get(seq).is_some_and(|e| !e.leased) {
                         let next = self.dead_letter(seq, DeadLetterReason::Expired);
-                        self.refresh(next, now_ms, true);
+                        self.refresh(next, now_ms, Announce::Ready);
                     }
                 }
             }
@@ -528,7 +537,7 @@ impl QueueState {
     /// Releases a parked key: its head becomes ready if it is not in flight or delayed.
     pub fn unpark(&mut self, key: &[u8], now_ms: i64) {
         let next = self.keys.unpark(key);
-        self.refresh(next, now_ms, true);
+        self.refresh(next, now_ms, Announce::Ready);
     }
 
     fn top_level(&self) -> u8 {
@@ -649,7 +658,7 @@ impl QueueState {
     /// a message that would become ready with its TTL passed is dead-lettered instead, which
     /// may release its key's next message in turn (handled here as a loop, not recursion,
     /// so a long run of expired messages of one key cannot overflow the stack).
-    fn refresh(&mut self, mut next: Option<Seq>, now_ms: i64, announce: bool) {
+    fn refresh(&mut self, mut next: Option<Seq>, now_ms: i64, announce: Announce) {
         while let Some(seq) = next.take() {
             let Some(entry) = self.entries.get(seq) else {
                 continue;
@@ -663,7 +672,7 @@ impl QueueState {
                 self.ready[level].remove(seq);
             } else if entry.expired(now_ms) {
                 next = self.dead_letter(seq, DeadLetterReason::Expired);
-            } else if self.ready[level].insert_one(seq) && announce {
+            } else if self.ready[level].insert_one(seq) && announce == Announce::Ready {
                 self.effects.push(Effect::Ready { seq });
             }
         }

@@ -4,6 +4,15 @@
 
 use super::*;
 
+/// How a message evicted to make room leaves: the overflow policy's choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// `DeadLetterHead`: to the dead-letter queue, with reason `overflow`.
+    DeadLetter,
+    /// `DropHead`: gone.
+    Drop,
+}
+
 impl QueueState {
     /// Drops a scheduled message — delayed and never delivered — from the queue. Returns
     /// `false`, changing nothing, for any other message (ready, in flight, waiting for a
@@ -15,7 +24,7 @@ impl QueueState {
             .is_some_and(|e| e.scheduled && e.deliveries == 0);
         if cancellable {
             let (_, _, next) = self.remove(seq, None).expect("checked above");
-            self.refresh(next, now_ms, true);
+            self.refresh(next, now_ms, Announce::Ready);
         }
         cancellable
     }
@@ -42,22 +51,22 @@ impl QueueState {
             .map(|(seq, entry)| (seq, entry.size))
     }
 
-    /// Evicts a message that is not in flight to make room: with `dead_letter` it leaves
-    /// through an [`Effect::DeadLetter`] with reason `overflow`; without, it is dropped with
-    /// no effect (the engine records the drop). Returns `false`, changing nothing, for a
-    /// message in flight or not tracked.
-    pub fn evict(&mut self, seq: Seq, dead_letter: bool, now_ms: i64) -> bool {
+    /// Evicts a message that is not in flight to make room: dead-lettered, it leaves through
+    /// an [`Effect::DeadLetter`] with reason `overflow`; dropped, it leaves with no effect
+    /// (the engine records the drop). Returns `false`, changing nothing, for a message in
+    /// flight or not tracked.
+    pub fn evict(&mut self, seq: Seq, eviction: Eviction, now_ms: i64) -> bool {
         if !self.is_tracked_and_idle(seq) {
             return false;
         }
-        let next = if dead_letter {
+        let next = if eviction == Eviction::DeadLetter {
             self.dead_letter(seq, DeadLetterReason::Overflow)
         } else {
             self.remove(seq, Some(Settler::NoAck))
                 .expect("checked above")
                 .2
         };
-        self.refresh(next, now_ms, true);
+        self.refresh(next, now_ms, Announce::Ready);
         true
     }
 
@@ -71,7 +80,7 @@ impl QueueState {
         let (_, _, next) = self
             .remove(seq, Some(Settler::NoAck))
             .expect("checked above");
-        self.refresh(next, now_ms, true);
+        self.refresh(next, now_ms, Announce::Ready);
         true
     }
 
@@ -84,7 +93,7 @@ impl QueueState {
         let Some((_, _, next)) = self.remove(seq, None) else {
             return false;
         };
-        self.refresh(next, now_ms, true);
+        self.refresh(next, now_ms, Announce::Ready);
         true
     }
 }

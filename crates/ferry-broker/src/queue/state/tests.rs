@@ -827,10 +827,10 @@ fn evictable_head_lists_messages_not_in_flight_oldest_first_and_evict_removes_th
     assert_eq!(seqs(&d), [1]);
     let head: Vec<Seq> = q.evictable_head().map(|(seq, _)| seq).collect();
     assert_eq!(head, [2, 3]);
-    assert!(!q.evict(1, true, T0), "in flight");
-    assert!(q.evict(2, true, T0));
+    assert!(!q.evict(1, Eviction::DeadLetter, T0), "in flight");
+    assert!(q.evict(2, Eviction::DeadLetter, T0));
     assert_eq!(dead_letters(&mut q)[0].reason, DeadLetterReason::Overflow);
-    assert!(q.evict(3, false, T0));
+    assert!(q.evict(3, Eviction::Drop, T0));
     assert!(q.take_effects().is_empty(), "a drop has no effect");
     assert_eq!(q.stats(T0).tracked, 1);
     // Queues that never evict keep no order.
