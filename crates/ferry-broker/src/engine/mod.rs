@@ -2,7 +2,8 @@
 //! durable and serves them.
 //!
 //! **Layout** of a broker directory (held with a [`DirLock`]):
-//! - `meta/` — a [`MetaStore`] with each queue's spec under `queue/<name>` ([`spec_codec`]);
+//! - `meta/` — a [`MetaStore`] with each queue's spec under `queue/<name>`
+//!   (`spec_codec/queue.rs`);
 //! - `queues/<name>/messages/` — a storage [`Log`](ferry_storage::Log) of the queue's
 //!   messages; a record's offset is the message's [`Seq`];
 //! - `queues/<name>/journal/` — a log of state events ([`JournalEvent`]): leases, failed
@@ -26,7 +27,6 @@
 //! **Blocking.** Storage calls that block (opening logs, reading a message, recovery) run on
 //! the calling task's thread; appends never block (completion callbacks feed oneshots).
 //!
-//! [`spec_codec`]: crate::spec_codec
 //! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
@@ -204,7 +204,7 @@ impl Broker {
                 problem,
             };
             let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
-            let spec = spec_codec::decode(&value).map_err(bad)?;
+            let spec = spec_codec::queue::decode(&value).map_err(bad)?;
             let seed = rng.u64(..);
             let queue = Queue::open(
                 &dir,

@@ -119,7 +119,10 @@ impl Broker {
         }
         let mut batch = MetaBatch::new();
         for (name, spec) in &new {
-            batch.put(format!("{SPEC_PREFIX}{name}"), spec_codec::encode(spec));
+            batch.put(
+                format!("{SPEC_PREFIX}{name}"),
+                spec_codec::queue::encode(spec),
+            );
         }
         for (key, value) in extra {
             batch.put(key, value);

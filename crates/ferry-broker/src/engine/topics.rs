@@ -2,7 +2,7 @@
 //! to a partition, or as an idempotent producer; read a partition by position; retention.
 //!
 //! **Layout.** Each topic's spec is in the metadata store under `topic/<name>`
-//! ([`crate::topic::codec`]); partition `p` is a storage log in `topics/<name>/<p>/`,
+//! (`spec_codec/topic.rs`); partition `p` is a storage log in `topics/<name>/<p>/`,
 //! whose record offsets are the partition's offsets. Topics and queues are separate
 //! namespaces (see [`crate::topic`]).
 //!
@@ -40,11 +40,10 @@ use crate::error::{BrokerError, Result};
 use crate::message::{Message, OutgoingMessage, millis};
 use crate::name::Name;
 use crate::record::ProducerStamp;
+use crate::spec_codec;
 use crate::topic::partitioner::partition_for_key;
 use crate::topic::producer::{SequenceCheck, SequenceProblem, check_producer_id};
-use crate::topic::{
-    KeylessPlacement, Position, TopicInfo, TopicPosition, TopicRecord, TopicSpec, codec,
-};
+use crate::topic::{KeylessPlacement, Position, TopicInfo, TopicPosition, TopicRecord, TopicSpec};
 
 pub(super) const TOPIC_PREFIX: &str = "topic/";
 
@@ -63,7 +62,7 @@ pub(super) fn open_topics(
             problem,
         };
         let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
-        let spec = codec::decode(&value).map_err(bad)?;
+        let spec = spec_codec::topic::decode(&value).map_err(bad)?;
         let topic = Topic::open(dir, name.clone(), spec, config, &log_stats.topic_partitions)?;
         topics.insert(name, Arc::new(topic));
     }
@@ -116,7 +115,10 @@ impl Broker {
             &self.inner.config,
             &self.inner.log_stats.topic_partitions,
         )?;
-        meta.put(format!("{TOPIC_PREFIX}{name}"), codec::encode(&spec))?;
+        meta.put(
+            format!("{TOPIC_PREFIX}{name}"),
+            spec_codec::topic::encode(&spec),
+        )?;
         self.inner
             .topics
             .write()
@@ -221,7 +223,7 @@ impl Broker {
         // the next add_partitions clears.
         meta.put(
             format!("{TOPIC_PREFIX}{}", topic.name),
-            codec::encode(&spec),
+            spec_codec::topic::encode(&spec),
         )?;
         topic.set_shape(Shape { spec, partitions });
         Ok(())

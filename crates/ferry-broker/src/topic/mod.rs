@@ -4,7 +4,7 @@
 //! side is in `engine/topics.rs` ([`Broker::create_topic`](crate::Broker::create_topic) and
 //! the rest); this module holds what needs no engine:
 //!
-//! - [`TopicSpec`] and its validation, and its stored form ([`codec`]);
+//! - [`TopicSpec`] and its validation, and its stored form (`spec_codec/topic.rs`);
 //! - [`partitioner`]: key → partition, exactly as Kafka's default partitioner;
 //! - the idempotent producers' table (`producer.rs`): which retried batch was written, where.
 //!
@@ -18,7 +18,6 @@
 //! gets every record, due or not, expired or not, duplicate or not. Subscriptions over a
 //! topic will honour them; the topic keeps them so that they can.
 
-pub mod codec;
 pub mod partitioner;
 pub(crate) mod producer;
 pub mod spec;

@@ -1,13 +1,13 @@
 //! How a [`TopicSpec`] is stored in the broker's metadata store (under `topic/<name>`):
 //! UTF-8 text, a first line `ferry-topic-spec 1`, then one `setting=value` line per field,
 //! every field present — the same form, and the same strictness, as queue specs
-//! ([`crate::spec_codec`]): unknown, repeated or missing settings are errors, and the result
+//! (`spec_codec/queue.rs`): unknown, repeated or missing settings are errors, and the result
 //! is validated, so a stored spec is never silently reinterpreted.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::spec_codec::{Fields, parse_duration};
+use super::queue::{Fields, parse_duration};
 use crate::topic::spec::{
     Durability, KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec,
 };
@@ -142,6 +142,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spec_stored_by_earlier_versions_reads_and_writes_the_same() {
+        // The stored form existing broker directories hold: it must keep reading as the
+        // same spec, and the spec must keep writing these bytes.
+        let stored = "ferry-topic-spec 1\n\
+            partitions=1024\n\
+            retention.max_age=none\n\
+            retention.max_bytes=12345\n\
+            retention.overrides_subscriptions=true\n\
+            keyless=round_robin\n\
+            durability=interval:0.250000001\n\
+            producer_state_window=0.001000000\n\
+            compaction=on\n\
+            compaction.tombstone_retention=1.500000000\n\
+            compaction.min_lag=0.000000000\n";
+        let expected = TopicSpec {
+            partitions: 1024,
+            retention: TopicRetention {
+                max_age: None,
+                max_bytes: Some(12_345),
+                overrides_subscriptions: true,
+            },
+            keyless: KeylessPlacement::RoundRobin,
+            durability: Durability::Interval(Duration::from_nanos(250_000_001)),
+            producer_state_window: Duration::from_millis(1),
+            compaction: Some(TopicCompaction {
+                tombstone_retention: Duration::from_nanos(1_500_000_000),
+                min_lag: Duration::ZERO,
+            }),
+        };
+        assert_eq!(decode(stored.as_bytes()).unwrap(), expected);
+        assert_eq!(encode(&expected), stored);
+    }
+
+    #[test]
     fn default_and_unusual_specs_round_trip() {
         let odd = TopicSpec {
             partitions: 1024,
@@ -233,7 +267,7 @@ mod tests {
         // Stored before the setting existed: retention waited for subscriptions.
         let older = text.replace("retention.overrides_subscriptions=false\n", "");
         assert_eq!(decode(older.as_bytes()).unwrap(), TopicSpec::default());
-        let queue_spec = crate::spec_codec::encode(&crate::QueueSpec::default());
+        let queue_spec = super::super::queue::encode(&crate::QueueSpec::default());
         assert!(
             decode(queue_spec.as_bytes())
                 .unwrap_err()

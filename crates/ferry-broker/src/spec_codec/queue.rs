@@ -215,6 +215,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spec_stored_by_earlier_versions_reads_and_writes_the_same() {
+        // The stored form existing broker directories hold: it must keep reading as the
+        // same spec, and the spec must keep writing these bytes.
+        let stored = "ferry-queue-spec 1\n\
+            retry.max_deliveries=5\n\
+            retry.backoff.base=1.000000000\n\
+            retry.backoff.cap=300.000000000\n\
+            retry.backoff.multiplier=1.7\n\
+            retry.backoff.jitter=0.25\n\
+            dead_letter=named:graveyard\n\
+            dedup_window=300.000000000\n\
+            default_ttl=1.500000123\n\
+            lease=30.000000000\n\
+            max_delay=7776000.000000000\n\
+            priority_levels=10\n\
+            lower_priority_share=0.30000000000000004\n\
+            ordering=key_shared\n\
+            length_limit.max_messages=10\n\
+            length_limit.max_bytes=none\n\
+            length_limit.overflow=dead_letter_head\n\
+            durability=interval:0.250000000\n\
+            dead_letter_retention=1209600.000000000\n";
+        let mut expected = QueueSpec {
+            dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
+            default_ttl: Some(Duration::from_nanos(1_500_000_123)),
+            priority_levels: 10,
+            lower_priority_share: 0.1 + 0.2,
+            ordering: OrderingMode::KeyShared,
+            durability: Durability::Interval(Duration::from_millis(250)),
+            ..QueueSpec::default()
+        };
+        expected.retry.backoff.multiplier = 1.7;
+        expected.length_limit = LengthLimit {
+            max_messages: Some(10),
+            max_bytes: None,
+            overflow: OverflowPolicy::DeadLetterHead,
+        };
+        assert_eq!(decode(stored.as_bytes()).unwrap(), expected);
+        assert_eq!(encode(&expected), stored);
+    }
+
+    #[test]
     fn default_and_unusual_specs_round_trip() {
         let mut odd = QueueSpec {
             dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
