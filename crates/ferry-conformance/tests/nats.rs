@@ -43,6 +43,15 @@ const NEEDS: &[(&str, &[Feature])] = &[
         "duplicates_within_the_window_are_stored_once",
         &[Feature::Deduplication],
     ),
+    (
+        "deleting_a_topic_with_subscriptions_is_a_conflict",
+        &[Feature::FanOut],
+    ),
+    (
+        "settling_a_lease_taken_over_is_not_held",
+        &[Feature::LeaseExpiry, Feature::StaleSettles],
+    ),
+    ("a_full_queue_refuses_with_full", &[Feature::MaxLength]),
 ];
 
 const RESTART: &str = "nothing_acked_or_published_is_lost_across_an_engine_restart";
@@ -78,7 +87,12 @@ async fn nats_jetstream_passes_the_conformance_suite() {
         "the skipped checks must be exactly those the table says No to (and the restart)"
     );
     // The table's No entries are the features these skips stand for.
-    for feature in [Feature::Priorities, Feature::OrderingKeys, Feature::Ttl] {
+    for feature in [
+        Feature::Priorities,
+        Feature::OrderingKeys,
+        Feature::Ttl,
+        Feature::StaleSettles,
+    ] {
         assert!(
             matches!(table.support(feature), Support::No(_)),
             "{feature} changed in the table: update this test"

@@ -190,5 +190,11 @@ async fn a_topic_stream_keeps_only_what_some_subscription_still_needs() {
         d.ack().await.unwrap();
     }
     cb.close().await.unwrap();
+    for name in [&a, &b] {
+        ferry
+            .delete(&ferry::Source::subscription(&topic, name))
+            .await
+            .unwrap();
+    }
     ferry.delete_topic(&topic).await.unwrap();
 }

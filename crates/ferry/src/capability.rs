@@ -40,10 +40,13 @@ pub enum Feature {
     Ttl,
     /// A queue's length is bounded; publishes beyond it are refused.
     MaxLength,
+    /// Settling a delivery whose lease ran out and whose message another delivery settled
+    /// is refused with [`Error::NotHeld`], so a slow consumer learns its work was redone.
+    StaleSettles,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 13] = [
+    pub const ALL: [Feature; 14] = [
         Feature::CompetingConsumers,
         Feature::FanOut,
         Feature::Redelivery,
@@ -57,6 +60,7 @@ impl Feature {
         Feature::Deduplication,
         Feature::Ttl,
         Feature::MaxLength,
+        Feature::StaleSettles,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +78,7 @@ impl Feature {
             Feature::Deduplication => "deduplication",
             Feature::Ttl => "message TTL",
             Feature::MaxLength => "max queue length",
+            Feature::StaleSettles => "stale settles refused",
         }
     }
 }
@@ -118,7 +123,7 @@ impl Support {
 pub struct Capabilities {
     pub transport: &'static str,
     /// Indexed in [`Feature::ALL`] order.
-    pub table: [(Feature, Support); 13],
+    pub table: [(Feature, Support); 14],
 }
 
 impl Capabilities {

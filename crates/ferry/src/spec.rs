@@ -233,6 +233,14 @@ pub fn validate_name(name: &str) -> Result<()> {
     {
         return bad("may hold only letters, digits, `.`, `_` and `-`");
     }
+    // The embedded broker's own rules, checked here for every transport so that a name one
+    // transport refuses is refused by all of them.
+    if name.contains("..") {
+        return bad("must not hold `..`; use a single `.` between parts");
+    }
+    if name.ends_with('.') {
+        return bad("must not end with `.`");
+    }
     if name.ends_with(".dlq") {
         return bad("`.dlq` names are dead-letter queues, made by the transport");
     }

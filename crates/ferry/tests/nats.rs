@@ -488,7 +488,14 @@ async fn a_subscription_dead_letters_into_its_own_queue_named_after_it() {
     let mut dlq_b = consumer(&ferry, b.clone().dead_letters()).await;
     none_within(&mut dlq_b, Duration::from_millis(300)).await;
     ferry.delete(&a).await.unwrap();
-    // Deleting the topic takes the remaining subscription's dead letters with it.
+    // A topic with a subscription is refused, as on every transport.
+    let refused = ferry.delete_topic(&topic).await;
+    assert!(
+        matches!(refused, Err(Error::Conflict { .. })),
+        "{refused:?}"
+    );
+    ferry.delete(&b).await.unwrap();
+    // Deleting the topic takes its subscriptions' remaining dead letters with it.
     ferry.delete_topic(&topic).await.unwrap();
     match ferry.consumer(b.dead_letters(), Default::default()).await {
         Err(Error::NotFound { .. }) => {}

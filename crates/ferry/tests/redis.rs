@@ -278,7 +278,16 @@ async fn declarations_that_differ_conflict_and_deleted_sources_are_not_found() {
         send(&ferry, Destination::queue(&decl.name), Message::new("x")).await,
         Err(Error::NotFound { .. })
     ));
-    // Deleting the topic takes its subscriptions with it.
+    // A topic with a subscription is refused, as on every transport; then it goes.
+    let refused = ferry.delete_topic(&topic).await;
+    assert!(
+        matches!(refused, Err(Error::Conflict { .. })),
+        "{refused:?}"
+    );
+    ferry
+        .delete(&Source::subscription(&topic, &sub.name))
+        .await
+        .unwrap();
     ferry.delete_topic(&topic).await.unwrap();
     let gone = ferry
         .consumer(
@@ -323,6 +332,12 @@ async fn a_subscriptions_delayed_redelivery_reaches_that_subscription_alone() {
     d.ack().await.unwrap();
     nothing(&mut cb, Duration::from_millis(2000)).await;
     nothing(&mut ca, Duration::from_millis(300)).await;
+    for name in [&a, &b] {
+        ferry
+            .delete(&Source::subscription(&topic, name))
+            .await
+            .unwrap();
+    }
     ferry.delete_topic(&topic).await.unwrap();
 }
 
@@ -370,6 +385,12 @@ async fn delayed_topic_publishes_reach_each_subscription_once_with_many_movers()
         let mut want = ids.clone();
         want.sort();
         assert_eq!(got, want, "{name}");
+    }
+    for name in &subs {
+        ferry
+            .delete(&Source::subscription(&topic, name))
+            .await
+            .unwrap();
     }
     ferry.delete_topic(&topic).await.unwrap();
 }

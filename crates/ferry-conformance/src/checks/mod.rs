@@ -14,14 +14,20 @@ use ferry::{
 mod errors;
 mod restart;
 
+use errors::{
+    a_full_queue_refuses_with_full, a_missing_queue_is_not_found, an_invalid_name_is_invalid,
+    an_oversized_payload_is_invalid_where_refused,
+    declaring_again_with_other_settings_is_a_conflict,
+    deleting_a_topic_with_subscriptions_is_a_conflict, settling_a_lease_taken_over_is_not_held,
+};
 use restart::restart_check;
 
+use crate::Target;
 use crate::report::{Outcome, Report};
 use crate::support::{
     CheckResult, Context, consumer, consumer_with, ensure, fresh_name, next, nothing_more, queue,
     quick_policy,
 };
-use crate::{Restart, Target};
 
 pub(super) const WAIT: Duration = Duration::from_secs(15);
 pub(super) const QUIET: Duration = Duration::from_millis(700);
@@ -83,22 +89,16 @@ fn all_checks() -> Vec<Check> {
         },
         check!(close_is_idempotent_and_safe_while_a_handler_runs, []),
         // The same failure is the same `ferry::Error` on every transport.
-        check!(errors::a_missing_queue_is_not_found, []),
+        check!(a_missing_queue_is_not_found, []),
+        check!(declaring_again_with_other_settings_is_a_conflict, []),
+        check!(deleting_a_topic_with_subscriptions_is_a_conflict, [FanOut]),
         check!(
-            errors::declaring_again_with_other_settings_is_a_conflict,
-            []
+            settling_a_lease_taken_over_is_not_held,
+            [LeaseExpiry, StaleSettles]
         ),
-        check!(
-            errors::deleting_a_topic_with_subscriptions_is_a_conflict,
-            [FanOut]
-        ),
-        check!(
-            errors::settling_a_lease_taken_over_is_not_held,
-            [LeaseExpiry]
-        ),
-        check!(errors::an_invalid_name_is_invalid, []),
-        check!(errors::an_oversized_payload_is_invalid_where_refused, []),
-        check!(errors::a_full_queue_refuses_with_full, [MaxLength]),
+        check!(an_invalid_name_is_invalid, []),
+        check!(an_oversized_payload_is_invalid_where_refused, []),
+        check!(a_full_queue_refuses_with_full, [MaxLength]),
     ]
 }
 

@@ -53,6 +53,12 @@ pub fn capabilities() -> Capabilities {
                 Feature::MaxLength,
                 Native("max messages with reject-publish"),
             ),
+            (
+                Feature::StaleSettles,
+                Native(
+                    "a lease token that is no longer the current one is refused, and so is a settle of a message another delivery settled",
+                ),
+            ),
         ],
     }
 }

@@ -74,6 +74,12 @@ pub fn capabilities() -> Capabilities {
                     "the work-queue stream's MaxMsgs with DiscardNew refuses publishes beyond it (`Full`); a delayed message counts once it is due and moved in, and waits while the queue is full",
                 ),
             ),
+            (
+                Feature::StaleSettles,
+                No(
+                    "JetStream takes an ack, nak or term of an earlier delivery as it takes the current one's, so the SDK cannot tell that a delivery was taken over; the engine ignores the late settle",
+                ),
+            ),
         ],
     }
 }

@@ -464,6 +464,23 @@ impl Transport for Nats {
     async fn delete_topic(&self, name: &str) -> Result<()> {
         let js = self.shared.js()?;
         let topic = names::topic(name)?;
+        // Every subscription is a durable consumer of the topic's stream: while one is there
+        // the topic is refused, as on every transport.
+        let stream = js
+            .get_stream(&topic.stream)
+            .await
+            .map_err(|e| map_admin("topic", name, e))?;
+        let mut consumers = stream.consumer_names();
+        if let Some(subscription) = consumers.next().await {
+            let subscription = subscription.map_err(transport_error)?;
+            return Err(Error::Conflict {
+                kind: "topic",
+                name: name.to_owned(),
+                problem: format!(
+                    "it has subscription `{subscription}`; delete its subscriptions first"
+                ),
+            });
+        }
         js.delete_stream(&topic.stream)
             .await
             .map_err(|e| map_admin("topic", name, e))?;

@@ -79,6 +79,10 @@ pub fn capabilities() -> Capabilities {
                      an advisory lock; a batch that does not fit is refused whole with `Full`",
                 ),
             ),
+            (
+                Feature::StaleSettles,
+                Native("every settle is guarded by the lease token the delivery was taken with"),
+            ),
         ],
     }
 }

@@ -434,10 +434,11 @@ impl Transport for Postgres {
             .await
             .map_err(|e| match &e {
                 sqlx::Error::Database(db) if db.code().as_deref() == Some("23503") => {
-                    Error::invalid(
-                        format!("delete of topic `{name}`"),
-                        "it still has subscriptions; delete them first",
-                    )
+                    Error::Conflict {
+                        kind: "topic",
+                        name: name.to_owned(),
+                        problem: "it still has subscriptions; delete them first".into(),
+                    }
                 }
                 _ => map_error(e),
             })?

@@ -96,6 +96,12 @@ pub fn capabilities() -> Capabilities {
                      with x-overflow reject-publish: the confirm is a nack",
                 ),
             ),
+            (
+                Feature::StaleSettles,
+                Emulated(
+                    "the client-side lease timer marks a delivery expired when it requeues it; a later settle of it is refused",
+                ),
+            ),
         ],
     }
 }

@@ -489,9 +489,17 @@ impl Transport for RabbitMq {
             });
         }
         let ch = self.inner.channel().await?;
-        ch.exchange_delete(name, ExchangeDeleteOptions::default())
-            .await
-            .map_err(|e| self.inner.error(e, "topic", name))?;
+        // Subscriptions are queues bound to the topic's exchange: `if_unused` makes the broker
+        // refuse (PRECONDITION_FAILED, a conflict) while one is bound, as on every transport.
+        ch.exchange_delete(
+            name,
+            ExchangeDeleteOptions {
+                if_unused: true,
+                ..ExchangeDeleteOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| self.inner.error(e, "topic", name))?;
         let _ = ch.close(200, "done").await;
         Ok(())
     }

@@ -99,6 +99,12 @@ pub fn capabilities() -> Capabilities {
                      what waits. MAXLEN trimming would drop unconsumed messages, so it is not used",
                 ),
             ),
+            (
+                Feature::StaleSettles,
+                Native(
+                    "the settle script checks that the entry is still pending for this consumer with this delivery count (XPENDING) before it acts",
+                ),
+            ),
         ],
     }
 }

@@ -186,6 +186,15 @@ fn map_error(e: RedisError) -> Error {
         },
         Some("INVALID") => Error::invalid("publish", detail),
         Some("FULL") => Error::Full { message: detail },
+        Some("CONFLICT") => {
+            let (kind, rest) = detail.split_once(' ').unwrap_or(("topic", &detail));
+            let (name, problem) = rest.split_once(' ').unwrap_or((rest, ""));
+            Error::Conflict {
+                kind: if kind == "topic" { "topic" } else { "queue" },
+                name: name.to_owned(),
+                problem: format!("it {problem}; delete its subscriptions first"),
+            }
+        }
         _ => Error::transport(NAME, e),
     }
 }

@@ -115,7 +115,8 @@ return 'CREATED'
 "#;
 
 /// Deletes queues, subscriptions and topics by name, building the keys as the layout
-/// above says. ARGV: what (`source`, `dead-letters` or `topic`), name.
+/// above says; a topic that still has subscriptions is refused. ARGV: what (`source`,
+/// `dead-letters` or `topic`), name.
 pub const DELETE: &str = r#"
 local function del_queue_keys(base)
   redis.call('DEL', base, base .. ':delayed', base .. ':dedup', base .. ':ext', base .. ':fails')
@@ -137,7 +138,10 @@ if what == 'topic' then
   if redis.call('EXISTS', t .. ':meta') == 0 then
     return redis.error_reply('NOTFOUND topic ' .. name)
   end
-  for _, sub in ipairs(redis.call('SMEMBERS', t .. ':subs')) do del_source(sub) end
+  local subscription = redis.call('SRANDMEMBER', t .. ':subs')
+  if subscription then
+    return redis.error_reply('CONFLICT topic ' .. name .. ' has subscription ' .. subscription)
+  end
   redis.call('DEL', t, t .. ':meta', t .. ':subs', t .. ':delayed')
   return 'OK'
 end
