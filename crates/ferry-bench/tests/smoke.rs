@@ -3,7 +3,6 @@
 //! Redis is `FERRY_REDIS_URL` or the machine's server; when it does not answer the test
 //! runs on the embedded broker alone and says so loudly — and fails instead under `CI=true`.
 
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,19 +13,10 @@ use serde_json::Value;
 
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/0";
 
+/// The Redis target, or `None` (said loudly: the run is then on the embedded broker only)
+/// when no Redis answers outside CI.
 fn redis_target() -> Option<Target> {
-    let url = std::env::var("FERRY_REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS.to_owned());
-    let up = TcpStream::connect_timeout(&"127.0.0.1:6379".parse().unwrap(), Duration::from_secs(2))
-        .is_ok()
-        || std::env::var("FERRY_REDIS_URL").is_ok();
-    if !up {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "Redis does not answer at 127.0.0.1:6379; under CI=true it must"
-        );
-        eprintln!("\n!!! SKIPPED: Redis does not answer at 127.0.0.1:6379; embedded only !!!\n");
-        return None;
-    }
+    let url = ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", DEFAULT_REDIS)?;
     Some(Target::parse(&format!("redis-default={url}")).unwrap())
 }
 
