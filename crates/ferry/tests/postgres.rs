@@ -364,7 +364,7 @@ async fn a_subscriptions_dead_letters_name_it_and_a_topic_outlives_no_subscripti
         .await
         .unwrap();
     let err = ferry.delete_topic(&topic).await.unwrap_err();
-    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
     let mut c = consumer(&ferry, source.clone(), 1).await;
     c.next_within(Duration::from_secs(5))
         .await
