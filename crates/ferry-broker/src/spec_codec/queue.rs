@@ -1,23 +1,16 @@
-//! How a [`QueueSpec`] is stored in the broker's metadata store: UTF-8 text, a first line
-//! `ferry-queue-spec 1`, then one `setting=value` line per field, every field present.
-//!
-//! Text, because specs are small, written once and worth reading with any tool; hand-written
-//! rather than serde, because the domain types carry no serde derives and a spec is a dozen
-//! fields. Durations are `seconds.nanoseconds`; floats use Rust's shortest round-trip form.
-//! Decoding is strict (unknown, repeated or missing settings are errors) and validates the
-//! result, so a stored spec is never silently reinterpreted.
-
-use std::collections::HashMap;
-use std::time::Duration;
+//! A [`QueueSpec`]'s stored form (under `queue/<name>`): `ferry-queue-spec 1`, then every
+//! field, in the shared text form of [`super`].
 
 use crate::name::Name;
 use crate::retry::{Backoff, RetryPolicy};
-use crate::spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
+use crate::spec::{DeadLetter, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
 
-const MAGIC: &str = "ferry-queue-spec 1";
+use super::{Fields, Writer, durability, duration};
+
+const FIRST_LINE: &str = "ferry-queue-spec 1";
 
 pub fn encode(spec: &QueueSpec) -> String {
-    let d = |d: Duration| format!("{}.{:09}", d.as_secs(), d.subsec_nanos());
+    let d = duration;
     let opt = |v: Option<u64>| v.map_or("none".to_owned(), |v| v.to_string());
     let lines = [
         (
@@ -74,44 +67,19 @@ pub fn encode(spec: &QueueSpec) -> String {
             }
             .to_owned(),
         ),
-        (
-            "durability",
-            match spec.durability {
-                Durability::Fsync => "fsync".to_owned(),
-                Durability::None => "none".to_owned(),
-                Durability::Interval(i) => format!("interval:{}", d(i)),
-            },
-        ),
+        ("durability", durability(spec.durability)),
         ("dead_letter_retention", d(spec.dead_letter_retention)),
     ];
-    let mut out = String::from(MAGIC);
+    let mut out = Writer::new(FIRST_LINE);
     for (key, value) in lines {
-        out.push('\n');
-        out.push_str(key);
-        out.push('=');
-        out.push_str(&value);
+        out.setting(key, &value);
     }
-    out.push('\n');
-    out
+    out.finish()
 }
 
 /// The spec in `bytes`; the error describes the problem.
 pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-    let mut lines = text.lines();
-    if lines.next() != Some(MAGIC) {
-        return Err(format!("the first line is not {MAGIC:?}"));
-    }
-    let mut fields = HashMap::new();
-    for line in lines {
-        let (key, value) = line
-            .split_once('=')
-            .ok_or_else(|| format!("line {line:?} has no '='"))?;
-        if fields.insert(key, value).is_some() {
-            return Err(format!("setting {key} appears twice"));
-        }
-    }
-    let mut f = Fields(fields);
+    let mut f = Fields::read(bytes, FIRST_LINE)?;
     let spec = QueueSpec {
         retry: RetryPolicy {
             max_deliveries: f.parse("retry.max_deliveries")?,
@@ -131,10 +99,7 @@ pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
             },
         },
         dedup_window: f.duration("dedup_window")?,
-        default_ttl: match f.take("default_ttl")? {
-            "none" => None,
-            other => Some(parse_duration(other)?),
-        },
+        default_ttl: f.optional_duration("default_ttl")?,
         lease: f.duration("lease")?,
         max_delay: f.duration("max_delay")?,
         priority_levels: f.parse("priority_levels")?,
@@ -155,64 +120,20 @@ pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
                 other => return Err(format!("length_limit.overflow {other:?} is unknown")),
             },
         },
-        durability: match f.take("durability")? {
-            "fsync" => Durability::Fsync,
-            "none" => Durability::None,
-            other => match other.strip_prefix("interval:") {
-                Some(i) => Durability::Interval(parse_duration(i)?),
-                None => return Err(format!("durability {other:?} is unknown")),
-            },
-        },
+        durability: f.durability("durability")?,
         dead_letter_retention: f.duration("dead_letter_retention")?,
     };
-    if let Some(key) = f.0.keys().next() {
-        return Err(format!("setting {key} is unknown"));
-    }
+    f.finish()?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }
 
-pub(crate) struct Fields<'a>(pub(crate) HashMap<&'a str, &'a str>);
-
-impl<'a> Fields<'a> {
-    pub(crate) fn take(&mut self, key: &str) -> Result<&'a str, String> {
-        self.0
-            .remove(key)
-            .ok_or_else(|| format!("setting {key} is missing"))
-    }
-    pub(crate) fn parse<T: std::str::FromStr>(&mut self, key: &str) -> Result<T, String> {
-        let value = self.take(key)?;
-        value
-            .parse()
-            .map_err(|_| format!("setting {key} has the unreadable value {value:?}"))
-    }
-    pub(crate) fn optional(&mut self, key: &str) -> Result<Option<u64>, String> {
-        match self.take(key)? {
-            "none" => Ok(None),
-            value => value
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("setting {key} has the unreadable value {value:?}")),
-        }
-    }
-    pub(crate) fn duration(&mut self, key: &str) -> Result<Duration, String> {
-        parse_duration(self.take(key)?)
-    }
-}
-
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("{text:?} is not a duration (seconds.nanoseconds)");
-    let (secs, nanos) = text.split_once('.').ok_or_else(bad)?;
-    let nanos: u32 = nanos.parse().map_err(|_| bad())?;
-    if nanos >= 1_000_000_000 || text.len() - secs.len() != 10 {
-        return Err(bad());
-    }
-    Ok(Duration::new(secs.parse().map_err(|_| bad())?, nanos))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::spec::Durability;
 
     #[test]
     fn a_spec_stored_by_earlier_versions_reads_and_writes_the_same() {

@@ -1,21 +1,15 @@
-//! How a [`TopicSpec`] is stored in the broker's metadata store (under `topic/<name>`):
-//! UTF-8 text, a first line `ferry-topic-spec 1`, then one `setting=value` line per field,
-//! every field present — the same form, and the same strictness, as queue specs
-//! (`spec_codec/queue.rs`): unknown, repeated or missing settings are errors, and the result
-//! is validated, so a stored spec is never silently reinterpreted.
+//! A [`TopicSpec`]'s stored form (under `topic/<name>`): `ferry-topic-spec 1`, then every
+//! field, in the shared text form of [`super`]. The compaction sub-settings are present
+//! exactly when compaction is on.
 
-use std::collections::HashMap;
-use std::time::Duration;
+use crate::topic::spec::{KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec};
 
-use super::queue::{Fields, parse_duration};
-use crate::topic::spec::{
-    Durability, KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec,
-};
+use super::{Fields, Writer, durability, duration};
 
-const MAGIC: &str = "ferry-topic-spec 1";
+const FIRST_LINE: &str = "ferry-topic-spec 1";
 
 pub fn encode(spec: &TopicSpec) -> String {
-    let d = |d: Duration| format!("{}.{:09}", d.as_secs(), d.subsec_nanos());
+    let d = duration;
     let lines = [
         ("partitions", spec.partitions.to_string()),
         (
@@ -40,14 +34,7 @@ pub fn encode(spec: &TopicSpec) -> String {
             }
             .to_owned(),
         ),
-        (
-            "durability",
-            match spec.durability {
-                Durability::Fsync => "fsync".to_owned(),
-                Durability::None => "none".to_owned(),
-                Durability::Interval(i) => format!("interval:{}", d(i)),
-            },
-        ),
+        ("durability", durability(spec.durability)),
         ("producer_state_window", d(spec.producer_state_window)),
     ];
     // Its sub-settings are present exactly when compaction is on.
@@ -59,44 +46,23 @@ pub fn encode(spec: &TopicSpec) -> String {
             ("compaction.min_lag", d(c.min_lag)),
         ],
     };
-    let mut out = String::from(MAGIC);
+    let mut out = Writer::new(FIRST_LINE);
     for (key, value) in lines.into_iter().chain(compaction) {
-        out.push('\n');
-        out.push_str(key);
-        out.push('=');
-        out.push_str(&value);
+        out.setting(key, &value);
     }
-    out.push('\n');
-    out
+    out.finish()
 }
 
 /// The spec in `bytes`; the error describes the problem.
 pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-    let mut lines = text.lines();
-    if lines.next() != Some(MAGIC) {
-        return Err(format!("the first line is not {MAGIC:?}"));
-    }
-    let mut fields = HashMap::new();
-    for line in lines {
-        let (key, value) = line
-            .split_once('=')
-            .ok_or_else(|| format!("line {line:?} has no '='"))?;
-        if fields.insert(key, value).is_some() {
-            return Err(format!("setting {key} appears twice"));
-        }
-    }
-    let mut f = Fields(fields);
+    let mut f = Fields::read(bytes, FIRST_LINE)?;
     let spec = TopicSpec {
         partitions: f.parse("partitions")?,
         retention: TopicRetention {
-            max_age: match f.take("retention.max_age")? {
-                "none" => None,
-                other => Some(parse_duration(other)?),
-            },
+            max_age: f.optional_duration("retention.max_age")?,
             max_bytes: f.optional("retention.max_bytes")?,
             // Absent from specs stored before the setting existed: those waited.
-            overrides_subscriptions: match f.0.remove("retention.overrides_subscriptions") {
+            overrides_subscriptions: match f.take_if_present("retention.overrides_subscriptions") {
                 None | Some("false") => false,
                 Some("true") => true,
                 Some(other) => {
@@ -111,17 +77,10 @@ pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
             "sticky_batch" => KeylessPlacement::StickyBatch,
             other => return Err(format!("keyless {other:?} is unknown")),
         },
-        durability: match f.take("durability")? {
-            "fsync" => Durability::Fsync,
-            "none" => Durability::None,
-            other => match other.strip_prefix("interval:") {
-                Some(i) => Durability::Interval(parse_duration(i)?),
-                None => return Err(format!("durability {other:?} is unknown")),
-            },
-        },
+        durability: f.durability("durability")?,
         producer_state_window: f.duration("producer_state_window")?,
         // Absent from specs stored before the setting existed: those were not compacted.
-        compaction: match f.0.remove("compaction") {
+        compaction: match f.take_if_present("compaction") {
             None | Some("none") => None,
             Some("on") => Some(TopicCompaction {
                 tombstone_retention: f.duration("compaction.tombstone_retention")?,
@@ -130,16 +89,17 @@ pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
             Some(other) => return Err(format!("compaction {other:?} is neither none nor on")),
         },
     };
-    if let Some(key) = f.0.keys().next() {
-        return Err(format!("setting {key} is unknown"));
-    }
+    f.finish()?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::topic::spec::Durability;
 
     #[test]
     fn a_spec_stored_by_earlier_versions_reads_and_writes_the_same() {
