@@ -33,29 +33,23 @@ pub async fn run(url: &str, index: u32, history: &mut HistoryWriter) -> Result<(
             _ = stop.signalled() => return Ok(()),
         };
         match next {
-            Some(Ok(delivery)) => handle(queue, delivery, history).await?,
-            // The stream failed for good (or closed): open it again.
+            Some(Ok(delivery)) => {
+                handle(queue, delivery, history).await?;
+                continue;
+            }
             Some(Err(error)) => {
                 eprintln!("ferry chaos: consumer {index}: {queue}: {error}; opening it again");
-                let Some(again) = open(&client, queue, &name, &mut stop).await else {
-                    return Ok(());
-                };
-                if queue == ORDERS_QUEUE {
-                    orders = again;
-                } else {
-                    work = again;
-                }
             }
-            None => {
-                let Some(again) = open(&client, queue, &name, &mut stop).await else {
-                    return Ok(());
-                };
-                if queue == ORDERS_QUEUE {
-                    orders = again;
-                } else {
-                    work = again;
-                }
-            }
+            None => {}
+        }
+        // The stream failed for good (or closed): open it again.
+        let Some(again) = open(&client, queue, &name, &mut stop).await else {
+            return Ok(());
+        };
+        if queue == ORDERS_QUEUE {
+            orders = again;
+        } else {
+            work = again;
         }
     }
 }

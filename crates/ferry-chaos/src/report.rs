@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::Findings;
 use crate::history::Event;
+use crate::schedule::Fault;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -27,13 +28,7 @@ impl Report {
     pub fn new(seed: u64, duration_ms: u64, events: &[Event], findings: Findings) -> Report {
         let mut faults = BTreeMap::new();
         let mut proxy_faults = BTreeMap::new();
-        for kind in [
-            "server_kill",
-            "consumer_kill",
-            "pause",
-            "proxy",
-            "clock_jump",
-        ] {
+        for kind in Fault::KINDS {
             faults.insert(kind.to_owned(), 0);
         }
         for event in events {

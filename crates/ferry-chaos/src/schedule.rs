@@ -40,6 +40,16 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Every counter a fault is reported under, one per variant: a report lists each, even
+    /// at zero, so two runs' reports line up.
+    pub const KINDS: [&'static str; 5] = [
+        "server_kill",
+        "consumer_kill",
+        "pause",
+        "proxy",
+        "clock_jump",
+    ];
+
     /// The counter this fault is reported under.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -187,13 +197,7 @@ mod tests {
         for seed in 0..50 {
             let s = scenario(seed, "2m");
             let faults = plan(&s);
-            for kind in [
-                "server_kill",
-                "consumer_kill",
-                "pause",
-                "proxy",
-                "clock_jump",
-            ] {
+            for kind in Fault::KINDS {
                 assert!(
                     faults.iter().any(|p| p.fault.kind() == kind),
                     "seed {seed}: no {kind}"
