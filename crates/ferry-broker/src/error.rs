@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+pub use ferry_error_kind::ErrorKind;
+
 use crate::name::{Name, describe_character};
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
@@ -385,89 +387,6 @@ pub enum BrokerError {
     Storage(#[from] ferry_storage::StorageError),
 }
 
-/// What kind of failure an error is: the one classification every front end derives its
-/// answers from (gRPC codes, HTTP statuses, the SDK's `ferry::Error`, and the codes of the
-/// protocol front ends), so a new way to fail is classified here once and every front end
-/// agrees on it. [`BrokerError::kind`] names the kind of every variant, with no catch-all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// A queue, topic, group, partition or message the caller named does not exist.
-    NotFound,
-    /// A queue or topic of that name exists already.
-    AlreadyExists,
-    /// The call conflicts with what exists: deleting a queue another dead-letters into or a
-    /// topic with subscriptions, shrinking a topic, redriving from a queue that is no
-    /// dead-letter queue. The caller must change what exists first.
-    Conflict,
-    /// The delivery the caller settles is no longer its own: the lease ended, or the message
-    /// was settled through another delivery.
-    StaleLease,
-    /// The caller acted on a view the broker has moved past: a group membership or a
-    /// partition ownership that ended, an offset behind the committed one, a producer
-    /// sequence out of order. The caller refreshes its view and tries again.
-    Fenced,
-    /// The request is malformed or breaks a rule (names, settings, headers, limits).
-    Invalid,
-    /// A position outside what a topic partition holds.
-    OutOfRange,
-    /// A payload or a batch over the size limit.
-    TooLarge,
-    /// The queue is at its length limit and its overflow policy refuses publishes.
-    Full,
-    /// The broker's disk has no room beyond its reserve; publishes wait for space.
-    DiskFull,
-    /// The broker cannot serve the call now: a failed or unreadable store, a poisoned queue.
-    Unavailable,
-}
-
-impl ErrorKind {
-    /// Every kind, for tests and tables that must cover them all.
-    pub const ALL: [ErrorKind; 11] = [
-        ErrorKind::NotFound,
-        ErrorKind::AlreadyExists,
-        ErrorKind::Conflict,
-        ErrorKind::StaleLease,
-        ErrorKind::Fenced,
-        ErrorKind::Invalid,
-        ErrorKind::OutOfRange,
-        ErrorKind::TooLarge,
-        ErrorKind::Full,
-        ErrorKind::DiskFull,
-        ErrorKind::Unavailable,
-    ];
-
-    /// The kind's name on the wire (the gRPC `ferry-error-kind` metadata): snake_case, stable.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::AlreadyExists => "already_exists",
-            ErrorKind::Conflict => "conflict",
-            ErrorKind::StaleLease => "stale_lease",
-            ErrorKind::Fenced => "fenced",
-            ErrorKind::Invalid => "invalid",
-            ErrorKind::OutOfRange => "out_of_range",
-            ErrorKind::TooLarge => "too_large",
-            ErrorKind::Full => "full",
-            ErrorKind::DiskFull => "disk_full",
-            ErrorKind::Unavailable => "unavailable",
-        }
-    }
-
-    /// Whether the same call may succeed later without the caller changing it.
-    pub fn is_transient(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::Full | ErrorKind::DiskFull | ErrorKind::Unavailable
-        )
-    }
-}
-
-impl std::fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl BrokerError {
     /// This error's kind. Every variant is named here — no catch-all — so adding a variant
     /// does not compile until it is classified.
@@ -586,18 +505,6 @@ pub(crate) fn human(d: &Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_kind_has_its_own_wire_name() {
-        let names: std::collections::HashSet<_> =
-            ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
-        assert_eq!(names.len(), ErrorKind::ALL.len());
-        assert!(
-            names
-                .iter()
-                .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-        );
-    }
 
     #[test]
     fn kinds_of_failure_are_classified_once() {

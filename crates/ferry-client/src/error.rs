@@ -2,69 +2,7 @@
 
 use tonic::Code;
 
-/// The gRPC metadata key under which the server names a failure's kind (see `ferry.proto`).
-pub const ERROR_KIND_METADATA: &str = "ferry-error-kind";
-
-/// The broker's classification of a failure, as the server names it on the wire. The server
-/// side defines the kinds (`ferry_broker::ErrorKind`); this is their decoding on the client,
-/// which does not link the broker, and a test of the server keeps the two lists equal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    NotFound,
-    AlreadyExists,
-    Conflict,
-    StaleLease,
-    Fenced,
-    Invalid,
-    OutOfRange,
-    TooLarge,
-    Full,
-    DiskFull,
-    Unavailable,
-}
-
-impl ErrorKind {
-    /// Every kind this client knows.
-    pub const ALL: [ErrorKind; 11] = [
-        ErrorKind::NotFound,
-        ErrorKind::AlreadyExists,
-        ErrorKind::Conflict,
-        ErrorKind::StaleLease,
-        ErrorKind::Fenced,
-        ErrorKind::Invalid,
-        ErrorKind::OutOfRange,
-        ErrorKind::TooLarge,
-        ErrorKind::Full,
-        ErrorKind::DiskFull,
-        ErrorKind::Unavailable,
-    ];
-
-    /// The kind's wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::AlreadyExists => "already_exists",
-            ErrorKind::Conflict => "conflict",
-            ErrorKind::StaleLease => "stale_lease",
-            ErrorKind::Fenced => "fenced",
-            ErrorKind::Invalid => "invalid",
-            ErrorKind::OutOfRange => "out_of_range",
-            ErrorKind::TooLarge => "too_large",
-            ErrorKind::Full => "full",
-            ErrorKind::DiskFull => "disk_full",
-            ErrorKind::Unavailable => "unavailable",
-        }
-    }
-
-    /// The kind a wire name stands for; `None` for a name this client does not know (a
-    /// newer server), so the caller falls back to the gRPC code.
-    pub fn from_wire(name: &str) -> Option<ErrorKind> {
-        ErrorKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == name)
-    }
-}
+pub use ferry_error_kind::{ErrorKind, METADATA_KEY as ERROR_KIND_METADATA};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -84,7 +84,7 @@ pub fn from_broker(error: BrokerError) -> Status {
 }
 
 /// The gRPC metadata key under which a failure's kind travels (documented in `ferry.proto`).
-pub const ERROR_KIND_METADATA: &str = "ferry-error-kind";
+pub(crate) use ferry_error_kind::METADATA_KEY as ERROR_KIND_METADATA;
 
 pub fn from_convert(error: ConvertError) -> Status {
     match error {
