@@ -37,7 +37,13 @@
 //! priorities, timers) and the engine makes its decisions durable — see `engine/mod.rs` for
 //! the layout of a broker directory and the durability of each call, and
 //! `engine/effects.rs` for how a decision is carried out. `tests/model.rs` checks the broker
-//! against a reference model across restarts; `tests/crash.rs` SIGKILLs it under load.
+//! against a reference model across restarts; the crash suites under `tests/` SIGKILL it
+//! under load.
+//!
+//! Known limits: every unsettled message is tracked in memory (about 48 bytes; payloads stay
+//! on disk); prefetch caps live in memory only; dead letters moved into a queue count against
+//! its length limit but are never refused; a redrive interrupted by a crash may redrive a
+//! message again; a queue poisoned by a failed write stays so until the broker is reopened.
 //!
 //! ```
 //! use std::time::Duration;
