@@ -76,38 +76,25 @@ fn throughput_chart(
         .y_label_formatter(&|v| crate::report::num(*v))
         .draw()
         .map_err(plot_error)?;
-    let publish: Vec<_> = ran
-        .iter()
-        .enumerate()
-        .map(|(i, (_, f))| {
-            let x = i as f64;
-            Rectangle::new(
-                [(x + 0.1, 0.0), (x + 0.45, f.publish.msgs_per_sec)],
-                BLUE.filled(),
-            )
-        })
-        .collect();
-    chart
-        .draw_series(publish)
-        .map_err(plot_error)?
-        .label("publish")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], BLUE.filled()));
-    let consume: Vec<_> = ran
-        .iter()
-        .enumerate()
-        .map(|(i, (_, f))| {
-            let x = i as f64;
-            Rectangle::new(
-                [(x + 0.55, 0.0), (x + 0.9, f.consume.msgs_per_sec)],
-                GREEN.filled(),
-            )
-        })
-        .collect();
-    chart
-        .draw_series(consume)
-        .map_err(plot_error)?
-        .label("consume")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], GREEN.filled()));
+    let series: [(&str, (f64, f64), RGBColor, fn(&Figures) -> f64); 2] = [
+        ("publish", (0.1, 0.45), BLUE, |f| f.publish.msgs_per_sec),
+        ("consume", (0.55, 0.9), GREEN, |f| f.consume.msgs_per_sec),
+    ];
+    for (label, (from, to), color, rate) in series {
+        let bars: Vec<_> = ran
+            .iter()
+            .enumerate()
+            .map(|(i, (_, f))| {
+                let x = i as f64;
+                Rectangle::new([(x + from, 0.0), (x + to, rate(f))], color.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(plot_error)?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
     chart
         .configure_series_labels()
         .border_style(BLACK)

@@ -19,12 +19,12 @@ use hdrhistogram::Histogram;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::broker::json::machine as machine_json;
-use super::broker::{Fresh, process};
-use super::json::{Json, obj};
+use super::broker::{BrokerDirArgs, Fresh, WindowArgs, process};
+use super::json::{Json, machine as machine_json, obj};
 use super::machine::Machine;
 use super::report::{count, num};
-use super::{bench_base, fsync_count, latency_histogram};
+use super::target_check::TargetCheck;
+use super::{fsync_count, latency_histogram};
 
 const TOPIC: &str = "fanout";
 const PARTITIONS: u32 = 16;
@@ -47,21 +47,14 @@ pub struct FanoutArgs {
     /// Short run (well under a minute): 1, 3 and 10 subscriptions, 0.5 s warm-up, 2 s windows.
     #[arg(long)]
     pub quick: bool,
-    /// Where to put the brokers. A scratch directory is made inside it and removed afterwards.
-    /// Default: ./target if it exists, else the current directory (never /tmp, which is often
-    /// tmpfs and would make every fdatasync free).
-    #[arg(long, value_name = "PATH")]
-    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub dir: BrokerDirArgs,
     /// Subscription counts to fan out to, comma-separated (default 1,10,50, or 1,3,10 with
     /// --quick). The no-subscription case always runs: the byte targets compare with it.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub subscriptions: Vec<usize>,
-    /// Seconds of each measurement window (default 10, or 2 with --quick).
-    #[arg(long, value_name = "N")]
-    pub seconds: Option<f64>,
-    /// Seconds of traffic before each window, not measured (default 2, or 0.5 with --quick).
-    #[arg(long, value_name = "N")]
-    pub warmup: Option<f64>,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Messages per publish_to_topic call.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub batch: usize,
@@ -443,25 +436,6 @@ async fn consume(
     Ok(())
 }
 
-struct Check {
-    figure: String,
-    measured: Option<String>,
-    target: String,
-    ratio: Option<f64>,
-    pass: Option<bool>,
-    note: String,
-}
-
-impl Check {
-    fn verdict(&self) -> &'static str {
-        match self.pass {
-            None => "not run",
-            Some(true) => "PASS",
-            Some(false) => "MISS",
-        }
-    }
-}
-
 fn find(cases: &[Case], n: usize) -> Option<&Case> {
     cases.iter().find(|c| c.subscriptions == n)
 }
@@ -477,12 +451,12 @@ fn added_share(cases: &[Case], n: usize, b: impl Fn(&Case) -> Option<f64>) -> Op
     (n > 1 && b0 > 0.0).then(|| (bn - b1) / (n - 1) as f64 / b0)
 }
 
-fn checks(cases: &[Case]) -> Vec<Check> {
+fn checks(cases: &[Case]) -> Vec<TargetCheck> {
     let mut out = Vec::new();
     let one = find(cases, 1).map(Case::acked_per_sec);
     let ten = find(cases, 10).map(Case::acked_per_sec);
     let ratio = one.zip(ten).map(|(o, t)| t / o);
-    out.push(Check {
+    out.push(TargetCheck {
         figure: "delivered + acked msgs/s, 10 subscriptions / 1".into(),
         measured: one
             .zip(ten)
@@ -499,7 +473,7 @@ fn checks(cases: &[Case]) -> Vec<Check> {
         let pct = |s: Option<f64>| s.map_or_else(|| "-".into(), |s| format!("{:.1} %", s * 100.0));
         let syscall = added_share(cases, n, Case::syscall_bytes_per_message);
         let folios = added_share(cases, n, Case::write_bytes_per_message);
-        out.push(Check {
+        out.push(TargetCheck {
             figure: format!(
                 "device bytes per message per added subscription, {} subscriptions",
                 c.subscriptions
@@ -584,14 +558,7 @@ fn table(plan: &Plan, cases: &[Case]) -> String {
         "figure", "measured", "target", "ratio", "met?", "notes",
     ]);
     for c in checks(cases) {
-        targets.add_row(vec![
-            c.figure.clone(),
-            c.measured.clone().unwrap_or_else(|| "-".into()),
-            c.target.clone(),
-            c.ratio.map_or_else(|| "-".into(), |r| format!("{r:.3}")),
-            c.verdict().to_string(),
-            c.note.clone(),
-        ]);
+        targets.add_row(c.cells());
     }
     format!("{figures}\n\n{targets}")
 }
@@ -692,29 +659,11 @@ fn json(machine: &Machine, plan: &Plan, cases: &[Case]) -> Json {
             Json::Arr(
                 checks(cases)
                     .into_iter()
-                    .map(|c| {
-                        obj(vec![
-                            ("figure", c.figure.clone().into()),
-                            ("verdict", c.verdict().into()),
-                            ("measured", c.measured.into()),
-                            ("target", c.target.into()),
-                            ("ratio", c.ratio.into()),
-                            ("pass", c.pass.into()),
-                            ("note", c.note.into()),
-                        ])
-                    })
+                    .map(|c| obj(c.json_fields()))
                     .collect(),
             ),
         ),
     ])
-}
-
-fn seconds(name: &str, value: Option<f64>, default: f64) -> anyhow::Result<Duration> {
-    let v = value.unwrap_or(default);
-    if !(v.is_finite() && v >= 0.0) {
-        bail!("--{name} must be a number of seconds >= 0 (got {v})");
-    }
-    Ok(Duration::from_secs_f64(v))
 }
 
 pub fn run(args: &FanoutArgs) -> anyhow::Result<()> {
@@ -744,32 +693,16 @@ pub fn run(args: &FanoutArgs) -> anyhow::Result<()> {
     cases.dedup();
     let plan = Plan {
         quick,
-        warmup: seconds("warmup", args.warmup, if quick { 0.5 } else { 2.0 })?,
-        window: seconds("seconds", args.seconds, if quick { 2.0 } else { 10.0 })?,
+        warmup: args.window.warmup(quick)?,
+        window: args.window.window(quick)?,
         batch: args.batch,
         receive_max: args.receive_max,
         credit: args.credit,
         cases,
     };
-    if plan.window.is_zero() {
-        bail!("--seconds must be more than 0");
-    }
 
-    let base = bench_base(args.dir.as_deref())?;
-    let scratch = tempfile::Builder::new()
-        .prefix("ferry-bench-")
-        .tempdir_in(&base)
-        .with_context(|| format!("create a scratch directory in {}", base.display()))?;
+    let (scratch, machine) = args.dir.scratch()?;
     let dir = scratch.path();
-    let machine = Machine::probe(dir);
-    eprintln!("{}", machine.line());
-    if machine.is_memory_backed() {
-        eprintln!(
-            "warning: {} is on {}: fdatasync costs nothing there, so these figures say nothing about a disk",
-            dir.display(),
-            machine.fs_type
-        );
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_time()
         .build()
@@ -790,11 +723,7 @@ pub fn run(args: &FanoutArgs) -> anyhow::Result<()> {
     println!("{}", machine.line());
     println!("{}", table(&plan, &results));
     println!("{}", legend(&plan));
-    if let Some(path) = &args.json {
-        std::fs::write(path, format!("{}\n", json(&machine, &plan, &results)))
-            .with_context(|| format!("write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
+    super::json::write(args.json.as_deref(), || json(&machine, &plan, &results))?;
     scratch.close().context("remove the scratch directory")?;
     Ok(())
 }

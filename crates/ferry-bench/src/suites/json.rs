@@ -2,9 +2,13 @@
 //! the run as a JSON document.
 
 use std::fmt::{self, Display, Write};
+use std::path::Path;
+
+use anyhow::Context;
 
 use super::checks::{Check, Kind, checks};
 use super::device::{DeviceLimits, SyncLoop};
+use super::machine::Machine;
 use super::reopen::ReopenResult;
 use super::report::Run;
 use super::storage::{CellResult, Driver, durability_name};
@@ -183,22 +187,33 @@ fn check(c: Check) -> Json {
     ])
 }
 
-pub fn run(run: &Run, only: &[String]) -> Json {
-    let m = &run.machine;
+/// The machine facts, as every in-process bench reports them.
+pub fn machine(m: &Machine) -> Json {
     obj(vec![
-        (
-            "machine",
-            obj(vec![
-                ("cores", m.cores.into()),
-                ("cpu", m.cpu.as_str().into()),
-                ("memory_gib", m.memory_gib.into()),
-                ("kernel", m.kernel.as_str().into()),
-                ("fs_type", m.fs_type.as_str().into()),
-                ("fs_source", m.fs_source.as_str().into()),
-                ("mount_point", m.mount_point.display().to_string().into()),
-                ("load_1m_at_start", m.load_1m.into()),
-            ]),
-        ),
+        ("cores", m.cores.into()),
+        ("cpu", m.cpu.as_str().into()),
+        ("memory_gib", m.memory_gib.into()),
+        ("kernel", m.kernel.as_str().into()),
+        ("fs_type", m.fs_type.as_str().into()),
+        ("fs_source", m.fs_source.as_str().into()),
+        ("mount_point", m.mount_point.display().to_string().into()),
+        ("load_1m_at_start", m.load_1m.into()),
+    ])
+}
+
+/// Writes `document` (built only when asked for) to `path` when there is one, and says so.
+pub fn write(path: Option<&Path>, document: impl FnOnce() -> Json) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, format!("{}\n", document()))
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+pub fn run(run: &Run, only: &[String]) -> Json {
+    obj(vec![
+        ("machine", machine(&run.machine)),
         ("quick", run.quick.into()),
         ("cell_seconds", run.cell_seconds.into()),
         ("device_seconds", run.device_seconds.into()),

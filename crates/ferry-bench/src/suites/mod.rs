@@ -20,6 +20,7 @@ pub mod remote;
 pub mod reopen;
 pub mod report;
 pub mod storage;
+mod target_check;
 pub mod transports;
 
 use std::fs::File;
@@ -117,6 +118,31 @@ fn bench_base(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(base)
 }
 
+/// A scratch directory named `prefix…` in the [`bench_base`] of `dir`; removed when closed
+/// or dropped.
+fn scratch_dir(dir: Option<&Path>, prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    let base = bench_base(dir)?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&base)
+        .with_context(|| format!("create a scratch directory in {}", base.display()))
+}
+
+/// The machine facts of `dir`, said on stderr before a run that writes there, with a warning
+/// when its file system is memory: the figures would then say nothing about a disk.
+fn probe_machine(dir: &Path) -> Machine {
+    let machine = Machine::probe(dir);
+    eprintln!("{}", machine.line());
+    if machine.is_memory_backed() {
+        eprintln!(
+            "warning: {} is on {}: fdatasync costs nothing there, so these figures say nothing about a disk",
+            dir.display(),
+            machine.fs_type
+        );
+    }
+    machine
+}
+
 /// Latencies in nanoseconds from 1 ns to 60 s at three significant digits; longer waits are
 /// clamped rather than dropped, so an outlier still counts.
 pub fn latency_histogram() -> Histogram<u64> {
@@ -133,22 +159,10 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     let reopen_bytes: u64 = if args.quick { 256 << 20 } else { 1 << 30 };
     let cells = selected_cells(&args.only)?;
 
-    let base = bench_base(args.dir.as_deref())?;
-    let scratch = tempfile::Builder::new()
-        .prefix("ferry-bench-")
-        .tempdir_in(&base)
-        .with_context(|| format!("create a scratch directory in {}", base.display()))?;
+    let scratch = scratch_dir(args.dir.as_deref(), "ferry-bench-")?;
     let dir = scratch.path();
 
-    let machine = Machine::probe(dir);
-    eprintln!("{}", machine.line());
-    if machine.is_memory_backed() {
-        eprintln!(
-            "warning: {} is on {}: fdatasync costs nothing there, so these figures say nothing about a disk",
-            dir.display(),
-            machine.fs_type
-        );
-    }
+    let machine = probe_machine(dir);
 
     eprintln!(
         "device limits ({device_seconds} s each) in {}",
@@ -203,11 +217,7 @@ pub fn run_storage(args: &StorageArgs) -> anyhow::Result<()> {
     println!("{}", run.machine.line());
     println!("{}", report::table(&run));
     println!("{}", report::legend());
-    if let Some(path) = &args.json {
-        std::fs::write(path, format!("{}\n", json::run(&run, &args.only)))
-            .with_context(|| format!("write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
+    json::write(args.json.as_deref(), || json::run(&run, &args.only))?;
     scratch.close().context("remove the scratch directory")?;
     Ok(())
 }

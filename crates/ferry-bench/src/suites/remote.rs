@@ -25,7 +25,7 @@ use hdrhistogram::Histogram;
 
 use super::broker::Fresh;
 use super::machine::Machine;
-use super::{bench_base, latency_histogram};
+use super::{latency_histogram, scratch_dir};
 
 const QUEUE: &str = "bench";
 /// Remote publish throughput over in-process, at least.
@@ -171,11 +171,7 @@ pub fn run(args: &RemoteArgs) -> anyhow::Result<()> {
     if args.producers == 0 || args.batch == 0 {
         bail!("--producers and --batch must be at least 1");
     }
-    let base = bench_base(args.dir.as_deref())?;
-    let scratch = tempfile::Builder::new()
-        .prefix("ferry-bench-remote-")
-        .tempdir_in(&base)
-        .with_context(|| format!("create a scratch directory in {}", base.display()))?;
+    let scratch = scratch_dir(args.dir.as_deref(), "ferry-bench-remote-")?;
     println!("{}", Machine::probe(scratch.path()).line());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -16,9 +16,9 @@ use anyhow::{Context, bail};
 use comfy_table::{CellAlignment, Table};
 use ferry::{ConsumerOptions, DeliveryPolicy, Destination, Ferry, Message, QueueDecl, Source};
 
-use super::bench_base;
 use super::machine::Machine;
 use super::report::num;
+use super::scratch_dir;
 
 #[derive(clap::Args, Debug)]
 pub struct TransportsArgs {
@@ -93,11 +93,7 @@ pub fn run(args: &TransportsArgs) -> anyhow::Result<()> {
     if args.messages == 0 || args.publishers == 0 || args.consumers == 0 || args.batch == 0 {
         bail!("--messages, --publishers, --consumers and --batch must be at least 1");
     }
-    let base = bench_base(args.dir.as_deref())?;
-    let scratch = tempfile::Builder::new()
-        .prefix("ferry-bench-transports-")
-        .tempdir_in(&base)
-        .with_context(|| format!("create a scratch directory in {}", base.display()))?;
+    let scratch = scratch_dir(args.dir.as_deref(), "ferry-bench-transports-")?;
     println!("{}", Machine::probe(scratch.path()).line());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

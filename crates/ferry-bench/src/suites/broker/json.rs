@@ -2,10 +2,9 @@
 
 use hdrhistogram::Histogram;
 
-use super::super::json::{Json, obj};
-use super::super::machine::Machine;
+use super::super::json::{Json, machine, obj};
 use super::backlog::Backlog;
-use super::checks::{Check, checks};
+use super::checks::{ScenarioCheck, checks};
 use super::delayed::{Case, Delayed};
 use super::fill::Fill;
 use super::process::Memory;
@@ -91,31 +90,10 @@ fn delayed(d: &Delayed) -> Json {
     ])
 }
 
-fn check(c: Check) -> Json {
-    obj(vec![
-        ("scenario", c.scenario.into()),
-        ("figure", c.figure.clone().into()),
-        ("verdict", c.verdict().into()),
-        ("measured", c.measured.into()),
-        ("target", c.target.into()),
-        ("ratio", c.ratio.into()),
-        ("pass", c.pass.into()),
-        ("note", c.note.into()),
-    ])
-}
-
-/// The machine facts, as every in-process bench reports them.
-pub fn machine(m: &Machine) -> Json {
-    obj(vec![
-        ("cores", m.cores.into()),
-        ("cpu", m.cpu.as_str().into()),
-        ("memory_gib", m.memory_gib.into()),
-        ("kernel", m.kernel.as_str().into()),
-        ("fs_type", m.fs_type.as_str().into()),
-        ("fs_source", m.fs_source.as_str().into()),
-        ("mount_point", m.mount_point.display().to_string().into()),
-        ("load_1m_at_start", m.load_1m.into()),
-    ])
+fn check(c: ScenarioCheck) -> Json {
+    let mut fields = vec![("scenario", c.scenario.into())];
+    fields.extend(c.check.json_fields());
+    obj(fields)
 }
 
 pub fn run(run: &Run) -> Json {

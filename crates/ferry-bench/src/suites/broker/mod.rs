@@ -3,6 +3,7 @@
 //! large backlog, and publishing next to many delayed messages — each figure checked against
 //! its target, the relative ones against figures of the same run.
 
+mod args;
 mod backlog;
 mod checks;
 mod delayed;
@@ -20,8 +21,8 @@ use anyhow::{Context, bail};
 use ferry_broker::{Broker, BrokerConfig, Durability, QueueSpec};
 use ferry_storage::{DirLock, StorageError};
 
-use super::machine::Machine;
-use super::{bench_base, fsync_count, settle};
+use super::{fsync_count, settle};
+pub use args::{BrokerDirArgs, WindowArgs};
 use traffic::{AckMode, Shape};
 
 /// The queue every scenario uses, in a broker of its own.
@@ -44,21 +45,14 @@ pub struct BrokerArgs {
     /// backlog and 100,000 delayed messages.
     #[arg(long)]
     pub quick: bool,
-    /// Where to put the brokers. A scratch directory is made inside it and removed afterwards.
-    /// Default: ./target if it exists, else the current directory (never /tmp, which is often
-    /// tmpfs and would make every fdatasync free).
-    #[arg(long, value_name = "PATH")]
-    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub dir: BrokerDirArgs,
     /// Scenarios to run, comma-separated (default: all). The backlog check compares with
     /// steady, so it needs steady in the same run.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub only: Vec<Scenario>,
-    /// Seconds of each measurement window (default 10, or 2 with --quick).
-    #[arg(long, value_name = "N")]
-    pub seconds: Option<f64>,
-    /// Seconds of traffic before each window, not measured (default 2, or 0.5 with --quick).
-    #[arg(long, value_name = "N")]
-    pub warmup: Option<f64>,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Messages per publish_batch call.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub batch: usize,
@@ -105,21 +99,10 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How far in the future the held delayed messages are due: far beyond any run.
 pub const DELAY: Duration = Duration::from_secs(3600);
 
-fn seconds(name: &str, value: Option<f64>, default: f64) -> anyhow::Result<Duration> {
-    let v = value.unwrap_or(default);
-    if !(v.is_finite() && v >= 0.0) {
-        bail!("--{name} must be a number of seconds >= 0 (got {v})");
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
 impl Plan {
     fn from_args(args: &BrokerArgs) -> anyhow::Result<Plan> {
         let quick = args.quick;
-        let window = seconds("seconds", args.seconds, if quick { 2.0 } else { 10.0 })?;
-        if window.is_zero() {
-            bail!("--seconds must be more than 0");
-        }
+        let window = args.window.window(quick)?;
         if args.credit < args.batch {
             bail!(
                 "--credit {} is less than one batch ({}): producers could never publish",
@@ -129,7 +112,7 @@ impl Plan {
         }
         Ok(Plan {
             quick,
-            warmup: seconds("warmup", args.warmup, if quick { 0.5 } else { 2.0 })?,
+            warmup: args.window.warmup(quick)?,
             window,
             credit: args.credit,
             backlog: args
@@ -249,21 +232,8 @@ pub fn run(args: &BrokerArgs) -> anyhow::Result<()> {
     scenarios.sort();
     scenarios.dedup();
 
-    let base = bench_base(args.dir.as_deref())?;
-    let scratch = tempfile::Builder::new()
-        .prefix("ferry-bench-")
-        .tempdir_in(&base)
-        .with_context(|| format!("create a scratch directory in {}", base.display()))?;
+    let (scratch, machine) = args.dir.scratch()?;
     let dir = scratch.path();
-    let machine = Machine::probe(dir);
-    eprintln!("{}", machine.line());
-    if machine.is_memory_backed() {
-        eprintln!(
-            "warning: {} is on {}: fdatasync costs nothing there, so these figures say nothing about a disk",
-            dir.display(),
-            machine.fs_type
-        );
-    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_time()
@@ -295,11 +265,7 @@ pub fn run(args: &BrokerArgs) -> anyhow::Result<()> {
     println!("{}", run.machine.line());
     println!("{}", report::table(&run));
     println!("{}", report::legend(&run));
-    if let Some(path) = &args.json {
-        std::fs::write(path, format!("{}\n", json::run(&run)))
-            .with_context(|| format!("write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
+    super::json::write(args.json.as_deref(), || json::run(&run))?;
     scratch.close().context("remove the scratch directory")?;
     Ok(())
 }

@@ -240,16 +240,9 @@ pub fn table(run: &Run) -> String {
         "scenario", "figure", "measured", "target", "ratio", "met?", "notes",
     ]);
     for c in checks(run) {
-        targets.add_row(vec![
-            c.scenario.to_string(),
-            c.figure.clone(),
-            c.measured.clone().unwrap_or_else(|| "-".into()),
-            c.target.clone(),
-            // Three decimals, so a ratio just under its threshold does not print as equal.
-            c.ratio.map_or_else(|| "-".into(), |r| format!("{r:.3}")),
-            c.verdict().to_string(),
-            c.note.clone(),
-        ]);
+        let mut row = vec![c.scenario.to_string()];
+        row.extend(c.check.cells());
+        targets.add_row(row);
     }
     if let Some(col) = targets.column_mut(4) {
         col.set_cell_alignment(CellAlignment::Right);
