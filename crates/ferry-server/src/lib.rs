@@ -36,7 +36,8 @@
 //! handshake comes after admission, so limits and refusals work as without it.
 //!
 //! **Embedding.** A program that serves HTTP itself can take the API as a router
-//! ([`Server::into_http_router`]) and mount it, or drive it in process.
+//! ([`Server::into_http_router`]) and mount it, or drive it in process. A program's own
+//! tests can run the whole server on loopback ports with [`Server::start_local`].
 //!
 //! # HTTP API
 //!
@@ -102,6 +103,7 @@ mod auth;
 mod convert;
 mod grpc;
 mod http;
+mod local;
 mod metrics;
 mod redaction;
 mod settle;
@@ -114,6 +116,7 @@ pub use auth::{
     parse_sha256_hex, sha256,
 };
 pub use convert::MAX_WAIT;
+pub use local::LocalServer;
 pub use redaction::{DEFAULT_REDACTED_HEADERS, MASK, Redaction, RedactionError};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsConfig};
 

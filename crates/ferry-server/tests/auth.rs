@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferry_broker::{Broker, BrokerConfig, QueueSpec};
+use ferry_broker::QueueSpec;
 use ferry_proto::v1::{
     self, admin_client::AdminClient, consumer_client::ConsumerClient,
     dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
@@ -14,9 +14,7 @@ use ferry_proto::v1::{
 };
 use ferry_server::{AuthConfig, TokenGrant};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -48,15 +46,9 @@ fn config() -> AuthConfig {
     }
 }
 
-struct Running {
-    channel: Channel,
-    grpc: SocketAddr,
-    http: SocketAddr,
-    broker: Broker,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
-    _dir: tempfile::TempDir,
-}
+mod support;
+
+use support::Served as Running;
 
 impl Running {
     async fn start() -> Running {
@@ -66,43 +58,14 @@ impl Running {
     async fn start_with(
         configure: impl FnOnce(ferry_server::Server) -> ferry_server::Server,
     ) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path(), BrokerConfig::default())
-            .await
-            .unwrap();
+        let (broker, dir) = support::fresh_broker().await;
         for queue in ["orders.eu", "billing", "metered"] {
             broker
                 .create_queue(queue, QueueSpec::default())
                 .await
                 .unwrap();
         }
-        let any = "127.0.0.1:0".parse().unwrap();
-        let grpc = ferry_server::bind(any).await.unwrap();
-        let http = ferry_server::bind(any).await.unwrap();
-        let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = configure(
-            ferry_server::Server::new(broker.clone())
-                .grpc(grpc)
-                .http(http),
-        );
-        let served = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
-        let channel = Channel::from_shared(format!("http://{grpc_addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        Running {
-            channel,
-            grpc: grpc_addr,
-            http: http_addr,
-            broker,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        Running::serve(broker, Some(dir), configure).await
     }
 
     fn admin(&self) -> AdminClient<Channel> {
@@ -121,16 +84,6 @@ impl Running {
 
     async fn http(&self, token: Option<&str>, method: &str, path: &str, body: Value) -> Reply {
         request(self.http, token, method, path, body.to_string().as_bytes()).await
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        drop(self.channel);
-        tokio::time::timeout(Duration::from_secs(10), self.served)
-            .await
-            .expect("the server stops")
-            .unwrap()
-            .unwrap();
     }
 }
 
@@ -192,18 +145,13 @@ async fn request(
     path: &str,
     body: &[u8],
 ) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n{auth}\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
+    let reply = support::exchange(addr, &auth, method, path, body).await;
+    let raw = format!(
+        "{}\r\n\r\n{}",
+        reply.head,
+        String::from_utf8_lossy(&reply.body)
     );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let _ = stream.write_all(body).await;
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw).await;
-    let raw = String::from_utf8_lossy(&raw).into_owned();
     assert!(raw.len() >= 12, "no HTTP reply: {raw:?}");
     for t in ALL_TOKENS {
         assert!(!raw.contains(t), "a reply carries a token: {raw}");

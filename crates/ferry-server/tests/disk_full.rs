@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::publisher_client::PublisherClient;
@@ -21,9 +20,7 @@ use ferry_testkit::SmallFs;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tonic::Code;
-use tonic::transport::Channel;
 
 /// Free space the broker keeps for acks and housekeeping in this test.
 const RESERVE: u64 = 4 << 20;
@@ -32,13 +29,9 @@ const ROOM: u64 = 14 << 20;
 const PAYLOAD: usize = 4096;
 const BATCH: usize = 16;
 
-struct Running {
-    channel: Channel,
-    http: SocketAddr,
-    broker: Broker,
-    stop: oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
-}
+mod support;
+
+use support::Served as Running;
 
 impl Running {
     async fn start(dir: &Path) -> Running {
@@ -47,41 +40,7 @@ impl Running {
             ..BrokerConfig::default()
         };
         let broker = Broker::open(dir, config).await.unwrap();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let grpc = ferry_server::bind(any).await.unwrap();
-        let http = ferry_server::bind(any).await.unwrap();
-        let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = ferry_server::Server::new(broker.clone())
-            .grpc(grpc)
-            .http(http);
-        let served = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
-        let channel = Channel::from_shared(format!("http://{grpc_addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        Running {
-            channel,
-            http: http_addr,
-            broker,
-            stop,
-            served,
-        }
-    }
-
-    /// Stops the server and lets go of the broker, so its directory can be opened again.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        drop(self.channel);
-        drop(self.broker);
-        tokio::time::timeout(Duration::from_secs(10), self.served)
-            .await
-            .expect("the server stops")
-            .unwrap()
-            .unwrap();
+        Running::serve(broker, None, |server| server).await
     }
 
     async fn publish_grpc(&self, first: usize) -> Result<Vec<String>, tonic::Status> {
@@ -176,20 +135,9 @@ fn payload(i: usize) -> String {
 /// One HTTP/1.1 exchange on a connection of its own: status and JSON body.
 async fn request(addr: SocketAddr, method: &str, path: &str, body: &Value) -> (u16, Value) {
     let body = body.to_string();
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let status = String::from_utf8_lossy(&raw[9..12]).parse().unwrap();
-    let json = serde_json::from_slice(&raw[split + 4..]).unwrap_or(Value::Null);
-    (status, json)
+    let reply = support::exchange(addr, "", method, path, body.as_bytes()).await;
+    let json = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+    (reply.status, json)
 }
 
 /// Writes `path` until at most `leave` bytes stay free on its file system.

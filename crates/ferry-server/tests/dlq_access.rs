@@ -9,15 +9,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferry_broker::{Broker, BrokerConfig, DeadLetter, Name, OutgoingMessage, QueueSpec};
+use ferry_broker::{Broker, DeadLetter, Name, OutgoingMessage, QueueSpec};
 use ferry_proto::v1::{
     self, consumer_client::ConsumerClient, dead_letters_client::DeadLettersClient,
 };
 use ferry_server::{AuthConfig, Redaction, TokenGrant};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -53,14 +50,9 @@ fn config() -> AuthConfig {
     }
 }
 
-struct Running {
-    channel: Channel,
-    http: SocketAddr,
-    broker: Broker,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
-    _dir: tempfile::TempDir,
-}
+mod support;
+
+use support::Served as Running;
 
 /// A message with a secret `authorization` header and an ordinary `tenant` one.
 fn secret_message() -> OutgoingMessage {
@@ -88,10 +80,7 @@ impl Running {
     /// `billing`; one dead letter in `orders.dlq` and one in `graveyard`, one ordinary
     /// message in `orders`.
     async fn start(redaction: Option<Redaction>) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path(), BrokerConfig::default())
-            .await
-            .unwrap();
+        let (broker, dir) = support::fresh_broker().await;
         let no_dlq = QueueSpec {
             dead_letter: DeadLetter::Disabled,
             ..QueueSpec::default()
@@ -114,34 +103,14 @@ impl Running {
         dead_letter_one(&broker, "payments").await;
         broker.publish("orders", secret_message()).await.unwrap();
 
-        let any = "127.0.0.1:0".parse().unwrap();
-        let grpc = ferry_server::bind(any).await.unwrap();
-        let http = ferry_server::bind(any).await.unwrap();
-        let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let mut server = ferry_server::Server::new(broker.clone())
-            .grpc(grpc)
-            .http(http)
-            .auth(config());
-        if let Some(redaction) = redaction {
-            server = server.redact_headers(redaction);
-        }
-        let served = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
-        let channel = Channel::from_shared(format!("http://{grpc_addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        Running {
-            channel,
-            http: http_addr,
-            broker,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        let configure = |server: ferry_server::Server| {
+            let server = server.auth(config());
+            match redaction {
+                Some(redaction) => server.redact_headers(redaction),
+                None => server,
+            }
+        };
+        Running::serve(broker, Some(dir), configure).await
     }
 
     fn dead_letters(&self) -> DeadLettersClient<Channel> {
@@ -205,16 +174,6 @@ impl Running {
     async fn http(&self, token: &str, method: &str, path: &str, body: Value) -> Reply {
         request(self.http, token, method, path, &body.to_string()).await
     }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        drop(self.channel);
-        tokio::time::timeout(Duration::from_secs(10), self.served)
-            .await
-            .expect("the server stops")
-            .unwrap()
-            .unwrap();
-    }
 }
 
 fn req<T>(token: &str, msg: T) -> tonic::Request<T> {
@@ -236,22 +195,13 @@ struct Reply {
 }
 
 async fn request(addr: SocketAddr, token: &str, method: &str, path: &str, body: &str) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n\
-         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let text = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    let reply = support::exchange(addr, &auth, method, path, body.as_bytes()).await;
+    let text = String::from_utf8_lossy(&reply.body);
     Reply {
-        status: raw[9..12].parse().unwrap(),
-        body: serde_json::from_str(text).unwrap_or(Value::Null),
-        raw,
+        status: reply.status,
+        body: serde_json::from_str(&text).unwrap_or(Value::Null),
+        raw: format!("{}\r\n\r\n{text}", reply.head),
     }
 }
 

@@ -4,53 +4,25 @@
 
 use std::time::Duration;
 
-use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::{
     self, admin_client::AdminClient, consume_request, consume_response,
     consumer_client::ConsumerClient, dead_letters_client::DeadLettersClient,
     groups_client::GroupsClient, publisher_client::PublisherClient,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
 
-struct Running {
-    channel: Channel,
-    broker: Broker,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
-}
+mod support;
+
+use support::Served as Running;
 
 impl Running {
     async fn start() -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path(), BrokerConfig::default())
-            .await
-            .unwrap();
-        let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(ferry_server::serve(broker.clone(), listener, async {
-            let _ = stopped.await;
-        }));
-        let served = tokio::spawn(async move { served.await.unwrap().unwrap() });
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        Running {
-            channel,
-            broker,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        let (broker, dir) = support::fresh_broker().await;
+        Running::serve(broker, Some(dir), |server| server).await
     }
 
     fn admin(&self) -> AdminClient<Channel> {
@@ -61,15 +33,6 @@ impl Running {
     }
     fn consumer(&self) -> ConsumerClient<Channel> {
         ConsumerClient::new(self.channel.clone())
-    }
-
-    async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).unwrap();
-        drop(self.channel);
-        tokio::time::timeout(Duration::from_secs(10), self.served)
-            .await
-            .expect("the server stops")
-            .unwrap();
     }
 }
 

@@ -8,19 +8,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferry_broker::{Broker, BrokerConfig};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
-struct Running {
-    http: SocketAddr,
-    grpc: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
-    _dir: tempfile::TempDir,
-}
+mod support;
+
+use support::Served as Running;
 
 struct Reply {
     status: u16,
@@ -47,26 +40,8 @@ impl Running {
     async fn start_with(
         configure: impl FnOnce(ferry_server::Server) -> ferry_server::Server,
     ) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path(), BrokerConfig::default())
-            .await
-            .unwrap();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let grpc = ferry_server::bind(any).await.unwrap();
-        let http = ferry_server::bind(any).await.unwrap();
-        let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = configure(ferry_server::Server::new(broker).grpc(grpc).http(http));
-        let served = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
-        Running {
-            http: http_addr,
-            grpc: grpc_addr,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        let (broker, dir) = support::fresh_broker().await;
+        Running::serve(broker, Some(dir), configure).await
     }
 
     async fn send(&self, method: &str, path: &str, body: &[u8]) -> Reply {
@@ -90,42 +65,15 @@ impl Running {
         assert_eq!(r.status, 200, "{}", r.text());
         r.json()["stats"].clone()
     }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.served.await.unwrap().unwrap();
-    }
 }
 
 /// One HTTP/1.1 exchange on a connection of its own.
 async fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    // A server refusing a body may answer and close before reading all of it.
-    let _ = stream.write_all(body).await;
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-    }
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP reply: {:?}", String::from_utf8_lossy(&raw)));
-    let headers = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = headers[9..12].parse().unwrap();
+    let reply = support::exchange(addr, "", method, path, body).await;
     Reply {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
+        status: reply.status,
+        headers: reply.head,
+        body: reply.body,
     }
 }
 
@@ -760,26 +708,25 @@ async fn metrics_follow_publishes_deliveries_acks_and_dead_letters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_turns_503_when_shutdown_begins_and_serving_ends_after_the_drain() {
-    let mut s = Running::start_with(|server| server.drain(Duration::from_millis(600))).await;
+    let s = Running::start_with(|server| server.drain(Duration::from_millis(600))).await;
     assert_eq!(s.get("/healthz").await.status, 200);
     assert_eq!(s.get("/readyz").await.status, 200);
     assert!(TcpStream::connect(s.grpc).await.is_ok());
 
-    let _ = s.stop.take().unwrap().send(());
+    let (http, grpc) = (s.http, s.grpc);
+    let get = |path| request(http, "GET", path, b"");
+    // `stop` checks that serving ends within ten seconds of the signal.
+    let stopped = tokio::spawn(s.stop());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let draining = s.get("/readyz").await;
+    let draining = get("/readyz").await;
     assert_eq!(draining.status, 503, "{}", draining.text());
-    assert_eq!(s.get("/healthz").await.status, 200);
+    assert_eq!(get("/healthz").await.status, 200);
     // Still serving the API while draining.
-    assert_eq!(s.get("/v1/queues").await.status, 200);
+    assert_eq!(get("/v1/queues").await.status, 200);
 
-    tokio::time::timeout(Duration::from_secs(10), &mut s.served)
-        .await
-        .expect("serve returns after the drain")
-        .unwrap()
-        .unwrap();
-    assert!(TcpStream::connect(s.http).await.is_err());
-    assert!(TcpStream::connect(s.grpc).await.is_err());
+    stopped.await.expect("serve returns after the drain");
+    assert!(TcpStream::connect(http).await.is_err());
+    assert!(TcpStream::connect(grpc).await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

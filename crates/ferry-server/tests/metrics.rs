@@ -7,44 +7,17 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferry_broker::{Broker, BrokerConfig, GroupJoin};
+use ferry_broker::GroupJoin;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
-struct Running {
-    http: SocketAddr,
-    broker: Broker,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
-    _dir: tempfile::TempDir,
-}
+mod support;
+
+use support::Served as Running;
 
 impl Running {
     async fn start() -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path(), BrokerConfig::default())
-            .await
-            .unwrap();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let grpc = ferry_server::bind(any).await.unwrap();
-        let http = ferry_server::bind(any).await.unwrap();
-        let http_addr = http.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = ferry_server::Server::new(broker.clone())
-            .grpc(grpc)
-            .http(http);
-        let served = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
-        Running {
-            http: http_addr,
-            broker,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        let (broker, dir) = support::fresh_broker().await;
+        Running::serve(broker, Some(dir), |server| server).await
     }
 
     async fn post(&self, path: &str, body: Value) -> (u16, String) {
@@ -59,33 +32,13 @@ impl Running {
         assert!(headers.contains("text/plain; version=0.0.4"), "{headers}");
         Scrape::parse(&body)
     }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.served.await.unwrap().unwrap();
-    }
 }
 
 /// One HTTP/1.1 exchange on a connection of its own: (status, head, body).
 async fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP reply: {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head[9..12].parse().unwrap();
-    let body = String::from_utf8_lossy(&raw[split + 4..]).into_owned();
-    (status, head, body)
+    let reply = support::exchange(addr, "", method, path, body).await;
+    let body = String::from_utf8_lossy(&reply.body).into_owned();
+    (reply.status, reply.head, body)
 }
 
 /// A parsed exposition: every sample by its series (name and labels, as rendered), and

@@ -27,14 +27,11 @@ async fn a_python_grpcio_client_publishes_consumes_and_acks() {
     let broker = Broker::open(dir.path(), BrokerConfig::default())
         .await
         .unwrap();
-    let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+    let server = ferry_server::Server::new(broker)
+        .start_local()
         .await
         .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(ferry_server::serve(broker, listener, async {
-        let _ = stopped.await;
-    }));
+    let addr = server.grpc_addr();
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = manifest.join("tests/python/grpc_client.py");
     let protos = manifest.join("../ferry-proto/proto");
@@ -48,8 +45,7 @@ async fn a_python_grpcio_client_publishes_consumes_and_acks() {
     })
     .await
     .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
+    server.stop().await.unwrap();
     assert!(
         output.status.success(),
         "the Python client failed:\n{}\n{}",

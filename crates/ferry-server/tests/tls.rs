@@ -9,12 +9,11 @@ use std::sync::Arc;
 
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::{self, admin_client::AdminClient};
-use ferry_server::TlsConfig;
+use ferry_server::{LocalServer, TlsConfig};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 /// A CA and a certificate it signed for `localhost` and 127.0.0.1, as PEM.
@@ -43,8 +42,7 @@ fn pki() -> Pki {
 struct Running {
     grpc: SocketAddr,
     http: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
+    server: LocalServer,
     _dir: tempfile::TempDir,
 }
 
@@ -53,35 +51,23 @@ async fn start(pki: &Pki, max_connections: Option<usize>) -> Running {
     let broker = Broker::open(dir.path(), BrokerConfig::default())
         .await
         .unwrap();
-    let any = "127.0.0.1:0".parse().unwrap();
-    let grpc = ferry_server::bind(any).await.unwrap();
-    let http = ferry_server::bind(any).await.unwrap();
-    let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
     let tls = TlsConfig::from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes()).unwrap();
-    let mut server = ferry_server::Server::new(broker)
-        .grpc(grpc)
-        .http(http)
-        .tls(tls);
+    let mut server = ferry_server::Server::new(broker).tls(tls);
     if let Some(n) = max_connections {
         server = server.max_connections(n);
     }
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(server.serve(async {
-        let _ = stopped.await;
-    }));
+    let server = server.start_local().await.unwrap();
     Running {
-        grpc: grpc_addr,
-        http: http_addr,
-        stop: Some(stop),
-        served,
+        grpc: server.grpc_addr(),
+        http: server.http_addr(),
+        server,
         _dir: dir,
     }
 }
 
 impl Running {
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.served.await.unwrap().unwrap();
+    async fn stop(self) {
+        self.server.stop().await.unwrap();
     }
 }
 

@@ -4,56 +4,23 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 
-use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::{
     self, admin_client::AdminClient, consumer_client::ConsumerClient,
     dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
     publisher_client::PublisherClient,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 pub const MIB: usize = 1 << 20;
 
-pub struct Running {
-    pub http: SocketAddr,
-    pub channel: Channel,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), ferry_server::ServeError>>,
-    _dir: tempfile::TempDir,
-}
+pub use crate::support::Served as Running;
 
 impl Running {
     pub async fn start() -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path(), BrokerConfig::default())
-            .await
-            .unwrap();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let grpc = ferry_server::bind(any).await.unwrap();
-        let http = ferry_server::bind(any).await.unwrap();
-        let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = ferry_server::Server::new(broker).grpc(grpc).http(http);
-        let served = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
-        let channel = Channel::from_shared(format!("http://{grpc_addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        Running {
-            http: http_addr,
-            channel,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        let (broker, dir) = crate::support::fresh_broker().await;
+        Running::serve(broker, Some(dir), |server| server).await
     }
 
     pub async fn send(&self, method: &str, path: &str, body: &[u8]) -> Reply {
@@ -80,12 +47,6 @@ impl Running {
             reply.json()
         }
     }
-
-    pub async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        drop(self.channel);
-        self.served.await.unwrap().unwrap();
-    }
 }
 
 pub struct Reply {
@@ -107,24 +68,10 @@ impl Reply {
 /// One HTTP/1.1 exchange on a connection of its own, sending exactly `body`'s bytes (some
 /// cases send bytes that are not UTF-8).
 pub async fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let _ = stream.write_all(body).await;
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw).await;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP reply: {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]);
+    let reply = crate::support::exchange(addr, "", method, path, body).await;
     Reply {
-        status: head[9..12].parse().unwrap(),
-        body: raw[split + 4..].to_vec(),
+        status: reply.status,
+        body: reply.body,
     }
 }
 

@@ -21,6 +21,8 @@
 mod admin_cases;
 mod harness;
 mod message_cases;
+#[path = "../support/mod.rs"]
+mod support;
 
 use ferry_proto::v1;
 use serde_json::json;
