@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::broker::{BrokerDirArgs, Fresh, WindowArgs, process};
+use super::broker::{BrokerDirArgs, Fresh, WindowArgs, process, runtime};
 use super::json::{Json, machine as machine_json, obj};
 use super::machine::Machine;
 use super::report::{count, num};
@@ -703,10 +703,7 @@ pub fn run(args: &FanoutArgs) -> anyhow::Result<()> {
 
     let (scratch, machine) = args.dir.scratch()?;
     let dir = scratch.path();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_time()
-        .build()
-        .context("start the tokio runtime")?;
+    let runtime = runtime()?;
     let mut results = Vec::with_capacity(plan.cases.len());
     for (i, &n) in plan.cases.iter().enumerate() {
         eprintln!(

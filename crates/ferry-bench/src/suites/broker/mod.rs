@@ -125,6 +125,15 @@ impl Plan {
     }
 }
 
+/// The runtime an in-process broker bench drives its producers and consumers on: the
+/// broker needs timers, and no I/O driver.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_time()
+        .build()
+        .context("start the tokio runtime")
+}
+
 /// A fresh broker in its own directory under `base`, with the bench queue created.
 pub struct Fresh {
     pub broker: Broker,
@@ -235,10 +244,7 @@ pub fn run(args: &BrokerArgs) -> anyhow::Result<()> {
     let (scratch, machine) = args.dir.scratch()?;
     let dir = scratch.path();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_time()
-        .build()
-        .context("start the tokio runtime")?;
+    let runtime = runtime()?;
     let mut run = report::Run {
         machine,
         plan,
