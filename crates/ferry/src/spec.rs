@@ -183,6 +183,16 @@ impl TopicDecl {
         }
         Ok(())
     }
+
+    /// Refuses a partitioned topic on `transport`, an engine whose topic is one log (`why`
+    /// says how it is kept instead).
+    #[cfg(any(feature = "nats", feature = "amqp"))]
+    pub(crate) fn unpartitioned(&self, transport: &'static str, why: &str) -> Result<()> {
+        if self.partitions != 1 {
+            return Err(Error::unsupported(transport, "partitions", why));
+        }
+        Ok(())
+    }
 }
 
 /// A durable subscription: its own copy of everything published to `topic` from the

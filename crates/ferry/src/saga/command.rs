@@ -173,14 +173,10 @@ impl Command {
         let time_ms = ulid::Ulid::from_string(&self.message_id)
             .map(|id| id.timestamp_ms() as i64)
             .unwrap_or(0);
-        let mut message = Message::new(serde_json::to_vec(outcome)?)
-            .with_id(stable_ulid(time_ms, &dedup_id))
-            .with_header(header::SAGA_ID, &self.saga_id)
-            .with_header(header::SAGA_TYPE, &self.saga_type)
-            .with_header(header::STEP, &self.step)
-            .with_header(header::STEP_INDEX, self.step_index.to_string())
-            .with_header(header::KIND, self.kind.as_str())
-            .with_header(header::COMMAND_ID, &self.command_id)
+        let mut message = self
+            .with_step_headers(
+                Message::new(serde_json::to_vec(outcome)?).with_id(stable_ulid(time_ms, &dedup_id)),
+            )
             .with_header(sdk_header::CORRELATION_ID, &self.command_id);
         if self.dedup {
             message = message.with_dedup_id(dedup_id);
@@ -192,21 +188,30 @@ impl Command {
         Ok(())
     }
 
-    /// The message that carries this command to its participant.
-    pub(crate) fn to_message(&self) -> Result<Message> {
-        let body = CommandBody {
-            payload: self.payload.clone(),
-            results: self.results.clone(),
-        };
-        let mut message = Message::new(serde_json::to_vec(&body)?)
-            .with_id(&self.message_id)
-            .with_key(self.saga_id.clone())
+    /// `message` with the headers naming the saga, the step and the command: a command and
+    /// the reply to it carry the same ones.
+    fn with_step_headers(&self, message: Message) -> Message {
+        message
             .with_header(header::SAGA_ID, &self.saga_id)
             .with_header(header::SAGA_TYPE, &self.saga_type)
             .with_header(header::STEP, &self.step)
             .with_header(header::STEP_INDEX, self.step_index.to_string())
             .with_header(header::KIND, self.kind.as_str())
             .with_header(header::COMMAND_ID, &self.command_id)
+    }
+
+    /// The message that carries this command to its participant.
+    pub(crate) fn to_message(&self) -> Result<Message> {
+        let body = CommandBody {
+            payload: self.payload.clone(),
+            results: self.results.clone(),
+        };
+        let mut message = self
+            .with_step_headers(
+                Message::new(serde_json::to_vec(&body)?)
+                    .with_id(&self.message_id)
+                    .with_key(self.saga_id.clone()),
+            )
             .with_header(header::REPLY_TO, &self.reply_to)
             .with_header(sdk_header::CORRELATION_ID, &self.command_id);
         if self.dedup {

@@ -25,6 +25,8 @@ pub mod postgres;
 pub mod rabbitmq;
 pub mod redis;
 pub mod server;
+#[cfg(any(feature = "nats", feature = "redis", feature = "amqp"))]
+mod stored_backoff;
 
 pub use embedded::capabilities as embedded_capabilities;
 pub use nats::capabilities as nats_capabilities;

@@ -13,7 +13,7 @@ use ferry_broker::{
 };
 
 use super::ack_batch::AckBatcher;
-use super::{capabilities, queue_of};
+use super::{capabilities, queue_of, same_partitions};
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
@@ -239,15 +239,7 @@ impl Transport for Embedded {
         match broker.create_topic(&decl.name, spec).await {
             Err(BrokerError::TopicExists { .. }) => {
                 let info = broker.describe_topic(&decl.name).map_err(map_error)?;
-                if info.partitions.len() as u32 == decl.partitions {
-                    Ok(())
-                } else {
-                    Err(Error::Conflict {
-                        kind: "topic",
-                        name: decl.name.clone(),
-                        problem: format!("it has {} partitions", info.partitions.len()),
-                    })
-                }
+                same_partitions(decl, info.partitions.len())
             }
             other => other.map_err(map_error),
         }

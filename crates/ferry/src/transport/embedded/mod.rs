@@ -21,3 +21,21 @@ pub(crate) fn queue_of(source: &crate::spec::Source) -> String {
         Source::DeadLetters(origin) => format!("{}.dlq", queue_of(origin)),
     }
 }
+
+/// A topic the broker already has answers its declaration again only when it has the
+/// partitions declared. Shared, like [`queue_of`], by the two transports over the broker.
+#[cfg(any(feature = "embedded", feature = "server"))]
+pub(crate) fn same_partitions(
+    decl: &crate::spec::TopicDecl,
+    partitions: usize,
+) -> crate::error::Result<()> {
+    if partitions as u32 == decl.partitions {
+        Ok(())
+    } else {
+        Err(crate::error::Error::Conflict {
+            kind: "topic",
+            name: decl.name.clone(),
+            problem: format!("it has {partitions} partitions"),
+        })
+    }
+}

@@ -399,9 +399,12 @@ impl Settler for NatsSettler {
                     .dead_letter(reason::MAX_DELIVERIES, attempt, error.map(str::to_owned))
                     .await;
             }
-            Some(live) => {
-                delay.unwrap_or_else(|| live.settings.backoff().delay(attempt, fastrand::f64()))
-            }
+            Some(live) => delay.unwrap_or_else(|| {
+                live.settings
+                    .backoff
+                    .to_backoff()
+                    .delay(attempt, fastrand::f64())
+            }),
             None => delay.unwrap_or_default(),
         };
         let delay = (!delay.is_zero()).then_some(delay);

@@ -353,13 +353,10 @@ impl Transport for Nats {
     }
 
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
-        if decl.partitions != 1 {
-            return Err(Error::unsupported(
-                NAME,
-                "partitions",
-                "a JetStream stream is one ordered log; declare the topic with 1 partition",
-            ));
-        }
+        decl.unpartitioned(
+            NAME,
+            "a JetStream stream is one ordered log; declare the topic with 1 partition",
+        )?;
         let js = self.shared.js()?;
         let topic = names::topic(&decl.name)?;
         let config = stream::Config {

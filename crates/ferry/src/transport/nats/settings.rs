@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::spec::{Backoff, DeliveryPolicy, QueueDecl};
+use crate::spec::{DeliveryPolicy, QueueDecl};
+use crate::transport::stored_backoff::StoredBackoff;
 
 /// The settings the SDK needs back, in a stable JSON form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,10 +17,8 @@ pub struct Settings {
     /// `"ferry-queue"` or `"ferry-subscription"`: what declared it.
     pub kind: String,
     pub max_deliveries: u32,
-    pub backoff_base_ms: u64,
-    pub backoff_cap_ms: u64,
-    pub backoff_multiplier: f64,
-    pub backoff_jitter: f64,
+    #[serde(flatten)]
+    pub backoff: StoredBackoff,
     pub dead_letter: bool,
     pub lease_ms: u64,
     pub max_delay_ms: u64,
@@ -40,10 +39,12 @@ impl Settings {
         Settings {
             kind: kind.to_owned(),
             max_deliveries: delivery.max_deliveries,
-            backoff_base_ms: delivery.backoff.base.as_millis() as u64,
-            backoff_cap_ms: delivery.backoff.cap.as_millis() as u64,
-            backoff_multiplier: delivery.backoff.multiplier,
-            backoff_jitter: delivery.backoff.jitter,
+            backoff: StoredBackoff {
+                backoff_base_ms: delivery.backoff.base.as_millis() as u64,
+                backoff_cap_ms: delivery.backoff.cap.as_millis() as u64,
+                backoff_multiplier: delivery.backoff.multiplier,
+                backoff_jitter: delivery.backoff.jitter,
+            },
             dead_letter: delivery.dead_letter,
             lease_ms: delivery.lease.as_millis() as u64,
             max_delay_ms: delivery.max_delay.as_millis() as u64,
@@ -65,15 +66,6 @@ impl Settings {
         Settings {
             topic: Some(topic.to_owned()),
             ..Settings::from_delivery(SUBSCRIPTION, delivery)
-        }
-    }
-
-    pub fn backoff(&self) -> Backoff {
-        Backoff {
-            base: Duration::from_millis(self.backoff_base_ms),
-            cap: Duration::from_millis(self.backoff_cap_ms),
-            multiplier: self.backoff_multiplier,
-            jitter: self.backoff_jitter,
         }
     }
 
@@ -111,7 +103,7 @@ mod tests {
         let settings = Settings::queue(&decl);
         let back = Settings::from_description("queue", Some(&settings.to_description())).unwrap();
         assert_eq!(back, settings);
-        assert_eq!(back.backoff(), decl.delivery.backoff);
+        assert_eq!(back.backoff.to_backoff(), decl.delivery.backoff);
         assert!(Settings::from_description("queue", Some("made by hand")).is_err());
         assert!(Settings::from_description("queue", None).is_err());
     }

@@ -114,8 +114,9 @@ impl Postgres {
     }
 }
 
-impl Drop for Postgres {
-    fn drop(&mut self) {
+impl Postgres {
+    /// Stops the notification listener; idempotent.
+    fn stop_listener(&self) {
         if let Some(task) = self
             .listener
             .lock()
@@ -124,6 +125,12 @@ impl Drop for Postgres {
         {
             task.abort();
         }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop_listener();
     }
 }
 
@@ -238,6 +245,22 @@ pub(super) struct Declared {
     pub settings: Settings,
 }
 
+/// Fails with `NotFound` unless `topic` exists, its row held under `lock` (`FOR SHARE`,
+/// `FOR KEY SHARE`) until the transaction ends.
+async fn lock_topic(connection: &mut PgConnection, topic: &str, lock: &str) -> Result<()> {
+    let exists = sqlx::query(&format!(
+        "SELECT 1 FROM ferry.topics WHERE name = $1 {lock}"
+    ))
+    .bind(topic)
+    .fetch_optional(connection)
+    .await
+    .map_err(map_error)?;
+    if exists.is_none() {
+        return Err(not_found("topic", topic));
+    }
+    Ok(())
+}
+
 pub(super) async fn declared(
     executor: impl sqlx::PgExecutor<'_>,
     name: &str,
@@ -270,14 +293,7 @@ async fn declare(
     let mut tx = pool.begin().await.map_err(map_error)?;
     if let Some(topic) = topic {
         // Holds the topic until the subscription is in; its deletion waits for us.
-        let exists = sqlx::query("SELECT 1 FROM ferry.topics WHERE name = $1 FOR KEY SHARE")
-            .bind(topic)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(map_error)?;
-        if exists.is_none() {
-            return Err(not_found("topic", topic));
-        }
+        lock_topic(&mut tx, topic, "FOR KEY SHARE").await?;
     }
     let inserted = sqlx::query(
         "INSERT INTO ferry.queues (name, kind, topic, settings) VALUES ($1, $2, $3, $4::jsonb) \
@@ -460,14 +476,7 @@ impl Transport for Postgres {
                 insert(&mut tx, name, &queue.settings, &batch).await?;
             }
             Destination::Topic(topic) => {
-                let exists = sqlx::query("SELECT 1 FROM ferry.topics WHERE name = $1 FOR SHARE")
-                    .bind(topic)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(map_error)?;
-                if exists.is_none() {
-                    return Err(not_found("topic", topic));
-                }
+                lock_topic(&mut tx, topic, "FOR SHARE").await?;
                 let subscriptions = sqlx::query(
                     "SELECT name, settings::text AS settings FROM ferry.queues \
                      WHERE topic = $1 ORDER BY name FOR SHARE",
@@ -528,14 +537,7 @@ impl Transport for Postgres {
     }
 
     async fn close(&self) -> Result<()> {
-        if let Some(task) = self
-            .listener
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-        }
+        self.stop_listener();
         self.shared.pool.close().await;
         Ok(())
     }

@@ -425,13 +425,10 @@ impl Transport for RabbitMq {
     }
 
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
-        if decl.partitions != 1 {
-            return Err(Error::unsupported(
-                NAME,
-                "partitions",
-                "a topic is one fanout exchange; RabbitMQ does not partition it",
-            ));
-        }
+        decl.unpartitioned(
+            NAME,
+            "a topic is one fanout exchange; RabbitMQ does not partition it",
+        )?;
         let ch = self.inner.channel().await?;
         let options = ExchangeDeclareOptions {
             durable: true,

@@ -244,14 +244,19 @@ impl RabbitSettler {
                 *state = State::Busy;
                 Ok(deadline)
             }
-            State::Expired => Err(Error::NotHeld {
-                id: self.id(),
-                why: "its lease ended and it went back to the queue".into(),
-            }),
-            State::Busy | State::Settled => Err(Error::NotHeld {
-                id: self.id(),
-                why: "it was settled already".into(),
-            }),
+            State::Expired | State::Busy | State::Settled => Err(self.not_held(*state)),
+        }
+    }
+
+    /// Why a delivery in `state` (not `Held`) can no longer be settled or extended.
+    fn not_held(&self, state: State) -> Error {
+        let why = match state {
+            State::Expired => "its lease ended and it went back to the queue",
+            State::Held(_) | State::Busy | State::Settled => "it was settled already",
+        };
+        Error::NotHeld {
+            id: self.id(),
+            why: why.into(),
         }
     }
 
@@ -314,8 +319,12 @@ impl Settler for RabbitSettler {
                     })
                     .await;
             }
-            let delay =
-                delay.unwrap_or_else(|| settings.backoff().delay(self.attempt, fastrand::f64()));
+            let delay = delay.unwrap_or_else(|| {
+                settings
+                    .backoff
+                    .to_backoff()
+                    .delay(self.attempt, fastrand::f64())
+            });
             if delay.is_zero() {
                 requeue(&self.origin, &self.acker).await
             } else {
@@ -349,14 +358,7 @@ impl Settler for RabbitSettler {
                 self.lease.wake.notify_one();
                 Ok(())
             }
-            State::Expired => Err(Error::NotHeld {
-                id: self.id(),
-                why: "its lease ended and it went back to the queue".into(),
-            }),
-            State::Busy | State::Settled => Err(Error::NotHeld {
-                id: self.id(),
-                why: "it was settled already".into(),
-            }),
+            State::Expired | State::Busy | State::Settled => Err(self.not_held(*state)),
         }
     }
 }

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received, new_id, now_ms, reason};
-use crate::spec::{Backoff, DeliveryPolicy};
+use crate::spec::DeliveryPolicy;
+use crate::transport::stored_backoff::StoredBackoff;
 
 /// Headers this transport adds; a producer may not set them.
 pub const KEY: &str = "ferry-key";
@@ -73,10 +74,8 @@ pub struct Settings {
     /// The topic, for a subscription.
     pub topic: Option<String>,
     pub max_deliveries: u32,
-    pub backoff_base_ms: u64,
-    pub backoff_cap_ms: u64,
-    pub backoff_multiplier: f64,
-    pub backoff_jitter: f64,
+    #[serde(flatten)]
+    pub backoff: StoredBackoff,
     pub dead_letter: bool,
     pub lease_ms: u64,
     pub default_ttl_ms: Option<u64>,
@@ -93,10 +92,7 @@ impl Settings {
         Settings {
             topic,
             max_deliveries: d.max_deliveries,
-            backoff_base_ms: ms(d.backoff.base),
-            backoff_cap_ms: ms(d.backoff.cap),
-            backoff_multiplier: d.backoff.multiplier,
-            backoff_jitter: d.backoff.jitter,
+            backoff: StoredBackoff::new(&d.backoff),
             dead_letter: d.dead_letter,
             lease_ms: ms(d.lease),
             default_ttl_ms: d.default_ttl.map(ms),
@@ -117,15 +113,6 @@ impl Settings {
             max_deliveries: u32::MAX,
             dead_letter: false,
             ..origin.clone()
-        }
-    }
-
-    pub fn backoff(&self) -> Backoff {
-        Backoff {
-            base: Duration::from_millis(self.backoff_base_ms),
-            cap: Duration::from_millis(self.backoff_cap_ms),
-            multiplier: self.backoff_multiplier,
-            jitter: self.backoff_jitter,
         }
     }
 

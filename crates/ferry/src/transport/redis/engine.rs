@@ -26,9 +26,8 @@ use super::scripts;
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
-use crate::spec::{
-    Backoff, DeliveryPolicy, Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl,
-};
+use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use crate::transport::stored_backoff::StoredBackoff;
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
 
 const NAME: &str = "redis";
@@ -114,10 +113,8 @@ impl RedisStreams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Settings {
     max_deliveries: u32,
-    backoff_base_ms: u64,
-    backoff_cap_ms: u64,
-    backoff_multiplier: f64,
-    backoff_jitter: f64,
+    #[serde(flatten)]
+    backoff: StoredBackoff,
     dead_letter: bool,
     lease_ms: u64,
     default_ttl_ms: u64,
@@ -134,10 +131,7 @@ impl Settings {
     fn new(delivery: &DeliveryPolicy) -> Settings {
         Settings {
             max_deliveries: delivery.max_deliveries,
-            backoff_base_ms: ms(delivery.backoff.base),
-            backoff_cap_ms: ms(delivery.backoff.cap),
-            backoff_multiplier: delivery.backoff.multiplier,
-            backoff_jitter: delivery.backoff.jitter,
+            backoff: StoredBackoff::new(&delivery.backoff),
             dead_letter: delivery.dead_letter,
             // Claiming compares idle times in whole milliseconds; a lease is at least one.
             lease_ms: ms(delivery.lease).max(1),
@@ -145,15 +139,6 @@ impl Settings {
             max_delay_ms: ms(delivery.max_delay),
             dedup_window_ms: 0,
             max_length: 0,
-        }
-    }
-
-    fn backoff(&self) -> Backoff {
-        Backoff {
-            base: Duration::from_millis(self.backoff_base_ms),
-            cap: Duration::from_millis(self.backoff_cap_ms),
-            multiplier: self.backoff_multiplier,
-            jitter: self.backoff_jitter,
         }
     }
 }
@@ -238,6 +223,33 @@ struct Plan {
 }
 
 impl Plan {
+    /// How to consume queue or subscription `name`'s own stream through consumer group
+    /// `group`; `topic` is a subscription's.
+    fn own(name: &str, group: String, topic: Option<&str>, settings: Settings) -> Plan {
+        let base = queue_key(name);
+        let (topic_stream, topic_delayed) = match topic {
+            Some(topic) => (topic_key(topic), format!("{}:delayed", topic_key(topic))),
+            None => (String::new(), String::new()),
+        };
+        Plan {
+            group,
+            delayed: format!("{base}:delayed"),
+            ext: format!("{base}:ext"),
+            fails: format!("{base}:fails"),
+            dlq: if settings.dead_letter {
+                format!("{base}.dlq")
+            } else {
+                String::new()
+            },
+            home: base,
+            topic_stream,
+            topic_delayed,
+            origin: name.to_owned(),
+            settings,
+            is_dead_letters: false,
+        }
+    }
+
     /// The stream an entry came from, by the index the fetch script gives.
     fn stream(&self, index: i64) -> &str {
         if !self.topic_stream.is_empty() && index == 1 {
@@ -366,43 +378,11 @@ impl Transport for RedisStreams {
         let settings: Settings = serde_json::from_str(meta.get("spec").ok_or_else(not_found)?)?;
         let base = queue_key(name);
         let plan = match source {
-            Source::Queue(_) if kind == "queue" => Plan {
-                home: base.clone(),
-                group: "ferry".into(),
-                delayed: format!("{base}:delayed"),
-                ext: format!("{base}:ext"),
-                fails: format!("{base}:fails"),
-                dlq: if settings.dead_letter {
-                    format!("{base}.dlq")
-                } else {
-                    String::new()
-                },
-                topic_stream: String::new(),
-                topic_delayed: String::new(),
-                origin: name.to_owned(),
-                settings,
-                is_dead_letters: false,
-            },
+            Source::Queue(_) if kind == "queue" => Plan::own(name, "ferry".into(), None, settings),
             Source::Subscription { topic, .. }
                 if kind == "subscription" && meta.get("topic") == Some(topic) =>
             {
-                Plan {
-                    home: base.clone(),
-                    group: name.to_owned(),
-                    delayed: format!("{base}:delayed"),
-                    ext: format!("{base}:ext"),
-                    fails: format!("{base}:fails"),
-                    dlq: if settings.dead_letter {
-                        format!("{base}.dlq")
-                    } else {
-                        String::new()
-                    },
-                    topic_stream: topic_key(topic),
-                    topic_delayed: format!("{}:delayed", topic_key(topic)),
-                    origin: name.to_owned(),
-                    settings,
-                    is_dead_letters: false,
-                }
+                Plan::own(name, name.to_owned(), Some(topic), settings)
             }
             Source::DeadLetters(_) => {
                 let dlq = format!("{base}.dlq");
@@ -718,7 +698,8 @@ impl Settler for RedisSettler {
         let delay = delay.unwrap_or_else(|| {
             self.plan
                 .settings
-                .backoff()
+                .backoff
+                .to_backoff()
                 .delay(self.carried + self.count, fastrand::f64())
         });
         self.settle("nack", delay, error.unwrap_or_default()).await

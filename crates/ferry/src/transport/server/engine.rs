@@ -19,7 +19,7 @@ use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
     DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
-use crate::transport::embedded::queue_of;
+use crate::transport::embedded::{queue_of, same_partitions};
 use crate::transport::{ConsumerBackend, ConsumerOptions, Transport};
 
 const NAME: &str = "ferry server";
@@ -264,15 +264,7 @@ impl Transport for Remote {
         match client.create_topic(&decl.name, spec).await {
             Err(e) if e.code() == Some(Code::AlreadyExists) => {
                 let info = client.describe_topic(&decl.name).await.map_err(map_error)?;
-                if info.partitions.len() as u32 == decl.partitions {
-                    Ok(())
-                } else {
-                    Err(Error::Conflict {
-                        kind: "topic",
-                        name: decl.name.clone(),
-                        problem: format!("it has {} partitions", info.partitions.len()),
-                    })
-                }
+                same_partitions(decl, info.partitions.len())
             }
             other => other.map_err(map_error),
         }
