@@ -35,6 +35,10 @@ fn plot_error<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("{e:?}")
 }
 
+/// One series of bars: its label, the span of its bar within a target's slot, its colour
+/// and the figure it shows.
+type BarSeries = (&'static str, (f64, f64), RGBColor, fn(&Figures) -> f64);
+
 /// Bars: for target `i`, publish at `[i+0.1, i+0.45]` and consume at `[i+0.55, i+0.9]`.
 fn throughput_chart(
     w: &WorkloadResult,
@@ -76,7 +80,7 @@ fn throughput_chart(
         .y_label_formatter(&|v| crate::report::num(*v))
         .draw()
         .map_err(plot_error)?;
-    let series: [(&str, (f64, f64), RGBColor, fn(&Figures) -> f64); 2] = [
+    let series: [BarSeries; 2] = [
         ("publish", (0.1, 0.45), BLUE, |f| f.publish.msgs_per_sec),
         ("consume", (0.55, 0.9), GREEN, |f| f.consume.msgs_per_sec),
     ];
