@@ -226,31 +226,28 @@ fn a_test_clock_jump_expires_a_held_lease_at_once() {
             .unwrap();
         let first = client.receive("jump", "c", 1, None).await.unwrap();
         assert_eq!(first.len(), 1);
-        assert!(
+        let nothing_ready = async || {
             client
                 .receive("jump", "c", 1, None)
                 .await
                 .unwrap()
                 .is_empty()
-        );
+        };
+        // The clock file is read on SIGUSR1, and the server says what it made of it.
+        let set_clock = |text: &str, said: &str| {
+            std::fs::write(&clock, text).unwrap();
+            serve.signal(libc::SIGUSR1);
+            serve.wait_for(said);
+        };
+        assert!(nothing_ready().await);
 
         // A file that does not hold a number changes nothing.
-        std::fs::write(&clock, "later").unwrap();
-        serve.signal(libc::SIGUSR1);
-        serve.wait_for("ferry: test clock unchanged");
-        assert!(
-            client
-                .receive("jump", "c", 1, None)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        set_clock("later", "ferry: test clock unchanged");
+        assert!(nothing_ready().await);
 
         // Eleven minutes on: the ten-minute lease has run out, and the message is back
         // (in real time, within the backoff, not the lease).
-        std::fs::write(&clock, "660000").unwrap();
-        serve.signal(libc::SIGUSR1);
-        serve.wait_for("ferry: test clock offset 660000 ms");
+        set_clock("660000", "ferry: test clock offset 660000 ms");
         let started = std::time::Instant::now();
         let wait = Some(std::time::Duration::from_secs(20));
         let again = client.receive("jump", "c", 1, wait).await.unwrap();

@@ -6,19 +6,19 @@ fn ferry() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferry"))
 }
 
+/// `ferry bench storage`, quick and without the reopen phase, as a test can afford.
+fn quick_storage_bench() -> Command {
+    let mut command = ferry();
+    command.args(["bench", "storage", "--quick", "--no-reopen"]);
+    command
+}
+
 #[test]
 fn storage_bench_runs_a_cell_and_prints_the_table_and_checks() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
-    let output = ferry()
-        .args([
-            "bench",
-            "storage",
-            "--quick",
-            "--no-reopen",
-            "--seconds",
-            "0.2",
-        ])
+    let output = quick_storage_bench()
+        .args(["--seconds", "0.2"])
         .args(["--only", "Fsync 128 B x1 threads", "--dir"])
         .arg(dir.path())
         .arg("--json")
@@ -44,16 +44,8 @@ fn storage_bench_runs_a_cell_and_prints_the_table_and_checks() {
 #[test]
 fn unknown_cell_filter_is_an_error_not_an_empty_run() {
     let dir = tempfile::tempdir().unwrap();
-    let output = ferry()
-        .args([
-            "bench",
-            "storage",
-            "--quick",
-            "--no-reopen",
-            "--only",
-            "no such cell",
-            "--dir",
-        ])
+    let output = quick_storage_bench()
+        .args(["--only", "no such cell", "--dir"])
         .arg(dir.path())
         .output()
         .unwrap();

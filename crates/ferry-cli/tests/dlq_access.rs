@@ -5,11 +5,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use serde_json::Value;
 use support::Server;
@@ -127,20 +126,14 @@ fn dead_letters_need_their_own_permission_and_peeks_mask_credentials() {
 fn the_server_list_comes_from_the_config_and_the_client_can_mask_more() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "[redaction]\nheaders = [\"tenant\"]\n");
-    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["config", "check"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let check = support::config_check(&config).output().unwrap();
     let text = String::from_utf8(check.stdout).unwrap();
     assert!(
         text.contains("redaction.headers = tenant  (file)"),
         "{text}"
     );
     assert!(text.contains("dlq: dead_letters:jobs.dlq"), "{text}");
-    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["config", "check"])
-        .arg(&config)
+    let check = support::config_check(&config)
         .env("FERRY_REDACTION_HEADERS", "x-a,X-B")
         .output()
         .unwrap();
@@ -206,18 +199,8 @@ fn the_server_list_comes_from_the_config_and_the_client_can_mask_more() {
 
 /// One HTTP/1.1 exchange on a fresh connection: the status and the whole response.
 fn http(addr: &str, token: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, response)
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    support::http(addr, &auth, method, path, body)
 }
 
 #[test]
@@ -255,18 +238,13 @@ fn payloads_and_header_values_never_reach_the_servers_log() {
         }
         all
     });
-    let (mut grpc, mut http_addr) = (None, None);
-    while grpc.is_none() || http_addr.is_none() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("ferry serve printed its addresses");
-        if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
-            grpc = Some(rest.split(',').next().unwrap().to_owned());
-        } else if let Some(rest) = line.strip_prefix("ferry: serving HTTP on http://") {
-            http_addr = Some(rest.trim().to_owned());
-        }
-    }
-    let (grpc, http_addr) = (format!("ferry://{}", grpc.unwrap()), http_addr.unwrap());
+    let (grpc, http_addr) = support::listening(
+        &rx,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving HTTP on http://",
+        |_| {},
+    );
+    let grpc = format!("ferry://{grpc}");
     let ferry = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
             .args(["--server", &grpc])

@@ -2,7 +2,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -194,24 +193,13 @@ fn rejected_messages_are_dead_lettered_at_once_and_peeked_by_seq() {
 #[test]
 fn no_http_serves_grpc_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--data-dir"])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let last = line.contains("Ctrl-C stops");
-        printed.push(line);
-        if last {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let printed = support::lines_until_ready_then_kill(child);
     assert!(
         printed.iter().any(|l| l.contains("serving gRPC")),
         "{printed:?}"
@@ -219,20 +207,11 @@ fn no_http_serves_grpc_alone() {
     assert!(!printed.iter().any(|l| l.contains("HTTP")), "{printed:?}");
 }
 
-/// One HTTP/1.1 request on a fresh connection; the status code and the whole response.
+/// One GET on a fresh connection, with the token if given; the status code and the whole
+/// response.
 fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, response)
+    support::http(addr, &auth, "GET", path, "")
 }
 
 #[test]
@@ -252,11 +231,7 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
         ),
     )
     .unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["config", "check"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let check = support::config_check(&config).output().unwrap();
     let text = String::from_utf8(check.stdout).unwrap();
     assert!(check.status.success());
     assert!(
@@ -345,9 +320,7 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
         ),
     )
     .unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["config", "check"])
-        .arg(&config)
+    let check = support::config_check(&config)
         .env("FERRY_LIMITS_MAX_BATCH", "50")
         .env("FERRY_DATA_DIR", "/from/env")
         .output()
@@ -370,9 +343,7 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
         assert!(text.contains(expected), "{expected:?} in {text}");
     }
     assert!(!text.contains(hash), "no hash printed: {text}");
-    let bad = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["config", "check"])
-        .arg(&config)
+    let bad = support::config_check(&config)
         .env("FERRY_GRPC_ADDR", "not-an-address")
         .output()
         .unwrap();
@@ -382,7 +353,7 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
     // serve: the variable beats the file's gRPC address, the flag beats the variable's
     // data directory, and the file turns HTTP off.
     let (from_env, from_flag) = (dir.path().join("env-data"), dir.path().join("flag-data"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["serve", "--config"])
         .arg(&config)
         .arg("--data-dir")
@@ -392,17 +363,7 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut printed = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        let last = line.contains("Ctrl-C stops");
-        printed.push(line);
-        if last {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let printed = support::lines_until_ready_then_kill(child);
     let grpc = printed
         .iter()
         .find_map(|l| l.strip_prefix("ferry: serving gRPC (ferry.v1) on "))

@@ -3,13 +3,14 @@
 //! answers, and without the CA, or with another one, the CLI fails in one line that says
 //! what to check.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::process::{Child, Command, Output};
+use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+mod support;
+
+use ferry_testkit::TestPki;
 use rustls::pki_types::{CertificateDer, ServerName};
 
 /// PEM files of a CA and of a certificate it signed for `localhost` and 127.0.0.1.
@@ -21,22 +22,17 @@ struct Pki {
 }
 
 fn pki(dir: &Path, name: &str) -> Pki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let cert = params.signed_by(&key, &ca).unwrap();
+    let pki = TestPki::generate();
     let write = |file: &str, text: String| {
         let path = dir.join(format!("{name}-{file}"));
         std::fs::write(&path, text).unwrap();
         path
     };
     Pki {
-        ca: write("ca.pem", ca.pem()),
-        ca_der: ca.der().clone(),
-        cert: write("cert.pem", cert.pem()),
-        key: write("key.pem", key.serialize_pem()),
+        ca: write("ca.pem", pki.ca_pem),
+        ca_der: CertificateDer::from(pki.ca_der),
+        cert: write("cert.pem", pki.cert_pem),
+        key: write("key.pem", pki.key_pem),
     }
 }
 
@@ -49,39 +45,14 @@ struct Server {
 
 impl Server {
     fn start(data_dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let (mut grpc, mut http) = (None, None);
-        while grpc.is_none() || http.is_none() {
-            let line = rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("ferry serve printed its addresses");
-            if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) over TLS on ") {
-                grpc = Some(rest.split(',').next().unwrap().to_owned());
-            } else if let Some(rest) = line.strip_prefix("ferry: serving HTTP on https://") {
-                http = Some(rest.trim().to_owned());
-            }
-            assert!(!line.contains("http://"), "a plaintext listener: {line}");
-        }
-        Server {
-            child,
-            grpc: grpc.unwrap(),
-            http: http.unwrap(),
-        }
+        let (child, lines) = support::spawn_serve(data_dir, extra);
+        let (grpc, http) = support::listening(
+            &lines,
+            "ferry: serving gRPC (ferry.v1) over TLS on ",
+            "ferry: serving HTTP on https://",
+            |line| assert!(!line.contains("http://"), "a plaintext listener: {line}"),
+        );
+        Server { child, grpc, http }
     }
 
     /// `ferry ARGS` against this server at `url`, with `FERRY_TLS_CA` as given.
@@ -157,11 +128,7 @@ fn serve_with_tls_from_the_config_file_and_the_cli_with_the_ca() {
         ),
     )
     .unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["config", "check"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let check = support::config_check(&config).output().unwrap();
     let text = ok(&check);
     assert!(text.contains("server-cert.pem"), "{text}");
     assert!(!text.contains("PRIVATE KEY"), "{text}");

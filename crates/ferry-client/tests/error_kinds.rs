@@ -11,15 +11,13 @@ async fn refusals_arrive_with_their_kind() {
     let broker = Broker::open(dir.path(), BrokerConfig::default())
         .await
         .unwrap();
-    let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+    let server = ferry_server::Server::new(broker)
+        .start_local()
         .await
         .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(ferry_server::serve(broker, listener, async {
-        let _ = stopped.await;
-    }));
-    let client = Client::connect(&format!("ferry://{addr}")).await.unwrap();
+    let client = Client::connect(&format!("ferry://{}", server.grpc_addr()))
+        .await
+        .unwrap();
 
     let missing = client.describe_queue("nope").await.unwrap_err();
     assert_eq!(missing.kind(), Some(ErrorKind::NotFound), "{missing}");
@@ -68,6 +66,5 @@ async fn refusals_arrive_with_their_kind() {
         .unwrap_err();
     assert_eq!(invalid.kind(), Some(ErrorKind::Invalid), "{invalid}");
 
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
+    server.stop().await.unwrap();
 }

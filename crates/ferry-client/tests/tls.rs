@@ -5,18 +5,12 @@
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_client::{Client, ClientError, ConnectOptions, Message};
 use ferry_server::{AuthConfig, TlsConfig, TokenGrant};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use tokio::sync::oneshot;
+use ferry_testkit::TestPki;
 
 /// A CA's PEM, and a certificate it signed for `localhost` and 127.0.0.1 with its key.
 fn pki() -> (String, String, String) {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let cert = params.signed_by(&key, &ca).unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
+    let pki = TestPki::generate();
+    (pki.ca_pem, pki.cert_pem, pki.key_pem)
 }
 
 const TOKEN: &str = "tls-token-5d1e9a";
@@ -28,10 +22,6 @@ async fn ferrys_with_the_ca_and_a_token_works_and_another_ca_does_not() {
     let broker = Broker::open(dir.path(), BrokerConfig::default())
         .await
         .unwrap();
-    let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let auth = AuthConfig {
         tokens: vec![TokenGrant::new(
             "all",
@@ -39,14 +29,13 @@ async fn ferrys_with_the_ca_and_a_token_works_and_another_ca_does_not() {
             vec!["admin:#".parse().unwrap(), "publish:#".parse().unwrap()],
         )],
     };
-    let (stop, stopped) = oneshot::channel::<()>();
     let server = ferry_server::Server::new(broker)
-        .grpc(listener)
         .auth(auth)
-        .tls(TlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).unwrap());
-    let served = tokio::spawn(server.serve(async {
-        let _ = stopped.await;
-    }));
+        .tls(TlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).unwrap())
+        .start_local()
+        .await
+        .unwrap();
+    let addr = server.grpc_addr();
 
     let options = ConnectOptions::new().token(TOKEN).tls_ca_pem(ca.clone());
     let client = Client::connect_with(&format!("ferrys://{addr}"), options.clone())
@@ -89,6 +78,5 @@ async fn ferrys_with_the_ca_and_a_token_works_and_another_ca_does_not() {
     let e = Client::connect_with(&format!("ferrys://{addr}"), bad_ca).await;
     assert!(matches!(e, Err(ClientError::BadTls(_))));
 
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
+    server.stop().await.unwrap();
 }

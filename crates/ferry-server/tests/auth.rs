@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use ferry_broker::QueueSpec;
 use ferry_proto::v1::{
-    self, admin_client::AdminClient, consumer_client::ConsumerClient,
-    dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
+    self, dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
     publisher_client::PublisherClient,
 };
-use ferry_server::{AuthConfig, TokenGrant};
+use ferry_server::AuthConfig;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tonic::Code;
@@ -23,14 +22,6 @@ const ORDERS: &str = "orders-4b1d8e2f6a9c3e5d7b0a2c4e6f8a1b3c";
 const METERED: &str = "metered-9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b";
 const WRONG: &str = "wrong-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 const ALL_TOKENS: [&str; 4] = [ROOT, ORDERS, METERED, WRONG];
-
-fn grant(name: &str, token: &str, permissions: &[&str]) -> TokenGrant {
-    TokenGrant::new(
-        name,
-        token,
-        permissions.iter().map(|p| p.parse().unwrap()).collect(),
-    )
-}
 
 fn config() -> AuthConfig {
     AuthConfig {
@@ -48,7 +39,7 @@ fn config() -> AuthConfig {
 
 mod support;
 
-use support::Served as Running;
+use support::{Served as Running, grant};
 
 impl Running {
     async fn start() -> Running {
@@ -66,16 +57,6 @@ impl Running {
                 .unwrap();
         }
         Running::serve(broker, Some(dir), configure).await
-    }
-
-    fn admin(&self) -> AdminClient<Channel> {
-        AdminClient::new(self.channel.clone())
-    }
-    fn publisher(&self) -> PublisherClient<Channel> {
-        PublisherClient::new(self.channel.clone())
-    }
-    fn consumer(&self) -> ConsumerClient<Channel> {
-        ConsumerClient::new(self.channel.clone())
     }
 
     fn ready(&self, queue: &str) -> u64 {

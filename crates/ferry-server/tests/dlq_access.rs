@@ -10,13 +10,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferry_broker::{Broker, DeadLetter, Name, OutgoingMessage, QueueSpec};
-use ferry_proto::v1::{
-    self, consumer_client::ConsumerClient, dead_letters_client::DeadLettersClient,
-};
-use ferry_server::{AuthConfig, Redaction, TokenGrant};
+use ferry_proto::v1;
+use ferry_server::{AuthConfig, Redaction};
 use serde_json::{Value, json};
 use tonic::Code;
-use tonic::transport::Channel;
 
 /// `consume:orders.#` (which matches `orders.dlq` by name) and `consume:billing`.
 const READER: &str = "reader-5d2c8f1a3b7e9d0c4a6f8b2e1d3c5a7f";
@@ -31,14 +28,6 @@ const ADMIN: &str = "admin-7c9e1a3f5b7d9f2a4c6e8b0d2f4a6c8e";
 const SECRET: &str = "Bearer sk-live-61f0c2d9";
 const PAYLOAD: &str = "card-4111-payload";
 
-fn grant(name: &str, token: &str, permissions: &[&str]) -> TokenGrant {
-    TokenGrant::new(
-        name,
-        token,
-        permissions.iter().map(|p| p.parse().unwrap()).collect(),
-    )
-}
-
 fn config() -> AuthConfig {
     AuthConfig {
         tokens: vec![
@@ -52,7 +41,7 @@ fn config() -> AuthConfig {
 
 mod support;
 
-use support::Served as Running;
+use support::{Served as Running, grant};
 
 /// A message with a secret `authorization` header and an ordinary `tenant` one.
 fn secret_message() -> OutgoingMessage {
@@ -111,14 +100,6 @@ impl Running {
             }
         };
         Running::serve(broker, Some(dir), configure).await
-    }
-
-    fn dead_letters(&self) -> DeadLettersClient<Channel> {
-        DeadLettersClient::new(self.channel.clone())
-    }
-
-    fn consumer(&self) -> ConsumerClient<Channel> {
-        ConsumerClient::new(self.channel.clone())
     }
 
     fn tracked(&self, queue: &str) -> usize {

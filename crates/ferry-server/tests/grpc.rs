@@ -5,15 +5,13 @@
 use std::time::Duration;
 
 use ferry_proto::v1::{
-    self, admin_client::AdminClient, consume_request, consume_response,
-    consumer_client::ConsumerClient, dead_letters_client::DeadLettersClient,
-    groups_client::GroupsClient, publisher_client::PublisherClient,
+    self, consume_request, consume_response, dead_letters_client::DeadLettersClient,
+    groups_client::GroupsClient,
 };
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
-use tonic::transport::Channel;
 
 mod support;
 
@@ -23,16 +21,6 @@ impl Running {
     async fn start() -> Running {
         let (broker, dir) = support::fresh_broker().await;
         Running::serve(broker, Some(dir), |server| server).await
-    }
-
-    fn admin(&self) -> AdminClient<Channel> {
-        AdminClient::new(self.channel.clone())
-    }
-    fn publisher(&self) -> PublisherClient<Channel> {
-        PublisherClient::new(self.channel.clone())
-    }
-    fn consumer(&self) -> ConsumerClient<Channel> {
-        ConsumerClient::new(self.channel.clone())
     }
 }
 

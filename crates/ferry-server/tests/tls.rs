@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::{self, admin_client::AdminClient};
 use ferry_server::{LocalServer, TlsConfig};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use ferry_testkit::TestPki;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -25,17 +25,12 @@ struct Pki {
 }
 
 fn pki() -> Pki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let cert = params.signed_by(&key, &ca).unwrap();
+    let pki = TestPki::generate();
     Pki {
-        ca_pem: ca.pem(),
-        ca_der: ca.der().clone(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_pem: pki.ca_pem,
+        ca_der: CertificateDer::from(pki.ca_der),
+        cert_pem: pki.cert_pem,
+        key_pem: pki.key_pem,
     }
 }
 

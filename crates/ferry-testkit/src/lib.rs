@@ -7,7 +7,8 @@
 //! - [`names`]: names no other run, process or call used, for engines that keep what earlier
 //!   runs made;
 //! - [`killed_child`]: the crash tests' child processes, SIGKILLed at a chosen moment;
-//! - [`small_fs`]: a small tmpfs for disk-full and read-only cases.
+//! - [`small_fs`]: a small tmpfs for disk-full and read-only cases;
+//! - `pki` (feature `pki`): a CA and a server certificate made at test time.
 //!
 //! Dev-only: suites take it as a dev-dependency and nothing ships with it.
 
@@ -15,9 +16,13 @@ pub mod ci;
 pub mod engine;
 pub mod killed_child;
 pub mod names;
+#[cfg(feature = "pki")]
+pub mod pki;
 pub mod small_fs;
 
 pub use ci::skip_or_fail;
 pub use engine::url_or_skip;
 pub use names::{fresh, fresh_ident};
+#[cfg(feature = "pki")]
+pub use pki::TestPki;
 pub use small_fs::SmallFs;

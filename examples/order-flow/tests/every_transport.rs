@@ -30,23 +30,17 @@ fn on_the_embedded_broker() {
 fn on_a_ferry_server() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (addr, stop, served) = runtime.block_on(async {
+    let server = runtime.block_on(async {
         let broker = ferry_broker::Broker::open(dir.path(), Default::default())
             .await
             .unwrap();
-        let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+        ferry_server::Server::new(broker)
+            .start_local()
             .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(ferry_server::serve(broker, listener, async {
-            let _ = stopped.await;
-        }));
-        (addr, stop, served)
+            .unwrap()
     });
-    run(&format!("ferry://{addr}"));
-    let _ = stop.send(());
-    runtime.block_on(served).unwrap().unwrap();
+    run(&format!("ferry://{}", server.grpc_addr()));
+    runtime.block_on(server.stop()).unwrap();
 }
 
 #[test]

@@ -113,17 +113,12 @@ async fn on_a_ferry_server() {
     let broker = ferry_broker::Broker::open(dir.path(), Default::default())
         .await
         .unwrap();
-    let listener = ferry_server::bind("127.0.0.1:0".parse().unwrap())
+    let server = ferry_server::Server::new(broker)
+        .start_local()
         .await
         .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(ferry_server::serve(broker, listener, async {
-        let _ = stopped.await;
-    }));
-    let summary = run(Some(format!("ferry://{addr}"))).await;
+    let summary = run(Some(format!("ferry://{}", server.grpc_addr()))).await;
     assert_eq!(summary.transport, "ferry server");
     assert_as_planned(&summary);
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
+    server.stop().await.unwrap();
 }

@@ -28,38 +28,17 @@ impl Server {
 
     /// The same with more `serve` arguments.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra)
-            .env_remove("FERRY_SERVER")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let (mut grpc, mut http) = (None, None);
-        while grpc.is_none() || http.is_none() {
-            let line = rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("ferry serve printed its addresses");
-            if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
-                grpc = Some(rest.split(',').next().unwrap().to_owned());
-            } else if let Some(rest) = line.strip_prefix("ferry: serving HTTP on http://") {
-                http = Some(rest.trim().to_owned());
-            }
-        }
+        let (child, lines) = spawn_serve(data_dir, extra);
+        let (grpc, http) = listening(
+            &lines,
+            "ferry: serving gRPC (ferry.v1) on ",
+            "ferry: serving HTTP on http://",
+            |_| {},
+        );
         Server {
             child,
-            grpc: format!("ferry://{}", grpc.unwrap()),
-            http: http.unwrap(),
+            grpc: format!("ferry://{grpc}"),
+            http,
         }
     }
 
@@ -123,6 +102,93 @@ impl Server {
         }
         panic!("ferry serve did not exit within 10 s");
     }
+}
+
+/// `ferry serve` on free ports with `extra` arguments, and its stdout a line at a time.
+pub fn spawn_serve(data_dir: &Path, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .env_remove("FERRY_SERVER")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Where `ferry serve` says it listens, `host:port` for gRPC and for HTTP, from the lines
+/// that begin with these prefixes; every line read goes through `check` first.
+pub fn listening(
+    lines: &mpsc::Receiver<String>,
+    grpc_prefix: &str,
+    http_prefix: &str,
+    check: impl Fn(&str),
+) -> (String, String) {
+    let (mut grpc, mut http) = (None, None);
+    while grpc.is_none() || http.is_none() {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("ferry serve printed its addresses");
+        check(&line);
+        if let Some(rest) = line.strip_prefix(grpc_prefix) {
+            grpc = Some(rest.split(',').next().unwrap().to_owned());
+        } else if let Some(rest) = line.strip_prefix(http_prefix) {
+            http = Some(rest.trim().to_owned());
+        }
+    }
+    (grpc.unwrap(), http.unwrap())
+}
+
+/// `ferry config check FILE`, with the environment given to the command.
+pub fn config_check(file: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command.args(["config", "check"]).arg(file);
+    command
+}
+
+/// The lines a `ferry serve` child prints up to the one that says it is ready
+/// (`Ctrl-C stops`); the child is killed then.
+pub fn lines_until_ready_then_kill(mut child: Child) -> Vec<String> {
+    let mut printed = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let last = line.contains("Ctrl-C stops");
+        printed.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    printed
+}
+
+/// One HTTP/1.1 request on a fresh connection with `headers` (each ending in `\r\n`);
+/// the status code and the whole response.
+pub fn http(addr: &str, headers: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, response)
 }
 
 impl Drop for Server {

@@ -8,7 +8,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferry_broker::{Broker, BrokerConfig};
-use ferry_server::{LocalServer, Server};
+use ferry_proto::v1::{
+    admin_client::AdminClient, consumer_client::ConsumerClient,
+    dead_letters_client::DeadLettersClient, publisher_client::PublisherClient,
+};
+use ferry_server::{LocalServer, Server, TokenGrant};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -61,6 +65,22 @@ impl Served {
         }
     }
 
+    pub fn admin(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.channel.clone())
+    }
+
+    pub fn publisher(&self) -> PublisherClient<Channel> {
+        PublisherClient::new(self.channel.clone())
+    }
+
+    pub fn consumer(&self) -> ConsumerClient<Channel> {
+        ConsumerClient::new(self.channel.clone())
+    }
+
+    pub fn dead_letters(&self) -> DeadLettersClient<Channel> {
+        DeadLettersClient::new(self.channel.clone())
+    }
+
     /// Stops the server, lets go of the channel and the broker (so the directory can be
     /// opened again) and checks serving ended cleanly within ten seconds.
     pub async fn stop(self) {
@@ -71,6 +91,15 @@ impl Served {
             .expect("the server stops")
             .unwrap();
     }
+}
+
+/// A token named `name` with `permissions` in their written form (`"publish:orders.*"`).
+pub fn grant(name: &str, token: &str, permissions: &[&str]) -> TokenGrant {
+    TokenGrant::new(
+        name,
+        token,
+        permissions.iter().map(|p| p.parse().unwrap()).collect(),
+    )
 }
 
 /// What came back from one HTTP exchange.
