@@ -199,15 +199,7 @@ fn run_child(
     checkpoint_ms: u64,
     kill_after: Duration,
 ) -> RoundOutcome {
-    let exe = std::env::current_exe().expect("current test binary");
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            CHILD_TEST_NAME,
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_ENV, dir)
+    let child = child_appender(dir)
         .env(CHILD_ROUND_ENV, round.to_string())
         .env(CHILD_THREADS_ENV, threads.to_string())
         .env(CHILD_CHECKPOINT_ENV, checkpoint_ms.to_string())
@@ -277,6 +269,21 @@ fn run_child(
 }
 
 /// What the parent knows about one directory across rounds.
+/// This test binary again, running only the child appender on the log in `dir`.
+fn child_appender(dir: &Path) -> Command {
+    let exe = std::env::current_exe().expect("current test binary");
+    let mut command = Command::new(exe);
+    command
+        .args([
+            "--exact",
+            CHILD_TEST_NAME,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR_ENV, dir);
+    command
+}
+
 #[derive(Default)]
 struct DirState {
     /// Every record seen at the last verification, by offset.
@@ -287,17 +294,7 @@ struct DirState {
 
 fn assert_same_record(got: &Record, id: Id) {
     let want = derive(id);
-    assert_eq!(
-        got.value, want.value,
-        "value of {id:?} at offset {}",
-        got.offset
-    );
-    assert_eq!(got.key, want.key, "key of {id:?} at offset {}", got.offset);
-    assert_eq!(
-        got.headers, want.headers,
-        "headers of {id:?} at offset {}",
-        got.offset
-    );
+    common::assert_same_content(got, &want, &format!("{id:?}"));
     if let Some(ts) = want.timestamp {
         assert_eq!(
             got.timestamp, ts,
@@ -398,15 +395,7 @@ fn verify(dir: &Path, state: &mut DirState, label: &str) -> String {
 
 #[test]
 fn sigkill_during_appends_loses_no_acknowledged_record_and_leaves_no_garbage() {
-    let seed = std::env::var("FERRY_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = common::seed_from_env("FERRY_CRASH_SEED");
     println!("crash test seed {seed} (replay with FERRY_CRASH_SEED={seed})");
     let mut rng = Rng::new(seed);
     let root = tempfile::tempdir().unwrap();
@@ -475,15 +464,7 @@ fn sigkill_during_appends_loses_no_acknowledged_record_and_leaves_no_garbage() {
 #[test]
 fn second_process_is_refused_with_the_holders_pid_until_the_holder_dies() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().expect("current test binary");
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            CHILD_TEST_NAME,
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_ENV, dir.path())
+    let child = child_appender(dir.path())
         .env(CHILD_ROUND_ENV, "0")
         .env(CHILD_THREADS_ENV, "1")
         .env(CHILD_CHECKPOINT_ENV, "1000")

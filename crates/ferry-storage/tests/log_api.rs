@@ -162,11 +162,11 @@ fn segments_roll_by_age_with_the_injected_clock() {
     assert_eq!(log.segment_count(), 2);
 }
 
-#[test]
-fn retention_deletes_whole_segments_by_size_age_and_watermark() {
-    let dir = tempfile::tempdir().unwrap();
+/// A log in `dir` with 400 records of 60 bytes, one a second from time 0 (each stamped
+/// with its append time), on a clock left at the last append.
+fn four_hundred_seconds(dir: &std::path::Path) -> Log {
     let clock = ManualClock::new(0);
-    let log = Log::open_with_clock(dir.path(), small_config(), Arc::new(clock.clone())).unwrap();
+    let log = Log::open_with_clock(dir, small_config(), Arc::new(clock.clone())).unwrap();
     for i in 0..400 {
         clock.set(i as i64 * 1000);
         log.append(vec![
@@ -174,6 +174,13 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
         ])
         .unwrap();
     }
+    log
+}
+
+#[test]
+fn retention_deletes_whole_segments_by_size_age_and_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = four_hundred_seconds(dir.path());
     let segments = log.segment_count();
     assert!(segments > 5);
 
@@ -238,15 +245,7 @@ fn retention_deletes_whole_segments_by_size_age_and_watermark() {
 #[test]
 fn the_start_after_retention_is_predicted_without_deleting() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(0);
-    let log = Log::open_with_clock(dir.path(), small_config(), Arc::new(clock.clone())).unwrap();
-    for i in 0..400 {
-        clock.set(i as i64 * 1000);
-        log.append(vec![
-            NewRecord::new(vec![1u8; 60]).with_timestamp(i as i64 * 1000),
-        ])
-        .unwrap();
-    }
+    let log = four_hundred_seconds(dir.path());
     let everything = RetentionPolicy {
         max_bytes: Some(1),
         ..Default::default()

@@ -24,15 +24,7 @@ use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, RecoveryRepor
 // Randomness with printed seeds.
 
 fn seed_for(test: &str) -> u64 {
-    let seed = std::env::var("FERRY_TORN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = common::seed_from_env("FERRY_TORN_SEED");
     // Captured by the test harness and shown only when the test fails.
     println!("{test}: seed {seed} (replay with FERRY_TORN_SEED={seed})");
     seed
@@ -266,17 +258,7 @@ fn build(seed: u64, crash: bool) -> Fixture {
 }
 
 fn assert_record(got: &Record, want: &NewRecord, label: &str) {
-    assert_eq!(
-        got.value, want.value,
-        "{label}: value at offset {}",
-        got.offset
-    );
-    assert_eq!(got.key, want.key, "{label}: key at offset {}", got.offset);
-    assert_eq!(
-        got.headers, want.headers,
-        "{label}: headers at offset {}",
-        got.offset
-    );
+    common::assert_same_content(got, want, label);
     assert_eq!(
         Some(got.timestamp),
         want.timestamp,

@@ -6,12 +6,13 @@
 
 #![cfg(feature = "redis")]
 
+mod middleware_support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry::breaker::{BreakerConfig, CircuitBreaker};
-use ferry::inbox::{Claim, DedupStore};
 use ferry::message::reason;
 use ferry::middleware::dedup::DedupLayer;
 use ferry::middleware::rate_limit::RateLimitLayer;
@@ -21,38 +22,12 @@ use ferry::{
     Backoff, ConsumerOptions, DeliveryPolicy, Destination, Ferry, Message, QueueDecl, Source,
 };
 use ferry_testkit::fresh;
+use middleware_support::MemoryStore;
 
 /// A connection, or `None` (said loudly) when no Redis answers outside CI.
 async fn connect() -> Option<Ferry> {
     let url = ferry_testkit::url_or_skip("Redis", "FERRY_REDIS_URL", "redis://127.0.0.1:6379/0")?;
     Some(Ferry::connect(&url).await.expect("connect to Redis"))
-}
-
-/// A dedup store in memory.
-#[derive(Default)]
-struct MemoryStore(Mutex<HashMap<String, Claim>>);
-
-#[async_trait::async_trait]
-impl DedupStore for MemoryStore {
-    async fn begin(&self, key: &str, _hold: Duration) -> ferry::Result<Claim> {
-        let mut state = self.0.lock().unwrap();
-        Ok(match state.get(key) {
-            Some(Claim::Done) => Claim::Done,
-            Some(_) => Claim::InProgress,
-            None => {
-                state.insert(key.to_owned(), Claim::InProgress);
-                Claim::Fresh
-            }
-        })
-    }
-    async fn complete(&self, key: &str, _window: Duration) -> ferry::Result<()> {
-        self.0.lock().unwrap().insert(key.to_owned(), Claim::Done);
-        Ok(())
-    }
-    async fn abandon(&self, key: &str) -> ferry::Result<()> {
-        self.0.lock().unwrap().remove(key);
-        Ok(())
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

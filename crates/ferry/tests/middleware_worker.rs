@@ -2,13 +2,14 @@
 //! the dead-letter queue and why, retry before poison, panics, duplicates, the breaker's
 //! deferrals, and a graceful stop.
 
+mod middleware_support;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-use ferry::inbox::{Claim, DedupStore};
 use ferry::message::reason;
 use ferry::middleware::dedup::DedupLayer;
 use ferry::middleware::retry::RetryLayer;
@@ -17,6 +18,7 @@ use ferry::{
     Backoff, ConsumerOptions, DeadLetterInfo, DeliveryPolicy, Destination, Error, Ferry, Message,
     QueueDecl, Source,
 };
+use middleware_support::MemoryStore;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -336,33 +338,6 @@ async fn a_panicking_handler_is_nacked_with_the_panic_text_and_the_worker_goes_o
     assert_eq!(info.reason, reason::MAX_DELIVERIES, "nacked, not rejected");
     let error = info.last_error.as_deref().unwrap_or_default();
     assert!(error.contains("cannot parse order `bad`"), "{error}");
-}
-
-/// A dedup store in memory.
-#[derive(Default)]
-struct MemoryStore(Mutex<HashMap<String, Claim>>);
-
-#[async_trait::async_trait]
-impl DedupStore for MemoryStore {
-    async fn begin(&self, key: &str, _hold: Duration) -> ferry::Result<Claim> {
-        let mut state = self.0.lock().unwrap();
-        Ok(match state.get(key) {
-            Some(Claim::Done) => Claim::Done,
-            Some(_) => Claim::InProgress,
-            None => {
-                state.insert(key.to_owned(), Claim::InProgress);
-                Claim::Fresh
-            }
-        })
-    }
-    async fn complete(&self, key: &str, _window: Duration) -> ferry::Result<()> {
-        self.0.lock().unwrap().insert(key.to_owned(), Claim::Done);
-        Ok(())
-    }
-    async fn abandon(&self, key: &str) -> ferry::Result<()> {
-        self.0.lock().unwrap().remove(key);
-        Ok(())
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ use ferry::saga::{
     Command, CrashSite, Kind, Orchestrator, Outcome, Point, SagaDefinition, SagaStore,
     SqliteSagaStore, Status, Step, command_id,
 };
-use ferry::{Error, Ferry};
+use ferry::Error;
 use saga_support::{Act, Behaviour, ManualClock, Shop, always, assert_status, eventually};
 use serde_json::json;
 use tempfile::TempDir;
@@ -29,13 +29,7 @@ struct World {
 
 async fn world(what: &str, dedup: bool, behaviour: Behaviour) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let ferry = Ferry::connect(&format!("embedded:{}", dir.path().join("broker").display()))
-        .await
-        .unwrap();
-    let store = SqliteSagaStore::open(dir.path().join("sagas.db"))
-        .await
-        .unwrap();
-    store.install().await.unwrap();
+    let (ferry, store) = saga_support::embedded_with_store(dir.path()).await;
     store.install().await.expect("install is idempotent");
     let shop = Shop::open(ferry, what, dedup, behaviour).await;
     World {

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry::Ferry;
-use ferry::saga::{Command, Kind, Orchestrator, SagaStore, SqliteSagaStore, Status};
+use ferry::saga::{Command, Kind, Orchestrator, Status};
 use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use saga_support::{Act, Behaviour, ManualClock, Shop, assert_status, eventually};
 use serde_json::json;
@@ -73,13 +72,7 @@ async fn sagas_count_starts_completions_failures_and_timeouts() {
         }
     });
     let dir = tempfile::tempdir().unwrap();
-    let ferry = Ferry::connect(&format!("embedded:{}", dir.path().join("broker").display()))
-        .await
-        .unwrap();
-    let store = SqliteSagaStore::open(dir.path().join("sagas.db"))
-        .await
-        .unwrap();
-    store.install().await.unwrap();
+    let (ferry, store) = saga_support::embedded_with_store(dir.path()).await;
     let shop = Shop::open(ferry, "metrics", true, behaviour).await;
     let clock = ManualClock::new();
     let orchestrator = Orchestrator::new(

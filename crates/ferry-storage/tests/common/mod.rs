@@ -51,3 +51,33 @@ pub fn fsync_config() -> LogConfig {
         ..small_config()
     }
 }
+
+/// `got` holds what `want` wrote: its value, key and headers (the timestamp is the
+/// caller's to check, as what a record without one gets differs by test).
+pub fn assert_same_content(got: &ferry_storage::Record, want: &NewRecord, label: &str) {
+    assert_eq!(
+        got.value, want.value,
+        "{label}: value at offset {}",
+        got.offset
+    );
+    assert_eq!(got.key, want.key, "{label}: key at offset {}", got.offset);
+    assert_eq!(
+        got.headers, want.headers,
+        "{label}: headers at offset {}",
+        got.offset
+    );
+}
+
+/// The seed in the environment variable `var` (to replay a run), else one from the clock.
+/// The caller prints it, so a failing run can be replayed.
+pub fn seed_from_env(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(all(feature = "sqlite", feature = "embedded"))]
+use ferry::saga::SagaStore;
 use ferry::saga::{
     Clock, Command, Kind, Outcome, SagaDefinition, SagaOptions, SagaState, Status, Step,
 };
@@ -14,6 +16,20 @@ use ferry::{ConsumerOptions, DeliveryPolicy, Ferry, QueueDecl, Source};
 use ferry_testkit::fresh;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+/// The embedded broker in `dir/broker` and an installed SQLite saga store in
+/// `dir/sagas.db`: the saga tests that need no service.
+#[cfg(all(feature = "sqlite", feature = "embedded"))]
+pub async fn embedded_with_store(dir: &std::path::Path) -> (Ferry, ferry::saga::SqliteSagaStore) {
+    let ferry = Ferry::connect(&format!("embedded:{}", dir.join("broker").display()))
+        .await
+        .unwrap();
+    let store = ferry::saga::SqliteSagaStore::open(dir.join("sagas.db"))
+        .await
+        .unwrap();
+    store.install().await.unwrap();
+    (ferry, store)
+}
 
 /// The steps of the order saga: (name, has a compensation).
 pub const STEPS: [(&str, bool); 3] = [("reserve", true), ("charge", true), ("confirm", false)];
