@@ -39,7 +39,7 @@ fn config() -> AuthConfig {
 
 mod support;
 
-use support::{Served as Running, grant};
+use support::{GrpcClients, Served as Running, grant};
 
 impl Running {
     async fn start() -> Running {

@@ -41,7 +41,7 @@ fn config() -> AuthConfig {
 
 mod support;
 
-use support::{Served as Running, grant};
+use support::{GrpcClients, Served as Running, grant};
 
 /// A message with a secret `authorization` header and an ordinary `tenant` one.
 fn secret_message() -> OutgoingMessage {

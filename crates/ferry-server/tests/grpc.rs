@@ -15,7 +15,7 @@ use tonic::Code;
 
 mod support;
 
-use support::Served as Running;
+use support::{GrpcClients, Served as Running};
 
 impl Running {
     async fn start() -> Running {

@@ -4,18 +4,14 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 
-use ferry_proto::v1::{
-    self, admin_client::AdminClient, consumer_client::ConsumerClient,
-    dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
-    publisher_client::PublisherClient,
-};
+use ferry_proto::v1;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 pub const MIB: usize = 1 << 20;
 
-pub use crate::support::Served as Running;
+pub use crate::support::{GrpcClients, Served as Running};
 
 impl Running {
     pub async fn start() -> Running {
@@ -86,21 +82,9 @@ pub struct Fixture {
     pub ready: Vec<(String, String)>,
 }
 
-impl Fixture {
-    pub fn admin(&self) -> AdminClient<Channel> {
-        AdminClient::new(self.channel.clone())
-    }
-    pub fn publisher(&self) -> PublisherClient<Channel> {
-        PublisherClient::new(self.channel.clone())
-    }
-    pub fn consumer(&self) -> ConsumerClient<Channel> {
-        ConsumerClient::new(self.channel.clone())
-    }
-    pub fn dead_letters(&self) -> DeadLettersClient<Channel> {
-        DeadLettersClient::new(self.channel.clone())
-    }
-    pub fn groups(&self) -> GroupsClient<Channel> {
-        GroupsClient::new(self.channel.clone())
+impl GrpcClients for Fixture {
+    fn grpc_channel(&self) -> Channel {
+        self.channel.clone()
     }
 }
 

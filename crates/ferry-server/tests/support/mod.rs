@@ -10,7 +10,8 @@ use std::time::Duration;
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_proto::v1::{
     admin_client::AdminClient, consumer_client::ConsumerClient,
-    dead_letters_client::DeadLettersClient, publisher_client::PublisherClient,
+    dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
+    publisher_client::PublisherClient,
 };
 use ferry_server::{LocalServer, Server, TokenGrant};
 use tempfile::TempDir;
@@ -65,22 +66,6 @@ impl Served {
         }
     }
 
-    pub fn admin(&self) -> AdminClient<Channel> {
-        AdminClient::new(self.channel.clone())
-    }
-
-    pub fn publisher(&self) -> PublisherClient<Channel> {
-        PublisherClient::new(self.channel.clone())
-    }
-
-    pub fn consumer(&self) -> ConsumerClient<Channel> {
-        ConsumerClient::new(self.channel.clone())
-    }
-
-    pub fn dead_letters(&self) -> DeadLettersClient<Channel> {
-        DeadLettersClient::new(self.channel.clone())
-    }
-
     /// Stops the server, lets go of the channel and the broker (so the directory can be
     /// opened again) and checks serving ended cleanly within ten seconds.
     pub async fn stop(self) {
@@ -90,6 +75,37 @@ impl Served {
             .await
             .expect("the server stops")
             .unwrap();
+    }
+}
+
+/// The `ferry.v1` clients over a test's gRPC channel.
+pub trait GrpcClients {
+    fn grpc_channel(&self) -> Channel;
+
+    fn admin(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.grpc_channel())
+    }
+
+    fn publisher(&self) -> PublisherClient<Channel> {
+        PublisherClient::new(self.grpc_channel())
+    }
+
+    fn consumer(&self) -> ConsumerClient<Channel> {
+        ConsumerClient::new(self.grpc_channel())
+    }
+
+    fn dead_letters(&self) -> DeadLettersClient<Channel> {
+        DeadLettersClient::new(self.grpc_channel())
+    }
+
+    fn groups(&self) -> GroupsClient<Channel> {
+        GroupsClient::new(self.grpc_channel())
+    }
+}
+
+impl GrpcClients for Served {
+    fn grpc_channel(&self) -> Channel {
+        self.channel.clone()
     }
 }
 
