@@ -9,6 +9,16 @@ use std::time::Duration;
 
 pub use ferry_storage::Durability;
 
+/// What is wrong with a durability setting of a queue or a topic, if anything.
+pub(crate) fn durability_problem(durability: Durability) -> Option<&'static str> {
+    match durability {
+        Durability::Interval(interval) if interval.is_zero() => Some(
+            "an Interval durability needs a positive interval; use Fsync to sync every publish",
+        ),
+        _ => None,
+    }
+}
+
 use crate::error::{BrokerError, Result, human};
 use crate::message::millis;
 use crate::name::Name;
@@ -173,15 +183,8 @@ impl QueueSpec {
             );
         }
         self.validate_length_limit()?;
-        if let Durability::Interval(interval) = self.durability
-            && interval.is_zero()
-        {
-            return bad(
-                "durability",
-                "an Interval durability needs a positive interval; use Fsync to sync every \
-                 publish"
-                    .into(),
-            );
+        if let Some(problem) = durability_problem(self.durability) {
+            return bad("durability", problem.into());
         }
         if self.dead_letter_retention.is_zero()
             || self.dead_letter_retention > Self::MAX_DEAD_LETTER_RETENTION

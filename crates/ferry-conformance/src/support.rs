@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use ferry::{
-    Backoff, Consumer, ConsumerOptions, Delivery, DeliveryPolicy, Ferry, QueueDecl, Source,
+    Backoff, Consumer, ConsumerOptions, Delivery, DeliveryPolicy, Destination, Ferry, Message,
+    QueueDecl, Source,
 };
 
 pub type CheckResult = Result<(), String>;
@@ -138,4 +139,32 @@ pub async fn nothing_more(consumer: &mut Consumer, window: Duration) -> CheckRes
             ));
         }
     }
+}
+
+/// The start of every check about leases: a queue with a 1 s lease holding one message, two
+/// consumers on it, and the first one's delivery of that message.
+pub struct OneLeased {
+    pub id: String,
+    pub first: Consumer,
+    pub second: Consumer,
+    pub held: Delivery,
+}
+
+/// Declares the queue, publishes `payload`, and lets the first consumer take it.
+pub async fn one_leased(ferry: &Ferry, check: &str, payload: &str) -> Result<OneLeased, String> {
+    let name = queue(ferry, check, |q| q.delivery.lease = Duration::from_secs(1)).await?;
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new(payload.to_owned()))
+        .await
+        .during("publish")?;
+    let mut first = consumer(ferry, Source::queue(&name)).await?;
+    let second = consumer(ferry, Source::queue(&name)).await?;
+    let held = next(&mut first, Duration::from_secs(15)).await?;
+    Ok(OneLeased {
+        id,
+        first,
+        second,
+        held,
+    })
 }

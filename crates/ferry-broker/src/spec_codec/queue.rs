@@ -135,6 +135,26 @@ mod tests {
     use super::*;
     use crate::spec::Durability;
 
+    /// A spec with a value other than the default wherever the text form has a choice.
+    fn unusual() -> QueueSpec {
+        let mut spec = QueueSpec {
+            dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
+            default_ttl: Some(Duration::from_nanos(1_500_000_123)),
+            priority_levels: 10,
+            lower_priority_share: 0.1 + 0.2,
+            ordering: OrderingMode::KeyShared,
+            durability: Durability::Interval(Duration::from_millis(250)),
+            ..QueueSpec::default()
+        };
+        spec.retry.backoff.multiplier = 1.7;
+        spec.length_limit = LengthLimit {
+            max_messages: Some(10),
+            max_bytes: None,
+            overflow: OverflowPolicy::DeadLetterHead,
+        };
+        spec
+    }
+
     #[test]
     fn a_spec_stored_by_earlier_versions_reads_and_writes_the_same() {
         // The stored form existing broker directories hold: it must keep reading as the
@@ -158,42 +178,14 @@ mod tests {
             length_limit.overflow=dead_letter_head\n\
             durability=interval:0.250000000\n\
             dead_letter_retention=1209600.000000000\n";
-        let mut expected = QueueSpec {
-            dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
-            default_ttl: Some(Duration::from_nanos(1_500_000_123)),
-            priority_levels: 10,
-            lower_priority_share: 0.1 + 0.2,
-            ordering: OrderingMode::KeyShared,
-            durability: Durability::Interval(Duration::from_millis(250)),
-            ..QueueSpec::default()
-        };
-        expected.retry.backoff.multiplier = 1.7;
-        expected.length_limit = LengthLimit {
-            max_messages: Some(10),
-            max_bytes: None,
-            overflow: OverflowPolicy::DeadLetterHead,
-        };
+        let expected = unusual();
         assert_eq!(decode(stored.as_bytes()).unwrap(), expected);
         assert_eq!(encode(&expected), stored);
     }
 
     #[test]
     fn default_and_unusual_specs_round_trip() {
-        let mut odd = QueueSpec {
-            dead_letter: DeadLetter::Named(Name::new("graveyard").unwrap()),
-            default_ttl: Some(Duration::from_nanos(1_500_000_123)),
-            priority_levels: 10,
-            lower_priority_share: 0.1 + 0.2,
-            ordering: OrderingMode::KeyShared,
-            durability: Durability::Interval(Duration::from_millis(250)),
-            ..QueueSpec::default()
-        };
-        odd.retry.backoff.multiplier = 1.7;
-        odd.length_limit = LengthLimit {
-            max_messages: Some(10),
-            max_bytes: None,
-            overflow: OverflowPolicy::DeadLetterHead,
-        };
+        let odd = unusual();
         let exclusive = QueueSpec {
             ordering: OrderingMode::Exclusive,
             ..QueueSpec::default()

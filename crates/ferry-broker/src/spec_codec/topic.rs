@@ -101,6 +101,25 @@ mod tests {
     use super::*;
     use crate::topic::spec::Durability;
 
+    /// A spec with a value other than the default wherever the text form has a choice.
+    fn unusual() -> TopicSpec {
+        TopicSpec {
+            partitions: 1024,
+            retention: TopicRetention {
+                max_age: None,
+                max_bytes: Some(12_345),
+                overrides_subscriptions: true,
+            },
+            keyless: KeylessPlacement::RoundRobin,
+            durability: Durability::Interval(Duration::from_nanos(250_000_001)),
+            producer_state_window: Duration::from_millis(1),
+            compaction: Some(TopicCompaction {
+                tombstone_retention: Duration::from_nanos(1_500_000_000),
+                min_lag: Duration::ZERO,
+            }),
+        }
+    }
+
     #[test]
     fn a_spec_stored_by_earlier_versions_reads_and_writes_the_same() {
         // The stored form existing broker directories hold: it must keep reading as the
@@ -116,42 +135,14 @@ mod tests {
             compaction=on\n\
             compaction.tombstone_retention=1.500000000\n\
             compaction.min_lag=0.000000000\n";
-        let expected = TopicSpec {
-            partitions: 1024,
-            retention: TopicRetention {
-                max_age: None,
-                max_bytes: Some(12_345),
-                overrides_subscriptions: true,
-            },
-            keyless: KeylessPlacement::RoundRobin,
-            durability: Durability::Interval(Duration::from_nanos(250_000_001)),
-            producer_state_window: Duration::from_millis(1),
-            compaction: Some(TopicCompaction {
-                tombstone_retention: Duration::from_nanos(1_500_000_000),
-                min_lag: Duration::ZERO,
-            }),
-        };
+        let expected = unusual();
         assert_eq!(decode(stored.as_bytes()).unwrap(), expected);
         assert_eq!(encode(&expected), stored);
     }
 
     #[test]
     fn default_and_unusual_specs_round_trip() {
-        let odd = TopicSpec {
-            partitions: 1024,
-            retention: TopicRetention {
-                max_age: None,
-                max_bytes: Some(12_345),
-                overrides_subscriptions: true,
-            },
-            keyless: KeylessPlacement::RoundRobin,
-            durability: Durability::Interval(Duration::from_nanos(250_000_001)),
-            producer_state_window: Duration::from_millis(1),
-            compaction: Some(TopicCompaction {
-                tombstone_retention: Duration::from_nanos(1_500_000_000),
-                min_lag: Duration::ZERO,
-            }),
-        };
+        let odd = unusual();
         let none = TopicSpec {
             durability: Durability::None,
             ..TopicSpec::with_partitions(3)

@@ -8,6 +8,7 @@ pub use ferry_storage::Durability;
 
 use crate::error::{BrokerError, Result, human};
 use crate::message::millis;
+use crate::spec::durability_problem;
 
 const DAY: u64 = 24 * 3600;
 
@@ -152,15 +153,8 @@ impl TopicSpec {
                 "must be positive; use None for no size bound".into(),
             );
         }
-        if let Durability::Interval(interval) = self.durability
-            && interval.is_zero()
-        {
-            return bad(
-                "durability",
-                "an Interval durability needs a positive interval; use Fsync to sync every \
-                 publish"
-                    .into(),
-            );
+        if let Some(problem) = durability_problem(self.durability) {
+            return bad("durability", problem.into());
         }
         if millis(self.producer_state_window) < 1
             || self.producer_state_window > Self::MAX_PRODUCER_STATE_WINDOW

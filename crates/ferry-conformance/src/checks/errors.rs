@@ -4,14 +4,13 @@
 //! drives one failing operation; the embedded and server transports derive their answers
 //! from the broker's one error classification, the others from their engine's errors.
 
-use std::time::Duration;
-
 use ferry::{Destination, Error, Ferry, Message, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 
 use super::{QUIET, WAIT};
 use crate::Target;
 use crate::support::{
-    CheckResult, Context, consumer, ensure, fresh_name, next, nothing_more, queue, quick_policy,
+    CheckResult, Context, OneLeased, consumer, ensure, fresh_name, next, nothing_more, one_leased,
+    queue, quick_policy,
 };
 
 /// An error's variant name, for messages that say what came instead.
@@ -108,18 +107,12 @@ pub(super) async fn settling_a_lease_taken_over_is_not_held(
     ferry: &Ferry,
     _: &Target,
 ) -> CheckResult {
-    let name = queue(ferry, "stale-ack", |q| {
-        q.delivery.lease = Duration::from_secs(1)
-    })
-    .await?;
-    ferry
-        .publisher(Destination::queue(&name))
-        .send(Message::new("slow"))
-        .await
-        .during("publish")?;
-    let mut first = consumer(ferry, Source::queue(&name)).await?;
-    let mut second = consumer(ferry, Source::queue(&name)).await?;
-    let held = next(&mut first, WAIT).await?;
+    let OneLeased {
+        first: _first,
+        mut second,
+        held,
+        ..
+    } = one_leased(ferry, "stale-ack", "slow").await?;
     // The first consumer's lease runs out; the second takes the message over and settles it.
     let taken_over = next(&mut second, WAIT).await?;
     taken_over

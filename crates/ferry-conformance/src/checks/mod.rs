@@ -25,8 +25,8 @@ use restart::restart_check;
 use crate::Target;
 use crate::report::{Outcome, Report};
 use crate::support::{
-    CheckResult, Context, consumer, consumer_with, ensure, fresh_name, next, nothing_more, queue,
-    quick_policy,
+    CheckResult, Context, OneLeased, consumer, consumer_with, ensure, fresh_name, next,
+    nothing_more, one_leased, queue, quick_policy,
 };
 
 pub(super) const WAIT: Duration = Duration::from_secs(15);
@@ -481,18 +481,12 @@ async fn reject_dead_letters_at_once(ferry: &Ferry, _: &Target) -> CheckResult {
 }
 
 async fn an_expired_lease_goes_to_another_consumer(ferry: &Ferry, _: &Target) -> CheckResult {
-    let name = queue(ferry, "lease", |q| {
-        q.delivery.lease = Duration::from_secs(1)
-    })
-    .await?;
-    let id = ferry
-        .publisher(Destination::queue(&name))
-        .send(Message::new("slow"))
-        .await
-        .during("publish")?;
-    let mut first = consumer(ferry, Source::queue(&name)).await?;
-    let mut second = consumer(ferry, Source::queue(&name)).await?;
-    let held = next(&mut first, WAIT).await?;
+    let OneLeased {
+        id,
+        first: _first,
+        mut second,
+        held,
+    } = one_leased(ferry, "lease", "slow").await?;
     let taken_at = Instant::now();
     // The first consumer hangs: it neither settles nor extends.
     let d = next(&mut second, WAIT).await?;
@@ -516,18 +510,12 @@ async fn an_expired_lease_goes_to_another_consumer(ferry: &Ferry, _: &Target) ->
 }
 
 async fn extend_keeps_a_delivery_hidden(ferry: &Ferry, _: &Target) -> CheckResult {
-    let name = queue(ferry, "extend", |q| {
-        q.delivery.lease = Duration::from_secs(1)
-    })
-    .await?;
-    ferry
-        .publisher(Destination::queue(&name))
-        .send(Message::new("long job"))
-        .await
-        .during("publish")?;
-    let mut first = consumer(ferry, Source::queue(&name)).await?;
-    let mut second = consumer(ferry, Source::queue(&name)).await?;
-    let held = next(&mut first, WAIT).await?;
+    let OneLeased {
+        first: _first,
+        mut second,
+        held,
+        ..
+    } = one_leased(ferry, "extend", "long job").await?;
     for _ in 0..4 {
         held.extend(Duration::from_secs(2)).await.during("extend")?;
         nothing_more(&mut second, Duration::from_millis(600)).await?;
