@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ferry::Error;
 use ferry::saga::{
     Command, CrashSite, Kind, Orchestrator, Outcome, Point, SagaDefinition, SagaStore,
     SqliteSagaStore, Status, Step, command_id,
 };
-use ferry::Error;
 use saga_support::{Act, Behaviour, ManualClock, Shop, always, assert_status, eventually};
 use serde_json::json;
 use tempfile::TempDir;
