@@ -90,10 +90,10 @@ mod topic;
 mod topology;
 
 pub use engine::{
-    Broker, BrokerConfig, CompactionStats, DiskSpace, GroupInfo, GroupJoin, GroupPartition,
-    MAX_PEEK, MaintenanceReport, PartitionLag, PeekedMessage, QueueInfo, QueueStats,
-    ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest, SkippedRange, StartAt,
-    StorageStats, SubscriptionInfo,
+    Broker, BrokerConfig, Checkpoint, CompactionStats, DiskSpace, GroupInfo, GroupJoin,
+    GroupPartition, MAX_PEEK, MaintenanceReport, PartitionLag, PeekedMessage, QueueInfo,
+    QueueStats, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest, SkippedRange,
+    StartAt, StorageStats, SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a

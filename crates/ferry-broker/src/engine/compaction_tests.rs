@@ -81,7 +81,7 @@ async fn after_compaction_reads_find_the_latest_value_of_each_key_and_nothing_ol
     broker.create_topic("t", compacted(1)).await.unwrap();
     publish_rounds(&broker).await;
     let before = broker.describe_topic("t").unwrap().partitions[0].bytes;
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.compaction.partitions, 1);
     assert_eq!(
         report.compaction.records_removed, LATEST_ROUND_START,
@@ -116,7 +116,7 @@ async fn compaction_runs_at_most_once_a_minute_per_partition() {
     broker.create_topic("t", compacted(1)).await.unwrap();
     assert_eq!(
         broker
-            .maintain_now(false)
+            .maintain_now(Checkpoint::WhenDue)
             .await
             .unwrap()
             .compaction
@@ -124,10 +124,10 @@ async fn compaction_runs_at_most_once_a_minute_per_partition() {
         1
     );
     publish_rounds(&broker).await;
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.compaction, CompactionStats::default());
     clock.advance(COMPACTION_INTERVAL_MS);
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.compaction.records_removed, LATEST_ROUND_START);
 }
 
@@ -146,7 +146,7 @@ async fn a_tombstone_stays_readable_for_its_grace_then_goes() {
             .await
             .unwrap();
     }
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(
         (
             report.compaction.records_removed,
@@ -160,11 +160,11 @@ async fn a_tombstone_stays_readable_for_its_grace_then_goes() {
     assert!(records[1].message.payload.is_empty(), "the tombstone");
     // Within the day, the tombstone stays.
     clock.advance(DAY_MS - 1);
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.compaction.partitions, 1);
     assert_eq!(report.compaction.records_removed, 0);
     clock.advance(COMPACTION_INTERVAL_MS);
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(
         (
             report.compaction.records_removed,
@@ -224,7 +224,7 @@ async fn a_group_consumer_reads_across_the_gaps() {
     let broker = open(dir.path(), &clock).await;
     broker.create_topic("t", compacted(1)).await.unwrap();
     publish_rounds(&broker).await;
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     let join = GroupJoin {
         session_timeout: Duration::from_secs(10),
         start: StartAt::Earliest,
@@ -270,7 +270,7 @@ async fn a_subscriptions_unsettled_messages_survive_compaction() {
         settled += got.len();
     }
     let in_flight = broker.receive("s", "c", 10, None, None).await.unwrap();
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(report.compaction.records_removed > 0, "{report:?}");
     // Everything from the first unsettled message on is still there.
     let kept = read_all(&broker, "t", 0);
@@ -324,7 +324,7 @@ async fn a_compacted_topic_reopens_with_its_setting_and_its_gaps() {
     };
     broker.create_topic("t", spec.clone()).await.unwrap();
     publish_rounds(&broker).await;
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     let before = broker.describe_topic("t").unwrap();
     drop(broker);
     let broker = open(dir.path(), &clock).await;
@@ -358,9 +358,9 @@ async fn min_lag_keeps_young_records_from_compaction() {
     };
     broker.create_topic("t", spec).await.unwrap();
     publish_rounds(&broker).await;
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.compaction.records_removed, 0);
     clock.advance(3600 * 1000);
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.compaction.records_removed, LATEST_ROUND_START);
 }

@@ -41,7 +41,7 @@ async fn a_checkpoint_larger_than_a_batch_is_written_in_parts() {
                 .unwrap();
         }
     }
-    let result = broker.maintain_now(true).await;
+    let result = broker.maintain_now(Checkpoint::Always).await;
     let still_usable = broker.describe_queue("q");
     assert!(
         result.is_ok() && still_usable.is_ok(),
@@ -131,7 +131,11 @@ async fn journal_growth_across_reopens_triggers_a_checkpoint() {
                 .remove(0);
             broker.ack("q", m.seq, m.token).await.unwrap();
         }
-        checkpoints += broker.maintain_now(false).await.unwrap().checkpoints;
+        checkpoints += broker
+            .maintain_now(Checkpoint::WhenDue)
+            .await
+            .unwrap()
+            .checkpoints;
         journal_bytes = broker.queue("q").unwrap().journal.size_bytes();
     }
     assert!(
@@ -180,7 +184,7 @@ async fn an_unjournaled_dead_letter_stays_settled_after_dlq_retention() {
     // Later the DLQ's segment fills (rolled by hand here) and retention runs.
     clock.advance(301_000);
     broker.queue("q.dlq").unwrap().messages.roll().unwrap();
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(report.deleted_segments >= 1, "{report:?}");
     drop(broker);
     let broker = open(dir.path(), &clock).await;

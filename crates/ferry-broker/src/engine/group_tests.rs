@@ -107,7 +107,7 @@ async fn a_crashed_members_uncommitted_records_go_to_the_next_owner() {
     clock.advance(5_000);
     broker.heartbeat("t", "g", &b.member_id).unwrap();
     clock.advance(5_000);
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     let b_now = broker.heartbeat("t", "g", &b.member_id).unwrap();
     assert_eq!(b_now.partitions, BTreeSet::from([0]));
     let again = broker.poll_group("t", "g", &b.member_id, 100).unwrap();

@@ -180,13 +180,23 @@ impl Queue {
     }
 }
 
+/// Which queues' journals [`Broker::maintain_now`] checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// Those grown by [`BrokerConfig::checkpoint_journal_bytes`](crate::BrokerConfig)
+    /// since their last checkpoint: what the timer task does.
+    WhenDue,
+    /// Every queue's, now (before a backup, or to bound the next restart's replay).
+    Always,
+}
+
 impl Broker {
-    /// Checkpoints every queue whose journal has grown past the configured size since its
-    /// last checkpoint (every queue with `force`), and applies retention to every queue's
-    /// logs and every topic's partitions (see `engine/topics.rs`). The timer task runs it
-    /// without `force` about once a second. A queue or topic that fails does not hold up the
-    /// others: every one is tried, then the first error is returned.
-    pub async fn maintain_now(&self, force: bool) -> Result<MaintenanceReport> {
+    /// Checkpoints the queues' journals that `checkpoint` says, and applies retention to
+    /// every queue's logs and every topic's partitions (see `engine/topics.rs`). The timer
+    /// task runs it with [`Checkpoint::WhenDue`] about once a second. A queue or topic that
+    /// fails does not hold up the others: every one is tried, then the first error is
+    /// returned.
+    pub async fn maintain_now(&self, checkpoint: Checkpoint) -> Result<MaintenanceReport> {
         let threshold = self.inner.config.checkpoint_journal_bytes;
         let mut report = MaintenanceReport::default();
         let mut first_error = None;
@@ -200,7 +210,7 @@ impl Broker {
         }
         for queue in self.queue_list().into_iter().filter(|q| !q.is_poisoned()) {
             let now_ms = self.now_ms();
-            let due = force || queue.lock().journal_bytes >= threshold;
+            let due = checkpoint == Checkpoint::Always || queue.lock().journal_bytes >= threshold;
             let result = async {
                 if due {
                     report.deleted(&queue.checkpoint(now_ms).await?);

@@ -132,14 +132,14 @@ async fn a_checkpointed_queue_reopens_like_one_that_replays_its_whole_journal() 
         let broker = open(dir.path(), &clock).await;
         busy_history(&broker).await;
         if checkpoint {
-            let first = broker.maintain_now(true).await.unwrap();
+            let first = broker.maintain_now(Checkpoint::Always).await.unwrap();
             assert_eq!(first.checkpoints, 2, "q and q.dlq");
             // Events after the checkpoint are replayed on top of it.
             broker
                 .publish("q", OutgoingMessage::new("f").with_key("f"))
                 .await
                 .unwrap();
-            let second = broker.maintain_now(true).await.unwrap();
+            let second = broker.maintain_now(Checkpoint::Always).await.unwrap();
             assert!(second.deleted_segments >= 1, "{second:?}");
             let q = broker.queue("q").unwrap();
             assert!(
@@ -246,11 +246,11 @@ async fn retention_deletes_settled_segments_outside_the_dedup_window_only() {
             }
         }
     }
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(report.deleted_segments, 0, "{report:?}");
     let head = head.unwrap();
     broker.ack("q", head.seq, head.token).await.unwrap();
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(report.deleted_segments >= 2, "{report:?}");
     let start = q.messages.start_offset();
     assert!(

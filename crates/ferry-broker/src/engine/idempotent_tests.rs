@@ -171,7 +171,7 @@ async fn producers_silent_longer_than_the_window_are_forgotten() {
         .unwrap();
     clock.advance(1_800_001);
     // Live: maintenance forgets p (silent for over an hour) but not q.
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     let p = broker
         .publish_idempotent("t", 0, "p", 7, vec![msg("p again")])
         .await

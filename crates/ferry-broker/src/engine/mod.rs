@@ -72,7 +72,7 @@ use timer_wake::TimerWake;
 pub use consume::ReceivedMessage;
 pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
-pub use housekeeping::MaintenanceReport;
+pub use housekeeping::{Checkpoint, MaintenanceReport};
 pub use peek::{MAX_PEEK, PeekedMessage};
 pub use queues::{QueueInfo, QueueStats};
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
@@ -428,7 +428,7 @@ async fn timer_task(broker: Weak<BrokerInner>, wake: Arc<TimerWake>) {
             last_housekeeping = tokio::time::Instant::now();
             // Nothing to hand an error to: a failed write poisons its queue (reported to
             // its callers); a failed delete is tried again next time.
-            let _ = broker.maintain_now(false).await;
+            let _ = broker.maintain_now(Checkpoint::WhenDue).await;
         }
         let now_ms = broker.now_ms();
         let sleep = broker

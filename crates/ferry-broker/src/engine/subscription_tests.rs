@@ -161,7 +161,7 @@ async fn subscriptions_survive_a_reopen_with_their_deliveries_and_cursors() {
     broker.publish_to_topic("t", batch).await.unwrap();
     let got = broker.receive("s", "c", 3, None, None).await.unwrap();
     broker.ack("s", got[0].seq, got[0].token).await.unwrap();
-    broker.maintain_now(true).await.unwrap();
+    broker.maintain_now(Checkpoint::Always).await.unwrap();
     drop(broker);
 
     let broker = open(dir.path(), &clock).await;
@@ -198,20 +198,20 @@ async fn topic_retention_keeps_what_a_subscription_has_not_settled() {
         let big = OutgoingMessage::new(vec![b'x'; 900]).with_header("n", i.to_string());
         broker.publish_to_topic("t", vec![big]).await.unwrap();
     }
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     let start = |b: &Broker| b.describe_topic("t").unwrap().partitions[0].start_offset;
     assert_eq!(start(&broker), 0, "the subscription holds every record");
     let head = broker.receive("s", "c", 1, None, None).await.unwrap();
     let rest = drain(&broker, "s").await;
     assert_eq!(rest.len(), 59);
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(
         start(&broker),
         0,
         "the unacked head still holds its segment"
     );
     broker.ack("s", head[0].seq, head[0].token).await.unwrap();
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(start(&broker) > 0, "settled: retention deletes");
 }
 
@@ -491,7 +491,7 @@ async fn retention_that_overrides_subscriptions_takes_their_unsettled_messages_a
         )
         .await
         .unwrap();
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     let start = broker.describe_topic("t").unwrap().partitions[0].start_offset;
     assert!(start >= 2, "retention deleted past both held messages");
 
@@ -519,7 +519,7 @@ async fn retention_that_overrides_subscriptions_takes_their_unsettled_messages_a
     let rest = drain(&broker, "s").await;
     assert_eq!(numbers(&rest), (start as usize..60).collect());
     assert_eq!(rest.len(), 60 - start as usize, "no duplicates");
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     check(&broker);
     drop(broker);
 
@@ -557,7 +557,7 @@ async fn acked_messages_are_not_delivered_again_after_retention_outran_the_saved
         assert_eq!(drain(&broker, "s").await.len(), 5);
         if round == 0 {
             // Saves the cursors (covering the first five), then applies retention.
-            broker.maintain_now(true).await.unwrap();
+            broker.maintain_now(Checkpoint::Always).await.unwrap();
         }
     }
     // Retention again, with no newer save of the cursors: the second five's references

@@ -55,14 +55,14 @@ async fn an_idle_temporary_queue_is_deleted_and_a_used_one_is_not() {
     let used = broker.create_temporary_queue("a", IDLE).await.unwrap();
     clock.advance(59_000);
     broker.describe_queue(used.as_str()).unwrap();
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(broker.list_queues().len(), 2, "not idle for 60 s yet");
     clock.advance(1_000);
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert_eq!(broker.list_queues(), std::slice::from_ref(&used));
     assert!(!Queue::dir(dir.path(), &idle).exists());
     clock.advance(60_000);
-    broker.maintain_now(false).await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(broker.list_queues().is_empty());
 }
 

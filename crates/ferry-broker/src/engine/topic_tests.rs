@@ -447,7 +447,7 @@ async fn retention_by_bytes_deletes_whole_oldest_segments_of_each_partition() {
         .unwrap();
     let before = broker.describe_topic("t").unwrap();
     assert!(before.partitions[0].bytes > 150_000, "{before:?}");
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(report.deleted_segments >= 2, "{report:?}");
     let after = broker.describe_topic("t").unwrap();
     let p0 = &after.partitions[0];
@@ -491,7 +491,11 @@ async fn retention_by_age_deletes_segments_whose_records_are_all_too_old() {
     fill(&broker, "t", 60).await;
     clock.advance(3_600_000);
     assert_eq!(
-        broker.maintain_now(false).await.unwrap().deleted_segments,
+        broker
+            .maintain_now(Checkpoint::WhenDue)
+            .await
+            .unwrap()
+            .deleted_segments,
         0
     );
     assert_eq!(
@@ -500,7 +504,7 @@ async fn retention_by_age_deletes_segments_whose_records_are_all_too_old() {
     );
     clock.advance(1);
     fill(&broker, "t", 1).await;
-    let report = broker.maintain_now(false).await.unwrap();
+    let report = broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
     assert!(report.deleted_segments >= 1, "{report:?}");
     let p0 = broker.describe_topic("t").unwrap().partitions[0].clone();
     assert!(p0.start_offset > 0 && p0.start_offset <= 60, "{p0:?}");

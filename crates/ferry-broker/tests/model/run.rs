@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_broker::{
-    Acked, Broker, BrokerConfig, BrokerError, DeadLetterReason, LeaseToken, MessageId,
+    Acked, Broker, BrokerConfig, BrokerError, Checkpoint, DeadLetterReason, LeaseToken, MessageId,
     OutgoingMessage, ReceivedMessage,
 };
 use ferry_storage::ManualClock;
@@ -420,7 +420,11 @@ impl Run {
             }
             Op::Reopen => self.reopen().await,
             Op::Checkpoint => {
-                let report = self.broker().maintain_now(true).await.expect("maintain");
+                let report = self
+                    .broker()
+                    .maintain_now(Checkpoint::Always)
+                    .await
+                    .expect("maintain");
                 prop_assert!(report.checkpoints >= 1, "{:?}", report);
             }
             Op::Park(k) => {

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_broker::{
-    Acked, Broker, BrokerError, GroupJoin, OrderingMode, OutgoingMessage, ReceivedMessage,
+    Acked, Broker, BrokerError, Checkpoint, GroupJoin, OrderingMode, OutgoingMessage,
+    ReceivedMessage,
 };
 use ferry_testkit::killed_child::{fail, now_ms, say, splitmix};
 
@@ -246,7 +247,14 @@ pub async fn maintain(broker: Broker, seed: u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
     loop {
         tokio::time::sleep(Duration::from_millis(20 + rng.u64(..80))).await;
-        match broker.maintain_now(rng.bool()).await {
+        match broker
+            .maintain_now(if rng.bool() {
+                Checkpoint::Always
+            } else {
+                Checkpoint::WhenDue
+            })
+            .await
+        {
             Ok(report) => say(&format!(
                 "MAINT {} {}\n",
                 report.checkpoints, report.deleted_segments
