@@ -14,7 +14,7 @@
 //! `engine/topics.rs`), and a compacted topic's partitions keep the latest record of each
 //! key (see `engine/topic_compaction.rs`).
 //!
-//! **Temporary queues** idle past their timeout are deleted (see `engine/temporary.rs`).
+//! **Temporary queues** idle past their timeout are deleted (see `engine/queue/temporary.rs`).
 //!
 //! All of it runs from the broker's timer task about once a second, and on demand through
 //! [`Broker::maintain_now`]. They block on file operations (roll, delete); both are short, and run on the calling thread like the engine's other blocking storage calls.

@@ -30,20 +30,14 @@
 //! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
-mod consume;
 mod disk_reserve;
 mod effects;
 mod groups;
 mod housekeeping;
-mod limits;
-mod peek;
 mod queue;
-mod queues;
 mod recovery;
-mod redrive;
 mod storage_stats;
 mod subscriptions;
-mod temporary;
 mod timer_wake;
 mod topic;
 mod topic_compaction;
@@ -64,18 +58,18 @@ use crate::queue::journal::JournalEvent;
 use crate::spec_codec;
 
 #[cfg(test)]
-use consume::MAX_CONSUMER_NAME_BYTES;
-use consume::check_consumer;
+use queue::MAX_CONSUMER_NAME_BYTES;
+use queue::check_consumer;
 use queue::{Incoming, Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
-pub use consume::ReceivedMessage;
 pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::{Checkpoint, MaintenanceReport};
-pub use peek::{MAX_PEEK, PeekedMessage};
-pub use queues::{QueueInfo, QueueStats};
-pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
+pub use queue::ReceivedMessage;
+pub use queue::{MAX_PEEK, PeekedMessage};
+pub use queue::{QueueInfo, QueueStats};
+pub use queue::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
 pub use subscriptions::{SkippedRange, SubscriptionInfo};
 pub use topic_compaction::CompactionStats;

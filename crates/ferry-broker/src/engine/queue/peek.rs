@@ -2,8 +2,8 @@
 //! A peek leases nothing, counts no delivery and changes no state; it reads the stored
 //! messages of the seqs the queue still tracks, in seq order, from a paging cursor.
 
-use super::Broker;
 use crate::RedriveFilter;
+use crate::engine::Broker;
 use crate::error::Result;
 use crate::message::Message;
 use crate::queue::state::Seq;
@@ -81,8 +81,8 @@ impl Broker {
 mod tests {
     use ferry_storage::ManualClock;
 
-    use super::super::tests::{T0, open, spec};
     use super::*;
+    use crate::engine::tests::{T0, open, spec};
     use crate::{DeadLetterReason, OutgoingMessage};
 
     #[tokio::test]

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use ferry_storage::MetaBatch;
 
-use super::queue::Queue;
-use super::{Broker, SPEC_PREFIX};
+use super::Queue;
+use crate::engine::{Broker, SPEC_PREFIX};
 use crate::error::{BrokerError, Result};
 use crate::name::Name;
 use crate::queue::state::QueueStateStats;
@@ -57,7 +57,7 @@ impl Broker {
 
     /// Creates a queue and, in the same metadata commit, `extra` entries: what makes the
     /// queue something more (a subscription) is on disk with it or not at all.
-    pub(super) async fn create_queue_with(
+    pub(in crate::engine) async fn create_queue_with(
         &self,
         name: &str,
         spec: QueueSpec,

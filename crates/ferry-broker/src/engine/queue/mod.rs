@@ -1,5 +1,9 @@
 //! One open queue: its two logs (messages and state journal), its in-memory delivery state
-//! and dedup window, and its recovery from those logs.
+//! and dedup window, and its recovery from those logs — and, in the modules below, the
+//! broker's operations on queues alone: declaring them (`admin`), consuming and settling
+//! (`consume`), length limits (`limits`), peeking (`peek`), redriving dead letters
+//! (`redrive`) and temporary queues (`temporary`). What a decision's effects do is in
+//! `engine/effects.rs`; the delivery state itself is the pure `crate::queue::state`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,8 +24,23 @@ use crate::queue::state::{QueueState, Seq, Tracked};
 use crate::spec::QueueSpec;
 use crate::subscription::{TopicRef, split_ref};
 
-use super::storage_stats::LogStatsByKind;
-use super::{BrokerConfig, max_record_bytes};
+use crate::engine::storage_stats::LogStatsByKind;
+use crate::engine::{BrokerConfig, max_record_bytes};
+
+mod admin;
+mod consume;
+mod limits;
+mod peek;
+mod redrive;
+mod temporary;
+
+pub use admin::{QueueInfo, QueueStats};
+#[cfg(test)]
+pub(crate) use consume::MAX_CONSUMER_NAME_BYTES;
+pub use consume::ReceivedMessage;
+pub(crate) use consume::check_consumer;
+pub use peek::{MAX_PEEK, PeekedMessage};
+pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 
 /// Read budget when scanning a log from its start.
 const SCAN_BYTES: usize = 1 << 20;
@@ -42,10 +61,10 @@ pub(crate) struct Queue {
     /// state in memory may disagree with the disk, and every operation on the queue is
     /// [`BrokerError::QueuePoisoned`] until the broker reopens.
     pub poisoned: Arc<OnceLock<String>>,
-    /// Set for a temporary queue (see `engine/temporary.rs`).
-    pub temporary: Option<super::temporary::Temporary>,
+    /// Set for a temporary queue (see `engine/queue/temporary.rs`).
+    pub temporary: Option<temporary::Temporary>,
     /// Set for a subscription: its topic, filter and cursors (see `engine/subscriptions.rs`).
-    pub source: OnceLock<Arc<super::subscriptions::Link>>,
+    pub source: OnceLock<Arc<crate::engine::subscriptions::Link>>,
     /// For a subscription, the references whose topic positions the saved cursors cover:
     /// message-log retention keeps everything from here on, so that a restart, which
     /// resumes after the highest reference on disk or the saved cursor, never references
@@ -226,7 +245,7 @@ impl Queue {
     }
 
     /// Ties this queue to its topic as a subscription; before recovery on open.
-    pub fn attach(&self, link: Arc<super::subscriptions::Link>) {
+    pub fn attach(&self, link: Arc<crate::engine::subscriptions::Link>) {
         let _ = self.source.set(link);
     }
 

@@ -22,8 +22,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Broker;
-use super::queue::{Incoming, Queue, durable};
+use super::{Incoming, Queue, durable};
+use crate::engine::Broker;
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
 use crate::name::Name;
@@ -86,7 +86,7 @@ pub struct RedriveReport {
 
 impl Broker {
     /// Moves dead letters out of the dead-letter queue `dlq`; see the
-    /// head comment of `engine/redrive.rs` for the rules.
+    /// head comment of `engine/queue/redrive.rs` for the rules.
     pub async fn redrive(&self, dlq: &str, request: RedriveRequest) -> Result<RedriveReport> {
         let dlq = self.queue(dlq)?;
         if !self.is_dead_letter_queue(dlq.name.as_str()) {

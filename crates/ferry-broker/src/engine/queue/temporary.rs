@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use super::Broker;
-use super::queue::Queue;
+use super::Queue;
+use crate::engine::Broker;
 use crate::error::{BrokerError, Result};
 use crate::message::millis;
 use crate::message_id::MessageId;
@@ -62,7 +62,7 @@ impl Queue {
 impl Broker {
     /// Creates a temporary queue owned by `owner`, deleted after `idle_timeout` (1 s to
     /// 1 day) without any operation on it, or when `owner` disconnects; returns its name
-    /// (`tmp.` and a ULID). See `engine/temporary.rs`.
+    /// (`tmp.` and a ULID). See `engine/queue/temporary.rs`.
     pub async fn create_temporary_queue(
         &self,
         owner: &str,
@@ -124,7 +124,7 @@ impl Broker {
     }
 
     /// Deletes temporary queues idle past their timeout; returns how many went.
-    pub(super) async fn delete_idle_temporary_queues(&self) -> Result<usize> {
+    pub(in crate::engine) async fn delete_idle_temporary_queues(&self) -> Result<usize> {
         let now_ms = self.now_ms();
         let idle: Vec<Name> = self
             .queue_list()

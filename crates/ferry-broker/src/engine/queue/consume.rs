@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::Broker;
-use super::queue::durable;
+use super::durable;
+use crate::engine::Broker;
 use crate::error::{BrokerError, Result};
 use crate::message::{Headers, millis};
 use crate::message_id::MessageId;
@@ -292,7 +292,7 @@ impl Broker {
 /// The longest consumer name, in bytes: it is journaled with every lease.
 pub const MAX_CONSUMER_NAME_BYTES: usize = 256;
 
-pub(super) fn check_consumer(consumer: &str) -> Result<()> {
+pub(crate) fn check_consumer(consumer: &str) -> Result<()> {
     // Prefetch caps, exclusive turns, leases and dead letters are all told apart by the
     // consumer's name; an empty one is almost always an unset field.
     if consumer.is_empty() {

@@ -10,7 +10,7 @@
 //! **Policies.** A publish (or a batch, taken whole) that would go over the limit is:
 //! - `RejectPublish`: refused with [`BrokerError::QueueFull`]; nothing is stored;
 //! - `DropHead`: admitted after the oldest messages not in flight are dropped (journaled
-//!   `Dropped`, counted in [`QueueStats::dropped`](super::QueueStats::dropped));
+//!   `Dropped`, counted in [`QueueStats::dropped`](crate::QueueStats::dropped));
 //! - `DeadLetterHead`: admitted after the oldest messages not in flight are moved to the
 //!   dead-letter queue with reason `overflow`.
 //!
@@ -23,9 +23,9 @@
 
 use std::sync::Arc;
 
-use super::effects::Effects;
-use super::queue::{Incoming, Inner, Queue, Room, durable, message_size};
-use super::{Broker, disk_reserve};
+use super::{Incoming, Inner, Queue, Room, durable, message_size};
+use crate::engine::effects::Effects;
+use crate::engine::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
 use crate::queue::journal::JournalEvent;
 use crate::queue::state::{Eviction, Seq};
@@ -109,7 +109,7 @@ fn admit(
 impl Broker {
     /// Stores messages into `queue` under its length limit (see the module docs); returns
     /// the seq of the first. Each message's dedup keys enter the window once it is stored.
-    pub(super) async fn store_limited(
+    pub(in crate::engine) async fn store_limited(
         &self,
         queue: &Arc<Queue>,
         messages: Vec<Incoming>,
