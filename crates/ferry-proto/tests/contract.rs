@@ -85,38 +85,81 @@ fn contract_lines() -> BTreeSet<String> {
     lines
 }
 
+/// What changed between the lock and the contract as it is now: `gone` are published parts
+/// that changed or disappeared (never allowed, blessed or not), `added` new parts.
+struct Change<'a> {
+    gone: Vec<&'a String>,
+    added: Vec<&'a String>,
+}
+
+fn change<'a>(locked: &'a BTreeSet<String>, now: &'a BTreeSet<String>) -> Change<'a> {
+    Change {
+        gone: locked.difference(now).collect(),
+        added: now.difference(locked).collect(),
+    }
+}
+
+/// The lock file's text for `lines`.
+fn lock_text(lines: &BTreeSet<String>) -> String {
+    let mut text = String::from(
+        "# Every field, enum value and rpc of ferry.v1 ever published; see tests/contract.rs.\n",
+    );
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
 #[test]
 fn the_contract_only_grows() {
     let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/ferry/v1/contract.lock");
     let now = contract_lines();
-    if std::env::var_os("FERRY_BLESS").is_some() {
-        let mut text = String::from(
-            "# Every field, enum value and rpc of ferry.v1 ever published; see tests/contract.rs.\n",
-        );
-        for line in &now {
-            text.push_str(line);
-            text.push('\n');
-        }
-        std::fs::write(&lock, text).unwrap();
-        return;
-    }
     let locked: BTreeSet<String> = std::fs::read_to_string(&lock)
-        .expect("contract.lock exists (FERRY_BLESS=1 writes it)")
+        .expect("contract.lock exists")
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(str::to_owned)
         .collect();
-    let gone: Vec<&String> = locked.difference(&now).collect();
+    let Change { gone, added } = change(&locked, &now);
+    // Checked before blessing too: a bless records additions, it never forgets a
+    // published part.
     assert!(
         gone.is_empty(),
         "published parts of ferry.v1 changed or disappeared (add new fields instead):\n{}",
         gone.iter().map(|l| format!("  {l}\n")).collect::<String>()
     );
-    let added: Vec<&String> = now.difference(&locked).collect();
+    if std::env::var_os("FERRY_BLESS").is_some() {
+        std::fs::write(&lock, lock_text(&now)).unwrap();
+        return;
+    }
     assert!(
         added.is_empty(),
         "new parts of ferry.v1: record them with FERRY_BLESS=1 cargo test -p ferry-proto:\n{}",
         added.iter().map(|l| format!("  {l}\n")).collect::<String>()
+    );
+}
+
+#[test]
+fn a_removed_or_renumbered_part_is_gone_and_a_new_one_is_added() {
+    let lock = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<BTreeSet<_>>();
+    let locked = lock(&[
+        "message A field x = 1: string",
+        "message A field y = 2: string",
+    ]);
+    let now = lock(&[
+        "message A field x = 1: string",
+        "message A field y = 3: string",
+        "message A field z = 4: string",
+    ]);
+    let Change { gone, added } = change(&locked, &now);
+    assert_eq!(gone, ["message A field y = 2: string"]);
+    assert_eq!(
+        added,
+        [
+            "message A field y = 3: string",
+            "message A field z = 4: string"
+        ]
     );
 }
 
