@@ -11,7 +11,7 @@
 //! Replay a run with `FERRY_CRASH_SEED=<seed printed on failure>`.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,6 +23,7 @@ use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, StorageError}
 
 mod common;
 use common::rng::{Rng, splitmix};
+use ferry_testkit::killed_child::{Kill, Killed, run_and_kill};
 
 const CHILD_DIR_ENV: &str = "FERRY_CRASH_CHILD_DIR";
 const CHILD_ROUND_ENV: &str = "FERRY_CRASH_ROUND";
@@ -199,49 +200,18 @@ fn run_child(
     checkpoint_ms: u64,
     kill_after: Duration,
 ) -> RoundOutcome {
-    let child = child_appender(dir)
-        .env(CHILD_ROUND_ENV, round.to_string())
-        .env(CHILD_THREADS_ENV, threads.to_string())
-        .env(CHILD_CHECKPOINT_ENV, checkpoint_ms.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn child");
-    let started = Instant::now();
-    let mut guard = ChildGuard(Some(child));
-    let child = guard.0.as_mut().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                // A line without its newline was cut by the kill: it was never fully said.
-                Ok(_) if line.last() != Some(&b'\n') => break,
-                Ok(_) => lines.push(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned()),
-            }
-        }
-        lines
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    std::thread::sleep(kill_after.saturating_sub(started.elapsed()));
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: plain syscall on the pid of a child we have not reaped yet.
-    let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
-    assert_eq!(rc, 0, "kill({pid}, SIGKILL) failed");
-    let status = child.wait().expect("wait for child");
-    guard.0 = None;
-    let lines = reader.join().unwrap();
-    let stderr = err_reader.join().unwrap();
+    let envs = [
+        (CHILD_DIR_ENV, dir.display().to_string()),
+        (CHILD_ROUND_ENV, round.to_string()),
+        (CHILD_THREADS_ENV, threads.to_string()),
+        (CHILD_CHECKPOINT_ENV, checkpoint_ms.to_string()),
+    ];
+    let Killed {
+        lines,
+        stderr,
+        status,
+        ..
+    } = run_and_kill(CHILD_TEST_NAME, &envs, Kill::AfterSpawn(kill_after));
     assert_eq!(
         status.signal(),
         Some(libc::SIGKILL),

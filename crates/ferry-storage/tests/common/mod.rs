@@ -68,16 +68,5 @@ pub fn assert_same_content(got: &ferry_storage::Record, want: &NewRecord, label:
     );
 }
 
-/// The seed in the environment variable `var` (to replay a run), else one from the clock.
-/// The caller prints it, so a failing run can be replayed.
-pub fn seed_from_env(var: &str) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
+/// The run's seed: `var` if set (to replay a run), else from the clock.
+pub use ferry_testkit::killed_child::seed_from_env;
