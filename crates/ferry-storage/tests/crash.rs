@@ -22,8 +22,8 @@ use bytes::Bytes;
 use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, StorageError};
 
 mod common;
-use common::rng::{Rng, splitmix};
-use ferry_testkit::killed_child::{Kill, Killed, run_and_kill};
+use common::rng::Rng;
+use ferry_testkit::killed_child::{Kill, Killed, run_and_kill, splitmix};
 
 const CHILD_DIR_ENV: &str = "FERRY_CRASH_CHILD_DIR";
 const CHILD_ROUND_ENV: &str = "FERRY_CRASH_ROUND";
@@ -365,7 +365,7 @@ fn verify(dir: &Path, state: &mut DirState, label: &str) -> String {
 
 #[test]
 fn sigkill_during_appends_loses_no_acknowledged_record_and_leaves_no_garbage() {
-    let seed = common::seed_from_env("FERRY_CRASH_SEED");
+    let seed = ferry_testkit::killed_child::seed_from_env("FERRY_CRASH_SEED");
     println!("crash test seed {seed} (replay with FERRY_CRASH_SEED={seed})");
     let mut rng = Rng::new(seed);
     let root = tempfile::tempdir().unwrap();

@@ -24,7 +24,7 @@ use ferry_storage::{Durability, Log, LogConfig, NewRecord, Record, RecoveryRepor
 // Randomness with printed seeds.
 
 fn seed_for(test: &str) -> u64 {
-    let seed = common::seed_from_env("FERRY_TORN_SEED");
+    let seed = ferry_testkit::killed_child::seed_from_env("FERRY_TORN_SEED");
     // Captured by the test harness and shown only when the test fails.
     println!("{test}: seed {seed} (replay with FERRY_TORN_SEED={seed})");
     seed

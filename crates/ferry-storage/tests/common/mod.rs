@@ -67,6 +67,3 @@ pub fn assert_same_content(got: &ferry_storage::Record, want: &NewRecord, label:
         got.offset
     );
 }
-
-/// The run's seed: `var` if set (to replay a run), else from the clock.
-pub use ferry_testkit::killed_child::seed_from_env;

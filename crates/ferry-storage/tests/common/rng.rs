@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use ferry_testkit::killed_child::splitmix;
+
 pub struct Rng(u64);
 
 impl Rng {
@@ -34,6 +36,3 @@ impl Rng {
         out
     }
 }
-
-/// The test kit's SplitMix64, so a seed derives the same values in every crash suite.
-pub use ferry_testkit::killed_child::splitmix;
