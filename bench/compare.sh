@@ -102,18 +102,8 @@ args+=(
 )
 "$FERRY_BENCH" "${args[@]}"
 
-echo "== cross-check: the engines' own tools"
-# Does the SDK client limit a peer? redis-benchmark pipelines XADD of 128-byte entries over
-# 4 connections, as the suite's publishers do; compare with the suite's publish rate.
-payload=$(head -c 128 /dev/zero | tr '\0' x)
-{
-  echo "redis-benchmark XADD, 128 B, 4 clients, pipeline 100 (redis-always):"
-  redis-benchmark -h 127.0.0.1 -p 6302 -n "$(python3 -c "print(max(1000, int(400000 * $SCALE)))")" \
-    -c 4 -P 100 -q XADD bench-crosscheck '*' f "$payload" 2>&1 | tr '\r' '\n' | grep -v '^$' | tail -1
-  echo "redis-benchmark XADD, 128 B, 4 clients, pipeline 100 (redis-default):"
-  redis-benchmark -h 127.0.0.1 -p 6301 -n "$(python3 -c "print(max(1000, int(400000 * $SCALE)))")" \
-    -c 4 -P 100 -q XADD bench-crosscheck '*' f "$payload" 2>&1 | tr '\r' '\n' | grep -v '^$' | tail -1
-} | tee "$OUT/crosscheck.txt"
+# Does the SDK limit a peer? Each engine's own tool, beside the suite's figure (see the script).
+OUT="$OUT" SCALE="$SCALE" REDIS_DEFAULT=127.0.0.1:6301 REDIS_ALWAYS=127.0.0.1:6302 bench/crosscheck.sh
 
 echo "== docs/benchmarks.md"
 python3 - "$OUT" <<'PY'
