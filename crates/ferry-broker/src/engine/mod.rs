@@ -67,7 +67,7 @@ pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::{Checkpoint, MaintenanceReport};
 pub use queue::ReceivedMessage;
-pub use queue::{MAX_PEEK, PeekedMessage};
+pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{QueueInfo, QueueStats};
 pub use queue::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
