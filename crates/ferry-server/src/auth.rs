@@ -23,6 +23,10 @@ pub enum Action {
     DeadLetters,
     /// Create, describe, list and delete; reset group offsets; add partitions.
     Admin,
+    /// Scrape `/metrics`, which shows the series of the names the pattern matches
+    /// (`metrics:#`: all of them). Apart from `admin` so that a scraper's token can read
+    /// every queue's depth without being able to delete one.
+    Metrics,
 }
 
 impl Action {
@@ -32,6 +36,7 @@ impl Action {
             Action::Consume => "consume",
             Action::DeadLetters => "dead_letters",
             Action::Admin => "admin",
+            Action::Metrics => "metrics",
         }
     }
 
@@ -57,7 +62,9 @@ impl fmt::Display for Action {
 pub enum AuthError {
     #[error("{given:?} is not a permission: write `<action>:<pattern>`, e.g. `publish:orders.*`")]
     MissingColon { given: String },
-    #[error("{given:?} is not an action: use publish, consume, dead_letters (or dlq) or admin")]
+    #[error(
+        "{given:?} is not an action: use publish, consume, dead_letters (or dlq), admin or metrics"
+    )]
     UnknownAction { given: String },
     #[error("an empty name pattern matches nothing: use `#` for every name")]
     EmptyPattern,
@@ -183,6 +190,7 @@ impl FromStr for Permission {
             "consume" => Action::Consume,
             "dead_letters" | "dlq" => Action::DeadLetters,
             "admin" => Action::Admin,
+            "metrics" => Action::Metrics,
             other => {
                 return Err(AuthError::UnknownAction {
                     given: other.to_owned(),
@@ -262,7 +270,12 @@ impl TokenGrant {
 /// | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
 /// | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
 /// | list queues, list topics | a valid token; only names it has `admin` on are listed |
-/// | `/healthz`, `/readyz`, `/metrics` | nothing |
+/// | `/metrics` | `metrics` on some name; only the series of names it has `metrics` on are shown (nothing, with [`Server::open_metrics`](crate::Server::open_metrics)) |
+/// | `/healthz`, `/readyz` | nothing |
+///
+/// **The token comes first.** A call without a valid token is refused before its body
+/// (HTTP) or message (gRPC) is read, so an unknown client cannot make the server buffer
+/// a request of up to the body or message limit.
 ///
 /// **Dead letters are guarded apart.** Dead-letter queues gather what failed from many
 /// places and are read by fewer people than the queues they serve, so reading them is
@@ -326,6 +339,11 @@ pub enum Refusal {
     },
     #[error("a batch of {messages} messages is over the limit of {max}: send smaller batches")]
     BatchTooLarge { messages: usize, max: usize },
+    #[error(
+        "token {token:?} may not read /metrics: grant it a permission like `metrics:#` \
+         (or `metrics:orders.#` for those names' series only)"
+    )]
+    NoMetrics { token: String },
     #[error(
         "token {token:?} may publish {rate} messages per second and has used them: \
          slow down and retry"
@@ -418,6 +436,25 @@ impl Gate {
             (None, _) => true,
             (Some(_), Some(grant)) => grant.allows(action, name),
             (Some(_), None) => false,
+        }
+    }
+
+    /// Whether `caller` may scrape `/metrics` at all: it holds some `metrics` permission
+    /// (always, on an open server). Which series it sees is [`Gate::may`] per name.
+    pub fn allow_metrics(&self, caller: Caller) -> Result<(), Refusal> {
+        match (&self.auth, self.grant(caller)) {
+            (None, _) => Ok(()),
+            (Some(_), Some(grant))
+                if grant
+                    .permissions
+                    .iter()
+                    .any(|p| p.action == Action::Metrics) =>
+            {
+                Ok(())
+            }
+            (Some(_), grant) => Err(Refusal::NoMetrics {
+                token: grant.map(|g| g.name.clone()).unwrap_or_default(),
+            }),
         }
     }
 

@@ -13,6 +13,7 @@ use ferry_proto::v1::{
 };
 use ferry_server::AuthConfig;
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -21,7 +22,9 @@ const ROOT: &str = "root-7f3c9a1e5b2d4c6f8a0b1c2d3e4f5a6b";
 const ORDERS: &str = "orders-4b1d8e2f6a9c3e5d7b0a2c4e6f8a1b3c";
 const METERED: &str = "metered-9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b";
 const WRONG: &str = "wrong-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
-const ALL_TOKENS: [&str; 4] = [ROOT, ORDERS, METERED, WRONG];
+const SCRAPER: &str = "scraper-5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a";
+const ORDERS_SCRAPER: &str = "orders-scraper-1a2b3c4d5e6f7a8b9c0d1e2f3a4b";
+const ALL_TOKENS: [&str; 6] = [ROOT, ORDERS, METERED, WRONG, SCRAPER, ORDERS_SCRAPER];
 
 fn config() -> AuthConfig {
     AuthConfig {
@@ -33,6 +36,8 @@ fn config() -> AuthConfig {
                 &["publish:orders.*", "consume:orders.#", "admin:orders.#"],
             ),
             grant("metered", METERED, &["publish:metered"]).publish_rate(5),
+            grant("scraper", SCRAPER, &["metrics:#"]),
+            grant("orders-scraper", ORDERS_SCRAPER, &["metrics:orders.#"]),
         ],
     }
 }
@@ -195,12 +200,116 @@ async fn missing_or_unknown_tokens_are_unauthenticated_and_change_nothing() {
 }
 
 #[tokio::test]
-async fn health_readiness_and_metrics_need_no_token() {
+async fn health_and_readiness_need_no_token() {
     let s = Running::start().await;
-    for path in ["/healthz", "/readyz", "/metrics"] {
+    for path in ["/healthz", "/readyz"] {
         let r = s.http(None, "GET", path, json!({})).await;
         assert_eq!(r.status, 200, "{path}: {}", r.raw);
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_need_a_metrics_token_and_show_only_the_names_it_matches() {
+    let s = Running::start().await;
+    for token in [None, Some(WRONG)] {
+        let r = s.http(token, "GET", "/metrics", json!({})).await;
+        expect(&r, 401, "unauthenticated");
+    }
+    // `admin` on every name is not `metrics`: scraping is granted apart.
+    let r = s.http(Some(ROOT), "GET", "/metrics", json!({})).await;
+    expect(&r, 403, "forbidden");
+    assert!(r.json()["error"].as_str().unwrap().contains("metrics:#"));
+
+    let all = s.http(Some(SCRAPER), "GET", "/metrics", json!({})).await;
+    assert_eq!(all.status, 200, "{}", all.raw);
+    for queue in ["orders.eu", "billing", "metered"] {
+        assert!(all.raw.contains(&format!("queue=\"{queue}\"")), "{queue}");
+    }
+    let orders = s
+        .http(Some(ORDERS_SCRAPER), "GET", "/metrics", json!({}))
+        .await;
+    assert_eq!(orders.status, 200, "{}", orders.raw);
+    assert!(orders.raw.contains("queue=\"orders.eu\""), "{}", orders.raw);
+    for hidden in ["billing", "metered"] {
+        assert!(
+            !orders.raw.contains(hidden),
+            "{hidden} shown: {}",
+            orders.raw
+        );
+    }
+    assert!(
+        orders.raw.contains("ferry_storage_fsync_seconds"),
+        "the series naming no queue are shown"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_can_be_left_open_with_tokens_configured() {
+    let s = Running::start_with(|s| s.auth(config()).open_metrics()).await;
+    let r = s.http(None, "GET", "/metrics", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert!(r.raw.contains("queue=\"billing\""));
+    let r = s.http(None, "GET", "/v1/queues", json!({})).await;
+    expect(&r, 401, "unauthenticated");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_without_a_token_is_refused_before_its_body_is_read() {
+    let s = Running::start().await;
+    for token in [None, Some(WRONG)] {
+        let mut stream = TcpStream::connect(s.http).await.unwrap();
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        // A body of 20 MiB announced, a few bytes of it sent, the rest never: only an
+        // answer given without reading the body can arrive.
+        let head = format!(
+            "POST /v1/queues/orders.eu/messages HTTP/1.1\r\nHost: ferry\r\n{auth}\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"messages\"",
+            20 << 20
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(60), read_head(&mut stream))
+            .await
+            .expect("the 401 comes without the body");
+        assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+    }
+    assert_eq!(s.ready("orders.eu"), 0);
+    s.stop().await;
+}
+
+/// The status line and headers of the reply on `stream`.
+async fn read_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await.unwrap() {
+            0 => break,
+            n => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+#[tokio::test]
+async fn a_grpc_call_without_a_token_is_refused_before_its_message_is_decoded() {
+    let s = Running::start_with(|s| s.auth(config()).max_grpc_message(1024)).await;
+    let oversized = || v1::PublishRequest {
+        queue: "orders.eu".into(),
+        messages: vec![v1::OutgoingMessage {
+            payload: vec![b'x'; 4096].into(),
+            ..Default::default()
+        }],
+    };
+    for token in [None, Some(WRONG)] {
+        let status = refused(s.publisher().publish(req(token, oversized())).await);
+        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    }
+    // With a token the message is decoded, and refused for its size.
+    let status = refused(s.publisher().publish(req(Some(ROOT), oversized())).await);
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert_eq!(s.ready("orders.eu"), 0);
     s.stop().await;
 }
 
@@ -627,6 +736,20 @@ async fn the_token_never_appears_in_a_reply() {
             .await;
         assert!([401, 403, 404].contains(&r.status), "{}", r.raw);
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_connection_limit_refuses_the_connection_past_it() {
+    let s = Running::start_with(|s| s).await;
+    let mut held = Vec::new();
+    for _ in 0..ferry_server::DEFAULT_MAX_CONNECTIONS {
+        held.push(TcpStream::connect(s.http).await.unwrap());
+    }
+    // Accepted in the order they connected: this one is past the limit.
+    let r = s.http(None, "GET", "/healthz", json!({})).await;
+    expect(&r, 429, "too_many_connections");
+    drop(held);
     s.stop().await;
 }
 
