@@ -336,10 +336,11 @@ impl Server {
     /// shutdown are then the program's: `/readyz` stays ready, and `/metrics` counts only
     /// what this router served.
     pub fn into_http_router(self) -> axum::Router {
+        let gate = Gate::timed_by(self.auth, self.max_batch, broker_time(&self.broker));
         let shared = http::Shared {
             broker: self.broker,
             meters: self.meters,
-            gate: Arc::new(Gate::new(self.auth, self.max_batch)),
+            gate: Arc::new(gate),
             redaction: Arc::new(self.redaction),
             shutting_down: Arc::new(AtomicBool::new(false)),
             open_metrics: self.open_metrics,
@@ -353,7 +354,11 @@ impl Server {
         if self.grpc.is_none() && self.http.is_none() {
             return Err(ServeError::NoListener);
         }
-        let gate = Arc::new(Gate::new(self.auth, self.max_batch));
+        let gate = Arc::new(Gate::timed_by(
+            self.auth,
+            self.max_batch,
+            broker_time(&self.broker),
+        ));
         let redaction = Arc::new(self.redaction);
         let shutting_down = Arc::new(AtomicBool::new(false));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -445,6 +450,12 @@ impl Server {
         );
         served.map(|_| ())
     }
+}
+
+/// The broker's clock, for the gate's quotas.
+fn broker_time(broker: &Broker) -> Arc<dyn Fn() -> i64 + Send + Sync> {
+    let broker = broker.clone();
+    Arc::new(move || broker.now_ms())
 }
 
 /// Accepted gRPC connections, counted by `admission`, with Nagle's algorithm off. tonic

@@ -4,14 +4,16 @@
 //! spent quotas are refused whole; the token never comes back in a reply.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_broker::QueueSpec;
+use ferry_broker::{Broker, BrokerConfig, QueueSpec};
 use ferry_proto::v1::{
     self, dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
     publisher_client::PublisherClient,
 };
 use ferry_server::AuthConfig;
+use ferry_storage::ManualClock;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -626,7 +628,20 @@ async fn http_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
 
 #[tokio::test]
 async fn a_spent_publish_quota_is_resource_exhausted_and_recovers_after_a_second() {
-    let s = Running::start().await;
+    // Quotas count by the broker's clock: a manual one, so that neither a slow machine
+    // (refilling the bucket between two calls) nor a sleep decides the outcome.
+    let clock = ManualClock::new(1_800_000_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let manual = BrokerConfig {
+        clock: Arc::new(clock.clone()),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(dir.path(), manual).await.unwrap();
+    broker
+        .create_queue("metered", QueueSpec::default())
+        .await
+        .unwrap();
+    let s = Running::serve(broker, Some(dir), |s| s.auth(config())).await;
     let t = Some(METERED);
     s.publisher()
         .publish(req(t, publish_request("metered", 5)))
@@ -662,7 +677,7 @@ async fn a_spent_publish_quota_is_resource_exhausted_and_recovers_after_a_second
         .await
         .unwrap();
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(1000);
     s.publisher()
         .publish(req(t, publish_request("metered", 5)))
         .await

@@ -263,7 +263,10 @@ impl Broker {
         Ok(broker)
     }
 
-    fn now_ms(&self) -> i64 {
+    /// The time by the broker's clock ([`BrokerConfig::clock`]), in ms since the Unix
+    /// epoch: what a front end's own timing (the server's publish quotas) counts by, so
+    /// that a test drives broker and front end with one manual clock.
+    pub fn now_ms(&self) -> i64 {
         self.inner.config.clock.now_ms()
     }
 
