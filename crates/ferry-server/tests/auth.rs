@@ -24,9 +24,7 @@ const ROOT: &str = "root-7f3c9a1e5b2d4c6f8a0b1c2d3e4f5a6b";
 const ORDERS: &str = "orders-4b1d8e2f6a9c3e5d7b0a2c4e6f8a1b3c";
 const METERED: &str = "metered-9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b";
 const WRONG: &str = "wrong-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
-const SCRAPER: &str = "scraper-5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a";
-const ORDERS_SCRAPER: &str = "orders-scraper-1a2b3c4d5e6f7a8b9c0d1e2f3a4b";
-const ALL_TOKENS: [&str; 6] = [ROOT, ORDERS, METERED, WRONG, SCRAPER, ORDERS_SCRAPER];
+const ALL_TOKENS: [&str; 4] = [ROOT, ORDERS, METERED, WRONG];
 
 fn config() -> AuthConfig {
     AuthConfig {
@@ -38,8 +36,6 @@ fn config() -> AuthConfig {
                 &["publish:orders.*", "consume:orders.#", "admin:orders.#"],
             ),
             grant("metered", METERED, &["publish:metered"]).publish_rate(5),
-            grant("scraper", SCRAPER, &["metrics:#"]),
-            grant("orders-scraper", ORDERS_SCRAPER, &["metrics:orders.#"]),
         ],
     }
 }
@@ -201,6 +197,7 @@ async fn missing_or_unknown_tokens_are_unauthenticated_and_change_nothing() {
     s.stop().await;
 }
 
+/// `/metrics` and its `metrics` permission: `tests/metrics.rs`.
 #[tokio::test]
 async fn health_and_readiness_need_no_token() {
     let s = Running::start().await;
@@ -208,53 +205,6 @@ async fn health_and_readiness_need_no_token() {
         let r = s.http(None, "GET", path, json!({})).await;
         assert_eq!(r.status, 200, "{path}: {}", r.raw);
     }
-    s.stop().await;
-}
-
-#[tokio::test]
-async fn metrics_need_a_metrics_token_and_show_only_the_names_it_matches() {
-    let s = Running::start().await;
-    for token in [None, Some(WRONG)] {
-        let r = s.http(token, "GET", "/metrics", json!({})).await;
-        expect(&r, 401, "unauthenticated");
-    }
-    // `admin` on every name is not `metrics`: scraping is granted apart.
-    let r = s.http(Some(ROOT), "GET", "/metrics", json!({})).await;
-    expect(&r, 403, "forbidden");
-    assert!(r.json()["error"].as_str().unwrap().contains("metrics:#"));
-
-    let all = s.http(Some(SCRAPER), "GET", "/metrics", json!({})).await;
-    assert_eq!(all.status, 200, "{}", all.raw);
-    for queue in ["orders.eu", "billing", "metered"] {
-        assert!(all.raw.contains(&format!("queue=\"{queue}\"")), "{queue}");
-    }
-    let orders = s
-        .http(Some(ORDERS_SCRAPER), "GET", "/metrics", json!({}))
-        .await;
-    assert_eq!(orders.status, 200, "{}", orders.raw);
-    assert!(orders.raw.contains("queue=\"orders.eu\""), "{}", orders.raw);
-    for hidden in ["billing", "metered"] {
-        assert!(
-            !orders.raw.contains(hidden),
-            "{hidden} shown: {}",
-            orders.raw
-        );
-    }
-    assert!(
-        orders.raw.contains("ferry_storage_fsync_seconds"),
-        "the series naming no queue are shown"
-    );
-    s.stop().await;
-}
-
-#[tokio::test]
-async fn metrics_can_be_left_open_with_tokens_configured() {
-    let s = Running::start_with(|s| s.auth(config()).open_metrics()).await;
-    let r = s.http(None, "GET", "/metrics", json!({})).await;
-    assert_eq!(r.status, 200, "{}", r.raw);
-    assert!(r.raw.contains("queue=\"billing\""));
-    let r = s.http(None, "GET", "/v1/queues", json!({})).await;
-    expect(&r, 401, "unauthenticated");
     s.stop().await;
 }
 
