@@ -17,7 +17,9 @@
 //!   [`DeliveryTime`], within [`Limits`]) becomes a [`Message`] with a [`MessageId`].
 //! - *Consume:* [`ReceivedMessage`]s under a [`LeaseToken`], keyed by [`Seq`]; ack ([`Acked`]),
 //!   nack ([`Nacked`]), reject, extend, park and unpark keys, cancel, prefetch;
-//!   [`PeekedMessage`]s (at most [`MAX_PEEK`]).
+//!   [`PeekedMessage`]s (at most [`MAX_PEEK`]) in a [`PeekPage`].
+//! - *Bounded reads:* peeks, topic reads and group polls within a [`ReadLimit`] of
+//!   messages and bytes ([`message_bytes`]).
 //! - *Dead letters:* [`DeadLetterInfo`] and [`DeadLetterReason`] on what a dead-letter queue
 //!   delivers; [`Broker::redrive`] with a [`RedriveRequest`] and [`RedriveFilter`], answered
 //!   by a [`RedriveReport`].
@@ -81,6 +83,7 @@ mod message_id;
 mod name;
 mod queue;
 mod random;
+mod read_limit;
 mod record;
 mod retry;
 mod spec;
@@ -91,7 +94,7 @@ mod topology;
 
 pub use engine::{
     Broker, BrokerConfig, Checkpoint, CompactionStats, DiskSpace, GroupInfo, GroupJoin,
-    GroupPartition, MAX_PEEK, MaintenanceReport, PartitionLag, PeekedMessage, QueueInfo,
+    GroupPartition, MAX_PEEK, MaintenanceReport, PartitionLag, PeekPage, PeekedMessage, QueueInfo,
     QueueStats, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest, SkippedRange,
     StartAt, StorageStats, SubscriptionInfo,
 };
@@ -105,6 +108,7 @@ pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
 pub use name::Name;
 pub use queue::state::{Acked, DeadLetterReason, LeaseToken, Nacked, QueueStateStats, Seq};
+pub use read_limit::{ReadLimit, message_bytes};
 pub use record::{DeadLetterInfo, ProducerStamp};
 pub use retry::{Backoff, RetryPolicy};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};

@@ -10,6 +10,9 @@
 //! [http]
 //! addr = "127.0.0.1:7071"   # FERRY_HTTP_ADDR, --http
 //! enabled = true            # FERRY_HTTP_ENABLED, --no-http
+//! metrics_auth = true       # FERRY_HTTP_METRICS_AUTH: /metrics needs a token with a
+//!                           # `metrics` permission; default true with [auth], and only
+//!                           # settable with it (without tokens everything is open)
 //!
 //! [data]
 //! dir = "./ferry-data"      # FERRY_DATA_DIR, --data-dir
@@ -18,7 +21,9 @@
 //!
 //! [limits]
 //! max_batch = 1000          # FERRY_LIMITS_MAX_BATCH: messages per publish, default 1000
-//! max_connections = 512     # FERRY_LIMITS_MAX_CONNECTIONS: per listener, default unlimited
+//! max_connections = 256     # FERRY_LIMITS_MAX_CONNECTIONS: per listener, default 256
+//! max_read_bytes = 2097152  # FERRY_LIMITS_MAX_READ_BYTES: message bytes one dead-letter
+//!                           # peek, topic read or group poll answers with, default 2 MiB
 //!
 //! [tls]                     # both listeners over TLS only
 //! cert = "/etc/ferry/cert.pem"  # FERRY_TLS_CERT, --tls-cert: the server's certificate,
@@ -45,7 +50,7 @@
 //! does not read them), `admin`; see `ferry_server::AuthConfig` for what each call needs.
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
-//! `/healthz`, `/readyz` and `/metrics`); without one the server is open and should listen
+//! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
 //! on the loopback interface only. Relative paths are taken from the working directory.
 //! A variable set to the empty string counts as unset.
 
@@ -91,6 +96,7 @@ pub struct Grpc {
 pub struct Http {
     pub addr: Option<SocketAddr>,
     pub enabled: Option<bool>,
+    pub metrics_auth: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -105,6 +111,7 @@ pub struct Data {
 pub struct Limits {
     pub max_batch: Option<usize>,
     pub max_connections: Option<usize>,
+    pub max_read_bytes: Option<usize>,
 }
 
 /// The server's certificate chain and private key, PEM files.
@@ -184,11 +191,14 @@ pub struct Effective {
     pub grpc: Setting<SocketAddr>,
     pub http: Setting<SocketAddr>,
     pub http_enabled: Setting<bool>,
+    /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
+    pub metrics_auth: Setting<bool>,
     pub data_dir: Setting<PathBuf>,
     /// `None`: the broker's default.
     pub disk_reserve_mib: Setting<Option<u64>>,
     pub max_batch: Setting<Option<usize>>,
     pub max_connections: Setting<Option<usize>>,
+    pub max_read_bytes: Setting<Option<usize>>,
     pub tls_cert: Setting<Option<PathBuf>>,
     pub tls_key: Setting<Option<PathBuf>>,
     pub redaction: Setting<Redaction>,
@@ -327,6 +337,13 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         None,
         file.limits.max_connections,
     )?;
+    let max_read_bytes = layer(
+        env,
+        "FERRY_LIMITS_MAX_READ_BYTES",
+        None,
+        file.limits.max_read_bytes,
+    )?;
+    let metrics_auth = layer(env, "FERRY_HTTP_METRICS_AUTH", None, file.http.metrics_auth)?;
     let tls_cert = layer(
         env,
         "FERRY_TLS_CERT",
@@ -360,14 +377,33 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         redaction_flag,
         redaction_file,
     )?;
-    for limit in [&max_batch, &max_connections].into_iter().flatten() {
+    for limit in [&max_batch, &max_connections, &max_read_bytes]
+        .into_iter()
+        .flatten()
+    {
         if limit.value == 0 {
             bail!(
-                "limits: max_batch and max_connections must be at least 1 (from {})",
+                "limits: max_batch, max_connections and max_read_bytes must be at least 1 \
+                 (from {})",
                 limit.source
             );
         }
     }
+    let tokens = file.auth.is_some();
+    let metrics_auth = match metrics_auth {
+        // Without tokens there is nothing a scrape could present: asking for one would
+        // only look like protection.
+        Some(on) if on.value && !tokens => bail!(
+            "http.metrics_auth = true needs tokens: add an [auth] section with a token \
+             holding a `metrics` permission (from {})",
+            on.source
+        ),
+        Some(set) => set,
+        None => Setting {
+            value: tokens,
+            source: Source::Default,
+        },
+    };
     match (&tls_cert, &tls_key) {
         (Some(_), Some(_)) | (None, None) => {}
         (Some(only), None) | (None, Some(only)) => bail!(
@@ -380,10 +416,12 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
         http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
         http_enabled: Setting::or_default(http_enabled, true),
+        metrics_auth,
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
         disk_reserve_mib: Setting::optional(disk_reserve_mib),
         max_batch: Setting::optional(max_batch),
         max_connections: Setting::optional(max_connections),
+        max_read_bytes: Setting::optional(max_read_bytes),
         tls_cert: Setting::optional(tls_cert),
         tls_key: Setting::optional(tls_key),
         redaction: Setting::or_default(redaction, Redaction::default()),
@@ -447,6 +485,11 @@ pub fn describe(effective: &Effective) -> String {
         e.http_enabled.source,
     );
     line(
+        "http.metrics_auth",
+        e.metrics_auth.value.to_string(),
+        e.metrics_auth.source,
+    );
+    line(
         "data.dir",
         e.data_dir.value.display().to_string(),
         e.data_dir.source,
@@ -467,8 +510,19 @@ pub fn describe(effective: &Effective) -> String {
     );
     line(
         "limits.max_connections",
-        or(e.max_connections.value, "unlimited"),
+        or(
+            e.max_connections.value,
+            &ferry_server::DEFAULT_MAX_CONNECTIONS.to_string(),
+        ),
         e.max_connections.source,
+    );
+    line(
+        "limits.max_read_bytes",
+        or(
+            e.max_read_bytes.value,
+            &ferry_server::DEFAULT_MAX_READ_BYTES.to_string(),
+        ),
+        e.max_read_bytes.source,
     );
     let path = |p: &Option<PathBuf>| {
         p.as_ref()
@@ -541,6 +595,58 @@ mod tests {
         assert!(e("[tls]\ncert = \"c.pem\"\n").contains("needs its key"));
         assert!(e("[limits]\nmax_batch = 0\n").contains("at least 1"));
         assert!(e("[grpc]\naddr = \"nowhere\"\n").contains("addr"));
+    }
+
+    #[test]
+    fn metrics_need_a_token_by_default_once_there_are_tokens_and_only_then() {
+        let tokens = format!(
+            "[[auth.tokens]]\nname = \"scraper\"\nsha256 = \"{HASH}\"\npermissions = [\"metrics:#\"]\n"
+        );
+        let guarded = parse(&tokens).unwrap();
+        assert_eq!(
+            guarded.metrics_auth,
+            Setting {
+                value: true,
+                source: Source::Default
+            }
+        );
+        assert!(
+            describe(&guarded).contains("http.metrics_auth = true  (default)"),
+            "{}",
+            describe(&guarded)
+        );
+        let open = parse(&format!("[http]\nmetrics_auth = false\n{tokens}")).unwrap();
+        assert!(!open.metrics_auth.value);
+        assert_eq!(open.metrics_auth.source, Source::File);
+        let vars = [("FERRY_HTTP_METRICS_AUTH", "false")];
+        let by_env = resolve(parse_file(&tokens).unwrap(), &env(&vars), &Flags::default());
+        assert!(!by_env.unwrap().metrics_auth.value);
+        assert!(!parse("").unwrap().metrics_auth.value, "no tokens: open");
+        let refused = format!("{:#}", parse("[http]\nmetrics_auth = true\n").unwrap_err());
+        assert!(refused.contains("needs tokens"), "{refused}");
+    }
+
+    #[test]
+    fn connections_and_read_bytes_have_finite_defaults_and_can_be_set() {
+        let defaults = describe(&parse("").unwrap());
+        for line in [
+            format!(
+                "limits.max_connections = {}  (default)",
+                ferry_server::DEFAULT_MAX_CONNECTIONS
+            ),
+            format!(
+                "limits.max_read_bytes = {}  (default)",
+                ferry_server::DEFAULT_MAX_READ_BYTES
+            ),
+        ] {
+            assert!(defaults.contains(&line), "{defaults}");
+        }
+        let vars = [("FERRY_LIMITS_MAX_READ_BYTES", "65536")];
+        let file = parse_file("[limits]\nmax_read_bytes = 1024\n").unwrap();
+        let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+        assert_eq!(e.max_read_bytes.value, Some(65536));
+        let zero = format!("{:#}", parse("[limits]\nmax_read_bytes = 0\n").unwrap_err());
+        assert!(zero.contains("at least 1"), "{zero}");
     }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {

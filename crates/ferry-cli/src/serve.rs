@@ -128,6 +128,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(n) = config.max_connections.value {
         server = server.max_connections(n);
     }
+    if let Some(n) = config.max_read_bytes.value {
+        server = server.max_read_bytes(n);
+    }
+    if config.auth.is_some() && !config.metrics_auth.value {
+        println!("ferry: /metrics is open: it needs no token (http.metrics_auth = false)");
+        server = server.open_metrics();
+    }
     let authenticated = config.auth.is_some();
     if let Some(auth) = config.auth {
         println!("ferry: authentication on: {} token(s)", auth.tokens.len());

@@ -73,6 +73,29 @@ fn as_json(text: &str) -> Value {
 }
 
 #[test]
+fn dlq_list_pages_on_past_pages_the_server_cut_short_by_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for one of these letters per page.
+    let config = write_config(dir.path(), "[limits]\nmax_read_bytes = 100\n");
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    server.ok(&["--token", ADMIN, "queue", "create", "jobs"]);
+    for i in 0..3 {
+        let payload = format!("{i}-{}", "x".repeat(80));
+        server.ok(&["--token", READER, "publish", "jobs", &payload]);
+    }
+    let out = server.ok(&[
+        "--token", READER, "consume", "jobs", "--mode", "reject", "--count", "3", "--wait", "2s",
+        "--json",
+    ]);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    let letters = as_json(&server.ok(&["--token", DLQ, "dlq", "list", "jobs.dlq", "--json"]));
+    assert_eq!(letters.as_array().unwrap().len(), 3, "{letters}");
+}
+
+#[test]
 fn dead_letters_need_their_own_permission_and_peeks_mask_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "");

@@ -33,31 +33,31 @@ use crate::tls::HANDSHAKE_TIMEOUT;
 /// short enough that refused connections cannot pile up.
 pub const REFUSED_GRACE: Duration = Duration::from_secs(1);
 
-/// The permits of one listener (`None`: no limit).
+/// The permits of one listener.
 #[derive(Debug, Clone)]
 pub(crate) struct Admission {
-    permits: Option<Arc<Semaphore>>,
+    permits: Arc<Semaphore>,
     limit: usize,
 }
 
 impl Admission {
-    pub(crate) fn new(limit: Option<usize>) -> Admission {
+    /// At most `limit` connections; a limit beyond what a semaphore can count (no socket
+    /// table holds that many) is that largest count rather than a panic.
+    pub(crate) fn new(limit: usize) -> Admission {
+        let limit = limit.min(Semaphore::MAX_PERMITS);
         Admission {
-            permits: limit.map(|n| Arc::new(Semaphore::new(n))),
-            limit: limit.unwrap_or(usize::MAX),
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
         }
     }
 
-    /// `Ok` with the permit the connection holds while open (none without a limit), or
-    /// `Err` when the limit is reached.
+    /// `Ok` with the permit the connection holds while open, or `Err` when the limit is
+    /// reached.
     fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, ()> {
-        match &self.permits {
-            None => Ok(None),
-            Some(permits) => Arc::clone(permits)
-                .try_acquire_owned()
-                .map(Some)
-                .map_err(|_| ()),
-        }
+        Arc::clone(&self.permits)
+            .try_acquire_owned()
+            .map(Some)
+            .map_err(|_| ())
     }
 
     /// An accepted gRPC connection: admitted, or refused and closing after the grace.

@@ -4,8 +4,8 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferry_broker::Broker;
 use sha2::{Digest, Sha256};
@@ -23,6 +23,10 @@ pub enum Action {
     DeadLetters,
     /// Create, describe, list and delete; reset group offsets; add partitions.
     Admin,
+    /// Scrape `/metrics`, which shows the series of the names the pattern matches
+    /// (`metrics:#`: all of them). Apart from `admin` so that a scraper's token can read
+    /// every queue's depth without being able to delete one.
+    Metrics,
 }
 
 impl Action {
@@ -32,6 +36,7 @@ impl Action {
             Action::Consume => "consume",
             Action::DeadLetters => "dead_letters",
             Action::Admin => "admin",
+            Action::Metrics => "metrics",
         }
     }
 
@@ -57,7 +62,9 @@ impl fmt::Display for Action {
 pub enum AuthError {
     #[error("{given:?} is not a permission: write `<action>:<pattern>`, e.g. `publish:orders.*`")]
     MissingColon { given: String },
-    #[error("{given:?} is not an action: use publish, consume, dead_letters (or dlq) or admin")]
+    #[error(
+        "{given:?} is not an action: use publish, consume, dead_letters (or dlq), admin or metrics"
+    )]
     UnknownAction { given: String },
     #[error("an empty name pattern matches nothing: use `#` for every name")]
     EmptyPattern,
@@ -183,6 +190,7 @@ impl FromStr for Permission {
             "consume" => Action::Consume,
             "dead_letters" | "dlq" => Action::DeadLetters,
             "admin" => Action::Admin,
+            "metrics" => Action::Metrics,
             other => {
                 return Err(AuthError::UnknownAction {
                     given: other.to_owned(),
@@ -262,7 +270,12 @@ impl TokenGrant {
 /// | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
 /// | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
 /// | list queues, list topics | a valid token; only names it has `admin` on are listed |
-/// | `/healthz`, `/readyz`, `/metrics` | nothing |
+/// | `/metrics` | `metrics` on some name; only the series of names it has `metrics` on are shown (nothing, with [`Server::open_metrics`](crate::Server::open_metrics)) |
+/// | `/healthz`, `/readyz` | nothing |
+///
+/// **The token comes first.** A call without a valid token is refused before its body
+/// (HTTP) or message (gRPC) is read, so an unknown client cannot make the server buffer
+/// a request of up to the body or message limit.
 ///
 /// **Dead letters are guarded apart.** Dead-letter queues gather what failed from many
 /// places and are read by fewer people than the queues they serve, so reading them is
@@ -327,6 +340,11 @@ pub enum Refusal {
     #[error("a batch of {messages} messages is over the limit of {max}: send smaller batches")]
     BatchTooLarge { messages: usize, max: usize },
     #[error(
+        "token {token:?} may not read /metrics: grant it a permission like `metrics:#` \
+         (or `metrics:orders.#` for those names' series only)"
+    )]
+    NoMetrics { token: String },
+    #[error(
         "token {token:?} may publish {rate} messages per second and has used them: \
          slow down and retry"
     )]
@@ -348,14 +366,33 @@ pub struct Caller(Option<usize>);
 /// The default most messages in one publish.
 pub const DEFAULT_MAX_BATCH: usize = 1000;
 
+/// The time quotas count by, in ms since the Unix epoch.
+type NowMs = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+fn system_now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// What every call passes first: the token, its permission, the batch size and the
 /// publish quota.
-#[derive(Debug)]
 pub struct Gate {
     auth: Option<AuthConfig>,
     /// One per grant, in the same order.
     buckets: Vec<Mutex<Bucket>>,
     max_batch: usize,
+    now_ms: NowMs,
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("auth", &self.auth)
+            .field("buckets", &self.buckets)
+            .field("max_batch", &self.max_batch)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Gate {
@@ -365,8 +402,15 @@ impl Default for Gate {
 }
 
 impl Gate {
+    /// A gate whose quotas count by the system's clock.
     pub fn new(auth: Option<AuthConfig>, max_batch: usize) -> Gate {
-        let now = Instant::now();
+        Gate::timed_by(auth, max_batch, Arc::new(system_now_ms))
+    }
+
+    /// A gate whose quotas count by `now_ms` — the broker's clock, so that a test moves
+    /// the time of both with one manual clock instead of sleeping.
+    pub fn timed_by(auth: Option<AuthConfig>, max_batch: usize, now_ms: NowMs) -> Gate {
+        let now = now_ms();
         let buckets = auth
             .iter()
             .flat_map(|a| &a.tokens)
@@ -376,6 +420,7 @@ impl Gate {
             auth,
             buckets,
             max_batch,
+            now_ms,
         }
     }
 
@@ -418,6 +463,25 @@ impl Gate {
             (None, _) => true,
             (Some(_), Some(grant)) => grant.allows(action, name),
             (Some(_), None) => false,
+        }
+    }
+
+    /// Whether `caller` may scrape `/metrics` at all: it holds some `metrics` permission
+    /// (always, on an open server). Which series it sees is [`Gate::may`] per name.
+    pub fn allow_metrics(&self, caller: Caller) -> Result<(), Refusal> {
+        match (&self.auth, self.grant(caller)) {
+            (None, _) => Ok(()),
+            (Some(_), Some(grant))
+                if grant
+                    .permissions
+                    .iter()
+                    .any(|p| p.action == Action::Metrics) =>
+            {
+                Ok(())
+            }
+            (Some(_), grant) => Err(Refusal::NoMetrics {
+                token: grant.map(|g| g.name.clone()).unwrap_or_default(),
+            }),
         }
     }
 
@@ -502,7 +566,7 @@ impl Gate {
         }
         let i = caller.0.expect("a grant has an index");
         let mut bucket = self.buckets[i].lock().unwrap_or_else(|e| e.into_inner());
-        if bucket.take(messages, rate, Instant::now()) {
+        if bucket.take(messages, rate, (self.now_ms)()) {
             Ok(())
         } else {
             Err(Refusal::OverQuota {
@@ -519,22 +583,24 @@ impl Gate {
 #[derive(Debug)]
 struct Bucket {
     tokens: f64,
-    at: Instant,
+    /// When it was last filled, in ms since the Unix epoch.
+    at_ms: i64,
 }
 
 impl Bucket {
-    fn full(rate: u32, now: Instant) -> Bucket {
+    fn full(rate: u32, now_ms: i64) -> Bucket {
         Bucket {
             tokens: f64::from(rate),
-            at: now,
+            at_ms: now_ms,
         }
     }
 
-    fn take(&mut self, n: usize, rate: u32, now: Instant) -> bool {
+    fn take(&mut self, n: usize, rate: u32, now_ms: i64) -> bool {
         let rate = f64::from(rate);
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        // A clock stepped back refills nothing rather than emptying the bucket.
+        let elapsed = now_ms.saturating_sub(self.at_ms).max(0) as f64 / 1000.0;
         self.tokens = (self.tokens + elapsed * rate).min(rate);
-        self.at = now;
+        self.at_ms = self.at_ms.max(now_ms);
         let n = n as f64;
         if n <= self.tokens {
             self.tokens -= n;
@@ -547,8 +613,6 @@ impl Bucket {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn p(s: &str) -> NamePattern {
@@ -687,12 +751,16 @@ mod tests {
 
     #[test]
     fn the_bucket_refills_at_its_rate_up_to_one_second() {
-        let t0 = Instant::now();
+        let t0 = 1_700_000_000_000;
         let mut bucket = Bucket::full(10, t0);
         assert!(bucket.take(10, 10, t0));
         assert!(!bucket.take(1, 10, t0));
-        assert!(bucket.take(5, 10, t0 + Duration::from_millis(500)));
-        assert!(!bucket.take(11, 10, t0 + Duration::from_secs(60)));
-        assert!(bucket.take(10, 10, t0 + Duration::from_secs(60)));
+        assert!(bucket.take(5, 10, t0 + 500));
+        assert!(!bucket.take(11, 10, t0 + 60_000));
+        assert!(bucket.take(10, 10, t0 + 60_000));
+        assert!(
+            !bucket.take(1, 10, t0),
+            "a clock stepped back refills nothing"
+        );
     }
 }

@@ -21,13 +21,15 @@
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
 //!
-//! **Access and limits.** With [`Server::auth`], every call but `/healthz`, `/readyz` and
-//! `/metrics` needs `authorization: Bearer <token>`: no token or an unknown one is
-//! `UNAUTHENTICATED` / 401, a token without the permission for the call's action on its
-//! name is `PERMISSION_DENIED` / 403 (see [`AuthConfig`] for what each call needs).
-//! Publishes over [`Server::max_batch`] messages or over their token's quota are
-//! `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and connections over
-//! [`Server::max_connections`] are refused. Every check comes before the broker sees the
+//! **Access and limits.** With [`Server::auth`], every call but `/healthz` and `/readyz`
+//! needs `authorization: Bearer <token>`: no token or an unknown one is
+//! `UNAUTHENTICATED` / 401 — answered before the request's body or message is read — and
+//! a token without the permission for the call's action on its name is
+//! `PERMISSION_DENIED` / 403 (see [`AuthConfig`] for what each call needs; `/metrics`
+//! needs `metrics`, unless [`Server::open_metrics`]). Publishes over [`Server::max_batch`]
+//! messages or over their token's quota are `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and
+//! connections over [`Server::max_connections`] ([`DEFAULT_MAX_CONNECTIONS`] per listener
+//! unless set) are refused. Every check comes before the broker sees the
 //! call, so a refused call changes nothing. Lists (`list_queues`, `list_topics`) show only
 //! the names the token may administer. Dead letters have their own permission, and peeks
 //! at them mask credential headers ([`Redaction`], [`Server::redact_headers`]).
@@ -56,7 +58,7 @@
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/nack` | `{"token", "delay_ms"?, "error"?}` → `{"retry_at_ms"}` or `{"dead_lettered"}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/reject` | `{"token", "reason"}` → `{}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
-//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq"}`, redacted header values as `***` ([`Redaction`]) |
+//! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq", "more"}`, redacted header values as `***` ([`Redaction`]) |
 //! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
 //! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/topics` | → `{"names": [..]}` |
@@ -69,7 +71,7 @@
 //! | `DELETE` | `/v1/subscriptions/{name}` | → 204 |
 //! | `GET` | `/healthz` | 200 while the process serves |
 //! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
-//! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`) |
+//! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`); with tokens configured, needs a `metrics` permission |
 //!
 //! ```sh
 //! curl -s localhost:7071/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
@@ -86,7 +88,9 @@
 //! valid UTF-8. A receive's `max` is 1 to [`ferry_proto::MAX_RECEIVE`] (unset: 1), its `lease_ms` 1 ms to
 //! 12 hours (unset: the queue's); `wait_ms` is cut to [`MAX_WAIT`]. Out-of-range numbers are
 //! refused, never clamped — except the wait, which only bounds how long an empty poll lasts.
-//! Dead-letter pages go on from `next_after_seq`.
+//! Dead-letter pages go on from `next_after_seq` while `more` is true: a page holds at
+//! most `max` letters (unset: 100; at most 1000) and [`Server::max_read_bytes`] of them,
+//! so a page shorter than `max` is not the end.
 //!
 //! Failures answer `{"error", "code"}` with a status from the kind of failure; the code of
 //! a broker error is its variant's name (`queue_not_found`, `stale_lease`), so a client
@@ -141,6 +145,16 @@ pub const DEFAULT_MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// The largest HTTP request body taken by default: the same batch as gRPC's, with room
 /// for base64's third more.
 pub const DEFAULT_MAX_BODY: usize = 24 * 1024 * 1024;
+/// The most message bytes (payloads, keys, headers) one peek, topic read or group poll
+/// answers with by default — at least one message always comes, so paging progresses.
+/// Under gRPC's common 4 MiB default for a message a client receives, with room for the
+/// per-message fields, and a thousand 1 KiB messages still fit one answer.
+pub const DEFAULT_MAX_READ_BYTES: usize = 2 * 1024 * 1024;
+/// The most connections open at once on each listener by default. Finite, so that a
+/// client opening connections in a loop runs into a refusal rather than the process's
+/// file-descriptor limit (often 1024, which the broker's own files share); two listeners
+/// at this limit leave room under it.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 /// What serving may fail with.
 #[derive(Debug, thiserror::Error)]
@@ -192,9 +206,11 @@ pub struct Server {
     meters: Arc<Meters>,
     auth: Option<AuthConfig>,
     max_batch: usize,
-    max_connections: Option<usize>,
+    max_connections: usize,
     tls: Option<TlsConfig>,
     redaction: Redaction,
+    open_metrics: bool,
+    max_read_bytes: usize,
 }
 
 impl Server {
@@ -209,9 +225,11 @@ impl Server {
             meters: Arc::default(),
             auth: None,
             max_batch: auth::DEFAULT_MAX_BATCH,
-            max_connections: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             tls: None,
             redaction: Redaction::default(),
+            open_metrics: false,
+            max_read_bytes: DEFAULT_MAX_READ_BYTES,
         }
     }
 
@@ -240,11 +258,30 @@ impl Server {
         self
     }
 
-    /// Require an API token on every call but `/healthz`, `/readyz` and `/metrics`, and
-    /// allow each call only what its token's permissions grant (see [`AuthConfig`]). Without
-    /// this the server is open.
+    /// Require an API token on every call but `/healthz` and `/readyz`, and allow each
+    /// call only what its token's permissions grant (see [`AuthConfig`]); `/metrics` then
+    /// needs a `metrics` permission unless [`Server::open_metrics`]. Without this the
+    /// server is open.
     pub fn auth(mut self, config: AuthConfig) -> Server {
         self.auth = Some(config);
+        self
+    }
+
+    /// Serve `/metrics` to anyone, without a token, even with [`Server::auth`]. Off by
+    /// default: the exposition names every queue, dead-letter queue, subscription and
+    /// group. (On a server without tokens everything, `/metrics` included, is open.)
+    pub fn open_metrics(mut self) -> Server {
+        self.open_metrics = true;
+        self
+    }
+
+    /// The most message bytes — payloads, keys and headers — one dead-letter peek, topic
+    /// read or group poll answers with ([`DEFAULT_MAX_READ_BYTES`] unless set), besides
+    /// its count: a thousand messages of 1 MiB would otherwise be a gigabyte gathered for
+    /// one answer. The first message always comes, whatever its size, so a reader paging
+    /// on progresses; a peek's answer says whether there is `more`.
+    pub fn max_read_bytes(mut self, bytes: usize) -> Server {
+        self.max_read_bytes = bytes;
         self
     }
 
@@ -256,7 +293,7 @@ impl Server {
     }
 
     /// At most `n` connections open at once on each listener (gRPC and HTTP count
-    /// apart). No limit unless set.
+    /// apart); [`DEFAULT_MAX_CONNECTIONS`] unless set.
     ///
     /// Every accepted connection holds a permit until it closes; those accepted beyond the
     /// limit are answered in their own protocol, so the client sees why: HTTP gets a `429`
@@ -266,7 +303,7 @@ impl Server {
     /// keep-alive connection, or an HTTP/2 one carrying any number of streams, holds a
     /// socket and memory without any request in progress.
     pub fn max_connections(mut self, n: usize) -> Server {
-        self.max_connections = Some(n);
+        self.max_connections = n;
         self
     }
 
@@ -299,12 +336,15 @@ impl Server {
     /// shutdown are then the program's: `/readyz` stays ready, and `/metrics` counts only
     /// what this router served.
     pub fn into_http_router(self) -> axum::Router {
+        let gate = Gate::timed_by(self.auth, self.max_batch, broker_time(&self.broker));
         let shared = http::Shared {
             broker: self.broker,
             meters: self.meters,
-            gate: Arc::new(Gate::new(self.auth, self.max_batch)),
+            gate: Arc::new(gate),
             redaction: Arc::new(self.redaction),
             shutting_down: Arc::new(AtomicBool::new(false)),
+            open_metrics: self.open_metrics,
+            max_read_bytes: self.max_read_bytes,
         };
         http::router(shared, self.max_body)
     }
@@ -314,7 +354,11 @@ impl Server {
         if self.grpc.is_none() && self.http.is_none() {
             return Err(ServeError::NoListener);
         }
-        let gate = Arc::new(Gate::new(self.auth, self.max_batch));
+        let gate = Arc::new(Gate::timed_by(
+            self.auth,
+            self.max_batch,
+            broker_time(&self.broker),
+        ));
         let redaction = Arc::new(self.redaction);
         let shutting_down = Arc::new(AtomicBool::new(false));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -337,6 +381,7 @@ impl Server {
                 &redaction,
                 &self.meters,
                 self.max_message,
+                self.max_read_bytes,
                 streams_stop,
             );
             let admission = Admission::new(self.max_connections);
@@ -367,6 +412,8 @@ impl Server {
                 gate: Arc::clone(&gate),
                 redaction: Arc::clone(&redaction),
                 shutting_down: Arc::clone(&shutting_down),
+                open_metrics: self.open_metrics,
+                max_read_bytes: self.max_read_bytes,
             };
             let listener = HttpListener {
                 listener,
@@ -403,6 +450,12 @@ impl Server {
         );
         served.map(|_| ())
     }
+}
+
+/// The broker's clock, for the gate's quotas.
+fn broker_time(broker: &Broker) -> Arc<dyn Fn() -> i64 + Send + Sync> {
+    let broker = broker.clone();
+    Arc::new(move || broker.now_ms())
 }
 
 /// Accepted gRPC connections, counted by `admission`, with Nagle's algorithm off. tonic

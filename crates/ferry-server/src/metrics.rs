@@ -76,6 +76,17 @@ pub struct Snapshot {
     pub publish_to_ack: BTreeMap<String, Histogram>,
 }
 
+impl Snapshot {
+    /// Only the series of the queues and topics `shows` takes.
+    pub fn retain(&mut self, shows: &dyn Fn(&str) -> bool) {
+        self.delivered.retain(|queue, _| shows(queue));
+        self.rejected.retain(|queue, _| shows(queue));
+        self.publish.retain(|(_, name), _| shows(name));
+        self.delivery_to_ack.retain(|queue, _| shows(queue));
+        self.publish_to_ack.retain(|queue, _| shows(queue));
+    }
+}
+
 /// The server's own measurements, shared by its gRPC and HTTP sides.
 #[derive(Default)]
 pub struct Meters {

@@ -53,7 +53,7 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
 pub fn from_refusal(refusal: Refusal) -> Status {
     let code = match refusal {
         Refusal::Unauthenticated => Code::Unauthenticated,
-        Refusal::Forbidden { .. } => Code::PermissionDenied,
+        Refusal::Forbidden { .. } | Refusal::NoMetrics { .. } => Code::PermissionDenied,
         Refusal::BatchTooLarge { .. } | Refusal::OverQuota { .. } => Code::ResourceExhausted,
     };
     Status::new(code, refusal.to_string())
@@ -64,7 +64,9 @@ pub fn from_refusal(refusal: Refusal) -> Status {
 pub fn http_refusal(refusal: &Refusal) -> (StatusCode, &'static str) {
     match refusal {
         Refusal::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-        Refusal::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+        Refusal::Forbidden { .. } | Refusal::NoMetrics { .. } => {
+            (StatusCode::FORBIDDEN, "forbidden")
+        }
         Refusal::BatchTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "batch_too_large"),
         Refusal::OverQuota { .. } => (StatusCode::TOO_MANY_REQUESTS, "over_quota"),
     }

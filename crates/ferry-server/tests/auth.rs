@@ -4,15 +4,18 @@
 //! spent quotas are refused whole; the token never comes back in a reply.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_broker::QueueSpec;
+use ferry_broker::{Broker, BrokerConfig, QueueSpec};
 use ferry_proto::v1::{
     self, dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
     publisher_client::PublisherClient,
 };
 use ferry_server::AuthConfig;
+use ferry_storage::ManualClock;
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -194,13 +197,71 @@ async fn missing_or_unknown_tokens_are_unauthenticated_and_change_nothing() {
     s.stop().await;
 }
 
+/// `/metrics` and its `metrics` permission: `tests/metrics.rs`.
 #[tokio::test]
-async fn health_readiness_and_metrics_need_no_token() {
+async fn health_and_readiness_need_no_token() {
     let s = Running::start().await;
-    for path in ["/healthz", "/readyz", "/metrics"] {
+    for path in ["/healthz", "/readyz"] {
         let r = s.http(None, "GET", path, json!({})).await;
         assert_eq!(r.status, 200, "{path}: {}", r.raw);
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_without_a_token_is_refused_before_its_body_is_read() {
+    let s = Running::start().await;
+    for token in [None, Some(WRONG)] {
+        let mut stream = TcpStream::connect(s.http).await.unwrap();
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        // A body of 20 MiB announced, a few bytes of it sent, the rest never: only an
+        // answer given without reading the body can arrive.
+        let head = format!(
+            "POST /v1/queues/orders.eu/messages HTTP/1.1\r\nHost: ferry\r\n{auth}\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"messages\"",
+            20 << 20
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(60), read_head(&mut stream))
+            .await
+            .expect("the 401 comes without the body");
+        assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+    }
+    assert_eq!(s.ready("orders.eu"), 0);
+    s.stop().await;
+}
+
+/// The status line and headers of the reply on `stream`.
+async fn read_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await.unwrap() {
+            0 => break,
+            n => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+#[tokio::test]
+async fn a_grpc_call_without_a_token_is_refused_before_its_message_is_decoded() {
+    let s = Running::start_with(|s| s.auth(config()).max_grpc_message(1024)).await;
+    let oversized = || v1::PublishRequest {
+        queue: "orders.eu".into(),
+        messages: vec![v1::OutgoingMessage {
+            payload: vec![b'x'; 4096].into(),
+            ..Default::default()
+        }],
+    };
+    for token in [None, Some(WRONG)] {
+        let status = refused(s.publisher().publish(req(token, oversized())).await);
+        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    }
+    // With a token the message is decoded, and refused for its size.
+    let status = refused(s.publisher().publish(req(Some(ROOT), oversized())).await);
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert_eq!(s.ready("orders.eu"), 0);
     s.stop().await;
 }
 
@@ -517,7 +578,20 @@ async fn http_calls_are_allowed_on_matching_names_and_denied_elsewhere() {
 
 #[tokio::test]
 async fn a_spent_publish_quota_is_resource_exhausted_and_recovers_after_a_second() {
-    let s = Running::start().await;
+    // Quotas count by the broker's clock: a manual one, so that neither a slow machine
+    // (refilling the bucket between two calls) nor a sleep decides the outcome.
+    let clock = ManualClock::new(1_800_000_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let manual = BrokerConfig {
+        clock: Arc::new(clock.clone()),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(dir.path(), manual).await.unwrap();
+    broker
+        .create_queue("metered", QueueSpec::default())
+        .await
+        .unwrap();
+    let s = Running::serve(broker, Some(dir), |s| s.auth(config())).await;
     let t = Some(METERED);
     s.publisher()
         .publish(req(t, publish_request("metered", 5)))
@@ -553,7 +627,7 @@ async fn a_spent_publish_quota_is_resource_exhausted_and_recovers_after_a_second
         .await
         .unwrap();
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(1000);
     s.publisher()
         .publish(req(t, publish_request("metered", 5)))
         .await
@@ -627,6 +701,20 @@ async fn the_token_never_appears_in_a_reply() {
             .await;
         assert!([401, 403, 404].contains(&r.status), "{}", r.raw);
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_connection_limit_refuses_the_connection_past_it() {
+    let s = Running::start_with(|s| s).await;
+    let mut held = Vec::new();
+    for _ in 0..ferry_server::DEFAULT_MAX_CONNECTIONS {
+        held.push(TcpStream::connect(s.http).await.unwrap());
+    }
+    // Accepted in the order they connected: this one is past the limit.
+    let r = s.http(None, "GET", "/healthz", json!({})).await;
+    expect(&r, 429, "too_many_connections");
+    drop(held);
     s.stop().await;
 }
 

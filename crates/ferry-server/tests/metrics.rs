@@ -1,18 +1,55 @@
 //! `/metrics` over a real socket: the storage engine's fsync and group-commit histograms
 //! and consumer-group lag appear, are well-formed Prometheus text, and move with what
-//! the broker does. Groups are driven through the broker handle the server shares (there
+//! the broker does; with tokens configured, only a `metrics` token scrapes, and sees the
+//! names its pattern matches. Groups are driven through the broker handle the server shares (there
 //! is no HTTP call to join or commit); publishes go through HTTP.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferry_broker::GroupJoin;
+use ferry_broker::{GroupJoin, QueueSpec};
+use ferry_server::AuthConfig;
 use serde_json::{Value, json};
 
 mod support;
 
-use support::Served as Running;
+use support::{Served as Running, grant};
+
+const ADMIN: &str = "admin-3c5e7a9b1d2f4a6c8e0b2d4f6a8c0e2b";
+const SCRAPER: &str = "scraper-5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a";
+const ORDERS_SCRAPER: &str = "orders-scraper-1a2b3c4d5e6f7a8b9c0d1e2f3a4b";
+
+/// A server with tokens and the queues `orders.eu` and `billing`.
+async fn start_with_tokens(
+    configure: impl FnOnce(ferry_server::Server) -> ferry_server::Server,
+) -> Running {
+    let (broker, dir) = support::fresh_broker().await;
+    for queue in ["orders.eu", "billing"] {
+        broker
+            .create_queue(queue, QueueSpec::default())
+            .await
+            .unwrap();
+    }
+    let auth = AuthConfig {
+        tokens: vec![
+            grant("admin", ADMIN, &["admin:#", "publish:#", "consume:#"]),
+            grant("scraper", SCRAPER, &["metrics:#"]),
+            grant("orders-scraper", ORDERS_SCRAPER, &["metrics:orders.#"]),
+        ],
+    };
+    Running::serve(broker, Some(dir), |s| configure(s.auth(auth))).await
+}
+
+/// `GET /metrics` with `token`: (status, body).
+async fn scrape_with(addr: SocketAddr, token: Option<&str>) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let reply = support::exchange(addr, &auth, "GET", "/metrics", b"").await;
+    (
+        reply.status,
+        String::from_utf8_lossy(&reply.body).into_owned(),
+    )
+}
 
 impl Running {
     async fn start() -> Running {
@@ -357,5 +394,52 @@ async fn group_lag_is_reported_per_partition_and_falls_to_zero_once_committed() 
         );
     }
     assert_eq!(caught_up.family("ferry_group_lag_messages").len(), 2);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_need_a_metrics_token_and_show_only_the_names_it_matches() {
+    let s = start_with_tokens(|s| s).await;
+    for token in [None, Some("not-a-token")] {
+        let (status, body) = scrape_with(s.http, token).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("unauthenticated"), "{body}");
+    }
+    // `admin` on every name is not `metrics`: scraping is granted apart.
+    let (status, body) = scrape_with(s.http, Some(ADMIN)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("metrics:#"), "says what to grant: {body}");
+
+    let (status, all) = scrape_with(s.http, Some(SCRAPER)).await;
+    assert_eq!(status, 200, "{all}");
+    Scrape::parse(&all);
+    for queue in ["orders.eu", "billing"] {
+        assert!(
+            all.contains(&format!("queue=\"{queue}\"")),
+            "{queue}: {all}"
+        );
+    }
+    let (status, orders) = scrape_with(s.http, Some(ORDERS_SCRAPER)).await;
+    assert_eq!(status, 200, "{orders}");
+    let parsed = Scrape::parse(&orders);
+    assert!(orders.contains("queue=\"orders.eu\""), "{orders}");
+    assert!(!orders.contains("billing"), "billing shown: {orders}");
+    assert!(
+        !parsed
+            .family("ferry_storage_fsync_seconds_count")
+            .is_empty(),
+        "the series naming no queue are shown: {orders}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_can_be_left_open_with_tokens_configured() {
+    let s = start_with_tokens(|s| s.open_metrics()).await;
+    let (status, body) = scrape_with(s.http, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("queue=\"billing\""), "{body}");
+    let reply = support::exchange(s.http, "", "GET", "/v1/queues", b"").await;
+    assert_eq!(reply.status, 401, "the rest still needs a token");
     s.stop().await;
 }

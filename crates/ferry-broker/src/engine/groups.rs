@@ -36,6 +36,7 @@ use crate::error::{BrokerError, Result};
 use crate::group::{GroupState, Join, Membership};
 use crate::message_id::MessageId;
 use crate::name::Name;
+use crate::read_limit::{Budget, ReadLimit};
 use crate::topic::{Position, TopicRecord};
 
 const GROUP_PREFIX: &str = "group/";
@@ -216,6 +217,21 @@ impl Broker {
         member: &str,
         max_records: usize,
     ) -> Result<Vec<TopicRecord>> {
+        self.poll_group_within(topic, group, member, ReadLimit::messages(max_records))
+    }
+
+    /// As [`Broker::poll_group`], within `limit`: at most `limit.messages` records and
+    /// `limit.bytes` bytes of them (always at least one record when there is one). The
+    /// positions advance past what is returned only, so what did not fit comes next poll.
+    pub fn poll_group_within(
+        &self,
+        topic: &str,
+        group: &str,
+        member: &str,
+        limit: ReadLimit,
+    ) -> Result<Vec<TopicRecord>> {
+        let max_records = limit.messages;
+        let mut budget = Budget::new(limit);
         let topic = self.topic(topic)?;
         let group = Name::new(group)?;
         let shape = topic.shape();
@@ -228,9 +244,9 @@ impl Broker {
             let mut exhausted = Vec::new();
             // Take turns: a slice per partition each round, until full or all are read.
             let slice = (max_records / held.len().max(1)).max(1);
-            while out.len() < max_records && exhausted.len() < held.len() {
+            while !budget.is_spent() && exhausted.len() < held.len() {
                 for &p in &held {
-                    if out.len() >= max_records || exhausted.contains(&p) {
+                    if budget.is_spent() || exhausted.contains(&p) {
                         continue;
                     }
                     let partition = &shape.partitions[p as usize];
@@ -246,11 +262,18 @@ impl Broker {
                         *g.skipped.entry(p).or_default() += start - from;
                         from = start;
                     }
-                    let want = slice.min(max_records - out.len());
+                    let want = slice.min(budget.messages_left());
+                    // Fewer than wanted: the partition's end, or the bytes ran out (and
+                    // then the budget ends this poll, or a smaller record elsewhere fits).
                     let records = if from >= end {
                         Vec::new()
                     } else {
-                        partition.read(&topic.name, Position::Offset(from), want)?
+                        partition.read_within(
+                            &topic.name,
+                            Position::Offset(from),
+                            want,
+                            &mut budget,
+                        )?
                     };
                     let next = records.last().map_or(from, |r| r.offset + 1);
                     g.state.advance(member, p, next)?;

@@ -67,7 +67,7 @@ pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::{Checkpoint, MaintenanceReport};
 pub use queue::ReceivedMessage;
-pub use queue::{MAX_PEEK, PeekedMessage};
+pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{QueueInfo, QueueStats};
 pub use queue::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
@@ -263,7 +263,10 @@ impl Broker {
         Ok(broker)
     }
 
-    fn now_ms(&self) -> i64 {
+    /// The time by the broker's clock ([`BrokerConfig::clock`]), in ms since the Unix
+    /// epoch: what a front end's own timing (the server's publish quotas) counts by, so
+    /// that a test drives broker and front end with one manual clock.
+    pub fn now_ms(&self) -> i64 {
         self.inner.config.clock.now_ms()
     }
 

@@ -18,6 +18,7 @@ use super::{BrokerConfig, max_record_bytes};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
 use crate::name::Name;
+use crate::read_limit::{Budget, ReadLimit};
 use crate::record::producer_stamp;
 use crate::topic::producer::ProducerTable;
 use crate::topic::{PartitionInfo, Position, TopicRecord, TopicSpec};
@@ -333,13 +334,28 @@ impl Partition {
 
     /// Up to `max` records from `from`, in offset order.
     pub fn read(&self, topic: &Name, from: Position, max: usize) -> Result<Vec<TopicRecord>> {
+        let mut budget = Budget::new(ReadLimit::messages(max));
+        self.read_within(topic, from, max, &mut budget)
+    }
+
+    /// Up to `max` records from `from`, in offset order, as far as `budget` (which may be
+    /// shared with reads of other partitions) still takes them; what is returned is taken
+    /// from it.
+    pub(crate) fn read_within(
+        &self,
+        topic: &Name,
+        from: Position,
+        max: usize,
+        budget: &mut Budget,
+    ) -> Result<Vec<TopicRecord>> {
         let mut next = self.resolve(topic, from)?;
         let mut out = Vec::new();
-        let budget = max
+        let max = max.min(budget.messages_left());
+        let read_bytes = max
             .saturating_mul(SMALL_RECORD_BYTES)
             .clamp(4096, READ_BYTES);
-        while out.len() < max && next < self.log.end_offset() {
-            let records = match self.log.read(next, budget) {
+        'reads: while out.len() < max && !budget.is_spent() && next < self.log.end_offset() {
+            let records = match self.log.read(next, read_bytes) {
                 Ok(records) => records,
                 // Retention removed the segment between the check and the read.
                 Err(StorageError::OffsetOutOfRange {
@@ -364,6 +380,10 @@ impl Partition {
             for record in records.into_iter().take(max - out.len()) {
                 let offset = record.offset;
                 let (message, producer) = Message::from_topic_record(record)?;
+                if !budget.fits(&message) {
+                    break 'reads;
+                }
+                budget.take(&message);
                 out.push(TopicRecord {
                     partition: self.index,
                     offset,

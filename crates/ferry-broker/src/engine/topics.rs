@@ -39,6 +39,7 @@ use super::{Broker, BrokerConfig, MaintenanceReport};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, OutgoingMessage, millis};
 use crate::name::Name;
+use crate::read_limit::{Budget, ReadLimit};
 use crate::record::ProducerStamp;
 use crate::spec_codec;
 use crate::topic::partitioner::partition_for_key;
@@ -482,10 +483,24 @@ impl Broker {
         from: Position,
         max_records: usize,
     ) -> Result<Vec<TopicRecord>> {
+        self.read_topic_within(topic, partition, from, ReadLimit::messages(max_records))
+    }
+
+    /// As [`Broker::read_topic`], within `limit`: at most `limit.messages` records and
+    /// `limit.bytes` bytes of them (always at least one record when there is one, so a
+    /// reader going on from the offset after the last returned progresses).
+    pub fn read_topic_within(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: Position,
+        limit: ReadLimit,
+    ) -> Result<Vec<TopicRecord>> {
         let topic = self.topic(topic)?;
+        let mut budget = Budget::new(limit);
         topic
             .partition(partition)?
-            .read(&topic.name, from, max_records)
+            .read_within(&topic.name, from, limit.messages, &mut budget)
     }
 
     // ---- Maintenance ----

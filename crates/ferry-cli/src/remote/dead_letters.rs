@@ -127,16 +127,14 @@ pub async fn dlq(remote: &Remote, command: DlqCommand) -> anyhow::Result<()> {
                 let page = remote
                     .call(remote.client.peek(&dlq, filter.clone(), want, after))
                     .await?;
+                // Only an empty page is the end: the server caps a page in bytes too,
+                // so a shorter page than asked may have more after it.
                 let Some(last) = page.last() else { break };
                 after = Some(last.seq);
-                let full = page.len() as u32 == want;
                 letters.extend(page.into_iter().map(|mut l| {
                     redaction.mask(&mut l.headers);
                     l
                 }));
-                if !full {
-                    break;
-                }
             }
             if remote.json {
                 print_json(&json!(

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ferry_broker::{Broker, RedriveRequest};
+use ferry_broker::{Broker, ReadLimit, RedriveRequest};
 use ferry_proto::v1::{self, dead_letters_server::DeadLetters};
 use tonic::{Request, Response, Status};
 
@@ -18,6 +18,8 @@ pub struct DeadLettersService {
     pub gate: Arc<Gate>,
     /// Headers whose values peeks mask.
     pub redaction: Arc<Redaction>,
+    /// The most message bytes one peek answers with (see [`crate::Server::max_read_bytes`]).
+    pub max_read_bytes: usize,
 }
 
 impl DeadLettersService {
@@ -38,13 +40,18 @@ impl DeadLetters for DeadLettersService {
         self.check_filter(r.filter.as_ref())?;
         let filter = convert::dead_letter_filter(r.filter).map_err(from_convert)?;
         let after = r.after_seq;
-        let max = if r.max == 0 { 100 } else { r.max as usize };
-        let letters = self
+        let limit = ReadLimit {
+            messages: if r.max == 0 { 100 } else { r.max as usize },
+            bytes: self.max_read_bytes,
+        };
+        let page = self
             .broker
-            .peek(&r.dlq, after, max, &filter)
+            .peek_within(&r.dlq, after, limit, &filter)
             .map_err(from_broker)?;
         Ok(Response::new(v1::PeekResponse {
-            letters: letters
+            more: page.more,
+            letters: page
+                .messages
                 .into_iter()
                 .map(|l| {
                     let mut letter = convert::peeked(l);

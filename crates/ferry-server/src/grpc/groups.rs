@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_broker::{Broker, GroupJoin, StartAt};
+use ferry_broker::{Broker, GroupJoin, ReadLimit, StartAt};
 use ferry_proto::v1::{self, groups_server::Groups};
 use tonic::{Request, Response, Status};
 
@@ -15,6 +15,9 @@ use crate::status::{from_broker, from_convert};
 pub struct GroupsService {
     pub broker: Broker,
     pub gate: Arc<Gate>,
+    /// The most message bytes one poll or read answers with (see
+    /// [`crate::Server::max_read_bytes`]).
+    pub max_read_bytes: usize,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -27,6 +30,16 @@ fn records_wanted(max: u32) -> usize {
         500
     } else {
         (max as usize).min(MAX_RECORDS)
+    }
+}
+
+impl GroupsService {
+    /// `max_records` as asked (within [`MAX_RECORDS`]), and the server's bytes.
+    fn limit(&self, max_records: u32) -> ReadLimit {
+        ReadLimit {
+            messages: records_wanted(max_records),
+            bytes: self.max_read_bytes,
+        }
     }
 }
 
@@ -85,12 +98,7 @@ impl Groups for GroupsService {
         let r = r.into_inner();
         let records = self
             .broker
-            .poll_group(
-                &r.topic,
-                &r.group,
-                &r.member_id,
-                records_wanted(r.max_records),
-            )
+            .poll_group_within(&r.topic, &r.group, &r.member_id, self.limit(r.max_records))
             .map_err(from_broker)?;
         Ok(Response::new(v1::PollResponse {
             records: records.into_iter().map(convert::record).collect(),
@@ -112,7 +120,7 @@ impl Groups for GroupsService {
         let from = convert::position(r.from).map_err(from_convert)?;
         let records = self
             .broker
-            .read_topic(&r.topic, r.partition, from, records_wanted(r.max_records))
+            .read_topic_within(&r.topic, r.partition, from, self.limit(r.max_records))
             .map_err(from_broker)?;
         Ok(Response::new(v1::ReadTopicResponse {
             records: records.into_iter().map(convert::record).collect(),

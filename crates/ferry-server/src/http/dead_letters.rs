@@ -5,7 +5,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use bytes::Bytes;
-use ferry_broker::RedriveRequest;
+use ferry_broker::{ReadLimit, RedriveRequest};
 use ferry_proto::v1;
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +66,9 @@ pub struct Peeked {
     letters: Vec<Delivery>,
     /// Pass as `after_seq` for the next page; absent when this page was empty.
     next_after_seq: Option<u64>,
+    /// The page ended at its count or byte limit with letters after it not yet looked
+    /// at: ask again from `next_after_seq`.
+    more: bool,
 }
 
 pub async fn peek(
@@ -84,11 +87,16 @@ pub async fn peek(
         newer_than_ms: q.newer_than_ms,
     }
     .into_broker(&s.redaction)?;
-    let max = q.max.unwrap_or(100);
-    let letters = s.broker.peek(&dlq, q.after_seq, max, &filter)?;
-    let next_after_seq = letters.last().map(|l| l.seq);
+    let limit = ReadLimit {
+        messages: q.max.unwrap_or(100),
+        bytes: s.max_read_bytes,
+    };
+    let page = s.broker.peek_within(&dlq, q.after_seq, limit, &filter)?;
+    let next_after_seq = page.messages.last().map(|l| l.seq);
     Ok(Json(Peeked {
-        letters: letters
+        more: page.more,
+        letters: page
+            .messages
             .into_iter()
             .map(|l| {
                 let mut letter = convert::peeked(l);

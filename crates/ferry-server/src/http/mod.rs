@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use ferry_broker::Broker;
@@ -38,6 +40,10 @@ pub struct Shared {
     pub redaction: Arc<Redaction>,
     /// Set when shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub shutting_down: Arc<AtomicBool>,
+    /// `/metrics` is served without a token even when tokens are configured.
+    pub open_metrics: bool,
+    /// The most message bytes one peek answers with.
+    pub max_read_bytes: usize,
 }
 
 impl Shared {
@@ -69,6 +75,18 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
+}
+
+/// Refuses a request without a valid token before anything reads its body: a handler's
+/// body extractor runs before the handler, so a check in the handler would come only
+/// after up to `max_body` bytes (24 MiB by default) were taken in from anyone. What the
+/// token may do depends on the names in the path and the body, so each handler checks
+/// the permission itself.
+async fn authenticate(State(s): State<Shared>, request: Request, next: Next) -> Response {
+    match s.caller(request.headers()) {
+        Ok(_) => next.run(request).await,
+        Err(unauthenticated) => unauthenticated.into_response(),
+    }
 }
 
 /// A request body as `T`, or the API's own 400 saying what is wrong with the JSON. The
@@ -115,10 +133,7 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
     use admin::*;
     use dead_letters::*;
     use messaging::*;
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(prometheus::scrape))
+    let api = Router::new()
         .route("/v1/queues", post(create_queue).get(list_queues))
         .route(
             "/v1/queues/{queue}",
@@ -141,6 +156,14 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
             "/v1/subscriptions/{name}",
             get(describe_subscription).delete(delete_subscription),
         )
+        .route_layer(middleware::from_fn_with_state(shared.clone(), authenticate));
+    // The operational endpoints need no token (`/metrics` checks its own, see
+    // `prometheus::scrape`): probes and scrapers do not hold API tokens.
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus::scrape))
+        .merge(api)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(max_body))

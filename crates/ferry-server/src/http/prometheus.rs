@@ -12,19 +12,36 @@
 use std::fmt::Write as _;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use ferry_broker::{Broker, HistogramSnapshot, LogStatsSnapshot, QueueInfo};
 
 use super::Shared;
+use super::error::ApiError;
+use crate::auth::Action;
 use crate::metrics::{BUCKETS, Histogram, Meters, Snapshot};
 
 /// The content type Prometheus expects for the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-pub async fn scrape(State(s): State<Shared>) -> impl IntoResponse {
-    let text = render(&s.broker, &s.meters);
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+/// The exposition names every queue, dead-letter queue, subscription and group, so with
+/// tokens configured it needs a token with a `metrics` permission, and shows only the
+/// series of the names that permission matches — unless the server was told to leave
+/// `/metrics` open ([`Server::open_metrics`](crate::Server::open_metrics)).
+pub async fn scrape(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    let text = if s.open_metrics {
+        render(&s.broker, &s.meters, &|_| true)
+    } else {
+        let who = s.caller(&headers)?;
+        s.gate.allow_metrics(who)?;
+        render(&s.broker, &s.meters, &|name| {
+            s.gate.may(who, Action::Metrics, name)
+        })
+    };
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
 }
 
 /// A label value, escaped as the text format asks (names are plain ASCII already; this
@@ -136,9 +153,13 @@ struct GroupLag {
     seconds: f64,
 }
 
-fn group_lags(broker: &Broker) -> Vec<GroupLag> {
+fn group_lags(broker: &Broker, shows: &dyn Fn(&str) -> bool) -> Vec<GroupLag> {
     let mut lags = Vec::new();
     for (topic, group) in broker.list_groups() {
+        // A group is named under its topic, as its permissions are.
+        if !shows(topic.as_str()) {
+            continue;
+        }
         // Else the topic (and its groups) was deleted since the list, or a partition's
         // oldest record could not be read: this scrape goes without that group.
         let Ok(partitions) = broker.group_lag(topic.as_str(), group.as_str()) else {
@@ -157,11 +178,16 @@ fn group_lags(broker: &Broker) -> Vec<GroupLag> {
     lags
 }
 
-/// The whole exposition: broker state now, and the server's own measurements.
-pub fn render(broker: &Broker, meters: &Meters) -> String {
+/// The exposition: broker state now, and the server's own measurements, for the queues,
+/// subscriptions and topics `shows` takes (the storage and disk series name none and are
+/// always shown).
+pub fn render(broker: &Broker, meters: &Meters, shows: &dyn Fn(&str) -> bool) -> String {
     let mut queues = Vec::new();
     let mut lags = Vec::new();
     for name in broker.list_queues() {
+        if !shows(name.as_str()) {
+            continue;
+        }
         // A subscription's description includes its queue's; a plain queue is not one.
         if let Ok(sub) = broker.describe_subscription(name.as_str()) {
             lags.push(Lag {
@@ -176,8 +202,9 @@ pub fn render(broker: &Broker, meters: &Meters) -> String {
         }
         // Else it was deleted since the list: nothing to report.
     }
-    let groups = group_lags(broker);
-    let m = meters.snapshot();
+    let groups = group_lags(broker, shows);
+    let mut m = meters.snapshot();
+    m.retain(shows);
     let storage = broker.storage_stats();
     let mut out = String::with_capacity(8192 + queues.len() * 1024 + groups.len() * 256);
     counters(&mut out, &queues, &m);

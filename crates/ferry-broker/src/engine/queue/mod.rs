@@ -39,7 +39,7 @@ pub use admin::{QueueInfo, QueueStats};
 pub(crate) use consume::MAX_CONSUMER_NAME_BYTES;
 pub use consume::ReceivedMessage;
 pub(crate) use consume::check_consumer;
-pub use peek::{MAX_PEEK, PeekedMessage};
+pub use peek::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 
 /// Read budget when scanning a log from its start.

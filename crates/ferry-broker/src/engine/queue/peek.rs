@@ -7,9 +7,15 @@ use crate::engine::Broker;
 use crate::error::Result;
 use crate::message::Message;
 use crate::queue::state::Seq;
+use crate::read_limit::{Budget, ReadLimit};
 
 /// The most messages one peek returns.
 pub const MAX_PEEK: usize = 1000;
+
+/// How many stored messages a peek reads at a time: few enough that reading past a byte
+/// limit holds little more than the limit (16 of the largest messages, 16 MiB), enough
+/// that a filter skipping most messages does not read one at a time.
+const READ_CHUNK: usize = 16;
 
 /// A message as a peek shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,10 +26,21 @@ pub struct PeekedMessage {
     pub in_flight: bool,
 }
 
+/// What one peek found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeekPage {
+    pub messages: Vec<PeekedMessage>,
+    /// The page ended at its limit (count or bytes) with seqs after its last message not
+    /// yet looked at: peek again after that seq. `false`: the queue held nothing more
+    /// that the filter takes.
+    pub more: bool,
+}
+
 impl Broker {
     /// Up to `max` (at most [`MAX_PEEK`]) messages of `queue` after seq `after` (all with
     /// `None`) that `filter` takes (the redrive filter: reason, header, age), oldest first.
-    /// Page on by passing the last seq returned.
+    /// Page on by passing the last seq returned. [`Broker::peek_within`] bounds the bytes
+    /// too.
     pub fn peek(
         &self,
         queue: &str,
@@ -31,8 +48,26 @@ impl Broker {
         max: usize,
         filter: &RedriveFilter,
     ) -> Result<Vec<PeekedMessage>> {
+        Ok(self
+            .peek_within(queue, after, ReadLimit::messages(max), filter)?
+            .messages)
+    }
+
+    /// As [`Broker::peek`], within `limit`: at most `limit.messages` (and [`MAX_PEEK`])
+    /// messages and `limit.bytes` bytes of them — always at least one, so paging on
+    /// progresses — reading no more of the queue than that takes.
+    pub fn peek_within(
+        &self,
+        queue: &str,
+        after: Option<Seq>,
+        limit: ReadLimit,
+        filter: &RedriveFilter,
+    ) -> Result<PeekPage> {
         let queue = self.queue(queue)?;
-        let max = max.min(MAX_PEEK);
+        let mut budget = Budget::new(ReadLimit {
+            messages: limit.messages.min(MAX_PEEK),
+            ..limit
+        });
         let now_ms = self.now_ms();
         let seqs: Vec<Seq> = queue
             .lock()
@@ -42,11 +77,7 @@ impl Broker {
             .filter(|&s| after.is_none_or(|a| s > a))
             .collect();
         let mut out = Vec::new();
-        // Read in pages as large as what is still wanted: a filter may drop most of them.
-        for page in seqs.chunks(max.max(1)) {
-            if out.len() >= max {
-                break;
-            }
+        for page in seqs.chunks(READ_CHUNK.min(budget.messages_left()).max(1)) {
             let (page, messages) = match queue.read_many(page) {
                 Ok(messages) => (page.to_vec(), messages),
                 // Settled meanwhile, and its segment deleted: read again what is left.
@@ -63,17 +94,34 @@ impl Broker {
                 }
             };
             for (seq, message) in page.into_iter().zip(messages) {
-                if out.len() < max && filter.matches(&message, now_ms) {
-                    let in_flight = queue.lock().state.lease(seq).is_some();
-                    out.push(PeekedMessage {
-                        seq,
-                        message,
-                        in_flight,
+                if budget.is_spent() {
+                    return Ok(PeekPage {
+                        messages: out,
+                        more: true,
                     });
                 }
+                if !filter.matches(&message, now_ms) {
+                    continue;
+                }
+                if !budget.fits(&message) {
+                    return Ok(PeekPage {
+                        messages: out,
+                        more: true,
+                    });
+                }
+                budget.take(&message);
+                let in_flight = queue.lock().state.lease(seq).is_some();
+                out.push(PeekedMessage {
+                    seq,
+                    message,
+                    in_flight,
+                });
             }
         }
-        Ok(out)
+        Ok(PeekPage {
+            messages: out,
+            more: false,
+        })
     }
 }
 
@@ -146,5 +194,56 @@ mod tests {
                 .peek("nope", None, 1, &RedriveFilter::default())
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn a_peek_stops_at_its_byte_limit_says_there_is_more_and_pages_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_queue("q", spec(1)).await.unwrap();
+        for i in 0..40u8 {
+            broker
+                .publish("q", OutgoingMessage::new(vec![i; 1000]))
+                .await
+                .unwrap();
+        }
+        let all = RedriveFilter::default();
+        let limit = ReadLimit {
+            messages: 100,
+            bytes: 4500,
+        };
+        let first = broker.peek_within("q", None, limit, &all).unwrap();
+        assert_eq!(first.messages.len(), 4, "4 of 1000 bytes fit in 4500");
+        assert!(first.more);
+        let mut seen = first.messages.len();
+        let mut after = first.messages.last().map(|m| m.seq);
+        loop {
+            let page = broker.peek_within("q", after, limit, &all).unwrap();
+            seen += page.messages.len();
+            if !page.more {
+                break;
+            }
+            after = page.messages.last().map(|m| m.seq);
+        }
+        assert_eq!(
+            seen, 40,
+            "paging on from each page's last seq sees every message"
+        );
+
+        // One message larger than the limit still comes, alone, so paging progresses.
+        let tiny = ReadLimit {
+            messages: 100,
+            bytes: 10,
+        };
+        let page = broker.peek_within("q", None, tiny, &all).unwrap();
+        assert_eq!(page.messages.len(), 1);
+        assert!(page.more);
+        // The count still bounds, and a page that reached the end says so.
+        let last = broker
+            .peek_within("q", Some(page.messages[0].seq + 37), limit, &all)
+            .unwrap();
+        assert_eq!(last.messages.len(), 2);
+        assert!(!last.more);
     }
 }
