@@ -137,6 +137,27 @@ impl Client {
             .await?
             .into_inner())
     }
+    /// Creates a temporary queue that only the consumer `owner` receives from; returns its
+    /// name (chosen by the server) and the idle timeout in force (`None` takes the server's
+    /// default). The server deletes it when a stream `owner` opened on it ends — hold one
+    /// open ([`Client::settle_stream`] or [`Client::consumer`] with `owner` as the consumer
+    /// name) while the queue is in use, so that it goes with this process — or after the
+    /// idle timeout without any operation on it.
+    pub async fn create_temporary_queue(
+        &self,
+        owner: &str,
+        idle_timeout: Option<Duration>,
+    ) -> Result<(String, Duration)> {
+        let created = self
+            .admin_client()
+            .create_temporary_queue(v1::CreateTemporaryQueueRequest {
+                owner: owner.into(),
+                idle_timeout_ms: idle_timeout.map(|d| d.as_millis().try_into().unwrap_or(u64::MAX)),
+            })
+            .await?
+            .into_inner();
+        Ok((created.name, Duration::from_millis(created.idle_timeout_ms)))
+    }
     pub async fn create_topic(&self, name: &str, spec: v1::TopicSpec) -> Result<()> {
         self.admin_client()
             .create_topic(v1::CreateTopicRequest {

@@ -28,7 +28,7 @@ async fn postgres_passes_the_conformance_suite() {
 
     // A skip must come from the table (or the restart the harness cannot do), never hide a
     // failure: the skipped checks are exactly the restart and those whose reason is a
-    // feature the table says No to (today none: every feature is native or emulated).
+    // feature the table says No to (today only temporary queues, which no check needs).
     let caps = ferry::transport::postgres_capabilities();
     let missing: Vec<Feature> = Feature::ALL
         .into_iter()

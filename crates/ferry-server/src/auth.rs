@@ -268,6 +268,7 @@ impl TokenGrant {
 /// | dead-letter peek (list, peek) | `dead_letters` on the dead-letter queue (`consume`, should the queue peeked be an ordinary one) |
 /// | redrive | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
 /// | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
+/// | create temporary queue (gRPC and HTTP) | `consume` on temporary queue names, `tmp.<ulid>` (e.g. `consume:tmp.*`); the server picks the name |
 /// | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
 /// | list queues, list topics | a valid token; only names it has `admin` on are listed |
 /// | `/metrics` | `metrics` on some name; only the series of names it has `metrics` on are shown (nothing, with [`Server::open_metrics`](crate::Server::open_metrics)) |

@@ -60,6 +60,7 @@
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
 //! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq", "more"}`, redacted header values as `***` ([`Redaction`]) |
 //! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
+//! | `POST` | `/v1/temporary-queues` | `{"owner", "idle_timeout_ms"?}` → 201 `{"name", "idle_timeout_ms"}`: a queue only `owner` receives from, deleted after the idle timeout (default 60 s) without use, or when a gRPC Consume stream its owner opened on it ends |
 //! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/topics` | → `{"names": [..]}` |
 //! | `GET` | `/v1/topics/{topic}` | → topic info |
@@ -112,6 +113,7 @@ mod metrics;
 mod redaction;
 mod settle;
 mod status;
+mod temporary;
 mod tls;
 
 pub use admission::REFUSED_GRACE;

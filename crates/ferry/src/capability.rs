@@ -43,10 +43,13 @@ pub enum Feature {
     /// Settling a delivery whose lease ran out and whose message another delivery settled
     /// is refused with [`Error::NotHeld`], so a slow consumer learns its work was redone.
     StaleSettles,
+    /// Queues bound to the process that declared them: deleted when it goes (its
+    /// connection or stream ends) or after an idle timeout, so a crash leaves none behind.
+    TemporaryQueues,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 14] = [
+    pub const ALL: [Feature; 15] = [
         Feature::CompetingConsumers,
         Feature::FanOut,
         Feature::Redelivery,
@@ -61,6 +64,7 @@ impl Feature {
         Feature::Ttl,
         Feature::MaxLength,
         Feature::StaleSettles,
+        Feature::TemporaryQueues,
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,6 +83,7 @@ impl Feature {
             Feature::Ttl => "message TTL",
             Feature::MaxLength => "max queue length",
             Feature::StaleSettles => "stale settles refused",
+            Feature::TemporaryQueues => "temporary queues",
         }
     }
 }
@@ -123,7 +128,7 @@ impl Support {
 pub struct Capabilities {
     pub transport: &'static str,
     /// Indexed in [`Feature::ALL`] order.
-    pub table: [(Feature, Support); 14],
+    pub table: [(Feature, Support); 15],
 }
 
 impl Capabilities {

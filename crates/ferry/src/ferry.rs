@@ -7,6 +7,7 @@ use crate::consumer::Consumer;
 use crate::error::Result;
 use crate::publisher::Publisher;
 use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 use crate::transport::{self, ConsumerOptions, Transport};
 
 /// The SDK's entry point; cheap to clone (an `Arc`).
@@ -47,6 +48,22 @@ impl Ferry {
     pub async fn declare_queue(&self, decl: &QueueDecl) -> Result<()> {
         self.capabilities().check_queue(decl)?;
         self.transport.declare_queue(decl).await
+    }
+
+    /// Declares a temporary queue, bound to this process: the transport deletes it when
+    /// this process's connection (or the consumer reading it) ends, or after the idle
+    /// timeout without use. Consume it as [`TemporaryQueue::owner`]. Where the transport has
+    /// no temporary queues ([`Feature::TemporaryQueues`](crate::Feature)) this is
+    /// [`Error::Unsupported`](crate::Error) and declares nothing; a bad idle timeout is
+    /// [`Error::Invalid`](crate::Error).
+    pub async fn declare_temporary_queue(
+        &self,
+        decl: &TemporaryQueueDecl,
+    ) -> Result<TemporaryQueue> {
+        self.capabilities()
+            .require(crate::capability::Feature::TemporaryQueues)?;
+        decl.validate()?;
+        self.transport.declare_temporary_queue(decl).await
     }
 
     pub async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {

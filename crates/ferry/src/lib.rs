@@ -50,6 +50,7 @@ pub mod spec;
 pub mod sql_dialect;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod sql_name;
+pub mod temporary;
 pub mod transport;
 
 // The snippets of `docs/patterns.md` run as doc tests, so the guide cannot drift from the
@@ -68,4 +69,5 @@ pub use publisher::Publisher;
 pub use spec::{
     Backoff, DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+pub use temporary::{TemporaryQueue, TemporaryQueueDecl};
 pub use transport::ConsumerOptions;

@@ -175,3 +175,9 @@ async fn a_timeout_above_the_blocking_limit_warns_once() {
     requester.close().await.unwrap();
     suite::delete_queue(&ferry, &queue).await;
 }
+
+#[tokio::test]
+async fn the_reply_queue_is_temporary_where_the_transport_has_them() {
+    let (_dir, ferry) = broker().await;
+    suite::the_reply_queue_is_temporary_where_the_transport_has_them(&ferry).await;
+}

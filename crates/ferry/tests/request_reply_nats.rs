@@ -63,3 +63,9 @@ async fn a_reply_to_a_closed_requester_is_dropped_and_the_request_acked() {
     let Some(ferry) = connect().await else { return };
     suite::a_reply_to_a_closed_requester_is_dropped(&ferry).await;
 }
+
+#[tokio::test]
+async fn the_reply_queue_is_temporary_where_the_transport_has_them() {
+    let Some(ferry) = connect().await else { return };
+    suite::the_reply_queue_is_temporary_where_the_transport_has_them(&ferry).await;
+}

@@ -9,7 +9,8 @@ use tonic::{Request, Response, Status};
 use super::{allow, caller};
 use crate::auth::{Action, Gate};
 use crate::convert;
-use crate::status::{from_broker, from_convert};
+use crate::status::{from_broker, from_convert, from_refusal};
+use crate::temporary;
 
 pub struct AdminService {
     pub broker: Broker,
@@ -226,5 +227,21 @@ impl Admin for AdminService {
             .reset_group_offsets(&r.topic, &r.group, r.partition, to)
             .map_err(from_broker)?;
         Ok(Response::new(v1::ResetGroupOffsetsResponse {}))
+    }
+
+    async fn create_temporary_queue(
+        &self,
+        r: Request<v1::CreateTemporaryQueueRequest>,
+    ) -> Reply<v1::CreateTemporaryQueueResponse> {
+        let who = caller(&self.gate, &r)?;
+        temporary::allow_create(&self.gate, who).map_err(from_refusal)?;
+        let r = r.into_inner();
+        let (name, idle) = temporary::create(&self.broker, &r.owner, r.idle_timeout_ms)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::CreateTemporaryQueueResponse {
+            name: name.to_string(),
+            idle_timeout_ms: idle.as_millis() as u64,
+        }))
     }
 }

@@ -26,6 +26,7 @@ use crate::convert::{self, opt_ms};
 use crate::metrics::Meters;
 use crate::settle::Deliveries;
 use crate::status::{from_broker, from_convert, from_refusal};
+use crate::temporary;
 
 /// How long one receive of the deliverer waits for messages before it looks again whether
 /// the stream is still open.
@@ -186,6 +187,9 @@ impl Consumer for ConsumerService {
             stream.credit.close();
             let _ = deliverer.await;
             stream.release().await;
+            // The owner's stream on its temporary queue is its connection (see
+            // `temporary.rs`): with it gone, so are the owner's temporary queues.
+            temporary::stream_ended(&stream.broker, &stream.queue, &stream.consumer).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }

@@ -10,6 +10,7 @@ mod messaging;
 mod path;
 mod prometheus;
 mod spec;
+mod temporary;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -144,6 +145,10 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         .route("/v1/queues/{queue}/messages/{seq}/{outcome}", post(settle))
         .route("/v1/queues/{queue}/dead-letters", get(peek))
         .route("/v1/queues/{queue}/redrive", post(redrive))
+        .route(
+            "/v1/temporary-queues",
+            post(temporary::create_temporary_queue),
+        )
         .route("/v1/topics", post(create_topic).get(list_topics))
         .route(
             "/v1/topics/{topic}",

@@ -1,4 +1,5 @@
-//! [`Requester`]: requests over a private reply queue, replies routed by correlation id.
+//! [`Requester`]: requests over a private reply queue (a temporary queue where the
+//! transport has them), replies routed by correlation id.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,22 +16,28 @@ use crate::error::{Error, Result};
 use crate::ferry::Ferry;
 use crate::message::{Message, Received, header::CORRELATION_ID, new_id, now_ms};
 use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source};
+use crate::temporary::TemporaryQueueDecl;
 use crate::transport::ConsumerOptions;
 
 /// How often the reply listener looks for a stop while no reply comes.
 const LISTEN_POLL: Duration = Duration::from_millis(100);
 
 /// Sends requests and waits for their replies. Every request of one requester shares its
-/// reply queue (declared by [`open`](Self::open) under a unique name, deleted by
-/// [`close`](Self::close)); one listener task routes each reply to the request with its
-/// correlation id. A reply that comes after its request gave up is acked and dropped —
-/// counted in [`late_replies`](Self::late_replies), never handed to another request.
+/// reply queue (declared by [`open`](Self::open), deleted by [`close`](Self::close)); one
+/// listener task routes each reply to the request with its correlation id. A reply that
+/// comes after its request gave up is acked and dropped — counted in
+/// [`late_replies`](Self::late_replies), never handed to another request.
 ///
-/// A requester that ends without `close` (a crash) leaves its reply queue behind; the
-/// names start with the prefix given to `open`, so they can be swept.
+/// Where the transport has temporary queues ([`Feature::TemporaryQueues`]: the embedded
+/// broker, a Ferry server, RabbitMQ) the reply queue is one, so a requester that ends
+/// without `close` (a crash) leaves nothing behind: the transport deletes the queue with
+/// the process's connection, or after its idle timeout. Elsewhere it is a queue named
+/// after the prefix given to `open`, which a crash leaves behind to be swept by that name.
 pub struct Requester {
     ferry: Ferry,
     reply_queue: String,
+    /// Whether the reply queue is a temporary queue (the transport may delete it first).
+    temporary: bool,
     shared: Arc<Shared>,
     stop: Arc<Notify>,
     listener: Mutex<Option<JoinHandle<()>>>,
@@ -86,18 +93,31 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Requester {
-    /// Declares a reply queue `<prefix>-<ulid>` (one delivery, no dead letters: a reply
-    /// nobody takes is worthless) and starts listening on it.
+    /// Declares the reply queue and starts listening on it: a temporary queue where the
+    /// transport has them (named by the transport; `prefix` names nothing then, as there
+    /// is nothing to sweep), else `<prefix>-<ulid>` with one delivery and no dead letters
+    /// (a reply nobody takes is worthless).
     pub async fn open(ferry: &Ferry, prefix: &str) -> Result<Requester> {
-        let reply_queue = format!("{prefix}-{}", new_id().to_ascii_lowercase());
-        let decl = QueueDecl::new(&reply_queue).delivery(DeliveryPolicy {
-            max_deliveries: 1,
-            dead_letter: false,
-            ..DeliveryPolicy::default()
-        });
-        ferry.declare_queue(&decl).await?;
+        let temporary = ferry.capabilities().supports(Feature::TemporaryQueues);
+        let (reply_queue, listener_name) = if temporary {
+            let queue = ferry
+                .declare_temporary_queue(&TemporaryQueueDecl::default())
+                .await?;
+            // Only the owner may consume a temporary queue.
+            (queue.name, queue.owner)
+        } else {
+            let reply_queue = format!("{prefix}-{}", new_id().to_ascii_lowercase());
+            let decl = QueueDecl::new(&reply_queue).delivery(DeliveryPolicy {
+                max_deliveries: 1,
+                dead_letter: false,
+                ..DeliveryPolicy::default()
+            });
+            ferry.declare_queue(&decl).await?;
+            let listener_name = format!("{reply_queue}-listener");
+            (reply_queue, listener_name)
+        };
         let options = ConsumerOptions {
-            name: format!("{reply_queue}-listener"),
+            name: listener_name,
             poll: LISTEN_POLL,
             ..ConsumerOptions::default()
         };
@@ -115,6 +135,7 @@ impl Requester {
             ttl: ferry.capabilities().supports(Feature::Ttl),
             ferry: ferry.clone(),
             reply_queue,
+            temporary,
             shared,
             stop,
             listener: Mutex::new(Some(listener)),
@@ -221,13 +242,19 @@ impl Requester {
             let _ = listener.await;
         }
         self.shared.pending().clear();
-        self.ferry.delete(&Source::queue(&self.reply_queue)).await
+        match self.ferry.delete(&Source::queue(&self.reply_queue)).await {
+            // A Ferry server deletes a temporary queue itself once the listener's stream
+            // ends, which may be before this delete arrives.
+            Err(Error::NotFound { .. }) if self.temporary => Ok(()),
+            other => other,
+        }
     }
 }
 
 impl Drop for Requester {
     fn drop(&mut self) {
-        // Without `close` the reply queue stays; at least stop the listener.
+        // Without `close` a named reply queue stays (a temporary one goes with the
+        // listener's connection or its idle timeout); at least stop the listener.
         self.stop.notify_one();
     }
 }

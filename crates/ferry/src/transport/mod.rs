@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::capability::Capabilities;
+use crate::capability::{Capabilities, Feature};
 use crate::error::{Error, Result};
 use crate::message::{Message, Received};
 use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
@@ -42,6 +43,17 @@ pub trait Transport: Send + Sync + 'static {
     /// Creates the queue (and its dead-letter queue) or, when it exists with the same
     /// settings, does nothing. Called only with declarations the capabilities allow.
     async fn declare_queue(&self, decl: &QueueDecl) -> Result<()>;
+    /// Creates a temporary queue bound to this transport's connection (see
+    /// [`crate::temporary`]). Called only with a valid declaration, and only when the
+    /// capabilities list [`Feature::TemporaryQueues`]; a transport without them keeps this
+    /// default, which refuses.
+    async fn declare_temporary_queue(&self, _decl: &TemporaryQueueDecl) -> Result<TemporaryQueue> {
+        Err(Error::unsupported(
+            self.capabilities().transport,
+            Feature::TemporaryQueues.name(),
+            "this transport has no temporary queues",
+        ))
+    }
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()>;
     async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()>;
     /// Deletes a queue, a subscription or a dead-letter queue (a source's dead-letter

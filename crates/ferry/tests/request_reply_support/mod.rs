@@ -1,6 +1,9 @@
 //! The request/reply behaviours every transport must show, run by `request_reply.rs`
-//! (embedded broker) and `request_reply_nats.rs` (NATS JetStream, which has no message TTL:
-//! there the deadline header alone keeps stale requests from being handled).
+//! (embedded broker), `request_reply_server.rs` (a Ferry server), `request_reply_nats.rs`
+//! (NATS JetStream, which has no message TTL: there the deadline header alone keeps stale
+//! requests from being handled), `request_reply_redis.rs`, `request_reply_rabbitmq.rs` and
+//! `request_reply_postgres.rs`. Where the transport has temporary queues the reply queue is
+//! one; elsewhere it is a named queue.
 #![allow(dead_code)] // Each test file runs its own part.
 
 use std::convert::Infallible;
@@ -8,10 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ferry::capability::Feature;
 use ferry::message::{header::CORRELATION_ID, now_ms};
 use ferry::request_reply::{Requester, Responded, Responder, header};
 use ferry::{
     ConsumerOptions, Delivery, Destination, Error, Ferry, Message, QueueDecl, Received, Source,
+    TemporaryQueueDecl,
 };
 use ferry_testkit::fresh;
 use tokio::task::JoinHandle;
@@ -319,4 +324,97 @@ pub async fn a_failed_handler_is_retried_while_the_requester_waits(ferry: &Ferry
     assert_eq!(text(&reply.unwrap()), "re:flaky");
     requester.close().await.unwrap();
     delete_queue(ferry, &queue).await;
+}
+
+/// The reply queue is a temporary queue exactly where the transport has them; elsewhere
+/// declaring one is refused as unsupported, and the requester keeps its named reply queue.
+pub async fn the_reply_queue_is_temporary_where_the_transport_has_them(ferry: &Ferry) {
+    let has_them = ferry.capabilities().supports(Feature::TemporaryQueues);
+    let requester = Requester::open(ferry, "replies").await.unwrap();
+    let reply_queue = requester.reply_queue().to_owned();
+    if has_them {
+        assert!(reply_queue.starts_with("tmp."), "{reply_queue}");
+    } else {
+        assert!(reply_queue.starts_with("replies-"), "{reply_queue}");
+        let err = ferry
+            .declare_temporary_queue(&TemporaryQueueDecl::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    }
+    requester.close().await.unwrap();
+    let gone = ferry
+        .delete(&Source::queue(&reply_queue))
+        .await
+        .unwrap_err();
+    assert!(matches!(gone, Error::NotFound { .. }), "{gone}");
+}
+
+/// The suite's tests for one transport, each named after its behaviour. `$connect` is an
+/// async expression giving `Option` of something that derefs to a [`Ferry`] (`None`: the
+/// engine is missing and the test skips, loudly — a failure under `CI=true`). Not here:
+/// [`a_request_taken_after_its_timeout_is_skipped`], which holds where requests have no TTL
+/// (NATS) — elsewhere the request's TTL may have removed it before a responder looks.
+#[macro_export]
+macro_rules! request_reply_tests {
+    ($connect:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_request_gets_its_reply_and_close_deletes_the_reply_queue() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::round_trip_and_close(&target).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_request_without_a_reply_times_out() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::no_reply_times_out(&target).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_late_reply_is_dropped_and_never_given_to_the_next_request() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::a_late_reply_is_dropped_not_given_to_the_next_request(&target)
+                .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_request_past_its_deadline_is_acked_without_handling() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::an_expired_request_is_acked_unhandled(&target).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn many_concurrent_requests_each_get_their_own_reply() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::many_concurrent_requests_get_their_own_replies(&target).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_request_without_reply_to_is_rejected() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::a_request_without_reply_to_is_rejected(&target).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_reply_to_a_closed_requester_is_dropped_and_the_request_acked() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::a_reply_to_a_closed_requester_is_dropped(&target).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_failed_handler_is_retried_while_the_requester_waits() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::a_failed_handler_is_retried_while_the_requester_waits(&target)
+                .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn the_reply_queue_is_temporary_where_the_transport_has_them() {
+            let Some(target) = $connect.await else { return };
+            request_reply_support::the_reply_queue_is_temporary_where_the_transport_has_them(
+                &target,
+            )
+            .await;
+        }
+    };
 }

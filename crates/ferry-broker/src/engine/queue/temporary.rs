@@ -108,6 +108,14 @@ impl Broker {
         Ok(name)
     }
 
+    /// The owner of `queue` if it is a temporary queue; `None` for any other queue,
+    /// `Err(QueueNotFound)` for none. A server asks it to bind a temporary queue to the
+    /// stream its owner consumes it on.
+    pub fn temporary_queue_owner(&self, queue: &str) -> Result<Option<String>> {
+        let queue = self.queue(queue)?;
+        Ok(queue.temporary.as_ref().map(|t| t.owner.clone()))
+    }
+
     /// The owner is gone (its connection ended): deletes its temporary queues. Returns how
     /// many went.
     pub async fn disconnect(&self, owner: &str) -> Result<usize> {

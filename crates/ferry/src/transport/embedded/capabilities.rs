@@ -59,6 +59,12 @@ pub fn capabilities() -> Capabilities {
                     "a lease token that is no longer the current one is refused, and so is a settle of a message another delivery settled",
                 ),
             ),
+            (
+                Feature::TemporaryQueues,
+                Native(
+                    "`tmp.` queues only their owner consumes: deleted by the requester's close, after an idle timeout, and by the broker's next open (the process they belong to has gone)",
+                ),
+            ),
         ],
     }
 }

@@ -20,6 +20,7 @@ use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
     DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+use crate::temporary::{TemporaryQueue, TemporaryQueueDecl, owner_name};
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
 
 pub(super) const NAME: &str = "embedded";
@@ -278,6 +279,22 @@ impl Transport for Embedded {
             .delete_queue(&queue_of(source))
             .await
             .map_err(map_error)
+    }
+
+    async fn declare_temporary_queue(&self, decl: &TemporaryQueueDecl) -> Result<TemporaryQueue> {
+        // No connection to bind it to: the process is the owner, and the broker dies with
+        // it — a temporary queue is never recovered when the directory opens again.
+        let owner = owner_name();
+        let name = self
+            .shared
+            .broker()?
+            .create_temporary_queue(&owner, decl.idle_timeout)
+            .await
+            .map_err(map_error)?;
+        Ok(TemporaryQueue {
+            name: name.to_string(),
+            owner,
+        })
     }
 
     async fn delete_topic(&self, name: &str) -> Result<()> {

@@ -80,6 +80,12 @@ pub fn capabilities() -> Capabilities {
                     "JetStream takes an ack, nak or term of an earlier delivery as it takes the current one's, so the SDK cannot tell that a delivery was taken over; the engine ignores the late settle",
                 ),
             ),
+            (
+                Feature::TemporaryQueues,
+                No(
+                    "JetStream binds no stream to a connection; request/reply declares a named reply queue its requester deletes on close",
+                ),
+            ),
         ],
     }
 }

@@ -5,7 +5,7 @@
 use crate::capability::{Capabilities, Feature, Support};
 
 pub fn capabilities() -> Capabilities {
-    use Support::{Emulated, Native};
+    use Support::{Emulated, Native, No};
     Capabilities {
         transport: "postgres",
         table: [
@@ -82,6 +82,12 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::StaleSettles,
                 Native("every settle is guarded by the lease token the delivery was taken with"),
+            ),
+            (
+                Feature::TemporaryQueues,
+                No(
+                    "queues are rows in shared tables, bound to no session; request/reply declares a named reply queue its requester deletes on close",
+                ),
             ),
         ],
     }

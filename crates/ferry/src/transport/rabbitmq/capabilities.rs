@@ -102,6 +102,12 @@ pub fn capabilities() -> Capabilities {
                     "the client-side lease timer marks a delivery expired when it requeues it; a later settle of it is refused",
                 ),
             ),
+            (
+                Feature::TemporaryQueues,
+                Native(
+                    "an exclusive, auto-delete classic queue: deleted with the AMQP connection that declared it, or unused for its idle timeout (x-expires)",
+                ),
+            ),
         ],
     }
 }

@@ -20,11 +20,13 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Exchange
 
 use super::capabilities;
 use super::settle::{self, Origin};
+use super::temporary;
 use super::topology::{self, Settings, dlq, settings_queue};
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Transport};
 
 pub(super) const NAME: &str = "rabbitmq";
@@ -254,6 +256,14 @@ impl Inner {
         Ok(())
     }
 
+    /// Keeps `settings` as the policy of `name` for this process (a temporary queue's).
+    pub(super) fn remember_settings(&self, name: &str, settings: Arc<Settings>) {
+        self.settings
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), settings);
+    }
+
     /// The policy `name` was declared with; `None` when it has none (Ferry did not declare
     /// it, or it does not exist).
     pub(super) async fn settings(&self, name: &str) -> Result<Option<Arc<Settings>>> {
@@ -422,6 +432,10 @@ impl Transport for RabbitMq {
         self.inner
             .declare_source("queue", &decl.name, settings)
             .await
+    }
+
+    async fn declare_temporary_queue(&self, decl: &TemporaryQueueDecl) -> Result<TemporaryQueue> {
+        temporary::declare(&self.inner, decl).await
     }
 
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {

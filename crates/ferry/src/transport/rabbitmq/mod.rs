@@ -16,6 +16,9 @@
 //! - `name:retry:<ms>` and `name:delay:<ms>`: quorum queues whose message TTL dead-letters
 //!   (at-least-once) back into `name`: delayed retries and delayed publishes.
 //!
+//! - `tmp.<ulid>`: a temporary queue, exclusive to the connection that declared it
+//!   (`temporary.rs`).
+//!
 //! Consumers pull with basic.get rather than basic.consume: a message pushed into a client
 //! that is not asking for one would be held there, lease or not, where another consumer
 //! cannot take it.
@@ -25,6 +28,8 @@ mod capabilities;
 mod engine;
 #[cfg(feature = "amqp")]
 mod settle;
+#[cfg(feature = "amqp")]
+mod temporary;
 #[cfg(feature = "amqp")]
 mod topology;
 

@@ -105,6 +105,12 @@ pub fn capabilities() -> Capabilities {
                     "the settle script checks that the entry is still pending for this consumer with this delivery count (XPENDING) before it acts",
                 ),
             ),
+            (
+                Feature::TemporaryQueues,
+                No(
+                    "streams are keys bound to no connection; request/reply declares a named reply queue its requester deletes on close",
+                ),
+            ),
         ],
     }
 }

@@ -19,6 +19,7 @@ use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
     DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
+use crate::temporary::{TemporaryQueue, TemporaryQueueDecl, owner_name};
 use crate::transport::embedded::{queue_of, same_partitions};
 use crate::transport::{ConsumerBackend, ConsumerOptions, Transport};
 
@@ -305,6 +306,20 @@ impl Transport for Remote {
             }
             other => other.map_err(map_error),
         }
+    }
+
+    async fn declare_temporary_queue(&self, decl: &TemporaryQueueDecl) -> Result<TemporaryQueue> {
+        // The server deletes it when a consume stream of its owner on it ends: the SDK's
+        // consumer of the queue holds one (its settle stream) for as long as it lives, and
+        // the stream ends with this process's connection.
+        let owner = owner_name();
+        let (name, _) = self
+            .shared
+            .client()?
+            .create_temporary_queue(&owner, Some(decl.idle_timeout))
+            .await
+            .map_err(map_error)?;
+        Ok(TemporaryQueue { name, owner })
     }
 
     async fn delete(&self, source: &Source) -> Result<()> {
