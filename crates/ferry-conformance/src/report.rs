@@ -53,6 +53,36 @@ impl Report {
         }
     }
 
+    /// Panics unless the skipped checks are exactly `pinned`, in the order they ran, each
+    /// with the reason the run gave (the capability the transport lacks, or why the harness
+    /// cannot restart it): a new skip, a changed reason or a skip that vanished fails.
+    pub fn assert_skipped_exactly(&self, pinned: &[(&str, &str)]) {
+        let skipped = self.skipped();
+        if skipped.as_slice() != pinned {
+            self.print();
+            panic!(
+                "the checks skipped on {} are not those pinned\n  skipped: {skipped:#?}\n  pinned: {pinned:#?}",
+                self.target
+            );
+        }
+    }
+
+    /// Panics unless the failed checks are exactly those `pinned` (each with why it fails
+    /// there, for the reader): a failure a transport is known to have is written down, never
+    /// hidden — a new failure fails, and so does a pinned one that passes (its pin must go).
+    pub fn assert_failed_exactly(&self, pinned: &[(&str, &str)]) {
+        let failed: Vec<&str> = self.failures().iter().map(|(name, _)| *name).collect();
+        let known: Vec<&str> = pinned.iter().map(|(name, _)| *name).collect();
+        if failed != known {
+            self.print();
+            panic!(
+                "the checks failing on {} are not those pinned\n  failing: {:#?}\n  pinned: {known:#?}",
+                self.target,
+                self.failures()
+            );
+        }
+    }
+
     /// Panics naming every failed check.
     pub fn assert_passed(&self) {
         let failures = self.failures();

@@ -5,65 +5,48 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 
-use ferry::{Feature, Support};
 use ferry_conformance::{Restart, Target};
 use ferry_testkit::url_or_skip;
 
-/// The checks that need each feature, as the suite declares them: a check may be skipped
-/// only when the table says No to one of its features.
-const NEEDS: &[(&str, &[Feature])] = &[
+const RESTART: &str =
+    "the machine's NATS JetStream service is shared; this suite does not restart it";
+
+/// Every check this transport skips, and why: the feature its capability table says No to
+/// (or the restart the harness does not do). Any other skip, or one of these passing,
+/// fails the test.
+const SKIPPED: &[(&str, &str)] = &[
     (
-        "competing_consumers_get_each_message_once",
-        &[Feature::CompetingConsumers],
+        "higher_priorities_are_delivered_first",
+        "NATS JetStream declares no priorities",
     ),
     (
-        "fan_out_gives_every_subscription_everything",
-        &[Feature::FanOut],
+        "an_expired_message_is_dead_lettered_not_delivered",
+        "NATS JetStream declares no message TTL",
     ),
     (
-        "nack_redelivers_with_a_rising_attempt",
-        &[Feature::Redelivery],
+        "a_default_ttl_applies_only_to_messages_without_one",
+        "NATS JetStream declares no message TTL",
     ),
-    (
-        "max_deliveries_dead_letters_with_metadata",
-        &[Feature::Redelivery, Feature::DeadLetters],
-    ),
-    ("reject_dead_letters_at_once", &[Feature::DeadLetters]),
-    (
-        "an_expired_lease_goes_to_another_consumer",
-        &[Feature::LeaseExpiry],
-    ),
-    ("extend_keeps_a_delivery_hidden", &[Feature::LeaseExtension]),
-    ("a_delay_is_not_delivered_early", &[Feature::Delays]),
     (
         "per_key_order_holds_under_concurrency",
-        &[Feature::OrderingKeys],
+        "NATS JetStream declares no ordering keys",
     ),
     (
-        "duplicates_within_the_window_are_stored_once",
-        &[Feature::Deduplication],
-    ),
-    (
-        "deleting_a_topic_with_subscriptions_is_a_conflict",
-        &[Feature::FanOut],
+        "nothing_acked_or_published_is_lost_across_an_engine_restart",
+        RESTART,
     ),
     (
         "settling_a_lease_taken_over_is_not_held",
-        &[Feature::LeaseExpiry, Feature::StaleSettles],
+        "NATS JetStream declares no stale settles refused",
     ),
-    ("a_full_queue_refuses_with_full", &[Feature::MaxLength]),
 ];
-
-const RESTART: &str = "nothing_acked_or_published_is_lost_across_an_engine_restart";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_jetstream_passes_the_conformance_suite() {
     let Some(url) = url_or_skip("NATS JetStream", "FERRY_NATS_URL", "nats://127.0.0.1:4222") else {
         return;
     };
-    let target = Target::new("NATS JetStream", url).restart(Restart::Cannot(
-        "the machine's NATS JetStream service is shared; this suite does not restart it",
-    ));
+    let target = Target::new("NATS JetStream", url).restart(Restart::Cannot(RESTART));
     let started = Instant::now();
     let started_ms = ferry::message::now_ms();
     let report = ferry_conformance::run(&target).await;
@@ -71,33 +54,7 @@ async fn nats_jetstream_passes_the_conformance_suite() {
     eprintln!("suite took {:?}", started.elapsed());
     remove_what_the_suite_declared(&target.url, started_ms).await;
     report.assert_passed();
-
-    let table = ferry::transport::nats_capabilities();
-    let mut expected: Vec<&str> = NEEDS
-        .iter()
-        .filter(|(_, needs)| needs.iter().any(|f| !table.supports(*f)))
-        .map(|(name, _)| *name)
-        .collect();
-    expected.push(RESTART);
-    expected.sort();
-    let mut skipped: Vec<&str> = report.skipped().iter().map(|(name, _)| *name).collect();
-    skipped.sort();
-    assert_eq!(
-        skipped, expected,
-        "the skipped checks must be exactly those the table says No to (and the restart)"
-    );
-    // The table's No entries are the features these skips stand for.
-    for feature in [
-        Feature::Priorities,
-        Feature::OrderingKeys,
-        Feature::Ttl,
-        Feature::StaleSettles,
-    ] {
-        assert!(
-            matches!(table.support(feature), Support::No(_)),
-            "{feature} changed in the table: update this test"
-        );
-    }
+    report.assert_skipped_exactly(SKIPPED);
 }
 
 /// Deletes the streams of the queues, topics and dead letters this run declared: the

@@ -79,8 +79,8 @@ async fn a_last_delivery_whose_lease_ran_out_is_dead_lettered_not_stranded() {
         .await
         .unwrap();
     let mut c = consumer(&ferry, Source::queue(&name)).await;
-    // Two deliveries whose leases run out: the engine offers a third (MaxDeliver is one
-    // above the limit) and the SDK dead-letters it instead of handing it over.
+    // Two deliveries whose leases run out: the engine offers a third (MaxDeliver is
+    // unlimited) and the SDK dead-letters it instead of handing it over.
     for attempt in 1..=2 {
         let d = next(&mut c, WAIT).await;
         assert_eq!(d.attempt, attempt);
@@ -94,6 +94,163 @@ async fn a_last_delivery_whose_lease_ran_out_is_dead_lettered_not_stranded() {
     assert_eq!(info.reason, reason::MAX_DELIVERIES);
     assert_eq!(info.deliveries, 2);
     assert_eq!(info.origin, name);
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+/// The engine's own view of a queue's streams, to take its dead-letter stream away.
+async fn jetstream() -> async_nats::jetstream::Context {
+    let url = std::env::var("FERRY_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    async_nats::jetstream::new(async_nats::connect(&url).await.expect("connect to NATS"))
+}
+
+/// A Ferry name as the transport escapes it into stream names (`_` → `__`, `.` → `_d`).
+fn escaped(name: &str) -> String {
+    name.replace('_', "__").replace('.', "_d")
+}
+
+/// Deliveries the engine made from a queue's shared consumer, redeliveries included.
+async fn deliveries_made(js: &async_nats::jetstream::Context, queue: &str) -> u64 {
+    js.get_stream(format!("ferry_q_{}", escaped(queue)))
+        .await
+        .expect("the queue's stream")
+        .consumer_info("ferry")
+        .await
+        .expect("the queue's consumer")
+        .delivered
+        .consumer_sequence
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_that_cannot_be_written_is_retried_until_it_is_never_stranded() {
+    let Some(ferry) = connect().await else { return };
+    let js = jetstream().await;
+    let name = fresh("nt", "dlq-down");
+    let mut decl = quick(&name);
+    decl.delivery.max_deliveries = 1;
+    decl.delivery.lease = Duration::from_secs(1);
+    ferry.declare_queue(&decl).await.unwrap();
+    // The dead-letter stream goes away: every republish into it fails.
+    js.delete_stream(format!("ferry_qdlq_{}", escaped(&name)))
+        .await
+        .expect("delete the dead-letter stream");
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("poison"))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    assert_eq!((d.id.as_str(), d.attempt), (id.as_str(), 1));
+    let err = d.nack_with_error(None, "boom").await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    // The engine offers it again (its deliveries are used up, so the SDK tries the dead
+    // letter once more instead of handing it over, and fails again) — wait for that
+    // redelivery to be fetched, with a deadline far beyond the 1 s lease and retry.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while deliveries_made(&js, &name).await < 2 && Instant::now() < deadline {
+        if let Some(d) = c
+            .next_within(Duration::from_millis(300))
+            .await
+            .expect("receive")
+        {
+            panic!(
+                "a delivery past max_deliveries was handed over: attempt {}",
+                d.attempt
+            );
+        }
+    }
+    assert!(
+        deliveries_made(&js, &name).await >= 2,
+        "the engine never offered the message again"
+    );
+    // The dead-letter stream comes back; the next time the message is offered it dies.
+    ferry.declare_queue(&decl).await.unwrap();
+    let mut dlq = consumer(&ferry, Source::queue(&name).dead_letters()).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let dead = loop {
+        assert!(
+            Instant::now() < deadline,
+            "stranded: neither delivered nor dead-lettered 30 s after the dead-letter stream came back"
+        );
+        if let Some(d) = c
+            .next_within(Duration::from_millis(300))
+            .await
+            .expect("receive")
+        {
+            panic!(
+                "a delivery past max_deliveries was handed over: attempt {}",
+                d.attempt
+            );
+        }
+        if let Some(d) = dlq
+            .next_within(Duration::from_millis(300))
+            .await
+            .expect("receive")
+        {
+            break d;
+        }
+    };
+    assert_eq!(dead.id, id);
+    let info = dead.dead_letter.clone().expect("metadata");
+    assert_eq!(info.reason, reason::MAX_DELIVERIES);
+    assert_eq!(info.deliveries, 1);
+    assert_eq!(info.origin, name);
+    dead.ack().await.unwrap();
+    // Dead-lettered once, and gone from the queue.
+    none_within(&mut dlq, Duration::from_millis(600)).await;
+    none_within(&mut c, Duration::from_millis(2500)).await;
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+/// Queues declared when MaxDeliver was bounded (max_deliveries + 1) would strand a failed
+/// dead letter; declaring them again lifts the bound in place, keeping what they hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declaring_again_lifts_an_earlier_bound_on_deliveries() {
+    use async_nats::jetstream::consumer::pull;
+
+    let Some(ferry) = connect().await else { return };
+    let js = jetstream().await;
+    let name = fresh("nt", "max-deliver");
+    let decl = quick(&name);
+    ferry.declare_queue(&decl).await.unwrap();
+    let id = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("kept"))
+        .await
+        .unwrap();
+    let stream = js
+        .get_stream(format!("ferry_q_{}", escaped(&name)))
+        .await
+        .unwrap();
+    let max_deliver = |stream: async_nats::jetstream::stream::Stream| async move {
+        stream
+            .consumer_info("ferry")
+            .await
+            .unwrap()
+            .config
+            .max_deliver
+    };
+    // As an earlier version left it.
+    let mut bounded = stream.consumer_info("ferry").await.unwrap().config;
+    bounded.max_deliver = i64::from(decl.delivery.max_deliveries) + 1;
+    stream
+        .create_consumer(pull::Config {
+            durable_name: bounded.durable_name.clone(),
+            ack_policy: bounded.ack_policy,
+            ack_wait: bounded.ack_wait,
+            max_deliver: bounded.max_deliver,
+            max_ack_pending: bounded.max_ack_pending,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(max_deliver(stream.clone()).await, 6);
+    ferry.declare_queue(&decl).await.unwrap();
+    assert_eq!(max_deliver(stream).await, -1, "the bound is still there");
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let d = next(&mut c, WAIT).await;
+    assert_eq!(d.id, id);
     d.ack().await.unwrap();
     ferry.delete(&Source::queue(&name)).await.unwrap();
 }

@@ -12,7 +12,10 @@ use ferry::{
 };
 
 mod errors;
+mod max_length;
+mod priorities;
 mod restart;
+mod ttl;
 
 use errors::{
     a_full_queue_refuses_with_full, a_missing_queue_is_not_found, an_invalid_name_is_invalid,
@@ -20,7 +23,13 @@ use errors::{
     declaring_again_with_other_settings_is_a_conflict,
     deleting_a_topic_with_subscriptions_is_a_conflict, settling_a_lease_taken_over_is_not_held,
 };
+use max_length::a_full_queue_keeps_what_it_holds_and_takes_more_once_drained;
+use priorities::higher_priorities_are_delivered_first;
 use restart::restart_check;
+use ttl::{
+    a_default_ttl_applies_only_to_messages_without_one,
+    an_expired_message_is_dead_lettered_not_delivered,
+};
 
 use crate::Target;
 use crate::report::{Outcome, Report};
@@ -76,6 +85,12 @@ fn all_checks() -> Vec<Check> {
         check!(an_expired_lease_goes_to_another_consumer, [LeaseExpiry]),
         check!(extend_keeps_a_delivery_hidden, [LeaseExtension]),
         check!(a_delay_is_not_delivered_early, [Delays]),
+        check!(higher_priorities_are_delivered_first, [Priorities]),
+        check!(
+            an_expired_message_is_dead_lettered_not_delivered,
+            [Ttl, DeadLetters]
+        ),
+        check!(a_default_ttl_applies_only_to_messages_without_one, [Ttl]),
         check!(per_key_order_holds_under_concurrency, [OrderingKeys]),
         check!(
             duplicates_within_the_window_are_stored_once,
@@ -99,6 +114,10 @@ fn all_checks() -> Vec<Check> {
         check!(an_invalid_name_is_invalid, []),
         check!(an_oversized_payload_is_invalid_where_refused, []),
         check!(a_full_queue_refuses_with_full, [MaxLength]),
+        check!(
+            a_full_queue_keeps_what_it_holds_and_takes_more_once_drained,
+            [MaxLength]
+        ),
     ]
 }
 

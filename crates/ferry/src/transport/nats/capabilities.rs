@@ -28,7 +28,7 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::DeadLetters,
                 Emulated(
-                    "JetStream 2.9 only emits an advisory at MaxDeliver, so the SDK republishes to a dead-letter stream with the `ferry-dlq-*` headers, then acks; MaxDeliver is max_deliveries + 1 so a last delivery whose lease ran out comes back once to be dead-lettered",
+                    "JetStream 2.9 only emits an advisory at MaxDeliver and keeps the message for ever, so MaxDeliver is unlimited and the SDK counts deliveries: on the last nack, a reject, or a delivery fetched past max_deliveries (the last lease ran out) it republishes to a dead-letter stream with the `ferry-dlq-*` headers, then acks; a republish that fails hands the delivery back to be dead-lettered when it comes again, so none is stranded",
                 ),
             ),
             (Feature::LeaseExpiry, Native("AckWait is the lease")),

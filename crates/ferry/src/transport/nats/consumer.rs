@@ -26,6 +26,8 @@ const MOVER_PERIOD: Duration = Duration::from_millis(500);
 const MOVER_BATCH: usize = 256;
 /// When a due message cannot enter its full queue, when to try again.
 const FULL_RETRY: Duration = Duration::from_secs(1);
+/// When a dead letter could not be written, when its delivery comes back to try again.
+const DEAD_LETTER_RETRY: Duration = Duration::from_secs(1);
 
 /// What settling deliveries from a queue or a subscription needs to know.
 pub struct Live {
@@ -256,15 +258,20 @@ impl ConsumerBackend for NatsConsumer {
             if let Some(live) = &self.live
                 && attempt > live.settings.max_deliveries
             {
-                // The last delivery's lease ran out: the engine hands it back once more
-                // (MaxDeliver is one above the limit) for the SDK to dead-letter.
+                // The deliveries are used up and the message is still here: the last
+                // delivery's lease ran out, or dead-lettering it failed (on its nack, or on
+                // an earlier fetch). MaxDeliver is unlimited, so the engine keeps handing it
+                // back until a dead-lettering succeeds; it never goes to the application.
                 let deliveries = live.settings.max_deliveries;
-                let error = Some("the lease of the last delivery ran out".to_owned());
+                let error = Some(
+                    "the last delivery was not settled within its lease, or dead-lettering it failed"
+                        .to_owned(),
+                );
                 if let Err(e) = settler
                     .dead_letter(reason::MAX_DELIVERIES, deliveries, error)
                     .await
                 {
-                    tracing::warn!(origin = %live.origin, error = %e, "dead-lettering a delivery past max_deliveries failed");
+                    tracing::warn!(origin = %live.origin, error = %e, "dead-lettering a delivery past max_deliveries failed; it comes back to be tried again");
                 }
                 continue;
             }
@@ -336,10 +343,21 @@ impl NatsSettler {
         }
     }
 
-    /// Republishes to the dead-letter stream with the metadata, then acks: a crash between
-    /// the two redelivers the original, and the republish repeated is the same `Nats-Msg-Id`
-    /// within the dead-letter stream's duplicate window. Without a dead-letter queue the
-    /// message is dropped (`Term`).
+    /// Republishes to the dead-letter stream with the metadata, then acks. Without a
+    /// dead-letter queue the message is dropped (`Term`).
+    ///
+    /// Nothing is stranded, whatever stops this between its steps, because the consumer's
+    /// MaxDeliver is unlimited (`engine.rs`): the delivery stays pending until the ack, and
+    /// every later delivery of it is past `max_deliveries` and dead-lettered when fetched.
+    /// - The republish fails (the dead-letter stream deleted, full or unreachable): the
+    ///   delivery is handed back with a `Nak` to come again after [`DEAD_LETTER_RETRY`], and
+    ///   the error returned; if the `Nak` is lost too, it comes back when its lease ends.
+    /// - The process dies before the republish is stored: it comes back when its lease ends.
+    /// - The republish is stored but the ack is lost (a crash, a dropped connection): it
+    ///   comes back and is republished under the same `Nats-Msg-Id` (`<stream>:<sequence>`),
+    ///   which the dead-letter stream's duplicate window (the engine's two minutes) absorbs.
+    ///   A redelivery later than that window — a lease longer than two minutes — stores a
+    ///   second copy: a duplicate dead letter, never a lost one.
     async fn dead_letter(&self, why: &str, deliveries: u32, error: Option<String>) -> Result<()> {
         let live = self.live.as_ref().expect("only live deliveries die");
         let Some(dead_letters) = &live.dead_letters else {
@@ -374,11 +392,21 @@ impl NatsSettler {
         let publish = jetstream::message::PublishMessage::build()
             .payload(encoded.payload)
             .headers(encoded.headers);
-        js.send_publish(dead_letters.subject.clone(), publish)
-            .await
-            .map_err(|e| map_publish("dead-letter queue", &live.origin, e))?
-            .await
-            .map_err(|e| map_publish("dead-letter queue", &live.origin, e))?;
+        let stored = match js.send_publish(dead_letters.subject.clone(), publish).await {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = stored {
+            let error = map_publish("dead-letter queue", &live.origin, e);
+            if let Err(nak) = self
+                .message
+                .ack_with(AckKind::Nak(Some(DEAD_LETTER_RETRY)))
+                .await
+            {
+                tracing::debug!(error = %nak, "handing back a delivery whose dead letter failed; its lease will");
+            }
+            return Err(error);
+        }
         self.confirm(AckKind::Ack).await
     }
 }

@@ -155,22 +155,25 @@ fn dead_letter_stream(names: &StreamName) -> stream::Config {
     }
 }
 
-fn shared_consumer(ack_wait: Duration, max_deliver: i64) -> pull::Config {
+/// MaxDeliver of every consumer the SDK makes: unlimited. At MaxDeliver JetStream 2.9 only
+/// emits an advisory and keeps the message unacknowledged for ever, so any bound would
+/// strand a delivery the SDK failed to dead-letter — the dead-letter stream unavailable, or
+/// the consumer gone between taking it and republishing it. The SDK counts deliveries
+/// instead (the engine's delivery count goes on rising) and dead-letters every one past
+/// `max_deliveries` when it is fetched (`consumer.rs`). A queue or subscription declared
+/// with a bound by an earlier version loses it when declared again: the engine updates a
+/// durable consumer's MaxDeliver in place.
+const UNLIMITED_DELIVERIES: i64 = -1;
+
+fn shared_consumer(ack_wait: Duration) -> pull::Config {
     pull::Config {
         durable_name: Some(SHARED_CONSUMER.into()),
         ack_policy: jetstream::consumer::AckPolicy::Explicit,
         ack_wait,
-        max_deliver,
+        max_deliver: UNLIMITED_DELIVERIES,
         max_ack_pending: MAX_ACK_PENDING,
         ..Default::default()
     }
-}
-
-/// MaxDeliver for a policy: one more than the SDK's limit, so that a last delivery whose
-/// lease ran out comes back once more for the SDK to dead-letter (2.9 would only emit an
-/// advisory and keep the message unacknowledged for ever).
-fn max_deliver(settings: &Settings) -> i64 {
-    i64::from(settings.max_deliveries) + 1
 }
 
 /// Creates the stream, or finds it with this configuration (the engine answers a repeated
@@ -309,7 +312,7 @@ impl Transport for Nats {
         if decl.delivery.dead_letter {
             let s =
                 ensure_stream(&js, "queue", &decl.name, dead_letter_stream(&dead_letters)).await?;
-            ensure_consumer(&s, "queue", &decl.name, shared_consumer(INTERNAL_LEASE, -1)).await?;
+            ensure_consumer(&s, "queue", &decl.name, shared_consumer(INTERNAL_LEASE)).await?;
         }
         // Without a declared window the queue must not deduplicate (as on the Ferry
         // broker): a redrive republishing a dead letter under its id would otherwise vanish
@@ -327,7 +330,7 @@ impl Transport for Nats {
             // backlog of far-off ones would keep a sooner one behind them from being seen.
             let holding = pull::Config {
                 max_ack_pending: -1,
-                ..shared_consumer(INTERNAL_LEASE, -1)
+                ..shared_consumer(INTERNAL_LEASE)
             };
             ensure_consumer(&s, "queue", &decl.name, holding).await?;
         }
@@ -343,13 +346,7 @@ impl Transport for Nats {
             ..work_queue(&queue)
         };
         let s = ensure_stream(&js, "queue", &decl.name, config).await?;
-        ensure_consumer(
-            &s,
-            "queue",
-            &decl.name,
-            shared_consumer(want.lease(), max_deliver(&want)),
-        )
-        .await
+        ensure_consumer(&s, "queue", &decl.name, shared_consumer(want.lease())).await
     }
 
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
@@ -409,7 +406,7 @@ impl Transport for Nats {
                 &s,
                 "subscription",
                 &decl.name,
-                shared_consumer(INTERNAL_LEASE, -1),
+                shared_consumer(INTERNAL_LEASE),
             )
             .await?;
         }
@@ -418,7 +415,7 @@ impl Transport for Nats {
             description: Some(want.to_description()),
             // What is published from its creation on, as a Ferry subscription.
             deliver_policy: jetstream::consumer::DeliverPolicy::New,
-            ..shared_consumer(want.lease(), max_deliver(&want))
+            ..shared_consumer(want.lease())
         };
         ensure_consumer(&stream, "subscription", &decl.name, config).await
     }

@@ -4,8 +4,9 @@
 //! the queue fetches from; a topic is an interest stream and each subscription a durable
 //! consumer on it. Leases are the consumer's AckWait, redelivery and backoff are `Nak` with
 //! a delay, and the attempt is the engine's delivery count. What 2.9 lacks the SDK does on
-//! top, and says so in [`capabilities`]: dead-lettering (a republish to a dead-letter stream
-//! with the `ferry-dlq-*` headers, then an ack), delays (a holding stream whose due messages
+//! top, and says so in [`capabilities`]: dead-lettering (MaxDeliver unlimited and the
+//! deliveries counted by the SDK, then a republish to a dead-letter stream with the
+//! `ferry-dlq-*` headers and an ack), delays (a holding stream whose due messages
 //! are moved into the queue) and extensions longer than the lease (repeated in-progress
 //! acks).
 //!
