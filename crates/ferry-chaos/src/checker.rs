@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Event, Fate, Settle};
+use crate::history::{Answer, Event, Fate, Settle};
 use crate::scenario::{ORDERS_QUEUE, Scenario, WORK_QUEUE};
 
 /// What the client's settle says of a delivery handed out from a consume stream that had
@@ -207,7 +207,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 id,
                 attempt,
                 op,
-                ok: true,
+                answer: Answer::Ok,
                 ..
             } => {
                 settles.entry(id).or_default().ok.push((*op, *attempt));
@@ -215,7 +215,6 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
             Event::Settled {
                 id,
                 attempt,
-                ok: false,
                 error: Some(error),
                 ..
             } if error.contains(STALE_STREAM) => {
