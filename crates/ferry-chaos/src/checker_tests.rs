@@ -166,6 +166,16 @@ fn clean_history() -> History {
     h.publish(WORK_QUEUE, "C", None, Fate::Ack);
     h.deliver(WORK_QUEUE, "C", 3, 1, None);
     h.settle(WORK_QUEUE, "C", 3, 1, Settle::Ack, Some(Answer::NeverCame));
+    // C2: acked, and the consumer was killed before the answer came.
+    h.publish(WORK_QUEUE, "C2", None, Fate::Ack);
+    h.deliver(WORK_QUEUE, "C2", 7, 1, None);
+    h.settle(WORK_QUEUE, "C2", 7, 1, Settle::Ack, None);
+    // F: its ack refused (the lease had run out in a pause), delivered again and acked.
+    h.publish(WORK_QUEUE, "F", None, Fate::Ack);
+    h.deliver(WORK_QUEUE, "F", 8, 1, None);
+    h.settle(WORK_QUEUE, "F", 8, 1, Settle::Ack, Some(Answer::Refused));
+    h.deliver(WORK_QUEUE, "F", 8, 2, None);
+    h.settle(WORK_QUEUE, "F", 8, 2, Settle::Ack, Some(Answer::Ok));
     // R: rejected.
     h.publish(WORK_QUEUE, "R", None, Fate::Reject);
     h.deliver(WORK_QUEUE, "R", 4, 1, None);
@@ -202,10 +212,11 @@ fn clean_history() -> History {
 fn a_history_with_only_allowed_redeliveries_is_clean() {
     let f = clean_history().check();
     assert!(f.clean(), "{:#?}", f.violations);
-    assert_eq!(f.acked_publishes, 9);
-    assert_eq!(f.acks_unconfirmed, 1);
-    // B once more, P twice more, K0 once more.
-    assert_eq!(f.explained_duplicates, 4);
+    assert_eq!(f.acked_publishes, 11);
+    // C and C2.
+    assert_eq!(f.acks_unconfirmed, 2);
+    // B once more, F once more, P twice more, K0 once more.
+    assert_eq!(f.explained_duplicates, 5);
     assert_eq!(f.dead_letters.values().sum::<u64>(), 2);
 }
 
@@ -235,6 +246,44 @@ fn an_ack_with_a_lost_answer_does_not_cover_a_later_delivery() {
     // Delivered again, so that ack did not take: and this time nobody acked it.
     h.deliver(WORK_QUEUE, "L", 9, 2, None);
     assert_eq!(h.check().lost, 1);
+}
+
+#[test]
+fn a_message_whose_only_ack_was_refused_is_lost() {
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "L", None, Fate::Ack);
+    h.deliver(WORK_QUEUE, "L", 9, 1, None);
+    // The broker answered that the ack did not take, and the message never came back.
+    h.settle(WORK_QUEUE, "L", 9, 1, Settle::Ack, Some(Answer::Refused));
+    let f = h.check();
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+    assert_eq!(f.acks_unconfirmed, 2, "only C and C2 of the clean history");
+    assert!(!f.clean());
+}
+
+#[test]
+fn a_run_with_no_messages_published_is_not_clean() {
+    let mut h = History::default();
+    for phase in ["faults_over", "drained"] {
+        let t = h.tick();
+        h.events.push(Event::Phase {
+            t,
+            phase: phase.into(),
+        });
+    }
+    let f = h.check();
+    assert!(!f.clean());
+    assert!(
+        f.violations
+            .iter()
+            .any(|v| v.starts_with("no messages published")),
+        "{:#?}",
+        f.violations
+    );
+    // One message is traffic.
+    let mut h = History::default();
+    h.acked(WORK_QUEUE, "A", 1, None);
+    assert!(h.check().clean());
 }
 
 #[test]
@@ -305,19 +354,101 @@ fn a_rejected_message_missing_from_the_dead_letter_queue_is_detected() {
 #[test]
 fn a_dead_letter_nobody_caused_is_detected() {
     let mut h = clean_history();
-    // Delivered once and never rejected, yet a dead letter "rejected".
+    // Delivered once and never rejected, yet a dead letter "rejected": the message is not
+    // accounted for either.
     h.publish(WORK_QUEUE, "Q", None, Fate::Ack);
     h.deliver(WORK_QUEUE, "Q", 9, 1, None);
     h.dead_letter(WORK_QUEUE, "Q", 9, "rejected", 1);
     let f = h.check();
     assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
     // And one for max deliveries before the maximum.
     let mut h = clean_history();
     h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
     h.deliver(WORK_QUEUE, "Q", 9, 1, None);
     h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Nack, Some(Answer::Ok));
     h.dead_letter(WORK_QUEUE, "Q", 9, "max_deliveries", 1);
-    assert_eq!(h.check().dead_letter_mismatches, 1);
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+}
+
+#[test]
+fn a_dead_letter_after_a_refused_reject_is_not_explained() {
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Reject);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    // The broker said the reject did not take (the lease had ended), and the message was
+    // never delivered again, yet it is a dead letter "rejected".
+    h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Reject, Some(Answer::Refused));
+    h.dead_letter(WORK_QUEUE, "Q", 9, "rejected", 1);
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+    // A reject whose answer never came is one the broker may have done.
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Reject);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.settle(
+        WORK_QUEUE,
+        "Q",
+        9,
+        1,
+        Settle::Reject,
+        Some(Answer::NeverCame),
+    );
+    h.dead_letter(WORK_QUEUE, "Q", 9, "rejected", 1);
+    let f = h.check();
+    assert!(f.clean(), "{:#?}", f.violations);
+}
+
+#[test]
+fn a_max_deliveries_dead_letter_needs_that_many_deliveries_seen_by_consumers() {
+    // The broker's letter says three deliveries, but consumers saw one, nacked it, and
+    // never saw the message again.
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Nack, Some(Answer::Ok));
+    h.dead_letter(WORK_QUEUE, "Q", 9, "max_deliveries", 3);
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+    // Two of three seen: the third is not in any history.
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    for attempt in 1..=2 {
+        h.deliver(WORK_QUEUE, "Q", 9, attempt, None);
+        h.settle(WORK_QUEUE, "Q", 9, attempt, Settle::Nack, Some(Answer::Ok));
+    }
+    h.dead_letter(WORK_QUEUE, "Q", 9, "max_deliveries", 3);
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+}
+
+#[test]
+fn a_max_deliveries_dead_letter_is_explained_by_leases_that_demonstrably_ended() {
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::NackOnce);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Nack, Some(Answer::Ok));
+    // Attempt 2 no consumer recorded (the client dropped it with its failed stream): the
+    // broker's attempt 3 shows that its lease ended unsettled. Attempt 3's consumer was
+    // killed before it settled; its lease ran out and the message was dead-lettered.
+    h.deliver(WORK_QUEUE, "Q", 9, 3, None);
+    h.dead_letter(WORK_QUEUE, "Q", 9, "max_deliveries", 3);
+    // Another whose last lease ran out in a pause: its late ack was refused.
+    h.publish(WORK_QUEUE, "V", None, Fate::NackOnce);
+    h.deliver(WORK_QUEUE, "V", 10, 1, None);
+    h.settle(WORK_QUEUE, "V", 10, 1, Settle::Nack, Some(Answer::Ok));
+    h.deliver(WORK_QUEUE, "V", 10, 2, None);
+    h.settle(WORK_QUEUE, "V", 10, 2, Settle::Ack, Some(Answer::Refused));
+    h.deliver(WORK_QUEUE, "V", 10, 3, None);
+    h.settle(WORK_QUEUE, "V", 10, 3, Settle::Ack, Some(Answer::Refused));
+    h.dead_letter(WORK_QUEUE, "V", 10, "max_deliveries", 3);
+    let f = h.check();
+    assert!(f.clean(), "{:#?}", f.violations);
 }
 
 #[test]
