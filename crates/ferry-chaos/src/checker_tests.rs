@@ -18,6 +18,7 @@ fn scenario() -> Scenario {
         work_max_deliveries: 3,
         orders_max_deliveries: 25,
         fault_gap_ms: (1000, 2000),
+        server_kills_per_minute: None,
         clock_jumps: 1,
         clock_jump_ms: 1000,
         calm_ms: 0,
