@@ -122,6 +122,7 @@ struct Letter {
     origin_seq: u64,
     reason: String,
     deliveries: u32,
+    last_error: Option<String>,
 }
 
 #[derive(Default)]
@@ -254,6 +255,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 origin_seq,
                 reason,
                 deliveries,
+                last_error,
             } => {
                 *f.dead_letters.entry(reason.clone()).or_default() += 1;
                 letters.entry(id).or_default().push(Letter {
@@ -261,6 +263,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                     origin_seq: *origin_seq,
                     reason: reason.clone(),
                     deliveries: *deliveries,
+                    last_error: last_error.clone(),
                 });
             }
         }
@@ -529,7 +532,13 @@ fn check_dead_letters<'a>(
         if why_not.is_empty() {
             explained.insert(*id);
         } else {
-            f.violation(|f| &mut f.dead_letter_mismatches, why_not.join("; "));
+            let broker_says = letter.last_error.as_ref().map_or(String::new(), |e| {
+                format!(" (the broker's last error: {e:?})")
+            });
+            f.violation(
+                |f| &mut f.dead_letter_mismatches,
+                format!("{}{broker_says}", why_not.join("; ")),
+            );
         }
     }
     // The other way: what consumers did must be in the dead-letter queue.

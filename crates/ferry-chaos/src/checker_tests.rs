@@ -137,6 +137,7 @@ impl History {
             origin_seq: seq,
             reason: reason.into(),
             deliveries,
+            last_error: None,
         });
     }
 

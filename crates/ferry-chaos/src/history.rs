@@ -152,6 +152,10 @@ pub enum Event {
         origin_seq: u64,
         reason: String,
         deliveries: u32,
+        /// The broker's last error for the message (absent from older histories): what
+        /// ended its last attempt, to read beside a mismatch.
+        #[serde(default)]
+        last_error: Option<String>,
     },
 }
 
