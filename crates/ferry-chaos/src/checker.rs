@@ -3,9 +3,11 @@
 //! what the dead-letter queues held at the end, and holds the broker to its promises:
 //!
 //! - **Nothing acknowledged is lost.** Every message whose publish returned OK was acked
-//!   by a consumer, or is in its dead-letter queue. An ack whose answer never came (the
-//!   consumer was killed, the connection cut) counts as done when the message was not
-//!   delivered again: the drain emptied the queues, so the broker took it as acked.
+//!   by a consumer, or is in its dead-letter queue for a reason the histories explain. An
+//!   ack counts as done only if it returned OK or its answer never came (the consumer was
+//!   killed, the connection cut) — the latter only when the message was not delivered
+//!   again: the drain emptied the queues, so the broker took it as acked. An ack the broker
+//!   refused did not take, so a message whose only ack was refused is lost.
 //! - **An acked message never comes back.** An ack that returned OK is the only one for
 //!   its message, and the message is never delivered again after that delivery (a
 //!   delivery with a higher attempt number) nor dead-lettered.
@@ -14,12 +16,15 @@
 //!   acknowledged-published (unless it is a dead letter). Delivering the head again
 //!   (nacked, lease expired, consumer killed) is allowed.
 //! - **Dead letters match what consumers did.** A rejected message (the reject returned
-//!   OK) is a dead letter with reason `rejected`; a `rejected` letter was rejected by some
-//!   consumer; a `max_deliveries` letter was delivered that many times; every poison
-//!   message (always nacked) is one; no message is a dead letter twice.
+//!   OK) is a dead letter with reason `rejected`; a `rejected` letter had a reject that was
+//!   sent and not refused; a `max_deliveries` letter had at least that many deliveries in
+//!   the histories — seen by consumers, or ended unseen before one that was seen; every
+//!   poison message (always nacked) is one; no message is a dead letter twice. A dead
+//!   letter nobody caused is a mismatch, and its message counts as lost.
 //! - **Deduplication holds across restarts.** Each message is stored once (one seq per
 //!   id); a publish under a used dedup id answers the first message's id and the new id is
 //!   never delivered.
+//! - **There was traffic.** A run in which no publish returned OK is not clean.
 //!
 //! Redeliveries that break none of these are counted as explained duplicates.
 
@@ -27,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Event, Fate, Settle};
+use crate::history::{Answer, Event, Fate, Settle};
 use crate::scenario::{ORDERS_QUEUE, Scenario, WORK_QUEUE};
 
 /// What the client's settle says of a delivery handed out from a consume stream that had
@@ -76,8 +81,11 @@ pub struct Findings {
 }
 
 impl Findings {
+    /// No violation, and traffic to judge: a run in which nothing was published shows
+    /// nothing about the broker.
     pub fn clean(&self) -> bool {
-        self.lost == 0
+        self.acked_publishes > 0
+            && self.lost == 0
             && self.acked_twice == 0
             && self.acked_came_back == 0
             && self.order_violations == 0
@@ -114,6 +122,7 @@ struct Letter {
     origin_seq: u64,
     reason: String,
     deliveries: u32,
+    last_error: Option<String>,
 }
 
 #[derive(Default)]
@@ -122,6 +131,19 @@ struct Settles {
     sent: Vec<(Settle, u32)>,
     /// (op, attempt) of each settle that returned OK.
     ok: Vec<(Settle, u32)>,
+    /// (op, attempt) of each settle the broker (or the client) answered was not done.
+    refused: Vec<(Settle, u32)>,
+}
+
+impl Settles {
+    /// The attempts whose `op` may have taken: sent, and not refused — it returned OK, or
+    /// its answer never came (the consumer was killed, the connection cut).
+    fn done(&self, op: Settle) -> impl Iterator<Item = u32> + '_ {
+        self.sent
+            .iter()
+            .filter(move |sent| sent.0 == op && !self.refused.contains(sent))
+            .map(|(_, attempt)| *attempt)
+    }
 }
 
 /// Checks the events of a whole run (every history file, in any order).
@@ -207,21 +229,21 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 id,
                 attempt,
                 op,
-                ok: true,
+                answer,
+                error,
                 ..
             } => {
-                settles.entry(id).or_default().ok.push((*op, *attempt));
+                let s = settles.entry(id).or_default();
+                match answer {
+                    Answer::Ok => s.ok.push((*op, *attempt)),
+                    Answer::Refused => s.refused.push((*op, *attempt)),
+                    Answer::NeverCame => {}
+                }
+                if error.as_ref().is_some_and(|e| e.contains(STALE_STREAM)) {
+                    stale.insert((id, *attempt));
+                }
             }
-            Event::Settled {
-                id,
-                attempt,
-                ok: false,
-                error: Some(error),
-                ..
-            } if error.contains(STALE_STREAM) => {
-                stale.insert((id, *attempt));
-            }
-            Event::Settled { .. } | Event::Fault { .. } => {}
+            Event::Fault { .. } => {}
             Event::Phase { t, phase } => {
                 if phase == "faults_over" {
                     faults_over = Some(*t);
@@ -233,6 +255,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 origin_seq,
                 reason,
                 deliveries,
+                last_error,
             } => {
                 *f.dead_letters.entry(reason.clone()).or_default() += 1;
                 letters.entry(id).or_default().push(Letter {
@@ -240,6 +263,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                     origin_seq: *origin_seq,
                     reason: reason.clone(),
                     deliveries: *deliveries,
+                    last_error: last_error.clone(),
                 });
             }
         }
@@ -254,10 +278,29 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
     f.delivered_messages = deliveries.len() as u64;
     f.explained_duplicates = f.deliveries - f.delivered_messages;
 
+    if f.acked_publishes == 0 {
+        f.violations.push(
+            "no messages published: no publish returned OK, so the run proves nothing".to_owned(),
+        );
+    }
     check_storage(&mut f, &deliveries, &letters, &published);
     check_dedup(&mut f, &dedup_first, &republished, &deliveries);
-    check_settles(&mut f, &published, &deliveries, &settles, &letters);
-    check_dead_letters(&mut f, scenario, &published, &settles, &letters);
+    let explained = check_dead_letters(
+        &mut f,
+        scenario,
+        &published,
+        &deliveries,
+        &settles,
+        &letters,
+    );
+    check_settles(
+        &mut f,
+        &published,
+        &deliveries,
+        &settles,
+        &letters,
+        &explained,
+    );
     f.stale_handed_out = stale.len() as u64;
     check_key_order(&mut f, &published, &deliveries, &letters, &stale);
     f
@@ -331,6 +374,7 @@ fn check_settles(
     deliveries: &HashMap<&str, Vec<Seen>>,
     settles: &HashMap<&str, Settles>,
     letters: &HashMap<&str, Vec<Letter>>,
+    explained: &HashSet<&str>,
 ) {
     let empty = Settles::default();
     let mut ids: Vec<&&str> = published.keys().collect();
@@ -371,16 +415,25 @@ fn check_settles(
             }
             continue;
         }
-        if letters.contains_key(*id) {
+        if let Some(letter) = letters.get(*id).map(|l| &l[0]) {
+            // A dead letter accounts for the message only if the histories explain it.
+            if !explained.contains(*id) {
+                f.violation(
+                    |f| &mut f.lost,
+                    format!(
+                        "acknowledged publish {id} ({} {:?}) is lost: its dead letter ({}) is explained by no history",
+                        published[*id].queue, published[*id].fate, letter.reason
+                    ),
+                );
+            }
             continue;
         }
-        // No confirmed ack and no dead letter: only an ack whose answer was lost, for the
-        // last delivery seen, accounts for it.
+        // No confirmed ack and no dead letter: only an ack of the last delivery seen whose
+        // answer never came accounts for it. A refused ack did not take.
         let last_attempt = seen.iter().map(|d| d.attempt).max();
         let unconfirmed = s
-            .sent
-            .iter()
-            .any(|(op, attempt)| *op == Settle::Ack && Some(*attempt) >= last_attempt);
+            .done(Settle::Ack)
+            .any(|attempt| Some(attempt) >= last_attempt);
         if unconfirmed && last_attempt.is_some() {
             f.acks_unconfirmed += 1;
         } else {
@@ -399,65 +452,93 @@ fn check_settles(
     }
 }
 
-fn check_dead_letters(
+/// Each dead letter against the histories, and what consumers did against the dead
+/// letters. Returns the messages whose dead letter the histories explain: only those are
+/// accounted for by it in the loss check.
+fn check_dead_letters<'a>(
     f: &mut Findings,
     scenario: &Scenario,
     published: &HashMap<&str, Published>,
+    deliveries: &HashMap<&str, Vec<Seen>>,
     settles: &HashMap<&str, Settles>,
-    letters: &HashMap<&str, Vec<Letter>>,
-) {
+    letters: &HashMap<&'a str, Vec<Letter>>,
+) -> HashSet<&'a str> {
     let empty = Settles::default();
+    let mut explained = HashSet::new();
     let mut ids: Vec<&&str> = letters.keys().collect();
     ids.sort();
     for id in ids {
         let found = &letters[*id];
-        if found.len() > 1 {
-            f.violation(
-                |f| &mut f.dead_letter_mismatches,
-                format!("message {id} is a dead letter {} times", found.len()),
-            );
-        }
         let s = settles.get(*id).unwrap_or(&empty);
+        let seen = deliveries.get(*id).map(Vec::as_slice).unwrap_or(&[]);
         let letter = &found[0];
         let max = if letter.origin_queue == WORK_QUEUE {
             scenario.work_max_deliveries
         } else {
             scenario.orders_max_deliveries
         };
+        let mut why_not = Vec::new();
+        if found.len() > 1 {
+            why_not.push(format!(
+                "message {id} is a dead letter {} times",
+                found.len()
+            ));
+        }
         match letter.reason.as_str() {
             "rejected" => {
-                if !s.sent.iter().any(|(op, _)| *op == Settle::Reject) {
-                    f.violation(
-                        |f| &mut f.dead_letter_mismatches,
-                        format!(
-                            "message {id} is dead-lettered as rejected but no consumer rejected it"
-                        ),
+                if s.done(Settle::Reject).next().is_none() {
+                    why_not.push(
+                        if s.sent.iter().any(|(op, _)| *op == Settle::Reject) {
+                            format!(
+                                "message {id} is dead-lettered as rejected but every reject of it was refused"
+                            )
+                        } else {
+                            format!(
+                                "message {id} is dead-lettered as rejected but no consumer rejected it"
+                            )
+                        },
                     );
                 }
             }
             "max_deliveries" => {
                 if letter.deliveries < max {
-                    f.violation(
-                        |f| &mut f.dead_letter_mismatches,
-                        format!(
-                            "message {id} is dead-lettered for max deliveries after {} of {max}",
-                            letter.deliveries
-                        ),
-                    );
+                    why_not.push(format!(
+                        "message {id} is dead-lettered for max deliveries after {} of {max}",
+                        letter.deliveries
+                    ));
+                }
+                // The broker numbers each delivery of a message, so a consumer's delivery
+                // with attempt n shows that the n - 1 before it went out and ended without
+                // a settle taking: their leases ran out, or their stream died and the
+                // client dropped them unseen. Deliveries after the last one seen are in
+                // no history, so they explain nothing.
+                let accounted = seen.iter().map(|d| d.attempt).max().unwrap_or(0);
+                if accounted < max {
+                    why_not.push(format!(
+                        "message {id} is dead-lettered for max deliveries ({max}), but consumers saw it only up to attempt {accounted}"
+                    ));
                 }
                 if s.ok.iter().any(|(op, _)| *op == Settle::Reject) {
-                    f.violation(
-                        |f| &mut f.dead_letter_mismatches,
-                        format!(
-                            "message {id} was rejected (OK) but its dead letter says max deliveries"
-                        ),
-                    );
+                    why_not.push(format!(
+                        "message {id} was rejected (OK) but its dead letter says max deliveries"
+                    ));
                 }
             }
-            other => f.violation(
+            other => why_not.push(format!(
+                "message {id} is dead-lettered as {other:?}, which nothing here causes"
+            )),
+        }
+        // One mismatch per letter, however many reasons.
+        if why_not.is_empty() {
+            explained.insert(*id);
+        } else {
+            let broker_says = letter.last_error.as_ref().map_or(String::new(), |e| {
+                format!(" (the broker's last error: {e:?})")
+            });
+            f.violation(
                 |f| &mut f.dead_letter_mismatches,
-                format!("message {id} is dead-lettered as {other:?}, which nothing here causes"),
-            ),
+                format!("{}{broker_says}", why_not.join("; ")),
+            );
         }
     }
     // The other way: what consumers did must be in the dead-letter queue.
@@ -483,6 +564,7 @@ fn check_dead_letters(
             );
         }
     }
+    explained
 }
 
 /// Per key, by time: never back to an earlier kseq, never past one not yet delivered.

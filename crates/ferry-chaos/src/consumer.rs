@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use ferry_client::{Client, Consumer, ConsumerConfig, Delivery};
+use ferry_client::{Client, ClientError, Consumer, ConsumerConfig, Delivery};
 
 use crate::error::Result;
-use crate::history::{Event, Fate, HistoryWriter, Settle, monotonic_ns};
+use crate::history::{Answer, Event, Fate, HistoryWriter, Settle, monotonic_ns};
 use crate::scenario::{FATE_HEADER, KSEQ_HEADER, ORDERS_QUEUE, WORK_QUEUE};
 use crate::worker::{Stop, connect};
 
@@ -131,7 +131,65 @@ async fn handle(queue: &str, delivery: Delivery, history: &mut HistoryWriter) ->
         seq,
         attempt,
         op,
-        ok: outcome.is_ok(),
+        answer: answer(&outcome),
         error: outcome.err().map(|e| e.to_string()),
     })
+}
+
+/// Sorts a settle's outcome for the checker, which must tell a settle the broker refused
+/// (not done) from one whose answer was lost (done or not: only what happens to the message
+/// afterwards says which). An error the broker raised carries its kind; a refusal on the
+/// consume stream, or the client's own for a delivery of a failed stream, is not
+/// transient; a broken connection or a closed client is an answer that never came.
+fn answer(outcome: &Result<(), ClientError>) -> Answer {
+    match outcome {
+        Ok(()) => Answer::Ok,
+        Err(error) if error.kind().is_some() => Answer::Refused,
+        Err(error) if error.is_transient() || matches!(error, ClientError::Closed) => {
+            Answer::NeverCame
+        }
+        Err(_) => Answer::Refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_client::ErrorKind;
+    use tonic::Code;
+
+    fn server(code: Code, kind: Option<ErrorKind>) -> Result<(), ClientError> {
+        Err(ClientError::Server {
+            code,
+            message: "x".into(),
+            kind,
+        })
+    }
+
+    #[test]
+    fn a_refused_settle_is_recorded_apart_from_one_whose_answer_never_came() {
+        assert_eq!(answer(&Ok(())), Answer::Ok);
+        // The stream's own refusal (a stale lease) and the client's for a dead stream's
+        // delivery carry no kind, and are answers.
+        assert_eq!(
+            answer(&server(Code::FailedPrecondition, None)),
+            Answer::Refused
+        );
+        assert_eq!(
+            answer(&server(
+                Code::FailedPrecondition,
+                Some(ErrorKind::StaleLease)
+            )),
+            Answer::Refused
+        );
+        // The broker could not serve it: it said so, so it did not do it.
+        assert_eq!(
+            answer(&server(Code::Unavailable, Some(ErrorKind::Unavailable))),
+            Answer::Refused
+        );
+        // The connection was lost before the server answered; the client was closed.
+        assert_eq!(answer(&server(Code::Unavailable, None)), Answer::NeverCame);
+        assert_eq!(answer(&server(Code::Unknown, None)), Answer::NeverCame);
+        assert_eq!(answer(&Err(ClientError::Closed)), Answer::NeverCame);
+    }
 }

@@ -334,6 +334,7 @@ async fn record_dead_letters(
                 origin_seq: info.origin_seq,
                 reason: info.reason,
                 deliveries: info.deliveries,
+                last_error: info.last_error,
             })?;
         }
     }

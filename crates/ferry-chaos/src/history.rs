@@ -66,6 +66,21 @@ pub enum Settle {
     Reject,
 }
 
+/// What came back for a settle a consumer sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// It returned OK: the broker did it.
+    Ok,
+    /// The broker (or the client, for a delivery of a stream that had failed) answered
+    /// that it was not done: the lease had ended, the message was settled elsewhere.
+    Refused,
+    /// No answer the consumer can go by: the connection broke before it, or the client
+    /// closed. The settle may or may not have reached the broker, as when the consumer is
+    /// killed between `Settling` and `Settled`.
+    NeverCame,
+}
+
 /// One line of a history file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
@@ -111,7 +126,7 @@ pub enum Event {
         attempt: u32,
         op: Settle,
     },
-    /// The settle's answer.
+    /// The settle's answer, and the error's text when it was not OK.
     Settled {
         t: u64,
         queue: String,
@@ -119,7 +134,7 @@ pub enum Event {
         seq: u64,
         attempt: u32,
         op: Settle,
-        ok: bool,
+        answer: Answer,
         error: Option<String>,
     },
     /// The harness injected a fault.
@@ -137,6 +152,10 @@ pub enum Event {
         origin_seq: u64,
         reason: String,
         deliveries: u32,
+        /// The broker's last error for the message (absent from older histories): what
+        /// ended its last attempt, to read beside a mismatch.
+        #[serde(default)]
+        last_error: Option<String>,
     },
 }
 

@@ -39,6 +39,11 @@ pub struct Scenario {
     pub orders_max_deliveries: u32,
     /// Pause between one fault's end and the next fault: uniformly in this range.
     pub fault_gap_ms: (u64, u64),
+    /// Server kills a minute, spread over the run, the other faults drawn between them;
+    /// `None` draws server kills by weight like every other fault (about 1.5 a minute
+    /// with the default gaps). Absent from the scenarios of older runs.
+    #[serde(default)]
+    pub server_kills_per_minute: Option<f64>,
     /// How many clock jumps, and how far each moves the server's clock forward.
     pub clock_jumps: u32,
     pub clock_jump_ms: u64,
@@ -59,6 +64,19 @@ impl Scenario {
         }
         if self.fault_gap_ms.0 > self.fault_gap_ms.1 {
             return bad("the shortest gap between faults is longer than the longest");
+        }
+        if let Some(per_minute) = self.server_kills_per_minute {
+            // Every fault slot a kill: its gap and the restart. More than that cannot be
+            // scheduled, and the run would quietly have fewer kills than asked for.
+            let most = 60_000.0 / (self.fault_gap_ms.1 + KILL_SERVER_BUSY_MS) as f64;
+            if !(per_minute > 0.0 && per_minute <= most) {
+                return Err(ChaosError::BadScenario(format!(
+                    "--server-kills-per-minute {per_minute} cannot be scheduled: with faults \
+                     up to {} ms apart and a restart each, between 0 and {most:.2} fit in a \
+                     minute; shorten --fault-gap for more",
+                    self.fault_gap_ms.1
+                )));
+            }
         }
         if self.work_max_deliveries < 2 {
             return bad("chaos.work needs max deliveries of at least 2 (nack once, then ack)");
@@ -110,6 +128,9 @@ impl Scenario {
     }
 }
 
+/// How long the schedule allows for a server's restart after a kill.
+pub const KILL_SERVER_BUSY_MS: u64 = 1_000;
+
 /// `ferry chaos run`'s knobs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScenarioArgs {
@@ -135,6 +156,10 @@ pub struct ScenarioArgs {
     /// Shortest and longest wait between faults, e.g. 2s..6s.
     #[arg(long, default_value = "2s..6s", value_parser = parse_range)]
     pub fault_gap: (Duration, Duration),
+    /// Server kills a minute (e.g. 2), spread evenly over the run with the other faults
+    /// between them; without it server kills are drawn by weight, about 1.5 a minute.
+    #[arg(long, value_name = "N")]
+    pub server_kills_per_minute: Option<f64>,
     /// How many times the server's clock jumps forward, and by how much.
     #[arg(long, default_value_t = 1)]
     pub clock_jumps: u32,
@@ -159,6 +184,7 @@ impl ScenarioArgs {
                 self.fault_gap.0.as_millis() as u64,
                 self.fault_gap.1.as_millis() as u64,
             ),
+            server_kills_per_minute: self.server_kills_per_minute,
             clock_jumps: self.clock_jumps,
             clock_jump_ms: self.clock_jump.as_millis() as u64,
             calm_ms: 5_000,

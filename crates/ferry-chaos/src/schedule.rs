@@ -1,11 +1,13 @@
 //! The fault schedule: which fault when, drawn from the scenario's seed before the run
 //! starts, so the same seed replays the same faults in the same order. Every kind of fault
 //! appears at least once when the run is long enough (the first slots hold one of each,
-//! shuffled); the rest are drawn by weight.
+//! shuffled); the rest are drawn by weight — or, with a server-kill rate, a slot is a
+//! server kill whenever the kills have fallen behind that rate, and the other kinds are
+//! drawn by weight.
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::Scenario;
+use crate::scenario::{KILL_SERVER_BUSY_MS, Scenario};
 
 /// What the proxy between clients and server does to the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +77,7 @@ fn busy_ms(fault: &Fault) -> u64 {
         Fault::PauseServer { ms } => *ms,
         Fault::Proxy(ProxyFault::Delay { for_ms, .. }) => *for_ms,
         // A restart takes about a second.
-        Fault::KillServer => 1_000,
+        Fault::KillServer => KILL_SERVER_BUSY_MS,
         _ => 0,
     }
 }
@@ -111,15 +113,25 @@ pub fn plan(scenario: &Scenario) -> Vec<Planned> {
     // and most common, server kills and pauses rarer.
     let mut first: Vec<usize> = vec![0, 1, 2, 3, 3];
     rng.shuffle(&mut first);
-    let weights: [(usize, u32); 4] = [(0, 2), (1, 3), (2, 2), (3, 5)];
+    // With a kill rate, kills are paced rather than drawn, so the others share the weights.
+    let weights: &[(usize, u32)] = match scenario.server_kills_per_minute {
+        None => &[(0, 2), (1, 3), (2, 2), (3, 5)],
+        Some(_) => &[(1, 3), (2, 2), (3, 5)],
+    };
     let total: u32 = weights.iter().map(|w| w.1).sum();
     let mut faults = Vec::new();
     let mut at = 0;
     let mut n = 0;
+    let mut kills = 0u64;
     loop {
         at += rng.u64(gap_low..=gap_high);
+        let behind_kill_rate = scenario
+            .server_kills_per_minute
+            .is_some_and(|per_minute| (kills as f64) < per_minute * at as f64 / 60_000.0);
         let kind = if n < first.len() {
             first[n]
+        } else if behind_kill_rate {
+            0
         } else {
             let mut pick = rng.u32(..total);
             weights
@@ -137,6 +149,9 @@ pub fn plan(scenario: &Scenario) -> Vec<Planned> {
         let fault = draw(&mut rng, kind);
         if at + busy_ms(&fault) > scenario.duration_ms {
             break;
+        }
+        if fault == Fault::KillServer {
+            kills += 1;
         }
         faults.push(Planned { at_ms: at, fault });
         at += busy_ms(&fault);
@@ -181,9 +196,29 @@ mod tests {
     }
 
     fn scenario(seed: u64, duration: &str) -> Scenario {
-        Args::parse_from(["x", "--seed", &seed.to_string(), "--duration", duration])
+        with_flags(seed, duration, &[])
+    }
+
+    fn with_flags(seed: u64, duration: &str, flags: &[&str]) -> Scenario {
+        let seed = seed.to_string();
+        let args = ["x", "--seed", &seed, "--duration", duration];
+        Args::parse_from(args.iter().chain(flags))
             .scenario
             .scenario()
+    }
+
+    fn count(faults: &[Planned], kind: &str) -> usize {
+        faults.iter().filter(|p| p.fault.kind() == kind).count()
+    }
+
+    /// Faults in order, none starting before the previous one ended, the last one ending
+    /// within the run.
+    fn assert_well_formed(faults: &[Planned], s: &Scenario) {
+        for pair in faults.windows(2) {
+            assert!(pair[0].at_ms + busy_ms(&pair[0].fault) <= pair[1].at_ms);
+        }
+        let last = faults.last().unwrap();
+        assert!(last.at_ms + busy_ms(&last.fault) <= s.duration_ms);
     }
 
     #[test]
@@ -203,18 +238,67 @@ mod tests {
                     "seed {seed}: no {kind}"
                 );
             }
-            assert_eq!(
-                faults
-                    .iter()
-                    .filter(|p| p.fault.kind() == "clock_jump")
-                    .count(),
-                1
-            );
-            for pair in faults.windows(2) {
-                assert!(pair[0].at_ms + busy_ms(&pair[0].fault) <= pair[1].at_ms);
-            }
-            let last = faults.last().unwrap();
-            assert!(last.at_ms + busy_ms(&last.fault) <= s.duration_ms);
+            assert_eq!(count(&faults, "clock_jump"), 1);
+            assert_well_formed(&faults, &s);
         }
+    }
+
+    #[test]
+    fn a_server_kill_rate_gives_that_many_kills_spread_over_the_run() {
+        for seed in 0..10 {
+            let s = with_flags(seed, "60m", &["--server-kills-per-minute", "2"]);
+            s.validate().unwrap();
+            let faults = plan(&s);
+            assert_well_formed(&faults, &s);
+            // 2 a minute for 60 minutes, short by at most the one the run's end cuts off.
+            let kills = count(&faults, "server_kill");
+            assert!((119..=121).contains(&kills), "seed {seed}: {kills} kills");
+            // Spread out: every 10 minutes hold their share, give or take one.
+            for tenth in 0..6u64 {
+                let window = tenth * 600_000..(tenth + 1) * 600_000;
+                let in_window = faults
+                    .iter()
+                    .filter(|p| p.fault == Fault::KillServer && window.contains(&p.at_ms))
+                    .count();
+                assert!(
+                    (19..=21).contains(&in_window),
+                    "seed {seed}, minutes {}..: {in_window} kills",
+                    tenth * 10
+                );
+            }
+            // The other kinds still come between them.
+            for kind in Fault::KINDS {
+                assert!(count(&faults, kind) > 0, "seed {seed}: no {kind}");
+            }
+            assert!(count(&faults, "proxy") > 100, "seed {seed}");
+        }
+        // The rate holds below the weights' share too.
+        let s = with_flags(1, "60m", &["--server-kills-per-minute", "0.5"]);
+        let kills = count(&plan(&s), "server_kill");
+        assert!((29..=31).contains(&kills), "{kills}");
+    }
+
+    #[test]
+    fn a_server_kill_rate_that_does_not_fit_between_the_gaps_is_refused() {
+        for rate in ["0", "-1", "NaN", "9"] {
+            let flag = format!("--server-kills-per-minute={rate}");
+            let s = with_flags(1, "10m", &[&flag]);
+            let error = s.validate().unwrap_err().to_string();
+            assert!(
+                error.contains("--server-kills-per-minute") && error.contains("fault-gap"),
+                "{rate}: {error}"
+            );
+        }
+        // 8 a minute fit with faults up to 6 s apart; with gaps of 1..2 s, 20 do.
+        with_flags(1, "10m", &["--server-kills-per-minute", "8"])
+            .validate()
+            .unwrap();
+        let s = with_flags(
+            1,
+            "10m",
+            &["--server-kills-per-minute", "20", "--fault-gap", "1s..2s"],
+        );
+        s.validate().unwrap();
+        assert!(count(&plan(&s), "server_kill") >= 199);
     }
 }

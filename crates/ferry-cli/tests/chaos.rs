@@ -58,8 +58,9 @@ fn chaos_run_under_every_kind_of_fault_is_clean() {
     assert!(n("republished") > 0, "{findings}");
 }
 
-#[test]
-fn chaos_check_fails_on_a_history_with_a_lost_message() {
+/// `ferry chaos check` on a kept run whose only history file is `file` holding `lines`:
+/// whether it passed, and what it printed.
+fn check_kept_history(file: &str, lines: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let scenario = serde_json::json!({
         "seed": 1, "duration_ms": 1000, "rate": 10, "max_messages": null,
@@ -69,21 +70,40 @@ fn chaos_check_fails_on_a_history_with_a_lost_message() {
         "calm_ms": 0, "drain_timeout_ms": 1000
     });
     std::fs::write(dir.path().join("scenario.json"), scenario.to_string()).unwrap();
-    std::fs::write(
-        dir.path().join("producer-0.0.jsonl"),
-        r#"{"ev":"published","t":1,"queue":"chaos.work","sent_id":"A","id":"A","key":null,"kseq":null,"fate":"ack","dedup":null}
-"#,
-    )
-    .unwrap();
+    std::fs::write(dir.path().join(file), lines).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["chaos", "check"])
         .arg(dir.path())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(!output.status.success(), "{stdout}");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    (output.status.success(), stdout)
+}
+
+#[test]
+fn chaos_check_fails_on_a_history_with_a_lost_message() {
+    let (passed, stdout) = check_kept_history(
+        "producer-0.0.jsonl",
+        r#"{"ev":"published","t":1,"queue":"chaos.work","sent_id":"A","id":"A","key":null,"kseq":null,"fate":"ack","dedup":null}
+"#,
+    );
+    assert!(!passed, "{stdout}");
     assert!(stdout.starts_with("chaos: FAILED"), "{stdout}");
     assert!(stdout.contains("lost 1"), "{stdout}");
+}
+
+#[test]
+fn chaos_check_fails_on_a_run_in_which_nothing_was_published() {
+    // The harness's history of a run whose producers never got a publish through.
+    let (passed, stdout) = check_kept_history(
+        "harness.jsonl",
+        r#"{"ev":"phase","t":1,"phase":"faults_over"}
+{"ev":"phase","t":2,"phase":"drained"}
+"#,
+    );
+    assert!(!passed, "{stdout}");
+    assert!(stdout.starts_with("chaos: FAILED"), "{stdout}");
+    assert!(stdout.contains("no messages published"), "{stdout}");
 }
 
 /// `ferry serve` with its stdout read line by line.
