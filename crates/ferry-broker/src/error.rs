@@ -139,6 +139,17 @@ pub enum BrokerError {
         human(.ttl), human(.delay)
     )]
     ExpiresBeforeDelivery { delay: Duration, ttl: Duration },
+    #[error(
+        "priority {priority} is above the top level of queue {queue}, which has {levels} \
+         priority level(s), 0 to {}; publish with a priority from 0 to {}, or declare the \
+         queue with more levels",
+        .levels - 1, .levels - 1
+    )]
+    PriorityAboveLevels {
+        queue: Name,
+        priority: u8,
+        levels: u8,
+    },
 
     // Reading stored messages.
     #[error("record at offset {offset} is not a readable broker message: {problem}")]
@@ -454,6 +465,7 @@ impl BrokerError {
             | E::TtlTooShort { .. }
             | E::TtlTooLong { .. }
             | E::ExpiresBeforeDelivery { .. }
+            | E::PriorityAboveLevels { .. }
             | E::InvalidFilter { .. }
             | E::EmptyConsumerName
             | E::ConsumerNameTooLong { .. }

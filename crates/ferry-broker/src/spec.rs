@@ -51,7 +51,9 @@ pub enum OrderingMode {
     KeyShared,
     /// Exclusive with failover: one consumer at a time — the active one — receives, one
     /// message at a time, in publish order (a retry goes before anything published after
-    /// it). Another consumer takes over once the active one holds no lease and has not
+    /// it, through its backoff too). A message published with a delay joins that order
+    /// when its delay ends, at its publish-order place, so it holds back nothing published
+    /// after it while it waits; it never overtakes a delivery in flight. Another consumer takes over once the active one holds no lease and has not
     /// asked to receive for the queue's lease duration; until then its receives get nothing.
     /// Which consumer is active is not kept across a restart: the first to receive after it
     /// is.
@@ -98,8 +100,8 @@ pub struct QueueSpec {
     pub lease: Duration,
     /// The longest delay this queue accepts; zero refuses delayed messages.
     pub max_delay: Duration,
-    /// Number of priority levels; priorities `0..levels` are distinct, higher ones are
-    /// treated as the highest (see [`QueueSpec::effective_priority`]). 1 means FIFO.
+    /// Number of priority levels: a publish to the queue takes priorities `0..levels` and
+    /// refuses a higher one (see [`QueueSpec::check_priority`]). 1 means FIFO.
     pub priority_levels: u8,
     /// Starvation guard: the fraction of deliveries reserved for lower levels while higher
     /// ones have messages ready, so a steady stream of urgent messages cannot hold the rest
@@ -250,9 +252,25 @@ impl QueueSpec {
         }
     }
 
-    /// The level a message published with `priority` is queued at. Priorities beyond the
-    /// queue's levels are clamped to the highest level rather than refused, as in RabbitMQ:
-    /// a producer need not know how many levels each queue it publishes to declares.
+    /// Refuses a publish to `queue` with a priority above its top level
+    /// ([`BrokerError::PriorityAboveLevels`]): a producer that asks for a level the queue
+    /// does not have has mistaken the queue, and quietly taking it as the top level would
+    /// let it overtake every message published at the levels the queue does declare.
+    pub fn check_priority(&self, queue: &Name, priority: u8) -> Result<()> {
+        if priority < self.priority_levels {
+            return Ok(());
+        }
+        Err(BrokerError::PriorityAboveLevels {
+            queue: queue.clone(),
+            priority,
+            levels: self.priority_levels,
+        })
+    }
+
+    /// The level a stored message with `priority` is queued at. A publish to the queue has
+    /// been checked ([`check_priority`](Self::check_priority)); a message that reaches it
+    /// another way — a topic's publish, which cannot know each subscription's levels, or a
+    /// redrive from a dead-letter queue with more levels — is queued at the top level.
     pub fn effective_priority(&self, priority: u8) -> u8 {
         priority.min(self.priority_levels.saturating_sub(1))
     }

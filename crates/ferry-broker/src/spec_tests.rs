@@ -126,11 +126,21 @@ fn lower_priority_share_outside_0_to_half_is_rejected() {
 }
 
 #[test]
-fn priorities_beyond_the_levels_are_clamped_to_the_highest() {
+fn a_publish_above_the_levels_is_refused_and_a_stored_message_above_them_takes_the_top() {
     let spec = QueueSpec {
         priority_levels: 3,
         ..QueueSpec::default()
     };
+    let q = Name::new("q").unwrap();
+    assert!(spec.check_priority(&q, 2).is_ok());
+    assert!(matches!(
+        spec.check_priority(&q, 3),
+        Err(BrokerError::PriorityAboveLevels {
+            priority: 3,
+            levels: 3,
+            ..
+        })
+    ));
     assert_eq!(spec.effective_priority(0), 0);
     assert_eq!(spec.effective_priority(2), 2);
     assert_eq!(spec.effective_priority(200), 2);

@@ -23,8 +23,9 @@
 //!   whose delay is not shorter than its TTL is `ExpiresBeforeDelivery`; a tick dead-letters
 //!   (`expired`) every message not in flight whose TTL has passed; one in flight keeps its
 //!   lease and is checked when its attempt ends;
-//! - receive serves the highest ready priority level (priorities above the top level count
-//!   as the top level), publish order within a level, with the lower-level share exactly as
+//! - a publish with a priority above the queue's top level is `PriorityAboveLevels` and
+//!   stores nothing (the first invalid message of a batch names the error);
+//! - receive serves the highest ready priority level, publish order within a level, with the lower-level share exactly as
 //!   the priority module states it: each pick adds the share to a credit; with a lower level
 //!   ready and credit ≥ 1 the highest ready level below the top is served and 1 spent; with
 //!   no lower level ready the credit is capped at 1. The credit is not persisted (the picker
@@ -35,8 +36,10 @@
 //!   head; a head that leaves (acked, dead-lettered, dropped, cancelled) releases the next.
 //!   Parked keys survive a reopen; a parked key's messages not in flight count as parked;
 //!   park on a shared queue is `false`;
-//! - exclusive: only the oldest live message (keyed or not) may be ready — one message at
-//!   a time, in publish order, a failed one before everything after it — and only for the
+//! - exclusive: while no message is in flight, only the oldest live message (keyed or not)
+//!   that is not waiting for its publish delay may be ready — one message at a time, in
+//!   publish order, a delayed one joining at its place when its delay ends, a failed one
+//!   before everything after it — and only for the
 //!   active consumer: the first to receive, which stays active while it holds a lease or
 //!   asked within the lease duration (10 s); another consumer's receive gets nothing until
 //!   then and makes it the active one after. The active consumer is not kept across a

@@ -270,13 +270,17 @@ impl Broker {
         self.inner.config.clock.now_ms()
     }
 
+    /// The queue named `name`. A name outside the naming rules is refused as such (empty,
+    /// too long, a character that is not allowed): it could never name a queue, and saying
+    /// "does not exist" would send the caller to create it.
     fn queue(&self, name: &str) -> Result<Arc<Queue>> {
+        let name = Name::new(name)?;
         let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        let queue = Name::new(name)
-            .ok()
-            .and_then(|n| queues.get(&n).cloned())
+        let queue = queues
+            .get(&name)
+            .cloned()
             .ok_or_else(|| BrokerError::QueueNotFound {
-                queue: name.to_owned(),
+                queue: name.to_string(),
             })?;
         queue.check()?;
         queue.touch(self.now_ms());
@@ -322,6 +326,7 @@ impl Broker {
                 if message.ttl.is_none() {
                     message.ttl = queue.spec.default_ttl;
                 }
+                queue.spec.check_priority(&queue.name, message.priority)?;
                 let message = message.into_message(&limits, now_ms, &mut *rng)?;
                 let dedup_keys = dedup_keys(&message);
                 resolved.push(Incoming {
@@ -517,3 +522,6 @@ mod storage_stats_tests;
 
 #[cfg(test)]
 mod subscription_tests;
+
+#[cfg(test)]
+mod refusal_tests;

@@ -71,13 +71,16 @@ pub(super) fn open_topics(
 }
 
 impl Broker {
+    /// The topic named `name`; a name outside the naming rules is refused as such, as in
+    /// [`Broker::queue`].
     pub(super) fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+        let name = Name::new(name)?;
         let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
-        Name::new(name)
-            .ok()
-            .and_then(|n| topics.get(&n).cloned())
+        topics
+            .get(&name)
+            .cloned()
             .ok_or_else(|| BrokerError::TopicNotFound {
-                topic: name.to_owned(),
+                topic: name.to_string(),
             })
     }
 

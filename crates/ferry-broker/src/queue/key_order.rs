@@ -17,7 +17,8 @@
 //! | [`admit`]                    | the offset, if `Ready`        |                        |
 //! | [`delivered`]                |                               | the offset             |
 //! | [`settled`] / [`remove`]     | the returned successor        | the offset, if Ready   |
-//! | [`requeued`]                 | the offset, if `true`         |                        |
+//! | [`admit_in_order`]           | the offset, if `Ready`        | the returned old head  |
+//! | [`requeued`]                 | the returned head             |                        |
 //! | [`park`]                     |                               | the returned head      |
 //! | [`unpark`]                   | the returned head             |                        |
 //!
@@ -27,12 +28,20 @@
 //! `Ready` if not. Every message behind the head is `Waiting` (`Held` if the key is parked).
 //! So a key has at most one message in flight and at most one Ready, and never both.
 //!
+//! **Offset order.** A key's line is in offset order: [`admit`] appends (offsets arrive in
+//! increasing order), and [`admit_in_order`] puts a message that joins late — an exclusive
+//! queue's delayed message, once its delay ends — at its offset's place. The one exception
+//! is an in-flight head, which a late message never overtakes (one at a time): it goes
+//! right behind it, and if that delivery fails, [`requeued`] puts the head back at its own
+//! place, so the oldest message goes next.
+//!
 //! Keyless messages are never blocked: [`admit`] answers `Ready` and does not track them, and
 //! every other call treats their offsets as not tracked.
 //!
 //! [`admit`]: KeyOrder::admit
 //! [`delivered`]: KeyOrder::delivered
 //! [`settled`]: KeyOrder::settled
+//! [`admit_in_order`]: KeyOrder::admit_in_order
 //! [`requeued`]: KeyOrder::requeued
 //! [`remove`]: KeyOrder::remove
 //! [`park`]: KeyOrder::park
@@ -175,6 +184,48 @@ impl KeyOrder {
         }
     }
 
+    /// Tracks a message that joins `key`'s line late, at its offset's place instead of the
+    /// back: on an exclusive queue a delayed message stays out of the line until its delay
+    /// ends, so that it holds back nothing meanwhile, and then takes its place in publish
+    /// order. It becomes the head if it is older than the head, unless the head is in flight
+    /// (one at a time): then it waits right behind it (see [`requeued`](KeyOrder::requeued)).
+    ///
+    /// Returns its admission and the former head if that was Ready and now waits behind it,
+    /// which the engine withdraws from its ready set. An offset already tracked is left as
+    /// it is (checked in debug builds).
+    pub fn admit_in_order(&mut self, offset: u64, key: &[u8]) -> (Admission, Option<u64>) {
+        debug_assert!(
+            self.state(offset).is_none(),
+            "offset {offset} admitted twice"
+        );
+        if let Some(state) = self.state(offset) {
+            let admission = match state {
+                KeyedState::Ready => Admission::Ready,
+                _ => Admission::Waiting,
+            };
+            return (admission, None);
+        }
+        let slot = self.slot_for(key);
+        let state = self.slots[slot]
+            .as_mut()
+            .expect("slot_for returns a live slot");
+        let former = state.ready_head();
+        let at = match state.offsets.front() {
+            None => 0,
+            Some(&head) if head > offset && !state.in_flight => 0,
+            Some(_) => place_behind_head(&state.offsets, offset),
+        };
+        state.offsets.insert(at, offset);
+        self.slot_of_offset.insert(offset, slot);
+        let admission = if state.ready_head() == Some(offset) {
+            Admission::Ready
+        } else {
+            Admission::Waiting
+        };
+        let withdrawn = former.filter(|&head| state.ready_head() != Some(head));
+        (admission, withdrawn)
+    }
+
     /// The engine handed `offset` to a consumer: its key's head goes in flight, and the key
     /// has nothing Ready until it is settled, requeued or removed.
     ///
@@ -205,19 +256,24 @@ impl KeyOrder {
 
     /// The in-flight head `offset` failed (nack or lease expiry) and will be delivered again:
     /// it stays its key's head, in front of its successors, which keep waiting — order holds
-    /// across retries. Returns `true` if it is Ready again, `false` if its key is parked (it
-    /// is Held until unparked).
+    /// across retries. Only a message older than it that joined the line while it was in
+    /// flight ([`admit_in_order`](KeyOrder::admit_in_order)) goes first: the head returns to
+    /// its offset's place. Returns the key's head if it is Ready now, `None` if the key is
+    /// parked (its head is Held until unparked).
     ///
-    /// Returns `false` and changes nothing if `offset` is not in flight.
-    pub fn requeued(&mut self, offset: u64) -> bool {
-        let Some(state) = self.key_state_mut(offset) else {
-            return false;
-        };
+    /// Returns `None` and changes nothing if `offset` is not in flight.
+    pub fn requeued(&mut self, offset: u64) -> Option<u64> {
+        let state = self.key_state_mut(offset)?;
         if !(state.in_flight && state.offsets.front() == Some(&offset)) {
-            return false;
+            return None;
         }
         state.in_flight = false;
-        !state.parked
+        if state.offsets.get(1).is_some_and(|&next| next < offset) {
+            state.offsets.pop_front();
+            let at = place_behind_head(&state.offsets, offset);
+            state.offsets.insert(at, offset);
+        }
+        state.ready_head()
     }
 
     /// Drops `offset` from the window without a delivery outcome (TTL expiry, `drop_head`
@@ -362,13 +418,12 @@ impl KeyOrder {
             self.free_if_idle(slot);
             next
         } else {
-            // Behind the head: the head, and so what is Ready, does not change. Offsets are
-            // sorted when admitted in order; the linear fallback only covers a caller that
-            // broke that contract in a release build.
-            let at = match state.offsets.binary_search(&offset) {
-                Ok(at) => Some(at),
-                Err(_) => state.offsets.iter().position(|&o| o == offset),
-            };
+            // Behind the head: the head, and so what is Ready, does not change. The offsets
+            // behind the head are sorted when admitted in order; the linear fallback only
+            // covers a caller that broke that contract in a release build.
+            let at = Some(place_behind_head(&state.offsets, offset))
+                .filter(|&at| state.offsets.get(at) == Some(&offset))
+                .or_else(|| state.offsets.iter().position(|&o| o == offset));
             if let Some(at) = at {
                 state.offsets.remove(at);
             }
@@ -377,387 +432,22 @@ impl KeyOrder {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
-
-    use proptest::prelude::*;
-
-    use super::*;
-
-    const A: &[u8] = b"order-1";
-    const B: &[u8] = b"order-2";
-
-    #[test]
-    fn keyless_messages_never_wait() {
-        let mut order = KeyOrder::new();
-        assert_eq!(order.admit(1, Some(A)), Admission::Ready);
-        assert!(order.delivered(1));
-        for offset in 2..5 {
-            assert_eq!(order.admit(offset, None), Admission::Ready);
-        }
-        order.park(A);
-        assert_eq!(order.admit(5, None), Admission::Ready);
-        // Not tracked: nothing to deliver, settle or count.
-        assert_eq!(order.state(2), None);
-        assert!(!order.delivered(2));
-        assert_eq!(order.settled(2), None);
-        assert_eq!(order.len(), 1);
-    }
-
-    #[test]
-    fn same_key_messages_are_delivered_one_at_a_time_in_publish_order() {
-        let mut order = KeyOrder::new();
-        assert_eq!(order.admit(10, Some(A)), Admission::Ready);
-        assert_eq!(order.admit(11, Some(A)), Admission::Waiting);
-        assert_eq!(order.admit(12, Some(A)), Admission::Waiting);
-        assert!(
-            !order.delivered(11),
-            "a waiting message cannot jump its key's line"
-        );
-
-        assert!(order.delivered(10));
-        assert_eq!(order.state(10), Some(KeyedState::InFlight));
-        assert!(!order.delivered(10), "already in flight");
-        assert_eq!(order.settled(10), Some(11));
-        assert!(order.delivered(11));
-        assert_eq!(order.settled(11), Some(12));
-        assert!(order.delivered(12));
-        assert_eq!(order.settled(12), None);
-        assert!(order.is_empty());
-        assert_eq!(order.key_count(), 0, "an idle key is forgotten");
-    }
-
-    #[test]
-    fn different_keys_are_ready_in_parallel() {
-        let mut order = KeyOrder::new();
-        assert_eq!(order.admit(1, Some(A)), Admission::Ready);
-        assert_eq!(order.admit(2, Some(B)), Admission::Ready);
-        assert_eq!(order.admit(3, Some(A)), Admission::Waiting);
-        assert!(order.delivered(1));
-        assert!(order.delivered(2));
-        assert_eq!(order.state(3), Some(KeyedState::Waiting));
-        assert_eq!(order.key_count(), 2);
-    }
-
-    #[test]
-    fn dead_lettered_head_releases_the_next_message_of_its_key() {
-        let mut order = KeyOrder::new();
-        order.admit(1, Some(A));
-        order.admit(2, Some(A));
-        for _ in 0..3 {
-            assert!(order.delivered(1));
-            assert!(order.requeued(1));
-        }
-        assert!(order.delivered(1));
-        // Max deliveries reached: the engine dead-letters the head.
-        assert_eq!(order.settled(1), Some(2));
-        assert_eq!(order.state(2), Some(KeyedState::Ready));
-    }
-
-    #[test]
-    fn requeued_head_keeps_its_successors_waiting() {
-        let mut order = KeyOrder::new();
-        order.admit(1, Some(A));
-        order.admit(2, Some(A));
-        assert!(order.delivered(1));
-        assert!(order.requeued(1));
-        assert_eq!(order.state(1), Some(KeyedState::Ready));
-        assert_eq!(order.state(2), Some(KeyedState::Waiting));
-        assert!(!order.delivered(2));
-        assert!(!order.requeued(1), "only an in-flight head can be requeued");
-    }
-
-    #[test]
-    fn parked_key_holds_its_messages_without_blocking_other_keys() {
-        let mut order = KeyOrder::new();
-        order.admit(1, Some(A));
-        order.admit(2, Some(A));
-        assert_eq!(order.park(A), Some(1), "the Ready head is withdrawn");
-        assert_eq!(order.park(A), None, "parking twice changes nothing");
-        assert_eq!(order.state(1), Some(KeyedState::Held));
-        assert!(!order.delivered(1));
-        assert_eq!(order.admit(3, Some(A)), Admission::Waiting);
-        assert_eq!(order.admit(4, Some(B)), Admission::Ready);
-        assert!(order.delivered(4));
-        assert_eq!(order.parked_keys().collect::<Vec<_>>(), [(A, 3)]);
-
-        assert_eq!(order.unpark(A), Some(1));
-        assert_eq!(order.unpark(A), None, "unparking twice changes nothing");
-        assert_eq!(order.parked_keys().count(), 0);
-        assert_eq!(order.state(2), Some(KeyedState::Waiting));
-    }
-
-    #[test]
-    fn parking_does_not_recall_a_delivery_but_holds_the_key_after_it() {
-        let mut order = KeyOrder::new();
-        order.admit(1, Some(A));
-        order.admit(2, Some(A));
-        order.admit(3, Some(A));
-        assert!(order.delivered(1));
-        assert_eq!(order.park(A), None, "nothing Ready to withdraw");
-        assert_eq!(order.state(1), Some(KeyedState::InFlight));
-        assert_eq!(order.parked_keys().collect::<Vec<_>>(), [(A, 2)]);
-        assert_eq!(
-            order.settled(1),
-            None,
-            "the next message is held, not released"
-        );
-        assert_eq!(order.state(2), Some(KeyedState::Held));
-
-        assert_eq!(order.unpark(A), Some(2));
-        assert!(order.delivered(2));
-        order.park(A);
-        assert!(
-            !order.requeued(2),
-            "a requeued head of a parked key is held"
-        );
-        assert_eq!(order.state(2), Some(KeyedState::Held));
-        assert_eq!(order.parked_keys().collect::<Vec<_>>(), [(A, 2)]);
-    }
-
-    #[test]
-    fn a_key_parked_before_its_messages_arrive_holds_them() {
-        let mut order = KeyOrder::new();
-        assert_eq!(order.park(A), None);
-        assert!(order.is_parked(A));
-        assert_eq!(
-            order.key_count(),
-            1,
-            "a parked key is remembered with no messages"
-        );
-        assert_eq!(order.admit(1, Some(A)), Admission::Waiting);
-        assert_eq!(order.remove(1), None);
-        assert_eq!(order.parked_keys().collect::<Vec<_>>(), [(A, 0)]);
-        assert_eq!(order.unpark(A), None);
-        assert_eq!(order.key_count(), 0);
-        assert!(!order.is_parked(A));
-    }
-
-    #[test]
-    fn removed_head_releases_the_next_message_and_removed_successor_changes_nothing() {
-        let mut order = KeyOrder::new();
-        for offset in 1..=4 {
-            order.admit(offset, Some(A));
-        }
-        assert_eq!(order.remove(3), None, "behind the head");
-        assert_eq!(order.state(1), Some(KeyedState::Ready));
-        assert_eq!(order.remove(1), Some(2), "TTL expiry of the head");
-        assert!(order.delivered(2));
-        assert_eq!(
-            order.remove(2),
-            Some(4),
-            "an abandoned delivery releases the key"
-        );
-        assert_eq!(order.remove(2), None, "no longer tracked");
-        assert_eq!(order.len(), 1);
-    }
-
-    #[test]
-    fn layout_per_key_and_per_message_stays_as_documented() {
-        // The memory figures in `KeyOrder`'s docs assume these sizes.
-        assert_eq!(size_of::<Option<KeyState>>(), 56);
-        assert_eq!(size_of::<(Arc<[u8]>, usize)>(), 24);
-        assert_eq!(size_of::<(u64, usize)>(), 16);
-    }
-
-    #[derive(Debug, Clone)]
-    enum Op {
-        Admit(Option<u8>),
-        Deliver(usize),
-        Settle(usize),
-        Requeue(usize),
-        Remove(usize),
-        Park(u8),
-        Unpark(u8),
-    }
-
-    const KEYS: u8 = 4;
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => prop::option::weighted(0.9, 0..KEYS).prop_map(Op::Admit),
-            5 => any::<usize>().prop_map(Op::Deliver),
-            3 => any::<usize>().prop_map(Op::Settle),
-            2 => any::<usize>().prop_map(Op::Requeue),
-            2 => any::<usize>().prop_map(Op::Remove),
-            1 => (0..KEYS).prop_map(Op::Park),
-            1 => (0..KEYS).prop_map(Op::Unpark),
-        ]
-    }
-
-    /// The reference: tracked keyed messages in offset order as (offset, key, in flight), and
-    /// the parked keys. Readiness is recomputed from scratch: a message is Ready if it is its
-    /// key's earliest, no message of its key is in flight, and its key is not parked.
-    #[derive(Default)]
-    struct Model {
-        messages: Vec<(u64, u8, bool)>,
-        parked: BTreeSet<u8>,
-    }
-
-    impl Model {
-        fn ready(&self) -> BTreeSet<u64> {
-            let mut seen = BTreeSet::new();
-            let mut ready = BTreeSet::new();
-            for &(offset, key, _) in &self.messages {
-                if seen.insert(key)
-                    && !self.parked.contains(&key)
-                    && !self.messages.iter().any(|&(_, k, f)| k == key && f)
-                {
-                    ready.insert(offset);
-                }
-            }
-            ready
-        }
-
-        fn in_flight(&self) -> Vec<u64> {
-            self.messages.iter().filter(|m| m.2).map(|m| m.0).collect()
-        }
-
-        fn set_in_flight(&mut self, offset: u64, in_flight: bool) {
-            self.messages.iter_mut().find(|m| m.0 == offset).unwrap().2 = in_flight;
-        }
-
-        fn held(&self, key: u8) -> usize {
-            self.messages
-                .iter()
-                .filter(|&&(_, k, f)| k == key && !f)
-                .count()
+/// Where `offset` goes among the offsets behind the head of a non-empty line: they are in
+/// offset order (only an in-flight head may be younger than what waits behind it), so a
+/// binary search finds it, and a late message costs O(log m), not a scan of the backlog.
+fn place_behind_head(offsets: &VecDeque<u64>, offset: u64) -> usize {
+    let (mut low, mut high) = (1, offsets.len());
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if offsets[mid] < offset {
+            low = mid + 1;
+        } else {
+            high = mid;
         }
     }
-
-    fn pick(from: &[u64], index: usize) -> Option<u64> {
-        (!from.is_empty()).then(|| from[index % from.len()])
-    }
-
-    /// What a call's return value says entered the engine's ready set, as a set.
-    fn entered(offset: Option<u64>) -> BTreeSet<u64> {
-        offset.into_iter().collect()
-    }
-
-    proptest! {
-        #[test]
-        fn key_order_matches_a_list_model(ops in prop::collection::vec(op(), 1..300)) {
-            let mut order = KeyOrder::new();
-            let mut model = Model::default();
-            // The engine's view: the ready set as built from return values alone.
-            let mut ready: BTreeSet<u64> = BTreeSet::new();
-            let mut delivered: BTreeMap<u8, Vec<u64>> = BTreeMap::new();
-            let mut next_offset = 0u64;
-
-            for op in ops {
-                let before = model.ready();
-                match op {
-                    Op::Admit(key) => {
-                        next_offset += 1;
-                        let offset = next_offset;
-                        let key_bytes = key.map(|k| [k]);
-                        let admission = order.admit(offset, key_bytes.as_ref().map(|k| &k[..]));
-                        let Some(key) = key else {
-                            prop_assert_eq!(admission, Admission::Ready);
-                            continue;
-                        };
-                        model.messages.push((offset, key, false));
-                        let now_ready = model.ready().contains(&offset);
-                        let expected =
-                            if now_ready { Admission::Ready } else { Admission::Waiting };
-                        prop_assert_eq!(admission, expected);
-                        if admission == Admission::Ready {
-                            ready.insert(offset);
-                        }
-                    }
-                    Op::Deliver(i) => {
-                        let Some(offset) = pick(&ready.iter().copied().collect::<Vec<_>>(), i)
-                        else { continue };
-                        prop_assert!(order.delivered(offset));
-                        ready.remove(&offset);
-                        let key = model.messages.iter().find(|m| m.0 == offset).unwrap().1;
-                        model.set_in_flight(offset, true);
-                        delivered.entry(key).or_default().push(offset);
-                    }
-                    Op::Settle(i) | Op::Remove(i) => {
-                        let (offset, outcome) = if let Op::Settle(_) = op {
-                            let Some(offset) = pick(&model.in_flight(), i) else { continue };
-                            (offset, order.settled(offset))
-                        } else {
-                            let all: Vec<u64> = model.messages.iter().map(|m| m.0).collect();
-                            let Some(offset) = pick(&all, i) else { continue };
-                            (offset, order.remove(offset))
-                        };
-                        model.messages.retain(|m| m.0 != offset);
-                        ready.remove(&offset);
-                        let mut expected = model.ready();
-                        expected.retain(|o| !before.contains(o));
-                        prop_assert_eq!(entered(outcome), expected);
-                        ready.extend(outcome);
-                    }
-                    Op::Requeue(i) => {
-                        let Some(offset) = pick(&model.in_flight(), i) else { continue };
-                        let now_ready = order.requeued(offset);
-                        model.set_in_flight(offset, false);
-                        prop_assert_eq!(now_ready, model.ready().contains(&offset));
-                        if now_ready {
-                            ready.insert(offset);
-                        }
-                    }
-                    Op::Park(key) => {
-                        let withdrawn = order.park(&[key]);
-                        model.parked.insert(key);
-                        let expected: BTreeSet<u64> =
-                            before.difference(&model.ready()).copied().collect();
-                        prop_assert_eq!(entered(withdrawn), expected);
-                        if let Some(offset) = withdrawn {
-                            ready.remove(&offset);
-                        }
-                    }
-                    Op::Unpark(key) => {
-                        let released = order.unpark(&[key]);
-                        model.parked.remove(&key);
-                        let expected: BTreeSet<u64> =
-                            model.ready().difference(&before).copied().collect();
-                        prop_assert_eq!(entered(released), expected);
-                        ready.extend(released);
-                    }
-                }
-
-                // The ready set the engine built from return values is the model's.
-                prop_assert_eq!(&ready, &model.ready());
-                prop_assert_eq!(order.len(), model.messages.len());
-                let mut in_flight_keys = BTreeSet::new();
-                for &(offset, key, in_flight) in &model.messages {
-                    let state = order.state(offset);
-                    if in_flight {
-                        prop_assert_eq!(state, Some(KeyedState::InFlight));
-                        // At most one in flight per key.
-                        prop_assert!(in_flight_keys.insert(key));
-                    } else if ready.contains(&offset) {
-                        prop_assert_eq!(state, Some(KeyedState::Ready));
-                    } else if model.parked.contains(&key) {
-                        prop_assert_eq!(state, Some(KeyedState::Held));
-                    } else {
-                        prop_assert_eq!(state, Some(KeyedState::Waiting));
-                    }
-                }
-                let parked: BTreeMap<u8, usize> =
-                    order.parked_keys().map(|(k, held)| (k[0], held)).collect();
-                let expected: BTreeMap<u8, usize> =
-                    model.parked.iter().map(|&k| (k, model.held(k))).collect();
-                prop_assert_eq!(parked, expected);
-                let keys: BTreeSet<u8> = order.keys().map(|k| k[0]).collect();
-                let expected: BTreeSet<u8> = model
-                    .messages
-                    .iter()
-                    .map(|m| m.1)
-                    .chain(model.parked.iter().copied())
-                    .collect();
-                prop_assert_eq!(keys.len(), order.key_count());
-                prop_assert_eq!(keys, expected);
-            }
-
-            // Per key, deliveries follow publish order: retries repeat an offset, never go back.
-            for offsets in delivered.values() {
-                prop_assert!(offsets.is_sorted(), "{:?}", offsets);
-            }
-        }
-    }
+    low.min(offsets.len())
 }
+
+#[cfg(test)]
+#[path = "key_order_tests.rs"]
+mod tests;

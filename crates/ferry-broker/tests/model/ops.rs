@@ -332,7 +332,7 @@ fn publish(f: Features) -> impl Strategy<Value = Publish> {
         Just(None).boxed()
     };
     let priority = if f.priorities {
-        // Up to one past the most levels a test declares: clamped to the top level.
+        // Up to one past the most levels a test declares: above the top level is refused.
         (0u8..=4).boxed()
     } else {
         Just(0u8).boxed()

@@ -40,7 +40,7 @@ pub struct Msg {
     pub id: MessageId,
     pub payload: String,
     pub key: Option<Vec<u8>>,
-    /// As published; the level is this clamped to the queue's top level.
+    /// As published: a publish refuses one above the top level, so this is its level too.
     pub priority: u8,
     pub level: u8,
     pub published_at: i64,
@@ -138,12 +138,22 @@ pub enum Duplicate {
     InBatch(usize),
 }
 
+/// Why a message is refused at publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invalid {
+    /// `PriorityAboveLevels`: a priority above the queue's top level.
+    Priority,
+    /// `ExpiresBeforeDelivery`: a TTL (the message's own or the queue's default) that ends
+    /// before the delay does.
+    ExpiresBeforeDelivery,
+}
+
 /// What a publish (or a batch, taken whole) must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admit {
-    /// `ExpiresBeforeDelivery`: a TTL (the message's own or the queue's default) that ends
-    /// before the delay does; the whole batch stores nothing.
-    Invalid,
+    /// The first invalid message of the batch, and so its error; the whole batch stores
+    /// nothing.
+    Invalid(Invalid),
     /// `QueueFull`: stores nothing, evicts nothing.
     Full,
     /// Per message, `Some` for a duplicate and `None` for one to store; the stored ones go
@@ -219,13 +229,18 @@ impl Model {
     // ---- Publish ----
 
     pub fn admit(&self, batch: &[NewMessage]) -> Admit {
-        let invalid = batch.iter().any(|m| {
-            m.ttl_ms
-                .or(self.cfg.default_ttl_ms)
-                .is_some_and(|ttl| m.delay_ms.unwrap_or(0) >= ttl)
+        let invalid = batch.iter().find_map(|m| {
+            if m.priority >= self.cfg.levels {
+                Some(Invalid::Priority)
+            } else {
+                m.ttl_ms
+                    .or(self.cfg.default_ttl_ms)
+                    .is_some_and(|ttl| m.delay_ms.unwrap_or(0) >= ttl)
+                    .then_some(Invalid::ExpiresBeforeDelivery)
+            }
         });
-        if invalid {
-            return Admit::Invalid;
+        if let Some(invalid) = invalid {
+            return Admit::Invalid(invalid);
         }
         let dedup = self.cfg.dedup_window_ms > 0;
         let mut in_batch: HashMap<String, usize> = HashMap::new();
@@ -323,7 +338,7 @@ impl Model {
                 _ => St::Idle,
             };
             let ttl = m.ttl_ms.or(self.cfg.default_ttl_ms);
-            let level = m.priority.min(self.cfg.levels - 1);
+            let level = m.priority;
             self.msgs.push(Msg {
                 id,
                 size: m.size(),
@@ -449,10 +464,18 @@ impl Model {
     }
 
     /// Ready messages by level: idle, and on a key-shared queue keyless or the head of a
-    /// key that is not parked; on an exclusive queue, the oldest live message, keyed or not.
+    /// key that is not parked; on an exclusive queue, while none is in flight, the oldest
+    /// live message, keyed or not, that is not waiting for its publish delay (a delayed
+    /// message holds back nothing; a retry holds back everything published after it).
     pub fn ready_by_level(&self) -> Vec<BTreeSet<u64>> {
         let heads = self.heads();
-        let oldest = self.msgs.iter().position(Msg::live);
+        let in_line =
+            |m: &Msg| m.live() && !(matches!(m.state, St::Scheduled(_)) && m.deliveries == 0);
+        let oldest = if self.msgs.iter().any(Msg::leased) {
+            None
+        } else {
+            self.msgs.iter().position(in_line)
+        };
         let mut ready = vec![BTreeSet::new(); usize::from(self.cfg.levels)];
         for (seq, m) in self.msgs.iter().enumerate() {
             if m.state != St::Idle {

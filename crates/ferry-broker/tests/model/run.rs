@@ -14,7 +14,9 @@ use ferry_storage::ManualClock;
 use proptest::prelude::*;
 
 use crate::ops::{Config, IdChoice, Op, Publish, Target};
-use crate::reference::{Admit, Duplicate, Failures, LEASE_MS, LeaseRec, Model, NewMessage, St};
+use crate::reference::{
+    Admit, Duplicate, Failures, Invalid, LEASE_MS, LeaseRec, Model, NewMessage, St,
+};
 
 pub const T0: i64 = 1_700_000_000_000;
 pub const Q: &str = "q";
@@ -271,7 +273,16 @@ impl Run {
             _ => self.broker().publish_batch(Q, outgoing).await,
         };
         match self.model.admit(&batch) {
-            Admit::Invalid => {
+            Admit::Invalid(Invalid::Priority) => {
+                prop_assert!(
+                    matches!(result, Err(BrokerError::PriorityAboveLevels { .. })),
+                    "a priority above the top level of {} level(s) in {:?}: {:?}",
+                    self.model.cfg.levels,
+                    batch,
+                    result
+                );
+            }
+            Admit::Invalid(Invalid::ExpiresBeforeDelivery) => {
                 prop_assert!(
                     matches!(result, Err(BrokerError::ExpiresBeforeDelivery { .. })),
                     "a delay not shorter than the TTL (default {:?}) in {:?}: {:?}",

@@ -54,7 +54,69 @@ pub fn names() -> Vec<Case> {
             // `оrders` with a Cyrillic `о`, percent-encoded in the path.
             "/v1/queues/%D0%BErders/messages",
             json!({"messages": [{"payload": "x"}]}),
-            (404, "queue_not_found", "does not exist"),
+            (400, "invalid_name_character", "(U+043E) at position 0"),
+        ),
+        post(
+            "receive_from_a_queue_name_with_a_space",
+            "/v1/queues/%20orders/receive",
+            json!({"consumer": "c"}),
+            (
+                400,
+                "invalid_name_character",
+                "whitespace (U+0020) at position 0",
+            ),
+        ),
+        post(
+            "publish_to_an_empty_queue_name_over_http",
+            "/v1/queues//messages",
+            json!({"messages": [{"payload": "x"}]}),
+            (400, "empty_name", "a name must not be empty"),
+        ),
+        grpc(
+            "publish_to_an_empty_queue_name",
+            Code::InvalidArgument,
+            "a name must not be empty",
+            |f| async move {
+                f.publisher()
+                    .publish(v1::PublishRequest {
+                        queue: String::new(),
+                        messages: vec![message("x")],
+                    })
+                    .await
+                    .map(drop)
+            },
+        ),
+        grpc(
+            "receive_from_an_empty_queue_name",
+            Code::InvalidArgument,
+            "a name must not be empty",
+            |f| async move {
+                f.consumer()
+                    .receive(v1::ReceiveRequest {
+                        queue: String::new(),
+                        consumer: "c".into(),
+                        max: 1,
+                        lease_ms: None,
+                        wait_ms: None,
+                    })
+                    .await
+                    .map(drop)
+            },
+        ),
+        grpc(
+            "publish_to_an_empty_topic_name",
+            Code::InvalidArgument,
+            "a name must not be empty",
+            |f| async move {
+                f.publisher()
+                    .publish_to_topic(v1::PublishToTopicRequest {
+                        topic: String::new(),
+                        messages: vec![message("x")],
+                        ..Default::default()
+                    })
+                    .await
+                    .map(drop)
+            },
         ),
         grpc(
             "decomposed_accent_is_not_normalised_into_a_name",

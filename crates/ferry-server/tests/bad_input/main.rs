@@ -10,8 +10,10 @@
 //!
 //! The rules the catalogue pins down:
 //! - Names are ASCII only (letters, digits, `.`, `_`, `-`), compared byte for byte; nothing
-//!   is normalised, so a look-alike (Cyrillic `о`, a decomposed `é`) is refused where a name
-//!   is created and is simply not found where one is looked up — it never aliases a name.
+//!   is normalised, so a look-alike (Cyrillic `о`, a decomposed `é`) never aliases a name.
+//!   An empty or malformed name is refused as invalid wherever a name is taken — created,
+//!   published to, received from — never answered "does not exist".
+//! - A publish with a priority above the queue's top level is refused, not clamped.
 //! - Unknown JSON fields are refused (`malformed_json`), as the HTTP API docs say.
 //! - Out-of-range times and counts are refused, not clamped: a receive's lease, a lease
 //!   extension, a nack's delay, a receive's `max`.
@@ -146,7 +148,7 @@ async fn inputs_exactly_at_the_limits_are_accepted() {
     big.headers.insert("n".repeat(256), "v".repeat(8 << 10));
     big.headers.remove("h0");
     big.key = Some(vec![b'k'; 4 << 10].into());
-    big.priority = 255;
+    big.priority = 9; // the top of edge's 10 levels
     f.publisher()
         .publish(v1::PublishRequest {
             queue: "edge".into(),
@@ -180,7 +182,7 @@ async fn inputs_exactly_at_the_limits_are_accepted() {
     assert_eq!(got.len(), 3, "the delayed one waits 90 days");
     assert_eq!(got[0]["payload"].as_str().unwrap().len(), MIB);
     assert_eq!(got[0]["headers"].as_object().unwrap().len(), 64);
-    assert_eq!(got[0]["priority"], 255);
+    assert_eq!(got[0]["priority"], 9);
     assert_eq!(got[1]["payload"].as_str().unwrap().len(), MIB);
     assert_eq!(got[2]["payload"], "kept");
     let (seq, token) = (got[2]["seq"].clone(), got[2]["token"].clone());

@@ -268,6 +268,27 @@ pub fn times() -> Vec<Case> {
             publish_http(json!({"payload": "x", "priority": 256})),
             (400, "out_of_range", "priority: 256 is out of range"),
         ),
+        grpc(
+            "priority_above_the_queues_levels",
+            Code::InvalidArgument,
+            "priority 200 is above the top level of queue orders, which has 1 priority level(s)",
+            |f| {
+                let mut m = message("x");
+                m.priority = 200;
+                publish_grpc(f, m)
+            },
+        ),
+        http(
+            "priority_above_the_queues_levels_over_http",
+            "POST",
+            PUBLISH,
+            publish_http(json!({"payload": "x", "priority": 1})),
+            (
+                400,
+                "priority_above_levels",
+                "priority 1 is above the top level of queue orders",
+            ),
+        ),
         http(
             "priority_as_a_string",
             "POST",

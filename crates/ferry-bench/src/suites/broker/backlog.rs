@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::super::settle;
-use super::fill::{self, Fill};
+use super::fill::{self, DedupIds, Fill};
 use super::process::{self, Memory};
 use super::traffic::{self, Load, Shape, Window};
 use super::{Fresh, Plan, QUEUE};
@@ -26,21 +26,73 @@ pub struct Backlog {
     /// How long reopening the broker took with the backlog in it, and the memory after.
     pub reopen: std::time::Duration,
     pub after_reopen: Option<Memory>,
+    /// A smaller backlog whose messages each carry a dedup id, in a broker of its own.
+    pub with_dedup_ids: DedupCost,
+}
+
+/// What a message published with a dedup id costs in memory at the default spec: its
+/// delivery state and its entry in the dedup window, which it holds for the window's length.
+#[derive(Debug, Clone)]
+pub struct DedupCost {
+    pub fill: Fill,
+    pub before: Option<Memory>,
+    pub after_fill: Option<Memory>,
+    pub window: std::time::Duration,
+}
+
+impl DedupCost {
+    pub fn bytes_per_message(&self) -> Option<f64> {
+        per_message(self.before, self.after_fill, self.fill.messages)
+    }
 }
 
 impl Backlog {
     /// Resident bytes the backlog added, per message: what the broker keeps in memory for
     /// each message it holds.
     pub fn bytes_per_message(&self) -> Option<f64> {
-        let (before, after) = (self.before?, self.after_fill?);
-        if self.fill.messages == 0 {
-            return None;
-        }
-        Some(after.rss_bytes.saturating_sub(before.rss_bytes) as f64 / self.fill.messages as f64)
+        per_message(self.before, self.after_fill, self.fill.messages)
     }
 }
 
+/// Resident bytes added between two readings, per message filled.
+fn per_message(before: Option<Memory>, after: Option<Memory>, messages: u64) -> Option<f64> {
+    let (before, after) = (before?, after?);
+    if messages == 0 {
+        return None;
+    }
+    Some(after.rss_bytes.saturating_sub(before.rss_bytes) as f64 / messages as f64)
+}
+
+/// A tenth of the backlog (at least 100,000), each message with its own dedup id, in a
+/// broker of its own that is closed before the backlog's: the readings of one never hold
+/// the other's memory.
+async fn dedup_cost(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<DedupCost> {
+    let messages = (plan.backlog / 10).max(100_000);
+    let before = process::memory();
+    let fresh = Fresh::open(base, "backlog-dedup").await?;
+    let window = fresh.broker.describe_queue(QUEUE)?.spec.dedup_window;
+    eprintln!("backlog: filling {messages} messages with a dedup id each");
+    let fill = fill::fill(
+        &fresh.broker,
+        QUEUE,
+        shape,
+        messages,
+        None,
+        DedupIds::Unique,
+    )
+    .await?;
+    let after_fill = process::memory();
+    fresh.close().await?;
+    Ok(DedupCost {
+        fill,
+        before,
+        after_fill,
+        window,
+    })
+}
+
 pub async fn run(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<Backlog> {
+    let with_dedup_ids = dedup_cost(base, shape, plan).await?;
     let before = process::memory();
     let peak_reset = process::reset_peak();
     let fresh = Fresh::open(base, "backlog").await?;
@@ -48,7 +100,15 @@ pub async fn run(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<Back
         "backlog: filling {} messages with {} producers",
         plan.backlog, shape.producers
     );
-    let fill = fill::fill(&fresh.broker, QUEUE, shape, plan.backlog, None).await?;
+    let fill = fill::fill(
+        &fresh.broker,
+        QUEUE,
+        shape,
+        plan.backlog,
+        None,
+        DedupIds::None,
+    )
+    .await?;
     let after_fill = process::memory();
     // The fill leaves gigabytes of dirty pages; their writeback would compete with the
     // window's fdatasyncs and count against the backlog, though it is a cost of the fill.
@@ -79,5 +139,6 @@ pub async fn run(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<Back
         window,
         reopen,
         after_reopen,
+        with_dedup_ids,
     })
 }

@@ -69,7 +69,15 @@ pub async fn run(base: &Path, shape: &Shape, plan: &Plan) -> anyhow::Result<Dela
             DELAY.as_secs()
         );
         let fresh = Fresh::open(base, "delayed-holding").await?;
-        let fill = fill::fill(&fresh.broker, QUEUE, shape, plan.delayed, Some(DELAY)).await?;
+        let fill = fill::fill(
+            &fresh.broker,
+            QUEUE,
+            shape,
+            plan.delayed,
+            Some(DELAY),
+            fill::DedupIds::None,
+        )
+        .await?;
         // As in the backlog scenario: the fill's writeback is not the held messages' cost.
         settle(base)?;
         let holding =

@@ -26,6 +26,14 @@ impl Fill {
     }
 }
 
+/// Whether each message of a fill carries a dedup id of its own, so that it also holds an
+/// entry in the queue's dedup window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DedupIds {
+    None,
+    Unique,
+}
+
 /// Publishes `messages` (rounded up to whole batches) with `shape.producers` producers as
 /// fast as they go, no consumer. Their payloads carry no stamp: a later window never counts
 /// them in a latency.
@@ -35,6 +43,7 @@ pub async fn fill(
     shape: &Shape,
     messages: u64,
     delay: Option<Duration>,
+    dedup: DedupIds,
 ) -> anyhow::Result<Fill> {
     let depth_before = depth(broker, queue)?;
     let claimed = Arc::new(AtomicU64::new(0));
@@ -50,9 +59,19 @@ pub async fn fill(
         );
         producers.spawn(async move {
             let n = shape.batch as u64;
-            while claimed.fetch_add(n, Ordering::Relaxed) < messages {
+            loop {
+                let first = claimed.fetch_add(n, Ordering::Relaxed);
+                if first >= messages {
+                    break;
+                }
+                let mut messages = batch(0, &shape, delay);
+                if dedup == DedupIds::Unique {
+                    for (i, m) in (first..).zip(&mut messages) {
+                        m.dedup_id = Some(format!("fill-{i}"));
+                    }
+                }
                 broker
-                    .publish_batch(&queue, batch(0, &shape, delay))
+                    .publish_batch(&queue, messages)
                     .await
                     .context("publish_batch (fill)")?;
             }

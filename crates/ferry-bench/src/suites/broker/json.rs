@@ -70,6 +70,22 @@ fn backlog(b: &Backlog) -> Json {
         ("window", window(&b.window)),
         ("reopen_secs", b.reopen.as_secs_f64().into()),
         ("memory_after_reopen", memory(b.after_reopen)),
+        (
+            "with_dedup_ids",
+            obj(vec![
+                ("fill", fill(&b.with_dedup_ids.fill)),
+                ("memory_before", memory(b.with_dedup_ids.before)),
+                ("memory_after_fill", memory(b.with_dedup_ids.after_fill)),
+                (
+                    "dedup_window_secs",
+                    b.with_dedup_ids.window.as_secs_f64().into(),
+                ),
+                (
+                    "bytes_per_message",
+                    b.with_dedup_ids.bytes_per_message().into(),
+                ),
+            ]),
+        ),
     ])
 }
 

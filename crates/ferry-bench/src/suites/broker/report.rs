@@ -158,6 +158,19 @@ pub fn table(run: &Run) -> String {
                     .map_or_else(|| "unknown".into(), |v| format!("{v:.0} B"))
             ),
         );
+        let d = &b.with_dedup_ids;
+        rows.add(
+            "backlog",
+            "memory per message with a dedup id",
+            d.bytes_per_message()
+                .map_or_else(|| "unknown".into(), |v| format!("{v:.0} B")),
+            format!(
+                "{} messages with a dedup id each, default spec (dedup window {} s), in a \
+                 broker of their own: the delivery state and a dedup entry, held for the window",
+                count(d.fill.messages as f64),
+                d.window.as_secs()
+            ),
+        );
         rows.add(
             "backlog",
             "peak memory",

@@ -91,13 +91,20 @@ impl QueueState {
             // Its expiry timer may have fired (and been ignored) while it was in flight.
             self.timers.schedule(Timer::Expiry(seq), at);
         }
-        if self.key_shared {
-            self.keys.requeued(seq);
-        }
+        // Usually the retry itself; on an exclusive queue an older message whose delay ended
+        // during this delivery goes first.
+        let head = if self.key_shared {
+            self.keys.requeued(seq)
+        } else {
+            None
+        };
         if retry_at > now_ms {
             self.schedule(seq, retry_at);
         }
         self.refresh(Some(seq), now_ms, Announce::Ready);
+        if head != Some(seq) {
+            self.refresh(head, now_ms, Announce::Ready);
+        }
         Nacked::RetryAt(retry_at)
     }
 

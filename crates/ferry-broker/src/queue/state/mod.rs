@@ -31,6 +31,13 @@
 //! retries, TTLs, leases), keys and scheduled ids cost more, only for the messages that have
 //! them.
 //!
+//! **Exclusive order.** One message at a time, in publish order: every message waits in one
+//! line ([`KeyOrder`] under one implicit key) and only its head is delivered. A message
+//! published with a delay joins the line only when the delay ends, at its publish-order
+//! place (never in front of a delivery in flight), so a delayed message holds back nothing
+//! published after it; a retry keeps its place at the head, in front of everything
+//! published after it, for its backoff too.
+//!
 //! **Failed attempts.** A nack and a lease expiry are the same event: the attempt failed. If
 //! the message has had `retry.max_deliveries` deliveries it is dead-lettered with reason
 //! `max_deliveries`; otherwise, if its TTL has passed, with reason `expired`; otherwise it is
@@ -66,6 +73,9 @@ pub use decisions::{
     Acked, DeadLetterDecision, DeadLetterReason, Delivery, Effect, FailureRecord, INTERRUPTED,
     LeaseToken, MAX_ERROR_LEN, Nacked, QueueStateStats, RestorePoint, Seq, Tracked,
 };
+
+/// The one line every message of an exclusive queue waits in, as if they all had this key.
+const EXCLUSIVE_LINE: &[u8] = &[];
 
 /// Whether [`QueueState::refresh`] announces a message that became ready with an
 /// [`Effect::Ready`]: not one just tracked, whose publisher wakes the receivers itself.
@@ -275,7 +285,11 @@ impl QueueState {
         }
         self.entries.insert(seq, entry);
         if self.exclusive {
-            self.keys.admit(seq, Some(&[][..]));
+            // A delayed message joins the line when its delay ends (`tick`), so that it holds
+            // back nothing meanwhile; a retry keeps its place in front of later messages.
+            if msg.deliveries > 0 || msg.deliver_at_ms <= now_ms {
+                self.keys.admit(seq, Some(EXCLUSIVE_LINE));
+            }
         } else if self.key_shared {
             self.keys.admit(seq, msg.key.as_deref());
         }
@@ -489,6 +503,10 @@ impl QueueState {
                         self.scheduled -= 1;
                         let id = entry.id;
                         self.forget_scheduled_id(id, seq);
+                        if self.exclusive && self.keys.state(seq).is_none() {
+                            let (_, withdrawn) = self.keys.admit_in_order(seq, EXCLUSIVE_LINE);
+                            self.refresh(withdrawn, now_ms, Announce::Silently);
+                        }
                         self.refresh(Some(seq), now_ms, Announce::Ready);
                     }
                 }
