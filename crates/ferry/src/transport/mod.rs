@@ -20,6 +20,8 @@ use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "amqp"))]
+mod group_commit;
 pub mod nats;
 pub mod postgres;
 pub mod rabbitmq;
