@@ -10,7 +10,10 @@ pub fn capabilities() -> Capabilities {
         table: [
             (
                 Feature::CompetingConsumers,
-                Native("consumers pull from one durable quorum queue (basic.get, manual acks)"),
+                Native(
+                    "consumers share one durable quorum queue (basic.consume with a QoS prefetch \
+                     of the consumer's prefetch, manual acks)",
+                ),
             ),
             (
                 Feature::FanOut,
