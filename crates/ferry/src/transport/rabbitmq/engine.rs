@@ -1,8 +1,6 @@
 //! The RabbitMQ transport: one AMQP connection; admin calls on short-lived channels (a
 //! refused call closes its channel), publishes on one confirm channel, and one channel per
-//! consumer, which its deliveries settle on. A consumer is a `basic.consume` with a QoS
-//! prefetch of its own prefetch: RabbitMQ pushes deliveries as they come, never more
-//! unsettled at once than that.
+//! consumer, which its deliveries settle on.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,10 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures_util::{FutureExt, StreamExt};
 use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
-    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
     ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
@@ -35,6 +31,10 @@ use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Transport};
 
 pub(super) const NAME: &str = "rabbitmq";
 
+/// How often an idle consumer asks again while a fetch waits.
+const POLL: Duration = Duration::from_millis(20);
+/// Most basic.get calls one consumer has in flight.
+const PIPELINE: usize = 16;
 /// A delay or retry queue is declared again when this old, well within its x-expires.
 const REDECLARE_TIMERS: Duration = Duration::from_secs(600);
 
@@ -601,22 +601,6 @@ impl Transport for RabbitMq {
             origin_settings
         };
         let channel = Arc::new(inner.channel().await?);
-        // Unsettled deliveries count against the QoS window until settled, so a consumer
-        // holds at most its prefetch, as it would fetching that many at a time.
-        let prefetch = u16::try_from(options.prefetch.max(1)).unwrap_or(u16::MAX);
-        channel
-            .basic_qos(prefetch, BasicQosOptions { global: false })
-            .await
-            .map_err(|e| inner.error(e, kind, &queue))?;
-        let deliveries = channel
-            .basic_consume(
-                &queue,
-                &options.name,
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|e| inner.error(e, kind, &queue))?;
         Ok(Box::new(RabbitConsumer {
             origin: Arc::new(Origin {
                 inner: inner.clone(),
@@ -629,7 +613,6 @@ impl Transport for RabbitMq {
                 outstanding: Outstanding::default(),
                 acks: GroupCommit::new(AckBatches),
             }),
-            deliveries,
             closed: false,
         }))
     }
@@ -654,38 +637,7 @@ impl Transport for RabbitMq {
 
 struct RabbitConsumer {
     origin: Arc<Origin>,
-    /// What RabbitMQ pushed to this consumer, in delivery-tag order.
-    deliveries: lapin::Consumer,
     closed: bool,
-}
-
-impl RabbitConsumer {
-    /// The delivery the consumer has next, waiting until `deadline`; `None` when none
-    /// came by then.
-    async fn next_delivery(
-        &mut self,
-        deadline: Instant,
-    ) -> Result<Option<lapin::message::Delivery>> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let next = if left.is_zero() {
-            self.deliveries.next().now_or_never()
-        } else {
-            tokio::time::timeout(left, self.deliveries.next())
-                .await
-                .ok()
-        };
-        let origin = &self.origin;
-        match next {
-            None => Ok(None),
-            Some(Some(Ok(delivery))) => Ok(Some(delivery)),
-            Some(Some(Err(e))) => Err(origin.inner.error(e, "queue", &origin.queue)),
-            // RabbitMQ cancels a consumer whose queue was deleted.
-            Some(None) => Err(Error::NotFound {
-                kind: "queue",
-                name: origin.queue.clone(),
-            }),
-        }
-    }
 }
 
 #[async_trait]
@@ -694,52 +646,55 @@ impl ConsumerBackend for RabbitConsumer {
         if self.closed {
             return Err(Error::Closed);
         }
-        let deadline = Instant::now() + wait;
+        let origin = &self.origin;
+        let started = Instant::now();
         let mut out = Vec::new();
-        // Wait for the first; then take what has already arrived, without waiting more.
-        while out.is_empty() {
-            let Some(delivery) = self.next_delivery(deadline).await? else {
-                return Ok(out);
-            };
-            if let Some(incoming) = settle::incoming(&self.origin, delivery).await? {
-                out.push(incoming);
-            }
+        loop {
             while out.len() < max {
-                let Some(delivery) = self.next_delivery(Instant::now()).await? else {
+                // Several gets in flight at once, answered in order: one round trip for
+                // a run of messages rather than one each.
+                let gets = (max - out.len()).min(PIPELINE);
+                let results = futures_util::future::join_all((0..gets).map(|_| {
+                    origin
+                        .channel
+                        .basic_get(&origin.queue, BasicGetOptions { no_ack: false })
+                }))
+                .await;
+                let mut drained = false;
+                let mut failed = None;
+                for result in results {
+                    match result {
+                        Ok(Some(got)) => {
+                            if let Some(incoming) = settle::incoming(origin, got.delivery).await? {
+                                out.push(incoming);
+                            }
+                        }
+                        Ok(None) => drained = true,
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
+                }
+                if let Some(e) = failed {
+                    // What did arrive is settled by its lease timer or the channel's end.
+                    return Err(origin.inner.error(e, "queue", &origin.queue));
+                }
+                if drained {
                     break;
-                };
-                if let Some(incoming) = settle::incoming(&self.origin, delivery).await? {
-                    out.push(incoming);
                 }
             }
+            let left = wait.saturating_sub(started.elapsed());
+            if !out.is_empty() || left.is_zero() {
+                return Ok(out);
+            }
+            tokio::time::sleep(left.min(POLL)).await;
         }
-        Ok(out)
     }
 
     async fn close(&mut self) -> Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        self.closed = true;
-        let origin = &self.origin;
-        if !origin.channel.status().connected() {
-            return Ok(());
-        }
-        // No more pushes; what was pushed and not fetched goes back at once (RabbitMQ counts
-        // it as a delivery, as the SDK's own prefetched deliveries are counted at close).
         // The channel stays open while deliveries handed out are unsettled; it closes when
         // the last of them goes.
-        let cancelled = origin
-            .channel
-            .basic_cancel(&origin.consumer, BasicCancelOptions::default())
-            .await;
-        let requeue = BasicNackOptions {
-            requeue: true,
-            multiple: false,
-        };
-        while let Some(Some(Ok(delivery))) = self.deliveries.next().now_or_never() {
-            let _ = delivery.acker.nack(requeue).await;
-        }
-        cancelled.map_err(|e| origin.inner.error(e, "queue", &origin.queue))
+        self.closed = true;
+        Ok(())
     }
 }

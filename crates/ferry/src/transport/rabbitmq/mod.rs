@@ -16,12 +16,11 @@
 //! - `name:retry:<ms>` and `name:delay:<ms>`: quorum queues whose message TTL dead-letters
 //!   (at-least-once) back into `name`: delayed retries and delayed publishes.
 //!
-//! A consumer is a basic.consume with a QoS prefetch equal to its own prefetch: RabbitMQ
-//! pushes deliveries as they arrive (no polling, no round trip per message), and never more
-//! unsettled ones than the prefetch, the number a fetch would take at once anyway. A
-//! delivery's lease starts when a fetch hands it to the SDK; what was pushed and not yet
-//! fetched goes back to the queue when the consumer closes (or its channel ends). Acks that
-//! arrive together are one `basic.ack multiple` where the tags allow (`acks`).
+//! Consumers pull with basic.get rather than basic.consume: a message pushed into a client
+//! that is not asking for one would be held there, lease or not, where another consumer
+//! cannot take it — a delivery whose lease ran out and went back to the queue would be
+//! pushed straight back to the idle consumer that let it expire. Acks that arrive together
+//! are one `basic.ack multiple` where the delivery tags allow (`acks`).
 
 #[cfg(feature = "amqp")]
 mod acks;
