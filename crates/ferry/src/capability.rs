@@ -266,8 +266,31 @@ pub fn markdown(tables: &[Capabilities]) -> String {
             ));
         }
     }
+    out.push_str(SETTLING_IN_BULK);
     out
 }
+
+/// How each engine takes acks that arrive together: what a busy consumer's settlements
+/// cost, which the feature table does not show.
+const SETTLING_IN_BULK: &str = "
+## Settling in bulk
+
+A consumer's acks that arrive while one is on its way go together in the next call, with no
+timer (a lone ack is sent at once), and each still gets its own answer: a stale one is
+refused on its own.
+
+- **embedded**: one journal record and fsync for the batch; **ferry server**: the acks a
+  consumer's settle stream carries together are one such batch on the server.
+- **redis**: one settle script call for every settlement of the batch (acks, nacks, rejects,
+  extensions), each checked against the pending entries list, then one XACK (and one XDEL)
+  for all it is done with.
+- **postgres**: one `DELETE … USING unnest($seqs, $tokens)` per batch of acks, each row
+  guarded by its lease token.
+- **rabbitmq**: one `basic.ack` with `multiple` up to the lowest delivery tag still held or
+  being settled otherwise; acks above it go one by one, pipelined on the channel.
+- **NATS JetStream**: one ack message per delivery: JetStream has no ack of many messages
+  for a pull consumer.
+";
 
 #[cfg(test)]
 mod tests {

@@ -681,3 +681,133 @@ async fn consumers_and_publishers_recover_when_the_server_drops_their_connection
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();
 }
+
+/// A database of the test's own (nothing else writes there), with a statement-level
+/// trigger that records how many rows each `DELETE` on the messages table removed; dropped
+/// by [`CountedDeletes::drop_database`].
+struct CountedDeletes {
+    admin: sqlx::PgPool,
+    counter: sqlx::PgPool,
+    database: String,
+    url: String,
+}
+
+impl CountedDeletes {
+    async fn create(base: &str, ferry_url: impl FnOnce(&str) -> String) -> CountedDeletes {
+        let admin = sqlx::PgPool::connect(base).await.unwrap();
+        let database = ferry_testkit::fresh_ident("pgt", "deletes").to_lowercase();
+        sqlx::query(&format!("CREATE DATABASE {database}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let (server, _) = base.rsplit_once('/').expect("a database in the URL");
+        let url = ferry_url(&format!("{server}/{database}"));
+        // The transport makes the schema; the trigger goes on its table afterwards.
+        Ferry::connect(&url).await.unwrap().close().await.unwrap();
+        let counter = sqlx::PgPool::connect(&url).await.unwrap();
+        for statement in [
+            "CREATE TABLE public.deletes (id serial PRIMARY KEY, rows int8 NOT NULL)",
+            "CREATE FUNCTION public.count_deletes() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN INSERT INTO public.deletes (rows) SELECT count(*) FROM gone; RETURN NULL; END $$",
+            "CREATE TRIGGER count_deletes AFTER DELETE ON ferry.messages \
+             REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.count_deletes()",
+        ] {
+            sqlx::query(statement).execute(&counter).await.unwrap();
+        }
+        CountedDeletes {
+            admin,
+            counter,
+            database,
+            url,
+        }
+    }
+
+    /// The rows each DELETE statement so far removed, in order.
+    async fn deletes(&self) -> Vec<i64> {
+        sqlx::query_scalar("SELECT rows FROM public.deletes ORDER BY id")
+            .fetch_all(&self.counter)
+            .await
+            .unwrap()
+    }
+
+    async fn drop_database(self) {
+        self.counter.close().await;
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.database
+        ))
+        .execute(&self.admin)
+        .await
+        .unwrap();
+        self.admin.close().await;
+    }
+}
+
+#[tokio::test]
+async fn acks_that_arrive_together_are_one_delete_and_a_stale_one_is_still_refused() {
+    let Some(base) = ferry_testkit::url_or_skip("PostgreSQL", "FERRY_POSTGRES_URL", DEFAULT_URL)
+    else {
+        return;
+    };
+    let counted = CountedDeletes::create(&base, str::to_owned).await;
+    let ferry = Ferry::connect(&counted.url).await.unwrap();
+    let name = queue(&ferry, "batched-acks", |q| {
+        q.delivery.lease = Duration::from_secs(1)
+    })
+    .await;
+    let messages = (0..40).map(|i| Message::new(format!("{i}"))).collect();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(messages)
+        .await
+        .unwrap();
+    // One consumer takes all 40, lets their leases run out, and takes them again: it holds
+    // 40 stale deliveries and 40 current ones of the same rows.
+    let mut c = consumer(&ferry, Source::queue(&name), 40).await;
+    let mut held = Vec::new();
+    while held.len() < 80 {
+        let d = c
+            .next_within(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("every message, then each again once its lease ended");
+        assert_eq!(d.attempt, if held.len() < 40 { 1 } else { 2 });
+        held.push(d);
+    }
+    let before = counted.deletes().await.len();
+
+    // All 80 acks at once. On this single-threaded test runtime every one of them is queued
+    // before the first gets to the database.
+    let mut acks = tokio::task::JoinSet::new();
+    for d in held {
+        let attempt = d.attempt;
+        acks.spawn(async move { (attempt, d.ack().await) });
+    }
+    let mut refused = 0;
+    while let Some(joined) = acks.join_next().await {
+        match joined.unwrap() {
+            (1, Err(Error::NotHeld { .. })) => refused += 1,
+            (2, Ok(())) => {}
+            (attempt, other) => panic!("an ack of attempt {attempt} answered {other:?}"),
+        }
+    }
+    assert_eq!(refused, 40, "every stale ack is refused");
+    let deletes = counted.deletes().await.split_off(before);
+    assert_eq!(deletes.iter().sum::<i64>(), 40, "{deletes:?}");
+    assert!(
+        deletes.len() <= 2,
+        "80 acks at once took {} DELETE statements",
+        deletes.len()
+    );
+    nothing_left(&ferry, &name).await;
+    ferry.close().await.unwrap();
+    counted.drop_database().await;
+}
+
+/// The queue is empty: nothing acked comes back.
+async fn nothing_left(ferry: &Ferry, name: &str) {
+    let mut c = consumer(ferry, Source::queue(name), 8).await;
+    if let Some(d) = c.next_within(Duration::from_millis(500)).await.unwrap() {
+        panic!("{} came back after its ack", d.id);
+    }
+}

@@ -318,3 +318,52 @@ async fn an_expired_message_is_dead_lettered_by_the_engine_with_its_reason() {
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_that_arrive_together_spare_a_delivery_still_held_and_all_count() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "bulk-acks", |q| {
+        q.delivery.lease = Duration::from_secs(60)
+    })
+    .await;
+    let messages = (0..10).map(|i| Message::new(format!("{i}"))).collect();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(messages)
+        .await
+        .unwrap();
+    let options = ConsumerOptions {
+        prefetch: 10,
+        poll: Duration::from_millis(100),
+        ..ConsumerOptions::default()
+    };
+    let mut c = ferry.consumer(Source::queue(&name), options).await.unwrap();
+
+    let mut held = Vec::new();
+    while held.len() < 10 {
+        held.push(next(&mut c).await);
+    }
+    // Every ack but the fourth's, all at once: those below it can go as one `multiple`
+    // ack, which must not take the fourth with it.
+    let kept = held.remove(3);
+    let mut acks = tokio::task::JoinSet::new();
+    for d in held {
+        acks.spawn(d.ack());
+    }
+    while let Some(acked) = acks.join_next().await {
+        acked.unwrap().unwrap();
+    }
+    // Still held: a nack of it works (an already acked tag would close the channel) and
+    // it comes back, counted.
+    let id = kept.id.clone();
+    kept.nack(Some(Duration::ZERO)).await.unwrap();
+    let again = next(&mut c).await;
+    assert_eq!((again.id.as_str(), again.attempt), (id.as_str(), 2));
+    again.ack().await.unwrap();
+    if let Some(d) = c.next_within(Duration::from_millis(500)).await.unwrap() {
+        panic!("{} came back after its ack", d.id);
+    }
+    c.close().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}

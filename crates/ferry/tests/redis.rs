@@ -614,3 +614,214 @@ async fn random_settlements_lose_nothing_and_duplicate_nothing() {
     }
     ferry.delete(&Source::queue(&name)).await.unwrap();
 }
+
+/// The commands the server runs, as MONITOR prints them (those of Lua scripts too), read on
+/// a thread of its own from a connection that does nothing else.
+struct Monitor {
+    address: String,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _connection: std::net::TcpStream,
+}
+
+impl Monitor {
+    fn start() -> Monitor {
+        use std::io::{BufRead, BufReader, Write};
+        let url = std::env::var("FERRY_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned());
+        let address = url
+            .trim_start_matches("redis://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        let mut connection = std::net::TcpStream::connect(&address).unwrap();
+        connection.write_all(b"MONITOR\r\n").unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (reader, sink) = (connection.try_clone().unwrap(), lines.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines() {
+                let Ok(line) = line else { return };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Monitor {
+            address,
+            lines,
+            _connection: connection,
+        }
+    }
+
+    /// The commands run so far (each as its name, then its whole line) that name `key`.
+    /// Redis runs one command at a time, so everything before a marker command is printed
+    /// before the marker.
+    fn commands_naming(&self, key: &str) -> Vec<(String, String)> {
+        use std::io::{Read, Write};
+        let mark = format!("monitor-mark-{:016x}", fastrand::u64(..));
+        let mut client = std::net::TcpStream::connect(&self.address).unwrap();
+        client
+            .write_all(format!("ECHO {mark}\r\n").as_bytes())
+            .unwrap();
+        let _ = client.read(&mut [0; 64]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            {
+                let lines = self.lines.lock().unwrap();
+                if let Some(end) = lines.iter().position(|l| l.contains(&mark)) {
+                    let quoted = format!("\"{key}\"");
+                    return lines[..end]
+                        .iter()
+                        .filter(|l| l.contains(&quoted))
+                        .filter_map(|l| {
+                            let (_, command) = l.split_once("] \"")?;
+                            let name = command.split('"').next()?.to_uppercase();
+                            Some((name, l.clone()))
+                        })
+                        .collect();
+                }
+            }
+            assert!(Instant::now() < deadline, "MONITOR never printed {mark}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn count(&self, key: &str, command: &str) -> usize {
+        self.commands_naming(key)
+            .iter()
+            .filter(|(name, _)| name == command)
+            .count()
+    }
+}
+
+#[tokio::test]
+async fn acks_that_arrive_together_are_one_xack_and_a_stale_one_is_still_refused() {
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "batched-acks", |_| {}).await;
+    let key = format!("ferry:q:{name}");
+    let messages = (0..20).map(|i| Message::new(format!("{i}"))).collect();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(messages)
+        .await
+        .unwrap();
+    // One consumer takes all 20, lets their 1 s leases run out and takes them again: it
+    // holds 20 stale deliveries and 20 current ones of the same entries.
+    let options = ConsumerOptions {
+        prefetch: 20,
+        poll: Duration::from_millis(100),
+        ..ConsumerOptions::default()
+    };
+    let mut c = ferry.consumer(Source::queue(&name), options).await.unwrap();
+    let mut held = Vec::new();
+    while held.len() < 40 {
+        let d = next(&mut c, Duration::from_secs(10)).await;
+        assert_eq!(d.attempt, if held.len() < 20 { 1 } else { 2 });
+        held.push(d);
+    }
+    let monitor = Monitor::start();
+    let before = monitor.count(&key, "XACK");
+
+    // All 40 acks at once. On this single-threaded test runtime every one of them is queued
+    // before the first reaches the server.
+    let mut acks = tokio::task::JoinSet::new();
+    for d in held {
+        let attempt = d.attempt;
+        acks.spawn(async move { (attempt, d.ack().await) });
+    }
+    let mut refused = 0;
+    while let Some(joined) = acks.join_next().await {
+        match joined.unwrap() {
+            (1, Err(Error::NotHeld { .. })) => refused += 1,
+            (2, Ok(())) => {}
+            (attempt, other) => panic!("an ack of attempt {attempt} answered {other:?}"),
+        }
+    }
+    assert_eq!(refused, 20, "every stale ack is refused");
+    let xacks = monitor.count(&key, "XACK") - before;
+    assert!(xacks <= 2, "40 acks at once took {xacks} XACK calls");
+    nothing(&mut c, Duration::from_millis(1500)).await;
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_fetch_waits_in_a_blocking_read_and_wakes_for_a_publish() {
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "idle", |_| {}).await;
+    let key = format!("ferry:q:{name}");
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let monitor = Monitor::start();
+
+    // Idle for a second: one look (the fetch script) and one blocking read, however long
+    // the wait — not a read per poll interval.
+    nothing(&mut c, Duration::from_secs(1)).await;
+    let reads: Vec<String> = monitor
+        .commands_naming(&key)
+        .into_iter()
+        .filter(|(name, _)| name == "XREADGROUP")
+        .map(|(_, line)| line)
+        .collect();
+    assert!(
+        reads.len() <= 3,
+        "an idle second took {} reads",
+        reads.len()
+    );
+    assert!(
+        reads.iter().any(|l| l.contains("\"BLOCK\"")),
+        "no blocking read among {reads:#?}"
+    );
+
+    // A publish while the consumer waits ends that same blocking read: the delivery comes
+    // from it, with no second look.
+    let before = monitor.count(&key, "XREADGROUP");
+    let publisher = {
+        let ferry = ferry.clone();
+        let name = name.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            send(&ferry, Destination::queue(&name), Message::new("woken")).await
+        })
+    };
+    let d = next(&mut c, Duration::from_secs(30)).await;
+    assert_eq!(&d.payload[..], b"woken");
+    publisher.await.unwrap().unwrap();
+    let reads = monitor.count(&key, "XREADGROUP") - before;
+    assert!(reads <= 2, "a wait ended by a publish took {reads} reads");
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_blocking_read_ends_when_a_delayed_message_comes_due() {
+    let Some(ferry) = connect().await else { return };
+    let name = queue(&ferry, "due", |_| {}).await;
+    let key = format!("ferry:q:{name}");
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    let monitor = Monitor::start();
+    send(
+        &ferry,
+        Destination::queue(&name),
+        Message::new("later").with_delay(Duration::from_millis(400)),
+    )
+    .await
+    .unwrap();
+    // A wait of 30 s gets it once due: the blocking read lasts until the due time the
+    // fetch script reported, not to the end of the wait (a new entry in the stream would
+    // not end it: the delayed one is moved in by the script).
+    let d = next(&mut c, Duration::from_secs(30)).await;
+    assert_eq!(&d.payload[..], b"later");
+    let blocks: Vec<u64> = monitor
+        .commands_naming(&key)
+        .iter()
+        .filter(|(name, _)| name == "XREADGROUP")
+        .filter_map(|(_, line)| {
+            let (_, rest) = line.split_once("\"BLOCK\" \"")?;
+            rest.split('"').next()?.parse().ok()
+        })
+        .collect();
+    assert!(!blocks.is_empty(), "the wait had no blocking read");
+    assert!(
+        blocks.iter().all(|&ms| ms <= 400),
+        "blocked for {blocks:?} ms with a message due in 400 ms"
+    );
+    d.ack().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+}

@@ -1,5 +1,5 @@
 //! Consuming: a fetch leases rows with `FOR UPDATE SKIP LOCKED`, and each delivery is
-//! settled by its row's sequence number and lease token.
+//! settled by its row's sequence number and lease token (acks in batches, `super::acks`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,10 +10,12 @@ use bytes::Bytes;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
+use super::acks::{Ack, AckRows, not_held};
 use super::engine::{CHANNEL, Shared, dlq_of, map_error, micros};
 use super::settings::Settings;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Received, now_ms, reason};
+use crate::transport::group_commit::GroupCommit;
 use crate::transport::{ConsumerBackend, Incoming, Settler};
 
 /// How often a waiting fetch looks again without a notification: what a missed NOTIFY, an
@@ -38,6 +40,7 @@ pub(super) struct PgConsumer {
     source: Arc<SourceInfo>,
     name: Arc<str>,
     pick: String,
+    acks: Arc<GroupCommit<AckRows>>,
 }
 
 /// The columns a delivery is made from.
@@ -72,6 +75,9 @@ impl PgConsumer {
              RETURNING {DELIVERY}"
         );
         PgConsumer {
+            acks: GroupCommit::new(AckRows {
+                shared: shared.clone(),
+            }),
             shared,
             source: Arc::new(source),
             name: Arc::from(name),
@@ -129,6 +135,7 @@ impl PgConsumer {
             message,
             settler: Arc::new(PgSettler {
                 shared: self.shared.clone(),
+                acks: self.acks.clone(),
                 source: self.source.clone(),
                 seq: row.get("seq"),
                 token: row.get("lease_token"),
@@ -275,6 +282,7 @@ async fn notify(tx: &mut PgConnection, queue: &str) -> Result<()> {
 
 struct PgSettler {
     shared: Arc<Shared>,
+    acks: Arc<GroupCommit<AckRows>>,
     source: Arc<SourceInfo>,
     seq: i64,
     token: i64,
@@ -283,10 +291,7 @@ struct PgSettler {
 
 impl PgSettler {
     fn not_held(&self) -> Error {
-        Error::NotHeld {
-            id: self.id.clone(),
-            why: "it was settled, or its lease ended and another consumer took it".into(),
-        }
+        not_held(&self.id)
     }
 
     /// The row, locked, if this delivery still holds it.
@@ -316,17 +321,12 @@ impl PgSettler {
 #[async_trait]
 impl Settler for PgSettler {
     async fn ack(&self) -> Result<()> {
-        let deleted = sqlx::query("DELETE FROM ferry.messages WHERE seq = $1 AND lease_token = $2")
-            .bind(self.seq)
-            .bind(self.token)
-            .execute(&self.shared.pool)
-            .await
-            .map_err(map_error)?
-            .rows_affected();
-        if deleted == 0 {
-            return Err(self.not_held());
-        }
-        Ok(())
+        let ack = Ack {
+            seq: self.seq,
+            token: self.token,
+            id: self.id.clone(),
+        };
+        self.acks.settle(ack).await
     }
 
     async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {

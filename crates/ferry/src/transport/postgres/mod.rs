@@ -7,9 +7,10 @@
 //! `<name>.dlq`) and `dedup` (dedup ids within their window).
 //!
 //! - A fetch leases rows: `visible_at` moves to the end of the lease, the read count (the
-//!   attempt) rises and the row gets a fresh lease token. Ack deletes, nack moves
-//!   `visible_at` to the retry time, extend moves it on; each is guarded by the token, so a
-//!   delivery whose lease went to another consumer is `NotHeld`.
+//!   attempt) rises and the row gets a fresh lease token. Ack deletes (the acks of one
+//!   consumer that arrive together in one `DELETE`), nack moves `visible_at` to the retry
+//!   time, extend moves it on; each is guarded by the token, so a delivery whose lease went
+//!   to another consumer is `NotHeld`.
 //! - Dead-lettering (max deliveries, reject, TTL) copies the row to `<name>.dlq` with the
 //!   `ferry-dlq-*` headers and deletes it in one transaction: the message is never in both
 //!   queues, nor in neither.
@@ -18,6 +19,8 @@
 //! - A publish NOTIFYs at commit; a waiting fetch also looks again every 250 ms, so a
 //!   missed notification, an ended lease or a delay coming due only waits that long.
 
+#[cfg(feature = "postgres")]
+mod acks;
 mod capabilities;
 #[cfg(feature = "postgres")]
 mod consume;

@@ -18,6 +18,7 @@ use lapin::publisher_confirm::Confirmation;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 
+use super::acks::{AckBatches, Outstanding};
 use super::capabilities;
 use super::settle::{self, Origin};
 use super::temporary;
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
+use crate::transport::group_commit::GroupCommit;
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Transport};
 
 pub(super) const NAME: &str = "rabbitmq";
@@ -622,6 +624,8 @@ impl Transport for RabbitMq {
                 settings,
                 dead,
                 consumer: options.name.clone(),
+                outstanding: Outstanding::default(),
+                acks: GroupCommit::new(AckBatches),
             }),
             closed: false,
         }))

@@ -14,10 +14,12 @@ use lapin::{BasicProperties, Channel};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::acks::{Ack, AckBatches, Outstanding};
 use super::engine::Inner;
 use super::topology::{self, ATTEMPTS, Settings, dlq};
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, now_ms, reason, truncate_error};
+use crate::transport::group_commit::GroupCommit;
 use crate::transport::{Incoming, Settler};
 
 /// Where a consumer's deliveries come from and how they are settled.
@@ -34,12 +36,17 @@ pub(super) struct Origin {
     /// Reading dead letters.
     pub dead: bool,
     pub consumer: String,
+    /// The channel's delivery tags not yet settled, which bound a `multiple` ack.
+    pub outstanding: Outstanding,
+    pub acks: Arc<GroupCommit<AckBatches>>,
 }
 
 /// A delivery as the SDK gets it, under a lease that starts now; `None` when it had used
 /// up its deliveries already (returned by consumers that died) and went to the dead-letter
 /// queue instead.
 pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result<Option<Incoming>> {
+    let tag = delivery.delivery_tag;
+    origin.outstanding.received(tag);
     let attempt = topology::attempt(&delivery.properties);
     if !origin.dead && attempt > origin.settings.max_deliveries {
         let died = Death {
@@ -48,7 +55,7 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
             error: None,
         };
         dead_letter(origin, &delivery.properties, &delivery.data, died).await?;
-        ack(origin, &delivery.acker).await?;
+        ack(origin, &delivery.acker, tag).await?;
         return Ok(None);
     }
     let message = topology::received(&delivery.properties, &delivery.data, attempt, origin.dead);
@@ -60,6 +67,7 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
         lease.clone(),
         origin.clone(),
         delivery.acker.clone(),
+        tag,
     ));
     Ok(Some(Incoming {
         message,
@@ -67,6 +75,7 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
             origin: origin.clone(),
             lease,
             acker: delivery.acker,
+            tag,
             properties: delivery.properties,
             data: delivery.data,
             attempt,
@@ -126,7 +135,10 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `call` on the consumer's channel: an ack or nack on a channel that is gone would
 /// wait for ever, and RabbitMQ requeued its deliveries when it went.
-async fn on_channel(origin: &Origin, call: impl Future<Output = lapin::Result<()>>) -> Result<()> {
+pub(super) async fn on_channel(
+    origin: &Origin,
+    call: impl Future<Output = lapin::Result<()>>,
+) -> Result<()> {
     if origin.inner.is_closed() {
         return Err(Error::Closed);
     }
@@ -142,16 +154,21 @@ async fn on_channel(origin: &Origin, call: impl Future<Output = lapin::Result<()
     }
 }
 
-async fn ack(origin: &Origin, acker: &Acker) -> Result<()> {
-    on_channel(origin, acker.ack(BasicAckOptions::default())).await
+/// Acks one delivery now, on its own.
+async fn ack(origin: &Origin, acker: &Acker, tag: u64) -> Result<()> {
+    on_channel(origin, acker.ack(BasicAckOptions::default())).await?;
+    origin.outstanding.settled([tag]);
+    Ok(())
 }
 
-async fn requeue(origin: &Origin, acker: &Acker) -> Result<()> {
+async fn requeue(origin: &Origin, acker: &Acker, tag: u64) -> Result<()> {
     let options = BasicNackOptions {
         requeue: true,
         multiple: false,
     };
-    on_channel(origin, acker.nack(options)).await
+    on_channel(origin, acker.nack(options)).await?;
+    origin.outstanding.settled([tag]);
+    Ok(())
 }
 
 /// Where a delivery is in its life.
@@ -185,7 +202,7 @@ impl Lease {
 /// Requeues the delivery when its lease ends unsettled — the SDK's stand-in for a
 /// visibility timeout. RabbitMQ counts the return in x-delivery-count, so the next
 /// delivery's attempt is one higher.
-async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker) {
+async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker, tag: u64) {
     loop {
         match lease.get() {
             State::Held(deadline) => {
@@ -212,7 +229,7 @@ async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker) {
         };
         if expired {
             // If this fails the channel is gone, and RabbitMQ requeued the delivery itself.
-            let _ = requeue(&origin, &acker).await;
+            let _ = requeue(&origin, &acker, tag).await;
             return;
         }
     }
@@ -222,6 +239,7 @@ struct RabbitSettler {
     origin: Arc<Origin>,
     lease: Arc<Lease>,
     acker: Acker,
+    tag: u64,
     properties: BasicProperties,
     data: Vec<u8>,
     attempt: u32,
@@ -273,7 +291,7 @@ impl RabbitSettler {
 
     async fn dead_letter_and_ack(&self, death: Death<'_>) -> Result<()> {
         dead_letter(&self.origin, &self.properties, &self.data, death).await?;
-        ack(&self.origin, &self.acker).await
+        ack(&self.origin, &self.acker, self.tag).await
     }
 
     /// Republishes to the retry queue for `delay`, which dead-letters it back after the
@@ -297,14 +315,19 @@ impl RabbitSettler {
                 vec![(queue, self.data.clone(), properties)],
             )
             .await?;
-        ack(origin, &self.acker).await
+        ack(origin, &self.acker, self.tag).await
     }
 }
 
 #[async_trait]
 impl Settler for RabbitSettler {
     async fn ack(&self) -> Result<()> {
-        self.settle(ack(&self.origin, &self.acker)).await
+        let ack = Ack {
+            origin: self.origin.clone(),
+            acker: self.acker.clone(),
+            tag: self.tag,
+        };
+        self.settle(self.origin.acks.settle(ack)).await
     }
 
     async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
@@ -326,7 +349,7 @@ impl Settler for RabbitSettler {
                     .delay(self.attempt, fastrand::f64())
             });
             if delay.is_zero() {
-                requeue(&self.origin, &self.acker).await
+                requeue(&self.origin, &self.acker, self.tag).await
             } else {
                 self.retry_after(delay).await
             }

@@ -1,5 +1,8 @@
 //! The Redis Streams transport: declarations, publishes, fetches and settlements, each one
-//! Lua script (see [`super::scripts`]) on a shared, reconnecting connection.
+//! Lua script (see [`super::scripts`]) on a shared, reconnecting connection. A consumer's
+//! settlements that arrive together go in one script call (see
+//! [`crate::transport::group_commit`]), whose acks are one XACK; an idle fetch waits in a
+//! blocking XREADGROUP on a connection of the consumer's own.
 //!
 //! An ack is XACK then XDEL of the entry from the source's own stream, so a queue's XLEN
 //! counts exactly what still waits (what the length limit counts) and acked messages take
@@ -13,33 +16,25 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ::redis::aio::ConnectionManager;
+use ::redis::AsyncConnectionConfig;
+use ::redis::aio::{ConnectionManager, MultiplexedConnection};
 use ::redis::{RedisError, Script, Value};
 use async_trait::async_trait;
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::capabilities;
+use super::consume::RedisConsumer;
 use super::scripts;
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
-use crate::message::{DeadLetterInfo, Message, Received};
+use crate::message::Message;
 use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 use crate::transport::stored_backoff::StoredBackoff;
-use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
+use crate::transport::{ConsumerBackend, ConsumerOptions, Transport};
 
-const NAME: &str = "redis";
-/// How often an idle fetch asks the server again while it waits. Fetching is a script
-/// (moving delayed entries and claiming expired leases too), so it polls rather than
-/// blocking a connection other calls share.
-const POLL: Duration = Duration::from_millis(50);
-/// How often a consumer does housekeeping: trimming what every subscription has acked from
-/// a topic's stream, forgetting idle group consumers that hold nothing.
-const MAINTAIN_EVERY: Duration = Duration::from_secs(5);
-/// How long a group consumer holding nothing stays listed after its last read.
-const FORGET_IDLE_CONSUMERS: Duration = Duration::from_secs(300);
+pub(super) const NAME: &str = "redis";
 
 static DECLARE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::DECLARE)));
@@ -48,11 +43,13 @@ static PUBLISH_QUEUE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_messages(scripts::PUBLISH_QUEUE)));
 static PUBLISH_TOPIC: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_messages(scripts::PUBLISH_TOPIC)));
-static FETCH: LazyLock<Script> =
+pub(super) static FETCH: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::FETCH)));
-static SETTLE: LazyLock<Script> =
+pub(super) static ADMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&scripts::with_common(scripts::ADMIT)));
+pub(super) static SETTLE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::SETTLE)));
-static MAINTAIN: LazyLock<Script> =
+pub(super) static MAINTAIN: LazyLock<Script> =
     LazyLock::new(|| Script::new(&scripts::with_common(scripts::MAINTAIN)));
 
 /// A connection to one Redis server (one database of it).
@@ -61,17 +58,33 @@ pub struct RedisStreams {
     capabilities: Capabilities,
 }
 
-struct Shared {
+pub(super) struct Shared {
+    /// For the connections consumers block on.
+    client: ::redis::Client,
     connection: ConnectionManager,
     closed: AtomicBool,
 }
 
 impl Shared {
-    fn connection(&self) -> Result<ConnectionManager> {
+    pub(super) fn connection(&self) -> Result<ConnectionManager> {
         if self.closed.load(AtomicOrdering::Acquire) {
             return Err(Error::Closed);
         }
         Ok(self.connection.clone())
+    }
+
+    /// A connection of its own for a consumer to block on.
+    pub(super) async fn blocking_connection(&self) -> Result<MultiplexedConnection> {
+        if self.closed.load(AtomicOrdering::Acquire) {
+            return Err(Error::Closed);
+        }
+        // No response timeout of the client's own: a BLOCK outlasts its default, and the
+        // consumer bounds each read itself.
+        let config = AsyncConnectionConfig::new().set_response_timeout(None);
+        self.client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(map_error)
     }
 }
 
@@ -81,7 +94,9 @@ impl RedisStreams {
             url: url.to_owned(),
             problem: e.to_string(),
         })?;
-        let mut connection = ConnectionManager::new(client).await.map_err(map_error)?;
+        let mut connection = ConnectionManager::new(client.clone())
+            .await
+            .map_err(map_error)?;
         // Publishes and acks are as durable as the server's persistence makes them; say so
         // when it keeps no append-only file. (Servers that hide CONFIG are taken as set up.)
         let appendonly: std::result::Result<Vec<String>, _> = ::redis::cmd("CONFIG")
@@ -100,6 +115,7 @@ impl RedisStreams {
         }
         Ok(RedisStreams {
             shared: Arc::new(Shared {
+                client,
                 connection,
                 closed: AtomicBool::new(false),
             }),
@@ -111,19 +127,19 @@ impl RedisStreams {
 /// A queue's or subscription's settings as stored with it, to refuse a second declaration
 /// that differs and to give consumers the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Settings {
+pub(super) struct Settings {
     max_deliveries: u32,
     #[serde(flatten)]
-    backoff: StoredBackoff,
+    pub(super) backoff: StoredBackoff,
     dead_letter: bool,
-    lease_ms: u64,
-    default_ttl_ms: u64,
+    pub(super) lease_ms: u64,
+    pub(super) default_ttl_ms: u64,
     max_delay_ms: u64,
     dedup_window_ms: u64,
     max_length: u64,
 }
 
-fn ms(d: Duration) -> u64 {
+pub(super) fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
@@ -154,7 +170,7 @@ fn topic_key(name: &str) -> String {
 }
 
 /// Engine errors as the SDK's: the scripts' own codes first, then connection trouble.
-fn map_error(e: RedisError) -> Error {
+pub(super) fn map_error(e: RedisError) -> Error {
     let detail = e.detail().unwrap_or_default().to_owned();
     match e.code() {
         Some("NOTFOUND") => {
@@ -184,7 +200,7 @@ fn map_error(e: RedisError) -> Error {
     }
 }
 
-fn text(value: &Value) -> Option<String> {
+pub(super) fn text(value: &Value) -> Option<String> {
     match value {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Value::SimpleString(s) => Some(s.clone()),
@@ -194,7 +210,7 @@ fn text(value: &Value) -> Option<String> {
     }
 }
 
-fn unexpected(what: &str, value: &Value) -> Error {
+pub(super) fn unexpected(what: &str, value: &Value) -> Error {
     Error::Transport {
         transport: NAME,
         message: format!("unexpected reply to {what}: {value:?}"),
@@ -203,23 +219,23 @@ fn unexpected(what: &str, value: &Value) -> Error {
 }
 
 /// How one queue, subscription or dead-letter queue is laid out and delivered.
-struct Plan {
+pub(super) struct Plan {
     /// The source's own stream: where delayed entries come back and acked ones are XDELed.
-    home: String,
-    group: String,
-    delayed: String,
-    ext: String,
-    fails: String,
+    pub(super) home: String,
+    pub(super) group: String,
+    pub(super) delayed: String,
+    pub(super) ext: String,
+    pub(super) fails: String,
     /// The dead-letter stream, or empty when dead letters are dropped (or this is one).
-    dlq: String,
+    pub(super) dlq: String,
     /// A subscription's topic stream and its delayed set; empty for queues.
-    topic_stream: String,
-    topic_delayed: String,
+    pub(super) topic_stream: String,
+    pub(super) topic_delayed: String,
     /// The name dead letters record as their origin.
-    origin: String,
-    settings: Settings,
+    pub(super) origin: String,
+    pub(super) settings: Settings,
     /// Dead letters cannot be dead-lettered again.
-    is_dead_letters: bool,
+    pub(super) is_dead_letters: bool,
 }
 
 impl Plan {
@@ -250,16 +266,13 @@ impl Plan {
         }
     }
 
-    /// The stream an entry came from, by the index the fetch script gives.
-    fn stream(&self, index: i64) -> &str {
-        if !self.topic_stream.is_empty() && index == 1 {
-            &self.topic_stream
-        } else {
-            &self.home
-        }
+    /// Whether an entry came from the topic's stream, by the index the scripts give (the
+    /// topic's stream is the first of a subscription's two).
+    pub(super) fn is_topic_stream(&self, index: i64) -> bool {
+        !self.topic_stream.is_empty() && index == 1
     }
 
-    fn max_deliveries(&self) -> u32 {
+    pub(super) fn max_deliveries(&self) -> u32 {
         if self.is_dead_letters {
             0
         } else {
@@ -405,13 +418,11 @@ impl Transport for RedisStreams {
             }
             _ => return Err(not_found()),
         };
-        Ok(Box::new(RedisConsumer {
-            shared: self.shared.clone(),
-            plan: Arc::new(plan),
-            name: options.name.clone(),
-            last_maintained: Instant::now(),
-            closed: false,
-        }))
+        Ok(Box::new(RedisConsumer::new(
+            self.shared.clone(),
+            plan,
+            &options.name,
+        )))
     }
 
     async fn close(&self) -> Result<()> {
@@ -484,238 +495,5 @@ impl RedisStreams {
             .await
             .map(drop)
             .map_err(map_error)
-    }
-}
-
-struct RedisConsumer {
-    shared: Arc<Shared>,
-    plan: Arc<Plan>,
-    name: String,
-    last_maintained: Instant,
-    closed: bool,
-}
-
-impl RedisConsumer {
-    async fn maintain(&self, closing: &str) -> Result<()> {
-        let mut con = self.shared.connection()?;
-        MAINTAIN
-            .key(&self.plan.topic_stream)
-            .key(&self.plan.home)
-            .arg(&self.plan.group)
-            .arg(ms(FORGET_IDLE_CONSUMERS))
-            .arg(closing)
-            .invoke_async::<Value>(&mut con)
-            .await
-            .map(drop)
-            .map_err(map_error)
-    }
-
-    async fn fetch_once(&mut self, max: usize) -> Result<Vec<Incoming>> {
-        let mut con = self.shared.connection()?;
-        let plan = &self.plan;
-        if self.last_maintained.elapsed() >= MAINTAIN_EVERY {
-            self.last_maintained = Instant::now();
-            self.maintain("").await?;
-        }
-        let reply: Value = FETCH
-            .key(&plan.home)
-            .key(&plan.delayed)
-            .key(&plan.ext)
-            .key(&plan.fails)
-            .key(&plan.dlq)
-            .key(&plan.topic_delayed)
-            .key(&plan.topic_stream)
-            .arg(&plan.group)
-            .arg(&self.name)
-            .arg(max)
-            .arg(plan.settings.lease_ms)
-            .arg(plan.max_deliveries())
-            .arg(plan.settings.default_ttl_ms)
-            .arg(&plan.origin)
-            .invoke_async(&mut con)
-            .await
-            .map_err(map_error)?;
-        let Value::Array(entries) = reply else {
-            return Err(unexpected("fetch", &reply));
-        };
-        entries.iter().map(|entry| self.incoming(entry)).collect()
-    }
-
-    fn incoming(&self, entry: &Value) -> Result<Incoming> {
-        let bad = || unexpected("fetch", entry);
-        let Value::Array(parts) = entry else {
-            return Err(bad());
-        };
-        let [
-            Value::Int(index),
-            id,
-            Value::Int(count),
-            Value::Array(fields),
-        ] = parts.as_slice()
-        else {
-            return Err(bad());
-        };
-        let entry_id = text(id).ok_or_else(bad)?;
-        let mut map: BTreeMap<String, Bytes> = BTreeMap::new();
-        for pair in fields.chunks(2) {
-            if let [Value::BulkString(f), Value::BulkString(v)] = pair {
-                map.insert(
-                    String::from_utf8_lossy(f).into_owned(),
-                    Bytes::copy_from_slice(v),
-                );
-            }
-        }
-        let string = |f: &str| map.get(f).map(|v| String::from_utf8_lossy(v).into_owned());
-        let int = |f: &str| string(f).and_then(|v| v.parse::<i64>().ok());
-        let mut headers: BTreeMap<String, String> = match map.get("h") {
-            Some(h) => serde_json::from_slice(h)?,
-            None => BTreeMap::new(),
-        };
-        let dead_letter = string("dr").map(|reason| DeadLetterInfo {
-            reason,
-            deliveries: int("dn").unwrap_or(0).max(0) as u32,
-            origin: string("do").unwrap_or_default(),
-            last_error: string("de"),
-            first_failure_ms: int("df"),
-            last_failure_ms: int("dl"),
-            consumer: string("dc"),
-        });
-        if let Some(info) = &dead_letter {
-            info.write_headers(&mut headers);
-            if let Some(t) = string("t") {
-                headers.insert(crate::message::header::DLQ_ORIGIN_PUBLISHED_AT.into(), t);
-            }
-        }
-        let count = (*count).max(1) as u32;
-        let carried = int("a").unwrap_or(0).max(0) as u32;
-        let message = Received {
-            id: string("id").unwrap_or_else(|| entry_id.clone()),
-            key: map.get("k").cloned(),
-            headers,
-            payload: map.get("p").cloned().unwrap_or_default(),
-            priority: 0,
-            published_at_ms: int("t").unwrap_or(0),
-            attempt: carried + count,
-            dead_letter,
-        };
-        Ok(Incoming {
-            message,
-            settler: Arc::new(RedisSettler {
-                shared: self.shared.clone(),
-                plan: self.plan.clone(),
-                stream: self.plan.stream(*index).to_owned(),
-                entry_id,
-                consumer: self.name.clone(),
-                count,
-                carried,
-            }),
-        })
-    }
-}
-
-#[async_trait]
-impl ConsumerBackend for RedisConsumer {
-    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let got = self.fetch_once(max.max(1)).await?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if !got.is_empty() || left.is_zero() {
-                return Ok(got);
-            }
-            tokio::time::sleep(left.min(POLL)).await;
-        }
-    }
-
-    async fn close(&mut self) -> Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        self.closed = true;
-        // Forget this group consumer if it holds nothing; deliveries it handed out keep it.
-        match self.maintain(&self.name).await {
-            Err(Error::Closed) => Ok(()),
-            other => other,
-        }
-    }
-}
-
-/// One delivery: the entry, the stream it is pending in, and the delivery count it had
-/// when handed out — a different count later means it was delivered again.
-struct RedisSettler {
-    shared: Arc<Shared>,
-    plan: Arc<Plan>,
-    stream: String,
-    entry_id: String,
-    consumer: String,
-    count: u32,
-    carried: u32,
-}
-
-impl RedisSettler {
-    async fn settle(&self, op: &str, delay: Duration, error: &str) -> Result<()> {
-        let mut con = self.shared.connection()?;
-        let plan = &self.plan;
-        let reply: Value = SETTLE
-            .key(&self.stream)
-            .key(&plan.home)
-            .key(&plan.ext)
-            .key(&plan.fails)
-            .key(&plan.dlq)
-            .key(&plan.delayed)
-            .arg(op)
-            .arg(&plan.group)
-            .arg(&self.entry_id)
-            .arg(&self.consumer)
-            .arg(self.count)
-            .arg(self.carried)
-            .arg(plan.max_deliveries())
-            .arg(plan.settings.lease_ms)
-            .arg(ms(delay))
-            .arg(error)
-            .arg(&plan.origin)
-            .invoke_async(&mut con)
-            .await
-            .map_err(map_error)?;
-        match text(&reply).as_deref() {
-            Some("OK") | Some("DEAD") => Ok(()),
-            Some("NOTHELD") => Err(Error::NotHeld {
-                id: self.entry_id.clone(),
-                why: "its lease ended and it may have gone to another consumer".into(),
-            }),
-            _ => Err(unexpected(op, &reply)),
-        }
-    }
-}
-
-#[async_trait]
-impl Settler for RedisSettler {
-    async fn ack(&self) -> Result<()> {
-        self.settle("ack", Duration::ZERO, "").await
-    }
-
-    async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {
-        let delay = delay.unwrap_or_else(|| {
-            self.plan
-                .settings
-                .backoff
-                .to_backoff()
-                .delay(self.carried + self.count, fastrand::f64())
-        });
-        self.settle("nack", delay, error.unwrap_or_default()).await
-    }
-
-    async fn reject(&self, reason: &str) -> Result<()> {
-        if self.plan.is_dead_letters {
-            return Err(Error::invalid(
-                "reject",
-                "a dead letter cannot be dead-lettered again; ack or nack it",
-            ));
-        }
-        self.settle("reject", Duration::ZERO, reason).await
-    }
-
-    async fn extend(&self, by: Duration) -> Result<()> {
-        self.settle("extend", by, "").await
     }
 }

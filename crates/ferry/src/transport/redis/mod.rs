@@ -5,9 +5,13 @@
 
 mod capabilities;
 #[cfg(feature = "redis")]
+mod consume;
+#[cfg(feature = "redis")]
 mod engine;
 #[cfg(feature = "redis")]
 mod scripts;
+#[cfg(feature = "redis")]
+mod settle;
 
 pub use capabilities::capabilities;
 #[cfg(feature = "redis")]

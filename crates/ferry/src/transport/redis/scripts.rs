@@ -60,13 +60,28 @@ local function failure(fails, id, m)
   end
   return m['ff'], m['le']
 end
+-- Set by a script settling a batch: ids done with, by stream, for one XACK (and XDEL and
+-- HDELs) per stream at its end instead of one each.
+local settled_by_stream = nil
 -- Done with a pending entry: XACK, and XDEL where the stream is the source's own (a
 -- topic's stream is shared with the other subscriptions, which may not have read it).
+local function settle_now(s, stream, ids)
+  redis.call('XACK', stream, s.group, unpack(ids))
+  if stream == s.home then redis.call('XDEL', stream, unpack(ids)) end
+  redis.call('HDEL', s.ext, unpack(ids))
+  redis.call('HDEL', s.fails, unpack(ids))
+end
 local function settle(s, id)
-  redis.call('XACK', s.stream, s.group, id)
-  if s.stream == s.home then redis.call('XDEL', s.stream, id) end
-  redis.call('HDEL', s.ext, id)
-  redis.call('HDEL', s.fails, id)
+  if settled_by_stream == nil then
+    settle_now(s, s.stream, {id})
+    return
+  end
+  local ids = settled_by_stream[s.stream]
+  if ids == nil then
+    ids = {}
+    settled_by_stream[s.stream] = ids
+  end
+  ids[#ids + 1] = id
 end
 -- Republish to the dead-letter stream first, then settle the original: at-least-once,
 -- and both in this one script.
@@ -88,6 +103,24 @@ local function dead_letter(s, id, reason, deliveries, err, consumer, now)
     redis.call('XADD', s.dlq, '*', unpack(out))
   end
   settle(s, id)
+end
+-- Deliveries `out` ({stream index, id, count, fields}) read from `streams`, less those
+-- whose TTL has passed, which are dead-lettered (reason `expired`) instead.
+local function unexpired(s, streams, out, ttl, consumer, now)
+  local result = {}
+  for _, e in ipairs(out) do
+    local m = field_map(e[4])
+    local expires = tonumber(m['x'] or '0')
+    if expires == 0 and ttl > 0 and m['t'] then expires = tonumber(m['t']) + ttl end
+    if expires > 0 and expires <= now then
+      s.stream = streams[e[1]]
+      local carried = tonumber(m['a'] or '0')
+      dead_letter(s, e[2], 'expired', carried + e[3] - 1, '', consumer, now)
+    else
+      result[#result + 1] = e
+    end
+  end
+  return result
 end
 "#;
 
@@ -263,8 +296,11 @@ return n
 /// origin.
 /// Moves due delayed entries into their streams, claims entries whose lease ended
 /// (dead-lettering those out of deliveries), reads new entries, and dead-letters expired
-/// ones. Returns `{stream index, id, delivery count, fields}` per delivery.
+/// ones. Returns `{deliveries, wake}`: `{stream index, id, delivery count, fields}` per
+/// delivery and, when there are none, the milliseconds until a delayed entry is due or a
+/// lease ends (-1 when none is waiting).
 pub const FETCH: &str = r#"
+local LEASE_SCAN, UNSURE_WAKE_MS = 512, 50
 local s = {home = KEYS[1], ext = KEYS[3], fails = KEYS[4], dlq = KEYS[5], group = ARGV[1],
   origin = ARGV[7]}
 local delayed, tdelayed, tstream = KEYS[2], KEYS[6], KEYS[7]
@@ -316,90 +352,144 @@ for si, stream in ipairs(streams) do
     for _, e in ipairs(read[1][2]) do out[#out + 1] = {si, e[1], 1, e[2]} end
   end
 end
-local result = {}
-for _, e in ipairs(out) do
-  local m = field_map(e[4])
-  local expires = tonumber(m['x'] or '0')
-  if expires == 0 and ttl > 0 and m['t'] then expires = tonumber(m['t']) + ttl end
-  if expires > 0 and expires <= now then
-    s.stream = streams[e[1]]
-    local carried = tonumber(m['a'] or '0')
-    dead_letter(s, e[2], 'expired', carried + e[3] - 1, '', consumer, now)
-  else
-    result[#result + 1] = e
+local result = unexpired(s, streams, out, ttl, consumer, now)
+if #result > 0 then return {result, -1} end
+-- Nothing to deliver: how long until something could be, so that the caller's blocking
+-- read (which wakes only for new entries) ends in time for a delayed entry coming due or
+-- a lease running out. -1: nothing is waiting on a timer.
+local wake = -1
+local function sooner(after)
+  if after < 0 then after = 0 end
+  if wake < 0 or after < wake then wake = after end
+end
+for _, zset in ipairs({delayed, tdelayed}) do
+  if zset ~= '' then
+    local first = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
+    if #first == 2 then sooner(tonumber(first[2]) - now) end
   end
 end
-return result
+for _, stream in ipairs(streams) do
+  if redis.call('EXISTS', stream) == 1 then
+    local pending = redis.call('XPENDING', stream, s.group, '-', '+', LEASE_SCAN)
+    for _, p in ipairs(pending) do
+      local due = lease - tonumber(p[3])
+      local extended = tonumber(redis.call('HGET', s.ext, p[1]) or '0') - now
+      if extended > due then due = extended end
+      sooner(due)
+    end
+    -- More pending than scanned: one of the rest may end sooner; look again as often as
+    -- a poll would.
+    if #pending >= LEASE_SCAN then sooner(UNSURE_WAKE_MS) end
+  end
+end
+return {{}, wake}
 "#;
 
-/// KEYS: stream, home, ext, fails, dlq ('' when none), delayed.
-/// ARGV: op (`ack`, `nack`, `reject`, `extend`), group, id, consumer, delivery count,
-/// carried deliveries, max deliveries (0: no limit), lease ms, delay ms, error, origin.
-/// Returns `NOTHELD` unless this consumer still holds this delivery, else `OK` (or `DEAD`
-/// when a nack used up the deliveries).
-pub const SETTLE: &str = r#"
-local s = {stream = KEYS[1], home = KEYS[2], ext = KEYS[3], fails = KEYS[4], dlq = KEYS[5],
-  group = ARGV[2], origin = ARGV[11]}
-local delayed = KEYS[6]
-local op, id, consumer = ARGV[1], ARGV[3], ARGV[4]
-local count, carried = tonumber(ARGV[5]), tonumber(ARGV[6])
-local maxd, lease, delay = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local err = ARGV[10]
--- Held means: still pending, owned by this consumer, and not delivered again since (the
--- delivery count would have risen).
-local p = redis.call('XPENDING', s.stream, s.group, id, id, 1)
-if #p ~= 1 or p[1][2] ~= consumer or tonumber(p[1][4]) ~= count then return 'NOTHELD' end
-local now = now_ms()
-local attempt = carried + count
-if op == 'ack' then
-  settle(s, id)
-  return 'OK'
-end
-if op == 'reject' then
-  dead_letter(s, id, 'rejected', attempt, err, consumer, now)
-  return 'OK'
-end
--- Ages the entry so that claiming (idle >= lease) takes it `after` ms from now.
-local function due_in(after)
-  if after <= lease then
-    redis.call('XCLAIM', s.stream, s.group, consumer, 0, id, 'IDLE', lease - after, 'JUSTID')
-    redis.call('HDEL', s.ext, id)
+/// KEYS: as [`FETCH`]'s.
+/// ARGV: group, consumer, default ttl ms, origin, then a stream index and an id for each
+/// entry the caller's blocking XREADGROUP read (now pending for it, delivered once).
+/// Dead-letters those whose TTL has passed, as [`FETCH`] does for what it reads, and
+/// returns the rest as [`FETCH`] returns deliveries.
+pub const ADMIT: &str = r#"
+local s = {home = KEYS[1], ext = KEYS[3], fails = KEYS[4], dlq = KEYS[5], group = ARGV[1],
+  origin = ARGV[4]}
+local tstream = KEYS[7]
+local streams = {}
+if tstream ~= '' then streams[#streams + 1] = tstream end
+streams[#streams + 1] = s.home
+local out = {}
+for i = 5, #ARGV, 2 do
+  local si, id = tonumber(ARGV[i]), ARGV[i + 1]
+  local fields = entry_fields(streams[si], id)
+  if fields then
+    out[#out + 1] = {si, id, 1, fields}
   else
-    redis.call('XCLAIM', s.stream, s.group, consumer, 0, id, 'IDLE', 0, 'JUSTID')
-    redis.call('HSET', s.ext, id, ms(now + after))
+    s.stream = streams[si]
+    settle(s, id)
   end
 end
-if op == 'extend' then
-  due_in(delay)
-  return 'OK'
-end
-if maxd > 0 and attempt >= maxd then
-  dead_letter(s, id, 'max_deliveries', attempt, err, consumer, now)
-  return 'DEAD'
-end
-local fields = entry_fields(s.stream, id)
-if not fields then
+return unexpired(s, streams, out, tonumber(ARGV[3]), ARGV[2], now_ms())
+"#;
+
+/// KEYS: home, topic stream ('' for queues), ext, fails, dlq ('' when none), delayed.
+/// ARGV: group, max deliveries (0: no limit), lease ms, origin, then eight per settlement:
+/// stream index (`1`: the topic's stream, else home), op (`ack`, `nack`, `reject`,
+/// `extend`), id, consumer, delivery count, carried deliveries, delay ms, error.
+/// Settles a batch of one consumer's deliveries in one step: what is done with is XACKed
+/// (and XDELed, and its hashes cleared) in one call per stream at the end.
+/// Returns per settlement `NOTHELD` unless the consumer still holds that delivery, else
+/// `OK` (or `DEAD` when a nack used up the deliveries).
+pub const SETTLE: &str = r#"
+local s = {home = KEYS[1], ext = KEYS[3], fails = KEYS[4], dlq = KEYS[5], group = ARGV[1],
+  origin = ARGV[4]}
+local tstream, delayed = KEYS[2], KEYS[6]
+local maxd, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+settled_by_stream = {}
+local function one(op, id, consumer, count, carried, delay, err)
+  -- Held means: still pending, owned by this consumer, and not delivered again since (the
+  -- delivery count would have risen).
+  local p = redis.call('XPENDING', s.stream, s.group, id, id, 1)
+  if #p ~= 1 or p[1][2] ~= consumer or tonumber(p[1][4]) ~= count then return 'NOTHELD' end
+  local attempt = carried + count
+  if op == 'ack' then
+    settle(s, id)
+    return 'OK'
+  end
+  if op == 'reject' then
+    dead_letter(s, id, 'rejected', attempt, err, consumer, now)
+    return 'OK'
+  end
+  -- Ages the entry so that claiming (idle >= lease) takes it `after` ms from now.
+  local function due_in(after)
+    if after <= lease then
+      redis.call('XCLAIM', s.stream, s.group, consumer, 0, id, 'IDLE', lease - after, 'JUSTID')
+      redis.call('HDEL', s.ext, id)
+    else
+      redis.call('XCLAIM', s.stream, s.group, consumer, 0, id, 'IDLE', 0, 'JUSTID')
+      redis.call('HSET', s.ext, id, ms(now + after))
+    end
+  end
+  if op == 'extend' then
+    due_in(delay)
+    return 'OK'
+  end
+  if maxd > 0 and attempt >= maxd then
+    dead_letter(s, id, 'max_deliveries', attempt, err, consumer, now)
+    return 'DEAD'
+  end
+  local fields = entry_fields(s.stream, id)
+  if not fields then
+    settle(s, id)
+    return 'OK'
+  end
+  local first = failure(s.fails, id, field_map(fields))
+  first = first or ms(now)
+  if delay <= lease then
+    -- Stays pending: the delivery count goes on rising natively.
+    redis.call('HSET', s.fails, id, cmsgpack.pack({first, err}))
+    due_in(delay)
+    return 'OK'
+  end
+  -- Longer than a lease: out of the stream into the delayed set, carrying the deliveries
+  -- made so far, then settled here.
+  local out = message_fields(fields, true)
+  local function add(f, v) out[#out + 1] = f; out[#out + 1] = v end
+  add('a', tostring(attempt))
+  add('ff', first)
+  add('le', err)
+  redis.call('ZADD', delayed, now + delay, cmsgpack.pack(out))
   settle(s, id)
   return 'OK'
 end
-local first = failure(s.fails, id, field_map(fields))
-first = first or ms(now)
-if delay <= lease then
-  -- Stays pending: the delivery count goes on rising natively.
-  redis.call('HSET', s.fails, id, cmsgpack.pack({first, err}))
-  due_in(delay)
-  return 'OK'
+local replies = {}
+for b = 5, #ARGV, 8 do
+  s.stream = (ARGV[b] == '1') and tstream or s.home
+  replies[#replies + 1] = one(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], tonumber(ARGV[b + 4]),
+    tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), ARGV[b + 7])
 end
--- Longer than a lease: out of the stream into the delayed set, carrying the deliveries
--- made so far, then settled here.
-local out = message_fields(fields, true)
-local function add(f, v) out[#out + 1] = f; out[#out + 1] = v end
-add('a', tostring(attempt))
-add('ff', first)
-add('le', err)
-redis.call('ZADD', delayed, now + delay, cmsgpack.pack(out))
-settle(s, id)
-return 'OK'
+for stream, ids in pairs(settled_by_stream) do settle_now(s, stream, ids) end
+return replies
 "#;
 
 /// KEYS: a subscription's topic stream ('' for queues), the source's own stream.
