@@ -20,6 +20,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "NATS JetStream declares no priorities",
     ),
     (
+        "a_priority_above_the_queues_levels_is_invalid_and_stores_nothing",
+        "NATS JetStream declares no priorities",
+    ),
+    (
         "an_expired_message_is_dead_lettered_not_delivered",
         "NATS JetStream declares no message TTL",
     ),

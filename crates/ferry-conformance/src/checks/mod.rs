@@ -24,7 +24,10 @@ use errors::{
     deleting_a_topic_with_subscriptions_is_a_conflict, settling_a_lease_taken_over_is_not_held,
 };
 use max_length::a_full_queue_keeps_what_it_holds_and_takes_more_once_drained;
-use priorities::higher_priorities_are_delivered_first;
+use priorities::{
+    a_priority_above_the_queues_levels_is_invalid_and_stores_nothing,
+    higher_priorities_are_delivered_first,
+};
 use restart::restart_check;
 use ttl::{
     a_default_ttl_applies_only_to_messages_without_one,
@@ -86,6 +89,10 @@ fn all_checks() -> Vec<Check> {
         check!(extend_keeps_a_delivery_hidden, [LeaseExtension]),
         check!(a_delay_is_not_delivered_early, [Delays]),
         check!(higher_priorities_are_delivered_first, [Priorities]),
+        check!(
+            a_priority_above_the_queues_levels_is_invalid_and_stores_nothing,
+            [Priorities]
+        ),
         check!(
             an_expired_message_is_dead_lettered_not_delivered,
             [Ttl, DeadLetters]

@@ -53,3 +53,35 @@ pub(super) async fn higher_priorities_are_delivered_first(
     );
     nothing_more(&mut c, QUIET).await
 }
+
+/// A priority the queue does not declare is a mistaken publish: it is refused as invalid
+/// and stores nothing, rather than taken as the top level where it would overtake every
+/// message published at the levels the queue does have.
+pub(super) async fn a_priority_above_the_queues_levels_is_invalid_and_stores_nothing(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let name = queue(ferry, "priority-levels", |q| q.delivery.priority_levels = 3).await?;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let refused = publisher
+        .send(Message::new("above the levels").with_priority(3))
+        .await;
+    ensure!(
+        matches!(refused, Err(ferry::Error::Invalid { .. })),
+        "priority 3 on a queue of 3 levels (0 to 2) answered {refused:?}, not Invalid"
+    );
+    let kept = publisher
+        .send(Message::new("top level").with_priority(2))
+        .await
+        .during("publish at the top level")?;
+    let mut c = consumer(ferry, Source::queue(&name)).await?;
+    let d = next(&mut c, WAIT).await?;
+    ensure!(
+        d.id == kept,
+        "received {} ({:?}) where only the top-level message {kept} was stored",
+        d.id,
+        String::from_utf8_lossy(&d.payload)
+    );
+    d.ack().await.during("ack")?;
+    nothing_more(&mut c, QUIET).await
+}

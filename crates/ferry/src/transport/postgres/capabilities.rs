@@ -49,7 +49,11 @@ pub fn capabilities() -> Capabilities {
             (Feature::Delays, Native("visible_at set at publish")),
             (
                 Feature::Priorities,
-                Native("ORDER BY priority, then publish order; clamped to the declared levels"),
+                Native(
+                    "ORDER BY priority, then publish order; a publish to a queue above its \
+                     declared levels is refused as invalid, a topic's publish is queued at each \
+                     subscription's top level",
+                ),
             ),
             (
                 Feature::OrderingKeys,

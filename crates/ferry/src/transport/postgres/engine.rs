@@ -473,6 +473,9 @@ impl Transport for Postgres {
                     .await?
                     .filter(|d| d.kind == "queue")
                     .ok_or_else(|| not_found("queue", name))?;
+                for message in &batch {
+                    queue.settings.check_priority(name, message)?;
+                }
                 insert(&mut tx, name, &queue.settings, &batch).await?;
             }
             Destination::Topic(topic) => {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::message::Message;
 use crate::spec::{Backoff, DeliveryPolicy, Ordering, QueueDecl};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -126,8 +127,34 @@ impl Settings {
         .delay(attempt, fastrand::f64())
     }
 
-    /// The stored priority: as the Ferry broker does, a priority above the declared levels
-    /// counts as the highest level.
+    /// Refuses a message whose priority is above the queue's top level, as the Ferry broker
+    /// does: a producer asking for a level the queue does not have has mistaken the queue,
+    /// and taking it as the top level would let it overtake every message published at the
+    /// levels the queue declares. Checked for a publish to the queue, for the whole batch
+    /// before anything is stored; a topic's publish cannot know each subscription's levels,
+    /// so there [`priority`](Self::priority) queues it at the subscription's top level.
+    pub fn check_priority(&self, queue: &str, message: &Message) -> Result<()> {
+        if message.priority < self.priority_levels.max(1) {
+            return Ok(());
+        }
+        let top = self.priority_levels.max(1) - 1;
+        Err(Error::invalid(
+            format!(
+                "priority of message {}",
+                message.id.as_deref().unwrap_or("")
+            ),
+            format!(
+                "{} is above the top level of queue `{queue}`, which has {} priority level(s), \
+                 0 to {top}; publish with a priority from 0 to {top}, or declare the queue with \
+                 more levels",
+                message.priority,
+                self.priority_levels.max(1)
+            ),
+        ))
+    }
+
+    /// The stored priority: a priority above the declared levels (which only a topic's
+    /// publish lets through) counts as the highest level.
     pub fn priority(&self, priority: u8) -> i16 {
         i16::from(priority.min(self.priority_levels.saturating_sub(1)))
     }
