@@ -517,3 +517,6 @@ mod storage_stats_tests;
 
 #[cfg(test)]
 mod subscription_tests;
+
+#[cfg(test)]
+mod unsent_tests;

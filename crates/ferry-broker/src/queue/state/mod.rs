@@ -46,6 +46,7 @@ mod inspect;
 mod removal;
 mod seq_map;
 mod settled_by;
+mod unsent;
 
 use failure::{History, decision, truncate_error};
 pub use removal::Eviction;
