@@ -35,18 +35,27 @@ impl QueueState {
         // `receive` added one for this lease.
         entry.deliveries = entry.deliveries.saturating_sub(1);
         let deliveries = entry.deliveries;
-        if let Some(at) = entry.expires_at() {
-            // Its expiry timer may have fired (and been ignored) while it was leased.
-            self.timers.schedule(Timer::Expiry(seq), at);
-        }
-        if self.key_shared {
-            self.keys.requeued(seq);
-        }
+        let expired = entry.expired(now_ms);
+        let expires_at = entry.expires_at();
         let last_consumer = self
             .history
             .get(&seq)
             .and_then(|h| h.last_consumer.as_deref().map(str::to_owned));
-        self.refresh(Some(seq), now_ms, Announce::Ready);
+        if expired {
+            // As when an attempt ends: a TTL that passed during the lease ends the
+            // message now, whatever holds its key.
+            let next = self.dead_letter(seq, DeadLetterReason::Expired);
+            self.refresh(next, now_ms, Announce::Ready);
+        } else {
+            if let Some(at) = expires_at {
+                // Its expiry timer may have fired (and been ignored) while it was leased.
+                self.timers.schedule(Timer::Expiry(seq), at);
+            }
+            if self.key_shared {
+                self.keys.requeued(seq);
+            }
+            self.refresh(Some(seq), now_ms, Announce::Ready);
+        }
         Ok(ReturnedUnsent {
             deliveries,
             last_consumer,
