@@ -178,3 +178,81 @@ async fn a_delivery_sent_before_the_client_went_still_spends_its_attempt() {
     assert_eq!(&letters[0].payload[..], b"poison");
     s.stop().await;
 }
+
+/// A client that stops reading leaves deliveries in the stream's outgoing channel, behind
+/// HTTP/2 flow control: the server never sends them. When the client goes, those spend no
+/// attempt and are ready again with delivery 1; only the ones tonic took to send count.
+#[tokio::test]
+async fn deliveries_still_waiting_in_the_stream_when_the_client_goes_spend_no_attempt() {
+    // Far more than the client's HTTP/2 window (2 MiB by default) and the server's send
+    // buffer hold, so most of them cannot have been taken to send.
+    const MESSAGES: usize = 12;
+    const PAYLOAD: usize = 512 << 10;
+    let s = serve_queue("bulk", 1).await;
+    for i in 0..MESSAGES {
+        let mut payload = vec![b'x'; PAYLOAD];
+        payload[0] = i as u8;
+        s.broker
+            .publish("bulk", ferry_broker::OutgoingMessage::new(payload))
+            .await
+            .unwrap();
+    }
+    let stream = Stream::open(&s, "bulk", MESSAGES as u32).await;
+    // Its responses are never read. Wait until the stream holds every message.
+    let stats = || s.broker.describe_queue("bulk").unwrap().stats;
+    eventually(
+        || stats().state.in_flight == MESSAGES,
+        "all leased to the stream",
+    )
+    .await;
+    drop(stream);
+    let dlq = || {
+        s.broker
+            .describe_queue("bulk.dlq")
+            .unwrap()
+            .stats
+            .state
+            .tracked
+    };
+    eventually(
+        || stats().state.in_flight == 0 && stats().state.ready + dlq() == MESSAGES,
+        "every delivery given back",
+    )
+    .await;
+
+    let again = s
+        .broker
+        .receive("bulk", "c2", MESSAGES, None, None)
+        .await
+        .unwrap();
+    assert!(
+        !again.is_empty(),
+        "some deliveries were never sent, and are back: {:?}",
+        stats()
+    );
+    assert!(again.iter().all(|m| m.delivery == 1), "no attempt spent");
+    let letters = s
+        .broker
+        .receive("bulk.dlq", "d", MESSAGES, None, None)
+        .await
+        .unwrap();
+    for letter in &letters {
+        let info = letter.dead_letter.as_ref().unwrap();
+        assert_eq!(info.last_error.as_deref(), Some("consumer disconnected"));
+    }
+    assert_eq!(again.len() + letters.len(), MESSAGES);
+    s.stop().await;
+}
+
+/// Waits until `done` holds, looking every 20 ms: for a state the server reaches on its
+/// own after an event the test cannot await. Fails after [`PATIENCE`].
+async fn eventually(done: impl Fn() -> bool, what: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not in time: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
