@@ -16,7 +16,8 @@
 //! - *Publish:* an [`OutgoingMessage`] ([`Headers`], well-known [`header`] names,
 //!   [`DeliveryTime`], within [`Limits`]) becomes a [`Message`] with a [`MessageId`].
 //! - *Consume:* [`ReceivedMessage`]s under a [`LeaseToken`], keyed by [`Seq`]; ack ([`Acked`]),
-//!   nack ([`Nacked`]), reject, extend, park and unpark keys, cancel, prefetch;
+//!   nack ([`Nacked`]), reject, extend, return unsent (no attempt spent), park and unpark
+//!   keys, cancel, prefetch, a receive that stops waiting on a signal;
 //!   [`PeekedMessage`]s (at most [`MAX_PEEK`]) in a [`PeekPage`].
 //! - *Bounded reads:* peeks, topic reads and group polls within a [`ReadLimit`] of
 //!   messages and bytes ([`message_bytes`]).

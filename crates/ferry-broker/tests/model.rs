@@ -3,7 +3,8 @@
 //! Proptest draws a queue configuration and a sequence of operations: publishes, alone or in
 //! batches (with an optional key, priority, delay, TTL, producer-chosen id — sometimes
 //! reusing an earlier id — and dedup id), receives by one of two consumers, acks / nacks /
-//! rejects / extends of a held delivery — or of an older one, with a stale token —, clock
+//! rejects / extends / returns as unsent of a held delivery — or of an older one, with a
+//! stale token —, clock
 //! advances (by random amounts, or exactly to one of the model's deadlines or 1 ms short of
 //! it) followed by `tick_now`, park / unpark of a key, cancel by id, and reopens of the
 //! broker on the same directory with the same `ManualClock`. A plain reference model
@@ -44,6 +45,10 @@
 //!   asked within the lease duration (10 s); another consumer's receive gets nothing until
 //!   then and makes it the active one after. The active consumer is not kept across a
 //!   reopen; park on an exclusive queue is `false`;
+//! - a delivery given back as never sent (`return_unsent`) spends no attempt: the message
+//!   is ready at once with the deliveries it had before that lease, and its dead letter
+//!   names the consumer it named before; if its TTL passed during the lease it is
+//!   dead-lettered (`expired`) then, as when an attempt ends;
 //! - ack of a message no longer tracked is `AlreadySettled`, whatever the token; any other
 //!   token that is not the message's current lease is `StaleLease`;
 //! - on reopen a message whose TTL has passed is dead-lettered (`expired`); then a lease

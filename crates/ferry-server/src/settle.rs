@@ -134,4 +134,16 @@ impl<'a> Deliveries<'a> {
             )
             .await;
     }
+
+    /// Gives delivery `seq`/`token` back without spending its attempt, because it never
+    /// left the server (see `grpc::sent`): ready again at once with the delivery count it
+    /// had before. Forgotten by the meters whatever the broker answers, as in
+    /// [`release`](Self::release).
+    pub(crate) async fn return_unsent(&self, seq: u64, token: u64) {
+        self.meters.settled_without_ack(self.queue, seq, token);
+        let _ = self
+            .broker
+            .return_unsent(self.queue, seq, LeaseToken(token))
+            .await;
+    }
 }

@@ -525,3 +525,6 @@ mod subscription_tests;
 
 #[cfg(test)]
 mod refusal_tests;
+
+#[cfg(test)]
+mod unsent_tests;

@@ -101,6 +101,18 @@ impl Replay {
                 r.failures.last_failure_ms = Some(at_ms);
                 r.failures.last_error = error.clone();
             }
+            JournalEvent::ReturnedUnsent {
+                seq,
+                deliveries,
+                last_consumer,
+            } => {
+                // Undoes its `Leased`: set, not raised, since the count goes back down. A
+                // later lease of the message is journaled after this, so it raises it again.
+                let r = self.seqs.entry(*seq).or_default();
+                r.deliveries = *deliveries;
+                r.not_before_ms = None;
+                r.failures.last_consumer = last_consumer.clone();
+            }
             JournalEvent::Parked { key } => {
                 self.parked.insert(key.clone());
             }

@@ -29,6 +29,8 @@
 //! |     |                | the name)                                                   |
 //! | 17  | `Skipped`      | seq u64 (a subscription's reference whose topic record the |
 //! |     |                | topic's retention deleted before it was settled)           |
+//! | 18  | `ReturnedUnsent` | seq u64, deliveries u32 (the count it is back to), last   |
+//! |     |                | consumer (rest; a leading 0 for none, 1 before the name)    |
 //!
 //! A failed attempt's time is its record's timestamp.
 //!
@@ -72,6 +74,7 @@ mod tag {
     pub const REDRIVEN: u8 = 15;
     pub const CHECKPOINT_FAILURES: u8 = 16;
     pub const SKIPPED: u8 = 17;
+    pub const RETURNED_UNSENT: u8 = 18;
 }
 
 /// A `DeadLettered` event's reason byte; stored on disk like the tags.
@@ -156,6 +159,14 @@ pub enum JournalEvent {
     /// subscriptions, deletes the record it stands for.
     Skipped {
         seq: Seq,
+    },
+    /// A lease undone because its delivery never left the broker's side
+    /// ([`crate::Broker::return_unsent`]): ready again with `deliveries`, and the consumer
+    /// its dead letter would name back to `last_consumer`.
+    ReturnedUnsent {
+        seq: Seq,
+        deliveries: u32,
+        last_consumer: Option<String>,
     },
 }
 
@@ -312,6 +323,16 @@ impl JournalEvent {
                 out.put_u8(tag::REDRIVEN);
                 out.put_u64_le(*seq);
             }
+            JournalEvent::ReturnedUnsent {
+                seq,
+                deliveries,
+                last_consumer,
+            } => {
+                out.put_u8(tag::RETURNED_UNSENT);
+                out.put_u64_le(*seq);
+                out.put_u32_le(*deliveries);
+                put_consumer(&mut out, last_consumer.as_deref());
+            }
             JournalEvent::CheckpointFailures { seq, record } => {
                 out.put_u8(tag::CHECKPOINT_FAILURES);
                 out.put_u64_le(*seq);
@@ -326,13 +347,7 @@ impl JournalEvent {
                     }
                     None => out.put_u16_le(u16::MAX),
                 }
-                match &record.last_consumer {
-                    Some(consumer) => {
-                        out.put_u8(CONSUMER_FOLLOWS);
-                        out.put_slice(consumer.as_bytes());
-                    }
-                    None => out.put_u8(NO_CONSUMER),
-                }
+                put_consumer(&mut out, record.last_consumer.as_deref());
             }
         }
         NewRecord::new(out.freeze()).with_timestamp(now_ms)
@@ -443,11 +458,7 @@ impl JournalEvent {
                     u16::MAX => None,
                     len => Some(utf8(r.bytes(usize::from(len))?, "the error text")?),
                 };
-                let last_consumer = match r.u8()? {
-                    NO_CONSUMER if r.0.is_empty() => None,
-                    CONSUMER_FOLLOWS => Some(utf8(r.rest(), "the consumer")?),
-                    _ => return Err("a malformed consumer".to_owned()),
-                };
+                let last_consumer = consumer(&mut r)?;
                 JournalEvent::CheckpointFailures {
                     seq,
                     record: FailureRecord {
@@ -459,12 +470,37 @@ impl JournalEvent {
                 }
             }
             tag::SKIPPED => JournalEvent::Skipped { seq: r.u64()? },
+            tag::RETURNED_UNSENT => JournalEvent::ReturnedUnsent {
+                seq: r.u64()?,
+                deliveries: r.u32()?,
+                last_consumer: consumer(&mut r)?,
+            },
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
             return Err(format!("{} trailing bytes", r.0.len()));
         }
         Ok(event)
+    }
+}
+
+/// An optional consumer name as the rest of a record: a leading byte says whether one
+/// follows.
+fn put_consumer(out: &mut BytesMut, consumer: Option<&str>) {
+    match consumer {
+        Some(consumer) => {
+            out.put_u8(CONSUMER_FOLLOWS);
+            out.put_slice(consumer.as_bytes());
+        }
+        None => out.put_u8(NO_CONSUMER),
+    }
+}
+
+fn consumer(r: &mut Reader) -> Result<Option<String>, String> {
+    match r.u8()? {
+        NO_CONSUMER if r.0.is_empty() => Ok(None),
+        CONSUMER_FOLLOWS => Ok(Some(utf8(r.rest(), "the consumer")?)),
+        _ => Err("a malformed consumer".to_owned()),
     }
 }
 
@@ -527,6 +563,13 @@ mod tests {
         assert_eq!(bytes(JournalEvent::CheckpointEnd), [VERSION, 14]);
         assert_eq!(bytes(JournalEvent::Redriven { seq: 1 })[1], 15);
         assert_eq!(bytes(JournalEvent::Skipped { seq: 1 })[1], 17);
+        let returned = bytes(JournalEvent::ReturnedUnsent {
+            seq: 1,
+            deliveries: 2,
+            last_consumer: None,
+        });
+        assert_eq!(returned[1], 18);
+        assert_eq!(returned[10..], [2, 0, 0, 0, 0]);
         let failures = JournalEvent::CheckpointFailures {
             seq: 1,
             record: FailureRecord {
@@ -642,6 +685,16 @@ mod tests {
                 seq: 9,
                 record: FailureRecord::default(),
             },
+            JournalEvent::ReturnedUnsent {
+                seq: 10,
+                deliveries: 0,
+                last_consumer: None,
+            },
+            JournalEvent::ReturnedUnsent {
+                seq: 11,
+                deliveries: 2,
+                last_consumer: Some("worker-é".into()),
+            },
         ];
         for event in events {
             let record = event.to_record(1);
@@ -661,6 +714,9 @@ mod tests {
             // A delivered entry cut short.
             &[1, 12, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
             &[1, 14, 0],
+            // A returned lease without its consumer byte, and with bytes after "none".
+            &[1, 18, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
+            &[1, 18, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, b'x'],
             // Failures whose error runs past the record.
             &[
                 1, 16, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0, 128,

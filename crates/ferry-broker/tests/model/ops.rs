@@ -286,6 +286,8 @@ pub enum Op {
     Nack(Target, Option<u64>),
     Reject(Target),
     Extend(Target, u64),
+    /// Gives a delivery back as never sent (`return_unsent`).
+    ReturnUnsent(Target),
     Advance(i64),
     /// Advances to one of the model's upcoming deadlines (a lease end, a delay or backoff
     /// end, an expiry, the end of a dedup window), or to 1 ms before it with `early`: the
@@ -391,6 +393,7 @@ pub fn op(f: Features) -> impl Strategy<Value = Op> {
                 .prop_map(|(t, by)| Op::Extend(t, by))
                 .boxed(),
         ),
+        (1, target().prop_map(Op::ReturnUnsent).boxed()),
         (3, advance.boxed()),
         (
             2,

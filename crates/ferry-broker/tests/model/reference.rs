@@ -52,6 +52,9 @@ pub struct Msg {
     /// What its dead letter reports: the failed attempts (nack, lease expiry, reject) and
     /// the consumer of the last delivery.
     pub failures: Failures,
+    /// The consumer its dead letter named before the running lease: what a return of that
+    /// lease as unsent puts back.
+    pub consumer_before_lease: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -351,6 +354,7 @@ impl Model {
                 deliveries: 0,
                 state,
                 failures: Failures::default(),
+                consumer_before_lease: None,
             });
         }
     }
@@ -402,6 +406,21 @@ impl Model {
         };
         m.state = St::Dead(reason);
         Nacked::DeadLettered(reason)
+    }
+
+    /// A lease given back as never sent: no attempt spent, the deliveries and the consumer
+    /// as before that lease, ready at once — or dead-lettered (`expired`) if its TTL passed
+    /// meanwhile, as when an attempt ends.
+    pub fn return_unsent(&mut self, seq: usize) {
+        let now = self.now;
+        let m = &mut self.msgs[seq];
+        m.deliveries -= 1;
+        m.failures.consumer = m.consumer_before_lease.take();
+        m.state = if m.expired(now) {
+            St::Dead(DeadLetterReason::Expired)
+        } else {
+            St::Idle
+        };
     }
 
     /// A reject: a permanent failure, dead-lettered now with reason `rejected`.

@@ -164,7 +164,7 @@ impl Run {
         let m = &mut self.model.msgs[seq];
         m.deliveries += 1;
         m.state = St::Leased { uid, until };
-        m.failures.consumer = Some(consumer.to_owned());
+        m.consumer_before_lease = m.failures.consumer.replace(consumer.to_owned());
         prop_assert_eq!(r.id, m.id);
         prop_assert_eq!(r.delivery, m.deliveries, "delivery number of seq {}", seq);
         prop_assert_eq!(r.lease_until_ms, until);
@@ -418,6 +418,18 @@ impl Run {
                     self.model.msgs[rec.seq as usize].state = St::Leased { uid, until };
                 } else {
                     prop_assert!(is_stale(&result), "stale extend: {:?}", result);
+                }
+            }
+            Op::ReturnUnsent(t) => {
+                let Some((uid, rec)) = self.pick(t) else {
+                    return Ok(());
+                };
+                let result = self.broker().return_unsent(Q, rec.seq, rec.token).await;
+                if self.model.current(uid) {
+                    result.expect("return_unsent");
+                    self.model.return_unsent(rec.seq as usize);
+                } else {
+                    prop_assert!(is_stale(&result), "stale return: {:?}", result);
                 }
             }
             Op::Advance(ms) => self.advance(*ms).await,

@@ -6,20 +6,24 @@
 //! on the stream — and the *deliverer* waits for credit, receives up to the credit it holds
 //! (a long poll it never abandons midway, so nothing is leased and then dropped), hands
 //! back what it did not use, and sends the deliveries. When the client goes away the
-//! reader closes the semaphore, the deliverer finishes its poll, and every delivery still
-//! unsettled is nacked with no delay: ready again at once for other consumers.
+//! reader closes the semaphore and the stream is marked ended; the deliverer's poll stops
+//! waiting then (`Broker::receive_unless`), so it leases nothing for a client that is
+//! gone. Every delivery still unsettled is given back, ready again at once for other
+//! consumers: one tonic took to send fails its attempt ("consumer disconnected" — the
+//! consumer may have crashed on it), one it never took is returned unsent with its
+//! attempt not spent (`sent.rs`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_broker::{Acked, Broker, Nacked};
 use ferry_proto::v1::{self, consumer_server::Consumer};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::sent::{Held, Outgoing, Unsettled};
 use super::{allow_read, caller};
 use crate::auth::Gate;
 use crate::convert::{self, opt_ms};
@@ -28,8 +32,8 @@ use crate::settle::Deliveries;
 use crate::status::{from_broker, from_convert, from_refusal};
 use crate::temporary;
 
-/// How long one receive of the deliverer waits for messages before it looks again whether
-/// the stream is still open.
+/// How long one receive of the deliverer waits for messages before it starts another (the
+/// stream's end stops the wait sooner).
 const POLL: Duration = Duration::from_millis(500);
 /// Most deliveries one receive asks for, however much credit is granted.
 const MAX_RECEIVE: usize = 256;
@@ -137,7 +141,7 @@ impl Consumer for ConsumerService {
         }))
     }
 
-    type ConsumeStream = ReceiverStream<Result<v1::ConsumeResponse, Status>>;
+    type ConsumeStream = Outgoing;
 
     async fn consume(
         &self,
@@ -167,6 +171,7 @@ impl Consumer for ConsumerService {
             return Err(Status::invalid_argument("open.consumer: name the consumer"));
         }
         let (tx, rx) = mpsc::channel(64);
+        let unsettled = Unsettled::default();
         let stream = Arc::new(Stream {
             broker: self.broker.clone(),
             meters: Arc::clone(&self.meters),
@@ -174,7 +179,8 @@ impl Consumer for ConsumerService {
             consumer: open.consumer,
             lease: opt_ms(open.lease_ms),
             credit: Semaphore::new(0),
-            unsettled: Mutex::new(HashMap::new()),
+            unsettled: unsettled.clone(),
+            ended: watch::Sender::new(false),
             tx,
         });
         let deliverer = tokio::spawn(Arc::clone(&stream).deliver());
@@ -185,13 +191,14 @@ impl Consumer for ConsumerService {
                 _ = stopping.wait_for(|&stop| stop) => {}
             }
             stream.credit.close();
+            stream.ended.send_replace(true);
             let _ = deliverer.await;
             stream.release().await;
             // The owner's stream on its temporary queue is its connection (see
             // `temporary.rs`): with it gone, so are the owner's temporary queues.
             temporary::stream_ended(&stream.broker, &stream.queue, &stream.consumer).await;
         });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(Outgoing::new(rx, unsettled)))
     }
 }
 
@@ -219,14 +226,26 @@ struct Stream {
     consumer: String,
     lease: Option<Duration>,
     credit: Semaphore,
-    /// Deliveries sent and not settled: seq → token.
-    unsettled: Mutex<HashMap<u64, u64>>,
+    /// Deliveries leased for this stream and not settled, and whether each was sent.
+    unsettled: Unsettled,
+    /// Turns `true` when the stream ends (the client went away, or the server stops).
+    ended: watch::Sender<bool>,
     tx: mpsc::Sender<Result<v1::ConsumeResponse, Status>>,
 }
 
 impl Stream {
-    fn unsettled(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
-        self.unsettled.lock().unwrap_or_else(|e| e.into_inner())
+    fn unsettled(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Held>> {
+        self.unsettled.lock()
+    }
+
+    /// Done once nobody is left to send to: the stream ended, or tonic let go of its
+    /// responses (the client's connection went).
+    async fn gone(&self) {
+        let mut ended = self.ended.subscribe();
+        tokio::select! {
+            () = self.tx.closed() => {}
+            _ = ended.wait_for(|&ended| ended) => {}
+        }
     }
 
     async fn read(&self, mut inbound: Streaming<v1::ConsumeRequest>) {
@@ -377,7 +396,7 @@ impl Stream {
     /// second consumer its ack took, so that ack fails, as one with a stale lease does.
     fn already_settled(&self, seq: u64, token: u64) -> v1::SettleResult {
         let mut unsettled = self.unsettled();
-        if unsettled.get(&seq) != Some(&token) {
+        if unsettled.get(&seq).map(|h| h.token) != Some(token) {
             return v1::SettleResult {
                 seq,
                 ok: true,
@@ -423,7 +442,7 @@ impl Stream {
                     // With the token this stream was given, the lease is gone: nothing
                     // left to release. (A wrong token says nothing about the lease.)
                     let mut unsettled = self.unsettled();
-                    if unsettled.get(&seq) == Some(&token) {
+                    if unsettled.get(&seq).map(|h| h.token) == Some(token) {
                         unsettled.remove(&seq);
                     }
                 }
@@ -439,6 +458,9 @@ impl Stream {
 
     async fn deliver(self: Arc<Self>) {
         loop {
+            if self.tx.is_closed() || *self.ended.borrow() {
+                return; // a stopped receive brought it here: nobody to send to
+            }
             let Ok(first) = self.credit.acquire().await else {
                 return; // closed: the client went away
             };
@@ -453,7 +475,14 @@ impl Stream {
             }
             let got = self
                 .broker
-                .receive(&self.queue, &self.consumer, held, self.lease, Some(POLL))
+                .receive_unless(
+                    &self.queue,
+                    &self.consumer,
+                    held,
+                    self.lease,
+                    Some(POLL),
+                    self.gone(),
+                )
                 .await;
             let got = match got {
                 Ok(got) => got,
@@ -468,7 +497,11 @@ impl Stream {
             {
                 let mut unsettled = self.unsettled();
                 for d in &got {
-                    unsettled.insert(d.seq, d.token.0);
+                    let held = Held {
+                        token: d.token.0,
+                        sent: false,
+                    };
+                    unsettled.insert(d.seq, held);
                 }
             }
             for d in got {
@@ -482,11 +515,17 @@ impl Stream {
         }
     }
 
-    /// Gives the stream's unsettled deliveries back, ready at once.
+    /// Gives the stream's unsettled deliveries back, ready at once: a failed attempt for
+    /// each one sent, none spent for each one never sent. Taken under the lock
+    /// [`Outgoing`] marks deliveries sent under, so none is sent after this.
     async fn release(&self) {
-        let held: Vec<(u64, u64)> = self.unsettled().drain().collect();
-        for (seq, token) in held {
-            self.deliveries().release(seq, token, DISCONNECTED).await;
+        let held: Vec<(u64, Held)> = self.unsettled().drain().collect();
+        for (seq, Held { token, sent }) in held {
+            if sent {
+                self.deliveries().release(seq, token, DISCONNECTED).await;
+            } else {
+                self.deliveries().return_unsent(seq, token).await;
+            }
         }
     }
 }

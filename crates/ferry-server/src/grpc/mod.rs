@@ -5,6 +5,7 @@ mod consumer;
 mod dead_letters;
 mod groups;
 mod publisher;
+mod sent;
 
 use std::sync::Arc;
 

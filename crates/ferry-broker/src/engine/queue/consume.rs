@@ -61,6 +61,26 @@ impl Broker {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<Vec<ReceivedMessage>> {
+        self.receive_unless(queue, consumer, max, lease, wait, std::future::pending())
+            .await
+    }
+
+    /// [`receive`](Self::receive) that stops waiting, leasing nothing, once `stop` is
+    /// done — checked before each attempt to lease and raced against the wait — so a
+    /// caller whose consumer went away ends its long poll at once instead of leasing what
+    /// becomes ready meanwhile. Only the wait is cut short: a lease once taken is always
+    /// returned, so dropping nothing midway keeps it cancel-safe where dropping the
+    /// future of [`receive`](Self::receive) would not be.
+    pub async fn receive_unless(
+        &self,
+        queue: &str,
+        consumer: &str,
+        max: usize,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<Vec<ReceivedMessage>> {
+        tokio::pin!(stop);
         check_consumer(consumer)?;
         check_receive_lease(lease)?;
         let queue = self.queue(queue)?;
@@ -70,6 +90,9 @@ impl Broker {
             let notified = queue.ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            if stopped(stop.as_mut()) {
+                return Ok(Vec::new());
+            }
             self.tick_queue(&queue).await?;
             let now_ms = self.now_ms();
             let (deliveries, rx, effects) = {
@@ -118,8 +141,14 @@ impl Broker {
             let Some(deadline) = deadline else {
                 return Ok(Vec::new());
             };
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Ok(Vec::new());
+            tokio::select! {
+                biased;
+                () = stop.as_mut() => return Ok(Vec::new()),
+                woken = tokio::time::timeout_at(deadline, notified) => {
+                    if woken.is_err() {
+                        return Ok(Vec::new());
+                    }
+                }
             }
         }
     }
@@ -287,6 +316,12 @@ impl Broker {
         durable(rx).await?;
         self.apply_effects(&queue, effects).await
     }
+}
+
+/// Whether `stop` is done, polled once without waiting.
+fn stopped(stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>) -> bool {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    stop.poll(&mut cx).is_ready()
 }
 
 /// The longest consumer name, in bytes: it is journaled with every lease.

@@ -2,7 +2,8 @@
 //! and dedup window, and its recovery from those logs — and, in the modules below, the
 //! broker's operations on queues alone: declaring them (`admin`), consuming and settling
 //! (`consume`), length limits (`limits`), peeking (`peek`), redriving dead letters
-//! (`redrive`) and temporary queues (`temporary`). What a decision's effects do is in
+//! (`redrive`), temporary queues (`temporary`) and giving back unsent deliveries
+//! (`unsent`). What a decision's effects do is in
 //! `engine/effects.rs`; the delivery state itself is the pure `crate::queue::state`.
 
 use std::collections::HashMap;
@@ -33,6 +34,7 @@ mod limits;
 mod peek;
 mod redrive;
 mod temporary;
+mod unsent;
 
 pub use admin::{QueueInfo, QueueStats};
 #[cfg(test)]

@@ -41,7 +41,9 @@
 //! **Failed attempts.** A nack and a lease expiry are the same event: the attempt failed. If
 //! the message has had `retry.max_deliveries` deliveries it is dead-lettered with reason
 //! `max_deliveries`; otherwise, if its TTL has passed, with reason `expired`; otherwise it is
-//! redelivered after the nack's explicit delay or the backoff for its attempt.
+//! redelivered after the nack's explicit delay or the backoff for its attempt. A lease given
+//! back as never sent ([`return_unsent`](QueueState::return_unsent)) is no attempt: it is
+//! undone, delivery count and all.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -53,6 +55,7 @@ mod inspect;
 mod removal;
 mod seq_map;
 mod settled_by;
+mod unsent;
 
 use failure::{History, decision, truncate_error};
 pub use removal::Eviction;

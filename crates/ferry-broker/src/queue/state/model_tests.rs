@@ -79,6 +79,11 @@ enum Op {
         stale: bool,
         by: u64,
     },
+    /// Gives a lease back as never sent.
+    ReturnUnsent {
+        pick: usize,
+        stale: bool,
+    },
     Advance(i64),
     Park(u8),
     Unpark(u8),
@@ -104,6 +109,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(pick, stale)| Op::Reject { pick, stale }),
         1 => (any::<usize>(), prop::bool::weighted(0.2), 0u64..300)
             .prop_map(|(pick, stale, by)| Op::Extend { pick, stale, by }),
+        2 => (any::<usize>(), prop::bool::weighted(0.2))
+            .prop_map(|(pick, stale)| Op::ReturnUnsent { pick, stale }),
         4 => (0i64..80).prop_map(Op::Advance),
         1 => (0u8..3).prop_map(Op::Park),
         1 => (0u8..3).prop_map(Op::Unpark),
@@ -226,6 +233,19 @@ impl Model {
         };
         self.leave(seq, Some(reason));
         Nacked::DeadLettered(reason)
+    }
+
+    /// Undoes the lease of `seq`, never sent: ready again with the deliveries it had before
+    /// (or dead-lettered if its TTL has passed meanwhile, as any message becoming ready).
+    fn return_unsent(&mut self, seq: Seq) {
+        let at = self.position(seq).unwrap();
+        let expired = self.expired(&self.messages[at]);
+        let m = &mut self.messages[at];
+        m.lease = None;
+        m.deliveries -= 1;
+        if expired {
+            self.leave(seq, Some(DeadLetterReason::Expired));
+        }
     }
 
     fn current_lease(&self, seq: Seq) -> Option<(LeaseToken, u8, i64)> {
@@ -418,6 +438,22 @@ fn run(key_shared: bool, ops: Vec<Op>) -> std::result::Result<(), TestCaseError>
                     let at = model.position(seq).unwrap();
                     if let Some(lease) = &mut model.messages[at].lease {
                         lease.2 = now + by as i64;
+                    }
+                } else {
+                    prop_assert!(is_stale(&got), "{:?}", got);
+                }
+            }
+            Op::ReturnUnsent { pick, stale } => {
+                let Some((seq, token)) = choose(&model, pick, stale) else {
+                    continue;
+                };
+                let got = real.return_unsent(seq, token, now);
+                if model.current_lease(seq).map(|l| l.0) == Some(token) {
+                    let returned = got.unwrap();
+                    model.return_unsent(seq);
+                    let expected = model.position(seq).map(|at| model.messages[at].deliveries);
+                    if let Some(deliveries) = expected {
+                        prop_assert_eq!(returned.deliveries, deliveries);
                     }
                 } else {
                     prop_assert!(is_stale(&got), "{:?}", got);
