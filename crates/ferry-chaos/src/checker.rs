@@ -18,9 +18,13 @@
 //! - **Dead letters match what consumers did.** A rejected message (the reject returned
 //!   OK) is a dead letter with reason `rejected`; a `rejected` letter had a reject that was
 //!   sent and not refused; a `max_deliveries` letter had at least that many deliveries in
-//!   the histories — seen by consumers, or ended unseen before one that was seen; every
-//!   poison message (always nacked) is one; no message is a dead letter twice. A dead
-//!   letter nobody caused is a mismatch, and its message counts as lost.
+//!   the histories — seen by consumers (handed out, or received and dropped with a stream
+//!   that failed), or ended unseen before one that was seen. Attempts after the last one
+//!   seen are explained only by faults that end consume streams (a proxy drop or reset, a
+//!   server or consumer kill) between the message's last recorded event and the letter's
+//!   last failure: one fault for each such attempt. Every poison message (always nacked)
+//!   is one; no message is a dead letter twice. A dead letter nobody caused is a
+//!   mismatch, and its message counts as lost.
 //! - **Deduplication holds across restarts.** Each message is stored once (one seq per
 //!   id); a publish under a used dedup id answers the first message's id and the new id is
 //!   never delivered.
@@ -72,6 +76,13 @@ pub struct Findings {
     pub acked_came_back: u64,
     pub order_violations: u64,
     pub dead_letter_mismatches: u64,
+    /// Deliveries the client received on a stream that then failed, and dropped.
+    #[serde(default)]
+    pub dropped_on_stream_failure: u64,
+    /// `max_deliveries` dead letters whose attempts after the last one seen are each
+    /// explained by a fault that ended consume streams in time.
+    #[serde(default)]
+    pub dead_letters_explained_by_faults: u64,
     pub dedup_violations: u64,
     /// Acknowledged publishes and deliveries after the last fault had ended.
     pub published_after_faults: u64,
@@ -123,6 +134,44 @@ struct Letter {
     reason: String,
     deliveries: u32,
     last_error: Option<String>,
+    last_failure_t: Option<u64>,
+}
+
+/// What the dead-letter check knows of each message beyond its deliveries.
+#[derive(Default)]
+struct Traces<'a> {
+    /// The attempts of each message a consumer received and dropped with a failed stream.
+    dropped: HashMap<&'a str, Vec<u32>>,
+    /// The time of each message's last recorded event (publish, delivery, drop, settle).
+    last_event: HashMap<&'a str, u64>,
+    /// When each fault that ends consume streams was injected.
+    stream_faults: Vec<u64>,
+}
+
+impl<'a> Traces<'a> {
+    fn saw(&mut self, id: &'a str, t: u64) {
+        let last = self.last_event.entry(id).or_default();
+        *last = (*last).max(t);
+    }
+
+    /// Faults that end consume streams, injected after `after` and by `until`.
+    fn faults_between(&self, after: u64, until: u64) -> u32 {
+        self.stream_faults
+            .iter()
+            .filter(|&&t| t > after && t <= until)
+            .count() as u32
+    }
+}
+
+/// Whether a fault ends the consume streams it touches: the ones that cut deliveries in
+/// flight (bytes the proxy discards, a lease a killed server never sent, a killed
+/// consumer's unread deliveries). A pause, a delay or a clock jump ends none.
+fn ends_streams(kind: &str, detail: &str) -> bool {
+    match kind {
+        "server_kill" | "consumer_kill" => true,
+        "proxy" => detail.starts_with("drop_all") || detail.starts_with("reset_all"),
+        _ => false,
+    }
 }
 
 #[derive(Default)]
@@ -158,6 +207,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
     let mut stale: HashSet<(&str, u32)> = HashSet::new();
     let mut faults_over: Option<u64> = None;
     let mut publish_times: Vec<u64> = Vec::new();
+    let mut traces = Traces::default();
 
     for event in events {
         match event {
@@ -173,6 +223,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
             } => {
                 f.acked_publishes += 1;
                 publish_times.push(*t);
+                traces.saw(id, *t);
                 if sent_id != id {
                     f.violation(
                         |f| &mut f.dedup_violations,
@@ -212,6 +263,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 kseq,
                 ..
             } => {
+                traces.saw(id, *t);
                 deliveries.entry(id).or_default().push(Seen {
                     t: *t,
                     seq: *seq,
@@ -220,12 +272,19 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                     kseq: *kseq,
                 });
             }
+            Event::Dropped { t, id, attempt, .. } => {
+                f.dropped_on_stream_failure += 1;
+                traces.saw(id, *t);
+                traces.dropped.entry(id).or_default().push(*attempt);
+            }
             Event::Settling {
-                id, attempt, op, ..
+                t, id, attempt, op, ..
             } => {
+                traces.saw(id, *t);
                 settles.entry(id).or_default().sent.push((*op, *attempt));
             }
             Event::Settled {
+                t,
                 id,
                 attempt,
                 op,
@@ -233,6 +292,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 error,
                 ..
             } => {
+                traces.saw(id, *t);
                 let s = settles.entry(id).or_default();
                 match answer {
                     Answer::Ok => s.ok.push((*op, *attempt)),
@@ -243,7 +303,11 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                     stale.insert((id, *attempt));
                 }
             }
-            Event::Fault { .. } => {}
+            Event::Fault { t, kind, detail } => {
+                if ends_streams(kind, detail) {
+                    traces.stream_faults.push(*t);
+                }
+            }
             Event::Phase { t, phase } => {
                 if phase == "faults_over" {
                     faults_over = Some(*t);
@@ -256,6 +320,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                 reason,
                 deliveries,
                 last_error,
+                last_failure_t,
             } => {
                 *f.dead_letters.entry(reason.clone()).or_default() += 1;
                 letters.entry(id).or_default().push(Letter {
@@ -264,6 +329,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
                     reason: reason.clone(),
                     deliveries: *deliveries,
                     last_error: last_error.clone(),
+                    last_failure_t: *last_failure_t,
                 });
             }
         }
@@ -292,6 +358,7 @@ pub fn check(events: &[Event], scenario: &Scenario) -> Findings {
         &deliveries,
         &settles,
         &letters,
+        &traces,
     );
     check_settles(
         &mut f,
@@ -462,6 +529,7 @@ fn check_dead_letters<'a>(
     deliveries: &HashMap<&str, Vec<Seen>>,
     settles: &HashMap<&str, Settles>,
     letters: &HashMap<&'a str, Vec<Letter>>,
+    traces: &Traces,
 ) -> HashSet<&'a str> {
     let empty = Settles::default();
     let mut explained = HashSet::new();
@@ -478,6 +546,7 @@ fn check_dead_letters<'a>(
             scenario.orders_max_deliveries
         };
         let mut why_not = Vec::new();
+        let mut by_faults = false;
         if found.len() > 1 {
             why_not.push(format!(
                 "message {id} is a dead letter {} times",
@@ -510,13 +579,31 @@ fn check_dead_letters<'a>(
                 // The broker numbers each delivery of a message, so a consumer's delivery
                 // with attempt n shows that the n - 1 before it went out and ended without
                 // a settle taking: their leases ran out, or their stream died and the
-                // client dropped them unseen. Deliveries after the last one seen are in
-                // no history, so they explain nothing.
-                let accounted = seen.iter().map(|d| d.attempt).max().unwrap_or(0);
+                // client dropped them unseen. A delivery the client received and dropped
+                // with its failed stream reached a consumer, and counts as seen.
+                let accounted = seen
+                    .iter()
+                    .map(|d| d.attempt)
+                    .chain(traces.dropped.get(*id).into_iter().flatten().copied())
+                    .max()
+                    .unwrap_or(0);
                 if accounted < max {
-                    why_not.push(format!(
-                        "message {id} is dead-lettered for max deliveries ({max}), but consumers saw it only up to attempt {accounted}"
-                    ));
+                    // Deliveries after the last one seen are in no history: only a fault
+                    // that cut them in transit explains them, one fault per attempt, and
+                    // only between the last thing a history says of the message and the
+                    // broker's last failure of it.
+                    let unseen = max - accounted;
+                    let after = traces.last_event.get(*id).copied().unwrap_or(0);
+                    let faults = letter
+                        .last_failure_t
+                        .map_or(0, |until| traces.faults_between(after, until));
+                    if faults >= unseen {
+                        by_faults = true;
+                    } else {
+                        why_not.push(format!(
+                            "message {id} is dead-lettered for max deliveries ({max}), but consumers saw it only up to attempt {accounted}; faults that end streams between its last recorded event and its last failure: {faults}, for {unseen} attempts after it"
+                        ));
+                    }
                 }
                 if s.ok.iter().any(|(op, _)| *op == Settle::Reject) {
                     why_not.push(format!(
@@ -531,6 +618,9 @@ fn check_dead_letters<'a>(
         // One mismatch per letter, however many reasons.
         if why_not.is_empty() {
             explained.insert(*id);
+            if by_faults {
+                f.dead_letters_explained_by_faults += 1;
+            }
         } else {
             let broker_says = letter.last_error.as_ref().map_or(String::new(), |e| {
                 format!(" (the broker's last error: {e:?})")

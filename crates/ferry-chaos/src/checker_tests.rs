@@ -138,6 +138,42 @@ impl History {
             reason: reason.into(),
             deliveries,
             last_error: None,
+            last_failure_t: None,
+        });
+    }
+
+    /// The client received this delivery on a stream that then failed, and dropped it.
+    fn dropped(&mut self, queue: &str, id: &str, seq: u64, attempt: u32) {
+        let t = self.tick();
+        self.events.push(Event::Dropped {
+            t,
+            queue: queue.into(),
+            id: id.into(),
+            seq,
+            attempt,
+        });
+    }
+
+    fn fault(&mut self, kind: &str, detail: &str) {
+        let t = self.tick();
+        self.events.push(Event::Fault {
+            t,
+            kind: kind.into(),
+            detail: detail.into(),
+        });
+    }
+
+    /// A `max_deliveries` letter whose last failure the broker recorded now.
+    fn dead_letter_failed_now(&mut self, queue: &str, id: &str, seq: u64, deliveries: u32) {
+        let t = self.tick();
+        self.events.push(Event::DeadLetter {
+            origin_queue: queue.into(),
+            id: id.into(),
+            origin_seq: seq,
+            reason: "max_deliveries".into(),
+            deliveries,
+            last_error: Some("delivery interrupted by a broker restart".into()),
+            last_failure_t: Some(t),
         });
     }
 
@@ -527,4 +563,89 @@ fn a_delivery_handed_out_from_a_dead_stream_is_left_out_of_the_order_check() {
         *error = Some("the lease ended".into());
     }
     assert_eq!(h.check().order_violations, 1);
+}
+
+#[test]
+fn a_max_deliveries_dead_letter_is_explained_by_a_delivery_dropped_with_a_failed_stream() {
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    for attempt in 1..=2 {
+        h.deliver(WORK_QUEUE, "Q", 9, attempt, None);
+        h.settle(WORK_QUEUE, "Q", 9, attempt, Settle::Nack, Some(Answer::Ok));
+    }
+    // The third reached the consumer on a stream that failed before it was handed out.
+    h.dropped(WORK_QUEUE, "Q", 9, 3);
+    h.dead_letter(WORK_QUEUE, "Q", 9, "max_deliveries", 3);
+    let f = h.check();
+    assert!(f.clean(), "{:#?}", f.violations);
+    assert_eq!(f.dropped_on_stream_failure, 1);
+    assert_eq!(f.dead_letters_explained_by_faults, 0);
+}
+
+#[test]
+fn trailing_unseen_attempts_are_explained_by_as_many_faults_that_end_streams() {
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Nack, Some(Answer::Ok));
+    // Attempts 2 and 3 were each cut in transit, by two distinct faults; a pause and a
+    // delay end no stream and explain nothing, but do not spoil the count either.
+    h.fault("pause", "SIGSTOP for 5000 ms");
+    h.fault("proxy", "reset_all connections (RST)");
+    h.fault("proxy", "delay 50 ms per chunk for 1000 ms");
+    h.fault("server_kill", "SIGKILL, restart");
+    h.dead_letter_failed_now(WORK_QUEUE, "Q", 9, 3);
+    let f = h.check();
+    assert!(f.clean(), "{:#?}", f.violations);
+    assert_eq!(f.dead_letters_explained_by_faults, 1);
+}
+
+#[test]
+fn more_trailing_unseen_attempts_than_faults_are_a_mismatch() {
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Nack, Some(Answer::Ok));
+    // One fault explains one attempt of a message, not two; a pause explains none.
+    h.fault("consumer_kill", "consumer 0: SIGKILL, restart");
+    h.fault("pause", "SIGSTOP for 5000 ms");
+    h.dead_letter_failed_now(WORK_QUEUE, "Q", 9, 3);
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert!(
+        f.violations
+            .iter()
+            .any(|v| v.contains("its last failure: 1, for 2 attempts")),
+        "{:#?}",
+        f.violations
+    );
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+    assert_eq!(f.dead_letters_explained_by_faults, 0);
+}
+
+#[test]
+fn faults_outside_a_messages_window_explain_none_of_its_attempts() {
+    let mut h = clean_history();
+    // Faults before the message's last recorded event cut none of its later attempts.
+    h.fault("proxy", "drop_all connections (FIN)");
+    h.fault("server_kill", "SIGKILL, restart");
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.settle(WORK_QUEUE, "Q", 9, 1, Settle::Nack, Some(Answer::Ok));
+    h.dead_letter_failed_now(WORK_QUEUE, "Q", 9, 3);
+    // Faults after its last failure came too late.
+    h.fault("proxy", "reset_all connections (RST)");
+    h.fault("consumer_kill", "consumer 1: SIGKILL, restart");
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
+    assert_eq!(f.lost, 1, "{:#?}", f.violations);
+    // A letter with no last failure time cannot be placed against any fault.
+    let mut h = clean_history();
+    h.publish(WORK_QUEUE, "Q", None, Fate::Poison);
+    h.deliver(WORK_QUEUE, "Q", 9, 1, None);
+    h.fault("server_kill", "SIGKILL, restart");
+    h.fault("server_kill", "SIGKILL, restart");
+    h.dead_letter(WORK_QUEUE, "Q", 9, "max_deliveries", 3);
+    let f = h.check();
+    assert_eq!(f.dead_letter_mismatches, 1, "{:#?}", f.violations);
 }

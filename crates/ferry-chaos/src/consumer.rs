@@ -32,6 +32,13 @@ pub async fn run(url: &str, index: u32, history: &mut HistoryWriter) -> Result<(
             next = work.next() => (WORK_QUEUE, next),
             _ = stop.signalled() => return Ok(()),
         };
+        // Before what `next` returned: the client dropped these first.
+        let consumer = if queue == ORDERS_QUEUE {
+            &mut orders
+        } else {
+            &mut work
+        };
+        record_dropped(queue, consumer, history)?;
         match next {
             Some(Ok(delivery)) => {
                 handle(queue, delivery, history).await?;
@@ -52,6 +59,21 @@ pub async fn run(url: &str, index: u32, history: &mut HistoryWriter) -> Result<(
             work = again;
         }
     }
+}
+
+/// Records each delivery the client dropped with a failed stream: the broker counted it as
+/// an attempt, so the checker must know a consumer received it.
+fn record_dropped(queue: &str, consumer: &mut Consumer, history: &mut HistoryWriter) -> Result<()> {
+    for dropped in consumer.take_dropped() {
+        history.append(&Event::Dropped {
+            t: monotonic_ns(),
+            queue: queue.to_owned(),
+            id: dropped.id,
+            seq: dropped.seq,
+            attempt: dropped.attempt,
+        })?;
+    }
+    Ok(())
 }
 
 /// Opens a consumer, retrying while the server is unreachable; `None` on SIGTERM.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ferry_client::Client;
 use tokio::time::Instant;
 
+use crate::broker_clock::{self, BrokerClock};
 use crate::checker;
 use crate::error::{ChaosError, Result};
 use crate::history::{self, Event, HistoryWriter, monotonic_ns};
@@ -161,6 +162,8 @@ async fn drive(scenario: &Scenario, binary: &Path, work: &Path) -> Result<()> {
         consumers.push(WorkerProcess::spawn(&env, Role::Consumer, index, 0, &[])?);
     }
 
+    // Dead letters carry the server's clock, which the clock jumps move.
+    let mut clock = BrokerClock::new(server.clock_offset_ms());
     let start = Instant::now();
     for planned in schedule::plan(scenario) {
         tokio::time::sleep_until(start + Duration::from_millis(planned.at_ms)).await;
@@ -179,6 +182,9 @@ async fn drive(scenario: &Scenario, binary: &Path, work: &Path) -> Result<()> {
             detail,
         })?;
         inject(&planned.fault, &mut server, &proxy, &mut consumers, &env).await?;
+        if let Fault::ClockJump { .. } = planned.fault {
+            clock.jumped(monotonic_ns(), server.clock_offset_ms());
+        }
     }
     tokio::time::sleep_until(start + scenario.duration()).await;
     harness.append(&Event::Phase {
@@ -204,7 +210,7 @@ async fn drive(scenario: &Scenario, binary: &Path, work: &Path) -> Result<()> {
         phase: "drained".into(),
     })?;
     for queue in [ORDERS_QUEUE, WORK_QUEUE] {
-        record_dead_letters(&admin, queue, &mut harness).await?;
+        record_dead_letters(&admin, queue, &clock, &mut harness).await?;
     }
     drop(proxy);
     server.stop().await
@@ -312,6 +318,7 @@ async fn drain(admin: &Client, scenario: &Scenario) -> Result<()> {
 async fn record_dead_letters(
     admin: &Client,
     queue: &str,
+    clock: &BrokerClock,
     harness: &mut HistoryWriter,
 ) -> Result<()> {
     let dlq = format!("{queue}.dlq");
@@ -335,6 +342,9 @@ async fn record_dead_letters(
                 reason: info.reason,
                 deliveries: info.deliveries,
                 last_error: info.last_error,
+                last_failure_t: info
+                    .last_failure_at_ms
+                    .map(|at| clock.to_monotonic(at, broker_clock::wall_ms(), monotonic_ns())),
             })?;
         }
     }

@@ -116,6 +116,16 @@ pub enum Event {
         key: Option<String>,
         kseq: Option<u64>,
     },
+    /// The client received this delivery on a consume stream that then failed, and dropped
+    /// it instead of handing it out ("received, dropped: stream failed"): it reached the
+    /// consumer, and the broker counted the attempt.
+    Dropped {
+        t: u64,
+        queue: String,
+        id: String,
+        seq: u64,
+        attempt: u32,
+    },
     /// A consumer is about to send this settle; with no `Settled` after it, its outcome
     /// is unknown (the process was killed, or the answer was lost).
     Settling {
@@ -156,6 +166,10 @@ pub enum Event {
         /// ended its last attempt, to read beside a mismatch.
         #[serde(default)]
         last_error: Option<String>,
+        /// When the broker recorded the message's last failure, on the histories'
+        /// monotonic clock (absent when the broker gave no time, and in older histories).
+        #[serde(default)]
+        last_failure_t: Option<u64>,
     },
 }
 

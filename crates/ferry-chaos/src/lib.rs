@@ -13,6 +13,7 @@
 //! history. A failing run keeps its histories and seed: `ferry chaos check DIR` checks
 //! them again, `ferry chaos run --seed N` replays the schedule.
 
+pub mod broker_clock;
 pub mod checker;
 pub mod cli;
 mod consumer;

@@ -63,7 +63,8 @@ impl Report {
             "chaos: {} — published {} acked-publishes, delivered {} ({} messages, {} dead letters), \
              faults: {} server kills, {} consumer kills, {} pauses, {} proxy faults, {} clock jumps; \
              lost {}, acked twice {}, acked then back {}, order violations {}, \
-             dead-letter mismatches {}, dedup violations {}, explained duplicates {} (seed {})",
+             dead-letter mismatches {}, dedup violations {}, explained duplicates {}, \
+             dead letters explained by faults {} (seed {})",
             if self.clean { "CLEAN" } else { "FAILED" },
             f.acked_publishes,
             f.deliveries,
@@ -81,6 +82,7 @@ impl Report {
             f.dead_letter_mismatches,
             f.dedup_violations,
             f.explained_duplicates,
+            f.dead_letters_explained_by_faults,
             self.seed,
         )
     }

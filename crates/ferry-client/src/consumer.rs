@@ -16,6 +16,11 @@
 //!   same ordering key may already have been delivered and acked elsewhere. They are counted
 //!   by [`Consumer::stale_dropped`] and logged at debug level.
 //!
+//! Each delivery dropped that way (waiting for `next`, or still queued in the session when
+//! its stream failed) reached this process, and the server counts it as an attempt:
+//! [`Consumer::take_dropped`] hands out its id and attempt number, so an application that
+//! keeps a history of what it received can account for every attempt the server spent.
+//!
 //! [`Consumer::stream_failures`] counts the streams that failed, as a watch the application
 //! can await (a health check, say).
 //!
@@ -28,8 +33,8 @@
 //! error, after which the caller may ask again with the unary call.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_proto::v1::{self, consume_request, consume_response, settle};
@@ -74,6 +79,49 @@ enum Command {
         outcome: settle::Outcome,
         reply: Option<oneshot::Sender<Result<()>>>,
     },
+}
+
+/// Most dropped deliveries kept for [`Consumer::take_dropped`]: an application that never
+/// takes them must not grow without bound, so the oldest go first.
+const MAX_DROPPED_KEPT: usize = 4096;
+
+/// A delivery that reached this consumer on a stream that then failed, and was dropped
+/// instead of handed out (see the module docs). The server counted it as an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedDelivery {
+    pub id: String,
+    pub seq: u64,
+    /// The delivery's attempt number (1 for the first delivery).
+    pub attempt: u32,
+}
+
+/// The dropped deliveries not yet taken, shared by the consumer and its session.
+#[derive(Clone, Default)]
+struct DroppedLog(Arc<Mutex<VecDeque<DroppedDelivery>>>);
+
+impl DroppedLog {
+    fn push(&self, message: &v1::Delivery) {
+        let mut kept = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if kept.len() == MAX_DROPPED_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(DroppedDelivery {
+            id: message.id.clone(),
+            seq: message.seq,
+            attempt: message.delivery,
+        });
+    }
+
+    fn take(&self) -> Vec<DroppedDelivery> {
+        let mut kept = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        kept.drain(..).collect()
+    }
 }
 
 /// A message received under a lease; settle it with `ack`, `nack` or `reject`.
@@ -161,6 +209,8 @@ pub struct Consumer {
     current: Arc<AtomicU64>,
     /// Deliveries dropped that way.
     stale_dropped: u64,
+    /// Every delivery dropped (here or by the session), until taken.
+    dropped: DroppedLog,
     failures: watch::Receiver<u64>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -176,7 +226,9 @@ impl Consumer {
         let (commands, command_rx) = mpsc::channel(1024);
         let current = Arc::new(AtomicU64::new(0));
         let (failed, failures) = watch::channel(0);
+        let dropped = DroppedLog::default();
         let mut session = Session {
+            dropped: dropped.clone(),
             current: Arc::clone(&current),
             failed,
             client,
@@ -195,6 +247,7 @@ impl Consumer {
             deliveries,
             current,
             stale_dropped: 0,
+            dropped,
             failures,
             task,
         })
@@ -209,6 +262,7 @@ impl Consumer {
                 Ok(mut stale) if stale.generation < self.current.load(Ordering::Acquire) => {
                     stale.settled = true; // nothing to give back: the server did
                     self.stale_dropped += 1;
+                    self.dropped.push(&stale.message);
                     tracing::debug!(
                         id = %stale.message.id,
                         attempt = stale.message.delivery,
@@ -224,6 +278,14 @@ impl Consumer {
     /// of handed out: the server delivers each of them again.
     pub fn stale_dropped(&self) -> u64 {
         self.stale_dropped
+    }
+
+    /// The deliveries dropped since the last call, oldest first: the ones `next` dropped
+    /// (counted by [`Consumer::stale_dropped`]) and the ones still queued in the session
+    /// when their stream failed. Each reached this process and counts as an attempt on
+    /// the server; the server delivers the message again while attempts remain.
+    pub fn take_dropped(&mut self) -> Vec<DroppedDelivery> {
+        self.dropped.take()
     }
 
     /// The number of consume streams that failed so far. It changes as soon as a failure is
@@ -258,6 +320,7 @@ impl SettleStream {
         let (commands, command_rx) = mpsc::channel(1024);
         let (failed, _) = watch::channel(0);
         let mut session = Session {
+            dropped: DroppedLog::default(),
             current: Arc::new(AtomicU64::new(0)),
             failed,
             client,
@@ -347,6 +410,8 @@ struct Session {
     mode: Mode,
     command_rx: mpsc::Receiver<Command>,
     current: Arc<AtomicU64>,
+    /// Where the deliveries queued in `ready` when their stream failed are reported.
+    dropped: DroppedLog,
     /// Counts the streams that failed; see [`Consumer::stream_failures`].
     failed: watch::Sender<u64>,
     /// Which stream the deliveries came from: one of an earlier stream was given back by
@@ -582,10 +647,12 @@ impl Session {
                 }
             }
         };
-        // Never handed out, and the server gives a dead stream's deliveries back itself.
-        ready
-            .iter_mut()
-            .for_each(|delivery| delivery.settled = true);
+        // Never handed out, and the server gives a dead stream's deliveries back itself; each
+        // is reported, as the server counted it as an attempt.
+        for delivery in ready.iter_mut() {
+            delivery.settled = true;
+            self.dropped.push(&delivery.message);
+        }
         drop(ready);
         // Settles that never got an answer fail: the stream that would answer is gone.
         for waiting in awaiting {

@@ -28,7 +28,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Endpoint;
 
 pub use connect::{ConnectOptions, Credentials};
-pub use consumer::{Consumer, ConsumerConfig, Delivery, SettleStream};
+pub use consumer::{Consumer, ConsumerConfig, Delivery, DroppedDelivery, SettleStream};
 pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Result};
 pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;

@@ -386,3 +386,102 @@ async fn errors_are_typed_and_bad_addresses_refused() {
         Err(ferry_client::ClientError::Connect { .. })
     ));
 }
+
+async fn in_flight(client: &Client, queue: &str) -> u64 {
+    client
+        .describe_queue(queue)
+        .await
+        .unwrap()
+        .stats
+        .unwrap()
+        .in_flight
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_dropped_with_a_failed_stream_are_reported_with_their_attempts() {
+    const PREFETCH: usize = 2;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let addr = server.addr;
+    let client = Client::connect(&format!("ferry://{addr}")).await.unwrap();
+    client.create_queue("q", spec(30_000)).await.unwrap();
+    let batch: Vec<Message> = (0..2 * PREFETCH)
+        .map(|i| Message::new(format!("m{i}")))
+        .collect();
+    client.publish("q", batch).await.unwrap();
+    let config = ConsumerConfig {
+        prefetch: PREFETCH as u32,
+        ..Default::default()
+    };
+    let mut consumer = client.consumer("q", "c", config).await.unwrap();
+    let mut failures = consumer.stream_failures();
+
+    // The first stream's deliveries wait for `next`, which is not called: they fill the
+    // consumer's channel.
+    while in_flight(&client, "q").await < PREFETCH as u64 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.stop().await;
+    tokio::time::timeout(Duration::from_secs(10), failures.wait_for(|&n| n >= 1))
+        .await
+        .expect("the first failure is seen")
+        .unwrap();
+    // The second stream's deliveries find the channel still full of the first's, so they
+    // stay queued in the session until that stream fails too.
+    let server = start(dir.path(), addr).await;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while in_flight(&client, "q").await < PREFETCH as u64 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the consumer reconnects and is delivered to");
+    // Leased is not yet received: a generous margin for the loopback hop.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    server.stop().await;
+    tokio::time::timeout(Duration::from_secs(10), failures.wait_for(|&n| n >= 2))
+        .await
+        .expect("the second failure is seen")
+        .unwrap();
+    // The server is down: `next` can only drop what the first stream left in the channel.
+    let handed_out = tokio::time::timeout(Duration::ZERO, consumer.next()).await;
+    assert!(
+        handed_out.is_err(),
+        "a delivery of a failed stream was handed out"
+    );
+    assert_eq!(consumer.stale_dropped(), PREFETCH as u64);
+
+    let dropped = consumer.take_dropped();
+    assert_eq!(dropped.len(), 2 * PREFETCH, "{dropped:?}");
+    // The first stream's were first deliveries; each one reported carries the attempt
+    // number it was delivered with, which the server's later deliveries go beyond.
+    let first_stream: Vec<_> = dropped.iter().filter(|d| d.attempt == 1).collect();
+    assert!(first_stream.len() >= PREFETCH, "{dropped:?}");
+    assert!(consumer.take_dropped().is_empty(), "taken once");
+
+    let server = start(dir.path(), addr).await;
+    let mut acked = std::collections::HashSet::new();
+    while acked.len() < 2 * PREFETCH {
+        let d = tokio::time::timeout(Duration::from_secs(30), consumer.next())
+            .await
+            .expect("the consumer reconnects")
+            .unwrap()
+            .unwrap();
+        for earlier in dropped.iter().filter(|e| e.id == d.id()) {
+            assert!(
+                d.attempt() > earlier.attempt,
+                "{} delivered at attempt {} after a dropped attempt {}",
+                d.id(),
+                d.attempt(),
+                earlier.attempt
+            );
+        }
+        acked.insert(d.id().to_owned());
+        d.ack().await.unwrap();
+    }
+    // Every message was dropped once or twice, by id.
+    let ids: std::collections::HashSet<_> = dropped.iter().map(|d| d.id.clone()).collect();
+    assert!(ids.is_subset(&acked), "{ids:?} {acked:?}");
+    drop(consumer);
+    server.stop().await;
+}
