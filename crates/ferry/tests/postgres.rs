@@ -58,16 +58,27 @@ async fn payloads(c: &mut Consumer, n: usize) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn priorities_come_highest_first_and_above_the_levels_count_as_the_highest() {
+async fn priorities_come_highest_first_and_above_a_queues_levels_are_refused() {
     let Some(ferry) = connect().await else { return };
     let name = queue(&ferry, "priority", |q| q.delivery.priority_levels = 3).await;
     let publisher = ferry.publisher(Destination::queue(&name));
-    for (payload, priority) in [("a", 0), ("b", 2), ("c", 1), ("d", 2), ("e", 9)] {
+    for (payload, priority) in [("a", 0), ("b", 2), ("c", 1), ("d", 2)] {
         publisher
             .send(Message::new(payload).with_priority(priority))
             .await
             .unwrap();
     }
+    // A level the queue does not declare is a mistaken publish, refused before any row of
+    // its batch is stored — as the Ferry broker refuses it.
+    let refused = publisher
+        .send_batch(vec![
+            Message::new("in range").with_priority(1),
+            Message::new("above").with_priority(9),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::Invalid { .. }), "{refused}");
+    assert!(refused.to_string().contains("0 to 2"), "{refused}");
     let mut c = consumer(&ferry, Source::queue(&name), 8).await;
     let first = c
         .next_within(Duration::from_secs(5))
@@ -76,10 +87,41 @@ async fn priorities_come_highest_first_and_above_the_levels_count_as_the_highest
         .unwrap();
     assert_eq!((&first.payload[..], first.priority), (&b"b"[..], 2));
     first.ack().await.unwrap();
-    let rest = payloads(&mut c, 4).await;
-    // `e` asked for 9 and is stored at 2, the highest of three levels, after `d`.
-    assert_eq!(rest, ["d", "e", "c", "a"]);
+    let rest = payloads(&mut c, 3).await;
+    assert_eq!(rest, ["d", "c", "a"]);
+    assert!(
+        c.next_within(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing of the refused batch was stored"
+    );
     ferry.delete(&Source::queue(&name)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_topic_publish_above_a_subscriptions_levels_counts_as_its_highest() {
+    let Some(ferry) = connect().await else { return };
+    let topic = fresh("pgt", "prio-topic");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let mut policy = quick();
+    policy.priority_levels = 3;
+    let sub = SubscriptionDecl::new(&topic, fresh("pgt", "prio-sub")).delivery(policy);
+    ferry.declare_subscription(&sub).await.unwrap();
+    let publisher = ferry.publisher(Destination::topic(&topic));
+    // A topic's publish cannot know each subscription's levels: 9 is queued at 2, the
+    // highest of three, in publish order after `b`.
+    for (payload, priority) in [("a", 0), ("b", 2), ("e", 9)] {
+        publisher
+            .send(Message::new(payload).with_priority(priority))
+            .await
+            .unwrap();
+    }
+    let source = Source::subscription(&topic, &sub.name);
+    let mut c = consumer(&ferry, source.clone(), 8).await;
+    assert_eq!(payloads(&mut c, 3).await, ["b", "e", "a"]);
+    ferry.delete(&source).await.unwrap();
+    ferry.delete_topic(&topic).await.unwrap();
 }
 
 #[tokio::test]
