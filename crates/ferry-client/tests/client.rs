@@ -452,7 +452,13 @@ async fn deliveries_dropped_with_a_failed_stream_are_reported_with_their_attempt
     assert_eq!(consumer.stale_dropped(), PREFETCH as u64);
 
     let dropped = consumer.take_dropped();
-    assert_eq!(dropped.len(), 2 * PREFETCH, "{dropped:?}");
+    // The first stream's deliveries are always reported (dropped by `next`); whether the
+    // second stream's reached the session's queue before the stop depends on when the
+    // reconnected stream got its credit, so they may or may not be among them.
+    assert!(
+        (PREFETCH..=2 * PREFETCH).contains(&dropped.len()),
+        "{dropped:?}"
+    );
     // The first stream's were first deliveries; each one reported carries the attempt
     // number it was delivered with, which the server's later deliveries go beyond.
     let first_stream: Vec<_> = dropped.iter().filter(|d| d.attempt == 1).collect();
