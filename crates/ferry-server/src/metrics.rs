@@ -133,14 +133,30 @@ impl Meters {
             .observe(took.as_secs_f64());
     }
 
-    /// `deliveries` of `queue` were handed to a consumer.
+    /// `deliveries` of `queue` were handed to a consumer (in a unary answer, which sends
+    /// them all or fails whole).
     pub fn delivered(&self, queue: &str, deliveries: &[ReceivedMessage]) {
+        self.leased(queue, deliveries);
+        self.sent(queue, deliveries.len());
+    }
+
+    /// `n` deliveries of `queue` left this server for a consumer: counted only once sent,
+    /// so a delivery leased for a stream that ended before sending it (given back
+    /// without spending an attempt) is not counted.
+    pub fn sent(&self, queue: &str, n: usize) {
+        if n > 0 {
+            bump(&mut self.lock().delivered, queue, n as u64);
+        }
+    }
+
+    /// `deliveries` of `queue` were leased to a consumer: their delivery-to-ack time is
+    /// measured from now.
+    pub fn leased(&self, queue: &str, deliveries: &[ReceivedMessage]) {
         if deliveries.is_empty() {
             return;
         }
         let now = now_ms();
         let mut inner = self.lock();
-        bump(&mut inner.delivered, queue, deliveries.len() as u64);
         if inner.held.len() + deliveries.len() > MAX_TRACKED {
             inner.held.retain(|_, h| h.lease_until_ms > now);
         }

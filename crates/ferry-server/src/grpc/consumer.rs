@@ -172,6 +172,7 @@ impl Consumer for ConsumerService {
         }
         let (tx, rx) = mpsc::channel(64);
         let unsettled = Unsettled::default();
+        let outgoing = Outgoing::new(rx, unsettled.clone(), Arc::clone(&self.meters), &open.queue);
         let stream = Arc::new(Stream {
             broker: self.broker.clone(),
             meters: Arc::clone(&self.meters),
@@ -198,7 +199,7 @@ impl Consumer for ConsumerService {
             // `temporary.rs`): with it gone, so are the owner's temporary queues.
             temporary::stream_ended(&stream.broker, &stream.queue, &stream.consumer).await;
         });
-        Ok(Response::new(Outgoing::new(rx, unsettled)))
+        Ok(Response::new(outgoing))
     }
 }
 
@@ -493,7 +494,8 @@ impl Stream {
                 }
             };
             self.credit.add_permits(held - got.len());
-            self.meters.delivered(&self.queue, &got);
+            // Counted as delivered when `Outgoing` sends them.
+            self.meters.leased(&self.queue, &got);
             {
                 let mut unsettled = self.unsettled();
                 for d in &got {

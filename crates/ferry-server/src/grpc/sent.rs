@@ -19,6 +19,8 @@ use std::task::{Context, Poll};
 
 use ferry_proto::v1;
 use tokio::sync::mpsc;
+
+use crate::metrics::Meters;
 use tonic::Status;
 
 /// One delivery the stream holds unsettled.
@@ -46,11 +48,24 @@ pub(super) type Response = Result<v1::ConsumeResponse, Status>;
 pub struct Outgoing {
     rx: mpsc::Receiver<Response>,
     unsettled: Unsettled,
+    /// Counts each delivery sent (`ferry_queue_delivered_total`).
+    meters: Arc<Meters>,
+    queue: String,
 }
 
 impl Outgoing {
-    pub(super) fn new(rx: mpsc::Receiver<Response>, unsettled: Unsettled) -> Outgoing {
-        Outgoing { rx, unsettled }
+    pub(super) fn new(
+        rx: mpsc::Receiver<Response>,
+        unsettled: Unsettled,
+        meters: Arc<Meters>,
+        queue: &str,
+    ) -> Outgoing {
+        Outgoing {
+            rx,
+            unsettled,
+            meters,
+            queue: queue.to_owned(),
+        }
     }
 }
 
@@ -69,7 +84,10 @@ impl tokio_stream::Stream for Outgoing {
                 return Poll::Ready(Some(response));
             };
             match self.unsettled.lock().get_mut(&d.seq) {
-                Some(held) if held.token == d.token => held.sent = true,
+                Some(held) if held.token == d.token => {
+                    held.sent = true;
+                    self.meters.sent(&self.queue, 1);
+                }
                 // Given back when the stream ended, or a lease of it that ended and was
                 // replaced by a newer one to this stream: nobody may work on it.
                 _ => continue,
@@ -98,7 +116,8 @@ mod tests {
     async fn a_delivery_is_sent_when_yielded_and_never_after_it_was_given_back() {
         let unsettled = Unsettled::default();
         let (tx, rx) = mpsc::channel(4);
-        let mut outgoing = Outgoing::new(rx, unsettled.clone());
+        let meters = Arc::new(Meters::default());
+        let mut outgoing = Outgoing::new(rx, unsettled.clone(), meters.clone(), "q");
         for (seq, token) in [(1, 10), (2, 20), (3, 30)] {
             unsettled.lock().insert(seq, Held { token, sent: false });
         }
@@ -138,5 +157,7 @@ mod tests {
             outgoing.next().await.is_none(),
             "nothing given back is yielded"
         );
+        // Counted as delivered: the one sent, not the ones given back.
+        assert_eq!(meters.snapshot().delivered.get("q"), Some(&1));
     }
 }
