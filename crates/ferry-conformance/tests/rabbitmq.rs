@@ -32,15 +32,6 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Checks this transport fails today: real disagreements with what its table declares,
-/// pinned so that they stay visible until fixed in the transport.
-const KNOWN_FAILURES: &[(&str, &str)] = &[(
-    "a_default_ttl_applies_only_to_messages_without_one",
-    "the queue's default_ttl is its x-message-ttl and a message's own TTL its expiration, \
-     and RabbitMQ applies the lower of the two: a message with a TTL longer than the queue's \
-     default expires at the default",
-)];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_passes_the_conformance_suite() {
     let Some(url) = ferry_testkit::url_or_skip(
@@ -55,6 +46,6 @@ async fn rabbitmq_passes_the_conformance_suite() {
     let report = ferry_conformance::run(&target).await;
     report.print();
     eprintln!("suite took {:?}", started.elapsed());
-    report.assert_failed_exactly(KNOWN_FAILURES);
+    report.assert_failed_exactly(&[]);
     report.assert_skipped_exactly(SKIPPED);
 }

@@ -10,7 +10,10 @@ pub fn capabilities() -> Capabilities {
         table: [
             (
                 Feature::CompetingConsumers,
-                Native("consumers pull from one durable quorum queue (basic.get, manual acks)"),
+                Native(
+                    "consumers share one durable quorum queue (basic.consume with a prefetch, \
+                     only while a fetch waits; manual acks)",
+                ),
             ),
             (
                 Feature::FanOut,
@@ -85,8 +88,12 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::Ttl,
                 Native(
-                    "per-message expiration and the queue's x-message-ttl; expired messages go \
-                     to `<name>.dlq` with reason `expired` (read from x-death)",
+                    "a message's own TTL is its expiration, which RabbitMQ enforces (dead-lettered \
+                     to `<name>.dlq` with reason `expired`, read from x-death); the declared \
+                     default_ttl is checked by the SDK as each message without a TTL of its own \
+                     is delivered (x-message-ttl would override longer TTLs of messages), so \
+                     such a message waits in the queue, counted in its length, until a consumer \
+                     reads it",
                 ),
             ),
             (

@@ -19,15 +19,17 @@
 //! - `tmp.<ulid>`: a temporary queue, exclusive to the connection that declared it
 //!   (`temporary.rs`).
 //!
-//! Consumers pull with basic.get rather than basic.consume: a message pushed into a client
-//! that is not asking for one would be held there, lease or not, where another consumer
-//! cannot take it — a delivery whose lease ran out and went back to the queue would be
-//! pushed straight back to the idle consumer that let it expire. Acks that arrive together
-//! are one `basic.ack multiple` where the delivery tags allow (`acks`).
+//! Consumers subscribe with basic.consume only while a fetch waits (`consume`): a message
+//! pushed into a client that is not asking for one would be held there, lease or not, where
+//! another consumer cannot take it — a delivery whose lease ran out and went back to the
+//! queue would be pushed straight back to the idle consumer that let it expire. Acks that
+//! arrive together are one `basic.ack multiple` where the delivery tags allow (`acks`).
 
 #[cfg(feature = "amqp")]
 mod acks;
 mod capabilities;
+#[cfg(feature = "amqp")]
+mod consume;
 #[cfg(feature = "amqp")]
 mod engine;
 #[cfg(feature = "amqp")]

@@ -42,8 +42,8 @@ pub(super) struct Origin {
 }
 
 /// A delivery as the SDK gets it, under a lease that starts now; `None` when it had used
-/// up its deliveries already (returned by consumers that died) and went to the dead-letter
-/// queue instead.
+/// up its deliveries already (returned by consumers that died) or outlived its queue's
+/// default TTL, and went to the dead-letter queue instead.
 pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result<Option<Incoming>> {
     let tag = delivery.delivery_tag;
     origin.outstanding.received(tag);
@@ -51,6 +51,22 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
     if !origin.dead && attempt > origin.settings.max_deliveries {
         let died = Death {
             reason: reason::MAX_DELIVERIES,
+            deliveries: attempt - 1,
+            error: None,
+        };
+        dead_letter(origin, &delivery.properties, &delivery.data, died).await?;
+        ack(origin, &delivery.acker, tag).await?;
+        return Ok(None);
+    }
+    if !origin.dead
+        && topology::past_default_ttl(
+            &delivery.properties,
+            origin.settings.default_ttl_ms,
+            now_ms(),
+        )
+    {
+        let died = Death {
+            reason: reason::EXPIRED,
             deliveries: attempt - 1,
             error: None,
         };

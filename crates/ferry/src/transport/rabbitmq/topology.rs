@@ -19,6 +19,9 @@ pub const KEY: &str = "ferry-key";
 pub const PUBLISHED_AT: &str = "ferry-published-at";
 /// Deliveries made before the last delayed retry, whose republish reset the engine's count.
 pub const ATTEMPTS: &str = "ferry-attempts";
+/// A message's own TTL in ms: marks it as not taking its queue's default (its
+/// `expiration` is dropped when a delay or retry queue moves it on).
+pub const TTL: &str = "ferry-ttl";
 const DELIVERY_COUNT: &str = "x-delivery-count";
 
 pub fn dlq(name: &str) -> String {
@@ -133,15 +136,9 @@ impl Settings {
             args.insert("x-dead-letter-exchange".into(), long(""));
             args.insert("x-dead-letter-routing-key".into(), long(&dlq(name)));
         }
-        if let Some(ttl) = self.default_ttl_ms {
-            if ttl > MAX_TTL_MS {
-                return Err(Error::invalid(
-                    "default_ttl",
-                    "at most 2^32-1 ms on RabbitMQ",
-                ));
-            }
-            args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(ttl as i64));
-        }
+        // Not x-message-ttl: RabbitMQ applies the lower of it and a message's own
+        // expiration, where a message's own TTL is to replace the default. The default is
+        // checked as each message is delivered (`past_default_ttl`).
         if let Some(max) = self.max_length {
             // A 3.10 quorum queue refuses publishes only once it holds more than its
             // x-max-length ready messages, so it would take one more than the limit.
@@ -193,7 +190,7 @@ pub fn outgoing(message: &Message) -> Result<(Vec<u8>, BasicProperties)> {
             return Err(Error::invalid(
                 format!("header `{name}`"),
                 "the name is the transport's or RabbitMQ's own (ferry-key, \
-                 ferry-published-at, ferry-attempts, x-delivery-count, x-death, \
+                 ferry-published-at, ferry-attempts, ferry-ttl, x-delivery-count, x-death, \
                  x-first-death-*, x-last-death-*) or longer than 255 bytes",
             ));
         }
@@ -206,6 +203,17 @@ pub fn outgoing(message: &Message) -> Result<(Vec<u8>, BasicProperties)> {
         );
     }
     headers.insert(PUBLISHED_AT.into(), AMQPValue::LongLongInt(now_ms()));
+    let ttl = match message.ttl {
+        Some(ttl) => {
+            let ttl = ms(ttl).max(1);
+            if ttl > MAX_TTL_MS {
+                return Err(Error::invalid("ttl", "at most 2^32-1 ms on RabbitMQ"));
+            }
+            headers.insert(TTL.into(), AMQPValue::LongLongInt(ttl as i64));
+            Some(ttl)
+        }
+        None => None,
+    };
     let id = message.id.clone().unwrap_or_else(new_id);
     if id.len() > 255 {
         return Err(Error::invalid("message id", "longer than 255 bytes"));
@@ -215,11 +223,7 @@ pub fn outgoing(message: &Message) -> Result<(Vec<u8>, BasicProperties)> {
         .with_delivery_mode(2)
         .with_timestamp((now_ms() / 1000) as u64)
         .with_headers(headers);
-    if let Some(ttl) = message.ttl {
-        let ttl = ms(ttl).max(1);
-        if ttl > MAX_TTL_MS {
-            return Err(Error::invalid("ttl", "at most 2^32-1 ms on RabbitMQ"));
-        }
+    if let Some(ttl) = ttl {
         properties = properties.with_expiration(ShortString::from(ttl.to_string()));
     }
     Ok((message.payload.to_vec(), properties))
@@ -257,7 +261,7 @@ pub fn republished(
 
 /// Headers this transport or RabbitMQ sets and strips; a producer's would be lost.
 fn is_reserved(name: &str) -> bool {
-    [KEY, PUBLISHED_AT, ATTEMPTS, DELIVERY_COUNT, "x-death"].contains(&name)
+    [KEY, PUBLISHED_AT, ATTEMPTS, TTL, DELIVERY_COUNT, "x-death"].contains(&name)
         || is_death_header(name)
 }
 
@@ -293,6 +297,29 @@ fn text(value: &AMQPValue) -> Option<String> {
     }
 }
 
+/// Whether a delivered message has outlived its queue's `default_ttl_ms`: it has no TTL of
+/// its own and was published that long before `now_ms`.
+pub fn past_default_ttl(
+    properties: &BasicProperties,
+    default_ttl_ms: Option<u64>,
+    now_ms: i64,
+) -> bool {
+    let Some(ttl) = default_ttl_ms else {
+        return false;
+    };
+    let header = |name: &str| {
+        properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(name).and_then(int))
+    };
+    if header(TTL).is_some() {
+        return false;
+    }
+    header(PUBLISHED_AT)
+        .is_some_and(|at| at.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)) <= now_ms)
+}
+
 /// Deliveries made of this message so far, this one included.
 pub fn attempt(properties: &BasicProperties) -> u32 {
     let header = |name: &str| {
@@ -323,7 +350,7 @@ pub fn received(properties: &BasicProperties, data: &[u8], attempt: u32, dead: b
                     }
                 }
                 PUBLISHED_AT => published_at = int(value),
-                ATTEMPTS | DELIVERY_COUNT => {}
+                ATTEMPTS | TTL | DELIVERY_COUNT => {}
                 "x-death" => death = Some(value.clone()),
                 other if is_death_header(other) => {}
                 other => {
@@ -406,5 +433,33 @@ mod tests {
             assert!(b >= ms && b * 4 <= ms * 5 + 4, "{ms} -> {b}");
         }
         assert!(bucket_ms(Duration::from_secs(60 * 86_400)).is_err());
+    }
+
+    #[test]
+    fn the_default_ttl_applies_only_to_a_message_without_a_ttl_of_its_own() {
+        let published = |message: Message| outgoing(&message).unwrap().1;
+        let plain = published(Message::new("plain"));
+        let own = published(Message::new("own").with_ttl(Duration::from_secs(600)));
+        let at = plain
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(PUBLISHED_AT).and_then(int))
+            .unwrap();
+        let default = Some(1_000);
+        assert!(!past_default_ttl(&plain, default, at + 999));
+        assert!(past_default_ttl(&plain, default, at + 1_000));
+        assert!(!past_default_ttl(&plain, None, at + 1_000_000));
+        // Its own TTL replaces the default, also once a retry queue dropped its expiration.
+        assert!(!past_default_ttl(&own, default, at + 1_000_000));
+        let retried = republished(&own, |_| {});
+        assert!(retried.expiration().is_none());
+        assert!(!past_default_ttl(&retried, default, at + 1_000_000));
+    }
+
+    #[test]
+    fn the_ttl_header_is_the_transports_own() {
+        let mut message = Message::new("x");
+        message.headers.insert(TTL.to_owned(), "5".to_owned());
+        assert!(outgoing(&message).is_err());
     }
 }
