@@ -1,0 +1,85 @@
+use std::path::PathBuf;
+
+use super::{Effective, Source};
+
+/// The effective configuration as text, for `ferry config check`: each value with where it
+/// came from; token names and permissions, never hashes.
+pub fn describe(effective: &Effective) -> String {
+    let mut out = String::new();
+    let mut line = |key: &str, value: String, source: Source| {
+        out.push_str(&format!("{key} = {value}  ({source})\n"));
+    };
+    let e = effective;
+    line("grpc.addr", e.grpc.value.to_string(), e.grpc.source);
+    line("http.addr", e.http.value.to_string(), e.http.source);
+    line(
+        "http.enabled",
+        e.http_enabled.value.to_string(),
+        e.http_enabled.source,
+    );
+    line(
+        "http.metrics_auth",
+        e.metrics_auth.value.to_string(),
+        e.metrics_auth.source,
+    );
+    line(
+        "data.dir",
+        e.data_dir.value.display().to_string(),
+        e.data_dir.source,
+    );
+    line(
+        "data.disk_reserve_mib",
+        e.disk_reserve_mib
+            .value
+            .unwrap_or(ferry_broker::BrokerConfig::default().disk_reserve_bytes >> 20)
+            .to_string(),
+        e.disk_reserve_mib.source,
+    );
+    let or = |v: Option<usize>, d: &str| v.map_or(d.to_owned(), |v| v.to_string());
+    line(
+        "limits.max_batch",
+        or(e.max_batch.value, "1000"),
+        e.max_batch.source,
+    );
+    line(
+        "limits.max_connections",
+        or(
+            e.max_connections.value,
+            &ferry_server::DEFAULT_MAX_CONNECTIONS.to_string(),
+        ),
+        e.max_connections.source,
+    );
+    line(
+        "limits.max_read_bytes",
+        or(
+            e.max_read_bytes.value,
+            &ferry_server::DEFAULT_MAX_READ_BYTES.to_string(),
+        ),
+        e.max_read_bytes.source,
+    );
+    let path = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map_or("none".into(), |p| p.display().to_string())
+    };
+    line("tls.cert", path(&e.tls_cert.value), e.tls_cert.source);
+    line("tls.key", path(&e.tls_key.value), e.tls_key.source);
+    line(
+        "redaction.headers",
+        e.redaction.value.to_string(),
+        e.redaction.source,
+    );
+    match &e.auth {
+        None => out.push_str("auth: none (open; listen on the loopback interface only)\n"),
+        Some(auth) => {
+            out.push_str(&format!("auth: {} token(s)\n", auth.tokens.len()));
+            for t in &auth.tokens {
+                let perms: Vec<String> = t.permissions.iter().map(ToString::to_string).collect();
+                let rate = t
+                    .publish_rate
+                    .map_or(String::new(), |r| format!(", publish_rate {r}/s"));
+                out.push_str(&format!("  {}: {}{rate}\n", t.name, perms.join(", ")));
+            }
+        }
+    }
+    out
+}

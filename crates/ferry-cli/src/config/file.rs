@@ -1,0 +1,91 @@
+//! The config file's sections as TOML holds them. Each setting is optional, so that
+//! resolving can tell a value the file sets from one it leaves to a variable or the
+//! default; unknown keys are refused, so that a misspelt one is an error, not a default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub grpc: Grpc,
+    #[serde(default)]
+    pub http: Http,
+    #[serde(default)]
+    pub data: Data,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub tls: Tls,
+    #[serde(default)]
+    pub redaction: RedactionSection,
+    pub auth: Option<Auth>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grpc {
+    pub addr: Option<SocketAddr>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Http {
+    pub addr: Option<SocketAddr>,
+    pub enabled: Option<bool>,
+    pub metrics_auth: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Data {
+    pub dir: Option<PathBuf>,
+    pub disk_reserve_mib: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub max_batch: Option<usize>,
+    pub max_connections: Option<usize>,
+    pub max_read_bytes: Option<usize>,
+}
+
+/// The server's certificate chain and private key, PEM files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// The headers whose values dead-letter peeks mask.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionSection {
+    pub headers: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    #[serde(default)]
+    pub tokens: Vec<Token>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Token {
+    pub name: String,
+    pub sha256: String,
+    pub permissions: Vec<String>,
+    pub publish_rate: Option<u32>,
+}
+
+pub fn parse_file(text: &str) -> anyhow::Result<ConfigFile> {
+    toml::from_str(text).context("not a valid Ferry config")
+}

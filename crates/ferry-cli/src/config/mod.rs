@@ -1,0 +1,183 @@
+//! The server's configuration (`ferry serve`): listeners, data directory, limits, TLS,
+//! header redaction and API tokens, from a TOML file (`--config FILE`, FERRY_CONFIG), `FERRY_<SECTION>_<KEY>`
+//! environment variables and flags. Each value is the first found of: its flag, its
+//! variable, the file, the default. Tokens come from the file only.
+//!
+//! ```toml
+//! [grpc]
+//! addr = "127.0.0.1:7070"   # FERRY_GRPC_ADDR, --grpc
+//!
+//! [http]
+//! addr = "127.0.0.1:7071"   # FERRY_HTTP_ADDR, --http
+//! enabled = true            # FERRY_HTTP_ENABLED, --no-http
+//! metrics_auth = true       # FERRY_HTTP_METRICS_AUTH: /metrics needs a token with a
+//!                           # `metrics` permission; default true with [auth], and only
+//!                           # settable with it (without tokens everything is open)
+//!
+//! [data]
+//! dir = "./ferry-data"      # FERRY_DATA_DIR, --data-dir
+//! disk_reserve_mib = 64     # FERRY_DATA_DISK_RESERVE_MIB: free space publishes leave for
+//!                           # acks and housekeeping; below it publishes are refused
+//!
+//! [limits]
+//! max_batch = 1000          # FERRY_LIMITS_MAX_BATCH: messages per publish, default 1000
+//! max_connections = 256     # FERRY_LIMITS_MAX_CONNECTIONS: per listener, default 256
+//! max_read_bytes = 2097152  # FERRY_LIMITS_MAX_READ_BYTES: message bytes one dead-letter
+//!                           # peek, topic read or group poll answers with, default 2 MiB
+//!
+//! [tls]                     # both listeners over TLS only
+//! cert = "/etc/ferry/cert.pem"  # FERRY_TLS_CERT, --tls-cert: the server's certificate,
+//!                               # then intermediates (PEM)
+//! key = "/etc/ferry/key.pem"    # FERRY_TLS_KEY, --tls-key: PKCS#8, PKCS#1 or SEC1 (PEM)
+//!
+//! [redaction]               # FERRY_REDACTION_HEADERS (comma-separated), --redact-header
+//! headers = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"]
+//!
+//! [[auth.tokens]]
+//! name = "orders-service"
+//! sha256 = "9f86d0…"        # `ferry token hash TOKEN`; the token itself never goes here
+//! permissions = ["publish:orders.*", "consume:orders.#", "dlq:orders.dlq"]
+//! publish_rate = 500        # messages per second, optional
+//! ```
+//!
+//! `redaction.headers` names the headers (any case) whose values dead-letter peeks show as
+//! `***`, over gRPC (so in `ferry dlq list/peek`) and HTTP; the default is the list above.
+//! `headers = []`, or `none` in the variable or the flag, shows every value. Consumers and
+//! redrives always get the real headers.
+//!
+//! A permission is `<action>:<pattern>`: `publish`, `consume` (ordinary queues, topics),
+//! `dead_letters` or `dlq` (peek, receive from and redrive dead-letter queues; `consume`
+//! does not read them), `admin`; see `ferry_server::AuthConfig` for what each call needs.
+//!
+//! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
+//! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
+//! on the loopback interface only. Relative paths are taken from the working directory.
+//! A variable set to the empty string counts as unset.
+
+mod auth;
+mod describe;
+mod file;
+mod resolve;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use ferry_server::{AuthConfig, Redaction, TlsConfig};
+
+pub use describe::describe;
+pub use file::{
+    Auth, ConfigFile, Data, Grpc, Http, Limits, RedactionSection, Tls, Token, parse_file,
+};
+pub use resolve::resolve;
+
+// The data directory's default is public for the fuzz target, which checks a directory
+// no layer sets against it; the addresses' are needed only in this module.
+const DEFAULT_GRPC: &str = "127.0.0.1:7070";
+const DEFAULT_HTTP: &str = "127.0.0.1:7071";
+pub const DEFAULT_DATA_DIR: &str = "./ferry-data";
+
+/// Where a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File,
+    Env(&'static str),
+    Flag(&'static str),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File => f.write_str("file"),
+            Source::Env(name) => write!(f, "env {name}"),
+            Source::Flag(name) => write!(f, "flag {name}"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+/// What flags set (`None`, `false`: not given).
+#[derive(Debug, Default)]
+pub struct Flags {
+    pub grpc: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
+    pub no_http: bool,
+    pub data_dir: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// `--redact-header`, repeated (empty: not given).
+    pub redact_headers: Vec<String>,
+}
+
+/// What the server runs with, checked.
+#[derive(Debug)]
+pub struct Effective {
+    pub grpc: Setting<SocketAddr>,
+    pub http: Setting<SocketAddr>,
+    pub http_enabled: Setting<bool>,
+    /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
+    pub metrics_auth: Setting<bool>,
+    pub data_dir: Setting<PathBuf>,
+    /// `None`: the broker's default.
+    pub disk_reserve_mib: Setting<Option<u64>>,
+    pub max_batch: Setting<Option<usize>>,
+    pub max_connections: Setting<Option<usize>>,
+    pub max_read_bytes: Setting<Option<usize>>,
+    pub tls_cert: Setting<Option<PathBuf>>,
+    pub tls_key: Setting<Option<PathBuf>>,
+    pub redaction: Setting<Redaction>,
+    pub auth: Option<AuthConfig>,
+}
+
+/// The environment, as a function, so that tests need not change the process's own.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process's environment; a variable set to the empty string counts as unset.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Reads and checks the config file at `path` (if any) and layers `env` and `flags` over
+/// it. TLS files are read and checked too, so that a wrong path or a key that does not
+/// fit its certificate is found before anything opens.
+pub fn load(path: Option<&Path>, env: Env, flags: &Flags) -> anyhow::Result<Effective> {
+    let file = match path {
+        None => ConfigFile::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the config file {}", path.display()))?;
+            parse_file(&text).with_context(|| format!("in the config file {}", path.display()))?
+        }
+    };
+    let effective = resolve(file, env, flags)?;
+    tls(&effective)?;
+    Ok(effective)
+}
+
+/// The server's TLS configuration, read from the files the effective config names.
+pub fn tls(effective: &Effective) -> anyhow::Result<Option<TlsConfig>> {
+    match (&effective.tls_cert.value, &effective.tls_key.value) {
+        (Some(cert), Some(key)) => {
+            TlsConfig::from_pem_files(cert, key)
+                .map(Some)
+                .with_context(|| {
+                    format!(
+                        "tls (cert from {}, key from {})",
+                        effective.tls_cert.source, effective.tls_key.source
+                    )
+                })
+        }
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,192 @@
+//! Layering: each value from the first of its flag, its variable, the file and the
+//! default; then the checks that need the values together.
+
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::{Context, bail};
+use ferry_server::Redaction;
+
+use super::auth::auth_config;
+use super::{
+    ConfigFile, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, Effective, Env, Flags, Setting,
+    Source,
+};
+
+/// The value of the first of `flag`, the variable `name` and `file`; `None` if none is
+/// set.
+fn layer<T: FromStr>(
+    env: Env,
+    name: &'static str,
+    flag: Option<(T, &'static str)>,
+    file: Option<T>,
+) -> anyhow::Result<Option<Setting<T>>>
+where
+    T::Err: fmt::Display,
+{
+    if let Some((value, flag)) = flag {
+        let source = Source::Flag(flag);
+        return Ok(Some(Setting { value, source }));
+    }
+    if let Some(text) = env(name) {
+        let value = text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}={text:?} cannot be used: {e}"))?;
+        let source = Source::Env(name);
+        return Ok(Some(Setting { value, source }));
+    }
+    Ok(file.map(|value| Setting {
+        value,
+        source: Source::File,
+    }))
+}
+
+impl<T> Setting<T> {
+    fn or_default(setting: Option<Setting<T>>, default: T) -> Setting<T> {
+        setting.unwrap_or(Setting {
+            value: default,
+            source: Source::Default,
+        })
+    }
+
+    fn optional(setting: Option<Setting<T>>) -> Setting<Option<T>> {
+        match setting {
+            Some(Setting { value, source }) => Setting {
+                value: Some(value),
+                source,
+            },
+            None => Setting {
+                value: None,
+                source: Source::Default,
+            },
+        }
+    }
+}
+
+/// `file` with `env` and `flags` over it, checked.
+pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effective> {
+    let flag = |value, name| Option::map(value, |v| (v, name));
+    let grpc = layer(
+        env,
+        "FERRY_GRPC_ADDR",
+        flag(flags.grpc, "--grpc"),
+        file.grpc.addr,
+    )?;
+    let http = layer(
+        env,
+        "FERRY_HTTP_ADDR",
+        flag(flags.http, "--http"),
+        file.http.addr,
+    )?;
+    let no_http = flags.no_http.then_some((false, "--no-http"));
+    let http_enabled = layer(env, "FERRY_HTTP_ENABLED", no_http, file.http.enabled)?;
+    let data_dir = layer(
+        env,
+        "FERRY_DATA_DIR",
+        flags.data_dir.clone().map(|d| (d, "--data-dir")),
+        file.data.dir,
+    )?;
+    let disk_reserve_mib = layer(
+        env,
+        "FERRY_DATA_DISK_RESERVE_MIB",
+        None,
+        file.data.disk_reserve_mib,
+    )?;
+    let max_batch = layer(env, "FERRY_LIMITS_MAX_BATCH", None, file.limits.max_batch)?;
+    let max_connections = layer(
+        env,
+        "FERRY_LIMITS_MAX_CONNECTIONS",
+        None,
+        file.limits.max_connections,
+    )?;
+    let max_read_bytes = layer(
+        env,
+        "FERRY_LIMITS_MAX_READ_BYTES",
+        None,
+        file.limits.max_read_bytes,
+    )?;
+    let metrics_auth = layer(env, "FERRY_HTTP_METRICS_AUTH", None, file.http.metrics_auth)?;
+    let tls_cert = layer(
+        env,
+        "FERRY_TLS_CERT",
+        flags.tls_cert.clone().map(|p| (p, "--tls-cert")),
+        file.tls.cert,
+    )?;
+    let tls_key = layer(
+        env,
+        "FERRY_TLS_KEY",
+        flags.tls_key.clone().map(|p| (p, "--tls-key")),
+        file.tls.key,
+    )?;
+    let redaction_flag = if flags.redact_headers.is_empty() {
+        None
+    } else {
+        let joined = flags.redact_headers.join(",");
+        let value: Redaction = joined
+            .parse()
+            .with_context(|| format!("--redact-header {joined:?}"))?;
+        Some((value, "--redact-header"))
+    };
+    let redaction_file = file
+        .redaction
+        .headers
+        .map(Redaction::new)
+        .transpose()
+        .context("redaction.headers")?;
+    let redaction = layer(
+        env,
+        "FERRY_REDACTION_HEADERS",
+        redaction_flag,
+        redaction_file,
+    )?;
+    for limit in [&max_batch, &max_connections, &max_read_bytes]
+        .into_iter()
+        .flatten()
+    {
+        if limit.value == 0 {
+            bail!(
+                "limits: max_batch, max_connections and max_read_bytes must be at least 1 \
+                 (from {})",
+                limit.source
+            );
+        }
+    }
+    let tokens = file.auth.is_some();
+    let metrics_auth = match metrics_auth {
+        // Without tokens there is nothing a scrape could present: asking for one would
+        // only look like protection.
+        Some(on) if on.value && !tokens => bail!(
+            "http.metrics_auth = true needs tokens: add an [auth] section with a token \
+             holding a `metrics` permission (from {})",
+            on.source
+        ),
+        Some(set) => set,
+        None => Setting {
+            value: tokens,
+            source: Source::Default,
+        },
+    };
+    match (&tls_cert, &tls_key) {
+        (Some(_), Some(_)) | (None, None) => {}
+        (Some(only), None) | (None, Some(only)) => bail!(
+            "tls: a certificate needs its key and a key its certificate; only one is set \
+             (from {})",
+            only.source
+        ),
+    }
+    Ok(Effective {
+        grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
+        http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
+        http_enabled: Setting::or_default(http_enabled, true),
+        metrics_auth,
+        data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
+        disk_reserve_mib: Setting::optional(disk_reserve_mib),
+        max_batch: Setting::optional(max_batch),
+        max_connections: Setting::optional(max_connections),
+        max_read_bytes: Setting::optional(max_read_bytes),
+        tls_cert: Setting::optional(tls_cert),
+        tls_key: Setting::optional(tls_key),
+        redaction: Setting::or_default(redaction, Redaction::default()),
+        auth: file.auth.map(auth_config).transpose()?,
+    })
+}

@@ -1,0 +1,254 @@
+use super::*;
+
+const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+/// The file's text alone, checked, as [`resolve`] with no environment and no flags.
+fn parse(text: &str) -> anyhow::Result<Effective> {
+    resolve(parse_file(text)?, &|_| None, &Flags::default())
+}
+
+#[test]
+fn a_full_config_is_read_and_described_without_secrets() {
+    let text = format!(
+        "[limits]\nmax_batch = 10\nmax_connections = 5\n\n[[auth.tokens]]\nname = \"svc\"\nsha256 = \"{HASH}\"\npermissions = [\"publish:orders.*\", \"admin:#\"]\npublish_rate = 50\n"
+    );
+    let effective = parse(&text).unwrap();
+    assert_eq!(effective.max_batch.value, Some(10));
+    assert_eq!(effective.max_batch.source, Source::File);
+    let auth = effective.auth.as_ref().unwrap();
+    assert_eq!(auth.tokens[0].permissions.len(), 2);
+    assert_eq!(auth.tokens[0].publish_rate, Some(50));
+    let text = describe(&effective);
+    assert!(
+        text.contains("svc: publish:orders.*, admin:#, publish_rate 50/s"),
+        "{text}"
+    );
+    assert!(!text.contains(HASH));
+}
+
+#[test]
+fn mistakes_are_refused_with_where_they_are() {
+    let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+    assert!(e("[limits]\nmax_bath = 1\n").contains("max_bath"));
+    assert!(
+        e("[[auth.tokens]]\nname = \"a\"\nsha256 = \"xyz\"\npermissions = []\n").contains("sha256")
+    );
+    let bad_perm = format!(
+        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"write:x\"]\n"
+    );
+    assert!(e(&bad_perm).contains("write:x"));
+    let twice = format!(
+        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = []\n[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = []\n"
+    );
+    assert!(e(&twice).contains("twice"));
+    assert!(parse("").unwrap().auth.is_none());
+    assert!(e("[tls]\ncert = \"c.pem\"\n").contains("needs its key"));
+    assert!(e("[limits]\nmax_batch = 0\n").contains("at least 1"));
+    assert!(e("[grpc]\naddr = \"nowhere\"\n").contains("addr"));
+}
+
+#[test]
+fn metrics_need_a_token_by_default_once_there_are_tokens_and_only_then() {
+    let tokens = format!(
+        "[[auth.tokens]]\nname = \"scraper\"\nsha256 = \"{HASH}\"\npermissions = [\"metrics:#\"]\n"
+    );
+    let guarded = parse(&tokens).unwrap();
+    assert_eq!(
+        guarded.metrics_auth,
+        Setting {
+            value: true,
+            source: Source::Default
+        }
+    );
+    assert!(
+        describe(&guarded).contains("http.metrics_auth = true  (default)"),
+        "{}",
+        describe(&guarded)
+    );
+    let open = parse(&format!("[http]\nmetrics_auth = false\n{tokens}")).unwrap();
+    assert!(!open.metrics_auth.value);
+    assert_eq!(open.metrics_auth.source, Source::File);
+    let vars = [("FERRY_HTTP_METRICS_AUTH", "false")];
+    let by_env = resolve(parse_file(&tokens).unwrap(), &env(&vars), &Flags::default());
+    assert!(!by_env.unwrap().metrics_auth.value);
+    assert!(!parse("").unwrap().metrics_auth.value, "no tokens: open");
+    let refused = format!("{:#}", parse("[http]\nmetrics_auth = true\n").unwrap_err());
+    assert!(refused.contains("needs tokens"), "{refused}");
+}
+
+#[test]
+fn connections_and_read_bytes_have_finite_defaults_and_can_be_set() {
+    let defaults = describe(&parse("").unwrap());
+    for line in [
+        format!(
+            "limits.max_connections = {}  (default)",
+            ferry_server::DEFAULT_MAX_CONNECTIONS
+        ),
+        format!(
+            "limits.max_read_bytes = {}  (default)",
+            ferry_server::DEFAULT_MAX_READ_BYTES
+        ),
+    ] {
+        assert!(defaults.contains(&line), "{defaults}");
+    }
+    let vars = [("FERRY_LIMITS_MAX_READ_BYTES", "65536")];
+    let file = parse_file("[limits]\nmax_read_bytes = 1024\n").unwrap();
+    let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+    assert_eq!(e.max_read_bytes.value, Some(65536));
+    let zero = format!("{:#}", parse("[limits]\nmax_read_bytes = 0\n").unwrap_err());
+    assert!(zero.contains("at least 1"), "{zero}");
+}
+
+fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| {
+        vars.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+#[test]
+fn the_disk_reserve_comes_from_the_file_or_its_variable() {
+    let file = parse_file("[data]\ndisk_reserve_mib = 16\n").unwrap();
+    let e = resolve(file, &env(&[]), &Flags::default()).unwrap();
+    assert_eq!(e.disk_reserve_mib.value, Some(16));
+    assert!(
+        describe(&e).contains("data.disk_reserve_mib = 16  (file)"),
+        "{}",
+        describe(&e)
+    );
+    let vars = [("FERRY_DATA_DISK_RESERVE_MIB", "0")];
+    let file = parse_file("[data]\ndisk_reserve_mib = 16\n").unwrap();
+    let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+    assert_eq!(e.disk_reserve_mib.value, Some(0));
+    let e = resolve(ConfigFile::default(), &env(&[]), &Flags::default()).unwrap();
+    assert!(
+        describe(&e).contains("data.disk_reserve_mib = 64  (default)"),
+        "{}",
+        describe(&e)
+    );
+    let bad = [("FERRY_DATA_DISK_RESERVE_MIB", "-1")];
+    assert!(resolve(ConfigFile::default(), &env(&bad), &Flags::default()).is_err());
+}
+
+#[test]
+fn a_flag_beats_its_variable_which_beats_the_file_which_beats_the_default() {
+    let file = "[grpc]\naddr = \"127.0.0.1:1001\"\n[http]\naddr = \"127.0.0.1:2001\"\n\
+                [data]\ndir = \"/from/file\"\n[limits]\nmax_batch = 10\n";
+    let vars = [
+        ("FERRY_HTTP_ADDR", "127.0.0.1:2002"),
+        ("FERRY_DATA_DIR", "/from/env"),
+        ("FERRY_LIMITS_MAX_BATCH", "20"),
+        ("FERRY_LIMITS_MAX_CONNECTIONS", "30"),
+    ];
+    let flags = Flags {
+        data_dir: Some("/from/flag".into()),
+        ..Flags::default()
+    };
+    let e = resolve(parse_file(file).unwrap(), &env(&vars), &flags).unwrap();
+    assert_eq!(e.grpc.value, "127.0.0.1:1001".parse().unwrap());
+    assert_eq!(e.grpc.source, Source::File);
+    assert_eq!(e.http.value, "127.0.0.1:2002".parse().unwrap());
+    assert_eq!(e.http.source, Source::Env("FERRY_HTTP_ADDR"));
+    assert_eq!(e.data_dir.value, PathBuf::from("/from/flag"));
+    assert_eq!(e.data_dir.source, Source::Flag("--data-dir"));
+    assert_eq!(e.max_batch.value, Some(20));
+    assert_eq!(e.max_connections.value, Some(30));
+    assert!(e.http_enabled.value);
+    assert_eq!(e.http_enabled.source, Source::Default);
+    assert_eq!(e.tls_cert.value, None);
+    let text = describe(&e);
+    assert!(
+        text.contains("http.addr = 127.0.0.1:2002  (env FERRY_HTTP_ADDR)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("data.dir = /from/flag  (flag --data-dir)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("grpc.addr = 127.0.0.1:1001  (file)"),
+        "{text}"
+    );
+
+    let no_http = Flags {
+        no_http: true,
+        ..Flags::default()
+    };
+    let off = [("FERRY_HTTP_ENABLED", "true")];
+    let e = resolve(ConfigFile::default(), &env(&off), &no_http).unwrap();
+    assert!(!e.http_enabled.value, "--no-http beats the variable");
+    let e = resolve(ConfigFile::default(), &env(&[]), &Flags::default()).unwrap();
+    assert_eq!(e.grpc.value, DEFAULT_GRPC.parse().unwrap());
+    assert_eq!(e.data_dir.source, Source::Default);
+}
+
+#[test]
+fn redacted_headers_come_from_the_flag_the_variable_the_file_or_the_default() {
+    let e = parse("").unwrap();
+    assert_eq!(e.redaction.value, Redaction::default());
+    assert_eq!(e.redaction.source, Source::Default);
+    assert!(
+        describe(&e).contains(
+            "redaction.headers = authorization, cookie, proxy-authorization, set-cookie, \
+             x-api-key  (default)"
+        ),
+        "{}",
+        describe(&e)
+    );
+    let file = parse_file("[redaction]\nheaders = [\"X-Secret\"]\n").unwrap();
+    let e = resolve(file, &env(&[]), &Flags::default()).unwrap();
+    assert!(e.redaction.value.covers("x-secret") && !e.redaction.value.covers("cookie"));
+    assert_eq!(e.redaction.source, Source::File);
+    assert_eq!(
+        parse("[redaction]\nheaders = []\n")
+            .unwrap()
+            .redaction
+            .value,
+        Redaction::none()
+    );
+
+    let vars = [("FERRY_REDACTION_HEADERS", "x-a, X-B")];
+    let file = parse_file("[redaction]\nheaders = [\"x-secret\"]\n").unwrap();
+    let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+    assert_eq!(e.redaction.value, Redaction::new(["x-a", "x-b"]).unwrap());
+    assert_eq!(e.redaction.source, Source::Env("FERRY_REDACTION_HEADERS"));
+    let none = [("FERRY_REDACTION_HEADERS", "none")];
+    let e = resolve(ConfigFile::default(), &env(&none), &Flags::default()).unwrap();
+    assert!(e.redaction.value.is_empty());
+    assert!(describe(&e).contains("redaction.headers = none  (env FERRY_REDACTION_HEADERS)"));
+
+    let flags = Flags {
+        redact_headers: vec!["x-flag".into(), "x-other".into()],
+        ..Flags::default()
+    };
+    let e = resolve(ConfigFile::default(), &env(&vars), &flags).unwrap();
+    assert_eq!(
+        e.redaction.value,
+        Redaction::new(["x-flag", "x-other"]).unwrap()
+    );
+    assert_eq!(e.redaction.source, Source::Flag("--redact-header"));
+
+    let e = |r: anyhow::Result<Effective>| format!("{:#}", r.unwrap_err());
+    assert!(e(parse("[redaction]\nheaders = [\"\"]\n")).contains("redaction.headers"));
+    let bad = [("FERRY_REDACTION_HEADERS", "a,,b")];
+    assert!(
+        e(resolve(
+            ConfigFile::default(),
+            &env(&bad),
+            &Flags::default()
+        ))
+        .contains("FERRY_REDACTION_HEADERS")
+    );
+}
+
+#[test]
+fn a_bad_variable_is_named_with_its_value() {
+    let vars = [("FERRY_LIMITS_MAX_BATCH", "lots")];
+    let e = resolve(ConfigFile::default(), &env(&vars), &Flags::default()).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("FERRY_LIMITS_MAX_BATCH=\"lots\""), "{e}");
+    let vars = [("FERRY_TLS_CERT", "/c.pem")];
+    let e = resolve(ConfigFile::default(), &env(&vars), &Flags::default()).unwrap_err();
+    assert!(format!("{e:#}").contains("env FERRY_TLS_CERT"), "{e:#}");
+}
