@@ -58,8 +58,11 @@ enum ConfigCommand {
 
 #[derive(Subcommand, Debug)]
 enum TokenCommand {
-    /// Print the SHA-256 (hex) of TOKEN, as the config file's `sha256` wants it.
-    Hash { token: String },
+    /// Print the SHA-256 (hex) of TOKEN, as the config file's `sha256` wants it. Without
+    /// TOKEN it is read from stdin (`ferry token hash < token.txt`, or
+    /// `printf %s "$TOKEN" | ferry token hash`), which keeps it out of the shell's
+    /// history and `ps`; one trailing newline is not part of it.
+    Hash { token: Option<String> },
 }
 
 #[derive(Subcommand, Debug)]
@@ -229,6 +232,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token {
             command: TokenCommand::Hash { token },
         } => {
+            let token = match token {
+                Some(token) => token,
+                None => token_from_stdin()?,
+            };
             let hash = ferry_server::sha256(&token);
             println!(
                 "{}",
@@ -269,6 +276,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },
     }
+}
+
+/// The token `ferry token hash` reads from stdin: all of it but one trailing newline
+/// (`\n` or `\r\n`), which `echo` and editors add and which is not part of the token.
+fn token_from_stdin() -> anyhow::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .context("reading the token from stdin")?;
+    let token = text
+        .strip_suffix('\n')
+        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+        .unwrap_or(&text);
+    if token.is_empty() {
+        anyhow::bail!(
+            "no token on stdin: give it as an argument or on stdin \
+             (`printf %s \"$TOKEN\" | ferry token hash`)"
+        );
+    }
+    Ok(token.to_owned())
 }
 
 /// `--json`, on the commands that talk to a server only: `bench` has its own `--json FILE`.
