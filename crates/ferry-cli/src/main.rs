@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ferry_bench::suites as bench;
 use ferry_cli::config;
 use remote::{Remote, admin, dead_letters, messages, stats};
@@ -167,6 +167,31 @@ enum BenchTarget {
     StorageChildFill { dir: PathBuf, bytes: u64 },
 }
 
+/// The client flags: global, so that they go before or after a client command
+/// (`ferry --server URL queue list`, `ferry queue list --token T`), as they always have.
+const CLIENT_FLAGS: [&str; 3] = ["server", "token", "tls_ca"];
+
+/// The commands that never talk to a server through the client flags (`serve` is the
+/// server; `chaos` and `bench` start their own).
+const LOCAL_COMMANDS: [&str; 6] = ["serve", "config", "token", "completions", "chaos", "bench"];
+
+/// The command line, with the client flags hidden under the commands that do not use
+/// them: `ferry serve --help` showing `--server` and `--token` read as if `serve` took
+/// them. Clap copies a global flag into every subcommand that has none of that name, and
+/// has no per-subcommand opt-out, so these commands get a hidden copy of their own (global
+/// too, so their subcommands inherit the hidden one).
+fn command() -> clap::Command {
+    let command = Cli::command();
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| CLIENT_FLAGS.contains(&arg.get_id().as_str()))
+        .map(|arg| arg.clone().hide(true))
+        .collect();
+    LOCAL_COMMANDS.iter().fold(command, |command, name| {
+        command.mut_subcommand(name, |sub| sub.args(hidden.iter().cloned()))
+    })
+}
+
 fn main() -> ExitCode {
     // Warnings from the storage engine (e.g. a failed checkpoint) must not pass silently
     // during a benchmark; RUST_LOG can ask for more.
@@ -177,7 +202,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
 
-    match run(Cli::parse()) {
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line: what went wrong and, where known, what to do.
@@ -253,7 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stats { output, args } => remote(output, RemoteCommand::Stats(args)),
         Command::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "ferry", &mut script);
+            clap_complete::generate(shell, &mut command(), "ferry", &mut script);
             match std::io::Write::write_all(&mut std::io::stdout(), &script) {
                 // `ferry completions bash | head` is not a failure.
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
@@ -327,5 +356,6 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
     }
 }

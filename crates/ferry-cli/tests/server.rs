@@ -373,3 +373,44 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
     assert!(!printed.iter().any(|l| l.contains("HTTP")), "{printed:?}");
     assert!(from_flag.exists() && !from_env.exists());
 }
+
+#[test]
+fn serve_help_shows_only_its_own_flags_and_the_client_flags_stay_where_they_were() {
+    let help = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--tls-cert"), "{help}");
+    for client_flag in ["--server", "--token", "--tls-ca", "FERRY_SERVER"] {
+        assert!(!help.contains(client_flag), "{client_flag} in:\n{help}");
+    }
+    let queue_help = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["queue", "list", "--help"])
+        .output()
+        .unwrap();
+    let queue_help = String::from_utf8_lossy(&queue_help.stdout);
+    for client_flag in ["--server", "--token", "--tls-ca", "FERRY_SERVER"] {
+        assert!(
+            queue_help.contains(client_flag),
+            "{client_flag} in:\n{queue_help}"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    // Before the command, after it, and from FERRY_SERVER.
+    server.ok(&["queue", "create", "jobs"]);
+    let after = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["queue", "list", "--server", &server.grpc])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&after.stdout).contains("jobs"));
+    let from_env = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["queue", "list"])
+        .env("FERRY_SERVER", &server.grpc)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&from_env.stdout).contains("jobs"));
+}
