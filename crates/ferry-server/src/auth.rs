@@ -324,10 +324,19 @@ fn same_hash(a: &[u8; 32], b: &[u8; 32]) -> bool {
 /// token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// No `authorization: Bearer <token>` at all (or another scheme, or an empty token):
+    /// the client was not set up to send one, which is a different fix from a wrong one.
     #[error(
-        "no valid API token: send `authorization: Bearer <token>` with a token the server knows"
+        "no token: send `authorization: Bearer <token>` (gRPC metadata or HTTP header) \
+         with a token the server knows"
     )]
-    Unauthenticated,
+    NoToken,
+    /// A bearer token whose hash no grant holds: a typo, a revoked or another server's one.
+    #[error(
+        "the token is not one this server knows: check the token sent against the \
+         `sha256` of the server's [[auth.tokens]] (`ferry token hash`)"
+    )]
+    UnknownToken,
     #[error(
         "token {token:?} may not {action} on {name:?}: grant it a permission like \
          `{action}:{name}`{}",
@@ -350,6 +359,28 @@ pub enum Refusal {
          slow down and retry"
     )]
     OverQuota { token: String, rate: u32 },
+}
+
+impl Refusal {
+    /// The grant's name the refusal is about, when the token matched one.
+    fn token_name(&self) -> Option<&str> {
+        match self {
+            Refusal::Forbidden { token, .. }
+            | Refusal::NoMetrics { token }
+            | Refusal::OverQuota { token, .. } => Some(token),
+            Refusal::NoToken | Refusal::UnknownToken | Refusal::BatchTooLarge { .. } => None,
+        }
+    }
+
+    /// Logs the refusal at info level, as each protocol answers it: an operator sees who
+    /// was turned away and why. The message and the grant's name only, never the token,
+    /// which is a secret and a refusal never holds.
+    pub(crate) fn log(&self, protocol: &'static str) {
+        match self.token_name() {
+            Some(token) => tracing::info!(protocol, token, refusal = %self, "call refused"),
+            None => tracing::info!(protocol, refusal = %self, "call refused"),
+        }
+    }
 }
 
 /// What a refusal adds for an action that surprises: `consume` does not read dead letters.
@@ -438,7 +469,7 @@ impl Gate {
             })
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .ok_or(Refusal::Unauthenticated)?;
+            .ok_or(Refusal::NoToken)?;
         let hash = sha256(token);
         // Every grant is compared, not only up to the match: how long the lookup takes
         // says nothing about which grant (if any) matched.
@@ -448,9 +479,7 @@ impl Gate {
                 found = Some(i);
             }
         }
-        found
-            .map(|i| Caller(Some(i)))
-            .ok_or(Refusal::Unauthenticated)
+        found.map(|i| Caller(Some(i))).ok_or(Refusal::UnknownToken)
     }
 
     fn grant(&self, caller: Caller) -> Option<&TokenGrant> {
@@ -739,9 +768,16 @@ mod tests {
             }),
             10,
         );
-        assert_eq!(gate.caller(None).unwrap_err(), Refusal::Unauthenticated);
-        assert!(gate.caller(Some("Bearer nope")).is_err());
-        assert!(gate.caller(Some("s3cret-token")).is_err());
+        assert_eq!(gate.caller(None).unwrap_err(), Refusal::NoToken);
+        assert_eq!(gate.caller(Some("Bearer ")).unwrap_err(), Refusal::NoToken);
+        assert_eq!(
+            gate.caller(Some("Bearer nope")).unwrap_err(),
+            Refusal::UnknownToken
+        );
+        assert_eq!(
+            gate.caller(Some("s3cret-token")).unwrap_err(),
+            Refusal::NoToken
+        );
         assert!(gate.caller(Some("BEARER s3cret-token")).is_ok());
         assert!(gate.caller(Some("Bearer S3CRET-TOKEN")).is_err());
         let caller = gate.caller(Some("Bearer s3cret-token")).unwrap();

@@ -48,22 +48,24 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
     }
 }
 
-/// A refusal's gRPC status: 16 no valid token, 7 a token without the permission, 8 a
-/// batch over the limit or a spent quota.
+/// A refusal's gRPC status: 16 no or an unknown token, 7 a token without the permission,
+/// 8 a batch over the limit or a spent quota. Every gRPC refusal passes here, so it is
+/// logged here.
 pub fn from_refusal(refusal: Refusal) -> Status {
+    refusal.log("grpc");
     let code = match refusal {
-        Refusal::Unauthenticated => Code::Unauthenticated,
+        Refusal::NoToken | Refusal::UnknownToken => Code::Unauthenticated,
         Refusal::Forbidden { .. } | Refusal::NoMetrics { .. } => Code::PermissionDenied,
         Refusal::BatchTooLarge { .. } | Refusal::OverQuota { .. } => Code::ResourceExhausted,
     };
     Status::new(code, refusal.to_string())
 }
 
-/// A refusal's HTTP status and error code: 401 no valid token, 403 a token without the
+/// A refusal's HTTP status and error code: 401 no or an unknown token, 403 a token without the
 /// permission, 413 a batch over the limit, 429 a spent quota.
 pub fn http_refusal(refusal: &Refusal) -> (StatusCode, &'static str) {
     match refusal {
-        Refusal::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+        Refusal::NoToken | Refusal::UnknownToken => (StatusCode::UNAUTHORIZED, "unauthenticated"),
         Refusal::Forbidden { .. } | Refusal::NoMetrics { .. } => {
             (StatusCode::FORBIDDEN, "forbidden")
         }

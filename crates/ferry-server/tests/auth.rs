@@ -198,6 +198,36 @@ async fn missing_or_unknown_tokens_are_unauthenticated_and_change_nothing() {
 }
 
 /// `/metrics` and its `metrics` permission: `tests/metrics.rs`.
+/// No token and a wrong token are different fixes (set the client up to send one, or
+/// send the right one), so the two answers say which it is, on both protocols.
+#[tokio::test]
+async fn a_missing_token_and_an_unknown_one_are_told_apart() {
+    let s = Running::start().await;
+    let no_token = "no token: send `authorization: Bearer <token>`";
+    let unknown = "the token is not one this server knows";
+    for (token, says, not) in [
+        (None, no_token, unknown),
+        (Some(""), no_token, unknown),
+        (Some(WRONG), unknown, no_token),
+    ] {
+        let status = refused(
+            s.admin()
+                .list_queues(req(token, v1::ListQueuesRequest {}))
+                .await,
+        );
+        assert_eq!(status.code(), Code::Unauthenticated);
+        assert!(status.message().contains(says), "{token:?}: {status:?}");
+        assert!(!status.message().contains(not), "{token:?}: {status:?}");
+
+        let r = s.http(token, "GET", "/v1/queues", json!({})).await;
+        expect(&r, 401, "unauthenticated");
+        let message = r.json()["error"].as_str().unwrap_or_default().to_owned();
+        assert!(message.contains(says), "{token:?}: {}", r.raw);
+        assert!(!message.contains(not), "{token:?}: {}", r.raw);
+    }
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn health_and_readiness_need_no_token() {
     let s = Running::start().await;

@@ -115,7 +115,9 @@ impl From<ConvertError> for ApiError {
 }
 
 impl From<Refusal> for ApiError {
+    /// Every HTTP refusal passes here, so it is logged here.
     fn from(refusal: Refusal) -> ApiError {
+        refusal.log("http");
         let (status, code) = crate::status::http_refusal(&refusal);
         ApiError::new(status, code, refusal.to_string())
     }
