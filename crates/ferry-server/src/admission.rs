@@ -179,6 +179,66 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// [`Connection::handshake`] on the HTTP listener, after a look at the first bytes: a
+    /// TLS connection starts with a handshake record (0x16), a plain HTTP request with its
+    /// method's ASCII letters. Such a request (`curl http://` at the HTTPS port) is
+    /// answered `400` in plain HTTP, saying to use `https://`, and closed: otherwise the
+    /// handshake would fail on it and the client see only a closed connection.
+    pub(crate) async fn http_handshake(self, acceptor: TlsAcceptor) -> Option<Connection> {
+        let Stream::Plain(tcp) = &self.stream else {
+            return Some(self);
+        };
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
+            Ok(Ok(1..)) if first[0].is_ascii_uppercase() => {
+                refuse_plain_http(self).await;
+                None
+            }
+            Ok(Ok(1..)) => self.handshake(acceptor).await,
+            // Closed, or silent for as long as a handshake may take.
+            Ok(_) => None,
+            Err(_) => {
+                tracing::debug!("TLS handshake timed out");
+                None
+            }
+        }
+    }
+}
+
+/// Answers a plain HTTP request at a TLS port with a `400` saying to use `https://` (with
+/// the request's own host and path when its head gives them), then closes.
+async fn refuse_plain_http(mut stream: Connection) {
+    let head = read_head(&mut stream).await;
+    let head = String::from_utf8_lossy(&head);
+    let path = head
+        .lines()
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .filter(|path| path.starts_with('/'))
+        .unwrap_or("/");
+    let host = head.lines().skip(1).find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("host")
+            .then(|| value.trim().to_owned())
+    });
+    let url = match host {
+        Some(host) => format!("https://{host}{path}"),
+        None => "https://".to_owned(),
+    };
+    let message = format!("this port speaks HTTPS (TLS) only: use {url}");
+    tracing::debug!("plain HTTP at the TLS port answered 400");
+    let body = serde_json::json!({ "error": message, "code": "tls_required" }).to_string();
+    let reply = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(reply.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
 /// A connection's bytes: plain TCP, or TLS over it.
 enum Stream {
     Plain(TcpStream),
@@ -328,12 +388,12 @@ impl axum::serve::Listener for HttpListener {
                     tokio::spawn(refuse_http(connection, limit));
                 }
                 (Some(tls), false) => {
-                    let handshake = connection.handshake(tls.clone());
+                    let handshake = connection.http_handshake(tls.clone());
                     self.handshakes
                         .spawn(async move { Some((handshake.await?, addr)) });
                 }
                 (Some(tls), true) => {
-                    let handshake = connection.handshake(tls.clone());
+                    let handshake = connection.http_handshake(tls.clone());
                     tokio::spawn(async move {
                         if let Some(connection) = handshake.await {
                             refuse_http(connection, limit).await;
@@ -349,10 +409,10 @@ impl axum::serve::Listener for HttpListener {
     }
 }
 
-/// Answers `429` and closes. The request's head is read first (for at most a second):
-/// closing with unread bytes would reset the connection, and the client could lose the
-/// answer.
-async fn refuse_http(mut stream: Connection, limit: usize) {
+/// What arrives of a request's head within a second (at most 64 KiB): read before an
+/// answer that closes, since closing with unread bytes would reset the connection and
+/// the client could lose the answer.
+async fn read_head(stream: &mut Connection) -> Vec<u8> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -364,6 +424,14 @@ async fn refuse_http(mut stream: Connection, limit: usize) {
         }
     })
     .await;
+    head
+}
+
+/// Answers `429` and closes. The request's head is read first (for at most a second):
+/// closing with unread bytes would reset the connection, and the client could lose the
+/// answer.
+async fn refuse_http(mut stream: Connection, limit: usize) {
+    read_head(&mut stream).await;
     let body = format!(
         "{{\"error\":\"the server has its maximum of {limit} HTTP connections open: \
          retry later, or reuse a connection\",\"code\":\"too_many_connections\"}}"

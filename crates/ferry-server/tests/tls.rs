@@ -198,14 +198,43 @@ async fn a_client_that_does_not_trust_the_ca_fails_the_handshake() {
     server.stop().await;
 }
 
+/// `curl http://` at the HTTPS port: the first bytes are a request line, not a TLS
+/// ClientHello, so the listener can say in plain HTTP what is wrong instead of closing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plaintext_client_gets_no_answer_from_a_tls_listener() {
+async fn plain_http_at_the_tls_http_port_is_told_to_use_https() {
     let pki = pki();
     let server = start(&pki, None).await;
-    let tcp = TcpStream::connect(server.http).await.unwrap();
-    let response = http_request(tcp, "GET", "/healthz", "").await;
-    assert!(!response.contains("HTTP/1.1"), "{response}");
+    let mut tcp = TcpStream::connect(server.http).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tcp.read_to_end(&mut response),
+    )
+    .await
+    .expect("answered and closed in time")
+    .unwrap();
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 400"), "{response}");
+    assert!(
+        response.contains("HTTPS") && response.contains("https://"),
+        "{response}"
+    );
+    assert!(response.contains("https://localhost/"), "{response}");
+    // HTTPS still works on the same port.
+    let health = https(server.http, &pki.ca_der, "GET", "/healthz", "")
+        .await
+        .unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    server.stop().await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_grpc_client_gets_no_answer_from_a_tls_listener() {
+    let pki = pki();
+    let server = start(&pki, None).await;
     let plain = async {
         let channel = Endpoint::from_shared(format!("http://{}", server.grpc))
             .unwrap()
