@@ -210,3 +210,77 @@ fn serve_with_tls_flags_refuses_a_client_trusting_another_ca() {
     assert!(stderr.contains("cannot be used together"), "{stderr}");
     assert!(!never.exists(), "nothing opened");
 }
+
+/// The CLI names what is wrong with a TLS connection and how to fix it, in one line; so
+/// does `serve` with a certificate no client would accept.
+#[test]
+fn tls_mistakes_are_named_with_their_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    // A certificate for another name than the one dialled.
+    let elsewhere = TestPki::for_names(&["broker.example"]);
+    let write = |file: &str, text: &str| {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let cert = write("cert.pem", &elsewhere.cert_pem);
+    let key = write("key.pem", &elsewhere.key_pem);
+    let ca = write("ca.pem", &elsewhere.ca_pem);
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let port = server.grpc.rsplit(':').next().unwrap();
+    let one_line_failure = |address: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["--server", address, "--tls-ca", ca.to_str().unwrap()])
+            .args(["queue", "list"])
+            .env_remove("FERRY_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        stderr
+    };
+    let mismatch = one_line_failure(&format!("ferrys://localhost:{port}"));
+    assert!(
+        mismatch.contains("not valid for \"localhost\"") && mismatch.contains("broker.example"),
+        "{mismatch}"
+    );
+    // The HTTP port, dialled as if it were the gRPC one.
+    let http = one_line_failure(&format!("ferrys://{}", server.http));
+    assert!(
+        http.contains("may not be a Ferry gRPC port") && http.contains("--server"),
+        "{http}"
+    );
+    drop(server);
+
+    // `serve` with a self-signed CA certificate as its own.
+    let (ca_as_leaf, ca_key) = ferry_testkit::pki::ca_as_server_certificate();
+    let cert = write("ca-cert.pem", &ca_as_leaf);
+    let key = write("ca-key.pem", &ca_key);
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http"])
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .arg("--data-dir")
+        .arg(dir.path().join("never"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("server certificate") && stderr.contains("make a CA and a leaf"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("peer"), "{stderr}");
+}

@@ -57,6 +57,24 @@ impl ConnectOptions {
     }
 
     /// `endpoint` with TLS on when `target` asks for it.
+    /// The name the server's certificate is checked against: the TLS domain if set, else
+    /// the host of the address.
+    pub(crate) fn tls_host(&self, target: &Target) -> String {
+        if let Some(domain) = &self.tls_domain {
+            return domain.clone();
+        }
+        let authority = target
+            .uri
+            .split_once("://")
+            .map_or(&*target.uri, |(_, a)| a);
+        let host = authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host);
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned()
+    }
+
     pub(crate) fn apply_tls(&self, endpoint: Endpoint, target: &Target) -> Result<Endpoint> {
         if !target.tls {
             return Ok(endpoint);

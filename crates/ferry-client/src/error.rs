@@ -23,6 +23,14 @@ pub enum ClientError {
         url: String,
         source: tonic::transport::Error,
     },
+    /// The TLS handshake failed for a reason the client can name: `failure` says what is
+    /// wrong and what fixes it; the rustls error is in `source`'s sources.
+    #[error("TLS with {url} failed: {failure}")]
+    Tls {
+        url: String,
+        failure: TlsFailure,
+        source: tonic::transport::Error,
+    },
     /// The server answered with an error: `code` says what kind, `message` what and why,
     /// and `kind` the broker's classification when the server sent it (every broker error
     /// carries it; a failure of the connection itself has none).
@@ -90,6 +98,109 @@ impl From<tonic::Status> for ClientError {
             kind,
         }
     }
+}
+
+/// Why the server's certificate or the TLS handshake was refused, each with what fixes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The server presents a CA certificate (basicConstraints CA:TRUE) as its own: a
+    /// self-signed certificate made with `openssl req -x509` and given as the CA too.
+    #[error(
+        "the server's certificate is a CA certificate used as its own (self-signed): make a \
+         CA and a server certificate signed by it (see the README's Security section)"
+    )]
+    CaUsedAsEndEntity,
+    /// An X.509 v1 certificate (`openssl x509 -req` without `-extfile`): no subjectAltName,
+    /// no basicConstraints, which the checks need.
+    #[error(
+        "the server's certificate is X.509 v1: it needs v3 extensions (subjectAltName, \
+         basicConstraints CA:FALSE); sign it with an extensions file (see the README's \
+         Security section)"
+    )]
+    UnsupportedCertVersion,
+    /// The CA given does not sign the server's certificate (none of its name, or one of
+    /// its name with another key).
+    #[error("the server's certificate is not signed by the CA given: give the CA that signed it")]
+    UnknownIssuer,
+    /// The certificate does not name `host`, the host dialled (or the TLS domain set).
+    #[error(
+        "the server's certificate is not valid for {host:?}, the host dialled: its \
+         subjectAltName has {}; dial a name it has, or add {host:?} to its subjectAltName",
+        if presented.is_empty() { "no name that matches".to_owned() } else { presented.join(", ") }
+    )]
+    NotValidForName {
+        host: String,
+        presented: Vec<String>,
+    },
+    /// The server speaks none of the client's application protocols (ALPN `h2`): another
+    /// TLS service, or Ferry's HTTP port (`http/1.1`) rather than its gRPC one.
+    #[error(
+        "the server speaks no protocol the client offers (ALPN h2): this port may not be a \
+         Ferry gRPC port (the HTTP port is another, by default 7071 beside 7070)"
+    )]
+    NoApplicationProtocol,
+}
+
+/// The TLS failure in `error`'s sources, if there is one the client can name. `host` is the
+/// name the client checked the certificate against, for a mismatch without its context.
+pub(crate) fn tls_failure(
+    error: &(dyn std::error::Error + 'static),
+    host: &str,
+) -> Option<TlsFailure> {
+    use rustls::{AlertDescription, CertificateError};
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        // An I/O error's `source` skips the error it wraps, where rustls puts its own.
+        let inner = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        for candidate in [Some(cause), inner].into_iter().flatten() {
+            let Some(tls) = candidate.downcast_ref::<rustls::Error>() else {
+                continue;
+            };
+            let failure = match tls {
+                rustls::Error::InvalidCertificate(certificate) => match certificate {
+                    // A bad signature here is a CA of the issuer's name but another key:
+                    // as much not the signer as a CA of another name.
+                    CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+                        TlsFailure::UnknownIssuer
+                    }
+                    CertificateError::NotValidForName => TlsFailure::NotValidForName {
+                        host: host.to_owned(),
+                        presented: Vec::new(),
+                    },
+                    CertificateError::NotValidForNameContext {
+                        expected,
+                        presented,
+                    } => TlsFailure::NotValidForName {
+                        host: expected.to_str().into_owned(),
+                        presented: presented.clone(),
+                    },
+                    // rustls passes these checker verdicts on as they are.
+                    CertificateError::Other(other) => {
+                        match other.0.downcast_ref::<webpki::Error>()? {
+                            webpki::Error::CaUsedAsEndEntity => TlsFailure::CaUsedAsEndEntity,
+                            webpki::Error::UnsupportedCertVersion => {
+                                TlsFailure::UnsupportedCertVersion
+                            }
+                            _ => return None,
+                        }
+                    }
+                    _ => return None,
+                },
+                rustls::Error::NoApplicationProtocol
+                | rustls::Error::AlertReceived(AlertDescription::NoApplicationProtocol) => {
+                    TlsFailure::NoApplicationProtocol
+                }
+                _ => return None,
+            };
+            return Some(failure);
+        }
+        next = cause.source();
+    }
+    None
 }
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;

@@ -29,7 +29,7 @@ use tonic::transport::Endpoint;
 
 pub use connect::{ConnectOptions, Credentials};
 pub use consumer::{Consumer, ConsumerConfig, Delivery, DroppedDelivery, SettleStream};
-pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Result};
+pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Result, TlsFailure};
 pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;
 pub use message::Message;
@@ -70,13 +70,20 @@ impl Client {
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
         let endpoint = options.apply_tls(endpoint, &target)?;
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|source| ClientError::Connect {
-                url: target.uri,
-                source,
-            })?;
+        let channel = endpoint.connect().await.map_err(|source| {
+            let host = options.tls_host(&target);
+            match error::tls_failure(&source, &host) {
+                Some(failure) => ClientError::Tls {
+                    url: target.uri.clone(),
+                    failure,
+                    source,
+                },
+                None => ClientError::Connect {
+                    url: target.uri.clone(),
+                    source,
+                },
+            }
+        })?;
         Ok(Client {
             channel: InterceptedService::new(channel, credentials),
             retry: RetryPolicy::default(),

@@ -3,7 +3,7 @@
 //! `ferrys://` without a CA is refused before anything is sent.
 
 use ferry_broker::{Broker, BrokerConfig};
-use ferry_client::{Client, ClientError, ConnectOptions, Message};
+use ferry_client::{Client, ClientError, ConnectOptions, Message, TlsFailure};
 use ferry_server::{AuthConfig, TlsConfig, TokenGrant};
 use ferry_testkit::TestPki;
 
@@ -54,7 +54,7 @@ async fn ferrys_with_the_ca_and_a_token_works_and_another_ca_does_not() {
     let untrusted = ConnectOptions::new().token(TOKEN).tls_ca_pem(other_ca);
     let e = Client::connect_with(&format!("ferrys://{addr}"), untrusted).await;
     match e {
-        Err(ClientError::Connect { source, .. }) => {
+        Err(ClientError::Tls { source, .. }) => {
             let mut causes = String::new();
             let mut cause = std::error::Error::source(&source);
             while let Some(c) = cause {
@@ -78,5 +78,149 @@ async fn ferrys_with_the_ca_and_a_token_works_and_another_ca_does_not() {
     let e = Client::connect_with(&format!("ferrys://{addr}"), bad_ca).await;
     assert!(matches!(e, Err(ClientError::BadTls(_))));
 
+    server.stop().await.unwrap();
+}
+
+/// A TLS server on a free port that presents `cert_pem` (with `key_pem`) and offers
+/// `alpn`, and does nothing but handshake: a stand-in for a misconfigured server, which
+/// `ferry serve` itself refuses to be.
+fn handshake_only_server(cert_pem: &str, key_pem: &str, alpn: &[u8]) -> std::net::SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    // Not `with_single_cert`: it parses the certificate, and refuses a v1 one.
+    let signer = provider.key_provider.load_private_key(key).unwrap();
+    let certified = rustls::sign::CertifiedKey::new(certs, signer);
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_cert_resolver(std::sync::Arc::new(rustls::sign::SingleCertAndKey::from(
+            certified,
+        )));
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let config = std::sync::Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(mut tcp) = tcp else { return };
+            let mut connection = rustls::ServerConnection::new(config.clone()).unwrap();
+            while connection.is_handshaking() {
+                if connection.complete_io(&mut tcp).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+/// What `ferrys://addr` trusting `ca_pem` fails with.
+async fn tls_failure(addr: std::net::SocketAddr, ca_pem: &str) -> (TlsFailure, String) {
+    let options = ConnectOptions::new().tls_ca_pem(ca_pem.to_owned());
+    match Client::connect_with(&format!("ferrys://{addr}"), options).await {
+        Err(e @ ClientError::Tls { .. }) => {
+            let text = e.to_string();
+            let ClientError::Tls { failure, .. } = e else {
+                unreachable!()
+            };
+            assert!(!text.contains('\n'), "one line: {text}");
+            (failure, text)
+        }
+        Err(other) => {
+            let mut chain = format!("{other:?}");
+            let mut cause = std::error::Error::source(&other);
+            while let Some(c) = cause {
+                chain.push_str(&format!("\n -> {c:?}"));
+                cause = c.source();
+            }
+            panic!("not a TLS failure: {chain}")
+        }
+        Ok(_) => panic!("connected"),
+    }
+}
+
+/// A CA and a server certificate made by `openssl` the way many guides do it:
+/// `x509 -req` without an extensions file, which makes an X.509 v1 certificate.
+fn openssl_v1_pki(dir: &std::path::Path) -> (String, String, String) {
+    let script = "openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                  -days 2 -subj /CN=ca -keyout ca.key -out ca.pem && \
+                  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                  -subj /CN=localhost -keyout key.pem -out server.csr && \
+                  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+                  -days 2 -out cert.pem";
+    let out = std::process::Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    (read("ca.pem"), read("cert.pem"), read("key.pem"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_errors_are_named_with_what_fixes_them() {
+    // A self-signed CA certificate as the server's, trusted as the CA.
+    let (ca_as_leaf, key) = ferry_testkit::pki::ca_as_server_certificate();
+    let addr = handshake_only_server(&ca_as_leaf, &key, b"h2");
+    let (failure, text) = tls_failure(addr, &ca_as_leaf).await;
+    assert_eq!(failure, TlsFailure::CaUsedAsEndEntity, "{text}");
+    assert!(
+        text.contains("make a CA and a server certificate signed by it"),
+        "{text}"
+    );
+
+    // An X.509 v1 certificate.
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, v1, key) = openssl_v1_pki(dir.path());
+    let addr = handshake_only_server(&v1, &key, b"h2");
+    let (failure, text) = tls_failure(addr, &ca).await;
+    assert_eq!(failure, TlsFailure::UnsupportedCertVersion, "{text}");
+    assert!(text.contains("needs v3 extensions"), "{text}");
+
+    // A CA that did not sign the server's certificate.
+    let pki = TestPki::generate();
+    let other = TestPki::generate();
+    let addr = handshake_only_server(&pki.cert_pem, &pki.key_pem, b"h2");
+    let (failure, text) = tls_failure(addr, &other.ca_pem).await;
+    assert_eq!(failure, TlsFailure::UnknownIssuer, "{text}");
+    assert!(text.contains("not signed by the CA given"), "{text}");
+
+    // A certificate that does not name the host dialled.
+    let elsewhere = TestPki::for_names(&["broker.example"]);
+    let addr = handshake_only_server(&elsewhere.cert_pem, &elsewhere.key_pem, b"h2");
+    let (failure, text) = tls_failure(addr, &elsewhere.ca_pem).await;
+    assert!(
+        matches!(&failure, TlsFailure::NotValidForName { host, .. } if host == "127.0.0.1"),
+        "{failure:?}"
+    );
+    assert!(
+        text.contains("\"127.0.0.1\"") && text.contains("broker.example"),
+        "{text}"
+    );
+
+    // A port that speaks another protocol over TLS: a Ferry server's HTTP port.
+    let broker_dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(broker_dir.path(), BrokerConfig::default())
+        .await
+        .unwrap();
+    let server = ferry_server::Server::new(broker)
+        .tls(TlsConfig::from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes()).unwrap())
+        .start_local()
+        .await
+        .unwrap();
+    let (failure, text) = tls_failure(server.http_addr(), &pki.ca_pem).await;
+    assert_eq!(failure, TlsFailure::NoApplicationProtocol, "{text}");
+    assert!(text.contains("may not be a Ferry gRPC port"), "{text}");
     server.stop().await.unwrap();
 }

@@ -161,14 +161,25 @@ impl Connection {
         let Stream::Plain(tcp) = self.stream else {
             return Some(self);
         };
+        let alpn = acceptor
+            .config()
+            .alpn_protocols
+            .first()
+            .cloned()
+            .unwrap_or_default();
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => {
                 self.stream = Stream::Tls(Box::new(tls));
                 Some(self)
             }
-            // A port scan or a plaintext client: not worth more than a debug line.
             Ok(Err(error)) => {
-                tracing::debug!(%error, "TLS handshake failed");
+                match crate::tls::handshake_failure(&error, &alpn) {
+                    // The server's certificate or a client at the wrong port: for the
+                    // operator to fix, so said where they look.
+                    Some(cause) => tracing::info!(%cause, "TLS handshake failed"),
+                    // A port scan or a plaintext client: not worth more than a debug line.
+                    None => tracing::debug!(%error, "TLS handshake failed"),
+                }
                 None
             }
             Err(_) => {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use tokio_rustls::TlsAcceptor;
 
 use crate::ServeError;
@@ -80,15 +80,20 @@ impl TlsConfig {
             ))
         })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        check_server_certificate(&certs[0], &provider)?;
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| invalid(e.to_string()))?
             .with_no_client_auth()
             .with_single_cert(certs, key)
-            .map_err(|e| {
-                invalid(format!(
+            .map_err(|e| match e {
+                // rustls words it from a client's side ("invalid peer certificate").
+                rustls::Error::InvalidCertificate(problem) => {
+                    invalid(format!("the server certificate is not usable: {problem:?}"))
+                }
+                e => invalid(format!(
                     "the certificate and key cannot be used together: {e}"
-                ))
+                )),
             })?;
         Ok(TlsConfig {
             config: Arc::new(config),
@@ -100,5 +105,127 @@ impl TlsConfig {
         let mut config = (*self.config).clone();
         config.alpn_protocols = vec![alpn.to_vec()];
         TlsAcceptor::from(Arc::new(config))
+    }
+}
+
+/// What the server's certificate needs to fit, said at start: the checks every client
+/// makes of it that do not depend on the client (which CA it trusts, which host it
+/// dials). A certificate failing them would be refused by every client, at every
+/// connection, with a client's words ("invalid peer certificate") on the client's side
+/// only; here it stops `serve` with the fix.
+fn check_server_certificate(
+    leaf: &CertificateDer<'_>,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<(), ServeError> {
+    let see = "(see the README's Security section)";
+    let leaf_cert = match webpki::EndEntityCert::try_from(leaf) {
+        Ok(cert) => cert,
+        Err(webpki::Error::UnsupportedCertVersion) => {
+            return Err(invalid(format!(
+                "the server certificate is X.509 v1: it needs v3 extensions (subjectAltName, \
+                 basicConstraints CA:FALSE, extendedKeyUsage serverAuth); sign it with an \
+                 extensions file {see}"
+            )));
+        }
+        Err(e) => {
+            return Err(invalid(format!(
+                "the server certificate cannot be read: {e:?}"
+            )));
+        }
+    };
+    // No trust anchor: the checks of the certificate itself (validity, basicConstraints,
+    // extendedKeyUsage) come before the search for its issuer, which then fails as
+    // expected and is not this check's business.
+    let verdict = leaf_cert.verify_for_usage(
+        provider.signature_verification_algorithms.all,
+        &[],
+        &[],
+        UnixTime::now(),
+        webpki::KeyUsage::server_auth(),
+        None,
+        None,
+    );
+    match verdict {
+        Err(webpki::Error::CaUsedAsEndEntity) => Err(invalid(format!(
+            "the server certificate is a CA certificate (basicConstraints CA:TRUE), as a \
+             self-signed one made with `openssl req -x509` is: clients refuse it even when \
+             they trust it as their CA; make a CA and a leaf signed by it {see}"
+        ))),
+        #[allow(deprecated)]
+        Err(webpki::Error::RequiredEkuNotFound | webpki::Error::RequiredEkuNotFoundContext(_)) => {
+            Err(invalid(format!(
+                "the server certificate's extendedKeyUsage lacks serverAuth: clients refuse \
+                 it; sign it with `extendedKeyUsage = serverAuth` {see}"
+            )))
+        }
+        // Expiry and the rest are for clients to judge against their own clock and CA.
+        _ => Ok(()),
+    }
+}
+
+/// A failed handshake, said from the server's side when the cause is the server's
+/// certificate or the port the client dialled; `None` for the rest (port scans, clients
+/// that hang up), which are not worth an operator's attention. `alpn` is the listener's
+/// application protocol.
+pub(crate) fn handshake_failure(error: &std::io::Error, alpn: &[u8]) -> Option<String> {
+    use rustls::AlertDescription as Alert;
+    let tls = error.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let see = "(see the README's Security section)";
+    match tls {
+        rustls::Error::AlertReceived(Alert::UnknownCA) => Some(format!(
+            "a client does not trust the server certificate: the CA it was given \
+             (ferry --tls-ca, FERRY_TLS_CA) did not sign it; give clients the CA that did {see}"
+        )),
+        rustls::Error::AlertReceived(
+            alert @ (Alert::BadCertificate
+            | Alert::UnsupportedCertificate
+            | Alert::CertificateUnknown
+            | Alert::CertificateExpired),
+        ) => Some(format!(
+            "a client refused the server certificate ({alert:?}): check that it has not \
+             expired, that its subjectAltName names the host clients dial, and that it is \
+             X.509 v3 and not a CA certificate {see}"
+        )),
+        rustls::Error::NoApplicationProtocol => Some(format!(
+            "a client offered none of this port's application protocol ({}): it may be \
+             dialling the wrong port (gRPC speaks h2, HTTP http/1.1)",
+            String::from_utf8_lossy(alpn)
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(error: rustls::Error) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, error)
+    }
+
+    #[test]
+    fn handshake_failures_about_the_certificate_or_the_port_are_said_from_the_servers_side() {
+        use rustls::AlertDescription as Alert;
+        let said = |error| handshake_failure(&io(error), ALPN_GRPC).unwrap_or_default();
+        let unknown_ca = said(rustls::Error::AlertReceived(Alert::UnknownCA));
+        assert!(unknown_ca.contains("server certificate"), "{unknown_ca}");
+        assert!(unknown_ca.contains("--tls-ca"), "{unknown_ca}");
+        let bad = said(rustls::Error::AlertReceived(Alert::BadCertificate));
+        assert!(bad.contains("refused the server certificate"), "{bad}");
+        assert!(bad.contains("subjectAltName"), "{bad}");
+        let alpn = said(rustls::Error::NoApplicationProtocol);
+        assert!(
+            alpn.contains("(h2)") && alpn.contains("wrong port"),
+            "{alpn}"
+        );
+        for text in [&unknown_ca, &bad, &alpn] {
+            assert!(!text.contains("peer"), "{text}");
+        }
+        assert_eq!(
+            handshake_failure(&io(rustls::Error::DecryptError), ALPN_GRPC),
+            None
+        );
+        let plain = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(handshake_failure(&plain, ALPN_HTTP), None);
     }
 }

@@ -283,6 +283,41 @@ fn bad_certificates_and_keys_are_refused_with_what_is_wrong() {
     assert!(e("", &pki.key_pem).contains("no `BEGIN CERTIFICATE`"));
     assert!(e(&pki.cert_pem, "").contains("private key"));
     assert!(e(&pki.cert_pem, &other.key_pem).contains("cannot be used together"));
+
+    // Certificates every client refuses stop the server at start, in its own words.
+    let (ca_as_leaf, ca_key) = ferry_testkit::pki::ca_as_server_certificate();
+    let ca_used = e(&ca_as_leaf, &ca_key);
+    assert!(
+        ca_used.contains("server certificate is a CA certificate")
+            && ca_used.contains("make a CA and a leaf signed by it"),
+        "{ca_used}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = "openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                  -days 2 -subj /CN=ca -keyout ca.key -out ca.pem && \
+                  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                  -subj /CN=localhost -keyout key.pem -out server.csr && \
+                  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+                  -days 2 -out cert.pem";
+    let made = std::process::Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    let v1 = e(&read("cert.pem"), &read("key.pem"));
+    assert!(
+        v1.contains("server certificate is X.509 v1") && v1.contains("needs v3 extensions"),
+        "{v1}"
+    );
+    for text in [&ca_used, &v1] {
+        assert!(!text.contains("peer"), "{text}");
+    }
     let missing = TlsConfig::from_pem_files(
         std::path::Path::new("/nonexistent/cert.pem"),
         std::path::Path::new("/nonexistent/key.pem"),

@@ -16,11 +16,17 @@ impl TestPki {
     /// New keys each time: two calls give two CAs that do not trust each other's
     /// certificates.
     pub fn generate() -> TestPki {
+        TestPki::for_names(&["localhost", "127.0.0.1"])
+    }
+
+    /// The same with a server certificate for `names` (DNS names or IP addresses) only.
+    pub fn for_names(names: &[&str]) -> TestPki {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
         let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let params = CertificateParams::new(names).unwrap();
         let cert = params.signed_by(&key, &ca).unwrap();
         TestPki {
             ca_pem: ca.pem(),
@@ -29,4 +35,16 @@ impl TestPki {
             key_pem: key.serialize_pem(),
         }
     }
+}
+
+/// A self-signed CA certificate (basicConstraints CA:TRUE) for `localhost` and 127.0.0.1
+/// and its key, as PEM: the certificate a server must not present as its own, which
+/// clients refuse even when they trust it as their CA.
+pub fn ca_as_server_certificate() -> (String, String) {
+    let mut params =
+        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), key.serialize_pem())
 }

@@ -161,6 +161,14 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
     use ferry_client::ClientError as E;
     use tonic::Code;
     let hint = match &error {
+        // The failure says what is wrong and the fix; the flags to change it with are ours.
+        E::Tls { failure, .. } => match failure {
+            ferry_client::TlsFailure::UnknownIssuer => "check --tls-ca / FERRY_TLS_CA".to_owned(),
+            ferry_client::TlsFailure::NoApplicationProtocol => {
+                format!("point --server / FERRY_SERVER at its gRPC port (now {server})")
+            }
+            _ => String::new(),
+        },
         E::Connect { source, .. } if is_tls_failure(source) => format!(
             "{}: check --tls-ca / FERRY_TLS_CA (the CA that signed the server's certificate) \
              and that the server at {server} speaks TLS",
