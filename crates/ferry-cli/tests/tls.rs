@@ -284,3 +284,111 @@ fn tls_mistakes_are_named_with_their_fix() {
     );
     assert!(!stderr.contains("peer"), "{stderr}");
 }
+
+/// The server's log says who was refused and why at info level, by the token's name and
+/// never the token, and why a client refused its certificate, in the server's words.
+#[test]
+fn refusals_and_refused_certificates_are_logged_by_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "server");
+    let other = self::pki(dir.path(), "other");
+    const TOKEN: &str = "reader-token-7f3a91";
+    let config = dir.path().join("ferry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[auth.tokens]]\nname = \"reader\"\nsha256 = \"{}\"\npermissions = [\"consume:#\"]\n",
+            support::sha256_hex(TOKEN)
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("serve.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let (mut child, lines) = support::spawn_serve_with(
+        &dir.path().join("data"),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--tls-cert",
+            pki.cert.to_str().unwrap(),
+            "--tls-key",
+            pki.key.to_str().unwrap(),
+        ],
+        |command| {
+            command
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stderr(log_file);
+        },
+    );
+    let (grpc, http) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) over TLS on ",
+        "ferry: serving HTTP on https://",
+        |_| {},
+    );
+    let ferry = |ca: &Path, token: Option<&str>, args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        command
+            .args(["--server", &format!("ferrys://{grpc}")])
+            .arg("--tls-ca")
+            .arg(ca)
+            .args(args)
+            .env_remove("FERRY_TOKEN");
+        if let Some(token) = token {
+            command.args(["--token", token]);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+    };
+    ferry(&pki.ca, None, &["queue", "list"]);
+    ferry(&pki.ca, Some("not-a-token-at-all"), &["queue", "list"]);
+    ferry(&pki.ca, Some(TOKEN), &["queue", "create", "jobs"]);
+    ferry(&other.ca, Some(TOKEN), &["queue", "list"]);
+    let anonymous = https_get(&http, &pki.ca_der, "/v1/queues").unwrap();
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("call refused"))
+        .collect();
+    assert!(
+        refused.iter().all(|l| l.contains(" INFO ")),
+        "at info: {text}"
+    );
+    assert!(refused.iter().any(|l| l.contains("no token")), "{text}");
+    assert!(
+        refused
+            .iter()
+            .any(|l| l.contains("protocol=\"http\"") && l.contains("no token")),
+        "{text}"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|l| l.contains("not one this server knows")),
+        "{text}"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|l| l.contains("token=\"reader\"") || l.contains("token=reader")),
+        "the grant's name: {text}"
+    );
+    for secret in [TOKEN, "not-a-token-at-all"] {
+        assert!(!text.contains(secret), "a token in the log: {text}");
+    }
+    let handshake = text
+        .lines()
+        .find(|l| l.contains("TLS handshake failed"))
+        .unwrap_or_else(|| panic!("no handshake line: {text}"));
+    assert!(
+        handshake.contains(" INFO ") && handshake.contains("server certificate"),
+        "{handshake}"
+    );
+    assert!(!handshake.contains("peer"), "{handshake}");
+}

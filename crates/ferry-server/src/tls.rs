@@ -176,6 +176,14 @@ pub(crate) fn handshake_failure(error: &std::io::Error, alpn: &[u8]) -> Option<S
             "a client does not trust the server certificate: the CA it was given \
              (ferry --tls-ca, FERRY_TLS_CA) did not sign it; give clients the CA that did {see}"
         )),
+        // What a client sends when a CA of the issuer's name has another key: a CA made
+        // again under the same name, say, and given to clients in place of the one that
+        // signed the certificate.
+        rustls::Error::AlertReceived(Alert::DecryptError) => Some(format!(
+            "a client could not verify the server certificate's signature: the CA it was \
+             given (ferry --tls-ca, FERRY_TLS_CA) may be another of the same name; give \
+             clients the CA that signed it {see}"
+        )),
         rustls::Error::AlertReceived(
             alert @ (Alert::BadCertificate
             | Alert::UnsupportedCertificate
@@ -210,6 +218,11 @@ mod tests {
         let unknown_ca = said(rustls::Error::AlertReceived(Alert::UnknownCA));
         assert!(unknown_ca.contains("server certificate"), "{unknown_ca}");
         assert!(unknown_ca.contains("--tls-ca"), "{unknown_ca}");
+        let same_name = said(rustls::Error::AlertReceived(Alert::DecryptError));
+        assert!(
+            same_name.contains("another of the same name"),
+            "{same_name}"
+        );
         let bad = said(rustls::Error::AlertReceived(Alert::BadCertificate));
         assert!(bad.contains("refused the server certificate"), "{bad}");
         assert!(bad.contains("subjectAltName"), "{bad}");
@@ -218,7 +231,7 @@ mod tests {
             alpn.contains("(h2)") && alpn.contains("wrong port"),
             "{alpn}"
         );
-        for text in [&unknown_ca, &bad, &alpn] {
+        for text in [&unknown_ca, &same_name, &bad, &alpn] {
             assert!(!text.contains("peer"), "{text}");
         }
         assert_eq!(

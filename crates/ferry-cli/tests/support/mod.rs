@@ -106,15 +106,25 @@ impl Server {
 
 /// `ferry serve` on free ports with `extra` arguments, and its stdout a line at a time.
 pub fn spawn_serve(data_dir: &Path, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    spawn_serve_with(data_dir, extra, |_| {})
+}
+
+/// The same, with the command adjusted by `setup` first (its environment, its stderr).
+pub fn spawn_serve_with(
+    data_dir: &Path,
+    extra: &[&str],
+    setup: impl FnOnce(&mut Command),
+) -> (Child, mpsc::Receiver<String>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data_dir)
         .args(extra)
         .env_remove("FERRY_SERVER")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::piped());
+    setup(&mut command);
+    let mut child = command.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -196,4 +206,14 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `ferry token hash TOKEN`: the hash a config file's `sha256` holds.
+pub fn sha256_hex(token: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["token", "hash", token])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
