@@ -62,7 +62,11 @@ enum TokenCommand {
     /// TOKEN it is read from stdin (`ferry token hash < token.txt`, or
     /// `printf %s "$TOKEN" | ferry token hash`), which keeps it out of the shell's
     /// history and `ps`; one trailing newline is not part of it.
-    Hash { token: Option<String> },
+    Hash {
+        // Not the id `token`: that is the global `--token`'s, which would take this value.
+        #[arg(id = "token_to_hash", value_name = "TOKEN")]
+        token: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -192,6 +196,33 @@ fn command() -> clap::Command {
     })
 }
 
+/// Exits with a usage error when a client flag is given on the command line to a command
+/// that does not use it (`ferry serve --server …`): taking it silently would let the user
+/// think it did something. From the environment (`FERRY_SERVER` in the shell) it is fine.
+fn refuse_misplaced_client_flags(matches: &clap::ArgMatches) {
+    let Some((name, _)) = matches.subcommand() else {
+        return;
+    };
+    if !LOCAL_COMMANDS.contains(&name) {
+        return;
+    }
+    // Clap gathers a global flag's value at the top, wherever it was written.
+    for flag in CLIENT_FLAGS {
+        if matches.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
+            let long = flag.replace('_', "-");
+            command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "--{long} is for the commands that talk to a server (queue, publish, \
+                         consume, …), not `ferry {name}`"
+                    ),
+                )
+                .exit();
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Warnings from the storage engine (e.g. a failed checkpoint) must not pass silently
     // during a benchmark; RUST_LOG can ask for more.
@@ -202,7 +233,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
 
-    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+    let matches = command().get_matches();
+    refuse_misplaced_client_flags(&matches);
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };

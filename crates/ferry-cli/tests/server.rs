@@ -398,6 +398,28 @@ fn serve_help_shows_only_its_own_flags_and_the_client_flags_stay_where_they_were
         );
     }
 
+    // Given to `serve` anyway, they are refused rather than ignored. (A config that does
+    // not exist: were they taken, `serve` would fail instead of running on.)
+    for args in [
+        &[
+            "serve",
+            "--server",
+            "ferry://127.0.0.1:1",
+            "--config",
+            "/nonexistent/f.toml",
+        ][..],
+        &["--token", "t", "serve", "--config", "/nonexistent/f.toml"],
+        &["config", "check", "--tls-ca", "ca.pem"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains("talk to a server"), "{args:?}: {stderr}");
+    }
+
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
     // Before the command, after it, and from FERRY_SERVER.
