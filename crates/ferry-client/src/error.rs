@@ -87,6 +87,11 @@ impl From<tonic::Status> for ClientError {
             }
             source = cause.source();
         }
+        // A channel reconnecting after its first connection (the server restarted with
+        // another certificate) fails its handshake here rather than in `connect`.
+        if let Some(failure) = tls_failure(&status, "") {
+            message = format!("TLS with the server failed: {failure}");
+        }
         let kind = status
             .metadata()
             .get(ERROR_KIND_METADATA)

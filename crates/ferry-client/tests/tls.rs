@@ -85,6 +85,16 @@ async fn ferrys_with_the_ca_and_a_token_works_and_another_ca_does_not() {
 /// `alpn`, and does nothing but handshake: a stand-in for a misconfigured server, which
 /// `ferry serve` itself refuses to be.
 fn handshake_only_server(cert_pem: &str, key_pem: &str, alpn: &[u8]) -> std::net::SocketAddr {
+    handshake_only_server_at("127.0.0.1:0", cert_pem, key_pem, alpn)
+}
+
+/// The same on `addr`.
+fn handshake_only_server_at(
+    addr: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    alpn: &[u8],
+) -> std::net::SocketAddr {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
@@ -104,7 +114,7 @@ fn handshake_only_server(cert_pem: &str, key_pem: &str, alpn: &[u8]) -> std::net
         )));
     config.alpn_protocols = vec![alpn.to_vec()];
     let config = std::sync::Arc::new(config);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = std::net::TcpListener::bind(addr).unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for tcp in listener.incoming() {
@@ -223,4 +233,44 @@ async fn certificate_errors_are_named_with_what_fixes_them() {
     assert_eq!(failure, TlsFailure::NoApplicationProtocol, "{text}");
     assert!(text.contains("may not be a Ferry gRPC port"), "{text}");
     server.stop().await.unwrap();
+}
+
+/// The server comes back on the same address with a certificate of another CA: the
+/// client's next call, which reconnects, says why the handshake failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_refused_over_the_certificate_says_why() {
+    let pki = TestPki::generate();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path(), BrokerConfig::default())
+        .await
+        .unwrap();
+    let server = ferry_server::Server::new(broker)
+        .tls(TlsConfig::from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes()).unwrap())
+        .start_local()
+        .await
+        .unwrap();
+    let addr = server.grpc_addr();
+    let options = ConnectOptions::new().tls_ca_pem(pki.ca_pem.clone());
+    let client = Client::connect_with(&format!("ferrys://{addr}"), options)
+        .await
+        .unwrap();
+    client.list_queues().await.unwrap();
+    server.stop().await.unwrap();
+
+    let other = TestPki::generate();
+    handshake_only_server_at(&addr.to_string(), &other.cert_pem, &other.key_pem, b"h2");
+    let mut last = None;
+    for _ in 0..50 {
+        match client.list_queues().await {
+            Err(e) if e.to_string().contains("TLS with the server failed") => {
+                last = Some(e.to_string());
+                break;
+            }
+            other => last = Some(format!("{other:?}")),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let text = last.unwrap();
+    assert!(text.contains("not signed by the CA given"), "{text}");
+    assert!(!text.contains('\n'), "{text}");
 }
