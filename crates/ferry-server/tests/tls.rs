@@ -1,8 +1,9 @@
 //! TLS on both listeners, with a CA and a server certificate made at test time: a client
 //! that trusts the CA completes its handshake and its calls (gRPC over `h2`, HTTP/1.1); one
-//! that trusts another CA fails the handshake; a plaintext client gets no answer; limits
-//! still refuse connections, in their own protocol, after the handshake; and a client
-//! that stalls in its handshake delays no one else.
+//! that trusts another CA fails the handshake; a plaintext gRPC client gets no answer and
+//! plain HTTP a `400` saying to use `https://`; limits still refuse connections, in their
+//! own protocol, after the handshake; a client that stalls in its handshake delays no one
+//! else; and a certificate every client would refuse stops the server at start.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
