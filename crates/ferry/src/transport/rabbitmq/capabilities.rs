@@ -10,10 +10,7 @@ pub fn capabilities() -> Capabilities {
         table: [
             (
                 Feature::CompetingConsumers,
-                Native(
-                    "consumers share one durable quorum queue (basic.consume with a prefetch, \
-                     only while a fetch waits; manual acks)",
-                ),
+                Native("consumers pull from one durable quorum queue (basic.get, manual acks)"),
             ),
             (
                 Feature::FanOut,

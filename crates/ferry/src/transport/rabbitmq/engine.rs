@@ -20,8 +20,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Exchange
 
 use super::acks::{AckBatches, Outstanding};
 use super::capabilities;
-use super::consume::Subscriber;
-use super::settle::Origin;
+use super::settle::{self, Origin};
 use super::temporary;
 use super::topology::{self, Settings, dlq, settings_queue};
 use crate::capability::Capabilities;
@@ -34,6 +33,10 @@ use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Transport};
 
 pub(super) const NAME: &str = "rabbitmq";
 
+/// How often an idle consumer asks again while a fetch waits.
+const POLL: Duration = Duration::from_millis(20);
+/// Most basic.get calls one consumer has in flight.
+const PIPELINE: usize = 16;
 /// A delay or retry queue is declared again when this old, well within its x-expires.
 const REDECLARE_TIMERS: Duration = Duration::from_secs(600);
 
@@ -624,7 +627,6 @@ impl Transport for RabbitMq {
                 outstanding: Outstanding::default(),
                 acks: GroupCommit::new(AckBatches),
             }),
-            subscriber: Subscriber::new(),
             closed: false,
         }))
     }
@@ -649,7 +651,6 @@ impl Transport for RabbitMq {
 
 struct RabbitConsumer {
     origin: Arc<Origin>,
-    subscriber: Subscriber,
     closed: bool,
 }
 
@@ -659,7 +660,49 @@ impl ConsumerBackend for RabbitConsumer {
         if self.closed {
             return Err(Error::Closed);
         }
-        self.subscriber.fetch(&self.origin, max, wait).await
+        let origin = &self.origin;
+        let started = Instant::now();
+        let mut out = Vec::new();
+        loop {
+            while out.len() < max {
+                // Several gets in flight at once, answered in order: one round trip for
+                // a run of messages rather than one each.
+                let gets = (max - out.len()).min(PIPELINE);
+                let results = futures_util::future::join_all((0..gets).map(|_| {
+                    origin
+                        .channel
+                        .basic_get(&origin.queue, BasicGetOptions { no_ack: false })
+                }))
+                .await;
+                let mut drained = false;
+                let mut failed = None;
+                for result in results {
+                    match result {
+                        Ok(Some(got)) => {
+                            if let Some(incoming) = settle::incoming(origin, got.delivery).await? {
+                                out.push(incoming);
+                            }
+                        }
+                        Ok(None) => drained = true,
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
+                }
+                if let Some(e) = failed {
+                    // What did arrive is settled by its lease timer or the channel's end.
+                    return Err(origin.inner.error(e, "queue", &origin.queue));
+                }
+                if drained {
+                    break;
+                }
+            }
+            let left = wait.saturating_sub(started.elapsed());
+            if !out.is_empty() || left.is_zero() {
+                return Ok(out);
+            }
+            tokio::time::sleep(left.min(POLL)).await;
+        }
     }
 
     async fn close(&mut self) -> Result<()> {

@@ -19,17 +19,20 @@
 //! - `tmp.<ulid>`: a temporary queue, exclusive to the connection that declared it
 //!   (`temporary.rs`).
 //!
-//! Consumers subscribe with basic.consume only while a fetch waits (`consume`): a message
-//! pushed into a client that is not asking for one would be held there, lease or not, where
-//! another consumer cannot take it — a delivery whose lease ran out and went back to the
-//! queue would be pushed straight back to the idle consumer that let it expire. Acks that
-//! arrive together are one `basic.ack multiple` where the delivery tags allow (`acks`).
+//! Consumers pull with basic.get rather than basic.consume: a message pushed into a client
+//! that is not asking for one would be held there, lease or not, where another consumer
+//! cannot take it — a delivery whose lease ran out and went back to the queue would be
+//! pushed straight back to the idle consumer that let it expire. A subscription opened
+//! only while a fetch waits (consume, take, cancel) avoids that but loses messages on
+//! quorum queues: RabbitMQ can still deliver to a consumer after its `cancel-ok` (the queue
+//! keeps a cancelled consumer while it has deliveries in flight, the channel forgets it),
+//! and the client drops a delivery for a consumer tag it no longer knows — the message stays
+//! unacked on the channel, reaching nobody, until the channel closes. Acks that arrive
+//! together are one `basic.ack multiple` where the delivery tags allow (`acks`).
 
 #[cfg(feature = "amqp")]
 mod acks;
 mod capabilities;
-#[cfg(feature = "amqp")]
-mod consume;
 #[cfg(feature = "amqp")]
 mod engine;
 #[cfg(feature = "amqp")]

@@ -1,14 +1,13 @@
 //! Temporary queues on RabbitMQ: an exclusive classic queue, which the broker deletes when
 //! the connection that declared it closes — a crashed process's connection too, once the
 //! socket goes or heartbeats stop — and, through `x-expires`, when nothing has used it
-//! (no consume, no redeclare) for the idle timeout.
+//! (no get, no redeclare) for the idle timeout.
 //!
 //! Exclusive also means only this connection may consume it; every consumer of this
 //! transport shares the connection, so the owner name is only for the SDK's API. Others
 //! publish to it through the default exchange, which exclusivity does not restrict.
-//! Not auto-delete: that deletes a queue when its last basic.consume subscriber leaves, and
-//! this transport's consumers subscribe only while a fetch waits, so the first fetch to
-//! end would delete it.
+//! Not auto-delete: that deletes a queue when its last basic.consume subscriber leaves,
+//! and this transport pulls with basic.get, so it would never apply.
 
 use std::sync::Arc;
 
