@@ -3,6 +3,15 @@
 use tonic::Code;
 
 pub use ferry_error_kind::{ErrorKind, METADATA_KEY as ERROR_KIND_METADATA};
+use ferry_error_kind::{MISSING_KIND_METADATA_KEY, MISSING_NAME_METADATA_KEY};
+
+/// What a `not_found` answer is about, as the server names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// `queue` or `topic`.
+    pub kind: String,
+    pub name: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -39,6 +48,8 @@ pub enum ClientError {
         code: Code,
         message: String,
         kind: Option<ErrorKind>,
+        /// What is missing, when the server says (a `not_found` queue or topic).
+        missing: Option<Missing>,
     },
     #[error("the client was closed")]
     Closed,
@@ -61,6 +72,14 @@ impl ClientError {
     pub fn kind(&self) -> Option<ErrorKind> {
         match self {
             ClientError::Server { kind, .. } => *kind,
+            _ => None,
+        }
+    }
+
+    /// What a `not_found` answer is about, when the server named it.
+    pub fn missing(&self) -> Option<&Missing> {
+        match self {
+            ClientError::Server { missing, .. } => missing.as_ref(),
             _ => None,
         }
     }
@@ -97,10 +116,21 @@ impl From<tonic::Status> for ClientError {
             .get(ERROR_KIND_METADATA)
             .and_then(|value| value.to_str().ok())
             .and_then(ErrorKind::from_wire);
+        let text = |key: &str| {
+            status
+                .metadata()
+                .get(key)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        };
+        let missing = text(MISSING_KIND_METADATA_KEY)
+            .zip(text(MISSING_NAME_METADATA_KEY))
+            .map(|(kind, name)| Missing { kind, name });
         ClientError::Server {
             code: status.code(),
             message,
             kind,
+            missing,
         }
     }
 }

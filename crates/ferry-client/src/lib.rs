@@ -29,7 +29,7 @@ use tonic::transport::Endpoint;
 
 pub use connect::{ConnectOptions, Credentials};
 pub use consumer::{Consumer, ConsumerConfig, Delivery, DroppedDelivery, SettleStream};
-pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Result, TlsFailure};
+pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Missing, Result, TlsFailure};
 pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;
 pub use message::Message;

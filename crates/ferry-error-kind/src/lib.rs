@@ -12,6 +12,13 @@ use std::fmt;
 /// The gRPC metadata key under which the server names a failure's kind (see `ferry.proto`).
 pub const METADATA_KEY: &str = "ferry-error-kind";
 
+/// The gRPC metadata keys under which the server names what a `not_found` failure is about:
+/// its kind (`queue`, `topic`) and its name, so that a client says which without parsing
+/// the message.
+pub const MISSING_KIND_METADATA_KEY: &str = "ferry-missing-kind";
+/// See [`MISSING_KIND_METADATA_KEY`].
+pub const MISSING_NAME_METADATA_KEY: &str = "ferry-missing-name";
+
 /// What kind of failure an error is. Matching on it is exhaustive on purpose: a new kind
 /// does not compile anywhere until every front end has decided what it answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

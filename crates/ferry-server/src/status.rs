@@ -79,16 +79,37 @@ pub fn http_refusal(refusal: &Refusal) -> (StatusCode, &'static str) {
 /// stale lease without parsing the message.
 pub fn from_broker(error: BrokerError) -> Status {
     let kind = error.kind();
+    let missing = match &error {
+        BrokerError::QueueNotFound { queue } => Some(("queue", queue.clone())),
+        BrokerError::TopicNotFound { topic } => Some(("topic", topic.clone())),
+        _ => None,
+    };
     let mut status = Status::new(grpc_code(kind), error.to_string());
-    status.metadata_mut().insert(
+    let metadata = status.metadata_mut();
+    metadata.insert(
         ERROR_KIND_METADATA,
         tonic::metadata::MetadataValue::from_static(kind.as_str()),
     );
+    // A name that is no valid metadata value (it was refused as a name anyway) goes in the
+    // message only.
+    if let Some((what, name)) = missing
+        && let Ok(name) = tonic::metadata::MetadataValue::try_from(name)
+    {
+        metadata.insert(
+            MISSING_KIND_METADATA,
+            tonic::metadata::MetadataValue::from_static(what),
+        );
+        metadata.insert(MISSING_NAME_METADATA, name);
+    }
     status
 }
 
 /// The gRPC metadata key under which a failure's kind travels (documented in `ferry.proto`).
 pub(crate) use ferry_error_kind::METADATA_KEY as ERROR_KIND_METADATA;
+use ferry_error_kind::{
+    MISSING_KIND_METADATA_KEY as MISSING_KIND_METADATA,
+    MISSING_NAME_METADATA_KEY as MISSING_NAME_METADATA,
+};
 
 pub fn from_convert(error: ConvertError) -> Status {
     match error {

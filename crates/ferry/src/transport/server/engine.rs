@@ -85,9 +85,20 @@ pub(super) fn map_error(e: ClientError) -> Error {
     let message = e.to_string();
     let kind = e.kind().or_else(|| kind_of_code(e.code()?));
     match kind {
-        Some(ErrorKind::NotFound) => Error::NotFound {
-            kind: "queue or topic",
-            name: message,
+        // The server names what is missing beside its message, which is the broker's own
+        // words; the SDK says it as every transport does. An older server names nothing.
+        Some(ErrorKind::NotFound) => match e.missing() {
+            Some(missing) => Error::NotFound {
+                kind: match missing.kind.as_str() {
+                    "topic" => "topic",
+                    _ => "queue",
+                },
+                name: missing.name.clone(),
+            },
+            None => Error::NotFound {
+                kind: "queue or topic",
+                name: message,
+            },
         },
         Some(ErrorKind::AlreadyExists | ErrorKind::Conflict) => Error::Conflict {
             kind: "queue or topic",
