@@ -25,12 +25,16 @@ pub enum ClientError {
     /// TLS was asked for but cannot be set up as given.
     #[error("TLS cannot be set up: {0}")]
     BadTls(String),
-    /// The server could not be reached, or the TLS handshake with it failed; the
-    /// reason (refused, timed out, an unknown issuer) is in the source's own sources.
-    #[error("could not connect to {url}: {source}")]
+    /// The server could not be reached, or the TLS handshake with it failed. `url` is the
+    /// address as the caller gave it; `reason` is the root cause (refused, a name that does
+    /// not resolve, timed out, a TLS failure) from `error`'s sources, which tonic's own
+    /// text ("transport error") leaves out. `error` is no `source`: its text is in the
+    /// message already.
+    #[error("could not connect to {url}: {reason}")]
     Connect {
         url: String,
-        source: tonic::transport::Error,
+        reason: String,
+        error: tonic::transport::Error,
     },
     /// The TLS handshake failed for a reason the client can name: `failure` says what is
     /// wrong and what fixes it; the rustls error is in `source`'s sources.
@@ -89,6 +93,28 @@ impl ClientError {
             ClientError::Server { code, .. } => Some(*code),
             _ => None,
         }
+    }
+}
+
+/// The texts of `error`'s sources, outermost first, each once: a connection failure's
+/// reason sits under layers that say only "transport error" or "client error".
+pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.ends_with(&part) && !part.is_empty() {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    if text.is_empty() {
+        error.to_string()
+    } else {
+        text
     }
 }
 
