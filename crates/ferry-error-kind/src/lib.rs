@@ -50,11 +50,17 @@ pub enum ErrorKind {
     DiskFull,
     /// The broker cannot serve the call now: a failed or unreadable store, a poisoned queue.
     Unavailable,
+    /// The caller is not known: no token, or one the server does not know. Raised by the
+    /// server's front ends, never by the broker.
+    Unauthenticated,
+    /// The caller is known but may not do this. Raised by the server's front ends, never by
+    /// the broker.
+    PermissionDenied,
 }
 
 impl ErrorKind {
     /// Every kind, for tests and tables that must cover them all.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::Conflict,
@@ -66,6 +72,8 @@ impl ErrorKind {
         ErrorKind::Full,
         ErrorKind::DiskFull,
         ErrorKind::Unavailable,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PermissionDenied,
     ];
 
     /// The kind's name on the wire (the gRPC `ferry-error-kind` metadata): snake_case and
@@ -83,6 +91,8 @@ impl ErrorKind {
             ErrorKind::Full => "full",
             ErrorKind::DiskFull => "disk_full",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Unauthenticated => "unauthenticated",
+            ErrorKind::PermissionDenied => "permission_denied",
         }
     }
 
