@@ -185,6 +185,7 @@ mod tests {
             code,
             message: "x".into(),
             kind,
+            missing: None,
         })
     }
 

@@ -431,6 +431,7 @@ fn lost_after_delivery() -> ClientError {
             "the connection was lost after this delivery; the server gave it back to the queue"
                 .into(),
         kind: None,
+        missing: None,
     }
 }
 
@@ -447,6 +448,7 @@ async fn refuse_until_unused(commands: &mut mpsc::Receiver<Command>) {
                 code: tonic::Code::Unavailable,
                 message: "the settle stream is down; reconnecting".into(),
                 kind: None,
+                missing: None,
             },
         };
         if let Some(reply) = reply {
@@ -550,6 +552,7 @@ impl Session {
                             code: tonic::Code::Unavailable,
                             message: "the server ended the consume stream".into(),
                             kind: None,
+                            missing: None,
                         }.into(),
                     };
                     match kind {
@@ -589,6 +592,7 @@ impl Session {
                                             code: tonic::Code::FailedPrecondition,
                                             message: result.error,
                                             kind: None,
+                                            missing: None,
                                         })
                                     };
                                     if let Some(reply) = reply {
@@ -664,6 +668,7 @@ impl Session {
                     code: tonic::Code::Unavailable,
                     message: "the connection was lost before the server answered".into(),
                     kind: None,
+                    missing: None,
                 }));
             }
         }

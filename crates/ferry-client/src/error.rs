@@ -3,6 +3,15 @@
 use tonic::Code;
 
 pub use ferry_error_kind::{ErrorKind, METADATA_KEY as ERROR_KIND_METADATA};
+use ferry_error_kind::{MISSING_KIND_METADATA_KEY, MISSING_NAME_METADATA_KEY};
+
+/// What a `not_found` answer is about, as the server names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// `queue` or `topic`.
+    pub kind: String,
+    pub name: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -16,12 +25,16 @@ pub enum ClientError {
     /// TLS was asked for but cannot be set up as given.
     #[error("TLS cannot be set up: {0}")]
     BadTls(String),
-    /// The server could not be reached, or the TLS handshake with it failed; the
-    /// reason (refused, timed out, an unknown issuer) is in the source's own sources.
-    #[error("could not connect to {url}: {source}")]
+    /// The server could not be reached, or the TLS handshake with it failed. `url` is the
+    /// address as the caller gave it; `reason` is the root cause (refused, a name that does
+    /// not resolve, timed out, a TLS failure) from `error`'s sources, which tonic's own
+    /// text ("transport error") leaves out. `error` is no `source`: its text is in the
+    /// message already.
+    #[error("could not connect to {url}: {reason}")]
     Connect {
         url: String,
-        source: tonic::transport::Error,
+        reason: String,
+        error: tonic::transport::Error,
     },
     /// The TLS handshake failed for a reason the client can name: `failure` says what is
     /// wrong and what fixes it; the rustls error is in `source`'s sources.
@@ -39,6 +52,8 @@ pub enum ClientError {
         code: Code,
         message: String,
         kind: Option<ErrorKind>,
+        /// What is missing, when the server says (a `not_found` queue or topic).
+        missing: Option<Missing>,
     },
     #[error("the client was closed")]
     Closed,
@@ -65,11 +80,41 @@ impl ClientError {
         }
     }
 
+    /// What a `not_found` answer is about, when the server named it.
+    pub fn missing(&self) -> Option<&Missing> {
+        match self {
+            ClientError::Server { missing, .. } => missing.as_ref(),
+            _ => None,
+        }
+    }
+
     pub fn code(&self) -> Option<Code> {
         match self {
             ClientError::Server { code, .. } => Some(*code),
             _ => None,
         }
+    }
+}
+
+/// The texts of `error`'s sources, outermost first, each once: a connection failure's
+/// reason sits under layers that say only "transport error" or "client error".
+pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.ends_with(&part) && !part.is_empty() {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    if text.is_empty() {
+        error.to_string()
+    } else {
+        text
     }
 }
 
@@ -97,10 +142,21 @@ impl From<tonic::Status> for ClientError {
             .get(ERROR_KIND_METADATA)
             .and_then(|value| value.to_str().ok())
             .and_then(ErrorKind::from_wire);
+        let text = |key: &str| {
+            status
+                .metadata()
+                .get(key)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        };
+        let missing = text(MISSING_KIND_METADATA_KEY)
+            .zip(text(MISSING_NAME_METADATA_KEY))
+            .map(|(kind, name)| Missing { kind, name });
         ClientError::Server {
             code: status.code(),
             message,
             kind,
+            missing,
         }
     }
 }

@@ -29,7 +29,7 @@ use tonic::transport::Endpoint;
 
 pub use connect::{ConnectOptions, Credentials};
 pub use consumer::{Consumer, ConsumerConfig, Delivery, DroppedDelivery, SettleStream};
-pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Result, TlsFailure};
+pub use error::{ClientError, ERROR_KIND_METADATA, ErrorKind, Missing, Result, TlsFailure};
 pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;
 pub use message::Message;
@@ -72,15 +72,17 @@ impl Client {
         let endpoint = options.apply_tls(endpoint, &target)?;
         let channel = endpoint.connect().await.map_err(|source| {
             let host = options.tls_host(&target);
+            // The URL the caller gave, not the `http(s)://` one the channel is made of.
             match error::tls_failure(&source, &host) {
                 Some(failure) => ClientError::Tls {
-                    url: target.uri.clone(),
+                    url: url.to_owned(),
                     failure,
                     source,
                 },
                 None => ClientError::Connect {
-                    url: target.uri.clone(),
-                    source,
+                    url: url.to_owned(),
+                    reason: error::causes(&source),
+                    error: source,
                 },
             }
         })?;

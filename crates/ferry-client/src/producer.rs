@@ -96,12 +96,14 @@ async fn run(
                 // failure reads as the server being unavailable).
                 let code = error.code().unwrap_or(tonic::Code::Unavailable);
                 let kind = error.kind();
+                let missing = error.missing().cloned();
                 let message = error.to_string();
                 for done in waiters {
                     let _ = done.send(Err(ClientError::Server {
                         code,
                         message: message.clone(),
                         kind,
+                        missing: missing.clone(),
                     }));
                 }
             }

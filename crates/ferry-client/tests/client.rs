@@ -385,6 +385,25 @@ async fn errors_are_typed_and_bad_addresses_refused() {
         gone,
         Err(ferry_client::ClientError::Connect { .. })
     ));
+    // The message names the address as given and the root cause, each once.
+    let text = gone.err().unwrap().to_string();
+    assert!(
+        text.starts_with("could not connect to ferry://127.0.0.1:1: "),
+        "{text}"
+    );
+    assert!(text.contains("Connection refused"), "{text}");
+    assert!(!text.contains("http://"), "{text}");
+    assert_eq!(text.matches("Connection refused").count(), 1, "{text}");
+    let unknown = Client::connect("ferry://no-such-host.invalid:7070")
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        unknown.contains("ferry://no-such-host.invalid:7070"),
+        "{unknown}"
+    );
+    assert!(unknown.contains("dns error"), "{unknown}");
 }
 
 async fn in_flight(client: &Client, queue: &str) -> u64 {

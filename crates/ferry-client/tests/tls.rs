@@ -140,6 +140,10 @@ async fn tls_failure(addr: std::net::SocketAddr, ca_pem: &str) -> (TlsFailure, S
                 unreachable!()
             };
             assert!(!text.contains('\n'), "one line: {text}");
+            assert!(
+                text.contains(&format!("ferrys://{addr}")),
+                "the URL given: {text}"
+            );
             (failure, text)
         }
         Err(other) => {

@@ -12,6 +12,13 @@ use std::fmt;
 /// The gRPC metadata key under which the server names a failure's kind (see `ferry.proto`).
 pub const METADATA_KEY: &str = "ferry-error-kind";
 
+/// The gRPC metadata keys under which the server names what a `not_found` failure is about:
+/// its kind (`queue`, `topic`) and its name, so that a client says which without parsing
+/// the message.
+pub const MISSING_KIND_METADATA_KEY: &str = "ferry-missing-kind";
+/// See [`MISSING_KIND_METADATA_KEY`].
+pub const MISSING_NAME_METADATA_KEY: &str = "ferry-missing-name";
+
 /// What kind of failure an error is. Matching on it is exhaustive on purpose: a new kind
 /// does not compile anywhere until every front end has decided what it answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,11 +50,17 @@ pub enum ErrorKind {
     DiskFull,
     /// The broker cannot serve the call now: a failed or unreadable store, a poisoned queue.
     Unavailable,
+    /// The caller is not known: no token, or one the server does not know. Raised by the
+    /// server's front ends, never by the broker.
+    Unauthenticated,
+    /// The caller is known but may not do this. Raised by the server's front ends, never by
+    /// the broker.
+    PermissionDenied,
 }
 
 impl ErrorKind {
     /// Every kind, for tests and tables that must cover them all.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::Conflict,
@@ -59,6 +72,8 @@ impl ErrorKind {
         ErrorKind::Full,
         ErrorKind::DiskFull,
         ErrorKind::Unavailable,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PermissionDenied,
     ];
 
     /// The kind's name on the wire (the gRPC `ferry-error-kind` metadata): snake_case and
@@ -76,6 +91,8 @@ impl ErrorKind {
             ErrorKind::Full => "full",
             ErrorKind::DiskFull => "disk_full",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Unauthenticated => "unauthenticated",
+            ErrorKind::PermissionDenied => "permission_denied",
         }
     }
 

@@ -301,7 +301,10 @@ pub fn sha256(token: &str) -> [u8; 32] {
 /// A token hash from 64 hex digits (what `sha256sum` prints), as a config file holds it.
 pub fn parse_sha256_hex(hex: &str) -> Result<[u8; 32], AuthError> {
     let hex = hex.trim();
-    let bad = AuthError::BadHash { len: hex.len() };
+    // The length the message reports is what the user sees: characters, not UTF-8 bytes.
+    let bad = AuthError::BadHash {
+        len: hex.chars().count(),
+    };
     if hex.len() != 64 || !hex.is_ascii() {
         return Err(bad);
     }
@@ -753,6 +756,9 @@ mod tests {
         let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(parse_sha256_hex(&hex), Ok(hash));
         assert_eq!(parse_sha256_hex("abc"), Err(AuthError::BadHash { len: 3 }));
+        // 32 characters of two bytes each: 64 bytes, but not 64 hex digits.
+        let wide = "é".repeat(32);
+        assert_eq!(parse_sha256_hex(&wide), Err(AuthError::BadHash { len: 32 }));
         assert!(same_hash(&hash, &hash));
         let mut other = hash;
         other[31] ^= 1;

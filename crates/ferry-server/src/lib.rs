@@ -161,10 +161,12 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// What serving may fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("could not listen on {addr}: {source}")]
+    // The OS error is in the message; it is not also the error's `source`, which a chain
+    // printer (`{:#}`) would print a second time.
+    #[error("could not listen on {addr}: {error}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -172,10 +174,10 @@ pub enum ServeError {
     Http(std::io::Error),
     #[error("nothing to serve: give the server a gRPC or an HTTP listener")]
     NoListener,
-    #[error("could not read the TLS file {path}: {source}")]
+    #[error("could not read the TLS file {path}: {error}")]
     TlsFile {
         path: std::path::PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("TLS: {0}")]
     Tls(String),
@@ -185,7 +187,7 @@ pub enum ServeError {
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| ServeError::Bind { addr, source })
+        .map_err(|error| ServeError::Bind { addr, error })
 }
 
 /// Serves `broker` over gRPC on `listener` until `shutdown` completes.

@@ -36,9 +36,9 @@ impl Server {
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let (grpc, http) = (bind(loopback).await?, bind(loopback).await?);
         let local_addr = |listener: &tokio::net::TcpListener| {
-            listener.local_addr().map_err(|source| ServeError::Bind {
+            listener.local_addr().map_err(|error| ServeError::Bind {
                 addr: loopback,
-                source,
+                error,
             })
         };
         let (grpc_addr, http_addr) = (local_addr(&grpc)?, local_addr(&http)?);

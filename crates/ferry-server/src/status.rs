@@ -22,6 +22,8 @@ pub fn grpc_code(kind: ErrorKind) -> Code {
         ErrorKind::OutOfRange => Code::OutOfRange,
         ErrorKind::Full | ErrorKind::DiskFull => Code::ResourceExhausted,
         ErrorKind::Unavailable => Code::Unavailable,
+        ErrorKind::Unauthenticated => Code::Unauthenticated,
+        ErrorKind::PermissionDenied => Code::PermissionDenied,
     }
 }
 
@@ -45,6 +47,8 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
         ErrorKind::Full => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::DiskFull => StatusCode::INSUFFICIENT_STORAGE,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
     }
 }
 
@@ -53,12 +57,26 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
 /// logged here.
 pub fn from_refusal(refusal: Refusal) -> Status {
     refusal.log("grpc");
-    let code = match refusal {
-        Refusal::NoToken | Refusal::UnknownToken => Code::Unauthenticated,
-        Refusal::Forbidden { .. } | Refusal::NoMetrics { .. } => Code::PermissionDenied,
-        Refusal::BatchTooLarge { .. } | Refusal::OverQuota { .. } => Code::ResourceExhausted,
+    let (code, kind) = match refusal {
+        Refusal::NoToken | Refusal::UnknownToken => {
+            (Code::Unauthenticated, Some(ErrorKind::Unauthenticated))
+        }
+        Refusal::Forbidden { .. } | Refusal::NoMetrics { .. } => {
+            (Code::PermissionDenied, Some(ErrorKind::PermissionDenied))
+        }
+        Refusal::BatchTooLarge { .. } | Refusal::OverQuota { .. } => {
+            (Code::ResourceExhausted, None)
+        }
     };
-    Status::new(code, refusal.to_string())
+    let mut status = Status::new(code, refusal.to_string());
+    // The kind as for broker errors, so a client classifies a refusal the same way.
+    if let Some(kind) = kind {
+        status.metadata_mut().insert(
+            ERROR_KIND_METADATA,
+            tonic::metadata::MetadataValue::from_static(kind.as_str()),
+        );
+    }
+    status
 }
 
 /// A refusal's HTTP status and error code: 401 no or an unknown token, 403 a token without the
@@ -79,16 +97,37 @@ pub fn http_refusal(refusal: &Refusal) -> (StatusCode, &'static str) {
 /// stale lease without parsing the message.
 pub fn from_broker(error: BrokerError) -> Status {
     let kind = error.kind();
+    let missing = match &error {
+        BrokerError::QueueNotFound { queue } => Some(("queue", queue.clone())),
+        BrokerError::TopicNotFound { topic } => Some(("topic", topic.clone())),
+        _ => None,
+    };
     let mut status = Status::new(grpc_code(kind), error.to_string());
-    status.metadata_mut().insert(
+    let metadata = status.metadata_mut();
+    metadata.insert(
         ERROR_KIND_METADATA,
         tonic::metadata::MetadataValue::from_static(kind.as_str()),
     );
+    // A name that is no valid metadata value (it was refused as a name anyway) goes in the
+    // message only.
+    if let Some((what, name)) = missing
+        && let Ok(name) = tonic::metadata::MetadataValue::try_from(name)
+    {
+        metadata.insert(
+            MISSING_KIND_METADATA,
+            tonic::metadata::MetadataValue::from_static(what),
+        );
+        metadata.insert(MISSING_NAME_METADATA, name);
+    }
     status
 }
 
 /// The gRPC metadata key under which a failure's kind travels (documented in `ferry.proto`).
 pub(crate) use ferry_error_kind::METADATA_KEY as ERROR_KIND_METADATA;
+use ferry_error_kind::{
+    MISSING_KIND_METADATA_KEY as MISSING_KIND_METADATA,
+    MISSING_NAME_METADATA_KEY as MISSING_NAME_METADATA,
+};
 
 pub fn from_convert(error: ConvertError) -> Status {
     match error {

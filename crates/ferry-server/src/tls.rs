@@ -48,9 +48,9 @@ impl TlsConfig {
     /// intermediates) and the private key (PEM: PKCS#8, PKCS#1 or SEC1).
     pub fn from_pem_files(cert: &Path, key: &Path) -> Result<TlsConfig, ServeError> {
         let read = |path: &Path| {
-            std::fs::read(path).map_err(|source| ServeError::TlsFile {
+            std::fs::read(path).map_err(|error| ServeError::TlsFile {
                 path: path.to_owned(),
-                source,
+                error,
             })
         };
         let (cert_pem, key_pem) = (read(cert)?, read(key)?);

@@ -323,9 +323,16 @@ fn bad_certificates_and_keys_are_refused_with_what_is_wrong() {
         std::path::Path::new("/nonexistent/cert.pem"),
         std::path::Path::new("/nonexistent/key.pem"),
     )
-    .unwrap_err()
-    .to_string();
-    assert!(missing.contains("/nonexistent/cert.pem"), "{missing}");
+    .unwrap_err();
+    // The message with its sources, as `ferry serve` prints it: the OS error once.
+    let mut chain = missing.to_string();
+    let mut cause = std::error::Error::source(&missing);
+    while let Some(c) = cause {
+        chain.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    assert!(chain.contains("/nonexistent/cert.pem"), "{chain}");
+    assert_eq!(chain.matches("os error 2").count(), 1, "{chain}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,6 +30,15 @@ pub enum Error {
         name: String,
         problem: String,
     },
+    /// The engine does not know who is calling: no credentials, or ones it refuses (an
+    /// unknown token, a wrong password, a user that does not exist). Fix the credentials;
+    /// retrying with the same ones will not help.
+    #[error("not authenticated: {message}")]
+    Unauthorized { message: String },
+    /// The engine knows the caller, who may not do this (a token or user without the
+    /// permission). Grant it or use other credentials; retrying will not help.
+    #[error("forbidden: {message}")]
+    Forbidden { message: String },
     /// The destination is at its length limit, or the broker's disk is full, and refuses
     /// more; back off and retry.
     #[error("full: {message}")]
@@ -85,6 +94,18 @@ impl Error {
             transport,
             message: source.to_string(),
             source: Some(Box::new(source)),
+        }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Error {
+        Error::Unauthorized {
+            message: message.into(),
+        }
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Error {
+        Error::Forbidden {
+            message: message.into(),
         }
     }
 

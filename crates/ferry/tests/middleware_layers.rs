@@ -131,6 +131,26 @@ async fn retry_jitter_comes_from_its_source_and_stays_within_the_bound() {
 }
 
 #[tokio::test]
+async fn retry_leaves_refused_credentials_alone() {
+    // The engine refuses the same credentials the same way on every call.
+    for refused in [
+        ferry::Error::unauthorized("no token"),
+        ferry::Error::forbidden("no publish grant"),
+    ] {
+        let handler = Scripted::new(vec![Err(HandlerError::from(refused))]);
+        let svc = RetryLayer::new(5, backoff(1, 0.0))
+            .unwrap()
+            .layer(handler.handler());
+        let answer = svc.oneshot(message("m1", 1)).await;
+        assert!(
+            matches!(answer, Err(HandlerError::Permanent { .. })),
+            "{answer:?}"
+        );
+        assert_eq!(handler.calls(), 1);
+    }
+}
+
+#[tokio::test]
 async fn retry_leaves_permanent_failures_and_handler_chosen_delays_alone() {
     let handler = Scripted::new(vec![Err(HandlerError::permanent("bad payload"))]);
     let svc = RetryLayer::new(5, backoff(1, 0.0))

@@ -169,15 +169,14 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
             }
             _ => String::new(),
         },
-        E::Connect { source, .. } if is_tls_failure(source) => format!(
-            "{}: check --tls-ca / FERRY_TLS_CA (the CA that signed the server's certificate) \
-             and that the server at {server} speaks TLS",
-            causes(source)
+        // The failure's own text has the root cause; the hint says what to change.
+        E::Connect { error: cause, .. } if is_tls_failure(cause) => format!(
+            "check --tls-ca / FERRY_TLS_CA (the CA that signed the server's certificate) \
+             and that the server at {server} speaks TLS"
         ),
-        E::Connect { source, .. } => format!(
-            "{}: is `ferry serve` running there? Start it, or point --server / FERRY_SERVER \
-             at it (now {server})",
-            causes(source)
+        E::Connect { .. } => format!(
+            "is `ferry serve` running there? Start it, or point --server / FERRY_SERVER \
+             at it (now {server})"
         ),
         E::BadTls(_) => "give the CA file with --tls-ca or FERRY_TLS_CA".to_owned(),
         E::BadUrl { .. } => "fix --server or FERRY_SERVER".to_owned(),
@@ -215,26 +214,6 @@ pub fn explain(error: ClientError, server: &str) -> anyhow::Error {
         anyhow::anyhow!(text)
     } else {
         anyhow::anyhow!("{text}: {hint}")
-    }
-}
-
-/// What tonic's "transport error" hides: the causes (refused, timed out, an unknown
-/// issuer), `: `-separated.
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = Vec::new();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // An I/O error wrapping a TLS error says the same thing twice.
-        if text.last() != Some(&cause_text) {
-            text.push(cause_text);
-        }
-        source = cause.source();
-    }
-    if text.is_empty() {
-        "no more detail".into()
-    } else {
-        text.join(": ")
     }
 }
 

@@ -23,19 +23,46 @@ fn variant(result: &Result<impl std::fmt::Debug, Error>) -> String {
 
 pub(super) async fn a_missing_queue_is_not_found(ferry: &Ferry, _: &Target) -> CheckResult {
     let name = fresh_name("never-declared");
+    // One message for one failure: an application that logs or shows it reads the same
+    // words whatever the URL says.
+    let expected = format!("queue `{name}` does not exist");
     let consumed = ferry
         .consumer(Source::queue(&name), Default::default())
         .await;
     match &consumed {
-        Err(Error::NotFound { .. }) => Ok(()),
-        _ => Err(format!(
-            "consuming a queue never declared answered {}, not NotFound",
-            match consumed {
-                Ok(_) => "a consumer".to_owned(),
-                Err(e) => format!("{e:?}"),
-            }
-        )),
+        Err(e @ Error::NotFound { .. }) => ensure!(
+            e.to_string() == expected,
+            "consuming a queue never declared said {:?}, not {expected:?}",
+            e.to_string()
+        ),
+        _ => {
+            return Err(format!(
+                "consuming a queue never declared answered {}, not NotFound",
+                match consumed {
+                    Ok(_) => "a consumer".to_owned(),
+                    Err(e) => format!("{e:?}"),
+                }
+            ));
+        }
     }
+    let sent = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("to nowhere"))
+        .await;
+    match &sent {
+        Err(e @ Error::NotFound { .. }) => ensure!(
+            e.to_string() == expected,
+            "publishing to a queue never declared said {:?}, not {expected:?}",
+            e.to_string()
+        ),
+        _ => {
+            return Err(format!(
+                "publishing to a queue never declared answered {}, not NotFound",
+                variant(&sent)
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(super) async fn declaring_again_with_other_settings_is_a_conflict(

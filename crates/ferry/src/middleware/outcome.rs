@@ -80,13 +80,17 @@ impl HandlerError {
 /// dead-lettering is for messages that can never succeed. Everything else is transient:
 /// an engine or connection failure, a full queue, a connection closed by a shutdown, even
 /// a missing queue (an operator can create it); the poison layer still dead-letters such
-/// a message once its deliveries are used up.
+/// a message once its deliveries are used up. Refused credentials are permanent too: the
+/// engine refuses the same credentials the same way on every try, so retrying (in process
+/// or by redelivery) only spends attempts; the dead-letter queue keeps the messages for a
+/// redrive once the credentials or grants are fixed.
 impl From<crate::Error> for HandlerError {
     fn from(error: crate::Error) -> HandlerError {
         match error {
-            crate::Error::Payload(_) | crate::Error::Invalid { .. } => {
-                HandlerError::permanent(error)
-            }
+            crate::Error::Payload(_)
+            | crate::Error::Invalid { .. }
+            | crate::Error::Unauthorized { .. }
+            | crate::Error::Forbidden { .. } => HandlerError::permanent(error),
             _ => HandlerError::transient(error),
         }
     }
@@ -105,6 +109,16 @@ mod tests {
             HandlerError::Permanent { .. }
         ));
         assert!(!HandlerError::from(Error::invalid("message", "too large")).is_transient());
+        for refused in [
+            Error::unauthorized("no token"),
+            Error::forbidden("no grant"),
+        ] {
+            assert!(!refused.is_transient());
+            assert!(matches!(
+                HandlerError::from(refused),
+                HandlerError::Permanent { .. }
+            ));
+        }
         for passing in [
             Error::Closed,
             Error::Timeout(Duration::from_secs(1)),

@@ -183,6 +183,9 @@ pub(super) fn map_error(e: BrokerError) -> Error {
             message: e.to_string(),
         },
         ErrorKind::Unavailable => Error::transport(NAME, e),
+        // The broker authenticates nobody; only a server's front ends raise these.
+        ErrorKind::Unauthenticated => Error::unauthorized(e.to_string()),
+        ErrorKind::PermissionDenied => Error::forbidden(e.to_string()),
         ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge => {
             Error::invalid("request", e.to_string())
         }

@@ -100,10 +100,17 @@ impl Nats {
             .connection_timeout(Duration::from_secs(5))
             .connect(url)
             .await
-            .map_err(|e| Error::Transport {
-                transport: NAME,
-                message: format!("cannot connect to {url}: {e}"),
-                source: Some(Box::new(e)),
+            .map_err(|e| match e.kind() {
+                // The server refused the credentials (or that none were given).
+                async_nats::ConnectErrorKind::AuthorizationViolation
+                | async_nats::ConnectErrorKind::Authentication => {
+                    Error::unauthorized(format!("{url}: {e}"))
+                }
+                _ => Error::Transport {
+                    transport: NAME,
+                    message: format!("cannot connect to {url}: {e}"),
+                    source: Some(Box::new(e)),
+                },
             })?;
         let js = jetstream::ContextBuilder::new()
             .timeout(Duration::from_secs(10))

@@ -207,6 +207,11 @@ pub(super) fn map_error(e: sqlx::Error) -> Error {
         sqlx::Error::PoolClosed => Error::Closed,
         sqlx::Error::PoolTimedOut => Error::Timeout(Duration::from_secs(10)),
         sqlx::Error::Database(db) => match db.code().as_deref() {
+            // invalid_password, invalid_authorization_specification (a role that does not
+            // exist, no pg_hba entry): the credentials are refused.
+            Some("28P01" | "28000") => Error::unauthorized(db.message().to_owned()),
+            // insufficient_privilege: the role may not do this.
+            Some("42501") => Error::forbidden(db.message().to_owned()),
             // Data exceptions and integrity violations: the input was refused.
             Some(code) if code.starts_with("22") || code.starts_with("23") => {
                 Error::invalid("request", db.message().to_owned())

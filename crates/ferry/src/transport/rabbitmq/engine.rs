@@ -68,9 +68,15 @@ impl RabbitMq {
                 url: url.to_owned(),
                 problem: format!("{problem}; expected amqp://user:pass@host:port/vhost"),
             })?;
-        let connection = Connection::connect_uri(uri, properties)
-            .await
-            .map_err(|e| Error::transport(NAME, e))?;
+        let connection =
+            Connection::connect_uri(uri, properties)
+                .await
+                .map_err(|e| match soft(&e) {
+                    // At connect, ACCESS_REFUSED is the login refused (a wrong user or password,
+                    // or a user without access to the vhost).
+                    Some(AMQPSoftError::ACCESSREFUSED) => Error::unauthorized(e.to_string()),
+                    _ => Error::transport(NAME, e),
+                })?;
         Ok(RabbitMq {
             inner: Arc::new(Inner {
                 connection,

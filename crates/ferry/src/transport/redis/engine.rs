@@ -186,6 +186,14 @@ pub(super) fn map_error(e: RedisError) -> Error {
             name: detail,
         },
         Some("INVALID") => Error::invalid("publish", detail),
+        // No AUTH where the server requires one, a wrong user or password, an ACL user
+        // without the permission: the server's own words, with its code.
+        Some(code @ ("NOAUTH" | "WRONGPASS")) => Error::unauthorized(format!("{code} {detail}")),
+        Some("NOPERM") => Error::forbidden(format!("NOPERM {detail}")),
+        // The client's own reading of a refused AUTH at connect.
+        _ if e.kind() == ::redis::ErrorKind::AuthenticationFailed => {
+            Error::unauthorized(e.to_string())
+        }
         Some("FULL") => Error::Full { message: detail },
         Some("CONFLICT") => {
             let (kind, rest) = detail.split_once(' ').unwrap_or(("topic", &detail));

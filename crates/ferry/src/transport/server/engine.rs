@@ -68,6 +68,16 @@ impl Remote {
         let client = Client::connect_with(url, options)
             .await
             .map_err(map_error)?;
+        // The channel connects without sending the token; a server that requires one would
+        // refuse only the first real call. Listing topics needs a token it knows and no
+        // permission (the list shows what the token may administer), so it tells a missing
+        // or unknown token here. Other failures are left to the calls that meet them.
+        if let Err(e) = client.list_topics().await {
+            let e = map_error(e);
+            if matches!(e, Error::Unauthorized { .. }) {
+                return Err(e);
+            }
+        }
         Ok(Remote {
             shared: Arc::new(Shared {
                 client,
@@ -85,9 +95,20 @@ pub(super) fn map_error(e: ClientError) -> Error {
     let message = e.to_string();
     let kind = e.kind().or_else(|| kind_of_code(e.code()?));
     match kind {
-        Some(ErrorKind::NotFound) => Error::NotFound {
-            kind: "queue or topic",
-            name: message,
+        // The server names what is missing beside its message, which is the broker's own
+        // words; the SDK says it as every transport does. An older server names nothing.
+        Some(ErrorKind::NotFound) => match e.missing() {
+            Some(missing) => Error::NotFound {
+                kind: match missing.kind.as_str() {
+                    "topic" => "topic",
+                    _ => "queue",
+                },
+                name: missing.name.clone(),
+            },
+            None => Error::NotFound {
+                kind: "queue or topic",
+                name: message,
+            },
         },
         Some(ErrorKind::AlreadyExists | ErrorKind::Conflict) => Error::Conflict {
             kind: "queue or topic",
@@ -102,11 +123,22 @@ pub(super) fn map_error(e: ClientError) -> Error {
         Some(ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge) => {
             Error::invalid("request", message)
         }
+        // The server's own words say what is missing (a token, one it knows, a permission).
+        Some(ErrorKind::Unauthenticated) => Error::unauthorized(e_message(&e)),
+        Some(ErrorKind::PermissionDenied) => Error::forbidden(e_message(&e)),
         _ if e.code() == Some(Code::Unimplemented) => {
             Error::unsupported(NAME, "the request", message)
         }
         // Unavailable, a kind newer than this SDK, or no kind and no code that names one.
         _ => Error::transport(NAME, e),
+    }
+}
+
+/// The server's message without the client's ` (Code)` suffix.
+fn e_message(e: &ClientError) -> String {
+    match e {
+        ClientError::Server { message, .. } => message.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -120,6 +152,8 @@ fn kind_of_code(code: Code) -> Option<ErrorKind> {
         Code::OutOfRange => Some(ErrorKind::OutOfRange),
         Code::FailedPrecondition => Some(ErrorKind::StaleLease),
         Code::ResourceExhausted => Some(ErrorKind::Full),
+        Code::Unauthenticated => Some(ErrorKind::Unauthenticated),
+        Code::PermissionDenied => Some(ErrorKind::PermissionDenied),
         _ => None,
     }
 }
