@@ -35,6 +35,7 @@
 pub mod breaker;
 pub mod capability;
 mod consumer;
+mod declared;
 mod envelope;
 mod error;
 mod ferry;

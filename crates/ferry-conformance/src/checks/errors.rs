@@ -83,12 +83,73 @@ pub(super) async fn declaring_again_with_other_settings_is_a_conflict(
         ..quick_policy()
     });
     let redeclared = ferry.declare_queue(&other).await;
-    ensure!(
-        matches!(redeclared, Err(Error::Conflict { .. })),
-        "declaring a queue again with other settings answered {}, not Conflict",
-        variant(&redeclared)
+    // The field that differs, with both values, in the same words on every transport.
+    let expected = format!(
+        "queue `{name}` conflicts with what exists: max_deliveries: declared 4, existing 3"
     );
+    match &redeclared {
+        Err(e @ Error::Conflict { .. }) => ensure!(
+            e.to_string() == expected,
+            "declaring a queue again with other settings said {:?}, not {expected:?}",
+            e.to_string()
+        ),
+        _ => {
+            return Err(format!(
+                "declaring a queue again with other settings answered {}, not Conflict",
+                variant(&redeclared)
+            ));
+        }
+    }
     Ok(())
+}
+
+pub(super) async fn a_subscription_declared_on_another_topic_is_a_conflict(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let first = fresh_name("first-topic");
+    let second = fresh_name("second-topic");
+    for topic in [&first, &second] {
+        ferry
+            .declare_topic(&TopicDecl::new(topic))
+            .await
+            .during("declare topic")?;
+    }
+    let name = format!("{first}-s");
+    let decl = SubscriptionDecl::new(&first, &name).delivery(quick_policy());
+    ferry
+        .declare_subscription(&decl)
+        .await
+        .during("declare subscription")?;
+    let elsewhere = SubscriptionDecl::new(&second, &name).delivery(quick_policy());
+    let redeclared = ferry.declare_subscription(&elsewhere).await;
+    let expected = format!(
+        "subscription `{name}` conflicts with what exists: topic: declared `{second}`, existing `{first}`"
+    );
+    let outcome = match &redeclared {
+        Err(e @ Error::Conflict { .. }) => {
+            if e.to_string() == expected {
+                Ok(())
+            } else {
+                Err(format!(
+                    "declaring a subscription again on another topic said {:?}, not {expected:?}",
+                    e.to_string()
+                ))
+            }
+        }
+        _ => Err(format!(
+            "declaring a subscription again on another topic answered {}, not Conflict",
+            variant(&redeclared)
+        )),
+    };
+    ferry
+        .delete(&Source::subscription(&first, &name))
+        .await
+        .during("delete subscription")?;
+    for topic in [&first, &second] {
+        ferry.delete_topic(topic).await.during("delete topic")?;
+    }
+    outcome
 }
 
 pub(super) async fn deleting_a_topic_with_subscriptions_is_a_conflict(

@@ -18,7 +18,8 @@ mod restart;
 mod ttl;
 
 use errors::{
-    a_full_queue_refuses_with_full, a_missing_queue_is_not_found, an_invalid_name_is_invalid,
+    a_full_queue_refuses_with_full, a_missing_queue_is_not_found,
+    a_subscription_declared_on_another_topic_is_a_conflict, an_invalid_name_is_invalid,
     an_oversized_payload_is_invalid_where_refused,
     declaring_again_with_other_settings_is_a_conflict,
     deleting_a_topic_with_subscriptions_is_a_conflict, settling_a_lease_taken_over_is_not_held,
@@ -113,6 +114,10 @@ fn all_checks() -> Vec<Check> {
         // The same failure is the same `ferry::Error` on every transport.
         check!(a_missing_queue_is_not_found, []),
         check!(declaring_again_with_other_settings_is_a_conflict, []),
+        check!(
+            a_subscription_declared_on_another_topic_is_a_conflict,
+            [FanOut]
+        ),
         check!(deleting_a_topic_with_subscriptions_is_a_conflict, [FanOut]),
         check!(
             settling_a_lease_taken_over_is_not_held,

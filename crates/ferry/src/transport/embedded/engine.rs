@@ -15,6 +15,7 @@ use ferry_broker::{
 use super::ack_batch::AckBatcher;
 use super::{capabilities, queue_of, same_partitions};
 use crate::capability::Capabilities;
+use crate::declared::{self, Declared};
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
@@ -259,11 +260,11 @@ impl Transport for Embedded {
                     .describe_subscription(&decl.name)
                     .map_err(map_error)?;
                 if info.spec.topic != spec.topic {
-                    return Err(Error::Conflict {
-                        kind: "subscription",
-                        name: decl.name.clone(),
-                        problem: format!("it subscribes to `{}`", info.spec.topic),
-                    });
+                    return Err(declared::other_topic(
+                        &decl.name,
+                        &decl.topic,
+                        info.spec.topic.as_str(),
+                    ));
                 }
                 same_settings(
                     "subscription",
@@ -353,12 +354,24 @@ fn same_settings(kind: &'static str, name: &str, have: &QueueSpec, want: &QueueS
     if have == want {
         Ok(())
     } else {
-        Err(Error::Conflict {
-            kind,
-            name: name.to_owned(),
-            problem: format!("declared as {want:?}, it has {have:?}"),
-        })
+        Err(declared(want).conflict(&declared(have), kind, name))
     }
+}
+
+/// A broker spec in the SDK's words: the fields a declaration sets.
+fn declared(spec: &QueueSpec) -> Declared {
+    let b = &spec.retry.backoff;
+    Declared::default()
+        .max_deliveries(spec.retry.max_deliveries)
+        .backoff(b.base, b.cap, b.multiplier, b.jitter)
+        .dead_letter(spec.dead_letter != DeadLetter::Disabled)
+        .lease(spec.lease)
+        .default_ttl(spec.default_ttl)
+        .max_delay(spec.max_delay)
+        .priority_levels(spec.priority_levels)
+        .ordering(spec.ordering == OrderingMode::KeyShared)
+        .dedup_window(Some(spec.dedup_window))
+        .max_length(spec.length_limit.max_messages)
 }
 
 struct EmbeddedConsumer {

@@ -35,7 +35,10 @@ pub(crate) fn same_partitions(
         Err(crate::error::Error::Conflict {
             kind: "topic",
             name: decl.name.clone(),
-            problem: format!("it has {partitions} partitions"),
+            problem: format!(
+                "partitions: declared {}, existing {partitions}",
+                decl.partitions
+            ),
         })
     }
 }

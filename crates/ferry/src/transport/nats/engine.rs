@@ -229,11 +229,51 @@ async fn stream_settings(
 }
 
 fn conflict(kind: &'static str, name: &str, have: &Settings, want: &Settings) -> Error {
-    Error::Conflict {
-        kind,
-        name: name.to_owned(),
-        problem: format!("declared as {want:?}, it has {have:?}"),
+    match (&want.topic, &have.topic) {
+        (Some(declared), Some(existing)) if declared != existing => {
+            crate::declared::other_topic(name, declared, existing)
+        }
+        _ => want.declared().conflict(&have.declared(), kind, name),
     }
+}
+
+/// The topic another topic's stream holds subscription `name` for, if one does. JetStream
+/// names consumers per stream, so the same name on two topics' streams would be two
+/// subscriptions; Ferry names one subscription by its name on every transport. A
+/// declaration looks through the topics' streams (one request each): declarations are
+/// rare, and a registry of names kept beside the streams would be one more thing to keep in
+/// step with them.
+async fn subscribed_elsewhere(
+    js: &jetstream::Context,
+    this_stream: &str,
+    name: &str,
+    consumer_name: &str,
+) -> Result<Option<String>> {
+    let mut streams = js.stream_names();
+    let mut topics = Vec::new();
+    while let Some(stream) = streams.next().await {
+        let stream = stream.map_err(transport_error)?;
+        if names::is_topic_stream(&stream) && stream != this_stream {
+            topics.push(stream);
+        }
+    }
+    for stream in topics {
+        let Ok(stream) = js.get_stream_no_info(&stream).await else {
+            continue; // Deleted meanwhile.
+        };
+        match stream.consumer_info(consumer_name).await {
+            Ok(info) => {
+                let have = Settings::from_description(
+                    &format!("subscription `{name}`"),
+                    info.config.description.as_deref(),
+                )?;
+                return Ok(Some(have.topic.unwrap_or_default()));
+            }
+            Err(e) if says_not_found(&e) => {}
+            Err(e) => return Err(transport_error(e)),
+        }
+    }
+    Ok(None)
 }
 
 async fn delete_stream_if_any(js: &jetstream::Context, stream: &str) -> Result<()> {
@@ -398,7 +438,17 @@ impl Transport for Nats {
                     return Err(conflict("subscription", &decl.name, &have, &want));
                 }
             }
-            Err(e) if says_not_found(&e) => {}
+            Err(e) if says_not_found(&e) => {
+                if let Some(existing) =
+                    subscribed_elsewhere(&js, &topic.stream, &decl.name, &consumer_name).await?
+                {
+                    return Err(crate::declared::other_topic(
+                        &decl.name,
+                        &decl.topic,
+                        &existing,
+                    ));
+                }
+            }
             Err(e) => return Err(transport_error(e)),
         }
         if decl.delivery.dead_letter {

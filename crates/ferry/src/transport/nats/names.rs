@@ -87,6 +87,11 @@ pub fn topic(name: &str) -> Result<StreamName> {
     stream("t", escape(name))
 }
 
+/// Whether `stream` is a topic's stream.
+pub fn is_topic_stream(stream: &str) -> bool {
+    stream.starts_with("ferry_t_")
+}
+
 /// The durable consumer on the topic's stream that is the subscription.
 pub fn subscription_consumer(name: &str) -> String {
     escape(name)

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::declared::Declared;
 use crate::error::{Error, Result};
 use crate::spec::{DeliveryPolicy, QueueDecl};
 use crate::transport::stored_backoff::StoredBackoff;
@@ -67,6 +68,19 @@ impl Settings {
             topic: Some(topic.to_owned()),
             ..Settings::from_delivery(SUBSCRIPTION, delivery)
         }
+    }
+
+    /// In the SDK's words, for a refused redeclaration: the fields this transport keeps.
+    pub fn declared(&self) -> Declared {
+        let b = self.backoff.to_backoff();
+        Declared::default()
+            .max_deliveries(self.max_deliveries)
+            .backoff(b.base, b.cap, b.multiplier, b.jitter)
+            .dead_letter(self.dead_letter)
+            .lease(self.lease())
+            .max_delay(Duration::from_millis(self.max_delay_ms))
+            .dedup_window(self.dedup_window_ms.map(Duration::from_millis))
+            .max_length(self.max_length)
     }
 
     pub fn lease(&self) -> Duration {

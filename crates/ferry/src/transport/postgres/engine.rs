@@ -325,17 +325,16 @@ async fn declare(
             return Err(conflict(format!("it is a {}", have.kind)));
         }
         if have.topic.as_deref() != topic {
-            return Err(conflict(format!(
-                "it subscribes to `{}`",
-                have.topic.unwrap_or_default()
-            )));
+            return Err(crate::declared::other_topic(
+                name,
+                topic.unwrap_or_default(),
+                &have.topic.unwrap_or_default(),
+            ));
         }
         if !have.settings.same_as(settings) {
-            return Err(conflict(format!(
-                "declared as {}, it has {}",
-                settings.to_json(),
-                have.settings.to_json()
-            )));
+            return Err(settings
+                .declared()
+                .conflict(&have.settings.declared(), kind, name));
         }
     }
     tx.commit().await.map_err(map_error)

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::declared::Declared;
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::spec::{Backoff, DeliveryPolicy, Ordering, QueueDecl};
@@ -98,6 +99,27 @@ impl Settings {
         a.backoff_multiplier = b.backoff_multiplier;
         a.backoff_jitter = b.backoff_jitter;
         a.to_json() == b.to_json()
+    }
+
+    /// In the SDK's words, for a refused redeclaration.
+    pub fn declared(&self) -> Declared {
+        let us = Duration::from_micros;
+        Declared::default()
+            .max_deliveries(self.max_deliveries)
+            .backoff(
+                us(self.backoff_base_us),
+                us(self.backoff_cap_us),
+                self.backoff_multiplier,
+                self.backoff_jitter,
+            )
+            .dead_letter(self.dead_letter)
+            .lease(us(self.lease_us))
+            .default_ttl(self.default_ttl_us.map(us))
+            .max_delay(us(self.max_delay_us))
+            .priority_levels(self.priority_levels)
+            .ordering(self.ordered)
+            .dedup_window(self.dedup_window_us.map(us))
+            .max_length(self.max_length)
     }
 
     pub fn lease(&self) -> Duration {

@@ -338,14 +338,11 @@ impl Inner {
         if let Some(have) = &have
             && **have != want
         {
-            let problem = match (&have.topic, &want.topic) {
-                (Some(t), Some(w)) if t != w => format!("it subscribes to `{t}`"),
-                _ => format!("declared as {want:?}, it has {have:?}"),
-            };
-            return Err(Error::Conflict {
-                kind,
-                name: name.to_owned(),
-                problem,
+            return Err(match (&want.topic, &have.topic) {
+                (Some(declared), Some(existing)) if declared != existing => {
+                    crate::declared::other_topic(name, declared, existing)
+                }
+                _ => want.declared().conflict(&have.declared(), kind, name),
             });
         }
         let ch = self.channel().await?;

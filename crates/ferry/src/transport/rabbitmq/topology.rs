@@ -9,6 +9,7 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use serde::{Deserialize, Serialize};
 
+use crate::declared::Declared;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received, new_id, now_ms, reason};
 use crate::spec::DeliveryPolicy;
@@ -121,6 +122,19 @@ impl Settings {
 
     pub fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms)
+    }
+
+    /// In the SDK's words, for a refused redeclaration: the fields this transport keeps.
+    pub fn declared(&self) -> Declared {
+        let b = self.backoff.to_backoff();
+        Declared::default()
+            .max_deliveries(self.max_deliveries)
+            .backoff(b.base, b.cap, b.multiplier, b.jitter)
+            .dead_letter(self.dead_letter)
+            .lease(self.lease())
+            .default_ttl(self.default_ttl_ms.map(Duration::from_millis))
+            .max_delay(Duration::from_millis(self.max_delay_ms))
+            .max_length(self.max_length)
     }
 
     /// The arguments of the work queue: what the engine itself enforces.

@@ -28,6 +28,7 @@ use super::capabilities;
 use super::consume::RedisConsumer;
 use super::scripts;
 use crate::capability::Capabilities;
+use crate::declared::{self, Declared};
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
@@ -156,6 +157,22 @@ impl Settings {
             dedup_window_ms: 0,
             max_length: 0,
         }
+    }
+
+    /// In the SDK's words, for a refused redeclaration: the fields this transport keeps.
+    fn declared(&self) -> Declared {
+        let b = self.backoff.to_backoff();
+        let ms = Duration::from_millis;
+        let nonzero = |v: u64| (v > 0).then_some(v);
+        Declared::default()
+            .max_deliveries(self.max_deliveries)
+            .backoff(b.base, b.cap, b.multiplier, b.jitter)
+            .dead_letter(self.dead_letter)
+            .lease(ms(self.lease_ms))
+            .default_ttl(nonzero(self.default_ttl_ms).map(ms))
+            .max_delay(ms(self.max_delay_ms))
+            .dedup_window(nonzero(self.dedup_window_ms).map(ms))
+            .max_length(nonzero(self.max_length))
     }
 }
 
@@ -483,13 +500,11 @@ impl RedisStreams {
             return Err(conflict(format!("it is a {have_kind}")));
         }
         if have_topic != topic {
-            return Err(conflict(format!("it subscribes to `{have_topic}`")));
+            return Err(declared::other_topic(name, topic, &have_topic));
         }
         let have: Settings = serde_json::from_str(&have_spec)?;
         if have != *settings {
-            return Err(conflict(format!(
-                "declared as {settings:?}, it has {have:?}"
-            )));
+            return Err(settings.declared().conflict(&have.declared(), kind, name));
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use tonic::Code;
 use super::capabilities;
 use super::consume::RemoteConsumer;
 use crate::capability::Capabilities;
+use crate::declared::{self, Declared};
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
@@ -251,12 +252,35 @@ fn same_delivery(have: &v1::QueueSpec, want: &v1::QueueSpec) -> bool {
             == want.length_limit.as_ref().and_then(|l| l.max_messages)
 }
 
-fn conflict(kind: &'static str, name: &str, have: &v1::QueueSpec) -> Error {
-    Error::Conflict {
-        kind,
-        name: name.to_owned(),
-        problem: format!("it has {have:?}"),
-    }
+fn conflict(kind: &'static str, name: &str, have: &v1::QueueSpec, want: &v1::QueueSpec) -> Error {
+    declared(want).conflict(&declared(have), kind, name)
+}
+
+/// A server's queue spec in the SDK's words: the fields a declaration sets.
+fn declared(spec: &v1::QueueSpec) -> Declared {
+    let retry = spec.retry.clone().unwrap_or_default();
+    let backoff = retry.backoff.unwrap_or_default();
+    let ms = |v: Option<u64>| Duration::from_millis(v.unwrap_or(0));
+    let dead_letter = !matches!(
+        spec.dead_letter.as_ref().and_then(|d| d.target.as_ref()),
+        Some(v1::dead_letter::Target::Disabled(true))
+    );
+    Declared::default()
+        .max_deliveries(retry.max_deliveries.unwrap_or(0))
+        .backoff(
+            ms(backoff.base_ms),
+            ms(backoff.cap_ms),
+            backoff.multiplier.unwrap_or(0.0),
+            backoff.jitter.unwrap_or(0.0),
+        )
+        .dead_letter(dead_letter)
+        .lease(ms(spec.lease_ms))
+        .default_ttl(spec.default_ttl_ms.map(Duration::from_millis))
+        .max_delay(ms(spec.max_delay_ms))
+        .priority_levels(spec.priority_levels.unwrap_or(1).min(u32::from(u8::MAX)) as u8)
+        .ordering(spec.ordering == v1::OrderingMode::KeyShared as i32)
+        .dedup_window(spec.dedup_window_ms.map(Duration::from_millis))
+        .max_length(spec.length_limit.as_ref().and_then(|l| l.max_messages))
 }
 
 #[async_trait]
@@ -283,7 +307,7 @@ impl Transport for Remote {
                 if same_delivery(&have, &spec) {
                     Ok(())
                 } else {
-                    Err(conflict("queue", &decl.name, &have))
+                    Err(conflict("queue", &decl.name, &have, &spec))
                 }
             }
             other => other.map_err(map_error),
@@ -327,15 +351,15 @@ impl Transport for Remote {
                     .and_then(|s| s.delivery.clone())
                     .unwrap_or_default();
                 if topic != Some(decl.topic.as_str()) {
-                    Err(Error::Conflict {
-                        kind: "subscription",
-                        name: decl.name.clone(),
-                        problem: format!("it subscribes to {topic:?}"),
-                    })
+                    Err(declared::other_topic(
+                        &decl.name,
+                        &decl.topic,
+                        topic.unwrap_or_default(),
+                    ))
                 } else if same_delivery(&have, &delivery) {
                     Ok(())
                 } else {
-                    Err(conflict("subscription", &decl.name, &have))
+                    Err(conflict("subscription", &decl.name, &have, &delivery))
                 }
             }
             other => other.map_err(map_error),
