@@ -129,6 +129,9 @@ fn a_topic_fans_out_to_its_subscriptions_with_their_filters() {
     server.ok(&["queue", "delete", "billing.dlq"]);
     server.ok(&["queue", "delete", "shipping.dlq"]);
     assert!(names(&server.json(&["queue", "list"])).is_empty());
+    // Nothing to list says so, rather than a table with only its header.
+    assert_eq!(server.ok(&["queue", "list"]).trim(), "no queues");
+    assert_eq!(server.ok(&["topic", "list"]).trim(), "no topics");
     let missing = server.fails(&["topic", "describe", "orders"]);
     assert!(missing.contains("does not exist"), "{missing}");
 }

@@ -246,6 +246,9 @@ fn done(remote: &Remote, what: &str, kind: &str, name: &str) {
 fn list(remote: &Remote, kind: &str, names: &[String]) {
     if remote.json {
         print_json(&json!(names));
+    } else if names.is_empty() {
+        // An empty table prints only its header, which reads like a broken answer.
+        out!("no {kind}s");
     } else {
         let mut t = table([kind]);
         for name in names {

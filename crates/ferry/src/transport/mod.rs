@@ -188,9 +188,15 @@ fn not_compiled(transport: &'static str, url: &str, feature: &str) -> Error {
 }
 
 #[cfg(feature = "embedded")]
-async fn connect_embedded(_url: &str, dir: &str) -> Result<Arc<dyn Transport>> {
+async fn connect_embedded(url: &str, dir: &str) -> Result<Arc<dyn Transport>> {
     let dir = dir.strip_prefix("//").unwrap_or(dir);
-    let dir = if dir.is_empty() { "./ferry-data" } else { dir };
+    if dir.is_empty() {
+        // No silent default: data put where nobody asked is data nobody finds again.
+        return Err(Error::BadUrl {
+            url: url.to_owned(),
+            problem: "no data directory; name one, e.g. embedded:./ferry-data".into(),
+        });
+    }
     Ok(Arc::new(embedded::Embedded::open(dir).await?))
 }
 
@@ -247,4 +253,36 @@ async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
 #[cfg(not(feature = "amqp"))]
 async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
     Err(not_compiled("RabbitMQ", url, "amqp"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn refused(url: &str) -> Error {
+        match connect(url).await {
+            Ok(_) => panic!("{url} connected"),
+            Err(e) => e,
+        }
+    }
+
+    #[cfg(feature = "embedded")]
+    #[tokio::test]
+    async fn an_embedded_url_without_a_directory_is_a_bad_url() {
+        for url in ["embedded:", "embedded://"] {
+            let e = refused(url).await;
+            assert!(matches!(e, Error::BadUrl { .. }), "{url}: {e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!("bad URL `{url}`: no data directory; name one, e.g. embedded:./ferry-data")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_url_without_a_scheme_or_with_an_unknown_one_is_a_bad_url() {
+        assert!(matches!(refused("ferry-data").await, Error::BadUrl { .. }));
+        let e = refused("kafka://localhost:9092").await;
+        assert!(e.to_string().contains("unknown scheme `kafka`"), "{e}");
+    }
 }
