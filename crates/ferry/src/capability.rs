@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 use crate::message::Message;
-use crate::spec::{DeliveryPolicy, Ordering, QueueDecl, SubscriptionDecl};
+use crate::spec::{DeliveryPolicy, KeyOrdering, QueueDecl, SubscriptionDecl};
 
 /// One guarantee or feature a transport may offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -171,7 +171,7 @@ impl Capabilities {
         if delivery.priority_levels > 1 {
             self.require(Feature::Priorities)?;
         }
-        if delivery.ordering == Ordering::PerKey {
+        if delivery.ordering == KeyOrdering::PerKey {
             self.require(Feature::OrderingKeys)?;
         }
         Ok(())

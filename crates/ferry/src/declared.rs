@@ -8,7 +8,7 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::spec::{DeliveryPolicy, Ordering};
+use crate::spec::{DeliveryPolicy, KeyOrdering};
 
 /// The fields a transport keeps of one declaration, each rendered for people. A transport
 /// lists the same fields, in the same order, for what was declared and for what exists.
@@ -35,7 +35,7 @@ impl Declared {
             .default_ttl(delivery.default_ttl)
             .max_delay(delivery.max_delay)
             .priority_levels(delivery.priority_levels)
-            .ordering(delivery.ordering == Ordering::PerKey)
+            .ordering(delivery.ordering == KeyOrdering::PerKey)
     }
 
     pub fn max_deliveries(self, n: u32) -> Declared {

@@ -68,7 +68,8 @@ pub use ferry::Ferry;
 pub use message::{DeadLetterInfo, Message, Received};
 pub use publisher::Publisher;
 pub use spec::{
-    Backoff, DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+    Backoff, DeliveryPolicy, Destination, KeyOrdering, QueueDecl, Source, SubscriptionDecl,
+    TopicDecl,
 };
 pub use temporary::{TemporaryQueue, TemporaryQueueDecl};
 pub use transport::ConsumerOptions;

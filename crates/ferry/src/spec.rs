@@ -57,7 +57,7 @@ impl Backoff {
 
 /// How messages are handed to the consumers of one queue or subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ordering {
+pub enum KeyOrdering {
     /// Competing consumers: any consumer may take any message.
     #[default]
     None,
@@ -82,7 +82,7 @@ pub struct DeliveryPolicy {
     pub max_delay: Duration,
     /// Priority levels; 1 is plain FIFO.
     pub priority_levels: u8,
-    pub ordering: Ordering,
+    pub ordering: KeyOrdering,
 }
 
 impl Default for DeliveryPolicy {
@@ -97,7 +97,7 @@ impl Default for DeliveryPolicy {
             default_ttl: None,
             max_delay: Duration::from_secs(15 * 60),
             priority_levels: 1,
-            ordering: Ordering::None,
+            ordering: KeyOrdering::None,
         }
     }
 }

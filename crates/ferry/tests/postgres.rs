@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ferry::message::reason;
 use ferry::{
-    Consumer, ConsumerOptions, DeliveryPolicy, Destination, Error, Ferry, Message, Ordering,
+    Consumer, ConsumerOptions, DeliveryPolicy, Destination, Error, Ferry, KeyOrdering, Message,
     QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
 use ferry_testkit::fresh;
@@ -357,7 +357,7 @@ async fn a_settlement_after_the_lease_went_to_another_consumer_is_not_held() {
 async fn a_key_waits_behind_its_nacked_head_while_other_keys_flow() {
     let Some(ferry) = connect().await else { return };
     let name = queue(&ferry, "key-head", |q| {
-        q.delivery.ordering = Ordering::PerKey
+        q.delivery.ordering = KeyOrdering::PerKey
     })
     .await;
     let publisher = ferry.publisher(Destination::queue(&name));
@@ -558,7 +558,7 @@ async fn per_key_order_holds_with_nacks_and_one_delivery_per_key_in_flight() {
     const PER_KEY: usize = 30;
     let Some(ferry) = connect().await else { return };
     let name = queue(&ferry, "key-stress", |q| {
-        q.delivery.ordering = Ordering::PerKey;
+        q.delivery.ordering = KeyOrdering::PerKey;
         q.delivery.max_deliveries = 100;
     })
     .await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferry::message::reason;
 use ferry::{
-    Destination, Error, Feature, Ferry, Message, Ordering, QueueDecl, Source, SubscriptionDecl,
+    Destination, Error, Feature, Ferry, KeyOrdering, Message, QueueDecl, Source, SubscriptionDecl,
     TopicDecl,
 };
 
@@ -256,7 +256,7 @@ async fn unsupported_features_are_refused(ferry: &Ferry, _: &Target) -> CheckRes
                 Some(Message::new("x").with_priority(2))
             }
             Feature::OrderingKeys => {
-                decl.delivery.ordering = Ordering::PerKey;
+                decl.delivery.ordering = KeyOrdering::PerKey;
                 None
             }
             Feature::Deduplication => {
@@ -585,7 +585,7 @@ async fn per_key_order_holds_under_concurrency(ferry: &Ferry, _: &Target) -> Che
     const KEYS: usize = 8;
     const PER_KEY: usize = 40;
     let name = queue(ferry, "ordering", |q| {
-        q.delivery.ordering = Ordering::PerKey
+        q.delivery.ordering = KeyOrdering::PerKey
     })
     .await?;
     let publisher = ferry.publisher(Destination::queue(&name));

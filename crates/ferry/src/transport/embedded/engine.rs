@@ -19,7 +19,7 @@ use crate::declared::{self, Declared};
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
-    DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+    DeliveryPolicy, Destination, KeyOrdering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
 use crate::temporary::{TemporaryQueue, TemporaryQueueDecl, owner_name};
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler, Transport};
@@ -96,8 +96,8 @@ fn queue_spec(delivery: &DeliveryPolicy) -> QueueSpec {
         max_delay: delivery.max_delay,
         priority_levels: delivery.priority_levels,
         ordering: match delivery.ordering {
-            Ordering::None => OrderingMode::Shared,
-            Ordering::PerKey => OrderingMode::KeyShared,
+            KeyOrdering::None => OrderingMode::Shared,
+            KeyOrdering::PerKey => OrderingMode::KeyShared,
         },
         ..QueueSpec::default()
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::declared::Declared;
 use crate::error::{Error, Result};
 use crate::message::Message;
-use crate::spec::{Backoff, DeliveryPolicy, Ordering, QueueDecl};
+use crate::spec::{Backoff, DeliveryPolicy, KeyOrdering, QueueDecl};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Settings {
@@ -45,7 +45,7 @@ impl Settings {
             default_ttl_us: delivery.default_ttl.map(micros),
             max_delay_us: micros(delivery.max_delay),
             priority_levels: delivery.priority_levels,
-            ordered: delivery.ordering == Ordering::PerKey,
+            ordered: delivery.ordering == KeyOrdering::PerKey,
             dedup_window_us: None,
             max_length: None,
         }

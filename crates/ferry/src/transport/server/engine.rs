@@ -18,7 +18,7 @@ use crate::declared::{self, Declared};
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received};
 use crate::spec::{
-    DeliveryPolicy, Destination, Ordering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
+    DeliveryPolicy, Destination, KeyOrdering, QueueDecl, Source, SubscriptionDecl, TopicDecl,
 };
 use crate::temporary::{TemporaryQueue, TemporaryQueueDecl, owner_name};
 use crate::transport::embedded::{queue_of, same_partitions};
@@ -187,8 +187,8 @@ fn queue_spec(delivery: &DeliveryPolicy) -> v1::QueueSpec {
         max_delay_ms: Some(ms(delivery.max_delay)),
         priority_levels: Some(u32::from(delivery.priority_levels)),
         ordering: match delivery.ordering {
-            Ordering::None => v1::OrderingMode::Shared,
-            Ordering::PerKey => v1::OrderingMode::KeyShared,
+            KeyOrdering::None => v1::OrderingMode::Shared,
+            KeyOrdering::PerKey => v1::OrderingMode::KeyShared,
         } as i32,
         ..Default::default()
     }
