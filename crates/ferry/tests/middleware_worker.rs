@@ -532,3 +532,125 @@ async fn a_worker_whose_queue_is_deleted_stops_with_the_error() {
     let error = ended.unwrap().unwrap_err();
     assert!(!error.is_transient(), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_until_idle_returns_once_every_message_is_acked_and_leaves_nothing_unsettled() {
+    let (_dir, ferry) = embedded().await;
+    // A short lease: a delivery left unsettled would be back within the check below.
+    queue(&ferry, "orders", 5, Duration::from_millis(500)).await;
+    publish(
+        &ferry,
+        "orders",
+        (0..20).map(|i| Message::new(format!("{i}"))),
+    )
+    .await;
+    let calls = Calls::default();
+    let handler = {
+        let calls = calls.clone();
+        handler_fn(move |ctx: HandlerContext| {
+            calls.note(&ctx);
+            async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(())
+            }
+        })
+    };
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    tokio::time::timeout(
+        WAIT,
+        Worker::new(consumer, stack().build(handler))
+            .concurrency(4)
+            .run_until_idle(Duration::from_millis(200)),
+    )
+    .await
+    .expect("the worker stopped by itself")
+    .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(calls.total(), 20, "every message handled once");
+    let left = anything_within(&ferry, "orders", Duration::from_millis(1200)).await;
+    assert!(left.is_empty(), "all twenty acked, got back {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_until_idle_waits_for_a_handler_slower_than_the_idle_time() {
+    let (_dir, ferry) = embedded().await;
+    // Both are fetched at once and handled one after the other: the lease covers both.
+    queue(&ferry, "orders", 5, Duration::from_millis(1000)).await;
+    publish(&ferry, "orders", ["a", "b"].map(Message::new)).await;
+    let finished = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let finished = finished.clone();
+        handler_fn(move |_ctx: HandlerContext| {
+            let finished = finished.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                finished.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+    };
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    Worker::new(consumer, stack().build(handler))
+        .concurrency(1)
+        .run_until_idle(Duration::from_millis(50))
+        .await
+        .unwrap();
+    assert_eq!(finished.load(Ordering::SeqCst), 2, "both ran to the end");
+    let left = anything_within(&ferry, "orders", Duration::from_millis(1500)).await;
+    assert!(left.is_empty(), "both acked, got back {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_nacked_before_the_worker_goes_idle_is_handled_again_before_it_stops() {
+    let (_dir, ferry) = embedded().await;
+    // The broker's backoff is 10 ms: well inside the idle time.
+    queue(&ferry, "orders", 5, Duration::from_millis(500)).await;
+    publish(&ferry, "orders", [Message::new("flaky")]).await;
+    let calls = Calls::default();
+    let handler = {
+        let calls = calls.clone();
+        handler_fn(move |ctx: HandlerContext| {
+            let first = calls.note(&ctx) == 1;
+            async move {
+                if first {
+                    Err(HandlerError::transient("connection reset"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+    };
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    Worker::new(consumer, stack().build(handler))
+        .run_until_idle(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(calls.of("flaky"), vec![1, 2], "nacked, then acked");
+    let left = anything_within(&ferry, "orders", Duration::from_millis(1200)).await;
+    assert!(left.is_empty(), "acked, got back {left:?}");
+}
+
+#[tokio::test]
+async fn a_worker_refuses_an_idle_time_of_zero() {
+    let (_dir, ferry) = embedded().await;
+    queue(&ferry, "orders", 5, Duration::from_secs(30)).await;
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    let handler = handler_fn(|_ctx: HandlerContext| async { Ok(()) });
+    let run = Worker::new(consumer, stack().build(handler))
+        .run_until_idle(Duration::ZERO)
+        .await;
+    assert!(matches!(run, Err(Error::Invalid { .. })), "{run:?}");
+}

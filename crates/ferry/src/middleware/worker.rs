@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
 use crate::consumer::{Consumer, Delivery};
@@ -14,12 +15,14 @@ use crate::error::{Error, Result};
 
 use super::{HandlerContext, HandlerError};
 
-/// Runs a handler stack over a consumer until told to stop.
+/// Runs a handler stack over a consumer until told to stop, or until the source is
+/// drained (see [`stop_when_idle`](Self::stop_when_idle)).
 pub struct Worker<S> {
     consumer: Consumer,
     service: S,
     concurrency: usize,
     poll: Duration,
+    idle: Option<Duration>,
 }
 
 /// Runs `service` over `consumer` with the default settings until `shutdown` completes;
@@ -48,6 +51,7 @@ where
             service,
             concurrency: 8,
             poll: Duration::from_millis(500),
+            idle: None,
         }
     }
 
@@ -67,6 +71,25 @@ where
         self
     }
 
+    /// Also stops, as [`run`](Self::run) does on its signal, once the source is drained:
+    /// no handler in flight, and no delivery for `idle` since the last one arrived or the
+    /// last handler finished, whichever was later. Counting from the last handler's end
+    /// lets a message it nacked come back (its backoff shorter than `idle`) and be handled
+    /// before the worker stops. For batch jobs, tests and one-shot drains of a dead-letter
+    /// queue. A message not due within `idle` (a delay, a backoff longer than `idle`) is
+    /// left in the queue; zero is [`Error::Invalid`] when the worker runs.
+    pub fn stop_when_idle(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
+        self
+    }
+
+    /// Handles deliveries until the source is drained (see
+    /// [`stop_when_idle`](Self::stop_when_idle)), then returns as [`run`](Self::run) does:
+    /// every handler finished and its delivery settled, the consumer closed.
+    pub async fn run_until_idle(self, idle: Duration) -> Result<()> {
+        self.stop_when_idle(idle).run(std::future::pending()).await
+    }
+
     /// Handles deliveries until `shutdown` completes, then stops fetching, lets the
     /// handlers in flight finish and settle, and closes the consumer (deliveries fetched
     /// ahead go back at once). An error of the consumer that retrying will not cure ends
@@ -78,20 +101,36 @@ where
         if self.poll.is_zero() {
             return Err(Error::invalid("worker poll", "must be longer than zero"));
         }
+        if self.idle.is_some_and(|idle| idle.is_zero()) {
+            return Err(Error::invalid("worker idle", "must be longer than zero"));
+        }
         let Worker {
             mut consumer,
             service,
             concurrency,
             poll,
+            idle,
         } = self;
+        // A fetch waits no longer than the idle time, so a drained source is noticed
+        // within about `idle`, not `poll`.
+        let fetch_wait = idle.map_or(poll, |idle| idle.min(poll));
         let source = consumer.source().clone();
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut in_flight = JoinSet::new();
         let mut failure = None;
+        // The last delivery fetched or handler finished: the idle time counts from there.
+        let mut last_activity = Instant::now();
         tokio::pin!(shutdown);
         loop {
             while let Some(done) = in_flight.try_join_next() {
                 report_task_end(done);
+                last_activity = Instant::now();
+            }
+            if let Some(idle) = idle
+                && in_flight.is_empty()
+                && last_activity.elapsed() >= idle
+            {
+                break;
             }
             // A slot first, then a delivery: a delivery fetched with no slot free would sit
             // under lease, unhandled.
@@ -111,8 +150,11 @@ where
             if stop {
                 break;
             }
-            let delivery = match consumer.next_within(poll).await {
-                Ok(Some(delivery)) => delivery,
+            let delivery = match consumer.next_within(fetch_wait).await {
+                Ok(Some(delivery)) => {
+                    last_activity = Instant::now();
+                    delivery
+                }
                 Ok(None) => continue,
                 Err(Error::Closed) => break,
                 Err(e) if e.is_transient() => {
