@@ -15,8 +15,8 @@ use ferry::middleware::dedup::DedupLayer;
 use ferry::middleware::retry::RetryLayer;
 use ferry::middleware::{BoxHandler, HandlerContext, HandlerError, Worker, handler_fn, stack};
 use ferry::{
-    Backoff, ConsumerOptions, DeadLetterInfo, DeliveryPolicy, Destination, Error, Ferry, Message,
-    QueueDecl, Source,
+    Backoff, ConsumerOptions, DeadLetterInfo, DeliveryPolicy, Destination, Envelope, Error, Ferry,
+    Message, QueueDecl, Source,
 };
 use middleware_support::MemoryStore;
 use tokio::sync::oneshot;
@@ -653,4 +653,50 @@ async fn a_worker_refuses_an_idle_time_of_zero() {
         .run_until_idle(Duration::ZERO)
         .await;
     assert!(matches!(run, Err(Error::Invalid { .. })), "{run:?}");
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct OrderPlaced {
+    order: u64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_reads_the_typed_envelope_and_a_message_without_one_is_dead_lettered() {
+    let (_dir, ferry) = embedded().await;
+    queue(&ferry, "orders", 5, Duration::from_secs(30)).await;
+    let event = Envelope::new("OrderPlaced", OrderPlaced { order: 7 })
+        .source("shop")
+        .correlation_id("flow-7");
+    publish(
+        &ferry,
+        "orders",
+        [event.to_message().unwrap(), Message::new("no envelope")],
+    )
+    .await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let handler = {
+        let seen = seen.clone();
+        handler_fn(move |ctx: HandlerContext| {
+            let seen = seen.clone();
+            async move {
+                let event = ctx.envelope::<OrderPlaced>()?;
+                seen.lock().unwrap().push(event);
+                Ok(())
+            }
+        })
+    };
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    Worker::new(consumer, stack().build(handler))
+        .run_until_idle(Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![event]);
+    let dead = dead_letters(&ferry, "orders", 1).await;
+    assert_eq!(dead[0].0, "no envelope");
+    assert_eq!(dead[0].1.reason, reason::REJECTED);
+    let error = dead[0].1.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("no `type` header"), "{error}");
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
+use crate::envelope::Envelope;
 use crate::message::Received;
 use crate::spec::Source;
 
@@ -52,6 +53,14 @@ impl HandlerContext {
     /// The payload decoded from JSON.
     pub fn json<T: DeserializeOwned>(&self) -> crate::Result<T> {
         Ok(serde_json::from_slice(&self.message.payload)?)
+    }
+
+    /// The typed event this message carries (see [`Envelope`]), as
+    /// [`Delivery::envelope`](crate::Delivery::envelope) reads it. A message without one,
+    /// or whose payload does not decode as `T`, is an error that `?` turns into a permanent
+    /// failure: the message goes to the dead-letter queue.
+    pub fn envelope<T: DeserializeOwned>(&self) -> crate::Result<Envelope<T>> {
+        Envelope::from_received(&self.message)
     }
 }
 
