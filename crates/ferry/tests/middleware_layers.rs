@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ferry::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 use ferry::inbox::{Claim, DedupStore, DedupWindow};
 use ferry::middleware::breaker::BreakerLayer;
+use ferry::middleware::concurrency::ConcurrencyLimitLayer;
 use ferry::middleware::dedup::DedupLayer;
 use ferry::middleware::panic::CatchPanicLayer;
 use ferry::middleware::poison::PoisonLayer;
@@ -16,7 +17,7 @@ use ferry::middleware::rate_limit::RateLimitLayer;
 use ferry::middleware::retry::RetryLayer;
 use ferry::middleware::timeout::TimeoutLayer;
 use ferry::middleware::{BoxHandler, HandlerContext, HandlerError, handler_fn, stack};
-use ferry::{Backoff, Received, Source};
+use ferry::{Backoff, Error, Received, Source};
 use tower::{Layer, ServiceExt};
 
 fn message(id: &str, attempt: u32) -> HandlerContext {
@@ -400,8 +401,7 @@ async fn the_concurrency_limit_is_never_exceeded() {
     let svc = stack()
         .without_tracing()
         .without_metrics()
-        .concurrency_limit(2)
-        .unwrap()
+        .concurrency_limit(ConcurrencyLimitLayer::new(2).unwrap())
         .build(handler);
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..12 {
@@ -411,7 +411,8 @@ async fn the_concurrency_limit_is_never_exceeded() {
         assert_eq!(answer.unwrap(), Ok(()));
     }
     assert_eq!(most.load(Ordering::SeqCst), 2, "two at once, never more");
-    assert!(stack().concurrency_limit(0).is_err());
+    let zero = ConcurrencyLimitLayer::new(0).unwrap_err();
+    assert!(matches!(zero, Error::Invalid { .. }), "{zero}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,7 +449,9 @@ async fn the_breaker_opens_puts_messages_off_without_calling_the_handler_then_cl
         open_for: Duration::from_millis(300),
     }));
     let handler = Scripted::new(vec![transient("api down"), transient("api down"), Ok(())]);
-    let svc = BreakerLayer::new(breaker.clone()).layer(handler.handler());
+    let svc = BreakerLayer::new(breaker.clone())
+        .unwrap()
+        .layer(handler.handler());
     for _ in 0..2 {
         assert_eq!(
             svc.clone().oneshot(message("m1", 1)).await,
@@ -485,7 +488,9 @@ async fn a_permanent_failure_does_not_open_the_breaker() {
         open_for: Duration::from_secs(60),
     }));
     let handler = Scripted::new(vec![Err(HandlerError::permanent("bad order"))]);
-    let svc = BreakerLayer::new(breaker.clone()).layer(handler.handler());
+    let svc = BreakerLayer::new(breaker.clone())
+        .unwrap()
+        .layer(handler.handler());
     let _ = svc.clone().oneshot(message("m1", 1)).await;
     let _ = svc.oneshot(message("m2", 1)).await;
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -534,7 +539,7 @@ async fn the_built_stack_acks_a_duplicate_even_while_the_breaker_is_open() {
     let handler = Scripted::new(vec![Ok(())]);
     let svc = stack()
         .dedup(DedupLayer::new(store.clone()))
-        .breaker(breaker.clone())
+        .breaker(BreakerLayer::new(breaker.clone()).unwrap())
         .build(handler.handler());
     assert_eq!(svc.clone().oneshot(message("m1", 1)).await, Ok(()));
     breaker.record_failure();
@@ -554,4 +559,33 @@ async fn the_built_stack_acks_a_duplicate_even_while_the_breaker_is_open() {
         1,
         "m2's claim dropped"
     );
+}
+
+#[test]
+fn every_layer_refuses_a_setting_under_which_it_cannot_work_as_invalid() {
+    let never_closes = Arc::new(CircuitBreaker::new(BreakerConfig {
+        failure_threshold: 1,
+        open_for: Duration::ZERO,
+    }));
+    let refusals = [
+        PoisonLayer::new(0).map(drop),
+        RetryLayer::new(0, Backoff::default()).map(drop),
+        TimeoutLayer::new(Duration::ZERO).map(drop),
+        RateLimitLayer::new(0, Duration::from_secs(1)).map(drop),
+        RateLimitLayer::new(1, Duration::ZERO).map(drop),
+        ConcurrencyLimitLayer::new(0).map(drop),
+        BreakerLayer::new(never_closes).map(drop),
+        DedupLayer::new(Arc::new(MemoryStore::default()))
+            .hold(Duration::ZERO)
+            .map(drop),
+        DedupLayer::new(Arc::new(MemoryStore::default()))
+            .retry_in_progress_after(Duration::ZERO)
+            .map(drop),
+    ];
+    for (i, refused) in refusals.into_iter().enumerate() {
+        assert!(
+            matches!(refused, Err(Error::Invalid { .. })),
+            "#{i}: {refused:?}"
+        );
+    }
 }

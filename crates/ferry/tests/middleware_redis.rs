@@ -12,15 +12,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferry::breaker::{BreakerConfig, CircuitBreaker};
 use ferry::message::reason;
-use ferry::middleware::dedup::DedupLayer;
-use ferry::middleware::rate_limit::RateLimitLayer;
-use ferry::middleware::retry::RetryLayer;
-use ferry::middleware::{HandlerContext, HandlerError, Worker, handler_fn, stack};
-use ferry::{
-    Backoff, ConsumerOptions, DeliveryPolicy, Destination, Ferry, Message, QueueDecl, Source,
+use ferry::middleware::{
+    Backoff, BreakerConfig, BreakerLayer, CircuitBreaker, ConcurrencyLimitLayer, DedupLayer,
+    HandlerContext, HandlerError, PoisonLayer, RateLimitLayer, RetryLayer, TimeoutLayer, Worker,
+    handler_fn, stack,
 };
+use ferry::{ConsumerOptions, DeliveryPolicy, Destination, Ferry, Message, QueueDecl, Source};
 use ferry_testkit::fresh;
 use middleware_support::MemoryStore;
 
@@ -86,22 +84,22 @@ async fn the_full_stack_settles_each_message_as_it_decides_on_redis() {
         })
     };
     let svc = stack()
-        .poison(3)
-        .unwrap()
+        .poison(PoisonLayer::new(3).unwrap())
         .dedup(
             DedupLayer::new(Arc::new(MemoryStore::default()))
                 .key(|ctx| format!("order:{}", ctx.header("order-number").unwrap_or_default())),
         )
-        .breaker(Arc::new(CircuitBreaker::new(BreakerConfig {
-            failure_threshold: 50,
-            open_for: Duration::from_secs(1),
-        })))
+        .breaker(
+            BreakerLayer::new(Arc::new(CircuitBreaker::new(BreakerConfig {
+                failure_threshold: 50,
+                open_for: Duration::from_secs(1),
+            })))
+            .unwrap(),
+        )
         .retry(RetryLayer::new(3, quick).unwrap())
-        .concurrency_limit(2)
-        .unwrap()
+        .concurrency_limit(ConcurrencyLimitLayer::new(2).unwrap())
         .rate_limit(RateLimitLayer::new(200, Duration::from_secs(1)).unwrap())
-        .timeout(Duration::from_secs(5))
-        .unwrap()
+        .timeout(TimeoutLayer::new(Duration::from_secs(5)).unwrap())
         .build(handler);
 
     let options = ConsumerOptions {

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use ferry::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 use ferry::message::reason;
-use ferry::middleware::dedup::DedupLayer;
-use ferry::middleware::retry::RetryLayer;
-use ferry::middleware::{BoxHandler, HandlerContext, HandlerError, Worker, handler_fn, stack};
+use ferry::middleware::{
+    BoxHandler, BreakerLayer, ConcurrencyLimitLayer, DedupLayer, HandlerContext, HandlerError,
+    PoisonLayer, RetryLayer, Worker, handler_fn, stack,
+};
 use ferry::{
     Backoff, ConsumerOptions, DeadLetterInfo, DeliveryPolicy, Destination, Envelope, Error, Ferry,
     Message, QueueDecl, Source,
@@ -185,7 +186,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_with_its_reason() {
     let worker = start(
         &ferry,
         "orders",
-        stack().poison(5).unwrap().build(handler),
+        stack().poison(PoisonLayer::new(5).unwrap()).build(handler),
         4,
     )
     .await;
@@ -218,7 +219,7 @@ async fn a_transient_failure_on_the_last_delivery_is_dead_lettered_with_the_erro
     let worker = start(
         &ferry,
         "orders",
-        stack().poison(3).unwrap().build(handler),
+        stack().poison(PoisonLayer::new(3).unwrap()).build(handler),
         4,
     )
     .await;
@@ -277,7 +278,10 @@ async fn retries_run_before_poison_decides_end_to_end() {
     )
     .unwrap();
     // Poison gives up on the second delivery; three calls in process per delivery.
-    let svc = stack().poison(2).unwrap().retry(retry).build(handler);
+    let svc = stack()
+        .poison(PoisonLayer::new(2).unwrap())
+        .retry(retry)
+        .build(handler);
     let worker = start(&ferry, "orders", svc, 4).await;
     let dead = dead_letters(&ferry, "orders", 1).await;
     eventually("the recovering message", || calls.of("recovers").len() == 3).await;
@@ -405,7 +409,9 @@ async fn an_open_breaker_puts_deliveries_off_without_calling_the_handler_until_i
     let worker = start(
         &ferry,
         "orders",
-        stack().breaker(breaker.clone()).build(handler),
+        stack()
+            .breaker(BreakerLayer::new(breaker.clone()).unwrap())
+            .build(handler),
         4,
     )
     .await;
@@ -487,7 +493,9 @@ async fn the_concurrency_limit_holds_under_a_wider_worker() {
             }
         })
     };
-    let svc = stack().concurrency_limit(2).unwrap().build(handler);
+    let svc = stack()
+        .concurrency_limit(ConcurrencyLimitLayer::new(2).unwrap())
+        .build(handler);
     let worker = start(&ferry, "orders", svc, 8).await;
     eventually("all ten", || done.load(Ordering::SeqCst) == 10).await;
     worker.stop().await;
@@ -699,4 +707,58 @@ async fn a_handler_reads_the_typed_envelope_and_a_message_without_one_is_dead_le
     assert_eq!(dead[0].1.reason, reason::REJECTED);
     let error = dead[0].1.last_error.as_deref().unwrap_or_default();
     assert!(error.contains("no `type` header"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_every_layer_is_built_from_the_middleware_module_alone() {
+    // Every layer and what its constructor takes, from one module.
+    use ferry::middleware as mw;
+
+    let (_dir, ferry) = embedded().await;
+    queue(&ferry, "orders", 5, Duration::from_millis(500)).await;
+    publish(
+        &ferry,
+        "orders",
+        (0..10).map(|i| Message::new(format!("{i}"))),
+    )
+    .await;
+    let policy = DeliveryPolicy {
+        lease: Duration::from_millis(500),
+        ..DeliveryPolicy::default()
+    };
+    let calls = Calls::default();
+    let handler = {
+        let calls = calls.clone();
+        mw::handler_fn(move |ctx: mw::HandlerContext| {
+            calls.note(&ctx);
+            async { Ok::<(), mw::HandlerError>(()) }
+        })
+    };
+    let backoff = mw::Backoff {
+        base: Duration::from_millis(5),
+        ..mw::Backoff::default()
+    };
+    let breaker = Arc::new(mw::CircuitBreaker::new(mw::BreakerConfig::default()));
+    let store = Arc::new(mw::MemoryDedupStore::new());
+    let _always_on = (mw::TraceLayer, mw::MetricsLayer, mw::CatchPanicLayer);
+    let service = mw::stack()
+        .poison(mw::PoisonLayer::new(5).unwrap())
+        .dedup(mw::DedupLayer::new(store).window(mw::DedupWindow::for_policy(&policy)))
+        .breaker(mw::BreakerLayer::new(breaker).unwrap())
+        .retry(mw::RetryLayer::new(3, backoff).unwrap())
+        .concurrency_limit(mw::ConcurrencyLimitLayer::new(2).unwrap())
+        .rate_limit(mw::RateLimitLayer::new(1000, Duration::from_secs(1)).unwrap())
+        .timeout(mw::TimeoutLayer::new(Duration::from_secs(5)).unwrap())
+        .build(handler);
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    mw::Worker::new(consumer, service)
+        .run_until_idle(Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(calls.total(), 10);
+    let left = anything_within(&ferry, "orders", Duration::from_millis(1200)).await;
+    assert!(left.is_empty(), "all ten acked, got back {left:?}");
 }

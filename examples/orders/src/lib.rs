@@ -37,8 +37,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use ferry::inbox::{MemoryDedupStore, SqliteInbox};
-use ferry::middleware::dedup::DedupLayer;
-use ferry::middleware::{BoxHandler, Worker, handler_fn, stack};
+use ferry::middleware::{BoxHandler, DedupLayer, PoisonLayer, Worker, handler_fn, stack};
 use ferry::outbox::{RelayConfig, RelayHandle, SqliteOutbox};
 use ferry::saga::{
     Orchestrator, Running, SagaDefinition, SagaOptions, SagaStore, SqliteSagaStore, Step,
@@ -320,7 +319,7 @@ async fn start(shared: &Shared, ferry: &Ferry) -> anyhow::Result<Services> {
     spawn(
         Source::subscription(&names.events, &names.saga_starter),
         stack()
-            .poison(max_deliveries)?
+            .poison(PoisonLayer::new(max_deliveries)?)
             .build(handler_fn(move |ctx| {
                 listeners::start_saga(starter.clone(), ctx)
             })),
@@ -336,7 +335,7 @@ async fn start(shared: &Shared, ferry: &Ferry) -> anyhow::Result<Services> {
     spawn(
         Source::subscription(&names.events, &names.email),
         stack()
-            .poison(max_deliveries)?
+            .poison(PoisonLayer::new(max_deliveries)?)
             .build(handler_fn(move |ctx| {
                 let email = email.clone();
                 async move { email.handle(ctx).await }
@@ -352,7 +351,7 @@ async fn start(shared: &Shared, ferry: &Ferry) -> anyhow::Result<Services> {
     spawn(
         Source::subscription(&names.events, &names.analytics),
         stack()
-            .poison(max_deliveries)?
+            .poison(PoisonLayer::new(max_deliveries)?)
             .dedup(DedupLayer::new(shared.analytics_dedup.clone()))
             .build(handler_fn(move |ctx| {
                 let analytics = analytics.clone();
@@ -378,7 +377,7 @@ async fn start(shared: &Shared, ferry: &Ferry) -> anyhow::Result<Services> {
         spawn(
             Source::queue(queue.as_str()),
             stack()
-                .poison(max_deliveries)?
+                .poison(PoisonLayer::new(max_deliveries)?)
                 .build(handler_fn(move |ctx| {
                     let participant = participant.clone();
                     async move { participant.handle(ctx).await }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::breaker::{BreakerState, CircuitBreaker};
+use crate::error::{Error, Result};
 
 use super::{HandlerContext, HandlerError, HandlerFuture};
 
@@ -26,8 +27,16 @@ pub struct BreakerLayer {
 }
 
 impl BreakerLayer {
-    pub fn new(breaker: Arc<CircuitBreaker>) -> BreakerLayer {
-        BreakerLayer { breaker }
+    /// `Invalid` when the breaker stays open for no time: it would put deliveries off for
+    /// none, and each would come straight back, spending a delivery per round trip.
+    pub fn new(breaker: Arc<CircuitBreaker>) -> Result<BreakerLayer> {
+        if breaker.config().open_for.is_zero() {
+            return Err(Error::invalid(
+                "breaker open_for",
+                "must be longer than zero",
+            ));
+        }
+        Ok(BreakerLayer { breaker })
     }
 }
 

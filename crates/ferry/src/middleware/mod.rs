@@ -55,3 +55,22 @@ pub use handler::{HandlerFn, HandlerFuture, handler_fn};
 pub use outcome::HandlerError;
 pub use stack::{BoxHandler, StackBuilder, stack};
 pub use worker::{Worker, run};
+
+// Every layer, and what their constructors take, so that a worker's imports come from this
+// one module.
+pub use breaker::BreakerLayer;
+pub use concurrency::ConcurrencyLimitLayer;
+pub use dedup::DedupLayer;
+pub use metrics::MetricsLayer;
+pub use panic::CatchPanicLayer;
+pub use poison::PoisonLayer;
+pub use rate_limit::RateLimitLayer;
+pub use retry::RetryLayer;
+pub use timeout::TimeoutLayer;
+pub use trace::{TraceContext, TraceLayer};
+
+pub use crate::breaker::{BreakerConfig, CircuitBreaker};
+#[cfg(feature = "redis")]
+pub use crate::inbox::RedisDedupStore;
+pub use crate::inbox::{DedupStore, DedupWindow, MemoryDedupStore};
+pub use crate::spec::Backoff;

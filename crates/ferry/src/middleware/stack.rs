@@ -1,14 +1,12 @@
 //! [`stack()`]: the usual layers around a handler, in the documented order (see the
 //! module's page), each optional.
-
-use std::sync::Arc;
-use std::time::Duration;
+//!
+//! The builder takes layers already built, so it cannot fail: each layer's constructor
+//! refuses its own bad settings (a zero timeout, a concurrency limit of zero) with
+//! [`Error::Invalid`](crate::Error::Invalid), where the mistake is made.
 
 use tower::Layer;
 use tower::util::BoxCloneService;
-
-use crate::breaker::CircuitBreaker;
-use crate::error::Result;
 
 use super::breaker::BreakerLayer;
 use super::concurrency::ConcurrencyLimitLayer;
@@ -40,7 +38,7 @@ pub struct StackBuilder {
     dedup: Option<DedupLayer>,
     breaker: Option<BreakerLayer>,
     retry: Option<RetryLayer>,
-    concurrency: Option<usize>,
+    concurrency: Option<ConcurrencyLimitLayer>,
     rate: Option<RateLimitLayer>,
     timeout: Option<TimeoutLayer>,
     catch_panics: bool,
@@ -78,41 +76,36 @@ impl StackBuilder {
         self.catch_panics = false;
         self
     }
-    /// Dead-letters on delivery `max_deliveries` (see [`PoisonLayer`]).
-    pub fn poison(mut self, max_deliveries: u32) -> Result<Self> {
-        self.poison = Some(PoisonLayer::new(max_deliveries)?);
-        Ok(self)
+    /// Dead-letters poison messages (see [`PoisonLayer`]).
+    pub fn poison(mut self, layer: PoisonLayer) -> Self {
+        self.poison = Some(layer);
+        self
     }
     pub fn dedup(mut self, layer: DedupLayer) -> Self {
         self.dedup = Some(layer);
         self
     }
-    pub fn breaker(mut self, breaker: Arc<CircuitBreaker>) -> Self {
-        self.breaker = Some(BreakerLayer::new(breaker));
+    pub fn breaker(mut self, layer: BreakerLayer) -> Self {
+        self.breaker = Some(layer);
         self
     }
     pub fn retry(mut self, layer: RetryLayer) -> Self {
         self.retry = Some(layer);
         self
     }
-    /// At most `calls` handler calls at once across every clone of the built stack.
-    pub fn concurrency_limit(mut self, calls: usize) -> Result<Self> {
-        if calls == 0 {
-            return Err(crate::Error::invalid(
-                "concurrency limit",
-                "must be at least 1",
-            ));
-        }
-        self.concurrency = Some(calls);
-        Ok(self)
+    /// At most `layer.calls()` handler calls at once across every clone of the built
+    /// stack.
+    pub fn concurrency_limit(mut self, layer: ConcurrencyLimitLayer) -> Self {
+        self.concurrency = Some(layer);
+        self
     }
     pub fn rate_limit(mut self, layer: RateLimitLayer) -> Self {
         self.rate = Some(layer);
         self
     }
-    pub fn timeout(mut self, limit: Duration) -> Result<Self> {
-        self.timeout = Some(TimeoutLayer::new(limit)?);
-        Ok(self)
+    pub fn timeout(mut self, layer: TimeoutLayer) -> Self {
+        self.timeout = Some(layer);
+        self
     }
 
     /// The stack around `handler`, innermost first: panic, timeout, rate limit,
@@ -135,8 +128,8 @@ impl StackBuilder {
         if let Some(layer) = self.rate {
             svc = BoxCloneService::new(layer.layer(svc));
         }
-        if let Some(calls) = self.concurrency {
-            svc = BoxCloneService::new(ConcurrencyLimitLayer::new(calls).layer(svc));
+        if let Some(layer) = self.concurrency {
+            svc = BoxCloneService::new(layer.layer(svc));
         }
         if let Some(layer) = self.retry {
             svc = BoxCloneService::new(layer.layer(svc));
