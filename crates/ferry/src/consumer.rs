@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::message::Received;
-use crate::spec::Source;
+use crate::spec::{DeliveryPolicy, Source};
 use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Settler};
 
 /// Takes deliveries from one queue, subscription or dead-letter queue.
@@ -19,6 +19,7 @@ pub struct Consumer {
     backend: Box<dyn ConsumerBackend>,
     source: Source,
     options: ConsumerOptions,
+    policy: Option<DeliveryPolicy>,
     /// Fetched and not yet handed out.
     buffer: VecDeque<Incoming>,
     closed: bool,
@@ -29,11 +30,13 @@ impl Consumer {
         backend: Box<dyn ConsumerBackend>,
         source: Source,
         options: ConsumerOptions,
+        policy: Option<DeliveryPolicy>,
     ) -> Consumer {
         Consumer {
             backend,
             source,
             options,
+            policy,
             buffer: VecDeque::new(),
             closed: false,
         }
@@ -45,6 +48,15 @@ impl Consumer {
 
     pub fn name(&self) -> &str {
         &self.options.name
+    }
+
+    /// The delivery policy the source was declared with, when it was declared through the
+    /// [`Ferry`](crate::Ferry) handle (or a clone of it) that opened this consumer; `None`
+    /// when it was declared elsewhere (another process, another connection) and for dead
+    /// letters. The [poison layer](crate::middleware::poison) takes its `max_deliveries`
+    /// from here.
+    pub fn delivery_policy(&self) -> Option<&DeliveryPolicy> {
+        self.policy.as_ref()
     }
 
     /// The next delivery, waiting as long as it takes; `None` once closed.

@@ -1,12 +1,13 @@
 //! [`Ferry`]: a connection to one transport, chosen by URL, and the admin calls on it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::capability::Capabilities;
 use crate::consumer::Consumer;
 use crate::error::Result;
 use crate::publisher::Publisher;
-use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
+use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 use crate::transport::{self, ConsumerOptions, Transport};
 
@@ -14,6 +15,10 @@ use crate::transport::{self, ConsumerOptions, Transport};
 #[derive(Clone)]
 pub struct Ferry {
     transport: Arc<dyn Transport>,
+    /// The delivery policy of each queue and subscription declared through this handle (or
+    /// a clone), for its consumers: a declaration that succeeded matches what exists, since
+    /// every transport refuses one with other settings as a `Conflict`.
+    declared: Arc<Mutex<HashMap<Source, DeliveryPolicy>>>,
 }
 
 impl std::fmt::Debug for Ferry {
@@ -28,14 +33,15 @@ impl Ferry {
     /// Connects to the transport `url` names: `embedded:./dir` (the broker in-process, the
     /// default choice), or another engine compiled in with its feature.
     pub async fn connect(url: &str) -> Result<Ferry> {
-        Ok(Ferry {
-            transport: transport::connect(url).await?,
-        })
+        Ok(Ferry::with_transport(transport::connect(url).await?))
     }
 
     /// Wraps a transport built by hand.
     pub fn with_transport(transport: Arc<dyn Transport>) -> Ferry {
-        Ferry { transport }
+        Ferry {
+            transport,
+            declared: Arc::default(),
+        }
     }
 
     /// What this transport does natively, emulates, or cannot do.
@@ -47,7 +53,9 @@ impl Ferry {
     /// transport cannot honour is [`Error::Unsupported`](crate::Error) and creates nothing.
     pub async fn declare_queue(&self, decl: &QueueDecl) -> Result<()> {
         self.capabilities().check_queue(decl)?;
-        self.transport.declare_queue(decl).await
+        self.transport.declare_queue(decl).await?;
+        self.remember(Source::queue(&decl.name), &decl.delivery);
+        Ok(())
     }
 
     /// Declares a temporary queue, bound to this process: the transport deletes it when
@@ -77,7 +85,12 @@ impl Ferry {
     /// the topic from now on.
     pub async fn declare_subscription(&self, decl: &SubscriptionDecl) -> Result<()> {
         self.capabilities().check_subscription(decl)?;
-        self.transport.declare_subscription(decl).await
+        self.transport.declare_subscription(decl).await?;
+        self.remember(
+            Source::subscription(&decl.topic, &decl.name),
+            &decl.delivery,
+        );
+        Ok(())
     }
 
     /// Deletes a queue or a subscription. The Ferry broker keeps its dead-letter queue —
@@ -85,7 +98,9 @@ impl Ferry {
     /// `delete(&source.dead_letters())`; transports that keep dead letters beside the
     /// source remove them with it (then that second delete is `NotFound`).
     pub async fn delete(&self, source: &Source) -> Result<()> {
-        self.transport.delete(source).await
+        self.transport.delete(source).await?;
+        self.declarations().remove(source);
+        Ok(())
     }
 
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
@@ -96,13 +111,16 @@ impl Ferry {
         Publisher::new(self.transport.clone(), destination)
     }
 
-    /// Starts consuming `source`; fails at once if it does not exist.
+    /// Starts consuming `source`; fails at once if it does not exist. The consumer knows
+    /// the source's delivery policy when it was declared through this handle
+    /// ([`Consumer::delivery_policy`]).
     pub async fn consumer(&self, source: Source, options: ConsumerOptions) -> Result<Consumer> {
         if options.prefetch == 0 {
             return Err(crate::Error::invalid("prefetch", "must be at least 1"));
         }
         let backend = self.transport.open_consumer(&source, &options).await?;
-        Ok(Consumer::new(backend, source, options))
+        let policy = self.declarations().get(&source).cloned();
+        Ok(Consumer::new(backend, source, options, policy))
     }
 
     /// Closes the connection; idempotent. Calls made afterwards, and settlements of
@@ -110,5 +128,16 @@ impl Ferry {
     /// delivery comes back when its lease ends.
     pub async fn close(&self) -> Result<()> {
         self.transport.close().await
+    }
+
+    fn remember(&self, source: Source, policy: &DeliveryPolicy) {
+        self.declarations().insert(source, policy.clone());
+    }
+
+    fn declarations(&self) -> std::sync::MutexGuard<'_, HashMap<Source, DeliveryPolicy>> {
+        // Every update is a single insert or remove: the map stays whole whatever panicked.
+        self.declared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -226,6 +226,58 @@ async fn poison_does_not_hand_over_a_message_delivered_more_often_than_allowed()
 }
 
 #[tokio::test]
+async fn poison_takes_the_limit_the_delivery_carries_unless_given_one() {
+    let handler = Scripted::new(vec![transient("db down")]);
+    let declared = PoisonLayer::from_declaration().layer(handler.handler());
+    let of_three = |attempt| message("m1", attempt).with_max_deliveries(3);
+    assert_eq!(
+        declared.clone().oneshot(of_three(2)).await,
+        transient("db down"),
+        "deliveries left: nacked"
+    );
+    assert_eq!(
+        declared.clone().oneshot(of_three(3)).await,
+        Err(HandlerError::permanent(
+            "failed on delivery 3 of 3: db down"
+        ))
+    );
+    let calls = handler.calls();
+    let beyond = declared.oneshot(of_three(4)).await;
+    assert!(
+        matches!(&beyond, Err(HandlerError::Permanent { reason }) if reason.contains("never settled")),
+        "{beyond:?}"
+    );
+    assert_eq!(handler.calls(), calls, "not handed to the handler");
+
+    // A limit given wins over the declared one.
+    let given = PoisonLayer::new(2).unwrap().layer(handler.handler());
+    let answer = given.oneshot(message("m1", 2).with_max_deliveries(5)).await;
+    assert_eq!(
+        answer,
+        Err(HandlerError::permanent(
+            "failed on delivery 2 of 2: db down"
+        ))
+    );
+}
+
+#[tokio::test]
+async fn poison_without_a_known_limit_leaves_transient_failures_to_the_transport() {
+    let handler = Scripted::new(vec![transient("db down")]);
+    let svc = PoisonLayer::from_declaration().layer(handler.handler());
+    assert_eq!(
+        svc.oneshot(message("m1", 50)).await,
+        transient("db down"),
+        "nacked: the transport dead-letters at its own limit"
+    );
+    let handler = Scripted::new(vec![Err(HandlerError::permanent("unknown customer"))]);
+    let svc = PoisonLayer::from_declaration().layer(handler.handler());
+    assert_eq!(
+        svc.oneshot(message("m2", 1)).await,
+        Err(HandlerError::permanent("unknown customer"))
+    );
+}
+
+#[tokio::test]
 async fn poison_outside_retry_decides_only_after_the_retries_while_inside_it_gives_up_at_once() {
     // The documented order: retry inside poison. On the last delivery, a handler that
     // recovers on its second call is never dead-lettered.

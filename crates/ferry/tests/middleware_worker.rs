@@ -762,3 +762,80 @@ async fn a_worker_with_every_layer_is_built_from_the_middleware_module_alone() {
     let left = anything_within(&ferry, "orders", Duration::from_millis(1200)).await;
     assert!(left.is_empty(), "all ten acked, got back {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_poison_layer_dead_letters_on_the_last_delivery_the_queue_was_declared_with() {
+    let (_dir, ferry) = embedded().await;
+    queue(&ferry, "orders", 3, Duration::from_secs(30)).await;
+    publish(&ferry, "orders", [Message::new("order 7")]).await;
+    let calls = Calls::default();
+    let handler = {
+        let calls = calls.clone();
+        handler_fn(move |ctx: HandlerContext| {
+            calls.note(&ctx);
+            async { Err(HandlerError::transient("inventory service unavailable")) }
+        })
+    };
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    assert_eq!(
+        consumer.delivery_policy().map(|p| p.max_deliveries),
+        Some(3)
+    );
+    let service = stack()
+        .poison(PoisonLayer::from_declaration())
+        .build(handler);
+    Worker::new(consumer, service)
+        .run_until_idle(Duration::from_millis(300))
+        .await
+        .unwrap();
+    let dead = dead_letters(&ferry, "orders", 1).await;
+    let info = &dead[0].1;
+    assert_eq!(info.reason, reason::REJECTED, "the poison layer decided");
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("failed on delivery 3 of 3: inventory service unavailable")
+    );
+    assert_eq!(calls.of("order 7"), vec![1, 2, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_declared_through_another_handle_is_dead_lettered_by_the_transport_at_its_limit() {
+    let (dir, first) = embedded().await;
+    queue(&first, "orders", 2, Duration::from_secs(30)).await;
+    publish(&first, "orders", [Message::new("order 7")]).await;
+    first.close().await.unwrap();
+    let ferry = Ferry::connect(&format!("embedded:{}", dir.path().display()))
+        .await
+        .unwrap();
+    let calls = Calls::default();
+    let handler = {
+        let calls = calls.clone();
+        handler_fn(move |ctx: HandlerContext| {
+            calls.note(&ctx);
+            async { Err(HandlerError::transient("inventory service unavailable")) }
+        })
+    };
+    let consumer = ferry
+        .consumer(Source::queue("orders"), options())
+        .await
+        .unwrap();
+    assert_eq!(consumer.delivery_policy(), None, "declared elsewhere");
+    let service = stack()
+        .poison(PoisonLayer::from_declaration())
+        .build(handler);
+    Worker::new(consumer, service)
+        .run_until_idle(Duration::from_millis(300))
+        .await
+        .unwrap();
+    let dead = dead_letters(&ferry, "orders", 1).await;
+    let info = &dead[0].1;
+    assert_eq!(info.reason, reason::MAX_DELIVERIES, "the transport decided");
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("inventory service unavailable")
+    );
+    assert_eq!(calls.of("order 7"), vec![1, 2]);
+}

@@ -18,6 +18,7 @@ use super::trace::TraceContext;
 pub struct HandlerContext {
     message: Arc<Received>,
     source: Arc<str>,
+    max_deliveries: Option<u32>,
     trace: Option<TraceContext>,
 }
 
@@ -26,8 +27,22 @@ impl HandlerContext {
         HandlerContext {
             message: Arc::new(message),
             source: source_label(source).into(),
+            max_deliveries: None,
             trace: None,
         }
+    }
+
+    /// Says the source allows `max` deliveries of a message (the [`Worker`](super::Worker)
+    /// sets it from [`Consumer::delivery_policy`](crate::Consumer::delivery_policy)).
+    pub fn with_max_deliveries(mut self, max: u32) -> HandlerContext {
+        self.max_deliveries = Some(max);
+        self
+    }
+
+    /// Deliveries the source allows a message, the first included, when known: with
+    /// [`attempt`](Received::attempt), whether this delivery is the last.
+    pub fn max_deliveries(&self) -> Option<u32> {
+        self.max_deliveries
     }
 
     pub fn message(&self) -> &Received {

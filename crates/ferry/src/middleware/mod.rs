@@ -19,9 +19,10 @@
 //!
 //! 1. [`trace`]: a span per message, continuing the producer's W3C `traceparent`;
 //! 2. [`metrics`]: counts the outcome the worker will apply, times the whole stack;
-//! 3. [`poison`]: a permanent failure, or a transient one on the last allowed delivery,
-//!    becomes a reject (dead letter). It sits *outside* retry: retries run first, and
-//!    poison decides only once they are used up;
+//! 3. [`poison`]: a permanent failure, or a transient one on the last allowed delivery
+//!    (the source's declared `max_deliveries`, or a limit given), becomes a reject (dead
+//!    letter). It sits *outside* retry: retries run first, and poison decides only once
+//!    they are used up;
 //! 4. [`dedup`]: a message already processed is acked without calling the handler; the
 //!    claim spans all in-process retries;
 //! 5. [`breaker`]: while the downstream is known dead, messages are put off, not failed;

@@ -5,9 +5,16 @@
 //! was the last allowed (`Received::attempt` ≥ `max_deliveries`). The reject carries the
 //! error as the dead letter's last error (the transport writes the `ferry-dlq-*` headers).
 //!
+//! The limit is the source's own, as declared ([`PoisonLayer::from_declaration`]), or one
+//! given ([`PoisonLayer::new`]). A source declared elsewhere has no known limit: then only
+//! permanent failures are decided here, and the transport dead-letters a message failing
+//! on its last delivery (reason `max_deliveries`, the handler's error as last error).
+//!
 //! Put it *outside* the [retry layer](super::retry): retries run first and the poison layer
 //! decides only on what they could not cure.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service, ServiceExt};
@@ -16,16 +23,34 @@ use crate::error::{Error, Result};
 
 use super::{HandlerContext, HandlerError, HandlerFuture};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PoisonLayer {
-    max_deliveries: u32,
+    /// `None`: the source's declared limit, carried by each delivery's context.
+    max_deliveries: Option<u32>,
+    /// Whether the missing limit was logged: once per layer, not per message.
+    warned: Arc<AtomicBool>,
 }
 
 impl PoisonLayer {
-    /// Dead-letters a message failing on delivery `max_deliveries` (the queue's own
-    /// setting, or lower to give up sooner than the transport would). Deliveries spent on
-    /// deferrals (breaker open, claimed elsewhere) count too: below the queue's limit, a
-    /// message put off that often is dead-lettered without being tried.
+    /// Dead-letters on the last delivery the source allows, as it was declared. The
+    /// [`Worker`](super::Worker) passes the limit on from
+    /// [`Consumer::delivery_policy`](crate::Consumer::delivery_policy), known when the
+    /// queue or subscription was declared through the same [`Ferry`](crate::Ferry) handle
+    /// (or a clone). Without it (declared by another process or connection) only permanent
+    /// failures are rejected here, a warning says so once, and the transport dead-letters
+    /// at its own limit; give the limit with [`new`](Self::new) to decide here.
+    pub fn from_declaration() -> PoisonLayer {
+        PoisonLayer {
+            max_deliveries: None,
+            warned: Arc::default(),
+        }
+    }
+
+    /// Dead-letters a message failing on delivery `max_deliveries`, whatever the
+    /// declaration says: the queue's own setting when it was declared elsewhere, or lower
+    /// to give up sooner than the transport would. Deliveries spent on deferrals (breaker
+    /// open, claimed elsewhere) count too: below the queue's limit, a message put off that
+    /// often is dead-lettered without being tried. `Invalid` when zero.
     pub fn new(max_deliveries: u32) -> Result<PoisonLayer> {
         if max_deliveries == 0 {
             return Err(Error::invalid(
@@ -33,7 +58,25 @@ impl PoisonLayer {
                 "must be at least 1",
             ));
         }
-        Ok(PoisonLayer { max_deliveries })
+        Ok(PoisonLayer {
+            max_deliveries: Some(max_deliveries),
+            warned: Arc::default(),
+        })
+    }
+
+    /// The limit for `ctx`: the one given, else the source's declared one.
+    fn limit(&self, ctx: &HandlerContext) -> Option<u32> {
+        let limit = self.max_deliveries.or(ctx.max_deliveries());
+        if limit.is_none() && !self.warned.swap(true, AtomicOrdering::Relaxed) {
+            tracing::warn!(
+                source = ctx.source(),
+                "the poison layer does not know this source's max_deliveries (it was not \
+                 declared through this Ferry handle): only permanent failures are \
+                 dead-lettered here, and the transport dead-letters at its own limit; \
+                 give the limit with PoisonLayer::new to decide here"
+            );
+        }
+        limit
     }
 }
 
@@ -42,7 +85,7 @@ impl<S> Layer<S> for PoisonLayer {
     fn layer(&self, inner: S) -> Poison<S> {
         Poison {
             inner,
-            layer: *self,
+            layer: self.clone(),
         }
     }
 }
@@ -69,13 +112,15 @@ where
 
     fn call(&mut self, ctx: HandlerContext) -> HandlerFuture {
         let inner = self.inner.clone();
-        let max = self.layer.max_deliveries;
+        let max = self.layer.limit(&ctx);
         Box::pin(async move {
             let attempt = ctx.attempt;
             // Delivered more often than allowed, so earlier deliveries were never settled
             // (the handler crashed the process or outlived its lease — the classic poison
             // message) or were put off by a deferral. Do not hand it to the handler again.
-            if attempt > max {
+            if let Some(max) = max
+                && attempt > max
+            {
                 let reason = format!(
                     "delivered {attempt} times, more than the {max} allowed; \
                      earlier deliveries were never settled (a crash or an expired lease) \
@@ -84,17 +129,18 @@ where
                 tracing::warn!(message.id = %ctx.id, %reason, "dead-lettering a poison message");
                 return Err(HandlerError::Permanent { reason });
             }
-            match inner.oneshot(ctx.clone()).await {
-                Err(HandlerError::Transient { error, .. }) if attempt >= max => {
+            let last = max.filter(|&max| attempt >= max);
+            match (inner.oneshot(ctx.clone()).await, last) {
+                (Err(HandlerError::Transient { error, .. }), Some(max)) => {
                     let reason = format!("failed on delivery {attempt} of {max}: {error}");
                     tracing::warn!(message.id = %ctx.id, %reason, "dead-lettering after the last delivery");
                     Err(HandlerError::Permanent { reason })
                 }
-                Err(HandlerError::Permanent { reason }) => {
+                (Err(HandlerError::Permanent { reason }), _) => {
                     tracing::warn!(message.id = %ctx.id, %reason, "dead-lettering a permanent failure");
                     Err(HandlerError::Permanent { reason })
                 }
-                other => other,
+                (other, _) => other,
             }
         })
     }

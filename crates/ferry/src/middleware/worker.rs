@@ -115,6 +115,7 @@ where
         // within about `idle`, not `poll`.
         let fetch_wait = idle.map_or(poll, |idle| idle.min(poll));
         let source = consumer.source().clone();
+        let max_deliveries = consumer.delivery_policy().map(|p| p.max_deliveries);
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut in_flight = JoinSet::new();
         let mut failure = None;
@@ -170,7 +171,10 @@ where
                     break;
                 }
             };
-            let ctx = HandlerContext::new(delivery.message().clone(), &source);
+            let mut ctx = HandlerContext::new(delivery.message().clone(), &source);
+            if let Some(max) = max_deliveries {
+                ctx = ctx.with_max_deliveries(max);
+            }
             let service = service.clone();
             in_flight.spawn(async move {
                 let result = handle(service, ctx).await;
