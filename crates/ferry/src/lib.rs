@@ -60,6 +60,11 @@ pub mod transport;
 #[doc = include_str!("../../../docs/patterns.md")]
 mod patterns_guide {}
 
+// The same for `docs/sdk.md`, the guide to writing a service on the SDK.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sdk.md")]
+mod sdk_guide {}
+
 pub use capability::{Capabilities, Feature, Support};
 pub use consumer::{Consumer, Delivery};
 pub use envelope::Envelope;
