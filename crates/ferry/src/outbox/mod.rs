@@ -3,8 +3,8 @@
 //!
 //! A write to the database and a publish to the broker are two systems; doing both
 //! directly ("dual write") loses or invents events whenever the process dies between them.
-//! Instead the application [`enqueue`](PostgresOutbox::enqueue)s the event as a row of an outbox
-//! table *in its own transaction*, and a [`Relay`] publishes committed rows afterwards:
+//! Instead the application enqueues the event (`enqueue` on its outbox) as a row of an
+//! outbox table *in its own transaction*, and a `Relay` publishes committed rows afterwards:
 //!
 //! - the row commits with the business data or not at all (a rollback leaves nothing);
 //! - the relay publishes at least once: a crash between publish and marking the row
@@ -19,8 +19,12 @@
 //! - a broker outage opens the relay's [`CircuitBreaker`](crate::breaker::CircuitBreaker):
 //!   the relay stops calling, rows wait in the table, and publishing resumes by itself.
 //!
-//! Backends, each behind its feature: [`PostgresOutbox`] (`postgres`) and [`SqliteOutbox`]
-//! (`sqlite`), both a [`SqlOutbox`] over their database's [`OutboxDialect`].
+//! Backends, each behind its feature: `PostgresOutbox` (`postgres`) and `SqliteOutbox`
+//! (`sqlite`), both a `SqlOutbox` over their database's `OutboxDialect`; without either
+//! feature the module is empty.
+
+// The names above are plain, not links: a link to an item behind a feature breaks the docs
+// of a build without it.
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod backlog;
