@@ -40,6 +40,9 @@ impl Transport for Without {
     async fn delete_topic(&self, name: &str) -> Result<()> {
         self.inner.delete_topic(name).await
     }
+    async fn dedup_window(&self, queue: &str) -> Result<Option<std::time::Duration>> {
+        self.inner.dedup_window(queue).await
+    }
     async fn publish(&self, destination: &Destination, batch: Vec<Message>) -> Result<()> {
         self.inner.publish(destination, batch).await
     }

@@ -121,6 +121,11 @@ pub enum BrokerError {
     #[error("the dedup id is {len} bytes, over the limit of {max}; use a hash of it")]
     DedupIdTooLong { len: usize, max: usize },
     #[error(
+        "queue {queue} was declared without a dedup window, so a dedup id would do nothing \
+         there; publish without one, or declare the queue with a dedup window"
+    )]
+    DedupIdWithoutWindow { queue: Name },
+    #[error(
         "the delivery time is {} away, beyond the longest delay of {}; schedule it closer \
          or hold it in your own scheduler",
         human(.delay), human(.max)
@@ -461,6 +466,7 @@ impl BrokerError {
             | E::KeyTooLarge { .. }
             | E::EmptyDedupId
             | E::DedupIdTooLong { .. }
+            | E::DedupIdWithoutWindow { .. }
             | E::DelayTooLong { .. }
             | E::TtlTooShort { .. }
             | E::TtlTooLong { .. }

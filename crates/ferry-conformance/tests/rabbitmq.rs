@@ -27,6 +27,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "rabbitmq declares no deduplication",
     ),
     (
+        "a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores_nothing",
+        "rabbitmq declares no deduplication",
+    ),
+    (
         "nothing_acked_or_published_is_lost_across_an_engine_restart",
         RESTART,
     ),

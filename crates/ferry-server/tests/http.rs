@@ -172,6 +172,31 @@ async fn a_message_goes_from_publish_through_receive_to_ack() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dedup_id_on_a_queue_without_a_dedup_window_is_refused_and_stores_nothing() {
+    let s = Running::start().await;
+    let created = s
+        .post(
+            "/v1/queues",
+            json!({"name": "plain", "spec": {"dedup_window_ms": 0}}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let refused = s
+        .post(
+            "/v1/queues/plain/messages",
+            json!({"messages": [{"payload": "a"}, {"payload": "b", "dedup_id": "d1"}]}),
+        )
+        .await;
+    expect(&refused, 400, "dedup_id_without_window");
+    assert!(
+        refused.text().contains("without a dedup window"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(s.stats("plain").await["ready"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topics_feed_subscriptions_and_groups_are_described() {
     let s = Running::start().await;
     let t = s

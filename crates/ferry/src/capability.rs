@@ -266,9 +266,31 @@ pub fn markdown(tables: &[Capabilities]) -> String {
             ));
         }
     }
+    out.push_str(SAME_EVERYWHERE);
     out.push_str(SETTLING_IN_BULK);
     out
 }
+
+/// Rules the SDK keeps the same on every transport, whatever the engine would do alone.
+const SAME_EVERYWHERE: &str = "
+## The same on every transport
+
+- **A dedup id needs a dedup window.** Publishing a message with a dedup id to a queue
+  declared without a dedup window is `Invalid` (`dedup id of message …: queue `q` was
+  declared without a dedup window, so a dedup id would do nothing there; …`) and stores
+  nothing of the batch: the publisher asks the queue's window before the batch is sent,
+  once per publisher when the queue has one. Where the transport has no deduplication at
+  all, any dedup id is `Unsupported`, as above. A dedup id published to a topic is passed
+  on as the engine does: NATS deduplicates a topic's publishes within its stream's window
+  (two minutes); the Ferry broker keeps it on the message and stores each publish; Redis and
+  PostgreSQL refuse it (`Invalid`), as their subscriptions have no window.
+- **A declaration with other settings** is a `Conflict` naming each field that differs with
+  both values, in the SDK's names: ``queue `orders` conflicts with what exists:
+  max_deliveries: declared 7, existing 3``; a subscription declared again on another topic
+  says ``topic: declared `b`, existing `a```. A subscription's name names one subscription,
+  whatever its topic.
+- **A missing queue or topic** is ``NotFound`` saying ``queue `name` does not exist``.
+";
 
 /// How each engine takes acks that arrive together: what a busy consumer's settlements
 /// cost, which the feature table does not show.

@@ -107,6 +107,12 @@ impl Ferry {
         self.transport.delete_topic(name).await
     }
 
+    /// The dedup window queue `queue` was declared with, or `None` when it has none (a
+    /// dedup id published there is refused). `NotFound` when there is no such queue.
+    pub async fn dedup_window(&self, queue: &str) -> Result<Option<std::time::Duration>> {
+        self.transport.dedup_window(queue).await
+    }
+
     pub fn publisher(&self, destination: Destination) -> Publisher {
         Publisher::new(self.transport.clone(), destination)
     }

@@ -302,7 +302,8 @@ impl Broker {
     /// Publishes messages in one storage append, returning their ids in order. All are
     /// validated first; any invalid message fails the whole batch and stores nothing. A
     /// duplicate (same dedup id, or same producer-chosen id, within the queue's window —
-    /// also within the batch) stores nothing and returns the original's id.
+    /// also within the batch) stores nothing and returns the original's id. A dedup id on a
+    /// queue without a dedup window is [`BrokerError::DedupIdWithoutWindow`].
     ///
     /// Two publishes of one dedup id racing each other (neither stored yet) may both be
     /// stored: the window learns an id only once its message is durable.
@@ -327,6 +328,12 @@ impl Broker {
                     message.ttl = queue.spec.default_ttl;
                 }
                 queue.spec.check_priority(&queue.name, message.priority)?;
+                // A dedup id the queue cannot act on is refused, never silently kept.
+                if message.dedup_id.is_some() && queue.spec.dedup_window.is_zero() {
+                    return Err(BrokerError::DedupIdWithoutWindow {
+                        queue: queue.name.clone(),
+                    });
+                }
                 let message = message.into_message(&limits, now_ms, &mut *rng)?;
                 let dedup_keys = dedup_keys(&message);
                 resolved.push(Incoming {

@@ -316,6 +316,37 @@ async fn duplicate_publish_returns_the_original_id_and_stores_nothing_also_after
 }
 
 #[tokio::test]
+async fn a_dedup_id_on_a_queue_without_a_dedup_window_is_refused_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let mut windowless = spec(5);
+    windowless.dedup_window = Duration::ZERO;
+    broker.create_queue("q", windowless).await.unwrap();
+    let refused = broker
+        .publish_batch(
+            "q",
+            vec![
+                OutgoingMessage::new("plain"),
+                OutgoingMessage::new("deduplicated").with_dedup_id("order-7"),
+            ],
+        )
+        .await;
+    let Err(e @ BrokerError::DedupIdWithoutWindow { .. }) = refused else {
+        panic!("a dedup id on a queue without a window answered {refused:?}");
+    };
+    assert_eq!(e.kind(), crate::ErrorKind::Invalid);
+    assert!(e.to_string().contains("without a dedup window"), "{e}");
+    // The whole batch was refused; without dedup ids the same publish is taken.
+    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 0);
+    broker
+        .publish("q", OutgoingMessage::new("plain"))
+        .await
+        .unwrap();
+    assert_eq!(broker.describe_queue("q").unwrap().stats.next_seq, 1);
+}
+
+#[tokio::test]
 async fn delayed_message_survives_reopen_and_is_delivered_only_at_its_time() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

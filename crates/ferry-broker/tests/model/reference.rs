@@ -146,6 +146,8 @@ pub enum Duplicate {
 pub enum Invalid {
     /// `PriorityAboveLevels`: a priority above the queue's top level.
     Priority,
+    /// `DedupIdWithoutWindow`: a dedup id on a queue without a dedup window.
+    DedupIdWithoutWindow,
     /// `ExpiresBeforeDelivery`: a TTL (the message's own or the queue's default) that ends
     /// before the delay does.
     ExpiresBeforeDelivery,
@@ -235,6 +237,8 @@ impl Model {
         let invalid = batch.iter().find_map(|m| {
             if m.priority >= self.cfg.levels {
                 Some(Invalid::Priority)
+            } else if m.dedup_id.is_some() && self.cfg.dedup_window_ms == 0 {
+                Some(Invalid::DedupIdWithoutWindow)
             } else {
                 m.ttl_ms
                     .or(self.cfg.default_ttl_ms)

@@ -282,6 +282,14 @@ impl Run {
                     result
                 );
             }
+            Admit::Invalid(Invalid::DedupIdWithoutWindow) => {
+                prop_assert!(
+                    matches!(result, Err(BrokerError::DedupIdWithoutWindow { .. })),
+                    "a dedup id on a queue without a window in {:?}: {:?}",
+                    batch,
+                    result
+                );
+            }
             Admit::Invalid(Invalid::ExpiresBeforeDelivery) => {
                 prop_assert!(
                     matches!(result, Err(BrokerError::ExpiresBeforeDelivery { .. })),

@@ -103,6 +103,57 @@ pub(super) async fn declaring_again_with_other_settings_is_a_conflict(
     Ok(())
 }
 
+pub(super) async fn a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores_nothing(
+    ferry: &Ferry,
+    _: &Target,
+) -> CheckResult {
+    let name = queue(ferry, "windowless", |q| q.dedup_window = None).await?;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let refused = publisher
+        .send_batch(vec![
+            Message::new("plain"),
+            Message::new("deduplicated")
+                .with_id("01JC000000000000000000DEDP")
+                .with_dedup_id("order-7"),
+        ])
+        .await;
+    // A dedup id nothing would act on is refused rather than silently kept, in the same
+    // words on every transport.
+    let expected = format!(
+        "invalid dedup id of message 01JC000000000000000000DEDP: queue `{name}` was declared \
+         without a dedup window, so a dedup id would do nothing there; publish without one, or \
+         declare the queue with a dedup window"
+    );
+    match &refused {
+        Err(e @ Error::Invalid { .. }) => ensure!(
+            e.to_string() == expected,
+            "a dedup id on a queue without a window said {:?}, not {expected:?}",
+            e.to_string()
+        ),
+        _ => {
+            return Err(format!(
+                "a dedup id on a queue without a window answered {}, not Invalid",
+                variant(&refused)
+            ));
+        }
+    }
+    // The whole batch was refused: the message without a dedup id was not stored either.
+    let id = publisher
+        .send(Message::new("after the refusal"))
+        .await
+        .during("publish without a dedup id")?;
+    let mut c = consumer(ferry, Source::queue(&name)).await?;
+    let d = next(&mut c, WAIT).await?;
+    ensure!(
+        d.id == id,
+        "the first delivery was {:?}, not the message published after the refusal",
+        d.payload
+    );
+    d.ack().await.during("ack")?;
+    nothing_more(&mut c, QUIET).await?;
+    c.close().await.during("close")
+}
+
 pub(super) async fn a_subscription_declared_on_another_topic_is_a_conflict(
     ferry: &Ferry,
     _: &Target,

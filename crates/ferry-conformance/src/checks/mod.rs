@@ -18,6 +18,7 @@ mod restart;
 mod ttl;
 
 use errors::{
+    a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores_nothing,
     a_full_queue_refuses_with_full, a_missing_queue_is_not_found,
     a_subscription_declared_on_another_topic_is_a_conflict, an_invalid_name_is_invalid,
     an_oversized_payload_is_invalid_where_refused,
@@ -102,6 +103,10 @@ fn all_checks() -> Vec<Check> {
         check!(per_key_order_holds_under_concurrency, [OrderingKeys]),
         check!(
             duplicates_within_the_window_are_stored_once,
+            [Deduplication]
+        ),
+        check!(
+            a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores_nothing,
             [Deduplication]
         ),
         check!(ten_thousand_survive_a_consumer_restart, []),

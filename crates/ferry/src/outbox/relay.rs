@@ -19,6 +19,7 @@
 //! one), so one busy aggregate drains at a row per round — rounds run back to back while
 //! there is work — and many aggregates drain a batch per round.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,9 @@ const PURGE_CHUNK: usize = 1000;
 /// How often the backlog gauges are refreshed by a running relay.
 const BACKLOG_EVERY: Duration = Duration::from_secs(1);
 
+/// How long the relay trusts what it learnt of a queue's dedup window.
+const WINDOW_KEPT: Duration = Duration::from_secs(60);
+
 /// Publishes the rows of one outbox table through one [`Ferry`]. Clones share one breaker
 /// and one relay name: run one loop ([`spawn`](Relay::spawn) or
 /// [`run_once`](Relay::run_once)) per relay, and build another relay for more.
@@ -58,6 +62,9 @@ struct Inner {
     config: RelayConfig,
     breaker: CircuitBreaker,
     dedup: bool,
+    /// Whether each destination queue has a dedup window, and when that was learnt: a
+    /// dedup id goes only where a window acts on it (elsewhere it is refused).
+    windows: Mutex<HashMap<String, (bool, Instant)>>,
     hooks: Option<Arc<dyn RelayHooks>>,
     last_cleanup: Mutex<Option<Instant>>,
     last_backlog: Mutex<Option<Instant>>,
@@ -124,6 +131,7 @@ impl Relay {
                 breaker: CircuitBreaker::new(config.breaker),
                 config,
                 dedup,
+                windows: Mutex::new(HashMap::new()),
                 hooks,
                 last_cleanup: Mutex::new(None),
                 last_backlog: Mutex::new(None),
@@ -279,13 +287,44 @@ impl Relay {
         Ok(round)
     }
 
+    /// Whether `row` is published with a dedup id: where the transport deduplicates and its
+    /// destination queue has a dedup window (a topic has none).
+    async fn dedup_for(&self, row: &ClaimedRow) -> Result<bool> {
+        let inner = &*self.inner;
+        if !inner.dedup || row.destination_kind != "queue" {
+            return Ok(false);
+        }
+        let queue = &row.destination;
+        let known = {
+            let windows = inner.windows.lock().unwrap_or_else(|e| e.into_inner());
+            windows
+                .get(queue)
+                .filter(|(_, at)| at.elapsed() < WINDOW_KEPT)
+                .map(|(has, _)| *has)
+        };
+        if let Some(has) = known {
+            return Ok(has);
+        }
+        let has = inner.ferry.dedup_window(queue).await?.is_some();
+        inner
+            .windows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(queue.clone(), (has, Instant::now()));
+        Ok(has)
+    }
+
     /// Publishes one claimed row and records the outcome; `Ok(false)` when it failed and
     /// was scheduled for a retry.
     async fn publish(&self, row: &ClaimedRow) -> Result<bool, Stop> {
         let inner = &*self.inner;
         self.fault(FaultPoint::Claimed, &row.id)?;
         let label = inner.store.table().as_str().to_owned();
-        let outcome = match row.to_message(inner.dedup) {
+        let outcome = match self.dedup_for(row).await {
+            Ok(dedup) => row.to_message(dedup),
+            Err(e) => Err(e),
+        };
+        let outcome = match outcome {
             Ok((destination, message)) => {
                 let timeout = inner.config.publish_timeout;
                 let publisher = inner.ferry.publisher(destination);

@@ -88,8 +88,8 @@ impl SagaOptions {
 
     /// On (the default), commands carry their command id as dedup id and replies one
     /// derived from it, so a re-sent command or a repeated reply is stored once: the
-    /// command and reply queues then need a dedup window (some transports refuse a dedup
-    /// id on a queue without one). Off, every re-send is stored and participants see more
+    /// command and reply queues then need a dedup window (a dedup id on a queue without
+    /// one is refused, on every transport). Off, every re-send is stored and participants see more
     /// duplicates — which they tolerate anyway, deduplicating by command id.
     pub fn dedup_ids(mut self, on: bool) -> SagaOptions {
         self.dedup_ids = on;

@@ -64,6 +64,11 @@ pub trait Transport: Send + Sync + 'static {
     /// Deletes a topic; refused while it has subscriptions.
     async fn delete_topic(&self, name: &str) -> Result<()>;
 
+    /// The dedup window queue `queue` was declared with; `None` when it has none, so that
+    /// a publisher refuses a dedup id there before anything is stored, with the same words
+    /// on every transport. `NotFound` when there is no such queue.
+    async fn dedup_window(&self, queue: &str) -> Result<Option<Duration>>;
+
     /// Stores the batch durably (all or, on error, possibly a prefix — each message has an
     /// id, so a retry is recognised where the destination deduplicates). Every message has
     /// an id and passed [`Capabilities::check_message`].

@@ -118,6 +118,10 @@ impl Transport for Switch {
     async fn delete_topic(&self, name: &str) -> ferry::Result<()> {
         self.inner.delete_topic(name).await
     }
+    /// Not switched: the switch cuts publishes, which is what the relay's breaker counts.
+    async fn dedup_window(&self, queue: &str) -> ferry::Result<Option<std::time::Duration>> {
+        self.inner.dedup_window(queue).await
+    }
     async fn publish(&self, destination: &Destination, batch: Vec<Message>) -> ferry::Result<()> {
         self.attempts.fetch_add(1, AtomicOrdering::SeqCst);
         if !self.up.load(AtomicOrdering::SeqCst) {

@@ -235,6 +235,15 @@ impl Transport for Embedded {
         }
     }
 
+    async fn dedup_window(&self, queue: &str) -> Result<Option<Duration>> {
+        let info = self
+            .shared
+            .broker()?
+            .describe_queue(queue)
+            .map_err(map_error)?;
+        Ok(Some(info.spec.dedup_window).filter(|w| !w.is_zero()))
+    }
+
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
         let broker = self.shared.broker()?;
         let spec = TopicSpec {

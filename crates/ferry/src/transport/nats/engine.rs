@@ -606,6 +606,23 @@ impl Transport for Nats {
         publish_all(&js, kind, name, encoded).await
     }
 
+    async fn dedup_window(&self, queue: &str) -> Result<Option<Duration>> {
+        let js = self.shared.js()?;
+        let stream = names::queue(queue)?;
+        let settings = stream_settings(&js, "queue", queue, &stream.stream)
+            .await?
+            .map(|(_, settings)| settings)
+            .filter(|s| s.kind == settings::QUEUE)
+            .ok_or_else(|| Error::NotFound {
+                kind: "queue",
+                name: queue.to_owned(),
+            })?;
+        Ok(settings
+            .dedup_window_ms
+            .filter(|&ms| ms > 0)
+            .map(Duration::from_millis))
+    }
+
     async fn open_consumer(
         &self,
         source: &Source,

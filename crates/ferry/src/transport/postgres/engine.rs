@@ -503,6 +503,14 @@ impl Transport for Postgres {
         tx.commit().await.map_err(map_error)
     }
 
+    async fn dedup_window(&self, queue: &str) -> Result<Option<Duration>> {
+        let have = declared(&self.shared.pool, queue, "")
+            .await?
+            .filter(|d| d.kind == "queue")
+            .ok_or_else(|| not_found("queue", queue))?;
+        Ok(have.settings.dedup_window())
+    }
+
     async fn open_consumer(
         &self,
         source: &Source,

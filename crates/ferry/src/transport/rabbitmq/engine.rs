@@ -588,6 +588,12 @@ impl Transport for RabbitMq {
         }
     }
 
+    async fn dedup_window(&self, _queue: &str) -> Result<Option<Duration>> {
+        // RabbitMQ keeps no dedup window: the capability table refuses every dedup id as
+        // Unsupported before a publisher would ask.
+        Ok(None)
+    }
+
     async fn open_consumer(
         &self,
         source: &Source,

@@ -396,6 +396,25 @@ impl Transport for RedisStreams {
             .map_err(map_error)
     }
 
+    async fn dedup_window(&self, queue: &str) -> Result<Option<Duration>> {
+        let mut con = self.shared.connection()?;
+        let meta: BTreeMap<String, String> = ::redis::cmd("HGETALL")
+            .arg(meta_key(queue))
+            .query_async(&mut con)
+            .await
+            .map_err(map_error)?;
+        let spec = meta
+            .get("spec")
+            .filter(|_| meta.get("kind").map(String::as_str) == Some("queue"))
+            .ok_or_else(|| Error::NotFound {
+                kind: "queue",
+                name: queue.to_owned(),
+            })?;
+        let settings: Settings = serde_json::from_str(spec)?;
+        let window = settings.dedup_window_ms;
+        Ok((window > 0).then(|| Duration::from_millis(window)))
+    }
+
     async fn open_consumer(
         &self,
         source: &Source,

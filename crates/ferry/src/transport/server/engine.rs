@@ -314,6 +314,13 @@ impl Transport for Remote {
         }
     }
 
+    async fn dedup_window(&self, queue: &str) -> Result<Option<Duration>> {
+        let client = self.shared.client()?;
+        let info = client.describe_queue(queue).await.map_err(map_error)?;
+        let window = info.spec.and_then(|s| s.dedup_window_ms).unwrap_or(0);
+        Ok((window > 0).then(|| Duration::from_millis(window)))
+    }
+
     async fn declare_topic(&self, decl: &TopicDecl) -> Result<()> {
         let client = self.shared.client()?;
         let spec = v1::TopicSpec {
