@@ -258,7 +258,7 @@ fn conflict(kind: &'static str, name: &str, have: &v1::QueueSpec, want: &v1::Que
 
 /// A server's queue spec in the SDK's words: the fields a declaration sets.
 fn declared(spec: &v1::QueueSpec) -> Declared {
-    let retry = spec.retry.clone().unwrap_or_default();
+    let retry = spec.retry.unwrap_or_default();
     let backoff = retry.backoff.unwrap_or_default();
     let ms = |v: Option<u64>| Duration::from_millis(v.unwrap_or(0));
     let dead_letter = !matches!(
