@@ -53,10 +53,20 @@ impl Consumer {
     /// The delivery policy the source was declared with, when it was declared through the
     /// [`Ferry`](crate::Ferry) handle (or a clone of it) that opened this consumer; `None`
     /// when it was declared elsewhere (another process, another connection) and for dead
-    /// letters. The [poison layer](crate::middleware::poison) takes its `max_deliveries`
-    /// from here.
+    /// letters. [`max_deliveries`](Self::max_deliveries) knows more.
     pub fn delivery_policy(&self) -> Option<&DeliveryPolicy> {
         self.policy.as_ref()
+    }
+
+    /// The deliveries the source allows a message before it is dead-lettered, as it was
+    /// declared — through this handle, or as the engine keeps the declaration, so a source
+    /// declared by another process is known too; `None` reading dead letters, which have
+    /// no limit. The [poison layer](crate::middleware::poison) takes its limit from here.
+    pub fn max_deliveries(&self) -> Option<u32> {
+        match &self.policy {
+            Some(policy) => Some(policy.max_deliveries),
+            None => self.backend.max_deliveries(),
+        }
     }
 
     /// The next delivery, waiting as long as it takes; `None` once closed.

@@ -802,7 +802,7 @@ async fn the_poison_layer_dead_letters_on_the_last_delivery_the_queue_was_declar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_declared_through_another_handle_is_dead_lettered_by_the_transport_at_its_limit() {
+async fn the_poison_layer_knows_the_limit_of_a_queue_declared_through_another_handle() {
     let (dir, first) = embedded().await;
     queue(&first, "orders", 2, Duration::from_secs(30)).await;
     publish(&first, "orders", [Message::new("order 7")]).await;
@@ -823,6 +823,7 @@ async fn a_queue_declared_through_another_handle_is_dead_lettered_by_the_transpo
         .await
         .unwrap();
     assert_eq!(consumer.delivery_policy(), None, "declared elsewhere");
+    assert_eq!(consumer.max_deliveries(), Some(2), "as the broker keeps it");
     let service = stack()
         .poison(PoisonLayer::from_declaration())
         .build(handler);
@@ -832,10 +833,10 @@ async fn a_queue_declared_through_another_handle_is_dead_lettered_by_the_transpo
         .unwrap();
     let dead = dead_letters(&ferry, "orders", 1).await;
     let info = &dead[0].1;
-    assert_eq!(info.reason, reason::MAX_DELIVERIES, "the transport decided");
+    assert_eq!(info.reason, reason::REJECTED, "the poison layer decided");
     assert_eq!(
         info.last_error.as_deref(),
-        Some("inventory service unavailable")
+        Some("failed on delivery 2 of 2: inventory service unavailable")
     );
     assert_eq!(calls.of("order 7"), vec![1, 2]);
 }

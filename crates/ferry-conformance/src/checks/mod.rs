@@ -11,12 +11,14 @@ use ferry::{
     TopicDecl,
 };
 
+mod declared;
 mod errors;
 mod max_length;
 mod priorities;
 mod restart;
 mod ttl;
 
+use declared::a_consumer_knows_the_declared_max_deliveries_on_any_connection;
 use errors::{
     a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores_nothing,
     a_full_queue_refuses_with_full, a_missing_queue_is_not_found,
@@ -124,6 +126,10 @@ fn all_checks() -> Vec<Check> {
             [FanOut]
         ),
         check!(deleting_a_topic_with_subscriptions_is_a_conflict, [FanOut]),
+        check!(
+            a_consumer_knows_the_declared_max_deliveries_on_any_connection,
+            [FanOut, DeadLetters]
+        ),
         check!(
             settling_a_lease_taken_over_is_not_held,
             [LeaseExpiry, StaleSettles]

@@ -33,7 +33,7 @@ impl HandlerContext {
     }
 
     /// Says the source allows `max` deliveries of a message (the [`Worker`](super::Worker)
-    /// sets it from [`Consumer::delivery_policy`](crate::Consumer::delivery_policy)).
+    /// sets it from [`Consumer::max_deliveries`](crate::Consumer::max_deliveries)).
     pub fn with_max_deliveries(mut self, max: u32) -> HandlerContext {
         self.max_deliveries = Some(max);
         self

@@ -6,9 +6,10 @@
 //! error as the dead letter's last error (the transport writes the `ferry-dlq-*` headers).
 //!
 //! The limit is the source's own, as declared ([`PoisonLayer::from_declaration`]), or one
-//! given ([`PoisonLayer::new`]). A source declared elsewhere has no known limit: then only
-//! permanent failures are decided here, and the transport dead-letters a message failing
-//! on its last delivery (reason `max_deliveries`, the handler's error as last error).
+//! given ([`PoisonLayer::new`]). Where no limit is known (reading dead letters, which have
+//! none, or a context built by hand) only permanent failures are decided here, and the
+//! transport dead-letters a message failing on its last delivery (reason
+//! `max_deliveries`, the handler's error as last error).
 //!
 //! Put it *outside* the [retry layer](super::retry): retries run first and the poison layer
 //! decides only on what they could not cure.
@@ -34,11 +35,11 @@ pub struct PoisonLayer {
 impl PoisonLayer {
     /// Dead-letters on the last delivery the source allows, as it was declared. The
     /// [`Worker`](super::Worker) passes the limit on from
-    /// [`Consumer::delivery_policy`](crate::Consumer::delivery_policy), known when the
-    /// queue or subscription was declared through the same [`Ferry`](crate::Ferry) handle
-    /// (or a clone). Without it (declared by another process or connection) only permanent
-    /// failures are rejected here, a warning says so once, and the transport dead-letters
-    /// at its own limit; give the limit with [`new`](Self::new) to decide here.
+    /// [`Consumer::max_deliveries`](crate::Consumer::max_deliveries): the declaration made
+    /// through the same [`Ferry`](crate::Ferry) handle, or as the engine keeps it. Without
+    /// one (dead letters have no limit) only permanent failures are rejected here, a
+    /// warning says so once, and the transport dead-letters at its own limit; give the
+    /// limit with [`new`](Self::new) to decide here.
     pub fn from_declaration() -> PoisonLayer {
         PoisonLayer {
             max_deliveries: None,
@@ -70,8 +71,8 @@ impl PoisonLayer {
         if limit.is_none() && !self.warned.swap(true, AtomicOrdering::Relaxed) {
             tracing::warn!(
                 source = ctx.source(),
-                "the poison layer does not know this source's max_deliveries (it was not \
-                 declared through this Ferry handle): only permanent failures are \
+                "the poison layer does not know this source's max_deliveries (dead letters \
+                 have none): only permanent failures are \
                  dead-lettered here, and the transport dead-letters at its own limit; \
                  give the limit with PoisonLayer::new to decide here"
             );

@@ -115,7 +115,7 @@ where
         // within about `idle`, not `poll`.
         let fetch_wait = idle.map_or(poll, |idle| idle.min(poll));
         let source = consumer.source().clone();
-        let max_deliveries = consumer.delivery_policy().map(|p| p.max_deliveries);
+        let max_deliveries = consumer.max_deliveries();
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut in_flight = JoinSet::new();
         let mut failure = None;

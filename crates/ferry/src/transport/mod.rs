@@ -92,6 +92,9 @@ pub trait ConsumerBackend: Send {
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>>;
     /// Stops fetching; deliveries already handed out can still be settled. Idempotent.
     async fn close(&mut self) -> Result<()>;
+    /// The deliveries the source allows before it dead-letters a message, as the engine
+    /// keeps its declaration; `None` reading dead letters, which have no limit.
+    fn max_deliveries(&self) -> Option<u32>;
 }
 
 /// A delivery as a transport hands it to the SDK.

@@ -343,13 +343,16 @@ impl Transport for Embedded {
         let broker = self.shared.broker()?;
         let queue = queue_of(source);
         // Fail now, not at the first fetch, when the source does not exist.
-        broker.describe_queue(&queue).map_err(map_error)?;
+        let info = broker.describe_queue(&queue).map_err(map_error)?;
+        let max_deliveries =
+            (!matches!(source, Source::DeadLetters(_))).then_some(info.spec.retry.max_deliveries);
         let queue: Arc<str> = Arc::from(queue);
         Ok(Box::new(EmbeddedConsumer {
             shared: self.shared.clone(),
             acks: Arc::new(AckBatcher::new(self.shared.clone(), queue.clone())),
             queue,
             name: options.name.clone(),
+            max_deliveries,
         }))
     }
 
@@ -388,10 +391,15 @@ struct EmbeddedConsumer {
     acks: Arc<AckBatcher>,
     queue: Arc<str>,
     name: String,
+    max_deliveries: Option<u32>,
 }
 
 #[async_trait]
 impl ConsumerBackend for EmbeddedConsumer {
+    fn max_deliveries(&self) -> Option<u32> {
+        self.max_deliveries
+    }
+
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         let broker = self.shared.broker()?;
         let messages = broker

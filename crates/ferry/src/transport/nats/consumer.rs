@@ -223,6 +223,10 @@ impl NatsConsumer {
 
 #[async_trait]
 impl ConsumerBackend for NatsConsumer {
+    fn max_deliveries(&self) -> Option<u32> {
+        self.live.as_ref().map(|live| live.settings.max_deliveries)
+    }
+
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         let js = self.shared.js()?;
         let mut wait = wait;

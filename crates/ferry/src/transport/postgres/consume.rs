@@ -147,6 +147,10 @@ impl PgConsumer {
 
 #[async_trait]
 impl ConsumerBackend for PgConsumer {
+    fn max_deliveries(&self) -> Option<u32> {
+        (!self.source.dead_letters).then_some(self.source.settings.max_deliveries)
+    }
+
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         let deadline = tokio::time::Instant::now() + wait;
         let waker = self.shared.waker(&self.source.queue);

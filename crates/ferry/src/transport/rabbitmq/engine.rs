@@ -665,6 +665,10 @@ struct RabbitConsumer {
 
 #[async_trait]
 impl ConsumerBackend for RabbitConsumer {
+    fn max_deliveries(&self) -> Option<u32> {
+        (!self.origin.dead).then_some(self.origin.settings.max_deliveries)
+    }
+
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         if self.closed {
             return Err(Error::Closed);

@@ -325,6 +325,10 @@ fn has_expiry(fields: &Value) -> bool {
 
 #[async_trait]
 impl ConsumerBackend for RedisConsumer {
+    fn max_deliveries(&self) -> Option<u32> {
+        (!self.plan.is_dead_letters).then_some(self.plan.settings.max_deliveries)
+    }
+
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         let max = max.max(1);
         let deadline = Instant::now() + wait;

@@ -129,7 +129,7 @@ impl RedisStreams {
 /// that differs and to give consumers the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct Settings {
-    max_deliveries: u32,
+    pub(super) max_deliveries: u32,
     #[serde(flatten)]
     pub(super) backoff: StoredBackoff,
     dead_letter: bool,

@@ -35,6 +35,7 @@ pub(super) struct RemoteConsumer {
     name: String,
     /// The settle stream; `None` once closed (it ends when no delivery needs it).
     settles: Option<SettleStream>,
+    max_deliveries: Option<u32>,
 }
 
 impl RemoteConsumer {
@@ -54,12 +55,23 @@ impl RemoteConsumer {
             queue: Arc::from(queue),
             name: name.to_owned(),
             settles: Some(settles),
+            max_deliveries: None,
         })
+    }
+
+    /// The source's limit on deliveries, as the server keeps its declaration.
+    pub(super) fn limited_to(mut self, max_deliveries: Option<u32>) -> RemoteConsumer {
+        self.max_deliveries = max_deliveries;
+        self
     }
 }
 
 #[async_trait]
 impl ConsumerBackend for RemoteConsumer {
+    fn max_deliveries(&self) -> Option<u32> {
+        self.max_deliveries
+    }
+
     async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
         let client = self.shared.client()?;
         let settles = self.settles.as_ref().ok_or(Error::Closed)?;

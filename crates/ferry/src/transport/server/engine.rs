@@ -416,9 +416,20 @@ impl Transport for Remote {
         source: &Source,
         options: &ConsumerOptions,
     ) -> Result<Box<dyn ConsumerBackend>> {
+        let queue = queue_of(source);
         let consumer =
-            RemoteConsumer::open(self.shared.clone(), queue_of(source), &options.name).await?;
-        Ok(Box::new(consumer))
+            RemoteConsumer::open(self.shared.clone(), queue.clone(), &options.name).await?;
+        let max_deliveries = match source {
+            Source::DeadLetters(_) => None,
+            _ => {
+                let client = self.shared.client()?;
+                let info = client.describe_queue(&queue).await.map_err(map_error)?;
+                info.spec
+                    .and_then(|s| s.retry)
+                    .and_then(|r| r.max_deliveries)
+            }
+        };
+        Ok(Box::new(consumer.limited_to(max_deliveries)))
     }
 
     async fn close(&self) -> Result<()> {
