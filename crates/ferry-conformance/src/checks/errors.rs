@@ -21,6 +21,35 @@ fn variant(result: &Result<impl std::fmt::Debug, Error>) -> String {
     }
 }
 
+/// The name of `e`'s variant.
+fn kind_of(e: &Error) -> &'static str {
+    match e {
+        Error::NotFound { .. } => "NotFound",
+        Error::Conflict { .. } => "Conflict",
+        Error::Invalid { .. } => "Invalid",
+        _ => "another error",
+    }
+}
+
+/// `result` failed as `kind`, in exactly the words `expected`: one failure reads the same on
+/// every transport. `doing` names the call for the failure's message.
+fn refused_as<T>(
+    result: &Result<T, Error>,
+    kind: &str,
+    expected: &str,
+    doing: &str,
+) -> CheckResult {
+    match result {
+        Err(e) if kind_of(e) == kind => {
+            let said = e.to_string();
+            ensure!(said == expected, "{doing} said {said:?}, not {expected:?}");
+            Ok(())
+        }
+        Err(e) => Err(format!("{doing} answered {e:?}, not {kind}")),
+        Ok(_) => Err(format!("{doing} succeeded, not {kind}")),
+    }
+}
+
 pub(super) async fn a_missing_queue_is_not_found(ferry: &Ferry, _: &Target) -> CheckResult {
     let name = fresh_name("never-declared");
     // One message for one failure: an application that logs or shows it reads the same
@@ -29,39 +58,22 @@ pub(super) async fn a_missing_queue_is_not_found(ferry: &Ferry, _: &Target) -> C
     let consumed = ferry
         .consumer(Source::queue(&name), Default::default())
         .await;
-    match &consumed {
-        Err(e @ Error::NotFound { .. }) => ensure!(
-            e.to_string() == expected,
-            "consuming a queue never declared said {:?}, not {expected:?}",
-            e.to_string()
-        ),
-        _ => {
-            return Err(format!(
-                "consuming a queue never declared answered {}, not NotFound",
-                match consumed {
-                    Ok(_) => "a consumer".to_owned(),
-                    Err(e) => format!("{e:?}"),
-                }
-            ));
-        }
-    }
+    refused_as(
+        &consumed,
+        "NotFound",
+        &expected,
+        "consuming a queue never declared",
+    )?;
     let sent = ferry
         .publisher(Destination::queue(&name))
         .send(Message::new("to nowhere"))
         .await;
-    match &sent {
-        Err(e @ Error::NotFound { .. }) => ensure!(
-            e.to_string() == expected,
-            "publishing to a queue never declared said {:?}, not {expected:?}",
-            e.to_string()
-        ),
-        _ => {
-            return Err(format!(
-                "publishing to a queue never declared answered {}, not NotFound",
-                variant(&sent)
-            ));
-        }
-    }
+    refused_as(
+        &sent,
+        "NotFound",
+        &expected,
+        "publishing to a queue never declared",
+    )?;
     Ok(())
 }
 
@@ -87,19 +99,12 @@ pub(super) async fn declaring_again_with_other_settings_is_a_conflict(
     let expected = format!(
         "queue `{name}` conflicts with what exists: max_deliveries: declared 4, existing 3"
     );
-    match &redeclared {
-        Err(e @ Error::Conflict { .. }) => ensure!(
-            e.to_string() == expected,
-            "declaring a queue again with other settings said {:?}, not {expected:?}",
-            e.to_string()
-        ),
-        _ => {
-            return Err(format!(
-                "declaring a queue again with other settings answered {}, not Conflict",
-                variant(&redeclared)
-            ));
-        }
-    }
+    refused_as(
+        &redeclared,
+        "Conflict",
+        &expected,
+        "declaring a queue again with other settings",
+    )?;
     Ok(())
 }
 
@@ -124,19 +129,12 @@ pub(super) async fn a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores
          without a dedup window, so a dedup id would do nothing there; publish without one, or \
          declare the queue with a dedup window"
     );
-    match &refused {
-        Err(e @ Error::Invalid { .. }) => ensure!(
-            e.to_string() == expected,
-            "a dedup id on a queue without a window said {:?}, not {expected:?}",
-            e.to_string()
-        ),
-        _ => {
-            return Err(format!(
-                "a dedup id on a queue without a window answered {}, not Invalid",
-                variant(&refused)
-            ));
-        }
-    }
+    refused_as(
+        &refused,
+        "Invalid",
+        &expected,
+        "a dedup id on a queue without a window",
+    )?;
     // The whole batch was refused: the message without a dedup id was not stored either.
     let id = publisher
         .send(Message::new("after the refusal"))
@@ -177,22 +175,12 @@ pub(super) async fn a_subscription_declared_on_another_topic_is_a_conflict(
     let expected = format!(
         "subscription `{name}` conflicts with what exists: topic: declared `{second}`, existing `{first}`"
     );
-    let outcome = match &redeclared {
-        Err(e @ Error::Conflict { .. }) => {
-            if e.to_string() == expected {
-                Ok(())
-            } else {
-                Err(format!(
-                    "declaring a subscription again on another topic said {:?}, not {expected:?}",
-                    e.to_string()
-                ))
-            }
-        }
-        _ => Err(format!(
-            "declaring a subscription again on another topic answered {}, not Conflict",
-            variant(&redeclared)
-        )),
-    };
+    let outcome = refused_as(
+        &redeclared,
+        "Conflict",
+        &expected,
+        "declaring a subscription again on another topic",
+    );
     ferry
         .delete(&Source::subscription(&first, &name))
         .await
