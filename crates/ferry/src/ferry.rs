@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use crate::capability::Capabilities;
 use crate::consumer::Consumer;
 use crate::error::Result;
-use crate::publisher::Publisher;
+use crate::publisher::{KnownWindows, Publisher};
 use crate::spec::{DeliveryPolicy, Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 use crate::transport::{self, ConsumerOptions, Transport};
@@ -19,6 +19,8 @@ pub struct Ferry {
     /// a clone), for its consumers: a declaration that succeeded matches what exists, since
     /// every transport refuses one with other settings as a `Conflict`.
     declared: Arc<Mutex<HashMap<Source, DeliveryPolicy>>>,
+    /// The dedup windows of queues known to have one, for publishes with a dedup id.
+    windows: Arc<KnownWindows>,
 }
 
 impl std::fmt::Debug for Ferry {
@@ -41,6 +43,7 @@ impl Ferry {
         Ferry {
             transport,
             declared: Arc::default(),
+            windows: Arc::default(),
         }
     }
 
@@ -55,6 +58,7 @@ impl Ferry {
         self.capabilities().check_queue(decl)?;
         self.transport.declare_queue(decl).await?;
         self.remember(Source::queue(&decl.name), &decl.delivery);
+        self.windows.learn(&decl.name, decl.dedup_window);
         Ok(())
     }
 
@@ -100,6 +104,9 @@ impl Ferry {
     pub async fn delete(&self, source: &Source) -> Result<()> {
         self.transport.delete(source).await?;
         self.declarations().remove(source);
+        if let Source::Queue(name) = source {
+            self.windows.learn(name, None);
+        }
         Ok(())
     }
 
@@ -110,11 +117,11 @@ impl Ferry {
     /// The dedup window queue `queue` was declared with, or `None` when it has none (a
     /// dedup id published there is refused). `NotFound` when there is no such queue.
     pub async fn dedup_window(&self, queue: &str) -> Result<Option<std::time::Duration>> {
-        self.transport.dedup_window(queue).await
+        self.windows.of(&*self.transport, queue).await
     }
 
     pub fn publisher(&self, destination: Destination) -> Publisher {
-        Publisher::new(self.transport.clone(), destination)
+        Publisher::new(self.transport.clone(), destination, self.windows.clone())
     }
 
     /// Starts consuming `source`; fails at once if it does not exist. The consumer knows

@@ -1,7 +1,8 @@
 //! [`Publisher`]: sends messages to one destination.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -11,22 +12,56 @@ use crate::message::Message;
 use crate::spec::Destination;
 use crate::transport::Transport;
 
+/// The dedup windows of the queues a [`Ferry`](crate::Ferry) handle knows to have one:
+/// declared through it, or seen when a publish first carried a dedup id. Shared by the
+/// handle, its clones and its publishers, so that a publish with a dedup id asks the engine
+/// only about a queue not known yet — a publisher made per message (the outbox relay, the
+/// saga) pays that question once per queue, not once per message.
+#[derive(Debug, Default)]
+pub(crate) struct KnownWindows(Mutex<HashMap<String, Duration>>);
+
+impl KnownWindows {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Duration>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `queue`'s dedup window: known, or asked of the engine and remembered.
+    pub async fn of(&self, transport: &dyn Transport, queue: &str) -> Result<Option<Duration>> {
+        if let Some(window) = self.map().get(queue).copied() {
+            return Ok(Some(window));
+        }
+        let window = transport.dedup_window(queue).await?;
+        self.learn(queue, window);
+        Ok(window)
+    }
+
+    /// What a declaration or the engine said of `queue`'s window (zero is none).
+    pub fn learn(&self, queue: &str, window: Option<Duration>) {
+        match window.filter(|w| !w.is_zero()) {
+            Some(window) => self.map().insert(queue.to_owned(), window),
+            None => self.map().remove(queue),
+        };
+    }
+}
+
 /// Publishes to one queue or topic; cheap to clone.
 #[derive(Clone)]
 pub struct Publisher {
     transport: Arc<dyn Transport>,
     destination: Destination,
-    /// Set once the queue was seen to have a dedup window, so dedup ids are not checked
-    /// again; shared by clones.
-    has_dedup_window: Arc<AtomicBool>,
+    windows: Arc<KnownWindows>,
 }
 
 impl Publisher {
-    pub(crate) fn new(transport: Arc<dyn Transport>, destination: Destination) -> Publisher {
+    pub(crate) fn new(
+        transport: Arc<dyn Transport>,
+        destination: Destination,
+        windows: Arc<KnownWindows>,
+    ) -> Publisher {
         Publisher {
             transport,
             destination,
-            has_dedup_window: Arc::new(AtomicBool::new(false)),
+            windows,
         }
     }
 
@@ -59,9 +94,9 @@ impl Publisher {
     }
 
     /// Refuses a batch with a dedup id for a queue declared without a dedup window, where
-    /// it would do nothing: one rule, in the same words, on every transport. The queue's
-    /// window is asked for once; until one is seen, each batch with a dedup id asks again,
-    /// so a queue declared again with a window is seen at once.
+    /// it would do nothing: one rule, in the same words, on every transport. A queue known
+    /// to have a window is not asked about again; one without is asked each time, so a
+    /// queue declared again with a window is seen at once.
     async fn check_dedup_ids(&self, batch: &[Message]) -> Result<()> {
         let Destination::Queue(queue) = &self.destination else {
             return Ok(());
@@ -69,11 +104,7 @@ impl Publisher {
         let Some(message) = batch.iter().find(|m| m.dedup_id.is_some()) else {
             return Ok(());
         };
-        if self.has_dedup_window.load(AtomicOrdering::Relaxed) {
-            return Ok(());
-        }
-        if self.transport.dedup_window(queue).await?.is_some() {
-            self.has_dedup_window.store(true, AtomicOrdering::Relaxed);
+        if self.windows.of(&*self.transport, queue).await?.is_some() {
             return Ok(());
         }
         Err(Error::invalid(

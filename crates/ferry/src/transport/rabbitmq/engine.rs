@@ -37,6 +37,10 @@ pub(super) const NAME: &str = "rabbitmq";
 const POLL: Duration = Duration::from_millis(20);
 /// Most basic.get calls one consumer has in flight.
 const PIPELINE: usize = 16;
+/// How often a publish a timer queue refused is tried, and the first wait between tries
+/// (doubling): 20 + 40 + 80 + 160 ms in all.
+const TIMER_PUBLISH_TRIES: u32 = 5;
+const TIMER_PUBLISH_RETRY: Duration = Duration::from_millis(20);
 /// A delay or retry queue is declared again when this old, well within its x-expires.
 const REDECLARE_TIMERS: Duration = Duration::from_secs(600);
 
@@ -262,6 +266,37 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Publishes one message to a delay or retry queue. Such a queue has no length limit,
+    /// so a nack from it means the quorum queue cannot take messages yet (one declared a
+    /// moment ago may still be electing its leader): the publish, which stored nothing, is
+    /// tried again a few times before the refusal is passed on.
+    pub(super) async fn publish_to_timer(
+        &self,
+        queue: &str,
+        body: Vec<u8>,
+        properties: BasicProperties,
+    ) -> Result<()> {
+        let mut wait = TIMER_PUBLISH_RETRY;
+        for _ in 1..TIMER_PUBLISH_TRIES {
+            let one = vec![(queue.to_owned(), body.clone(), properties.clone())];
+            match self.publish_confirmed("", "queue", true, one).await {
+                Err(Error::Full { message }) => {
+                    tracing::debug!(%queue, %message, "a timer queue refused a publish; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                other => return other,
+            }
+        }
+        self.publish_confirmed(
+            "",
+            "queue",
+            true,
+            vec![(queue.to_owned(), body, properties)],
+        )
+        .await
     }
 
     /// Keeps `settings` as the policy of `name` for this process (a temporary queue's).

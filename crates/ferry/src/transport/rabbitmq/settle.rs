@@ -324,12 +324,7 @@ impl RabbitSettler {
         });
         origin
             .inner
-            .publish_confirmed(
-                "",
-                "queue",
-                true,
-                vec![(queue, self.data.clone(), properties)],
-            )
+            .publish_to_timer(&queue, self.data.clone(), properties)
             .await?;
         ack(origin, &self.acker, self.tag).await
     }
