@@ -16,8 +16,8 @@ use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received, now_ms, reason};
 use crate::transport::{ConsumerBackend, Incoming, Settler};
 
-/// Below this a fetch does not wait at all: the engine reads an `expires` of zero as
-/// "never".
+/// The shortest expiry a pull is given: the engine reads an `expires` of zero as "never",
+/// so a fetch asked not to wait at all may still wait this long when nothing is there.
 const SHORTEST_WAIT: Duration = Duration::from_millis(10);
 /// The longest one fetch waits while delayed messages may fall due, so the mover runs at
 /// least this often.
@@ -148,45 +148,32 @@ impl NatsConsumer {
         }
     }
 
-    /// Up to `max` messages: one pull waits up to `wait` for the first, a second takes what
-    /// else is there without waiting. A single pull for `max` would wait out `wait` whenever
-    /// fewer are there, and a pull abandoned early would leave the engine delivering into
-    /// nothing (those deliveries would come back only when their lease ends).
+    /// Up to `max` messages, waiting up to `wait` for the first: one pull, `no_wait` with an
+    /// expiry, which the engine answers as a one-shot — it hands over what is there at once
+    /// (or the first to arrive within `wait`) and ends the pull with a status.
+    ///
+    /// Every pull carries an expiry. A `no_wait` pull without one can be parked by the
+    /// engine (nats-server 2.9) when the messages it counted on go to a pull queued before
+    /// it; it then waits for the next message published, however long that takes, and the
+    /// fetch with it — seen as a request/reply request left unanswered while its responder
+    /// sat in a fetch that never returned. With an expiry the engine ends it at `wait`.
     async fn pull(&self, max: usize, wait: Duration) -> Result<Vec<jetstream::Message>> {
         let mut got = Vec::new();
-        if wait >= SHORTEST_WAIT {
-            let first = self
-                .consumer
-                .batch()
-                .max_messages(1)
-                .expires(wait)
-                .messages()
-                .await
-                .map_err(|e| self.fetch_error(e))?;
-            self.drain_into(first, &mut got).await?;
-            if got.is_empty() {
-                return Ok(got);
-            }
-        }
-        if max > got.len() {
-            let rest = self
-                .consumer
-                .fetch()
-                .max_messages(max - got.len())
-                .messages()
-                .await;
-            // Messages already taken are handed over even if the second pull fails: dropped,
+        let batch = self
+            .consumer
+            .fetch()
+            .max_messages(max)
+            .expires(wait.max(SHORTEST_WAIT))
+            .messages()
+            .await
+            .map_err(|e| self.fetch_error(e))?;
+        match self.drain_into(batch, &mut got).await {
+            // Messages already taken are handed over even if the pull then fails: dropped,
             // they would come back only when their leases end, an attempt spent.
-            let outcome = match rest {
-                Ok(rest) => self.drain_into(rest, &mut got).await,
-                Err(e) => Err(self.fetch_error(e)),
-            };
-            if let Err(e) = outcome {
-                if got.is_empty() {
-                    return Err(e);
-                }
-                tracing::debug!(error = %e, "second pull failed; handing over what the first took");
+            Err(e) if !got.is_empty() => {
+                tracing::debug!(error = %e, "a pull failed after taking messages; handing those over");
             }
+            outcome => outcome?,
         }
         Ok(got)
     }
