@@ -21,6 +21,7 @@ if ! command -v stress-ng >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q stress-ng >/dev/null
 fi
 ensure_machine_services
+scripts/python-packages.sh
 
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--workspace)

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use ferry_proto::v1::{self, consume_request, consume_response};
+use ferry_testkit::eventually;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -200,10 +201,9 @@ async fn deliveries_still_waiting_in_the_stream_when_the_client_goes_spend_no_at
     let stream = Stream::open(&s, "bulk", MESSAGES as u32).await;
     // Its responses are never read. Wait until the stream holds every message.
     let stats = || s.broker.describe_queue("bulk").unwrap().stats;
-    eventually(
-        || stats().state.in_flight == MESSAGES,
-        "all leased to the stream",
-    )
+    eventually("all leased to the stream", || {
+        stats().state.in_flight == MESSAGES
+    })
     .await;
     drop(stream);
     let dlq = || {
@@ -214,10 +214,9 @@ async fn deliveries_still_waiting_in_the_stream_when_the_client_goes_spend_no_at
             .state
             .tracked
     };
-    eventually(
-        || stats().state.in_flight == 0 && stats().state.ready + dlq() == MESSAGES,
-        "every delivery given back",
-    )
+    eventually("every delivery given back", || {
+        stats().state.in_flight == 0 && stats().state.ready + dlq() == MESSAGES
+    })
     .await;
 
     let again = s
@@ -242,17 +241,4 @@ async fn deliveries_still_waiting_in_the_stream_when_the_client_goes_spend_no_at
     }
     assert_eq!(again.len() + letters.len(), MESSAGES);
     s.stop().await;
-}
-
-/// Waits until `done` holds, looking every 20 ms: for a state the server reaches on its
-/// own after an event the test cannot await. Fails after [`PATIENCE`].
-async fn eventually(done: impl Fn() -> bool, what: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not in time: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -8,6 +8,7 @@
 //!   runs made;
 //! - [`killed_child`]: the crash tests' child processes, SIGKILLed at a chosen moment;
 //! - [`small_fs`]: a small tmpfs for disk-full and read-only cases;
+//! - [`eventually`]: waiting for a state another task reaches on its own;
 //! - `pki` (feature `pki`): a CA and a server certificate made at test time.
 //!
 //! Dev-only: suites take it as a dev-dependency and nothing ships with it.
@@ -19,6 +20,7 @@ pub mod names;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod small_fs;
+pub mod wait;
 
 pub use ci::skip_or_fail;
 pub use engine::url_or_skip;
@@ -26,3 +28,4 @@ pub use names::{fresh, fresh_ident};
 #[cfg(feature = "pki")]
 pub use pki::TestPki;
 pub use small_fs::SmallFs;
+pub use wait::eventually;

@@ -19,6 +19,7 @@ use ferry::{
     Backoff, ConsumerOptions, DeadLetterInfo, DeliveryPolicy, Destination, Envelope, Error, Ferry,
     Message, QueueDecl, Source,
 };
+use ferry_testkit::eventually;
 use middleware_support::MemoryStore;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -132,14 +133,6 @@ async fn anything_within(ferry: &Ferry, queue: &str, wait: Duration) -> Vec<Stri
     }
     c.close().await.unwrap();
     got
-}
-
-async fn eventually(what: &str, done: impl Fn() -> bool) {
-    let until = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Calls per payload.

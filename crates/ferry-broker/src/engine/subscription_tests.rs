@@ -336,6 +336,29 @@ async fn deleting_and_bad_input() {
     assert_eq!(broker.list_queues().len(), 2, "plain and plain.dlq");
 }
 
+#[tokio::test]
+async fn a_deleted_subscription_still_held_elsewhere_no_longer_counts_for_its_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(1)).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    // What a receive waiting on the subscription, or a housekeeping pass, holds while the
+    // subscription is deleted.
+    let held = broker.queue("s").unwrap();
+    broker.delete_queue("s").await.unwrap();
+    broker.delete_queue("s.dlq").await.unwrap();
+    broker
+        .publish_to_topic("t", vec![event(0, "a")])
+        .await
+        .expect("a publish after the deletion feeds nothing deleted");
+    broker
+        .delete_topic("t")
+        .await
+        .expect("no subscription is left on the topic");
+    drop(held);
+}
+
 mod properties {
     use proptest::prelude::*;
 

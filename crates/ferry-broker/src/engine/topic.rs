@@ -97,6 +97,15 @@ impl Fanout {
         links.push(Arc::downgrade(link));
     }
 
+    /// Ends the feed to a deleted subscription at once. Its queue, and with it the link, can
+    /// outlive the deletion for as long as something still holds them (a receive waiting
+    /// on it, a housekeeping pass); until then the topic would go on feeding it and count
+    /// it among its subscriptions, refusing its own deletion.
+    pub fn remove(&self, link: &Arc<Link>) {
+        let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
+        links.retain(|l| l.strong_count() > 0 && !std::ptr::eq(l.as_ptr(), Arc::as_ptr(link)));
+    }
+
     pub fn links(&self) -> Vec<Arc<Link>> {
         let links = self.links.read().unwrap_or_else(|e| e.into_inner());
         links.iter().filter_map(Weak::upgrade).collect()

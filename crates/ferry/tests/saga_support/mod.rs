@@ -328,17 +328,7 @@ impl Clock for ManualClock {
     }
 }
 
-/// Waits up to 10 s for `check` to hold.
-pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use ferry_testkit::eventually;
 
 pub fn assert_status(state: &SagaState, status: Status) {
     assert_eq!(state.status, status, "{state:?}");

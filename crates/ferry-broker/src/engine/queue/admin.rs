@@ -188,6 +188,9 @@ impl Broker {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&queue.name);
+        if let Some(link) = queue.source.get() {
+            link.topic.fanout.remove(link);
+        }
         let dir = Queue::dir(&self.inner.dir, &queue.name);
         drop(queue);
         std::fs::remove_dir_all(&dir)
