@@ -22,6 +22,9 @@ const SHORTEST_WAIT: Duration = Duration::from_millis(10);
 /// The longest one fetch waits while delayed messages may fall due, so the mover runs at
 /// least this often.
 const MOVER_PERIOD: Duration = Duration::from_millis(500);
+/// How long the mover waits for the engine's next answer to its pull before it gives up on
+/// that pull.
+const MOVER_STALL: Duration = Duration::from_secs(1);
 /// Most delayed messages looked at per fetch.
 const MOVER_BATCH: usize = 256;
 /// When a due message cannot enter its full queue, when to try again.
@@ -82,7 +85,19 @@ impl Mover {
             .messages()
             .await
             .map_err(transport_error)?;
-        while let Some(message) = batch.next().await {
+        // The engine answers this `no_wait` pull at once unless it parks it (see `pull`);
+        // an expiry would make every fetch wait it out whenever nothing is held, so a stall
+        // is cut short here instead. A message the engine then delivers into the abandoned
+        // pull comes back to the mover when its holding lease ends: late, not lost.
+        loop {
+            let message = match tokio::time::timeout(MOVER_STALL, batch.next()).await {
+                Ok(Some(message)) => message,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::debug!(queue = %self.queue, "the delayed-message pull stalled; moving on");
+                    break;
+                }
+            };
             let message = message.map_err(transport_error)?;
             let info = message.info().map_err(transport_error)?;
             let stored_ms = (info.published.unix_timestamp_nanos() / 1_000_000) as i64;
