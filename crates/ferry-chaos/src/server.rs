@@ -72,6 +72,7 @@ impl ServerProcess {
             .arg("--grpc")
             .arg(self.addr.to_string())
             .arg("--no-http")
+            .arg("--no-aws")
             .arg("--test-clock")
             .arg(&self.clock_file)
             .env_remove("FERRY_CONFIG")

@@ -1,6 +1,7 @@
-//! `ferry serve`: the broker behind its gRPC and HTTP APIs, durable in a directory, until
-//! Ctrl-C or SIGTERM — then it stops accepting, finishes the calls in progress, gives
-//! unsettled deliveries of open consume streams back, and exits 0.
+//! `ferry serve`: the broker behind its gRPC and HTTP APIs and its Amazon SQS endpoint,
+//! durable in a directory, until Ctrl-C or SIGTERM — then every listener stops accepting,
+//! finishes the calls in progress (SQS long polls end at once, empty), gives unsettled
+//! deliveries of open consume streams back, and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +31,14 @@ pub struct ServeArgs {
     /// Serve gRPC only [env FERRY_HTTP_ENABLED=false; file http.enabled = false].
     #[arg(long)]
     pub no_http: bool,
+    /// Address of the Amazon SQS endpoint (AWS JSON 1.0 and query protocols) [env
+    /// FERRY_AWS_ADDR; file aws.addr; default 127.0.0.1:4566].
+    #[arg(long, value_name = "ADDR")]
+    pub aws_addr: Option<SocketAddr>,
+    /// Do not serve the SQS endpoint [env FERRY_AWS_ENABLED=false; file aws.enabled =
+    /// false].
+    #[arg(long)]
+    pub no_aws: bool,
     /// A config file: listeners, data, limits, TLS and API tokens (see `ferry config
     /// check`).
     #[arg(long, value_name = "FILE", env = "FERRY_CONFIG")]
@@ -59,6 +68,8 @@ impl ServeArgs {
             grpc: self.grpc,
             http: self.http,
             no_http: self.no_http,
+            aws: self.aws_addr,
+            no_aws: self.no_aws,
             data_dir: self.data_dir.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
@@ -115,6 +126,26 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let grpc_addr = grpc
         .local_addr()
         .context("reading the gRPC listener's address")?;
+    let sqs = if config.aws_enabled.value {
+        let listener = ferry_server::bind(config.aws.value).await?;
+        let sqs_config = ferry_aws::SqsConfig {
+            account_id: config.aws_account_id.value.clone(),
+            region: config.aws_region.value.clone(),
+        };
+        // Beside the broker's own directories, which it leaves alone.
+        let sqs = ferry_aws::Sqs::open(broker.clone(), &data_dir.join("aws"), sqs_config)
+            .with_context(|| {
+                format!("opening the SQS endpoint's state in {}", data_dir.display())
+            })?;
+        Some((listener, sqs))
+    } else {
+        if config.tls_cert.value.is_some() || config.auth.is_some() {
+            println!(
+                "ferry: the SQS endpoint is off: it serves neither TLS nor verified signatures yet"
+            );
+        }
+        None
+    };
     let mut server = ferry_server::Server::new(broker)
         .grpc(grpc)
         .redact_headers(config.redaction.value.clone());
@@ -157,6 +188,16 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         println!("ferry: serving HTTP on {scheme}://{http_addr}");
         server = server.http(http);
     }
+    if let Some((listener, _)) = &sqs {
+        let aws_addr = listener
+            .local_addr()
+            .context("reading the SQS listener's address")?;
+        loopback &= aws_addr.ip().is_loopback();
+        println!(
+            "ferry: serving Amazon SQS on http://{aws_addr} (AWS signatures accepted without \
+             verification)"
+        );
+    }
     if authenticated {
         // Said above.
     } else if loopback {
@@ -165,7 +206,40 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         println!("ferry: WARNING: no authentication configured and listening beyond loopback");
     }
     println!("ferry: Ctrl-C stops");
-    server.serve(shutdown_signal()).await?;
+    // One signal stops every listener, and a listener that fails stops the others: one
+    // process, one fate.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let on_signal = Arc::clone(&stop_tx);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = on_signal.send(true);
+    });
+    let grpc_and_http = async {
+        let served = server.serve(stopped()).await;
+        let _ = stop_tx.send(true);
+        served
+    };
+    let sqs = async {
+        let Some((listener, sqs)) = sqs else {
+            return Ok(());
+        };
+        let served = sqs
+            .serve(listener, stopped())
+            .await
+            .context("serving the SQS endpoint");
+        let _ = stop_tx.send(true);
+        served
+    };
+    let (served, sqs_served) = tokio::join!(grpc_and_http, sqs);
+    served?;
+    sqs_served?;
     println!("ferry: stopped");
     Ok(())
 }

@@ -119,7 +119,14 @@ impl Serve {
     fn start(data: &std::path::Path, extra: &[&std::ffi::OsStr]) -> Serve {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--data-dir"])
+            .args([
+                "serve",
+                "--grpc",
+                "127.0.0.1:0",
+                "--no-http",
+                "--no-aws",
+                "--data-dir",
+            ])
             .arg(data)
             .args(extra)
             .env_remove("FERRY_TEST_CLOCK")

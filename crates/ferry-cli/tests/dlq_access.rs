@@ -240,6 +240,8 @@ fn payloads_and_header_values_never_reach_the_servers_log() {
             "127.0.0.1:0",
             "--http",
             "127.0.0.1:0",
+            "--aws-addr",
+            "127.0.0.1:0",
             "--config",
         ])
         .arg(&config)

@@ -194,7 +194,14 @@ fn rejected_messages_are_dead_lettered_at_once_and_peeked_by_seq() {
 fn no_http_serves_grpc_alone() {
     let dir = tempfile::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--data-dir"])
+        .args([
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--no-http",
+            "--no-aws",
+            "--data-dir",
+        ])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -247,7 +254,14 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
     )
     .unwrap();
     let refused = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--config"])
+        .args([
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--no-http",
+            "--no-aws",
+            "--config",
+        ])
         .arg(&bad)
         .arg("--data-dir")
         .arg(dir.path().join("never"))
@@ -359,6 +373,7 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
         .arg("--data-dir")
         .arg(&from_flag)
         .env("FERRY_GRPC_ADDR", "127.0.0.1:0")
+        .env("FERRY_AWS_ADDR", "127.0.0.1:0")
         .env("FERRY_DATA_DIR", &from_env)
         .stdout(Stdio::piped())
         .spawn()

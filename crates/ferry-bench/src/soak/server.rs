@@ -40,6 +40,7 @@ impl Server {
             .arg("--grpc")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--no-http")
+            .arg("--no-aws")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()

@@ -22,6 +22,22 @@ pub fn describe(effective: &Effective) -> String {
         e.metrics_auth.value.to_string(),
         e.metrics_auth.source,
     );
+    line("aws.addr", e.aws.value.to_string(), e.aws.source);
+    line(
+        "aws.enabled",
+        e.aws_enabled.value.to_string(),
+        e.aws_enabled.source,
+    );
+    line(
+        "aws.account_id",
+        e.aws_account_id.value.clone(),
+        e.aws_account_id.source,
+    );
+    line(
+        "aws.region",
+        e.aws_region.value.clone(),
+        e.aws_region.source,
+    );
     line(
         "data.dir",
         e.data_dir.value.display().to_string(),

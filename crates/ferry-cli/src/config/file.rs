@@ -23,6 +23,8 @@ pub struct ConfigFile {
     pub tls: Tls,
     #[serde(default)]
     pub redaction: RedactionSection,
+    #[serde(default)]
+    pub aws: Aws,
     pub auth: Option<Auth>,
 }
 
@@ -38,6 +40,16 @@ pub struct Http {
     pub addr: Option<SocketAddr>,
     pub enabled: Option<bool>,
     pub metrics_auth: Option<bool>,
+}
+
+/// The Amazon SQS endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Aws {
+    pub addr: Option<SocketAddr>,
+    pub enabled: Option<bool>,
+    pub account_id: Option<String>,
+    pub region: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -30,6 +30,13 @@
 //!                               # then intermediates (PEM)
 //! key = "/etc/ferry/key.pem"    # FERRY_TLS_KEY, --tls-key: PKCS#8, PKCS#1 or SEC1 (PEM)
 //!
+//! [aws]                     # the Amazon SQS endpoint (see ferry_aws)
+//! addr = "127.0.0.1:4566"   # FERRY_AWS_ADDR, --aws-addr
+//! enabled = true            # FERRY_AWS_ENABLED, --no-aws; off by default with [tls] or
+//!                           # [auth]: it serves neither TLS nor verified signatures yet
+//! account_id = "000000000000"  # FERRY_AWS_ACCOUNT_ID: the account in queue URLs and ARNs
+//! region = "us-east-1"      # FERRY_AWS_REGION: the region in ARNs
+//!
 //! [redaction]               # FERRY_REDACTION_HEADERS (comma-separated), --redact-header
 //! headers = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"]
 //!
@@ -70,7 +77,7 @@ use ferry_server::{AuthConfig, Redaction, TlsConfig};
 
 pub use describe::describe;
 pub use file::{
-    Auth, ConfigFile, Data, Grpc, Http, Limits, RedactionSection, Tls, Token, parse_file,
+    Auth, Aws, ConfigFile, Data, Grpc, Http, Limits, RedactionSection, Tls, Token, parse_file,
 };
 pub use resolve::resolve;
 
@@ -78,6 +85,7 @@ pub use resolve::resolve;
 // no layer sets against it; the addresses' are needed only in this module.
 const DEFAULT_GRPC: &str = "127.0.0.1:7070";
 const DEFAULT_HTTP: &str = "127.0.0.1:7071";
+const DEFAULT_AWS: &str = ferry_aws::DEFAULT_ADDR;
 pub const DEFAULT_DATA_DIR: &str = "./ferry-data";
 
 /// Where a value came from.
@@ -113,6 +121,8 @@ pub struct Flags {
     pub grpc: Option<SocketAddr>,
     pub http: Option<SocketAddr>,
     pub no_http: bool,
+    pub aws: Option<SocketAddr>,
+    pub no_aws: bool,
     pub data_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -126,6 +136,12 @@ pub struct Effective {
     pub grpc: Setting<SocketAddr>,
     pub http: Setting<SocketAddr>,
     pub http_enabled: Setting<bool>,
+    pub aws: Setting<SocketAddr>,
+    /// Whether the SQS endpoint is served; off by default with TLS or tokens, which it
+    /// cannot honour yet (an explicit `true` with them is refused).
+    pub aws_enabled: Setting<bool>,
+    pub aws_account_id: Setting<String>,
+    pub aws_region: Setting<String>,
     /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
     pub metrics_auth: Setting<bool>,
     pub data_dir: Setting<PathBuf>,

@@ -9,8 +9,8 @@ use ferry_server::Redaction;
 
 use super::auth::auth_config;
 use super::{
-    ConfigFile, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, Effective, Env, Flags, Setting,
-    Source,
+    ConfigFile, DEFAULT_AWS, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, Effective, Env, Flags,
+    Setting, Source,
 };
 
 /// The value of the first of `flag`, the variable `name` and `file`; `None` if none is
@@ -80,6 +80,38 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
     )?;
     let no_http = flags.no_http.then_some((false, "--no-http"));
     let http_enabled = layer(env, "FERRY_HTTP_ENABLED", no_http, file.http.enabled)?;
+    let aws = layer(
+        env,
+        "FERRY_AWS_ADDR",
+        flag(flags.aws, "--aws-addr"),
+        file.aws.addr,
+    )?;
+    let no_aws = flags.no_aws.then_some((false, "--no-aws"));
+    let aws_enabled = layer(env, "FERRY_AWS_ENABLED", no_aws, file.aws.enabled)?;
+    let aws_account_id = layer(env, "FERRY_AWS_ACCOUNT_ID", None, file.aws.account_id)?;
+    let aws_region = layer(env, "FERRY_AWS_REGION", None, file.aws.region)?;
+    if let Some(account) = &aws_account_id
+        && (account.value.len() != 12 || !account.value.bytes().all(|b| b.is_ascii_digit()))
+    {
+        bail!(
+            "aws.account_id must be 12 digits, got {:?} (from {})",
+            account.value,
+            account.source
+        );
+    }
+    if let Some(region) = &aws_region
+        && (region.value.is_empty()
+            || !region
+                .value
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+    {
+        bail!(
+            "aws.region must be a region name such as us-east-1, got {:?} (from {})",
+            region.value,
+            region.source
+        );
+    }
     let data_dir = layer(
         env,
         "FERRY_DATA_DIR",
@@ -174,10 +206,33 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             only.source
         ),
     }
+    // The SQS endpoint serves neither TLS nor verified signatures yet: with either asked of
+    // the server it stays off unless asked for, and asking for it then is refused.
+    let guarded = tls_cert.is_some() || file.auth.is_some();
+    let aws_enabled = match aws_enabled {
+        Some(on) if on.value && guarded => bail!(
+            "aws.enabled = true (from {}) with [tls] or [auth]: the SQS endpoint does not serve \
+             TLS or verify signatures yet, so it would be open beside protected listeners; \
+             leave it off",
+            on.source
+        ),
+        Some(set) => set,
+        None => Setting {
+            value: !guarded,
+            source: Source::Default,
+        },
+    };
     Ok(Effective {
         grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
         http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
         http_enabled: Setting::or_default(http_enabled, true),
+        aws: Setting::or_default(aws, DEFAULT_AWS.parse().expect("a socket address")),
+        aws_enabled,
+        aws_account_id: Setting::or_default(
+            aws_account_id,
+            ferry_aws::SqsConfig::default().account_id,
+        ),
+        aws_region: Setting::or_default(aws_region, ferry_aws::SqsConfig::default().region),
         metrics_auth,
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
         disk_reserve_mib: Setting::optional(disk_reserve_mib),

@@ -252,3 +252,46 @@ fn a_bad_variable_is_named_with_its_value() {
     let e = resolve(ConfigFile::default(), &env(&vars), &Flags::default()).unwrap_err();
     assert!(format!("{e:#}").contains("env FERRY_TLS_CERT"), "{e:#}");
 }
+
+#[test]
+fn the_sqs_endpoint_is_on_by_default_and_off_where_it_would_be_an_open_door() {
+    let open = parse("").unwrap();
+    assert!(open.aws_enabled.value);
+    assert_eq!(open.aws.value, ferry_aws::DEFAULT_ADDR.parse().unwrap());
+    assert_eq!(open.aws_account_id.value, "000000000000");
+    assert_eq!(open.aws_region.value, "us-east-1");
+    let file =
+        "[aws]\naddr = \"127.0.0.1:9324\"\naccount_id = \"123456789012\"\nregion = \"eu-west-1\"\n";
+    let vars = [("FERRY_AWS_ADDR", "127.0.0.1:4000")];
+    let e = resolve(parse_file(file).unwrap(), &env(&vars), &Flags::default()).unwrap();
+    assert_eq!(e.aws.value, "127.0.0.1:4000".parse().unwrap());
+    assert_eq!(e.aws.source, Source::Env("FERRY_AWS_ADDR"));
+    assert_eq!(e.aws_account_id.value, "123456789012");
+    assert!(
+        describe(&e).contains("aws.region = eu-west-1  (file)"),
+        "{}",
+        describe(&e)
+    );
+    let flags = Flags {
+        aws: Some("127.0.0.1:5000".parse().unwrap()),
+        no_aws: true,
+        ..Flags::default()
+    };
+    let e = resolve(parse_file(file).unwrap(), &env(&vars), &flags).unwrap();
+    assert_eq!(e.aws.source, Source::Flag("--aws-addr"));
+    assert!(!e.aws_enabled.value);
+    // Tokens protect the other listeners; an unverified SQS endpoint beside them would not.
+    let tokens = format!(
+        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
+    );
+    assert!(!parse(&tokens).unwrap().aws_enabled.value);
+    let refused = format!(
+        "{:#}",
+        parse(&format!("[aws]\nenabled = true\n{tokens}")).unwrap_err()
+    );
+    assert!(refused.contains("SQS endpoint"), "{refused}");
+    let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+    assert!(e("[aws]\naccount_id = \"12\"\n").contains("12 digits"));
+    assert!(e("[aws]\nregion = \"US East\"\n").contains("region"));
+    assert!(e("[aws]\nport = 1\n").contains("port"));
+}

@@ -1,0 +1,173 @@
+//! ReceiveMessage: a receive under a lease, answered with SQS's message shape.
+//!
+//! The visibility timeout is the lease (the request's, else the queue's), the long poll
+//! the broker's wait. The broker call runs in a task of its own, so a client that hangs
+//! up mid-poll cannot cut a receive short between leasing and answering: what it leased
+//! becomes visible again when the lease ends, as in SQS when an answer is lost. Messages
+//! a purge covered (`queues.rs`) are deleted here instead of handed out.
+
+use std::time::Duration;
+
+use ferry_broker::{LeaseToken, ReceivedMessage};
+use serde_json::{Map, Value, json};
+
+use super::{Call, integer_in, string_list};
+use crate::attributes::{self, MAX_VISIBILITY, MAX_WAIT};
+use crate::errors::{SqsError, from_broker};
+use crate::md5;
+use crate::message_attributes::{self, DEDUP_HEADER, TRACE_HEADER};
+use crate::receipt::Receipt;
+
+/// The consumer name every SQS receive uses: SQS has no consumer identity.
+const CONSUMER: &str = "sqs";
+
+pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
+    let queue = call.queue()?;
+    let max = integer_in(call.input, "MaxNumberOfMessages", 1..=10)?.unwrap_or(1) as usize;
+    let visibility = integer_in(
+        call.input,
+        "VisibilityTimeout",
+        0..=i64::from(MAX_VISIBILITY),
+    )?;
+    let wait = integer_in(call.input, "WaitTimeSeconds", 0..=i64::from(MAX_WAIT))?;
+    let mut system = string_list(call.input, "AttributeNames")?;
+    system.extend(string_list(call.input, "MessageSystemAttributeNames")?);
+    let wanted = string_list(call.input, "MessageAttributeNames")?;
+    let broker = call.sqs.broker.clone();
+    broker.describe_queue(&queue).map_err(from_broker)?;
+    let record = call.sqs.store.get(&queue).unwrap_or_default();
+    let queue_number = |name: &str| {
+        record
+            .attributes
+            .get(name)
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    let lease = match visibility {
+        Some(v) => Some(attributes::lease_of(v as u32)),
+        None => queue_number("VisibilityTimeout").map(attributes::lease_of),
+    };
+    let wait = wait.map_or_else(
+        || queue_number("ReceiveMessageWaitTimeSeconds").unwrap_or(0),
+        |w| w as u32,
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(wait));
+    let messages = loop {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut stop = call.sqs.stop.subscribe();
+        let task = {
+            let broker = broker.clone();
+            let queue = queue.clone();
+            let poll = (!remaining.is_zero()).then_some(remaining);
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                };
+                broker
+                    .receive_unless(&queue, CONSUMER, max, lease, poll, stopped)
+                    .await
+            })
+        };
+        let got = task
+            .await
+            .map_err(|_| SqsError::new(crate::errors::Code::InternalFailure, "the receive failed"))?
+            .map_err(from_broker)?;
+        let (purged, kept): (Vec<_>, Vec<_>) = got
+            .into_iter()
+            .partition(|m| record.purged_below.is_some_and(|below| m.seq < below));
+        if !purged.is_empty() {
+            let acks: Vec<(u64, LeaseToken)> = purged.iter().map(|m| (m.seq, m.token)).collect();
+            broker.ack_batch(&queue, &acks).await.map_err(from_broker)?;
+        }
+        let stopping = *call.sqs.stop.borrow();
+        if !kept.is_empty()
+            || purged.is_empty()
+            || stopping
+            || tokio::time::Instant::now() >= deadline
+        {
+            break kept;
+        }
+    };
+    if messages.is_empty() {
+        return Ok(json!({}));
+    }
+    let now_ms = call.now_ms();
+    let out: Vec<Value> = messages
+        .iter()
+        .map(|m| message(call, &queue, m, &system, &wanted, now_ms))
+        .collect();
+    Ok(json!({ "Messages": out }))
+}
+
+fn message(
+    call: &Call,
+    queue: &str,
+    m: &ReceivedMessage,
+    system: &[String],
+    wanted: &[String],
+    now_ms: i64,
+) -> Value {
+    let body = String::from_utf8_lossy(&m.payload);
+    let handle = call.sqs.receipts.encode(&Receipt {
+        queue: queue.to_owned(),
+        seq: m.seq,
+        token: m.token.0,
+    });
+    let mut out = Map::new();
+    out.insert("MessageId".into(), m.id.to_string().into());
+    out.insert("ReceiptHandle".into(), handle.into());
+    out.insert("MD5OfBody".into(), md5::hex_md5(body.as_bytes()).into());
+    out.insert("Body".into(), body.as_ref().into());
+    let all = system.iter().any(|n| n == "All");
+    let mut attributes = Map::new();
+    let mut add = |name: &str, value: Option<String>| {
+        if let Some(value) = value
+            && (all || system.iter().any(|n| n == name))
+        {
+            attributes.insert(name.into(), value.into());
+        }
+    };
+    add("SenderId", Some(call.sqs.location.account_id.clone()));
+    add("SentTimestamp", Some(m.published_at.to_string()));
+    add("ApproximateReceiveCount", Some(m.delivery.to_string()));
+    // The broker does not keep when a message was first delivered: a first delivery is
+    // now; a later one reports the send time, the earliest it can have been.
+    let first = if m.delivery <= 1 {
+        now_ms
+    } else {
+        m.published_at
+    };
+    add("ApproximateFirstReceiveTimestamp", Some(first.to_string()));
+    if queue.ends_with(".fifo") {
+        add("SequenceNumber", Some(super::send::sequence_number(m.id)));
+        add(
+            "MessageDeduplicationId",
+            m.headers.get(DEDUP_HEADER).cloned(),
+        );
+        add(
+            "MessageGroupId",
+            m.key
+                .as_ref()
+                .map(|k| String::from_utf8_lossy(k).into_owned()),
+        );
+    }
+    add("AWSTraceHeader", m.headers.get(TRACE_HEADER).cloned());
+    add(
+        "DeadLetterQueueSourceArn",
+        m.dead_letter
+            .as_ref()
+            .map(|d| call.sqs.location.arn(&d.origin_queue)),
+    );
+    if !attributes.is_empty() {
+        out.insert("Attributes".into(), Value::Object(attributes));
+    }
+    let selected =
+        message_attributes::select(&message_attributes::from_headers(&m.headers), wanted);
+    if let Some(md5) = md5::of_attributes(&selected) {
+        out.insert("MD5OfMessageAttributes".into(), md5.into());
+        out.insert(
+            "MessageAttributes".into(),
+            message_attributes::to_json(&selected),
+        );
+    }
+    Value::Object(out)
+}
