@@ -2,212 +2,22 @@
 //! it: the [`Gate`]. What a token may do, call by call, is written on [`AuthConfig`], which
 //! the crate exports.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::fmt;
+
+pub use ferry_access::{AccessError, Action, NamePattern, Permission};
 use ferry_broker::Broker;
 use sha2::{Digest, Sha256};
-
-/// What a permission allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Publish to a queue or topic, and cancel what was published to a queue.
-    Publish,
-    /// Receive and settle from an ordinary queue (not a dead-letter queue), join and read
-    /// a topic's consumer groups.
-    Consume,
-    /// Peek at, receive, settle and redrive the letters of a dead-letter queue. Written
-    /// `dead_letters:` or `dlq:`.
-    DeadLetters,
-    /// Create, describe, list and delete; reset group offsets; add partitions.
-    Admin,
-    /// Scrape `/metrics`, which shows the series of the names the pattern matches
-    /// (`metrics:#`: all of them). Apart from `admin` so that a scraper's token can read
-    /// every queue's depth without being able to delete one.
-    Metrics,
-}
-
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Publish => "publish",
-            Action::Consume => "consume",
-            Action::DeadLetters => "dead_letters",
-            Action::Admin => "admin",
-            Action::Metrics => "metrics",
-        }
-    }
-
-    /// What reading (receiving, settling, peeking) a queue needs: [`Action::DeadLetters`]
-    /// on a dead-letter queue, [`Action::Consume`] on any other.
-    pub fn to_read(is_dead_letter_queue: bool) -> Action {
-        if is_dead_letter_queue {
-            Action::DeadLetters
-        } else {
-            Action::Consume
-        }
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A malformed permission, pattern or token hash.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
-    #[error("{given:?} is not a permission: write `<action>:<pattern>`, e.g. `publish:orders.*`")]
-    MissingColon { given: String },
-    #[error(
-        "{given:?} is not an action: use publish, consume, dead_letters (or dlq), admin or metrics"
-    )]
-    UnknownAction { given: String },
-    #[error("an empty name pattern matches nothing: use `#` for every name")]
-    EmptyPattern,
-    #[error(
-        "{pattern:?} has an empty segment: segments are separated by single dots, \
-         `*` stands for one, `#` for any number"
-    )]
-    EmptySegment { pattern: String },
-    #[error(
-        "{pattern:?}: `*` and `#` stand for whole segments (`orders.*`), not parts of one \
-         (`orders*`)"
-    )]
-    PartialWildcard { pattern: String },
+    #[error(transparent)]
+    Access(#[from] AccessError),
     #[error("a token's SHA-256 is 64 hex digits; got {len} characters")]
     BadHash { len: usize },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Literal(String),
-    /// `*`: exactly one segment.
-    One,
-    /// `#`: zero or more segments.
-    Any,
-}
-
-/// Queue, topic or subscription names, dot-separated segments matched one by one: `*`
-/// stands for exactly one segment, `#` for any number of them (none included, so
-/// `orders.#` matches `orders` and `orders.eu.paid`), anything else for itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamePattern {
-    text: String,
-    segments: Vec<Segment>,
-}
-
-impl NamePattern {
-    /// Every name.
-    pub fn any() -> NamePattern {
-        "#".parse().expect("`#` is a pattern")
-    }
-
-    pub fn matches(&self, name: &str) -> bool {
-        let parts: Vec<&str> = name.split('.').collect();
-        matches_from(&self.segments, &parts)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-}
-
-fn matches_from(pattern: &[Segment], name: &[&str]) -> bool {
-    match pattern.split_first() {
-        None => name.is_empty(),
-        Some((Segment::Any, rest)) => {
-            (0..=name.len()).any(|skip| matches_from(rest, &name[skip..]))
-        }
-        Some((Segment::One, rest)) => !name.is_empty() && matches_from(rest, &name[1..]),
-        Some((Segment::Literal(l), rest)) => {
-            name.first() == Some(&l.as_str()) && matches_from(rest, &name[1..])
-        }
-    }
-}
-
-impl FromStr for NamePattern {
-    type Err = AuthError;
-
-    fn from_str(text: &str) -> Result<NamePattern, AuthError> {
-        if text.is_empty() {
-            return Err(AuthError::EmptyPattern);
-        }
-        let segments = text
-            .split('.')
-            .map(|s| match s {
-                "" => Err(AuthError::EmptySegment {
-                    pattern: text.to_owned(),
-                }),
-                "*" => Ok(Segment::One),
-                "#" => Ok(Segment::Any),
-                s if s.contains(['*', '#']) => Err(AuthError::PartialWildcard {
-                    pattern: text.to_owned(),
-                }),
-                s => Ok(Segment::Literal(s.to_owned())),
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(NamePattern {
-            text: text.to_owned(),
-            segments,
-        })
-    }
-}
-
-impl fmt::Display for NamePattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-/// One action on the names a pattern matches: `publish:orders.*`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Permission {
-    pub action: Action,
-    pub pattern: NamePattern,
-}
-
-impl Permission {
-    pub fn allows(&self, action: Action, name: &str) -> bool {
-        self.action == action && self.pattern.matches(name)
-    }
-}
-
-impl FromStr for Permission {
-    type Err = AuthError;
-
-    fn from_str(text: &str) -> Result<Permission, AuthError> {
-        let Some((action, pattern)) = text.split_once(':') else {
-            return Err(AuthError::MissingColon {
-                given: text.to_owned(),
-            });
-        };
-        let action = match action.trim() {
-            "publish" => Action::Publish,
-            "consume" => Action::Consume,
-            "dead_letters" | "dlq" => Action::DeadLetters,
-            "admin" => Action::Admin,
-            "metrics" => Action::Metrics,
-            other => {
-                return Err(AuthError::UnknownAction {
-                    given: other.to_owned(),
-                });
-            }
-        };
-        Ok(Permission {
-            action,
-            pattern: pattern.trim().parse()?,
-        })
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.action, self.pattern)
-    }
 }
 
 /// One API token: its name (shown in refusals and logs), its hash, what it may do, and
@@ -647,68 +457,6 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(s: &str) -> NamePattern {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn star_is_one_segment_and_hash_any_number() {
-        assert!(p("orders.*").matches("orders.eu"));
-        assert!(!p("orders.*").matches("orders"));
-        assert!(!p("orders.*").matches("orders.eu.paid"));
-        assert!(p("orders.#").matches("orders"));
-        assert!(p("orders.#").matches("orders.eu.paid"));
-        assert!(!p("orders.#").matches("ordersx"));
-        assert!(p("#").matches("anything.at.all"));
-        assert!(p("*.dlq").matches("jobs.dlq"));
-        assert!(p("#.dlq").matches("a.b.dlq"));
-        assert!(!p("#.dlq").matches("a.b"));
-        assert!(p("jobs").matches("jobs"));
-        assert!(!p("jobs").matches("jobs.dlq"));
-    }
-
-    #[test]
-    fn permissions_parse_from_action_colon_pattern() {
-        let perm: Permission = "publish:orders.*".parse().unwrap();
-        assert_eq!(perm.action, Action::Publish);
-        assert_eq!(perm.to_string(), "publish:orders.*");
-        assert!(perm.allows(Action::Publish, "orders.eu"));
-        assert!(!perm.allows(Action::Consume, "orders.eu"));
-        assert_eq!(
-            "publish".parse::<Permission>(),
-            Err(AuthError::MissingColon {
-                given: "publish".into()
-            })
-        );
-        assert_eq!(
-            "write:x".parse::<Permission>(),
-            Err(AuthError::UnknownAction {
-                given: "write".into()
-            })
-        );
-        assert_eq!("admin:".parse::<Permission>(), Err(AuthError::EmptyPattern));
-        assert!(matches!(
-            "admin:a..b".parse::<Permission>(),
-            Err(AuthError::EmptySegment { .. })
-        ));
-        assert!(matches!(
-            "admin:orders*".parse::<Permission>(),
-            Err(AuthError::PartialWildcard { .. })
-        ));
-    }
-
-    #[test]
-    fn dead_letters_is_its_own_action_written_two_ways() {
-        let long: Permission = "dead_letters:orders.#".parse().unwrap();
-        let short: Permission = "dlq:orders.#".parse().unwrap();
-        assert_eq!(long, short);
-        assert_eq!(short.to_string(), "dead_letters:orders.#");
-        assert!(short.allows(Action::DeadLetters, "orders.dlq"));
-        assert!(!short.allows(Action::Consume, "orders"));
-        let consume: Permission = "consume:orders.#".parse().unwrap();
-        assert!(!consume.allows(Action::DeadLetters, "orders.dlq"));
-    }
 
     #[test]
     fn reading_a_dead_letter_queue_needs_dead_letters_and_nothing_else_does() {
