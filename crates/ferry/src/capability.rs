@@ -308,8 +308,9 @@ refused on its own.
   for all it is done with.
 - **postgres**: one `DELETE … USING unnest($seqs, $tokens)` per batch of acks, each row
   guarded by its lease token.
-- **rabbitmq**: one `basic.ack` with `multiple` up to the lowest delivery tag still held or
-  being settled otherwise; acks above it go one by one, pipelined on the channel.
+- **rabbitmq**: per subscription session's channel, one `basic.ack` with `multiple` up to
+  the lowest delivery tag still held, being settled otherwise or received and not yet
+  handed out; acks above it go one by one, pipelined on the channel.
 - **NATS JetStream**: one ack message per delivery: JetStream has no ack of many messages
   for a pull consumer.
 ";

@@ -367,3 +367,271 @@ async fn acks_that_arrive_together_spare_a_delivery_still_held_and_all_count() {
     c.close().await.unwrap();
     ferry.delete(&Source::queue(&name)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stopped_fetching_holds_back_nothing_published_later() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "idle-holds-none", |_| {}).await;
+    let options = || ConsumerOptions {
+        prefetch: 16,
+        poll: Duration::from_millis(100),
+        ..ConsumerOptions::default()
+    };
+    let mut idle = ferry
+        .consumer(Source::queue(&name), options())
+        .await
+        .unwrap();
+    let mut busy = ferry
+        .consumer(Source::queue(&name), options())
+        .await
+        .unwrap();
+    // Both have subscribed; then the first stops asking.
+    assert!(
+        idle.next_within(Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        busy.next_within(Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let sent = ferry
+        .publisher(Destination::queue(&name))
+        .send_batch((0..40).map(|i| Message::new(format!("{i}"))).collect())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut got = std::collections::HashSet::new();
+    while got.len() < sent.len() && started.elapsed() < Duration::from_secs(3) {
+        if let Some(d) = busy.next_within(Duration::from_millis(100)).await.unwrap() {
+            // None was pushed into the consumer that is not asking.
+            assert_eq!(d.attempt, 1, "{} was delivered before", d.id);
+            got.insert(d.id.clone());
+            d.ack().await.unwrap();
+        }
+    }
+    assert_eq!(
+        got.len(),
+        sent.len(),
+        "the fetching consumer got {} of {} within {:?}",
+        got.len(),
+        sent.len(),
+        started.elapsed()
+    );
+    assert!(
+        idle.next_within(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    idle.close().await.unwrap();
+    busy.close().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_lost_while_subscriptions_come_and_go_under_a_steady_stream() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    // Sessions that end send back what they had not handed out, counted as deliveries.
+    let name = queue(&ferry, "churn", |q| q.delivery.max_deliveries = 1000).await;
+    let publisher = {
+        let publisher = ferry.publisher(Destination::queue(&name));
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for round in 0..40 {
+                let batch = (0..10)
+                    .map(|i| Message::new(format!("{round}.{i}")))
+                    .collect();
+                ids.extend(publisher.send_batch(batch).await.unwrap());
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            ids
+        })
+    };
+    // Two consumers that keep pausing longer than a session outlives its last fetch, so
+    // their subscriptions are cancelled and opened again while messages keep coming.
+    let churn = |mut c: Consumer| {
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(2) {
+                while let Some(d) = c.next_within(Duration::from_millis(30)).await.unwrap() {
+                    got.push(d.id.clone());
+                    d.ack().await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            c.close().await.unwrap();
+            got
+        })
+    };
+    let options = || ConsumerOptions {
+        prefetch: 32,
+        poll: Duration::from_millis(30),
+        ..ConsumerOptions::default()
+    };
+    let first = churn(
+        ferry
+            .consumer(Source::queue(&name), options())
+            .await
+            .unwrap(),
+    );
+    let second = churn(
+        ferry
+            .consumer(Source::queue(&name), options())
+            .await
+            .unwrap(),
+    );
+    let sent = publisher.await.unwrap();
+    let mut got = first.await.unwrap();
+    got.extend(second.await.unwrap());
+    // What is left reaches a consumer that keeps asking, promptly: nothing is held by a
+    // subscription that was cancelled.
+    let mut rest = ferry
+        .consumer(Source::queue(&name), options())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let all: std::collections::HashSet<String> = sent.iter().cloned().collect();
+    let mut seen: std::collections::HashSet<String> = got.iter().cloned().collect();
+    assert_eq!(seen.len(), got.len(), "an acked message came back");
+    while seen.len() < all.len() && started.elapsed() < Duration::from_secs(5) {
+        if let Some(d) = rest.next_within(Duration::from_millis(100)).await.unwrap() {
+            assert!(
+                seen.insert(d.id.clone()),
+                "{} came back after its ack",
+                d.id
+            );
+            d.ack().await.unwrap();
+        }
+    }
+    assert_eq!(seen, all, "missing after {:?}", started.elapsed());
+    rest.close().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_in_flight_when_a_consumer_closes_reach_the_next_one() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "in-flight", |q| q.delivery.max_deliveries = 1000).await;
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let mut all = std::collections::HashSet::new();
+    for round in 0..10 {
+        let batch = (0..200)
+            .map(|i| Message::new(format!("{round}.{i}")))
+            .collect();
+        all.extend(publisher.send_batch(batch).await.unwrap());
+    }
+    let options = || ConsumerOptions {
+        prefetch: 200,
+        poll: Duration::from_millis(100),
+        ..ConsumerOptions::default()
+    };
+    let mut seen = std::collections::HashSet::new();
+    // Each consumer closes as soon as its first deliveries came, while RabbitMQ is still
+    // pushing the rest of its prefetch: some of those can arrive after the cancel is
+    // confirmed, for a subscription the client no longer knows. Then one consumer drains
+    // the rest, acking quickly: its subscription ends while it works through what it
+    // fetched, and the channel closes after its last acks, which must hold.
+    for _ in 0..40 {
+        let mut c = ferry
+            .consumer(Source::queue(&name), options())
+            .await
+            .unwrap();
+        let d = c.next_within(WAIT).await.unwrap().expect("a delivery");
+        assert!(
+            seen.insert(d.id.clone()),
+            "{} came back after its ack",
+            d.id
+        );
+        d.ack().await.unwrap();
+        c.close().await.unwrap();
+    }
+    let mut rest = ferry
+        .consumer(Source::queue(&name), options())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while seen.len() < all.len() && started.elapsed() < Duration::from_secs(5) {
+        if let Some(d) = rest.next_within(Duration::from_millis(100)).await.unwrap() {
+            assert!(
+                seen.insert(d.id.clone()),
+                "{} came back after its ack",
+                d.id
+            );
+            d.ack().await.unwrap();
+        }
+    }
+    assert_eq!(
+        all.len() - seen.len(),
+        0,
+        "missing after {:?}",
+        started.elapsed()
+    );
+    rest.close().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_busy_with_what_they_fetched_send_nothing_back() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    // Two deliveries: a message sent back unseen once would use up half of them.
+    let name = queue(&ferry, "busy", |q| q.delivery.max_deliveries = 2).await;
+    let sent = ferry
+        .publisher(Destination::queue(&name))
+        .send_batch((0..40).map(|i| Message::new(format!("{i}"))).collect())
+        .await
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let options = ConsumerOptions {
+            prefetch: 4,
+            poll: Duration::from_millis(100),
+            ..ConsumerOptions::default()
+        };
+        let mut c = ferry.consumer(Source::queue(&name), options).await.unwrap();
+        let done = done.clone();
+        let total = sent.len();
+        // Each message takes longer than a session outlives a fetch or a settlement with
+        // nothing held: what RabbitMQ pushes meanwhile waits for the next fetch.
+        workers.push(tokio::spawn(async move {
+            let mut attempts = Vec::new();
+            let started = Instant::now();
+            while done.load(std::sync::atomic::Ordering::SeqCst) < total
+                && started.elapsed() < Duration::from_secs(20)
+            {
+                if let Some(d) = c.next_within(Duration::from_millis(100)).await.unwrap() {
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    attempts.push((d.id.clone(), d.attempt));
+                    d.ack().await.unwrap();
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            c.close().await.unwrap();
+            attempts
+        }));
+    }
+    let mut got = std::collections::HashSet::new();
+    for worker in workers {
+        for (id, attempt) in worker.await.unwrap() {
+            assert_eq!(attempt, 1, "{id} was sent back unseen");
+            assert!(got.insert(id.clone()), "{id} came back after its ack");
+        }
+    }
+    assert_eq!(got.len(), sent.len());
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}

@@ -1,13 +1,15 @@
-//! A consumer's acks in batches (see [`crate::transport::group_commit`]), with one
+//! A subscription session's acks in batches (see [`crate::transport::group_commit`]), with one
 //! `basic.ack multiple` where the delivery tags allow.
 //!
 //! `multiple` acks every unacked tag up to the one given on the channel, so it is sent only
 //! up to the first tag that is still outstanding and not in the batch: a delivery the
 //! application still holds, or one whose nack, requeue or ack is still on its way. Tags
 //! leave the outstanding set only once their own settlement was sent (see
-//! `super::settle`), and tags the channel delivers later are always higher, so a
-//! `multiple` ack never covers a delivery that is not being acked. Tags above that first
-//! gap are acked one by one.
+//! `super::settle`), tags enter it as they are taken from the channel's stream of
+//! deliveries (in tag order, before any is handed out), and tags the channel delivers later
+//! are always higher, so a `multiple` ack never covers a delivery that is not being acked —
+//! neither one held nor one received and not yet handed out. Tags above that first gap are
+//! acked one by one. Each session has its own channel, tags and batches.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -20,24 +22,56 @@ use super::settle::{Origin, on_channel};
 use crate::error::Result;
 use crate::transport::group_commit::{SubmitBatch, all_failed};
 
-/// One consumer channel's delivery tags received and not yet settled.
+/// One session channel's delivery tags received and not yet settled, and whether the
+/// session ended (nothing more will be received).
 #[derive(Default)]
-pub(super) struct Outstanding(Mutex<BTreeSet<u64>>);
+pub(super) struct Outstanding(Mutex<Tags>);
+
+#[derive(Default)]
+pub(super) struct Tags {
+    pub held: BTreeSet<u64>,
+    /// When a settlement was last sent.
+    pub last_settled: Option<std::time::Instant>,
+    ended: bool,
+    /// The channel was found done (ended, nothing held) once: it is closed once.
+    done: bool,
+}
+
+impl Tags {
+    /// Whether the channel became done just now.
+    fn done_now(&mut self) -> bool {
+        if self.ended && self.held.is_empty() && !self.done {
+            self.done = true;
+            return true;
+        }
+        false
+    }
+}
 
 impl Outstanding {
     pub fn received(&self, tag: u64) {
-        self.lock().insert(tag);
+        self.lock().held.insert(tag);
     }
 
     /// The settlement of these tags was sent: a `multiple` ack may pass over them now.
-    pub fn settled(&self, tags: impl IntoIterator<Item = u64>) {
+    /// True when that leaves an ended session with nothing held, once.
+    pub fn settled(&self, tags: impl IntoIterator<Item = u64>) -> bool {
         let mut outstanding = self.lock();
         for tag in tags {
-            outstanding.remove(&tag);
+            outstanding.held.remove(&tag);
         }
+        outstanding.last_settled = Some(std::time::Instant::now());
+        outstanding.done_now()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+    /// The session ended. True when nothing is held, once.
+    pub fn end(&self) -> bool {
+        let mut outstanding = self.lock();
+        outstanding.ended = true;
+        outstanding.done_now()
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Tags> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -79,7 +113,7 @@ impl SubmitBatch for AckBatches {
             return Vec::new();
         };
         let tags: Vec<u64> = batch.iter().map(|ack| ack.tag).collect();
-        let (multiple, single) = plan(&origin.outstanding.lock(), &tags);
+        let (multiple, single) = plan(&origin.outstanding.lock().held, &tags);
         let mut acked: BTreeSet<u64> = BTreeSet::new();
         let mut outcome_of = std::collections::HashMap::new();
         if let Some(top) = multiple {
@@ -105,7 +139,7 @@ impl SubmitBatch for AckBatches {
             }
             outcome_of.insert(tag, result);
         }
-        origin.outstanding.settled(acked.iter().copied());
+        origin.settled(acked.iter().copied());
         batch
             .iter()
             .map(|ack| outcome_of.remove(&ack.tag).unwrap_or(Ok(())))

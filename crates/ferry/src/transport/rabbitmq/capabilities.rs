@@ -10,7 +10,10 @@ pub fn capabilities() -> Capabilities {
         table: [
             (
                 Feature::CompetingConsumers,
-                Native("consumers pull from one durable quorum queue (basic.get, manual acks)"),
+                Native(
+                    "consumers share one durable quorum queue (basic.consume with a prefetch, \
+                     manual acks), subscribed only while they fetch",
+                ),
             ),
             (
                 Feature::FanOut,
@@ -47,9 +50,11 @@ pub fn capabilities() -> Capabilities {
                 Feature::LeaseExpiry,
                 Emulated(
                     "RabbitMQ has no visibility timeout: a client-side timer per delivery \
-                     requeues it when the lease ends; a consumer process that dies closes its \
-                     channel and RabbitMQ requeues at once. The server's consumer_timeout \
-                     (30 min by default) bounds any lease",
+                     requeues it when the lease ends, after the consumer, if it is not \
+                     fetching, cancelled its subscription (so the delivery goes to one that \
+                     is); a consumer process that dies closes its channel and RabbitMQ \
+                     requeues at once. The server's consumer_timeout (30 min by default) \
+                     bounds any lease",
                 ),
             ),
             (

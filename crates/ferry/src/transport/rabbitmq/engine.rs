@@ -1,6 +1,6 @@
 //! The RabbitMQ transport: one AMQP connection; admin calls on short-lived channels (a
 //! refused call closes its channel), publishes on one confirm channel, and one channel per
-//! consumer, which its deliveries settle on.
+//! consumer's subscription session, which its deliveries settle on (`consume`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,9 +18,8 @@ use lapin::publisher_confirm::Confirmation;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 
-use super::acks::{AckBatches, Outstanding};
 use super::capabilities;
-use super::settle::{self, Origin};
+use super::consume::{RabbitConsumer, Reader};
 use super::temporary;
 use super::topology::{self, Settings, dlq, settings_queue};
 use crate::capability::Capabilities;
@@ -28,15 +27,10 @@ use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::spec::{Destination, QueueDecl, Source, SubscriptionDecl, TopicDecl};
 use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
-use crate::transport::group_commit::GroupCommit;
-use crate::transport::{ConsumerBackend, ConsumerOptions, Incoming, Transport};
+use crate::transport::{ConsumerBackend, ConsumerOptions, Transport};
 
 pub(super) const NAME: &str = "rabbitmq";
 
-/// How often an idle consumer asks again while a fetch waits.
-const POLL: Duration = Duration::from_millis(20);
-/// Most basic.get calls one consumer has in flight.
-const PIPELINE: usize = 16;
 /// How often a publish a timer queue refused is tried, and the first wait between tries
 /// (doubling): 20 + 40 + 80 + 160 ms in all.
 const TIMER_PUBLISH_TRIES: u32 = 5;
@@ -658,21 +652,15 @@ impl Transport for RabbitMq {
         } else {
             origin_settings
         };
-        let channel = Arc::new(inner.channel().await?);
-        Ok(Box::new(RabbitConsumer {
-            origin: Arc::new(Origin {
-                inner: inner.clone(),
-                channel,
-                queue,
-                origin: source.name().to_owned(),
-                settings,
-                dead,
-                consumer: options.name.clone(),
-                outstanding: Outstanding::default(),
-                acks: GroupCommit::new(AckBatches),
-            }),
-            closed: false,
-        }))
+        Ok(Box::new(RabbitConsumer::new(Reader {
+            inner: inner.clone(),
+            queue,
+            origin: source.name().to_owned(),
+            settings,
+            dead,
+            consumer: options.name.clone(),
+            prefetch: options.prefetch,
+        })))
     }
 
     async fn close(&self) -> Result<()> {
@@ -690,73 +678,5 @@ impl Transport for RabbitMq {
             // Already gone (the server closed it): closing is done either way.
             Err(_) => Ok(()),
         }
-    }
-}
-
-struct RabbitConsumer {
-    origin: Arc<Origin>,
-    closed: bool,
-}
-
-#[async_trait]
-impl ConsumerBackend for RabbitConsumer {
-    fn max_deliveries(&self) -> Option<u32> {
-        (!self.origin.dead).then_some(self.origin.settings.max_deliveries)
-    }
-
-    async fn fetch(&mut self, max: usize, wait: Duration) -> Result<Vec<Incoming>> {
-        if self.closed {
-            return Err(Error::Closed);
-        }
-        let origin = &self.origin;
-        let started = Instant::now();
-        let mut out = Vec::new();
-        loop {
-            while out.len() < max {
-                // Several gets in flight at once, answered in order: one round trip for
-                // a run of messages rather than one each.
-                let gets = (max - out.len()).min(PIPELINE);
-                let results = futures_util::future::join_all((0..gets).map(|_| {
-                    origin
-                        .channel
-                        .basic_get(&origin.queue, BasicGetOptions { no_ack: false })
-                }))
-                .await;
-                let mut drained = false;
-                let mut failed = None;
-                for result in results {
-                    match result {
-                        Ok(Some(got)) => {
-                            if let Some(incoming) = settle::incoming(origin, got.delivery).await? {
-                                out.push(incoming);
-                            }
-                        }
-                        Ok(None) => drained = true,
-                        Err(e) => {
-                            failed.get_or_insert(e);
-                        }
-                    }
-                }
-                if let Some(e) = failed {
-                    // What did arrive is settled by its lease timer or the channel's end.
-                    return Err(origin.inner.error(e, "queue", &origin.queue));
-                }
-                if drained {
-                    break;
-                }
-            }
-            let left = wait.saturating_sub(started.elapsed());
-            if !out.is_empty() || left.is_zero() {
-                return Ok(out);
-            }
-            tokio::time::sleep(left.min(POLL)).await;
-        }
-    }
-
-    async fn close(&mut self) -> Result<()> {
-        // The channel stays open while deliveries handed out are unsettled; it closes when
-        // the last of them goes.
-        self.closed = true;
-        Ok(())
     }
 }

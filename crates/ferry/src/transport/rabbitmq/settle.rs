@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::acks::{Ack, AckBatches, Outstanding};
+use super::consume::Current;
 use super::engine::Inner;
 use super::topology::{self, ATTEMPTS, Settings, dlq};
 use crate::error::{Error, Result};
@@ -22,11 +23,12 @@ use crate::message::{DeadLetterInfo, now_ms, reason, truncate_error};
 use crate::transport::group_commit::GroupCommit;
 use crate::transport::{Incoming, Settler};
 
-/// Where a consumer's deliveries come from and how they are settled.
+/// Where one subscription session's deliveries come from and how they are settled (see
+/// `super::consume`).
 pub(super) struct Origin {
     pub inner: Arc<Inner>,
-    /// The consumer's channel; its deliveries are settled on it, so it lives as long as
-    /// any of them.
+    /// The session's channel; its deliveries are settled on it, so it stays open until
+    /// the session ended and every delivery it received is settled.
     pub channel: Arc<Channel>,
     /// The queue read.
     pub queue: String,
@@ -36,17 +38,68 @@ pub(super) struct Origin {
     /// Reading dead letters.
     pub dead: bool,
     pub consumer: String,
-    /// The channel's delivery tags not yet settled, which bound a `multiple` ack.
+    /// The channel's delivery tags not yet settled, which bound a `multiple` ack, and
+    /// whether the session ended.
     pub outstanding: Outstanding,
     pub acks: Arc<GroupCommit<AckBatches>>,
+    /// The consumer's open session, ended first when a lease runs out while no fetch waits.
+    pub current: Arc<Current>,
 }
 
-/// A delivery as the SDK gets it, under a lease that starts now; `None` when it had used
-/// up its deliveries already (returned by consumers that died) or outlived its queue's
-/// default TTL, and went to the dead-letter queue instead.
-pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result<Option<Incoming>> {
+impl Origin {
+    /// The settlement of these tags was sent; the channel closes if it was the last one of
+    /// a session that ended.
+    pub fn settled(&self, tags: impl IntoIterator<Item = u64>) {
+        if self.outstanding.settled(tags) {
+            self.close_channel();
+        }
+    }
+
+    /// The session ended: nothing more is received on the channel, which closes once every
+    /// delivery it received is settled (after [`CLOSE_GRACE`]). Closing also returns to the
+    /// queue anything RabbitMQ delivered after the cancel, which the client never saw.
+    pub fn end(&self) {
+        if self.outstanding.end() {
+            self.close_channel();
+        }
+    }
+
+    fn close_channel(&self) {
+        let channel = Channel::clone(&self.channel);
+        tokio::spawn(async move {
+            tokio::time::sleep(CLOSE_GRACE).await;
+            let _ = channel.close(200, "session over").await;
+        });
+    }
+}
+
+/// How long a session's channel stays open after its last settlement. A quorum queue
+/// applies acks asynchronously, and a channel that closes returns to the queue what it
+/// has not applied yet (an ack just sent, or one RabbitMQ held back while many were in
+/// flight) as if it had never been acked: the message would come back, counted.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// A delivery handed out, under a lease that started when it was.
+pub(super) struct Handout {
+    pub message: crate::message::Received,
+    pub settler: Arc<RabbitSettler>,
+}
+
+impl Handout {
+    pub fn into_incoming(self) -> Incoming {
+        Incoming {
+            message: self.message,
+            settler: self.settler,
+        }
+    }
+}
+
+/// A delivery (its tag already counted as outstanding) as the SDK gets it, under a lease
+/// that starts now; `None` when it had used up its deliveries already (returned by
+/// consumers that died) or outlived its queue's default TTL, and went to the dead-letter
+/// queue instead.
+pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result<Option<Handout>> {
     let tag = delivery.delivery_tag;
-    origin.outstanding.received(tag);
     let attempt = topology::attempt(&delivery.properties);
     if !origin.dead && attempt > origin.settings.max_deliveries {
         let died = Death {
@@ -54,8 +107,7 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
             deliveries: attempt - 1,
             error: None,
         };
-        dead_letter(origin, &delivery.properties, &delivery.data, died).await?;
-        ack(origin, &delivery.acker, tag).await?;
+        dead_letter_on_receipt(origin, &delivery, died).await?;
         return Ok(None);
     }
     if !origin.dead
@@ -70,8 +122,7 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
             deliveries: attempt - 1,
             error: None,
         };
-        dead_letter(origin, &delivery.properties, &delivery.data, died).await?;
-        ack(origin, &delivery.acker, tag).await?;
+        dead_letter_on_receipt(origin, &delivery, died).await?;
         return Ok(None);
     }
     let message = topology::received(&delivery.properties, &delivery.data, attempt, origin.dead);
@@ -85,7 +136,7 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
         delivery.acker.clone(),
         tag,
     ));
-    Ok(Some(Incoming {
+    Ok(Some(Handout {
         message,
         settler: Arc::new(RabbitSettler {
             origin: origin.clone(),
@@ -97,6 +148,21 @@ pub(super) async fn incoming(origin: &Arc<Origin>, delivery: Delivery) -> Result
             attempt,
         }),
     }))
+}
+
+/// Dead-letters a delivery never handed out and acks it; if the republish fails, the
+/// delivery goes back to the queue instead, so that it does not stay unsettled.
+async fn dead_letter_on_receipt(
+    origin: &Origin,
+    delivery: &Delivery,
+    death: Death<'_>,
+) -> Result<()> {
+    let tag = delivery.delivery_tag;
+    if let Err(e) = dead_letter(origin, &delivery.properties, &delivery.data, death).await {
+        let _ = requeue(origin, &delivery.acker, tag).await;
+        return Err(e);
+    }
+    ack(origin, &delivery.acker, tag).await
 }
 
 /// Why a message goes to the dead-letter queue.
@@ -173,17 +239,19 @@ pub(super) async fn on_channel(
 /// Acks one delivery now, on its own.
 async fn ack(origin: &Origin, acker: &Acker, tag: u64) -> Result<()> {
     on_channel(origin, acker.ack(BasicAckOptions::default())).await?;
-    origin.outstanding.settled([tag]);
+    origin.settled([tag]);
     Ok(())
 }
 
-async fn requeue(origin: &Origin, acker: &Acker, tag: u64) -> Result<()> {
+/// Sends the delivery back to the queue (a nack with requeue; RabbitMQ counts it as a
+/// delivery).
+pub(super) async fn requeue(origin: &Origin, acker: &Acker, tag: u64) -> Result<()> {
     let options = BasicNackOptions {
         requeue: true,
         multiple: false,
     };
     on_channel(origin, acker.nack(options)).await?;
-    origin.outstanding.settled([tag]);
+    origin.settled([tag]);
     Ok(())
 }
 
@@ -244,6 +312,10 @@ async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker, tag: u64) 
             }
         };
         if expired {
+            // A consumer that is not fetching gives up its subscription first: RabbitMQ
+            // would push the requeued delivery straight back into it, out of other
+            // consumers' reach.
+            origin.current.lease_ran_out().await;
             // If this fails the channel is gone, and RabbitMQ requeued the delivery itself.
             let _ = requeue(&origin, &acker, tag).await;
             return;
@@ -251,7 +323,7 @@ async fn expire(lease: Arc<Lease>, origin: Arc<Origin>, acker: Acker, tag: u64) 
     }
 }
 
-struct RabbitSettler {
+pub(super) struct RabbitSettler {
     origin: Arc<Origin>,
     lease: Arc<Lease>,
     acker: Acker,
@@ -268,6 +340,13 @@ impl RabbitSettler {
             .as_ref()
             .map(|id| id.as_str().to_owned())
             .unwrap_or_default()
+    }
+
+    /// Sends a delivery handed out that never reached the application back to the queue.
+    pub(super) async fn withdraw(&self) {
+        let _ = self
+            .settle(requeue(&self.origin, &self.acker, self.tag))
+            .await;
     }
 
     /// Takes the delivery for a settlement, unless it was settled or its lease ended.

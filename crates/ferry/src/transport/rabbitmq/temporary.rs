@@ -1,13 +1,14 @@
 //! Temporary queues on RabbitMQ: an exclusive classic queue, which the broker deletes when
 //! the connection that declared it closes — a crashed process's connection too, once the
 //! socket goes or heartbeats stop — and, through `x-expires`, when nothing has used it
-//! (no get, no redeclare) for the idle timeout.
+//! (no subscription, no get, no redeclare) for the idle timeout.
 //!
 //! Exclusive also means only this connection may consume it; every consumer of this
 //! transport shares the connection, so the owner name is only for the SDK's API. Others
 //! publish to it through the default exchange, which exclusivity does not restrict.
 //! Not auto-delete: that deletes a queue when its last basic.consume subscriber leaves,
-//! and this transport pulls with basic.get, so it would never apply.
+//! and this transport's consumers subscribe only while they fetch (`consume`), so the
+//! queue would go with the first pause between fetches.
 
 use std::sync::Arc;
 
