@@ -32,7 +32,8 @@
 //! **Authentication is not done yet.** The endpoint is open: a request with an AWS
 //! Signature Version 4 `Authorization` header is accepted *without verifying the
 //! signature*, as is one without. Serve it on the loopback interface only (the default)
-//! until verification comes.
+//! until verification comes. The verifier itself is here ([`sigv4::Verifier`], checked
+//! against signatures botocore made); requests do not pass through it yet.
 //!
 //! **Not done yet:** SigV4 verification; AddPermission / RemovePermission and the
 //! message-move tasks (answered `UnsupportedOperation`); changing RedrivePolicy or
@@ -46,6 +47,7 @@ mod md5;
 mod message_attributes;
 mod protocol;
 mod receipt;
+pub mod sigv4;
 mod store;
 
 use std::future::Future;
