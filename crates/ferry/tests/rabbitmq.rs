@@ -635,3 +635,27 @@ async fn consumers_busy_with_what_they_fetched_send_nothing_back() {
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_that_does_not_wait_still_takes_what_is_ready() {
+    let Some(url) = url() else { return };
+    let ferry = Ferry::connect(&url).await.unwrap();
+    let name = queue(&ferry, "no-wait", |_| {}).await;
+    ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("ready"))
+        .await
+        .unwrap();
+    let mut c = consumer(&ferry, Source::queue(&name)).await;
+    // The first fetch opens the subscription: what is ready is pushed a moment later.
+    let got = c
+        .next_within(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the ready message, without waiting");
+    assert_eq!(&got.payload[..], b"ready");
+    got.ack().await.unwrap();
+    c.close().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+}

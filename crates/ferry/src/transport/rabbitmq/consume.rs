@@ -52,6 +52,9 @@ const IDLE: Duration = Duration::from_millis(100);
 /// How long the end of a session waits for `cancel-ok`; the channel's close settles what
 /// a cancel that did not answer leaves.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
+/// How long a fetch that opened a session waits at least, for what RabbitMQ pushes as the
+/// subscription starts: on a queue with messages ready that is a round trip.
+const FIRST_PUSH: Duration = Duration::from_millis(20);
 /// The wait before a fetch opens another session when the last one ended under it at
 /// once (the server cancelled the subscription).
 const REOPEN: Duration = Duration::from_millis(20);
@@ -204,7 +207,7 @@ impl ConsumerBackend for RabbitConsumer {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let deadline = Instant::now() + wait;
+        let mut deadline = Instant::now() + wait;
         let mut reopened = false;
         loop {
             let requests = match &self.session {
@@ -220,6 +223,10 @@ impl ConsumerBackend for RabbitConsumer {
                     reopened = true;
                     let requests = self.open(max).await?;
                     self.session = Some(requests.clone());
+                    // What is ready arrives a moment after the subscription starts; a fetch
+                    // that would not wait at all would find none of it, where a `basic.get`
+                    // would have taken it.
+                    deadline = deadline.max(Instant::now() + FIRST_PUSH);
                     requests
                 }
             };
