@@ -46,6 +46,7 @@ mod md5;
 mod message_attributes;
 mod protocol;
 mod receipt;
+mod sns;
 mod store;
 
 use std::future::Future;
@@ -100,6 +101,8 @@ struct Inner {
     location: location::Location,
     store: store::Store,
     receipts: receipt::ReceiptKey,
+    /// The SNS front end on the same endpoint (`sns/`).
+    sns: sns::Sns,
     /// Set when serving stops: long polls end at once.
     stop: watch::Sender<bool>,
     requests: AtomicU64,
@@ -113,6 +116,7 @@ impl Sqs {
         let receipts = receipt::ReceiptKey::load_or_create(dir)?;
         let queues = broker.list_queues();
         let store = store::Store::open(dir, |name| queues.iter().any(|q| q.as_str() == name))?;
+        let sns = sns::Sns::open(dir, &broker.list_topics())?;
         Ok(Sqs {
             inner: Arc::new(Inner {
                 broker,
@@ -122,6 +126,7 @@ impl Sqs {
                 },
                 store,
                 receipts,
+                sns,
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
@@ -174,16 +179,22 @@ async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let request_id = sqs.request_id();
-    let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
-        Ok(r) => r,
-        Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),
-    };
     let host = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or("localhost:4566")
         .to_owned();
+    if !headers.contains_key("x-amz-target") {
+        let pairs = sns::query::pairs(uri.query(), &body);
+        if sns::claims(&headers, &pairs) {
+            return sns::handle(&sqs.inner, &pairs, &host, &request_id).await;
+        }
+    }
+    let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
+        Ok(r) => r,
+        Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),
+    };
     let outcome = actions::dispatch(&sqs.inner, &request.action, &request.input, &host).await;
     match outcome {
         Ok(output) => protocol::answer(request.protocol, &request.action, &output, &request_id),

@@ -1,0 +1,566 @@
+//! Publish and PublishBatch: the message is written to the Ferry topic, then delivered to
+//! each subscribed SQS queue whose filter policy passes it.
+//!
+//! **Durability and atomicity.** The broker's subscriptions are queues of their own that
+//! the topic feeds; an SNS subscription delivers into a queue that already exists (the
+//! SQS queue), which a broker subscription cannot be. So the front end fans out itself: a
+//! publish is one durable write to the topic and then one durable publish per subscribed
+//! queue, acknowledged once all are done. They are not one atomic write: a crash (or a
+//! failed write) between them leaves the message in the topic and some queues but not
+//! the others, and the client, having no answer, publishes again — which a FIFO queue
+//! deduplicates (the SNS deduplication id is the queue's) and a standard queue receives
+//! twice (SNS's at-least-once). A queue that refuses the delivery (deleted, full) gets it
+//! in the subscription's RedrivePolicy dead-letter queue, or not at all, with a warning
+//! logged; the publish still succeeds, as SNS's does.
+
+use std::collections::BTreeMap;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_broker::{DeliveryTime, Headers, OutgoingMessage};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::errors::{Code, SnsError, from_broker, from_sqs};
+use super::filter::{self, Scope};
+use super::store::SubscriptionRecord;
+use super::subscriptions::dead_letter_queue;
+use super::{Call, iso8601, string};
+use crate::message_attributes::{self, AttributeValue, Attributes, DEDUP_HEADER};
+
+/// The largest message SNS takes, attributes included.
+pub const MAX_MESSAGE: usize = 262_144;
+const MAX_BATCH: usize = 10;
+const DEDUP_WINDOW_MS: i64 = 5 * 60 * 1000;
+/// Headers a topic message carries for Ferry's own consumers.
+const MESSAGE_ID_HEADER: &str = "aws:sns-message-id";
+const SUBJECT_HEADER: &str = "aws:sns-subject";
+
+/// A checked publish.
+struct Prepared {
+    topic: String,
+    fifo: bool,
+    message: String,
+    /// The `sqs` entry of a `MessageStructure=json` message.
+    for_sqs: Option<String>,
+    subject: Option<String>,
+    attributes: Attributes,
+    group: Option<String>,
+    dedup: Option<String>,
+}
+
+fn group_or_dedup_id(what: &str, value: &str) -> Result<(), SnsError> {
+    if value.is_empty() || value.len() > 128 || !value.bytes().all(|b| (33..=126).contains(&b)) {
+        return Err(SnsError::parameter(format!(
+            "{what} Reason: use 1 to 128 alphanumeric or punctuation characters"
+        )));
+    }
+    Ok(())
+}
+
+fn prepare(call: &Call, topic: &str, entry: &Map<String, Value>) -> Result<Prepared, SnsError> {
+    let fifo = topic.ends_with(".fifo");
+    let Some(message) = string(entry, "Message")? else {
+        return Err(SnsError::missing("Message"));
+    };
+    if message.is_empty() {
+        return Err(SnsError::parameter("Empty message"));
+    }
+    let subject = string(entry, "Subject")?;
+    if let Some(s) = subject
+        && (s.is_empty() || s.chars().count() >= 100 || s.chars().any(char::is_control))
+    {
+        return Err(SnsError::parameter("Subject"));
+    }
+    let mut for_sqs = None;
+    match string(entry, "MessageStructure")? {
+        None => {}
+        Some("json") => {
+            let Ok(Value::Object(per_protocol)) = serde_json::from_str::<Value>(message) else {
+                return Err(SnsError::parameter(
+                    "Message Structure - JSON message body failed to parse",
+                ));
+            };
+            if !per_protocol.get("default").is_some_and(Value::is_string) {
+                return Err(SnsError::parameter(
+                    "Message Structure - No default entry in JSON message body",
+                ));
+            }
+            let default = per_protocol["default"].as_str().unwrap_or_default();
+            let sqs = per_protocol
+                .get("sqs")
+                .and_then(Value::as_str)
+                .unwrap_or(default);
+            for_sqs = Some(sqs.to_owned());
+        }
+        Some(other) => {
+            return Err(SnsError::parameter(format!(
+                "MessageStructure Reason: the only valid value is json, not {}",
+                other.chars().take(50).collect::<String>()
+            )));
+        }
+    }
+    let attributes =
+        message_attributes::parse(entry.get("MessageAttributes"), false).map_err(from_sqs)?;
+    if message.len() + message_attributes::size(&attributes) > MAX_MESSAGE {
+        return Err(SnsError::parameter(format!(
+            "Message too long; a message and its attributes are at most {MAX_MESSAGE} bytes"
+        )));
+    }
+    let group = string(entry, "MessageGroupId")?;
+    let dedup = string(entry, "MessageDeduplicationId")?;
+    if let Some(g) = group {
+        group_or_dedup_id("MessageGroupId", g)?;
+    }
+    if let Some(d) = dedup {
+        group_or_dedup_id("MessageDeduplicationId", d)?;
+    }
+    let dedup = if fifo {
+        if group.is_none() {
+            return Err(SnsError::parameter(
+                "The MessageGroupId parameter is required for FIFO topics",
+            ));
+        }
+        let content_dedup = call.sns().store.read(|s| {
+            s.topics
+                .get(topic)
+                .and_then(|t| t.attributes.get("ContentBasedDeduplication"))
+                .map(String::as_str)
+                == Some("true")
+        });
+        match dedup {
+            Some(d) => Some(d.to_owned()),
+            None if content_dedup => Some(
+                Sha256::digest(message.as_bytes())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect(),
+            ),
+            None => {
+                return Err(SnsError::parameter(
+                    "The topic should either have ContentBasedDeduplication enabled or \
+                     MessageDeduplicationId provided explicitly",
+                ));
+            }
+        }
+    } else {
+        if dedup.is_some() {
+            return Err(SnsError::parameter(
+                "MessageDeduplicationId Reason: The request includes MessageDeduplicationId \
+                 parameter that is not valid for this topic type",
+            ));
+        }
+        None
+    };
+    Ok(Prepared {
+        topic: topic.to_owned(),
+        fifo,
+        message: message.to_owned(),
+        for_sqs,
+        subject: subject.map(str::to_owned),
+        attributes,
+        group: group.map(str::to_owned),
+        dedup,
+    })
+}
+
+/// The topic a Publish names (TopicArn or TargetArn).
+fn target(call: &Call, input: &Map<String, Value>) -> Result<String, SnsError> {
+    if string(input, "PhoneNumber")?.is_some() {
+        return Err(SnsError::parameter(
+            "PhoneNumber Reason: Ferry does not deliver SMS; publish to a topic",
+        ));
+    }
+    let arn = match (string(input, "TopicArn")?, string(input, "TargetArn")?) {
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => {
+            return Err(SnsError::parameter(
+                "TopicArn or TargetArn Reason: no value for required parameter",
+            ));
+        }
+    };
+    call.existing_topic(arn, "TopicArn")
+}
+
+/// What a publish answers: its message id and, on a FIFO topic, its sequence number.
+struct Sent {
+    message_id: String,
+    sequence: Option<String>,
+}
+
+async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
+    let sns = call.sns();
+    let now = call.now_ms();
+    // A FIFO topic's duplicate within five minutes is accepted and not delivered.
+    let dedup_key = p.dedup.as_ref().map(|d| {
+        let per_group = sns.store.read(|s| {
+            s.topics
+                .get(&p.topic)
+                .and_then(|t| t.attributes.get("FifoThroughputScope"))
+                .map(String::as_str)
+                == Some("MessageGroup")
+        });
+        let scope = if per_group {
+            p.group.clone().unwrap_or_default()
+        } else {
+            String::new()
+        };
+        (p.topic.clone(), format!("{}:{scope}{d}", scope.len()))
+    });
+    if let Some(key) = &dedup_key {
+        let mut seen = sns.dedup.lock().unwrap_or_else(|e| e.into_inner());
+        seen.retain(|_, (_, _, until)| *until > now);
+        if let Some((id, seq, _)) = seen.get(key) {
+            return Ok(Sent {
+                message_id: id.clone(),
+                sequence: Some(seq.clone()),
+            });
+        }
+    }
+    let message_id = sns.mint_uuid(&p.message);
+    let sequence = p.fifo.then(|| {
+        let n = sns.minted.load(std::sync::atomic::Ordering::Relaxed) % 1_000_000;
+        format!("{:020}", (now.max(0) as u128) * 1_000_000 + u128::from(n))
+    });
+    // The topic's copy, for Ferry's own subscriptions.
+    let mut headers = Headers::new();
+    message_attributes::to_headers(&p.attributes, &mut headers);
+    headers.insert(MESSAGE_ID_HEADER.into(), message_id.clone());
+    if let Some(s) = &p.subject {
+        headers.insert(SUBJECT_HEADER.into(), s.clone());
+    }
+    if let Some(d) = &p.dedup {
+        headers.insert(DEDUP_HEADER.into(), d.clone());
+    }
+    let record = OutgoingMessage {
+        key: p
+            .group
+            .as_ref()
+            .map(|g| Bytes::copy_from_slice(g.as_bytes())),
+        headers,
+        payload: Bytes::copy_from_slice(p.message.as_bytes()),
+        dedup_id: p.dedup.clone(),
+        ..OutgoingMessage::default()
+    };
+    call.inner
+        .broker
+        .publish_to_topic(&p.topic, vec![record])
+        .await
+        .map_err(from_broker)?;
+    let subscriptions: Vec<(String, SubscriptionRecord)> = sns.store.read(|s| {
+        s.subscriptions
+            .iter()
+            .filter(|(_, r)| r.topic == p.topic)
+            .map(|(id, r)| (id.clone(), r.clone()))
+            .collect()
+    });
+    for (id, subscription) in &subscriptions {
+        deliver(
+            call,
+            p,
+            &message_id,
+            sequence.as_deref(),
+            now,
+            id,
+            subscription,
+        )
+        .await;
+    }
+    if let Some(key) = dedup_key {
+        let mut seen = sns.dedup.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(
+            key,
+            (
+                message_id.clone(),
+                sequence.clone().unwrap_or_default(),
+                now + DEDUP_WINDOW_MS,
+            ),
+        );
+    }
+    Ok(Sent {
+        message_id,
+        sequence,
+    })
+}
+
+/// SNS's JSON envelope of a notification.
+#[allow(clippy::too_many_arguments)]
+fn envelope(
+    call: &Call,
+    p: &Prepared,
+    body: &str,
+    message_id: &str,
+    sequence: Option<&str>,
+    at_ms: i64,
+    subscription_arn: &str,
+) -> String {
+    let mut out = Map::new();
+    out.insert("Type".into(), "Notification".into());
+    out.insert("MessageId".into(), message_id.into());
+    if let Some(seq) = sequence {
+        out.insert("SequenceNumber".into(), seq.into());
+    }
+    out.insert("TopicArn".into(), call.topic_arn(&p.topic).into());
+    if let Some(s) = &p.subject {
+        out.insert("Subject".into(), s.clone().into());
+    }
+    out.insert("Message".into(), body.into());
+    out.insert("Timestamp".into(), iso8601(at_ms).into());
+    // Ferry does not sign notifications: the signature fields are there, with a value no
+    // verifier accepts, for consumers that only read them.
+    out.insert("SignatureVersion".into(), "1".into());
+    out.insert("Signature".into(), "RkVSUlktVU5TSUdORUQ=".into());
+    out.insert(
+        "SigningCertURL".into(),
+        format!(
+            "http://{}/SimpleNotificationService-ferry-unsigned.pem",
+            call.host
+        )
+        .into(),
+    );
+    out.insert(
+        "UnsubscribeURL".into(),
+        format!(
+            "http://{}/?Action=Unsubscribe&SubscriptionArn={subscription_arn}",
+            call.host
+        )
+        .into(),
+    );
+    if !p.attributes.is_empty() {
+        let mut attributes = Map::new();
+        for (name, a) in &p.attributes {
+            let value = match &a.value {
+                AttributeValue::String(s) => s.clone(),
+                AttributeValue::Binary(b) => {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.encode(b)
+                }
+            };
+            attributes.insert(name.clone(), json!({"Type": a.data_type, "Value": value}));
+        }
+        out.insert("MessageAttributes".into(), Value::Object(attributes));
+    }
+    Value::Object(out).to_string()
+}
+
+/// Delivers to one subscription's queue (or its dead-letter queue); a failure is logged.
+#[allow(clippy::too_many_arguments)]
+async fn deliver(
+    call: &Call<'_>,
+    p: &Prepared,
+    message_id: &str,
+    sequence: Option<&str>,
+    at_ms: i64,
+    id: &str,
+    subscription: &SubscriptionRecord,
+) {
+    let attribute = |name: &str| subscription.attributes.get(name).map(String::as_str);
+    if let Some(policy) = attribute("FilterPolicy") {
+        let scope = attribute("FilterPolicyScope")
+            .and_then(Scope::parse)
+            .unwrap_or(Scope::MessageAttributes);
+        let passes = match serde_json::from_str::<Value>(policy) {
+            Ok(policy) => filter::matches(&policy, scope, &p.attributes, &p.message),
+            Err(_) => false,
+        };
+        if !passes {
+            return;
+        }
+    }
+    let Some(queue) = call.inner.location.queue_of_arn(&subscription.endpoint) else {
+        return;
+    };
+    let body = p.for_sqs.as_deref().unwrap_or(&p.message);
+    let raw = attribute("RawMessageDelivery") == Some("true");
+    let subscription_arn = format!("{}:{id}", call.topic_arn(&p.topic));
+    let mut headers = Headers::new();
+    let payload = if raw {
+        message_attributes::to_headers(&p.attributes, &mut headers);
+        body.to_owned()
+    } else {
+        envelope(
+            call,
+            p,
+            body,
+            message_id,
+            sequence,
+            at_ms,
+            &subscription_arn,
+        )
+    };
+    let mut message = OutgoingMessage {
+        headers,
+        payload: Bytes::from(payload),
+        ..OutgoingMessage::default()
+    };
+    let outcome = publish_to_queue(call, queue, p, message.clone()).await;
+    let Err(error) = outcome else {
+        return;
+    };
+    let dead_letter = attribute("RedrivePolicy").and_then(|r| dead_letter_queue(call, r).ok());
+    if let Some(dlq) = dead_letter {
+        message.headers.insert(
+            "aws:sns-delivery-error".into(),
+            error.to_string().chars().take(500).collect(),
+        );
+        if publish_to_queue(call, &dlq, p, message).await.is_ok() {
+            return;
+        }
+    }
+    tracing::warn!(
+        subscription = %subscription_arn,
+        queue = %queue,
+        error = %error,
+        "an SNS delivery to an SQS queue failed and the message was dropped for that subscription"
+    );
+}
+
+/// A publish into an SQS queue as SendMessage would make it: the queue's delay and
+/// retention, a FIFO queue's group and deduplication id.
+async fn publish_to_queue(
+    call: &Call<'_>,
+    queue: &str,
+    p: &Prepared,
+    mut message: OutgoingMessage,
+) -> Result<(), ferry_broker::BrokerError> {
+    let record = call.inner.store.get(queue);
+    let attribute = |name: &str| {
+        record
+            .as_ref()
+            .and_then(|r| r.attributes.get(name).cloned())
+    };
+    let number = |name: &str| attribute(name).and_then(|v| v.parse::<u64>().ok());
+    if queue.ends_with(".fifo")
+        && let (Some(group), Some(dedup)) = (&p.group, &p.dedup)
+    {
+        message.key = Some(Bytes::copy_from_slice(group.as_bytes()));
+        message.headers.insert(DEDUP_HEADER.into(), dedup.clone());
+        message.dedup_id = Some(
+            if attribute("DeduplicationScope").as_deref() == Some("messageGroup") {
+                format!("{}:{group}{dedup}", group.len())
+            } else {
+                dedup.clone()
+            },
+        );
+    }
+    if let Some(delay) = number("DelaySeconds").filter(|d| *d > 0) {
+        message.delivery = DeliveryTime::After(Duration::from_secs(delay));
+    }
+    if let Some(retention) = number("MessageRetentionPeriod") {
+        message.ttl = Some(Duration::from_secs(retention));
+    }
+    call.inner.broker.publish(queue, message).await.map(|_| ())
+}
+
+pub async fn publish(call: &Call<'_>) -> Result<Value, SnsError> {
+    let topic = target(call, call.input)?;
+    let prepared = prepare(call, &topic, call.input)?;
+    let sent = send(call, &prepared).await?;
+    let mut out = Map::new();
+    out.insert("MessageId".into(), sent.message_id.into());
+    if let Some(seq) = sent.sequence {
+        out.insert("SequenceNumber".into(), seq.into());
+    }
+    Ok(Value::Object(out))
+}
+
+fn valid_entry_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 80
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+pub async fn publish_batch(call: &Call<'_>) -> Result<Value, SnsError> {
+    let arn = super::required(call.input, "TopicArn")?;
+    let topic = call.existing_topic(arn, "TopicArn")?;
+    let entries: Vec<&Map<String, Value>> = match call.input.get("PublishBatchRequestEntries") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_object()
+                    .ok_or_else(|| SnsError::parameter("PublishBatchRequestEntries"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(SnsError::parameter(
+                "PublishBatchRequestEntries must be a list",
+            ));
+        }
+    };
+    if entries.is_empty() {
+        return Err(SnsError::new(
+            Code::EmptyBatchRequest,
+            "The batch request doesn't contain any entries",
+        ));
+    }
+    if entries.len() > MAX_BATCH {
+        return Err(SnsError::new(
+            Code::TooManyEntriesInBatchRequest,
+            "The batch request contains more entries than permissible",
+        ));
+    }
+    let mut ids = HashSet::new();
+    let mut total = 0;
+    for entry in &entries {
+        let id = entry.get("Id").and_then(Value::as_str).unwrap_or("");
+        if !valid_entry_id(id) {
+            return Err(SnsError::new(
+                Code::InvalidBatchEntryId,
+                "The Id of a batch entry in a batch request doesn't abide by the specification",
+            ));
+        }
+        if !ids.insert(id) {
+            return Err(SnsError::new(
+                Code::BatchEntryIdsNotDistinct,
+                "Two or more batch entries in the request have the same Id",
+            ));
+        }
+        total += entry
+            .get("Message")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
+    }
+    if total > MAX_MESSAGE {
+        return Err(SnsError::new(
+            Code::BatchRequestTooLong,
+            format!(
+                "The length of all the messages put together is more than the limit ({MAX_MESSAGE} bytes)"
+            ),
+        ));
+    }
+    let mut successful = Vec::new();
+    let mut failed = Vec::new();
+    for entry in entries {
+        let id = entry
+            .get("Id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let outcome = match prepare(call, &topic, entry) {
+            Ok(prepared) => send(call, &prepared).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(sent) => {
+                let mut out = BTreeMap::new();
+                out.insert("Id", Value::from(id));
+                out.insert("MessageId", sent.message_id.into());
+                if let Some(seq) = sent.sequence {
+                    out.insert("SequenceNumber", seq.into());
+                }
+                successful.push(json!(out));
+            }
+            Err(e) => failed.push(json!({
+                "Id": id,
+                "Code": e.code.query_code(),
+                "Message": e.message,
+                "SenderFault": e.code.fault() == "Sender",
+            })),
+        }
+    }
+    Ok(json!({ "Successful": successful, "Failed": failed }))
+}
