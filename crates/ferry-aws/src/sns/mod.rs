@@ -28,8 +28,8 @@ mod subscriptions;
 mod topics;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response};
@@ -87,6 +87,10 @@ pub struct Sns {
     /// FIFO topics' recent deduplication ids: (topic, id) → the first publish's message id,
     /// sequence number and when the entry lapses (ms). In memory only.
     dedup: Mutex<HashMap<DedupKey, Deduplicated>>,
+    /// One lock per FIFO topic, held by a publish from its deduplication check to its last
+    /// delivery, so every queue gets a topic's messages in the same order and a repeated
+    /// deduplication id is seen; it holds the topic's last sequence number.
+    fifo_order: Mutex<HashMap<String, Arc<tokio::sync::Mutex<u128>>>>,
     minted: AtomicU64,
     seed: u64,
 }
@@ -105,9 +109,16 @@ impl Sns {
         Ok(Sns {
             store,
             dedup: Mutex::new(HashMap::new()),
+            fifo_order: Mutex::new(HashMap::new()),
             minted: AtomicU64::new(0),
             seed: hasher.finish(),
         })
+    }
+
+    /// The order lock of FIFO topic `topic`.
+    fn fifo_lock(&self, topic: &str) -> Arc<tokio::sync::Mutex<u128>> {
+        let mut locks = self.fifo_order.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(locks.entry(topic.to_owned()).or_default())
     }
 
     /// A fresh id in UUID form (as SNS's message and subscription ids are).

@@ -191,6 +191,11 @@ struct Sent {
 
 async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
     let sns = call.sns();
+    let order = p.fifo.then(|| sns.fifo_lock(&p.topic));
+    let mut last_sequence = match &order {
+        Some(lock) => Some(lock.lock().await),
+        None => None,
+    };
     let now = call.now_ms();
     // A FIFO topic's duplicate within five minutes is accepted and not delivered.
     let dedup_key = p.dedup.as_ref().map(|d| {
@@ -219,9 +224,11 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
         }
     }
     let message_id = sns.mint_uuid(&p.message);
-    let sequence = p.fifo.then(|| {
-        let n = sns.minted.load(std::sync::atomic::Ordering::Relaxed) % 1_000_000;
-        format!("{:020}", (now.max(0) as u128) * 1_000_000 + u128::from(n))
+    // Growing per topic: the time in ms with six digits for the publishes within one.
+    let sequence = last_sequence.as_mut().map(|last| {
+        let next = (**last + 1).max((now.max(0) as u128) * 1_000_000);
+        **last = next;
+        format!("{next:020}")
     });
     // The topic's copy, for Ferry's own subscriptions.
     let mut headers = Headers::new();
@@ -402,7 +409,7 @@ async fn deliver(
     if let Some(dlq) = dead_letter {
         message.headers.insert(
             "aws:sns-delivery-error".into(),
-            error.to_string().chars().take(500).collect(),
+            error.chars().take(500).collect(),
         );
         if publish_to_queue(call, &dlq, p, message).await.is_ok() {
             return;
@@ -423,7 +430,7 @@ async fn publish_to_queue(
     queue: &str,
     p: &Prepared,
     mut message: OutgoingMessage,
-) -> Result<(), ferry_broker::BrokerError> {
+) -> Result<(), String> {
     let record = call.inner.store.get(queue);
     let attribute = |name: &str| {
         record
@@ -450,7 +457,25 @@ async fn publish_to_queue(
     if let Some(retention) = number("MessageRetentionPeriod") {
         message.ttl = Some(Duration::from_secs(retention));
     }
-    call.inner.broker.publish(queue, message).await.map(|_| ())
+    let max_size = number("MaximumMessageSize").unwrap_or(1_048_576) as usize;
+    let size = message.payload.len()
+        + message
+            .headers
+            .iter()
+            .filter(|(k, _)| !k.starts_with(message_attributes::HEADER_PREFIX))
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
+    if size > max_size {
+        return Err(format!(
+            "the delivery ({size} bytes) is larger than the queue's MaximumMessageSize ({max_size})"
+        ));
+    }
+    call.inner
+        .broker
+        .publish(queue, message)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 pub async fn publish(call: &Call<'_>) -> Result<Value, SnsError> {

@@ -829,3 +829,86 @@ async fn deleting_a_topic_deletes_its_subscriptions() {
             .is_empty()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_publishes_to_a_fifo_topic_reach_every_queue_in_one_order() {
+    let s = std::sync::Arc::new(Served::start().await);
+    let first = s.queue("first.fifo", json!({"FifoQueue": "true"})).await;
+    let second = s.queue("second.fifo", json!({"FifoQueue": "true"})).await;
+    let topic = s.topic("busy.fifo", &[("FifoTopic", "true")]).await;
+    s.subscribe(&topic, "first.fifo", &[]).await;
+    s.subscribe(&topic, "second.fifo", &[("RawMessageDelivery", "true")])
+        .await;
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let s = std::sync::Arc::clone(&s);
+        let topic = topic.clone();
+        tasks.push(tokio::spawn(async move {
+            let body = format!("m{i}");
+            let reply = s
+                .sns_ok(
+                    "Publish",
+                    &[
+                        ("TopicArn", &topic),
+                        ("Message", &body),
+                        ("MessageGroupId", "one-group"),
+                        ("MessageDeduplicationId", &body),
+                    ],
+                )
+                .await;
+            (reply.one("SequenceNumber"), body)
+        }));
+    }
+    let mut by_sequence = Vec::new();
+    for t in tasks {
+        by_sequence.push(t.await.unwrap());
+    }
+    by_sequence.sort();
+    let expected: Vec<String> = by_sequence.into_iter().map(|(_, b)| b).collect();
+    let mut from_first = Vec::new();
+    let mut from_second = Vec::new();
+    // One message of the group at a time: receive and delete one by one.
+    while from_first.len() < expected.len() {
+        let got = s.drain(&first, 5).await;
+        assert!(!got.is_empty(), "{from_first:?}");
+        from_first.extend(
+            got.iter()
+                .map(|m| envelope(m)["Message"].as_str().unwrap().to_owned()),
+        );
+    }
+    while from_second.len() < expected.len() {
+        let got = s.drain(&second, 5).await;
+        assert!(!got.is_empty(), "{from_second:?}");
+        from_second.extend(got.iter().map(|m| m["Body"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(from_first, expected);
+    assert_eq!(from_second, expected);
+}
+
+#[tokio::test]
+async fn a_delivery_larger_than_the_queue_takes_goes_to_the_dead_letter_queue() {
+    let s = Served::start().await;
+    let small = s
+        .queue("small", json!({"MaximumMessageSize": "1024"}))
+        .await;
+    let dlq = s.queue("small-dlq", json!({})).await;
+    let topic = s.topic("big-news", &[]).await;
+    let redrive = json!({"deadLetterTargetArn": queue_arn("small-dlq")}).to_string();
+    s.subscribe(
+        &topic,
+        "small",
+        &[("RedrivePolicy", &redrive), ("RawMessageDelivery", "true")],
+    )
+    .await;
+    let big = "x".repeat(2000);
+    s.sns_ok("Publish", &[("TopicArn", &topic), ("Message", &big)])
+        .await;
+    s.sns_ok("Publish", &[("TopicArn", &topic), ("Message", "fits")])
+        .await;
+    let got = s.drain(&small, 5).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["Body"], "fits");
+    let dead = s.drain(&dlq, 5).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0]["Body"].as_str().unwrap().len(), 2000);
+}
