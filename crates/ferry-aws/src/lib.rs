@@ -1,5 +1,14 @@
-//! Ferry as an Amazon SQS endpoint: the SQS API over the broker, for the clients people
-//! already have (boto3, the AWS CLI, the AWS SDKs).
+//! Ferry as an Amazon SQS and SNS endpoint: the SQS and SNS APIs over the broker, for the
+//! clients people already have (boto3, the AWS CLI, the AWS SDKs).
+//!
+//! **SNS** shares the listener (`sns/`, its own head comment and `docs/compat/sns.md`): a
+//! request without `X-Amz-Target` whose SigV4 scope names `sns` or whose `Action` is an
+//! SNS action is SNS's. An SNS topic is a Ferry topic; a subscription delivers to an SQS
+//! queue of this endpoint (the only protocol taken), the front end fanning each publish
+//! out to the subscribed queues after writing it to the topic — not atomically: a crash
+//! in between leaves some queues without it until the client publishes again. Filter
+//! policies, raw delivery, RedrivePolicy and FIFO topics work; notifications are not
+//! signed.
 //!
 //! **Protocols.** AWS JSON 1.0 (`X-Amz-Target: AmazonSQS.<Action>`, what current SDKs
 //! send) and the query protocol (`Action=…&Version=2012-11-05`, XML answers, what older
