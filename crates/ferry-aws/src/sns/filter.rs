@@ -192,6 +192,11 @@ fn parse_cidr(text: &str) -> Option<(u32, u32)> {
     Some((u32::from(ip) & mask, mask))
 }
 
+/// Numbers are equal to five digits after the decimal point, SNS's accuracy.
+fn same_number(a: f64, b: f64) -> bool {
+    (a * 100_000.0).round() == (b * 100_000.0).round()
+}
+
 /// One value a condition is tested against.
 #[derive(Debug, Clone, PartialEq)]
 enum Scalar {
@@ -320,7 +325,9 @@ fn condition_matches(condition: &Value, value: &Scalar) -> bool {
     };
     match condition {
         Value::String(s) => text == Some(s.as_str()),
-        Value::Number(n) => matches!(value, Scalar::Num(v) if Some(*v) == n.as_f64()),
+        Value::Number(n) => {
+            matches!(value, Scalar::Num(v) if n.as_f64().is_some_and(|n| same_number(*v, n)))
+        }
         Value::Bool(b) => *value == Scalar::Bool(*b),
         Value::Null => *value == Scalar::Null,
         Value::Object(op) => {
@@ -338,7 +345,7 @@ fn condition_matches(condition: &Value, value: &Scalar) -> bool {
                 "numeric" => match (value, parse_numeric(arg)) {
                     (Scalar::Num(v), Some(comparisons)) => {
                         comparisons.iter().all(|(op, n)| match op.as_str() {
-                            "=" => v == n,
+                            "=" => same_number(*v, *n),
                             "<" => v < n,
                             "<=" => v <= n,
                             ">" => v > n,
@@ -476,6 +483,57 @@ mod tests {
         assert!(attrs(r#"{"price_usd": [{"anything-but": [100, 500]}]}"#));
         // The key must be there.
         assert!(!attrs(r#"{"missing": [{"anything-but": "x"}]}"#));
+    }
+
+    #[test]
+    fn anything_but_passes_an_array_with_any_element_not_listed_as_documented() {
+        let mut a = Attributes::new();
+        a.insert(
+            "customer_interests".into(),
+            Attribute {
+                data_type: "String.Array".into(),
+                value: AttributeValue::String(r#"["rugby", "baseball"]"#.into()),
+            },
+        );
+        let policy = r#"{"customer_interests": [{"anything-but": ["rugby", "tennis"]}]}"#;
+        let p = validate(policy, Scope::MessageAttributes).unwrap();
+        assert!(matches(&p, Scope::MessageAttributes, &a, ""));
+        let p = validate(
+            r#"{"price": [{"anything-but": [100, 500]}]}"#,
+            Scope::MessageBody,
+        )
+        .unwrap();
+        let body = |b: &str| matches(&p, Scope::MessageBody, &Attributes::new(), b);
+        assert!(body(r#"{"price": 101}"#));
+        assert!(body(r#"{"price": 100.1}"#));
+        assert!(body(r#"{"price": [100, 50]}"#));
+        assert!(!body(r#"{"price": 100}"#));
+        // Combined with exists:false, a missing key passes too.
+        let p = validate(
+            r#"{"price": [{"anything-but": [100]}, {"exists": false}]}"#,
+            Scope::MessageBody,
+        )
+        .unwrap();
+        assert!(matches(
+            &p,
+            Scope::MessageBody,
+            &Attributes::new(),
+            r#"{"other": 1}"#
+        ));
+    }
+
+    #[test]
+    fn numbers_are_equal_to_five_decimals_in_any_notation() {
+        let p = validate(
+            r#"{"price_usd": [{"numeric": ["=", 301.5]}]}"#,
+            Scope::MessageBody,
+        )
+        .unwrap();
+        let body = |b: &str| matches(&p, Scope::MessageBody, &Attributes::new(), b);
+        assert!(body(r#"{"price_usd": 301.5}"#));
+        assert!(body(r#"{"price_usd": 3.015e2}"#));
+        assert!(body(r#"{"price_usd": 301.500001}"#));
+        assert!(!body(r#"{"price_usd": 301.50001}"#));
     }
 
     #[test]

@@ -179,6 +179,9 @@ pub async fn create(call: &Call<'_>) -> Result<Value, SnsError> {
                 }
                 return Ok(());
             }
+            // A topic deleted by Ferry's own API left its records: they were another
+            // topic's.
+            state.subscriptions.retain(|_, s| s.topic != name);
             state.topics.insert(
                 name.to_owned(),
                 TopicRecord {

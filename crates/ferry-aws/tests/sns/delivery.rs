@@ -828,6 +828,23 @@ async fn deleting_a_topic_deletes_its_subscriptions() {
             .all("SubscriptionArn")
             .is_empty()
     );
+    // Nor when the topic was deleted through Ferry's own API.
+    s.subscribe(&topic, "q", &[]).await;
+    s.broker.delete_topic("short-lived").await.unwrap();
+    s.sns_fails(
+        "Publish",
+        &[("TopicArn", &topic), ("Message", "m")],
+        404,
+        "NotFound",
+    )
+    .await;
+    let topic = s.topic("short-lived", &[]).await;
+    assert!(
+        s.sns_ok("ListSubscriptionsByTopic", &[("TopicArn", &topic)])
+            .await
+            .all("SubscriptionArn")
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
