@@ -9,16 +9,17 @@
 //! failed write) between them leaves the message in the topic and some queues but not
 //! the others, and the client, having no answer, publishes again — which a FIFO queue
 //! deduplicates (the SNS deduplication id is the queue's) and a standard queue receives
-//! twice (SNS's at-least-once). A queue that refuses the delivery (deleted, full) gets it
-//! in the subscription's RedrivePolicy dead-letter queue, or not at all, with a warning
-//! logged; the publish still succeeds, as SNS's does.
+//! twice (SNS's at-least-once). A queue that refuses the delivery for good (deleted, too
+//! small) gets it in the subscription's RedrivePolicy dead-letter queue, or not at all,
+//! with a warning logged, and the publish succeeds, as SNS's does; a refusal for now (a
+//! full disk) fails the publish once every queue was tried, so the client sends it again.
 
 use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_broker::{DeliveryTime, Headers, OutgoingMessage};
+use ferry_broker::{DeliveryTime, ErrorKind, Headers, OutgoingMessage};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -262,8 +263,10 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
             .map(|(id, r)| (id.clone(), r.clone()))
             .collect()
     });
+    // Every queue is tried, so one failing for now keeps no other from its delivery.
+    let mut failed = None;
     for (id, subscription) in &subscriptions {
-        deliver(
+        let delivered = deliver(
             call,
             p,
             &message_id,
@@ -273,6 +276,13 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
             subscription,
         )
         .await;
+        if let Err(e) = delivered {
+            failed.get_or_insert(e);
+        }
+    }
+    // Not remembered for deduplication: publishing it again must deliver it.
+    if let Some(e) = failed {
+        return Err(e);
     }
     if let Some(key) = dedup_key {
         let mut seen = sns.dedup.lock().unwrap_or_else(|e| e.into_inner());
@@ -351,7 +361,18 @@ fn envelope(
     Value::Object(out).to_string()
 }
 
-/// Delivers to one subscription's queue (or its dead-letter queue); a failure is logged.
+/// Why a queue did not take a delivery.
+struct Refused {
+    why: String,
+    /// For good: the queue is gone or refuses this message (its size, its settings), so
+    /// publishing again would not help. Otherwise for now (a full disk, a poisoned
+    /// queue): the publish fails, and the client publishing again delivers it.
+    lasting: bool,
+}
+
+/// Delivers to one subscription's queue, or its dead-letter queue. A lasting refusal
+/// without a dead-letter queue drops the message for that subscription, logged, as SNS
+/// does after its retries; a passing one fails the publish.
 #[allow(clippy::too_many_arguments)]
 async fn deliver(
     call: &Call<'_>,
@@ -361,7 +382,7 @@ async fn deliver(
     at_ms: i64,
     id: &str,
     subscription: &SubscriptionRecord,
-) {
+) -> Result<(), SnsError> {
     let attribute = |name: &str| subscription.attributes.get(name).map(String::as_str);
     if let Some(policy) = attribute("FilterPolicy") {
         let scope = attribute("FilterPolicyScope")
@@ -372,11 +393,11 @@ async fn deliver(
             Err(_) => false,
         };
         if !passes {
-            return;
+            return Ok(());
         }
     }
     let Some(queue) = call.inner.location.queue_of_arn(&subscription.endpoint) else {
-        return;
+        return Ok(());
     };
     let body = p.for_sqs.as_deref().unwrap_or(&p.message);
     let raw = attribute("RawMessageDelivery") == Some("true");
@@ -402,25 +423,38 @@ async fn deliver(
         ..OutgoingMessage::default()
     };
     let outcome = publish_to_queue(call, queue, p, message.clone()).await;
-    let Err(error) = outcome else {
-        return;
+    let Err(refused) = outcome else {
+        return Ok(());
     };
     let dead_letter = attribute("RedrivePolicy").and_then(|r| dead_letter_queue(call, r).ok());
     if let Some(dlq) = dead_letter {
         message.headers.insert(
             "aws:sns-delivery-error".into(),
-            error.chars().take(500).collect(),
+            refused.why.chars().take(500).collect(),
         );
         if publish_to_queue(call, &dlq, p, message).await.is_ok() {
-            return;
+            return Ok(());
         }
+    }
+    if !refused.lasting {
+        tracing::warn!(subscription = %subscription_arn, queue = %queue, error = %refused.why,
+            "an SNS delivery to an SQS queue failed for now; the publish is refused");
+        return Err(SnsError::new(
+            Code::InternalError,
+            format!(
+                "Delivery to the queue {queue} failed: {}. The message is in the topic and may \
+                 be in other subscribed queues; publish it again (FIFO queues deduplicate it).",
+                refused.why
+            ),
+        ));
     }
     tracing::warn!(
         subscription = %subscription_arn,
         queue = %queue,
-        error = %error,
-        "an SNS delivery to an SQS queue failed and the message was dropped for that subscription"
+        error = %refused.why,
+        "an SNS delivery to an SQS queue was refused and the message was dropped for that subscription"
     );
+    Ok(())
 }
 
 /// A publish into an SQS queue as SendMessage would make it: the queue's delay and
@@ -430,7 +464,7 @@ async fn publish_to_queue(
     queue: &str,
     p: &Prepared,
     mut message: OutgoingMessage,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let record = call.inner.store.get(queue);
     let attribute = |name: &str| {
         record
@@ -466,16 +500,31 @@ async fn publish_to_queue(
             .map(|(k, v)| k.len() + v.len())
             .sum::<usize>();
     if size > max_size {
-        return Err(format!(
-            "the delivery ({size} bytes) is larger than the queue's MaximumMessageSize ({max_size})"
-        ));
+        return Err(Refused {
+            why: format!(
+                "the delivery ({size} bytes) is larger than the queue's MaximumMessageSize \
+                 ({max_size})"
+            ),
+            lasting: true,
+        });
     }
     call.inner
         .broker
         .publish(queue, message)
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| Refused {
+            lasting: matches!(
+                e.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::Invalid
+                    | ErrorKind::OutOfRange
+                    | ErrorKind::TooLarge
+                    | ErrorKind::Conflict
+                    | ErrorKind::Full
+            ),
+            why: e.to_string(),
+        })
 }
 
 pub async fn publish(call: &Call<'_>) -> Result<Value, SnsError> {
