@@ -104,6 +104,28 @@ fn prepare(call: &Call, topic: &str, entry: &Map<String, Value>) -> Result<Prepa
     }
     let attributes =
         message_attributes::parse(entry.get("MessageAttributes"), false).map_err(from_sqs)?;
+    for (name, a) in &attributes {
+        let array = match &a.value {
+            AttributeValue::String(text) if a.data_type == "String.Array" => {
+                serde_json::from_str::<Value>(text).ok()
+            }
+            _ => continue,
+        };
+        let scalars = |items: &Vec<Value>| items.iter().all(|v| !v.is_array() && !v.is_object());
+        if !array
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(scalars)
+        {
+            return Err(SnsError::new(
+                Code::InvalidParameterValue,
+                format!(
+                    "The message attribute '{name}' with type 'String.Array' must be a JSON \
+                     array of strings, numbers, true, false or null."
+                ),
+            ));
+        }
+    }
     if message.len() + message_attributes::size(&attributes) > MAX_MESSAGE {
         return Err(SnsError::parameter(format!(
             "Message too long; a message and its attributes are at most {MAX_MESSAGE} bytes"

@@ -106,9 +106,16 @@ async fn a_publish_reaches_a_subscribed_queue_in_snss_envelope() {
     assert_eq!(received[0].payload.as_ref(), b"second");
     assert_eq!(s.drain(&url, 5).await.len(), 1);
 
-    // Unsubscribed, the queue gets nothing more.
-    s.sns_ok("Unsubscribe", &[("SubscriptionArn", &subscription)])
-        .await;
+    // The envelope's UnsubscribeURL works: unsubscribed, the queue gets nothing more.
+    let link = e["UnsubscribeURL"].as_str().unwrap();
+    let reply = s.get(&link[link.find("/?").unwrap()..]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        s.sns_ok("ListSubscriptions", &[])
+            .await
+            .all("SubscriptionArn")
+            .is_empty()
+    );
     s.sns_ok("Publish", &[("TopicArn", &topic), ("Message", "third")])
         .await;
     assert!(s.drain(&url, 1).await.is_empty());
@@ -705,6 +712,22 @@ async fn message_structure_json_sends_the_sqs_entry_or_the_default() {
             ("MessageAttributes.entry.1.Name", "n"),
             ("MessageAttributes.entry.1.Value.DataType", "Number"),
             ("MessageAttributes.entry.1.Value.StringValue", "ten"),
+        ],
+        400,
+        "ParameterValueInvalid",
+    )
+    .await;
+    s.sns_fails(
+        "Publish",
+        &[
+            ("TopicArn", &topic),
+            ("Message", "m"),
+            ("MessageAttributes.entry.1.Name", "tags"),
+            ("MessageAttributes.entry.1.Value.DataType", "String.Array"),
+            (
+                "MessageAttributes.entry.1.Value.StringValue",
+                "not an array",
+            ),
         ],
         400,
         "ParameterValueInvalid",

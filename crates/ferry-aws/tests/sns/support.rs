@@ -136,6 +136,12 @@ impl Served {
         }
     }
 
+    /// A GET of `path_and_query`, as a browser following a link sends it.
+    pub async fn get(&self, path_and_query: &str) -> Reply {
+        self.raw(&format!("GET {path_and_query} HTTP/1.1\r\n"), b"")
+            .await
+    }
+
     /// An SNS call as boto3 sends it: a form with Action and Version, SigV4 scope `sns`.
     pub async fn sns(&self, action: &str, params: &[(&str, &str)]) -> Reply {
         self.sns_signed(action, params, true).await
