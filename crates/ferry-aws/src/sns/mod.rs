@@ -76,21 +76,13 @@ const OTHER_ACTIONS: [&str; 12] = [
     "SetSMSAttributes",
 ];
 
-/// A FIFO topic's deduplication scope: (topic, scoped deduplication id).
-type DedupKey = (String, String);
-/// The first publish of a deduplication id: message id, sequence number, lapse (ms).
-type Deduplicated = (String, String, i64);
-
 /// The SNS front end's state beside the SQS front end's.
 pub struct Sns {
     store: store::Store,
-    /// FIFO topics' recent deduplication ids: (topic, id) → the first publish's message id,
-    /// sequence number and when the entry lapses (ms). In memory only.
-    dedup: Mutex<HashMap<DedupKey, Deduplicated>>,
-    /// One lock per FIFO topic, held by a publish from its deduplication check to its last
-    /// delivery, so every queue gets a topic's messages in the same order and a repeated
-    /// deduplication id is seen; it holds the topic's last sequence number.
-    fifo_order: Mutex<HashMap<String, Arc<tokio::sync::Mutex<u128>>>>,
+    /// Each FIFO topic's state (`publish::FifoState`) behind its lock, held by a publish
+    /// from its deduplication check to its last delivery, so every queue gets a topic's
+    /// messages in the same order and a repeated deduplication id is seen.
+    fifo: Mutex<HashMap<String, Arc<tokio::sync::Mutex<publish::FifoState>>>>,
     minted: AtomicU64,
     seed: u64,
 }
@@ -108,17 +100,24 @@ impl Sns {
         );
         Ok(Sns {
             store,
-            dedup: Mutex::new(HashMap::new()),
-            fifo_order: Mutex::new(HashMap::new()),
+            fifo: Mutex::new(HashMap::new()),
             minted: AtomicU64::new(0),
             seed: hasher.finish(),
         })
     }
 
-    /// The order lock of FIFO topic `topic`.
-    fn fifo_lock(&self, topic: &str) -> Arc<tokio::sync::Mutex<u128>> {
-        let mut locks = self.fifo_order.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(locks.entry(topic.to_owned()).or_default())
+    /// The state of FIFO topic `topic`, behind its lock.
+    fn fifo_state(&self, topic: &str) -> Arc<tokio::sync::Mutex<publish::FifoState>> {
+        let mut states = self.fifo.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(states.entry(topic.to_owned()).or_default())
+    }
+
+    /// Forgets what was kept about a topic that was deleted or made anew.
+    fn forget_fifo(&self, topic: &str) {
+        self.fifo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(topic);
     }
 
     /// A fresh id in UUID form (as SNS's message and subscription ids are).

@@ -13,13 +13,19 @@
 //! small) gets it in the subscription's RedrivePolicy dead-letter queue, or not at all,
 //! with a warning logged, and the publish succeeds, as SNS's does; a refusal for now (a
 //! full disk) fails the publish once every queue was tried, so the client sends it again.
+//!
+//! **FIFO topics** deduplicate for five minutes ([`FifoState`]): a repeat is answered as
+//! the first publish. The window is read back from the topic after a restart, and a
+//! repeat of a message whose deliveries are not known to be done (read back, or failed
+//! midway) delivers it again instead of writing it to the topic again.
 
 use std::collections::BTreeMap;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_broker::{DeliveryTime, ErrorKind, Headers, OutgoingMessage};
+use ferry_broker::{DeliveryTime, ErrorKind, Headers, OutgoingMessage, Position};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -37,8 +43,12 @@ const DEDUP_WINDOW_MS: i64 = 5 * 60 * 1000;
 /// Headers a topic message carries for Ferry's own consumers.
 const MESSAGE_ID_HEADER: &str = "aws:sns-message-id";
 const SUBJECT_HEADER: &str = "aws:sns-subject";
+const SEQUENCE_HEADER: &str = "aws:sns-sequence-number";
+/// Set when the message is a `MessageStructure=json` one.
+const STRUCTURE_HEADER: &str = "aws:sns-message-structure";
 
 /// A checked publish.
+#[derive(Clone)]
 struct Prepared {
     topic: String,
     fifo: bool,
@@ -49,6 +59,25 @@ struct Prepared {
     attributes: Attributes,
     group: Option<String>,
     dedup: Option<String>,
+}
+
+/// What queues get of a `MessageStructure=json` message: its `sqs` entry, or `default`.
+fn sqs_entry(message: &str) -> Result<String, SnsError> {
+    let Ok(Value::Object(per_protocol)) = serde_json::from_str::<Value>(message) else {
+        return Err(SnsError::parameter(
+            "Message Structure - JSON message body failed to parse",
+        ));
+    };
+    let Some(default) = per_protocol.get("default").and_then(Value::as_str) else {
+        return Err(SnsError::parameter(
+            "Message Structure - No default entry in JSON message body",
+        ));
+    };
+    let sqs = per_protocol
+        .get("sqs")
+        .and_then(Value::as_str)
+        .unwrap_or(default);
+    Ok(sqs.to_owned())
 }
 
 fn group_or_dedup_id(what: &str, value: &str) -> Result<(), SnsError> {
@@ -77,24 +106,7 @@ fn prepare(call: &Call, topic: &str, entry: &Map<String, Value>) -> Result<Prepa
     let mut for_sqs = None;
     match string(entry, "MessageStructure")? {
         None => {}
-        Some("json") => {
-            let Ok(Value::Object(per_protocol)) = serde_json::from_str::<Value>(message) else {
-                return Err(SnsError::parameter(
-                    "Message Structure - JSON message body failed to parse",
-                ));
-            };
-            if !per_protocol.get("default").is_some_and(Value::is_string) {
-                return Err(SnsError::parameter(
-                    "Message Structure - No default entry in JSON message body",
-                ));
-            }
-            let default = per_protocol["default"].as_str().unwrap_or_default();
-            let sqs = per_protocol
-                .get("sqs")
-                .and_then(Value::as_str)
-                .unwrap_or(default);
-            for_sqs = Some(sqs.to_owned());
-        }
+        Some("json") => for_sqs = Some(sqs_entry(message)?),
         Some(other) => {
             return Err(SnsError::parameter(format!(
                 "MessageStructure Reason: the only valid value is json, not {}",
@@ -212,48 +224,155 @@ struct Sent {
     sequence: Option<String>,
 }
 
+/// What a FIFO topic keeps between publishes (see `Sns::fifo`).
+#[derive(Default)]
+pub struct FifoState {
+    /// Whether the deduplication window was read back from the topic since the start.
+    loaded: bool,
+    last_sequence: u128,
+    /// Deduplication ids (scoped) of the last five minutes.
+    seen: HashMap<String, Deduplicated>,
+}
+
+/// The first publish of a deduplication id.
+struct Deduplicated {
+    message_id: String,
+    sequence: String,
+    at_ms: i64,
+    /// The message while its deliveries are not known to be done: a publish that failed
+    /// midway, or one read back from the topic after a restart. A repeat delivers it
+    /// again (FIFO queues deduplicate it) instead of writing it to the topic again.
+    pending: Option<Arc<Prepared>>,
+}
+
+impl FifoState {
+    /// Reads the last five minutes of the topic back: its deduplication ids, as pending,
+    /// and its last sequence number. So a repeat after a restart is still a repeat.
+    fn load(&mut self, call: &Call, topic: &str, now: i64) -> Result<(), SnsError> {
+        let broker = &call.inner.broker;
+        let per_group = per_group_dedup(call, topic);
+        let info = broker.describe_topic(topic).map_err(from_broker)?;
+        for partition in info.partitions {
+            let mut from = Position::Timestamp(now - DEDUP_WINDOW_MS);
+            loop {
+                let records = broker
+                    .read_topic(topic, partition.partition, from, 500)
+                    .map_err(from_broker)?;
+                let Some(last) = records.last() else { break };
+                from = Position::Offset(last.offset + 1);
+                for record in &records {
+                    let m = &record.message;
+                    let header = |name: &str| m.headers.get(name).cloned();
+                    let (Some(dedup), Some(message_id), Some(sequence)) = (
+                        m.dedup_id.clone(),
+                        header(MESSAGE_ID_HEADER),
+                        header(SEQUENCE_HEADER),
+                    ) else {
+                        continue;
+                    };
+                    let group = m
+                        .key
+                        .as_ref()
+                        .map(|k| String::from_utf8_lossy(k).into_owned());
+                    if let Ok(n) = sequence.parse::<u128>() {
+                        self.last_sequence = self.last_sequence.max(n);
+                    }
+                    let prepared = prepared_of_record(topic, m);
+                    self.seen.insert(
+                        dedup_key(per_group, group.as_deref(), &dedup),
+                        Deduplicated {
+                            message_id,
+                            sequence,
+                            at_ms: m.published_at,
+                            pending: prepared.map(Arc::new),
+                        },
+                    );
+                }
+            }
+        }
+        self.loaded = true;
+        Ok(())
+    }
+}
+
+fn per_group_dedup(call: &Call, topic: &str) -> bool {
+    call.sns().store.read(|s| {
+        s.topics
+            .get(topic)
+            .and_then(|t| t.attributes.get("FifoThroughputScope"))
+            .map(String::as_str)
+            == Some("MessageGroup")
+    })
+}
+
+/// A deduplication id in its scope: the topic's, or its group's.
+fn dedup_key(per_group: bool, group: Option<&str>, dedup: &str) -> String {
+    let scope = if per_group { group.unwrap_or("") } else { "" };
+    format!("{}:{scope}{dedup}", scope.len())
+}
+
+/// A FIFO message as the topic keeps it, ready to be delivered again.
+fn prepared_of_record(topic: &str, m: &ferry_broker::Message) -> Option<Prepared> {
+    let message = String::from_utf8(m.payload.to_vec()).ok()?;
+    let for_sqs = match m.headers.get(STRUCTURE_HEADER).map(String::as_str) {
+        Some("json") => Some(sqs_entry(&message).ok()?),
+        _ => None,
+    };
+    Some(Prepared {
+        topic: topic.to_owned(),
+        fifo: true,
+        for_sqs,
+        subject: m.headers.get(SUBJECT_HEADER).cloned(),
+        attributes: message_attributes::from_headers(&m.headers),
+        group: m
+            .key
+            .as_ref()
+            .map(|k| String::from_utf8_lossy(k).into_owned()),
+        dedup: m.dedup_id.clone(),
+        message,
+    })
+}
+
 async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
     let sns = call.sns();
-    let order = p.fifo.then(|| sns.fifo_lock(&p.topic));
-    let mut last_sequence = match &order {
+    let state = p.fifo.then(|| sns.fifo_state(&p.topic));
+    let mut state = match &state {
         Some(lock) => Some(lock.lock().await),
         None => None,
     };
     let now = call.now_ms();
-    // A FIFO topic's duplicate within five minutes is accepted and not delivered.
-    let dedup_key = p.dedup.as_ref().map(|d| {
-        let per_group = sns.store.read(|s| {
-            s.topics
-                .get(&p.topic)
-                .and_then(|t| t.attributes.get("FifoThroughputScope"))
-                .map(String::as_str)
-                == Some("MessageGroup")
-        });
-        let scope = if per_group {
-            p.group.clone().unwrap_or_default()
-        } else {
-            String::new()
-        };
-        (p.topic.clone(), format!("{}:{scope}{d}", scope.len()))
-    });
-    if let Some(key) = &dedup_key {
-        let mut seen = sns.dedup.lock().unwrap_or_else(|e| e.into_inner());
-        seen.retain(|_, (_, _, until)| *until > now);
-        if let Some((id, seq, _)) = seen.get(key) {
+    let key = p
+        .dedup
+        .as_ref()
+        .map(|d| dedup_key(per_group_dedup(call, &p.topic), p.group.as_deref(), d));
+    // A FIFO topic's repeat within five minutes is answered as the first publish and not
+    // written again; delivered again only if the first's deliveries are not known done.
+    if let (Some(state), Some(key)) = (state.as_mut(), &key) {
+        if !state.loaded {
+            state.load(call, &p.topic, now)?;
+        }
+        state.seen.retain(|_, d| d.at_ms + DEDUP_WINDOW_MS > now);
+        if let Some(first) = state.seen.get_mut(key) {
+            if let Some(pending) = first.pending.clone() {
+                let sequence = Some(first.sequence.as_str());
+                deliver_all(call, &pending, &first.message_id, sequence, first.at_ms).await?;
+                first.pending = None;
+            }
             return Ok(Sent {
-                message_id: id.clone(),
-                sequence: Some(seq.clone()),
+                message_id: first.message_id.clone(),
+                sequence: Some(first.sequence.clone()),
             });
         }
     }
     let message_id = sns.mint_uuid(&p.message);
     // Growing per topic: the time in ms with six digits for the publishes within one.
-    let sequence = last_sequence.as_mut().map(|last| {
-        let next = (**last + 1).max((now.max(0) as u128) * 1_000_000);
-        **last = next;
+    let sequence = state.as_mut().map(|state| {
+        let next = (state.last_sequence + 1).max((now.max(0) as u128) * 1_000_000);
+        state.last_sequence = next;
         format!("{next:020}")
     });
-    // The topic's copy, for Ferry's own subscriptions.
+    // The topic's copy, for Ferry's own subscriptions (and for reading the deduplication
+    // window back after a restart).
     let mut headers = Headers::new();
     message_attributes::to_headers(&p.attributes, &mut headers);
     headers.insert(MESSAGE_ID_HEADER.into(), message_id.clone());
@@ -262,6 +381,12 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
     }
     if let Some(d) = &p.dedup {
         headers.insert(DEDUP_HEADER.into(), d.clone());
+    }
+    if let Some(seq) = &sequence {
+        headers.insert(SEQUENCE_HEADER.into(), seq.clone());
+    }
+    if p.for_sqs.is_some() {
+        headers.insert(STRUCTURE_HEADER.into(), "json".into());
     }
     let record = OutgoingMessage {
         key: p
@@ -278,49 +403,54 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
         .publish_to_topic(&p.topic, vec![record])
         .await
         .map_err(from_broker)?;
-    let subscriptions: Vec<(String, SubscriptionRecord)> = sns.store.read(|s| {
+    let pending = Arc::new(p.clone());
+    if let (Some(state), Some(key)) = (state.as_mut(), &key) {
+        state.seen.insert(
+            key.clone(),
+            Deduplicated {
+                message_id: message_id.clone(),
+                sequence: sequence.clone().unwrap_or_default(),
+                at_ms: now,
+                pending: Some(Arc::clone(&pending)),
+            },
+        );
+    }
+    deliver_all(call, &pending, &message_id, sequence.as_deref(), now).await?;
+    if let (Some(state), Some(key)) = (state.as_mut(), &key)
+        && let Some(first) = state.seen.get_mut(key)
+    {
+        first.pending = None;
+    }
+    Ok(Sent {
+        message_id,
+        sequence,
+    })
+}
+
+/// Delivers to every subscription of the topic. Every queue is tried, so one failing for
+/// now keeps no other from its delivery; the first failure is the answer.
+async fn deliver_all(
+    call: &Call<'_>,
+    p: &Prepared,
+    message_id: &str,
+    sequence: Option<&str>,
+    at_ms: i64,
+) -> Result<(), SnsError> {
+    let subscriptions: Vec<(String, SubscriptionRecord)> = call.sns().store.read(|s| {
         s.subscriptions
             .iter()
             .filter(|(_, r)| r.topic == p.topic)
             .map(|(id, r)| (id.clone(), r.clone()))
             .collect()
     });
-    // Every queue is tried, so one failing for now keeps no other from its delivery.
     let mut failed = None;
     for (id, subscription) in &subscriptions {
-        let delivered = deliver(
-            call,
-            p,
-            &message_id,
-            sequence.as_deref(),
-            now,
-            id,
-            subscription,
-        )
-        .await;
+        let delivered = deliver(call, p, message_id, sequence, at_ms, id, subscription).await;
         if let Err(e) = delivered {
             failed.get_or_insert(e);
         }
     }
-    // Not remembered for deduplication: publishing it again must deliver it.
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    if let Some(key) = dedup_key {
-        let mut seen = sns.dedup.lock().unwrap_or_else(|e| e.into_inner());
-        seen.insert(
-            key,
-            (
-                message_id.clone(),
-                sequence.clone().unwrap_or_default(),
-                now + DEDUP_WINDOW_MS,
-            ),
-        );
-    }
-    Ok(Sent {
-        message_id,
-        sequence,
-    })
+    failed.map_or(Ok(()), Err)
 }
 
 /// SNS's JSON envelope of a notification.

@@ -194,6 +194,8 @@ pub async fn create(call: &Call<'_>) -> Result<Value, SnsError> {
         .map_err(store_failed)?;
     outcome?;
     if !exists {
+        // A topic of this name deleted earlier (also by Ferry's own API) was another one.
+        call.sns().forget_fifo(name);
         match call
             .inner
             .broker
@@ -221,6 +223,7 @@ pub async fn delete(call: &Call<'_>) -> Result<Value, SnsError> {
         Err(e) if e.kind() == ferry_broker::ErrorKind::NotFound => {}
         Err(e) => return Err(from_broker(e)),
     }
+    call.sns().forget_fifo(&name);
     // A record left by a failure here is dropped at the next start.
     let forgotten = call.sns().store.update(|state| {
         state.topics.remove(&name);

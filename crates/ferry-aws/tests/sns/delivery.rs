@@ -952,3 +952,73 @@ async fn a_delivery_larger_than_the_queue_takes_goes_to_the_dead_letter_queue() 
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0]["Body"].as_str().unwrap().len(), 2000);
 }
+
+#[tokio::test]
+async fn a_fifo_topics_deduplication_window_survives_a_restart() {
+    let s = Served::start().await;
+    let fifo = s
+        .queue("orders-in.fifo", json!({"FifoQueue": "true"}))
+        .await;
+    let topic = s.topic("orders-out.fifo", &[("FifoTopic", "true")]).await;
+    s.subscribe(&topic, "orders-in.fifo", &[]).await;
+    let publish = |dedup: &'static str| {
+        let s = &s;
+        let topic = topic.clone();
+        async move {
+            let reply = s
+                .sns_ok(
+                    "Publish",
+                    &[
+                        ("TopicArn", &topic),
+                        ("Message", "placed"),
+                        ("MessageGroupId", "order-7"),
+                        ("MessageDeduplicationId", dedup),
+                    ],
+                )
+                .await;
+            (reply.one("MessageId"), reply.one("SequenceNumber"))
+        }
+    };
+    let first = publish("row-1").await;
+    assert_eq!(s.drain(&fifo, 5).await.len(), 1);
+
+    let s = s.restart().await;
+    let publish_again = |dedup: &'static str| {
+        let s = &s;
+        let topic = topic.clone();
+        async move {
+            let reply = s
+                .sns_ok(
+                    "Publish",
+                    &[
+                        ("TopicArn", &topic),
+                        ("Message", "placed"),
+                        ("MessageGroupId", "order-7"),
+                        ("MessageDeduplicationId", dedup),
+                    ],
+                )
+                .await;
+            (reply.one("MessageId"), reply.one("SequenceNumber"))
+        }
+    };
+    // The relay publishing row-1 again after the restart: the same answer, and the queue
+    // (which deduplicates too) gets nothing new; the topic keeps one copy.
+    assert_eq!(publish_again("row-1").await, first);
+    assert!(s.drain(&fifo, 1).await.is_empty());
+    let kept = s
+        .broker
+        .read_topic("orders-out.fifo", 0, ferry_broker::Position::Earliest, 10)
+        .unwrap();
+    assert_eq!(kept.len(), 1);
+    // Sequence numbers keep growing across the restart.
+    let second = publish_again("row-2").await;
+    assert!(second.1 > first.1, "{second:?} after {first:?}");
+    assert_eq!(s.drain(&fifo, 5).await.len(), 1);
+
+    // A topic deleted and made again is a new one: the id is new to it.
+    s.sns_ok("DeleteTopic", &[("TopicArn", &topic)]).await;
+    s.topic("orders-out.fifo", &[("FifoTopic", "true")]).await;
+    s.subscribe(&topic, "orders-in.fifo", &[]).await;
+    let third = publish_again("row-2").await;
+    assert_ne!(third.0, second.0);
+}
