@@ -19,6 +19,7 @@
 //! - What a topic spec cannot hold — topic attributes and tags, the subscriptions and
 //!   their attributes — is kept in `sns.json` (`store.rs`).
 
+mod delivery;
 mod errors;
 mod filter;
 mod publish;
