@@ -448,7 +448,9 @@ pub async fn publish_batch(call: &Call<'_>) -> Result<Value, SnsError> {
     let arn = super::required(call.input, "TopicArn")?;
     let topic = call.existing_topic(arn, "TopicArn")?;
     let entries: Vec<&Map<String, Value>> = match call.input.get("PublishBatchRequestEntries") {
+        // The query protocol sends an empty list as an empty value.
         None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
         Some(Value::Array(items)) => items
             .iter()
             .map(|i| {

@@ -109,7 +109,9 @@ fn check_attribute(name: &str, value: &str, fifo: bool) -> Result<(), SnsError> 
 fn tags_of(call: &Call, key: &str) -> Result<BTreeMap<String, String>, SnsError> {
     let mut tags = BTreeMap::new();
     match call.input.get(key) {
+        // The query protocol sends an empty list as an empty value.
         None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.is_empty() => {}
         Some(Value::Array(items)) => {
             for item in items {
                 let k = item.get("Key").and_then(Value::as_str);
@@ -385,6 +387,7 @@ pub fn tag(call: &Call) -> Result<Value, SnsError> {
 pub fn untag(call: &Call) -> Result<Value, SnsError> {
     let name = resource(call)?;
     let keys: Vec<String> = match call.input.get("TagKeys") {
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
         Some(Value::Array(items)) => items
             .iter()
             .filter_map(|k| k.as_str().map(str::to_owned))

@@ -257,6 +257,7 @@ batch = sns.publish_batch(
 )
 assert [s["Id"] for s in batch["Successful"]] == ["a"], batch
 assert batch["Failed"][0]["Id"] == "b" and batch["Failed"][0]["Code"] == "InvalidParameter", batch
+expect_error("EmptyBatchRequest", sns.publish_batch, TopicArn=topic, PublishBatchRequestEntries=[])
 expect_error("BatchEntryIdsNotDistinct", sns.publish_batch, TopicArn=topic,
              PublishBatchRequestEntries=[{"Id": "x", "Message": "m", "MessageGroupId": "g",
                                           "MessageDeduplicationId": "1"}] * 2)
@@ -274,7 +275,9 @@ expect_error("InvalidParameter", sns.subscribe, TopicArn=topic, Protocol="sqs",
 expect_error("NotFound", sns.get_subscription_attributes,
              SubscriptionArn=f"{topic}:00000000-0000-4000-a000-000000000000")
 
-# --- Tags, listing, unsubscribe, delete.
+# --- Tags, listing, unsubscribe, delete. (An empty list is sent as an empty value.)
+assert sns.create_topic(Name="tagless", Tags=[])["TopicArn"].endswith(":tagless")
+sns.untag_resource(ResourceArn=topic, TagKeys=[])
 sns.tag_resource(ResourceArn=topic, Tags=[{"Key": "team", "Value": "orders"}])
 assert sns.list_tags_for_resource(ResourceArn=topic)["Tags"] == [{"Key": "team", "Value": "orders"}]
 sns.untag_resource(ResourceArn=topic, TagKeys=["team"])
