@@ -4,7 +4,8 @@
 //! **Routing.** SNS speaks only the query protocol (`Action=…&Version=2010-03-31`, XML
 //! answers; the service model lists no other). A request without `X-Amz-Target` is SNS's
 //! when its SigV4 credential scope names the `sns` service or its `Action` is an SNS
-//! action (the two APIs share no action name); everything else goes to SQS.
+//! action SQS does not have (the two share only AddPermission and RemovePermission);
+//! everything else goes to SQS.
 //!
 //! **What maps to what.**
 //! - An SNS topic is a Ferry topic of the same name (one partition), visible to `ferry
@@ -62,9 +63,9 @@ const ACTIONS: [&str; 17] = [
 ];
 
 /// Other SNS actions: known, so routed here and refused as SNS refuses an unknown action.
-const OTHER_ACTIONS: [&str; 12] = [
-    "AddPermission",
-    "RemovePermission",
+/// AddPermission and RemovePermission are SQS actions too: they are SNS's only when
+/// signed for SNS.
+const OTHER_ACTIONS: [&str; 10] = [
     "CreatePlatformApplication",
     "CreatePlatformEndpoint",
     "ListPlatformApplications",
@@ -356,6 +357,8 @@ mod tests {
         let pairs = |action: &str| vec![("Action".to_owned(), action.to_owned())];
         assert!(claims(&headers, &pairs("Publish")));
         assert!(!claims(&headers, &pairs("SendMessage")));
+        // Named by both APIs: SQS's unless signed for SNS.
+        assert!(!claims(&headers, &pairs("AddPermission")));
         headers.insert(
             "authorization",
             "AWS4-HMAC-SHA256 Credential=t/20260101/us-east-1/sns/aws4_request, Signature=0"
@@ -363,6 +366,7 @@ mod tests {
                 .unwrap(),
         );
         assert!(claims(&headers, &pairs("Bogus")));
+        assert!(claims(&headers, &pairs("AddPermission")));
         headers.insert("x-amz-target", "AmazonSQS.SendMessage".parse().unwrap());
         assert!(!claims(&headers, &pairs("Publish")));
     }
