@@ -244,4 +244,21 @@ async fn sns_is_told_from_sqs_by_its_action_without_a_signature() {
     // SQS requests still reach SQS.
     let url = s.queue("still-sqs", serde_json::json!({})).await;
     assert!(url.ends_with("/000000000000/still-sqs"));
+    // An action both APIs name is SQS's unless signed for SNS.
+    let reply = s
+        .sns_unsigned("AddPermission", &[("QueueUrl", &url), ("Label", "l")])
+        .await;
+    assert!(
+        reply.body.contains("UnsupportedOperation") && reply.body.contains("queue.amazonaws.com"),
+        "{}",
+        reply.body
+    );
+    let reply = s
+        .sns("AddPermission", &[("TopicArn", &topic_arn("plain"))])
+        .await;
+    assert!(
+        reply.body.contains("InvalidAction") && reply.body.contains("sns.amazonaws.com"),
+        "{}",
+        reply.body
+    );
 }
