@@ -188,22 +188,21 @@ async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let request_id = sqs.request_id();
+    if let Some(answer) =
+        sns::answer_if_sns(&sqs.inner, &headers, uri.query(), &body, &request_id).await
+    {
+        return answer;
+    }
+    let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
+        Ok(r) => r,
+        Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),
+    };
     let host = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or("localhost:4566")
         .to_owned();
-    if !headers.contains_key("x-amz-target") {
-        let pairs = sns::query::pairs(uri.query(), &body);
-        if sns::claims(&headers, &pairs) {
-            return sns::handle(&sqs.inner, &pairs, &host, &request_id).await;
-        }
-    }
-    let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
-        Ok(r) => r,
-        Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),
-    };
     let outcome = actions::dispatch(&sqs.inner, &request.action, &request.input, &host).await;
     match outcome {
         Ok(output) => protocol::answer(request.protocol, &request.action, &output, &request_id),

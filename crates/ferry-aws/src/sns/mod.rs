@@ -24,7 +24,7 @@ mod delivery;
 mod errors;
 mod filter;
 mod publish;
-pub(crate) mod query;
+mod query;
 mod store;
 mod subscriptions;
 mod topics;
@@ -157,8 +157,31 @@ pub fn claims(headers: &HeaderMap, pairs: &[(String, String)]) -> bool {
         })
 }
 
+/// Serves the request if it is SNS's (see the module head); `None` leaves it to SQS.
+pub async fn answer_if_sns(
+    inner: &Inner,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+    request_id: &str,
+) -> Option<Response<Body>> {
+    if headers.contains_key("x-amz-target") {
+        return None;
+    }
+    let pairs = query::pairs(query, body);
+    if !claims(headers, &pairs) {
+        return None;
+    }
+    let host = headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or("localhost:4566");
+    Some(handle(inner, &pairs, host, request_id).await)
+}
+
 /// Serves an SNS request.
-pub async fn handle(
+async fn handle(
     inner: &Inner,
     pairs: &[(String, String)],
     host: &str,
