@@ -1,5 +1,14 @@
-//! Ferry as an Amazon SQS endpoint: the SQS API over the broker, for the clients people
-//! already have (boto3, the AWS CLI, the AWS SDKs).
+//! Ferry as an Amazon SQS and SNS endpoint: the SQS and SNS APIs over the broker, for the
+//! clients people already have (boto3, the AWS CLI, the AWS SDKs).
+//!
+//! **SNS** shares the listener (`sns/`, its own head comment and `docs/compat/sns.md`): a
+//! request without `X-Amz-Target` whose SigV4 scope names `sns` or whose `Action` is an
+//! SNS action is SNS's. An SNS topic is a Ferry topic; a subscription delivers to an SQS
+//! queue of this endpoint (the only protocol taken), the front end fanning each publish
+//! out to the subscribed queues after writing it to the topic — not atomically: a crash
+//! in between leaves some queues without it until the client publishes again. Filter
+//! policies, raw delivery, RedrivePolicy and FIFO topics work; notifications are not
+//! signed.
 //!
 //! **Protocols.** AWS JSON 1.0 (`X-Amz-Target: AmazonSQS.<Action>`, what current SDKs
 //! send) and the query protocol (`Action=…&Version=2012-11-05`, XML answers, what older
@@ -48,6 +57,7 @@ mod message_attributes;
 mod protocol;
 mod receipt;
 pub mod sigv4;
+mod sns;
 mod store;
 
 use std::future::Future;
@@ -102,6 +112,8 @@ struct Inner {
     location: location::Location,
     store: store::Store,
     receipts: receipt::ReceiptKey,
+    /// The SNS front end on the same endpoint (`sns/`).
+    sns: sns::Sns,
     /// Set when serving stops: long polls end at once.
     stop: watch::Sender<bool>,
     requests: AtomicU64,
@@ -115,6 +127,7 @@ impl Sqs {
         let receipts = receipt::ReceiptKey::load_or_create(dir)?;
         let queues = broker.list_queues();
         let store = store::Store::open(dir, |name| queues.iter().any(|q| q.as_str() == name))?;
+        let sns = sns::Sns::open(dir, &broker.list_topics())?;
         Ok(Sqs {
             inner: Arc::new(Inner {
                 broker,
@@ -124,6 +137,7 @@ impl Sqs {
                 },
                 store,
                 receipts,
+                sns,
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
@@ -176,6 +190,11 @@ async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let request_id = sqs.request_id();
+    if let Some(answer) =
+        sns::answer_if_sns(&sqs.inner, &headers, uri.query(), &body, &request_id).await
+    {
+        return answer;
+    }
     let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
         Ok(r) => r,
         Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),

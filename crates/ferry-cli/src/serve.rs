@@ -1,7 +1,7 @@
-//! `ferry serve`: the broker behind its gRPC and HTTP APIs and its Amazon SQS endpoint,
-//! durable in a directory, until Ctrl-C or SIGTERM — then every listener stops accepting,
-//! finishes the calls in progress (SQS long polls end at once, empty), gives unsettled
-//! deliveries of open consume streams back, and exits 0.
+//! `ferry serve`: the broker behind its gRPC and HTTP APIs and its Amazon SQS and SNS
+//! endpoint, durable in a directory, until Ctrl-C or SIGTERM — then every listener stops
+//! accepting, finishes the calls in progress (SQS long polls end at once, empty), gives
+//! unsettled deliveries of open consume streams back, and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,11 +31,11 @@ pub struct ServeArgs {
     /// Serve gRPC only [env FERRY_HTTP_ENABLED=false; file http.enabled = false].
     #[arg(long)]
     pub no_http: bool,
-    /// Address of the Amazon SQS endpoint (AWS JSON 1.0 and query protocols) [env
+    /// Address of the Amazon SQS and SNS endpoint (AWS JSON 1.0 and query protocols) [env
     /// FERRY_AWS_ADDR; file aws.addr; default 127.0.0.1:4566].
     #[arg(long, value_name = "ADDR")]
     pub aws_addr: Option<SocketAddr>,
-    /// Do not serve the SQS endpoint [env FERRY_AWS_ENABLED=false; file aws.enabled =
+    /// Do not serve the SQS/SNS endpoint [env FERRY_AWS_ENABLED=false; file aws.enabled =
     /// false].
     #[arg(long)]
     pub no_aws: bool,
@@ -194,8 +194,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .context("reading the SQS listener's address")?;
         loopback &= aws_addr.ip().is_loopback();
         println!(
-            "ferry: serving Amazon SQS on http://{aws_addr} (AWS signatures accepted without \
-             verification)"
+            "ferry: serving Amazon SQS on http://{aws_addr} (and Amazon SNS on the same \
+             endpoint; AWS signatures accepted without verification)"
         );
     }
     if authenticated {

@@ -1,0 +1,9 @@
+//! The SNS front end over a real socket, in the query protocol boto3 speaks: topic CRUD,
+//! subscriptions of SQS queues, Publish seen by SQS ReceiveMessage (SNS's envelope, raw
+//! delivery), filter policies on attributes and on the body, FIFO topics into FIFO
+//! queues (order and deduplication), PublishBatch, RedrivePolicy, refused protocols,
+//! unknown topics, and the records surviving a restart.
+
+mod delivery;
+mod support;
+mod topics;

@@ -1,0 +1,87 @@
+//! `ferry serve` answers Amazon SNS on the SQS endpoint: a topic made through SNS is a
+//! Ferry topic, and a publish reaches a subscribed SQS queue.
+
+use std::time::Duration;
+
+mod support;
+
+fn sns_call(addr: &str, form: &str) -> (u16, String) {
+    let headers = "Content-Type: application/x-www-form-urlencoded\r\n\
+                   Authorization: AWS4-HMAC-SHA256 Credential=t/20260101/us-east-1/sns/aws4_request, SignedHeaders=host, Signature=0\r\n";
+    support::http(
+        addr,
+        headers,
+        "POST",
+        "/",
+        &format!("{form}&Version=2010-03-31"),
+    )
+}
+
+fn sqs_call(addr: &str, action: &str, body: &str) -> (u16, String) {
+    let headers =
+        format!("X-Amz-Target: AmazonSQS.{action}\r\nContent-Type: application/x-amz-json-1.0\r\n");
+    support::http(addr, &headers, "POST", "/", body)
+}
+
+#[test]
+fn serve_answers_sns_and_a_publish_reaches_a_subscribed_sqs_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
+    let (mut grpc, mut aws) = (None, None);
+    while grpc.is_none() || aws.is_none() {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("ferry serve printed its addresses");
+        if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
+            grpc = Some(format!("ferry://{}", rest.split(',').next().unwrap()));
+        } else if let Some(rest) = line.strip_prefix("ferry: serving Amazon SQS on http://") {
+            assert!(line.contains("SNS"), "{line}");
+            aws = Some(rest.split(' ').next().unwrap().to_owned());
+        }
+    }
+    let (grpc, aws) = (grpc.unwrap(), aws.unwrap());
+    let (status, created) = sqs_call(&aws, "CreateQueue", r#"{"QueueName": "inbox"}"#);
+    assert_eq!(status, 200, "{created}");
+    let (status, topic) = sns_call(&aws, "Action=CreateTopic&Name=news");
+    assert_eq!(status, 200, "{topic}");
+    assert!(
+        topic.contains("arn:aws:sns:us-east-1:000000000000:news"),
+        "{topic}"
+    );
+    let topics = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", &grpc, "topic", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&topics.stdout).contains("news"),
+        "{}",
+        String::from_utf8_lossy(&topics.stderr)
+    );
+    let (status, subscribed) = sns_call(
+        &aws,
+        "Action=Subscribe&TopicArn=arn%3Aaws%3Asns%3Aus-east-1%3A000000000000%3Anews\
+         &Protocol=sqs&Endpoint=arn%3Aaws%3Asqs%3Aus-east-1%3A000000000000%3Ainbox",
+    );
+    assert_eq!(status, 200, "{subscribed}");
+    let (status, published) = sns_call(
+        &aws,
+        "Action=Publish&TopicArn=arn%3Aaws%3Asns%3Aus-east-1%3A000000000000%3Anews&Message=hello",
+    );
+    assert_eq!(status, 200, "{published}");
+    let url = format!("http://{aws}/000000000000/inbox");
+    let (status, received) = sqs_call(
+        &aws,
+        "ReceiveMessage",
+        &format!(r#"{{"QueueUrl": "{url}", "WaitTimeSeconds": 5}}"#),
+    );
+    assert_eq!(status, 200, "{received}");
+    assert!(
+        received.contains(r#"\"Type\":\"Notification\""#),
+        "{received}"
+    );
+    assert!(received.contains(r#"\"Message\":\"hello\""#), "{received}");
+    // The SNS records live beside the SQS ones.
+    assert!(dir.path().join("aws/sns.json").exists());
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
