@@ -93,6 +93,8 @@ impl Default for SqsConfig {
 #[derive(Clone)]
 pub struct Sqs {
     inner: Arc<Inner>,
+    /// Whether the test-only reset route is served (`actions/reset.rs`).
+    test_reset: bool,
 }
 
 struct Inner {
@@ -125,12 +127,29 @@ impl Sqs {
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
+            test_reset: false,
         })
+    }
+
+    /// Test only: also serve `POST /moto-api/reset`, which deletes every queue of the
+    /// broker (see `actions/reset.rs`). Never for a real deployment.
+    pub fn with_test_reset(mut self, on: bool) -> Sqs {
+        self.test_reset = on;
+        self
     }
 
     /// The HTTP router: every path and method goes to the protocol decoder.
     pub fn router(&self) -> Router {
-        Router::new()
+        let router = Router::new();
+        let router = if self.test_reset {
+            router.route(
+                actions::reset::PATH,
+                axum::routing::post(actions::reset::reset),
+            )
+        } else {
+            router
+        };
+        router
             .fallback(handle)
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(self.clone())
