@@ -34,9 +34,13 @@
 //! signature*, as is one without. Serve it on the loopback interface only (the default)
 //! until verification comes.
 //!
-//! **Not done yet:** SigV4 verification; AddPermission / RemovePermission and the
-//! message-move tasks (answered `UnsupportedOperation`); changing RedrivePolicy or
-//! FifoQueue after creation; ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//! **Not done yet:** SigV4 verification; enforcing `Policy` (AddPermission /
+//! RemovePermission write it, nothing enforces it); the message-move tasks (answered
+//! `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after creation;
+//! ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//!
+//! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
+//! every queue (`actions/reset.rs`); off unless asked for.
 
 mod actions;
 mod attributes;
