@@ -131,7 +131,7 @@ set +e
     AWS_DEFAULT_REGION=us-east-1 FERRY_MOTO_OUTCOMES="$OUTCOMES" \
     PYTHONPATH="$ROOT/scripts/compat" \
     "$VENV/bin/python" -m pytest -p moto_outcomes -p no:cacheprovider --continue-on-collection-errors --timeout 120 \
-    -q --tb=line "${targets[@]}"
+    -q --tb=line --color=auto "${targets[@]}"
 )
 set -e
 [ -s "$OUTCOMES" ] || {

@@ -343,6 +343,32 @@ async fn permissions_are_statements_of_the_queue_policy() {
 }
 
 #[tokio::test]
+async fn permissions_take_the_query_protocols_numbered_lists() {
+    let s = Served::start().await;
+    let url = s.create("pq", json!({})).await;
+    let reply = s
+        .query(&[
+            ("Action", "AddPermission"),
+            ("QueueUrl", &url),
+            ("Label", "both"),
+            ("AWSAccountId.1", "111111111111"),
+            ("ActionName.1", "SendMessage"),
+            ("ActionName.2", "ReceiveMessage"),
+        ])
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let policy = policy(&s, &url).await.unwrap();
+    assert_eq!(
+        policy["Statement"][0]["Action"],
+        json!(["SQS:SendMessage", "SQS:ReceiveMessage"])
+    );
+    assert_eq!(
+        policy["Statement"][0]["Principal"]["AWS"],
+        "arn:aws:iam::111111111111:root"
+    );
+}
+
+#[tokio::test]
 async fn the_test_reset_route_is_off_unless_asked_for_and_then_deletes_every_queue() {
     let reset = "POST /moto-api/reset HTTP/1.1\r\n";
     let s = Served::start().await;
