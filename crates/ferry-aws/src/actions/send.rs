@@ -158,11 +158,12 @@ fn prepare(target: &Target, entry: &Map<String, Value>) -> Result<Prepared, SqsE
         } else {
             id
         });
-    } else if dedup.is_some() {
-        return Err(SqsError::invalid(
-            "Value for parameter MessageDeduplicationId is invalid. Reason: The request \
-             include parameter that is not valid for this queue type.",
-        ));
+    } else if let Some(d) = dedup {
+        return Err(SqsError::invalid(format!(
+            "Value {} for parameter MessageDeduplicationId is invalid. Reason: The request \
+             includes a parameter that is not valid for this queue type.",
+            d.chars().take(130).collect::<String>()
+        )));
     }
     let delay = delay.map_or(target.delay, |d| d as u32);
     let message = OutgoingMessage {

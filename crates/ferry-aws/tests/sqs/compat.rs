@@ -103,6 +103,28 @@ async fn a_fifo_message_may_carry_a_zero_delay_only() {
 }
 
 #[tokio::test]
+async fn a_standard_queue_refuses_a_deduplication_id_naming_it() {
+    let s = Served::start().await;
+    let url = s.create("std", json!({})).await;
+    let sent = s
+        .ok(
+            "SendMessageBatch",
+            json!({"QueueUrl": url, "Entries": [
+                {"Id": "plain", "MessageBody": "x"},
+                {"Id": "dedup", "MessageBody": "y", "MessageDeduplicationId": "d1"},
+            ]}),
+        )
+        .await;
+    assert_eq!(sent["Successful"][0]["Id"], "plain", "{sent}");
+    assert_eq!(sent["Failed"][0]["Id"], "dedup", "{sent}");
+    assert_eq!(
+        sent["Failed"][0]["Message"],
+        "Value d1 for parameter MessageDeduplicationId is invalid. Reason: The request includes \
+         a parameter that is not valid for this queue type."
+    );
+}
+
+#[tokio::test]
 async fn a_fifo_batch_missing_a_group_or_a_dedup_id_is_refused_whole() {
     let s = Served::start().await;
     let url = s.create("b.fifo", json!({})).await;
