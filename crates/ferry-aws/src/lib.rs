@@ -44,9 +44,13 @@
 //! until verification comes. The verifier itself is here ([`sigv4::Verifier`], checked
 //! against signatures botocore made); requests do not pass through it yet.
 //!
-//! **Not done yet:** SigV4 verification; AddPermission / RemovePermission and the
-//! message-move tasks (answered `UnsupportedOperation`); changing RedrivePolicy or
-//! FifoQueue after creation; ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//! **Not done yet:** SigV4 verification; enforcing `Policy` (AddPermission /
+//! RemovePermission write it, nothing enforces it); the message-move tasks (answered
+//! `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after creation;
+//! ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//!
+//! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
+//! every queue (`actions/reset.rs`); off unless asked for.
 
 mod actions;
 mod attributes;
@@ -105,6 +109,8 @@ impl Default for SqsConfig {
 #[derive(Clone)]
 pub struct Sqs {
     inner: Arc<Inner>,
+    /// Whether the test-only reset route is served (`actions/reset.rs`).
+    test_reset: bool,
 }
 
 struct Inner {
@@ -141,12 +147,29 @@ impl Sqs {
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
+            test_reset: false,
         })
+    }
+
+    /// Test only: also serve `POST /moto-api/reset`, which deletes every queue of the
+    /// broker (see `actions/reset.rs`). Never for a real deployment.
+    pub fn with_test_reset(mut self, on: bool) -> Sqs {
+        self.test_reset = on;
+        self
     }
 
     /// The HTTP router: every path and method goes to the protocol decoder.
     pub fn router(&self) -> Router {
-        Router::new()
+        let router = Router::new();
+        let router = if self.test_reset {
+            router.route(
+                actions::reset::PATH,
+                axum::routing::post(actions::reset::reset),
+            )
+        } else {
+            router
+        };
+        router
             .fallback(handle)
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(self.clone())

@@ -29,8 +29,13 @@ impl Location {
         format!("http://{host}/{}/{queue}", self.account_id)
     }
 
-    /// The queue a QueueUrl names. A URL of another account names no queue here.
+    /// The queue a QueueUrl names. SQS also takes a queue's bare name there (no scheme, no
+    /// `/`). A URL of another account, or one that is no queue URL at all, names no queue
+    /// here: `QueueDoesNotExist`, as SQS answers both.
     pub fn queue_of_url(&self, url: &str) -> Result<String, SqsError> {
+        if !url.is_empty() && !url.contains('/') && !url.contains(':') {
+            return Ok(url.to_owned());
+        }
         let path = match url.split_once("://") {
             Some((_, rest)) => rest.find('/').map_or("", |i| &rest[i..]),
             None => url,
@@ -39,14 +44,7 @@ impl Location {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         match parts.as_slice() {
             [account, name] if *account == self.account_id => Ok((*name).to_owned()),
-            [_, _] => Err(SqsError::no_queue()),
-            _ => Err(SqsError::new(
-                crate::errors::Code::InvalidParameterValue,
-                format!(
-                    "QueueUrl {:?} is not a queue URL: use http://<host>/<account>/<queue>",
-                    url.chars().take(200).collect::<String>()
-                ),
-            )),
+            _ => Err(SqsError::no_queue()),
         }
     }
 }
@@ -78,6 +76,12 @@ mod tests {
         assert_eq!(l.queue_of_url("/000000000000/q").unwrap(), "q");
         assert!(l.queue_of_url("http://h/111111111111/q").is_err());
         assert!(l.queue_of_url("http://h/q").is_err());
+        assert!(
+            l.queue_of_url("http://whatever-incorrect-queue-address")
+                .is_err()
+        );
+        assert_eq!(l.queue_of_url("q.fifo").unwrap(), "q.fifo");
+        assert!(l.queue_of_url("").is_err());
         assert_eq!(l.url("h:1", "q"), "http://h:1/000000000000/q");
     }
 

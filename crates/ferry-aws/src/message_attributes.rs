@@ -95,9 +95,19 @@ pub fn parse(input: Option<&Value>, system: bool) -> Result<Attributes, SqsError
                 )));
             }
         } else if !valid_name(name) {
+            // SQS's wording for a name of other characters; the rest of the rule after it.
+            let chars_ok = name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+            let rest = if chars_ok {
+                " It must be 1 to 256 characters long, neither start nor end with a period, \
+                 hold no two periods in a row, and not start with 'AWS.' or 'Amazon.'."
+            } else {
+                ""
+            };
             return Err(SqsError::invalid(format!(
-                "Message attribute name '{name}' is invalid: use 1 to 256 letters, digits, \
-                 '_', '-' and '.', not starting with 'AWS.' or 'Amazon.'."
+                "The message attribute name '{name}' is invalid. Attribute name can contain \
+                 A-Z, a-z, 0-9, underscore (_), hyphen (-), and period (.) characters.{rest}"
             )));
         }
         out.insert(name.clone(), parse_value(name, value)?);
@@ -114,8 +124,8 @@ fn parse_value(name: &str, value: &Value) -> Result<Attribute, SqsError> {
     };
     let Some(base) = base_type(data_type).filter(|_| data_type.len() <= 256) else {
         return Err(SqsError::invalid(format!(
-            "The type of message attribute '{name}' is invalid: use String, Number or \
-             Binary, optionally with a '.suffix'."
+            "The message attribute '{name}' has an invalid message attribute type, the set \
+             of supported type prefixes is Binary, Number, and String."
         )));
     };
     if field("StringListValues").is_some() || field("BinaryListValues").is_some() {

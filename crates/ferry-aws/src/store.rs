@@ -107,6 +107,19 @@ impl Store {
         Ok(())
     }
 
+    /// Keeps only the records of queues `keep` names, durably.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) -> std::io::Result<()> {
+        let mut queues = self.lock();
+        let next: BTreeMap<_, _> = queues
+            .iter()
+            .filter(|(n, _)| keep(n))
+            .map(|(n, r)| (n.clone(), r.clone()))
+            .collect();
+        self.write(&next)?;
+        *queues = next;
+        Ok(())
+    }
+
     fn write(&self, queues: &BTreeMap<String, QueueRecord>) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(queues).map_err(std::io::Error::other)?;
         let tmp = self.path.with_extension("json.tmp");

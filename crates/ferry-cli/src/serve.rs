@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// proxy-authorization, cookie, set-cookie, x-api-key].
     #[arg(long = "redact-header", value_name = "NAME")]
     pub redact_headers: Vec<String>,
+    /// Test only: the SQS endpoint also serves `POST /moto-api/reset`, which deletes every
+    /// queue of the broker, for test suites that reset a mock SQS server between tests.
+    /// Hidden: never for a real deployment.
+    #[arg(long, hide = true, env = "FERRY_AWS_TEST_RESET")]
+    pub aws_test_reset: bool,
     /// Test only: the broker's clock is the system clock plus the offset (ms) in FILE,
     /// read again on SIGUSR1 (see `test_clock`). Hidden: never for a real deployment.
     #[arg(long, value_name = "FILE", hide = true, env = "FERRY_TEST_CLOCK")]
@@ -134,9 +139,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         };
         // Beside the broker's own directories, which it leaves alone.
         let sqs = ferry_aws::Sqs::open(broker.clone(), &data_dir.join("aws"), sqs_config)
-            .with_context(|| {
-                format!("opening the SQS endpoint's state in {}", data_dir.display())
-            })?;
+            .with_context(|| format!("opening the SQS endpoint's state in {}", data_dir.display()))?
+            .with_test_reset(args.aws_test_reset);
         Some((listener, sqs))
     } else {
         if config.tls_cert.value.is_some() || config.auth.is_some() {
@@ -197,6 +201,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             "ferry: serving Amazon SQS on http://{aws_addr} (and Amazon SNS on the same \
              endpoint; AWS signatures accepted without verification)"
         );
+        if args.aws_test_reset {
+            println!(
+                "ferry: TEST RESET ON: POST http://{aws_addr}/moto-api/reset deletes every queue \
+                 (test only)"
+            );
+        }
     }
     if authenticated {
         // Said above.

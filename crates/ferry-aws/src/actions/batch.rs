@@ -10,8 +10,12 @@ use crate::errors::{Code, SqsError};
 
 pub const MAX_ENTRIES: usize = 10;
 
-/// The batch's entries, checked.
-pub fn entries(input: &Map<String, Value>) -> Result<Vec<&Map<String, Value>>, SqsError> {
+/// The batch's entries, checked; `shape` is the model's name of an entry
+/// (`SendMessageBatchRequestEntry`…), which SQS names when there is none.
+pub fn entries<'a>(
+    input: &'a Map<String, Value>,
+    shape: &str,
+) -> Result<Vec<&'a Map<String, Value>>, SqsError> {
     let items: &[Value] = match input.get("Entries") {
         None | Some(Value::Null) => &[],
         Some(Value::Array(items)) => items,
@@ -20,7 +24,7 @@ pub fn entries(input: &Map<String, Value>) -> Result<Vec<&Map<String, Value>>, S
     if items.is_empty() {
         return Err(SqsError::new(
             Code::EmptyBatchRequest,
-            "There should be at least one entry in the request.",
+            format!("There should be at least one {shape} in the request."),
         ));
     }
     if items.len() > MAX_ENTRIES {

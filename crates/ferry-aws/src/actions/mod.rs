@@ -2,8 +2,10 @@
 //! shape as JSON) onto the broker and back (the model's output shape).
 
 mod batch;
+mod permissions;
 mod queues;
 mod receive;
+pub(crate) mod reset;
 pub(crate) mod send;
 mod settle;
 mod tags;
@@ -16,9 +18,7 @@ use crate::Inner;
 use crate::errors::{Code, SqsError};
 
 /// Actions of the service model that Ferry refuses this round, and why.
-const UNSUPPORTED: [(&str, &str); 5] = [
-    ("AddPermission", "queue policies are not enforced yet"),
-    ("RemovePermission", "queue policies are not enforced yet"),
+const UNSUPPORTED: [(&str, &str); 3] = [
     (
         "StartMessageMoveTask",
         "message-move tasks are not supported yet; use `ferry dlq redrive`",
@@ -49,6 +49,8 @@ pub async fn dispatch(
         "SetQueueAttributes" => queues::set_attributes(&call),
         "PurgeQueue" => queues::purge(&call).await,
         "ListDeadLetterSourceQueues" => queues::dead_letter_sources(&call),
+        "AddPermission" => permissions::add(&call),
+        "RemovePermission" => permissions::remove(&call),
         "TagQueue" => tags::tag(&call),
         "UntagQueue" => tags::untag(&call),
         "ListQueueTags" => tags::list(&call),

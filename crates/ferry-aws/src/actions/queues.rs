@@ -89,19 +89,30 @@ pub async fn create(call: &Call<'_>) -> Result<Value, SqsError> {
     if !valid_queue_name(name) {
         return Err(SqsError::invalid(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in \
-             length; a FIFO queue's name ends in .fifo.",
+             length",
         ));
     }
     let fifo = name.ends_with(".fifo");
     let location = &call.sqs.location;
     let mut requested = string_map(call.input, "Attributes")?;
+    // Asking for a FIFO queue under a standard queue's name is a bad name, as SQS says.
+    if !fifo
+        && requested
+            .get("FifoQueue")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        return Err(SqsError::invalid(
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or \
+             underscores, must end with .fifo suffix and be 1 to 80 in length.",
+        ));
+    }
     if fifo {
         requested.entry("FifoQueue".into()).or_insert("true".into());
     }
     let attributes = attributes::normalize(&requested, fifo, location)?;
     let mut tags = string_map(call.input, "tags")?;
     tags.extend(string_map(call.input, "Tags")?);
-    super::tags::check(&tags)?;
+    super::tags::check(name, &tags)?;
     if let Ok(existing) = call.sqs.broker.describe_queue(name) {
         let record = call.sqs.store.get(name);
         let current = attributes::effective(&existing, record.as_ref(), location);

@@ -81,6 +81,21 @@ fn fifo_id(what: &str, value: &str) -> Result<(), SqsError> {
     Ok(())
 }
 
+/// What a FIFO queue requires of each message: a MessageGroupId, and a
+/// MessageDeduplicationId unless the queue has content-based deduplication.
+fn fifo_requirements(target: &Target, entry: &Map<String, Value>) -> Result<(), SqsError> {
+    if string(entry, "MessageGroupId")?.is_none() {
+        return Err(SqsError::missing("MessageGroupId"));
+    }
+    if !target.content_dedup && string(entry, "MessageDeduplicationId")?.is_none() {
+        return Err(SqsError::invalid(
+            "The queue should either have ContentBasedDeduplication enabled or \
+             MessageDeduplicationId provided explicitly",
+        ));
+    }
+    Ok(())
+}
+
 fn prepare(target: &Target, entry: &Map<String, Value>) -> Result<Prepared, SqsError> {
     let body = required_string(entry, "MessageBody")?;
     if body.is_empty() {
@@ -117,31 +132,25 @@ fn prepare(target: &Target, entry: &Map<String, Value>) -> Result<Prepared, SqsE
     }
     let mut dedup_id = None;
     if target.fifo {
-        if delay.is_some() {
-            return Err(SqsError::invalid(
-                "Value for parameter DelaySeconds is invalid. Reason: The request include \
-                 parameter that is not valid for this queue type; a FIFO queue is delayed \
-                 as a whole (its DelaySeconds attribute).",
-            ));
+        // A FIFO queue is delayed as a whole (its DelaySeconds attribute): a message's own
+        // delay may only be 0.
+        if let Some(d) = delay.filter(|d| *d != 0) {
+            return Err(SqsError::invalid(format!(
+                "Value {d} for parameter DelaySeconds is invalid. Reason: The request include \
+                 parameter that is not valid for this queue type."
+            )));
         }
-        let Some(group) = group else {
-            return Err(SqsError::missing("MessageGroupId"));
-        };
+        fifo_requirements(target, entry)?;
+        let group = group.unwrap_or_default();
         let id = match dedup {
             Some(d) => {
                 fifo_id("MessageDeduplicationId", d)?;
                 d.to_owned()
             }
-            None if target.content_dedup => Sha256::digest(body.as_bytes())
+            None => Sha256::digest(body.as_bytes())
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect(),
-            None => {
-                return Err(SqsError::invalid(
-                    "The queue should either have ContentBasedDeduplication enabled or \
-                     MessageDeduplicationId provided explicitly",
-                ));
-            }
         };
         headers.insert(DEDUP_HEADER.into(), id.clone());
         dedup_id = Some(if target.dedup_per_group {
@@ -149,11 +158,12 @@ fn prepare(target: &Target, entry: &Map<String, Value>) -> Result<Prepared, SqsE
         } else {
             id
         });
-    } else if dedup.is_some() {
-        return Err(SqsError::invalid(
-            "Value for parameter MessageDeduplicationId is invalid. Reason: The request \
-             include parameter that is not valid for this queue type.",
-        ));
+    } else if let Some(d) = dedup {
+        return Err(SqsError::invalid(format!(
+            "Value {} for parameter MessageDeduplicationId is invalid. Reason: The request \
+             includes a parameter that is not valid for this queue type.",
+            d.chars().take(130).collect::<String>()
+        )));
     }
     let delay = delay.map_or(target.delay, |d| d as u32);
     let message = OutgoingMessage {
@@ -219,7 +229,14 @@ pub async fn send(call: &Call<'_>) -> Result<Value, SqsError> {
 
 pub async fn send_batch(call: &Call<'_>) -> Result<Value, SqsError> {
     let target = Target::of(call)?;
-    let entries = batch::entries(call.input)?;
+    let entries = batch::entries(call.input, "SendMessageBatchRequestEntry")?;
+    if target.fifo {
+        // What a FIFO queue requires of every message refuses the batch whole, as SQS
+        // does, before any entry is sent.
+        for entry in &entries {
+            fifo_requirements(&target, entry)?;
+        }
+    }
     let total: usize = entries
         .iter()
         .map(|e| {

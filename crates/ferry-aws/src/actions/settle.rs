@@ -41,7 +41,7 @@ pub async fn delete(call: &Call<'_>) -> Result<Value, SqsError> {
 
 pub async fn delete_batch(call: &Call<'_>) -> Result<Value, SqsError> {
     let queue = call.queue()?;
-    let entries = batch::entries(call.input)?;
+    let entries = batch::entries(call.input, "DeleteMessageBatchRequestEntry")?;
     call.sqs
         .broker
         .describe_queue(&queue)
@@ -119,7 +119,7 @@ pub async fn change_visibility(call: &Call<'_>) -> Result<Value, SqsError> {
 
 pub async fn change_visibility_batch(call: &Call<'_>) -> Result<Value, SqsError> {
     let queue = call.queue()?;
-    let entries = batch::entries(call.input)?;
+    let entries = batch::entries(call.input, "ChangeMessageVisibilityBatchRequestEntry")?;
     call.sqs
         .broker
         .describe_queue(&queue)

@@ -11,17 +11,26 @@ use crate::errors::{SqsError, from_broker};
 /// The most tags a queue may have.
 const MAX_TAGS: usize = 50;
 
-/// Checks tag keys and values against SQS's limits.
-pub fn check(tags: &BTreeMap<String, String>) -> Result<(), SqsError> {
+const BAD_KEYS: &str = "Tag keys must be between 1 and 128 characters in length.";
+
+fn valid_key(key: &str) -> bool {
+    !key.is_empty() && key.chars().count() <= 128
+}
+
+/// Checks `queue`'s tags against SQS's limits.
+pub fn check(queue: &str, tags: &BTreeMap<String, String>) -> Result<(), SqsError> {
     if tags.len() > MAX_TAGS {
         return Err(SqsError::invalid(format!(
-            "Too many tags: a queue may have at most {MAX_TAGS}."
+            "Too many tags added for queue {queue}."
         )));
     }
     for (key, value) in tags {
-        if key.is_empty() || key.chars().count() > 128 || value.chars().count() > 256 {
+        if !valid_key(key) {
+            return Err(SqsError::invalid(BAD_KEYS));
+        }
+        if value.chars().count() > 256 {
             return Err(SqsError::invalid(
-                "Tag keys must be 1 to 128 characters and values at most 256.",
+                "Tag values may be up to 256 characters in length.",
             ));
         }
     }
@@ -34,14 +43,14 @@ pub fn tag(call: &Call) -> Result<Value, SqsError> {
     if tags.is_empty() {
         return Err(SqsError::missing("Tags"));
     }
-    check(&tags)?;
+    check(&queue, &tags)?;
     call.sqs
         .broker
         .describe_queue(&queue)
         .map_err(from_broker)?;
     let mut all = call.sqs.store.get(&queue).unwrap_or_default().tags;
     all.extend(tags.clone());
-    check(&all)?;
+    check(&queue, &all)?;
     call.sqs
         .store
         .update(&queue, |r| r.tags.extend(tags))
@@ -52,8 +61,8 @@ pub fn tag(call: &Call) -> Result<Value, SqsError> {
 pub fn untag(call: &Call) -> Result<Value, SqsError> {
     let queue = call.queue()?;
     let keys = string_list(call.input, "TagKeys")?;
-    if keys.is_empty() {
-        return Err(SqsError::missing("TagKeys"));
+    if keys.is_empty() || !keys.iter().all(|k| valid_key(k)) {
+        return Err(SqsError::invalid(BAD_KEYS));
     }
     call.sqs
         .broker

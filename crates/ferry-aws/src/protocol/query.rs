@@ -50,11 +50,14 @@ pub fn decode(path: &str, query: Option<&str>, body: &[u8]) -> Result<Request, S
 }
 
 /// Scalar lists: the parameter's prefix and the input member it fills.
-const LISTS: [(&str, &str); 4] = [
+const LISTS: [(&str, &str); 6] = [
     ("AttributeName", "AttributeNames"),
     ("MessageAttributeName", "MessageAttributeNames"),
     ("MessageSystemAttributeName", "MessageSystemAttributeNames"),
     ("TagKey", "TagKeys"),
+    // AddPermission's `AWSAccountId.N` and `ActionName.N`.
+    ("AWSAccountId", "AWSAccountIds"),
+    ("ActionName", "Actions"),
 ];
 /// Batch entries: every batch's entries fill `Entries`.
 const ENTRIES: [&str; 3] = [

@@ -8,6 +8,7 @@ Usage: sqs_client.py <endpoint-url>
 
 import base64
 import hashlib
+import json
 import struct
 import sys
 import time
@@ -166,6 +167,13 @@ try:
     raise AssertionError("a deleted queue answered")
 except sqs.exceptions.QueueDoesNotExist:
     pass
-expect_error("AWS.SimpleQueueService.UnsupportedOperation", sqs.add_permission, QueueUrl=fifo,
-             Label="l", AWSAccountIds=["000000000000"], Actions=["SendMessage"])
+# Permissions become statements of the queue's Policy (kept, not enforced).
+sqs.add_permission(QueueUrl=fifo, Label="l", AWSAccountIds=["000000000000"],
+                   Actions=["SendMessage"])
+policy = json.loads(
+    sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["Policy"])["Attributes"]["Policy"])
+assert [s["Sid"] for s in policy["Statement"]] == ["l"], policy
+assert policy["Statement"][0]["Action"] == "SQS:SendMessage", policy
+sqs.remove_permission(QueueUrl=fifo, Label="l")
+expect_error("InvalidParameterValue", sqs.remove_permission, QueueUrl=fifo, Label="l")
 print("boto3: every check passed")

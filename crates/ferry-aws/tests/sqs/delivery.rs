@@ -198,7 +198,7 @@ async fn a_fifo_queue_keeps_group_order_with_one_in_flight_per_group_and_drops_d
         "CreateQueue",
         json!({"QueueName": "plain", "Attributes": {"FifoQueue": "true"}}),
         400,
-        "InvalidAttributeValue",
+        "InvalidParameterValue",
     )
     .await;
     let send = |group: &str, body: &str| json!({"QueueUrl": url, "MessageBody": body, "MessageGroupId": group});

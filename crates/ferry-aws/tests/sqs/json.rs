@@ -291,9 +291,9 @@ async fn every_refusal_has_its_code_and_status_and_changes_nothing() {
     .await;
     s.fails(
         "AddPermission",
-        json!({"QueueUrl": url}),
+        json!({"QueueUrl": url, "Label": "l"}),
         400,
-        "AWS.SimpleQueueService.UnsupportedOperation",
+        "MissingParameter",
     )
     .await;
     s.fails(

@@ -4,6 +4,7 @@
 //! deduplication, long polls, purges, MD5 digests against AWS's algorithm, and messages
 //! crossing between SQS and Ferry's own API.
 
+mod compat;
 mod delivery;
 mod interop;
 mod json;

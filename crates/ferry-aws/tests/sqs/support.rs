@@ -56,12 +56,26 @@ impl Served {
     }
 
     pub async fn on(broker: Broker, dir: tempfile::TempDir) -> Served {
+        Served::on_with(broker, dir, false).await
+    }
+
+    /// Served with the test-only reset route on.
+    pub async fn with_test_reset() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+            .await
+            .unwrap();
+        Served::on_with(broker, dir, true).await
+    }
+
+    async fn on_with(broker: Broker, dir: tempfile::TempDir, test_reset: bool) -> Served {
         let sqs = Sqs::open(
             broker.clone(),
             &dir.path().join("aws"),
             SqsConfig::default(),
         )
-        .unwrap();
+        .unwrap()
+        .with_test_reset(test_reset);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
