@@ -248,8 +248,9 @@ async fn sns_is_told_from_sqs_by_its_action_without_a_signature() {
     let reply = s
         .sns_unsigned("AddPermission", &[("QueueUrl", &url), ("Label", "l")])
         .await;
+    // SQS answers it (here: the permission's actions are missing), in SQS's namespace.
     assert!(
-        reply.body.contains("UnsupportedOperation") && reply.body.contains("queue.amazonaws.com"),
+        reply.body.contains("queue.amazonaws.com") && !reply.body.contains("sns.amazonaws.com"),
         "{}",
         reply.body
     );
