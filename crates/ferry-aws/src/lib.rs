@@ -54,6 +54,7 @@
 
 mod actions;
 mod attributes;
+mod durable_file;
 pub mod errors;
 mod location;
 mod md5;

@@ -8,7 +8,7 @@
 //! and a handle altered in any bit, or made up, fails the HMAC and is refused as
 //! `ReceiptHandleIsInvalid` before the broker is asked anything.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use base64::Engine;
@@ -59,18 +59,7 @@ impl ReceiptKey {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut key = [0u8; KEY_BYTES];
                 std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
-                let tmp = dir.join(format!("{KEY_FILE}.tmp"));
-                {
-                    let mut options = std::fs::OpenOptions::new();
-                    options.write(true).create(true).truncate(true);
-                    #[cfg(unix)]
-                    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-                    let mut file = options.open(&tmp)?;
-                    file.write_all(&key)?;
-                    file.sync_all()?;
-                }
-                std::fs::rename(&tmp, &path)?;
-                std::fs::File::open(dir)?.sync_all()?;
+                crate::durable_file::replace(&path, &key, crate::durable_file::Access::OwnerOnly)?;
                 Ok(ReceiptKey(key))
             }
             Err(e) => Err(e),

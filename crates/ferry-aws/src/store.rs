@@ -12,7 +12,6 @@
 //! exist.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -122,17 +121,7 @@ impl Store {
 
     fn write(&self, queues: &BTreeMap<String, QueueRecord>) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(queues).map_err(std::io::Error::other)?;
-        let tmp = self.path.with_extension("json.tmp");
-        {
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        crate::durable_file::replace(&self.path, &bytes, crate::durable_file::Access::Default)
     }
 }
 

@@ -1,8 +1,17 @@
-//! boto3, the most used SQS client, against the front end: `boto3/sqs_client.py` creates
-//! queues, sends and receives with attributes of every type, batches, FIFO groups, long
-//! polls, purges and deletes, checks the error codes boto3 raises and every MD5 digest
-//! (botocore does not check them itself). CI installs boto3 (`.ci/run`); elsewhere,
-//! without it, the test says so loudly and skips — under `CI=true` that is a failure.
+//! boto3 (and the AWS CLI) against the front end, one Python script per test in `boto3/`,
+//! each run against a front end of its own on a fresh broker:
+//!
+//! - `sqs_client.py` creates queues, sends and receives with attributes of every type,
+//!   batches, FIFO groups, long polls, purges and deletes, checks the error codes boto3
+//!   raises and every MD5 digest (botocore does not check them itself);
+//! - `sns_fanout.py` builds one SNS topic fanned out to four SQS queues, two of them FIFO
+//!   (an order-events topology), runs the setup commands such a project's local
+//!   environment uses, publishes as an outbox relay does (group and deduplication ids), and
+//!   checks what each queue receives, filter policies, raw delivery, batches and the error
+//!   codes.
+//!
+//! CI installs boto3 (`scripts/python-packages.sh`); elsewhere, without it, a test says so
+//! loudly and skips — under `CI=true` that is a failure.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,8 +26,9 @@ fn python_has_boto3() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn boto3_drives_queues_messages_batches_and_fifo_and_every_digest_matches() {
+/// Runs `tests/boto3/<script>` against a front end on a fresh broker; it must end with
+/// "every check passed".
+async fn run_script(script: &str) {
     if !python_has_boto3() {
         ferry_testkit::skip_or_fail("python3 with boto3 is missing (python3 -m pip install boto3)");
         return;
@@ -34,7 +44,9 @@ async fn boto3_drives_queues_messages_batches_and_fifo_and_every_digest_matches(
     let served = tokio::spawn(sqs.serve(listener, async move {
         let _ = stopped.await;
     }));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/boto3/sqs_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/boto3")
+        .join(script);
     let output = tokio::task::spawn_blocking(move || {
         Command::new("python3")
             .arg(script)
@@ -53,4 +65,14 @@ async fn boto3_drives_queues_messages_batches_and_fifo_and_every_digest_matches(
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(String::from_utf8_lossy(&output.stdout).contains("every check passed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_drives_queues_messages_batches_and_fifo_and_every_digest_matches() {
+    run_script("sqs_client.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_fans_one_topic_out_to_four_queues_two_of_them_fifo() {
+    run_script("sns_fanout.py").await;
 }

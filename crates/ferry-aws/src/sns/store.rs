@@ -11,7 +11,6 @@
 //! subscriptions.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -113,17 +112,7 @@ impl Store {
 
     fn write(&self, state: &State) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
-        let tmp = self.path.with_extension("json.tmp");
-        {
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        crate::durable_file::replace(&self.path, &bytes, crate::durable_file::Access::Default)
     }
 }
 
