@@ -1,9 +1,9 @@
 //! `ferry serve` answers Amazon SNS on the SQS endpoint: a topic made through SNS is a
 //! Ferry topic, and a publish reaches a subscribed SQS queue.
 
-use std::time::Duration;
-
 mod support;
+
+use support::sqs_call;
 
 fn sns_call(addr: &str, form: &str) -> (u16, String) {
     let headers = "Content-Type: application/x-www-form-urlencoded\r\n\
@@ -17,29 +17,21 @@ fn sns_call(addr: &str, form: &str) -> (u16, String) {
     )
 }
 
-fn sqs_call(addr: &str, action: &str, body: &str) -> (u16, String) {
-    let headers =
-        format!("X-Amz-Target: AmazonSQS.{action}\r\nContent-Type: application/x-amz-json-1.0\r\n");
-    support::http(addr, &headers, "POST", "/", body)
-}
-
 #[test]
 fn serve_answers_sns_and_a_publish_reaches_a_subscribed_sqs_queue() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
-    let (mut grpc, mut aws) = (None, None);
-    while grpc.is_none() || aws.is_none() {
-        let line = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("ferry serve printed its addresses");
-        if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
-            grpc = Some(format!("ferry://{}", rest.split(',').next().unwrap()));
-        } else if let Some(rest) = line.strip_prefix("ferry: serving Amazon SQS on http://") {
-            assert!(line.contains("SNS"), "{line}");
-            aws = Some(rest.split(' ').next().unwrap().to_owned());
-        }
-    }
-    let (grpc, aws) = (grpc.unwrap(), aws.unwrap());
+    let (grpc, aws) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Amazon SQS on http://",
+        |line| {
+            if line.starts_with("ferry: serving Amazon SQS on http://") {
+                assert!(line.contains("SNS"), "{line}");
+            }
+        },
+    );
+    let grpc = format!("ferry://{grpc}");
     let (status, created) = sqs_call(&aws, "CreateQueue", r#"{"QueueName": "inbox"}"#);
     assert_eq!(status, 200, "{created}");
     let (status, topic) = sns_call(&aws, "Action=CreateTopic&Name=news");

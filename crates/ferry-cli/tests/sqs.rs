@@ -5,28 +5,19 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-fn sqs_call(addr: &str, action: &str, body: &str) -> (u16, String) {
-    let headers =
-        format!("X-Amz-Target: AmazonSQS.{action}\r\nContent-Type: application/x-amz-json-1.0\r\n");
-    support::http(addr, &headers, "POST", "/", body)
-}
+use support::sqs_call;
 
 #[test]
 fn serve_answers_sqs_over_the_same_queues_and_stops_a_long_poll_with_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
-    let (mut grpc, mut sqs) = (None, None);
-    while grpc.is_none() || sqs.is_none() {
-        let line = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("ferry serve printed its addresses");
-        if let Some(rest) = line.strip_prefix("ferry: serving gRPC (ferry.v1) on ") {
-            grpc = Some(format!("ferry://{}", rest.split(',').next().unwrap()));
-        } else if let Some(rest) = line.strip_prefix("ferry: serving Amazon SQS on http://") {
-            sqs = Some(rest.split(' ').next().unwrap().to_owned());
-        }
-    }
-    let (grpc, sqs) = (grpc.unwrap(), sqs.unwrap());
+    let (grpc, sqs) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Amazon SQS on http://",
+        |_| {},
+    );
+    let grpc = format!("ferry://{grpc}");
     let (status, created) = sqs_call(&sqs, "CreateQueue", r#"{"QueueName": "from-sqs"}"#);
     assert_eq!(status, 200, "{created}");
     assert!(

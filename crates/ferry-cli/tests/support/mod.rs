@@ -154,10 +154,24 @@ pub fn listening(
         if let Some(rest) = line.strip_prefix(grpc_prefix) {
             grpc = Some(rest.split(',').next().unwrap().to_owned());
         } else if let Some(rest) = line.strip_prefix(http_prefix) {
-            http = Some(rest.trim().to_owned());
+            // The address is the line's first word after the prefix: the SQS line goes on
+            // to say what else it serves.
+            http = Some(
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
         }
     }
     (grpc.unwrap(), http.unwrap())
+}
+
+/// One SQS call in AWS JSON 1.0 to the endpoint at `addr`.
+pub fn sqs_call(addr: &str, action: &str, body: &str) -> (u16, String) {
+    let headers =
+        format!("X-Amz-Target: AmazonSQS.{action}\r\nContent-Type: application/x-amz-json-1.0\r\n");
+    http(addr, &headers, "POST", "/", body)
 }
 
 /// `ferry config check FILE`, with the environment given to the command.
