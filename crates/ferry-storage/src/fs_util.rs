@@ -9,6 +9,13 @@ use crate::error::{IoContext, Result};
 /// Makes a directory entry change (create, rename, unlink) durable. Without it a file that was
 /// fsynced can still vanish after power loss because its name was never written.
 pub fn sync_dir(dir: &Path) -> Result<()> {
+    // `Path::parent` of a bare relative name (`data`) is the empty path, which names no
+    // directory to open: it means the working directory.
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     File::open(dir)
         .and_then(|d| d.sync_all())
         .ctx("fsync directory", dir)
@@ -54,4 +61,16 @@ pub fn available_bytes(path: &Path) -> Result<u64> {
         .map_err(std::io::Error::from)
         .ctx("query free space of", path)?;
     Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_of_a_bare_relative_name_is_the_working_directory() {
+        let parent = Path::new("ferry-data").parent().expect("a parent");
+        assert!(parent.as_os_str().is_empty());
+        sync_dir(parent).expect("syncs the working directory");
+    }
 }
