@@ -68,6 +68,8 @@ fn the_order_events_example_runs_against_ferry_serve() {
         .arg(dir.path().join("orders.db"))
         .env_remove("AWS_ENDPOINT_URL")
         .env_remove("AWS_PROFILE")
+        // Python's bytecode cache would land in the example's directory.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
