@@ -61,7 +61,8 @@ def ferry_dead_letters(ferry_http, dlq):
     """The dead letters of `dlq` through Ferry's HTTP API (a peek: nothing is consumed),
     or None when no Ferry HTTP API answers there."""
     try:
-        with urllib.request.urlopen(f"{ferry_http}/v1/queues/{dlq}/dead-letters?max=20", timeout=5) as r:
+        url = f"{ferry_http}/v1/queues/{dlq}/dead-letters?max=20"
+        with urllib.request.urlopen(url, timeout=5) as r:
             return json.load(r)["letters"]
     except (urllib.error.URLError, OSError):
         return None
@@ -103,7 +104,9 @@ def main():
     print(f"orders and outbox in {db}")
     items = [{"sku": "WIDGET-001", "quantity": 2, "unit_price_cents": 1999}]
     orders = [order_service.place_order(conn, topic, f"cust_{i}", items) for i in range(5)]
-    poison = order_service.place_order(conn, topic, "cust_poison", items, payment_token="tok_timeout")
+    poison = order_service.place_order(
+        conn, topic, "cust_poison", items, payment_token="tok_timeout"
+    )
     order_service.cancel_order(conn, topic, orders[1], "customer request")
 
     def crash():
@@ -113,10 +116,12 @@ def main():
         order_service.place_order(conn, topic, "cust_lost", items, before_commit=crash)
     except RuntimeError:
         pass
+    def count(sql):
+        return conn.execute(sql).fetchone()[0]
+
     check(
-        conn.execute("SELECT COUNT(*) FROM orders WHERE customer_id = 'cust_lost'").fetchone()[0] == 0
-        and conn.execute("SELECT COUNT(*) FROM outbox_events WHERE payload LIKE '%cust_lost%'").fetchone()[0]
-        == 0,
+        count("SELECT COUNT(*) FROM orders WHERE customer_id = 'cust_lost'") == 0
+        and count("SELECT COUNT(*) FROM outbox_events WHERE payload LIKE '%cust_lost%'") == 0,
         "an order whose transaction failed left neither the order nor its event",
     )
     outbox = conn.execute("SELECT id, seq, payload FROM outbox_events ORDER BY seq").fetchall()
@@ -131,12 +136,17 @@ def main():
     total, ids = outbox_relay.drain(conn, sns)
     check(total == 7 and ids == first_ids, "the rows published again got their first MessageIds")
     check(
-        conn.execute("SELECT COUNT(*) FROM outbox_events WHERE processed_at IS NULL").fetchone()[0] == 0,
+        count("SELECT COUNT(*) FROM outbox_events WHERE processed_at IS NULL") == 0,
         "every outbox row is marked processed",
     )
 
     print("consumers")
-    services = [consumers.Inventory(), consumers.Payment(), consumers.Email(), consumers.Analytics()]
+    services = [
+        consumers.Inventory(),
+        consumers.Payment(),
+        consumers.Email(),
+        consumers.Analytics(),
+    ]
     with concurrent.futures.ThreadPoolExecutor(len(services)) as pool:
         for f in [
             pool.submit(consumers.consume, topology.clients(args.endpoint_url)[1], urls[s.queue], s)
@@ -192,16 +202,21 @@ def main():
         check(info.get("origin_queue") == "payment-processing.fifo", "from payment-processing.fifo")
 
     # The same letter as an SQS consumer of the DLQ sees it; it stays there for triage.
-    out = sqs.receive_message(QueueUrl=dlq_urls["payment-processing.fifo"], WaitTimeSeconds=2, AttributeNames=["All"])
+    dlq_url = dlq_urls["payment-processing.fifo"]
+    out = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=2, AttributeNames=["All"])
     (m,) = out["Messages"]
-    check(json.loads(json.loads(m["Body"])["Message"])["id"] == poison_event, "the dead letter is the poison order's event")
     check(
-        m["Attributes"].get("DeadLetterQueueSourceArn") == topology.queue_arn("payment-processing.fifo"),
+        json.loads(json.loads(m["Body"])["Message"])["id"] == poison_event,
+        "the dead letter is the poison order's event",
+    )
+    source = m["Attributes"].get("DeadLetterQueueSourceArn")
+    check(
+        source == topology.queue_arn("payment-processing.fifo"),
         "DeadLetterQueueSourceArn names payment-processing.fifo",
     )
     check(m["Attributes"]["MessageGroupId"] == poison, "its message group is the order")
     sqs.change_message_visibility(
-        QueueUrl=dlq_urls["payment-processing.fifo"], ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+        QueueUrl=dlq_url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
     )
     print("every check passed")
     return 0
