@@ -22,6 +22,7 @@ if ! command -v stress-ng >/dev/null; then
 fi
 ensure_machine_services
 scripts/python-packages.sh
+scripts/debian-packages.sh
 
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--workspace)

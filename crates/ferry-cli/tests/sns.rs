@@ -3,19 +3,7 @@
 
 mod support;
 
-use support::sqs_call;
-
-fn sns_call(addr: &str, form: &str) -> (u16, String) {
-    let headers = "Content-Type: application/x-www-form-urlencoded\r\n\
-                   Authorization: AWS4-HMAC-SHA256 Credential=t/20260101/us-east-1/sns/aws4_request, SignedHeaders=host, Signature=0\r\n";
-    support::http(
-        addr,
-        headers,
-        "POST",
-        "/",
-        &format!("{form}&Version=2010-03-31"),
-    )
-}
+use support::{sns_call, sqs_call};
 
 #[test]
 fn serve_answers_sns_and_a_publish_reaches_a_subscribed_sqs_queue() {

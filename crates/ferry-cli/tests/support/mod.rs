@@ -167,6 +167,60 @@ pub fn listening(
     (grpc.unwrap(), http.unwrap())
 }
 
+/// A running `ferry serve` with its SQS/SNS endpoint on a free port, killed when dropped.
+pub struct AwsServer {
+    pub child: Child,
+    /// The SQS/SNS endpoint, `host:port`.
+    pub aws: String,
+    /// The HTTP/JSON API, `host:port`.
+    pub http: String,
+}
+
+impl AwsServer {
+    /// Starts on `data_dir` and waits for the lines that say where it listens.
+    pub fn start(data_dir: &Path) -> AwsServer {
+        let (child, lines) = spawn_serve(data_dir, &[]);
+        let (http, aws) = listening(
+            &lines,
+            "ferry: serving HTTP on http://",
+            "ferry: serving Amazon SQS on http://",
+            |_| {},
+        );
+        AwsServer { child, aws, http }
+    }
+
+    /// `http://host:port` of the SQS/SNS endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.aws)
+    }
+
+    /// SIGKILL, and reaped.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for AwsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One SNS call in the query protocol (`form` without `Version`) to the endpoint at `addr`.
+pub fn sns_call(addr: &str, form: &str) -> (u16, String) {
+    let headers = "Content-Type: application/x-www-form-urlencoded\r\n\
+                   Authorization: AWS4-HMAC-SHA256 Credential=t/20260101/us-east-1/sns/aws4_request, SignedHeaders=host, Signature=0\r\n";
+    http(
+        addr,
+        headers,
+        "POST",
+        "/",
+        &format!("{form}&Version=2010-03-31"),
+    )
+}
+
 /// One SQS call in AWS JSON 1.0 to the endpoint at `addr`.
 pub fn sqs_call(addr: &str, action: &str, body: &str) -> (u16, String) {
     let headers =

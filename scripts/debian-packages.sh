@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The Debian packages the test suite drives Ferry with: Debian's own AWS CLI (`awscli`,
+# AWS CLI 2.9.19 on Debian 12, whose SQS model is the query protocol) for
+# crates/ferry-cli/tests/aws_cli.rs, which runs it as /usr/bin/aws.
+# Under CI=true a test whose package is missing fails instead of skipping, so every script
+# that runs the suite installs them first. Installs as root, or through sudo.
+set -euo pipefail
+packages=(awscli)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null; then
+  as_root=(sudo)
+else
+  echo "debian-packages.sh: ${missing[*]} missing, and not root without sudo to install them" >&2
+  exit 1
+fi
+install() {
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+# The package lists may be missing or stale: refreshed once if the install fails.
+if ! install; then
+  "${as_root[@]}" apt-get update -q >/dev/null
+  install
+fi
