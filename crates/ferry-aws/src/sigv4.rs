@@ -25,13 +25,16 @@ const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 pub const MAX_SKEW_MS: i64 = 15 * 60 * 1000;
 
 /// One access key the endpoint accepts and what its holder may do.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct AccessKey {
     /// The access key id, sent in the clear in every request.
     pub id: String,
     /// The secret access key. Kept as it is — SigV4 needs it to recompute a signature — and
     /// never logged: `Debug` leaves it out.
     pub secret: String,
+    /// The IAM user name ARNs give its holder (`arn:aws:iam::<account>:user/<name>`);
+    /// without one the holder is the account's root.
+    pub name: Option<String>,
     pub permissions: Vec<Permission>,
 }
 
@@ -39,6 +42,7 @@ impl std::fmt::Debug for AccessKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AccessKey")
             .field("id", &self.id)
+            .field("name", &self.name)
             .field("permissions", &self.permissions)
             .finish_non_exhaustive()
     }
@@ -73,11 +77,20 @@ pub enum SignatureError {
          Check your AWS Secret Access Key and signing method."
     )]
     Mismatch,
-    /// A request dated more than [`MAX_SKEW_MS`] away from now.
-    #[error(
-        "Signature expired: {sent} is now earlier or later than 15 minutes from the server's time"
-    )]
-    Expired { sent: String },
+    /// A request dated more than [`MAX_SKEW_MS`] before now, in AWS's words.
+    #[error("Signature expired: {sent} is now earlier than {bound} ({now} - 15 min.)")]
+    Expired {
+        sent: String,
+        bound: String,
+        now: String,
+    },
+    /// A request dated more than [`MAX_SKEW_MS`] after now, in AWS's words.
+    #[error("Signature not yet current: {sent} is still later than {bound} ({now} + 15 min.)")]
+    NotYetCurrent {
+        sent: String,
+        bound: String,
+        now: String,
+    },
 }
 
 impl SignatureError {
@@ -87,7 +100,11 @@ impl SignatureError {
             SignatureError::Missing => "MissingAuthenticationToken",
             SignatureError::Incomplete(_) => "IncompleteSignature",
             SignatureError::UnknownKey => "InvalidClientTokenId",
-            SignatureError::Mismatch | SignatureError::Expired { .. } => "SignatureDoesNotMatch",
+            // AWS answers a stale or early request so too (SQS, SNS and STS alike), which
+            // SDKs recognise as clock skew.
+            SignatureError::Mismatch
+            | SignatureError::Expired { .. }
+            | SignatureError::NotYetCurrent { .. } => "SignatureDoesNotMatch",
         }
     }
 
@@ -194,9 +211,18 @@ impl Verifier {
                 "the Credential scope's date is not X-Amz-Date's".into(),
             ));
         }
-        if (now_ms - sent_ms).abs() > MAX_SKEW_MS {
+        if now_ms - sent_ms > MAX_SKEW_MS {
             return Err(SignatureError::Expired {
                 sent: amz_date.to_owned(),
+                bound: format_amz_date(now_ms - MAX_SKEW_MS),
+                now: format_amz_date(now_ms),
+            });
+        }
+        if sent_ms - now_ms > MAX_SKEW_MS {
+            return Err(SignatureError::NotYetCurrent {
+                sent: amz_date.to_owned(),
+                bound: format_amz_date(now_ms + MAX_SKEW_MS),
+                now: format_amz_date(now_ms),
             });
         }
         let canonical = canonical_request(request, &auth.signed_headers)?;
@@ -337,6 +363,32 @@ fn parse_amz_date(text: &str) -> Option<i64> {
     Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000)
 }
 
+/// Milliseconds since the epoch as `yyyyMMddTHHmmssZ`.
+fn format_amz_date(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
@@ -362,6 +414,7 @@ mod tests {
         Verifier::new(vec![AccessKey {
             id: "AKIDEXAMPLE".into(),
             secret: SECRET.into(),
+            name: None,
             permissions: vec!["admin:#".parse().unwrap()],
         }])
     }
@@ -479,6 +532,7 @@ mod tests {
         let wrong_secret = Verifier::new(vec![AccessKey {
             id: "AKIDEXAMPLE".into(),
             secret: "not-the-secret".into(),
+            name: None,
             permissions: vec![],
         }]);
         assert_eq!(
@@ -512,7 +566,22 @@ mod tests {
             .verify(&request(&headers, "/", "", body), late)
             .unwrap_err();
         assert_eq!(err.code(), "SignatureDoesNotMatch");
-        assert!(err.to_string().contains("expired"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "Signature expired: 20261206T063000Z is now earlier than 20261206T063001Z \
+             (20261206T064501Z - 15 min.)"
+        );
+        let early = SIGNED_AT_MS - MAX_SKEW_MS - 1_000;
+        let err = verifier()
+            .verify(&request(&headers, "/", "", body), early)
+            .unwrap_err();
+        assert_eq!(err.code(), "SignatureDoesNotMatch");
+        assert!(
+            err.to_string().starts_with(
+                "Signature not yet current: 20261206T063000Z is still later than 20261206T062959Z"
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -552,5 +621,7 @@ mod tests {
         assert_eq!(parse_amz_date("20261206T063000Z"), Some(SIGNED_AT_MS));
         assert_eq!(parse_amz_date("20261306T063000Z"), None);
         assert_eq!(parse_amz_date("2026-12-06T06:30:00Z"), None);
+        assert_eq!(format_amz_date(SIGNED_AT_MS), "20261206T063000Z");
+        assert_eq!(format_amz_date(951_782_400_000), "20000229T000000Z");
     }
 }
