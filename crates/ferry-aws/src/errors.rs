@@ -176,9 +176,10 @@ impl From<&crate::sigv4::SignatureError> for SqsError {
             E::Missing => Code::MissingAuthenticationToken,
             E::Incomplete(_) => Code::IncompleteSignature,
             E::UnknownKey => Code::InvalidClientTokenId,
-            E::Mismatch | E::Expired { .. } | E::NotYetCurrent { .. } => {
-                Code::SignatureDoesNotMatch
-            }
+            E::Mismatch
+            | E::Expired { .. }
+            | E::NotYetCurrent { .. }
+            | E::PresignedExpired { .. } => Code::SignatureDoesNotMatch,
         };
         SqsError::new(code, error.to_string())
     }

@@ -42,14 +42,14 @@
 //! fixtures ask it for the account id.
 //!
 //! **Authentication** (`auth/`). With access keys configured ([`SqsConfig::access_keys`])
-//! every request must carry a valid AWS Signature Version 4 `Authorization` header by one
-//! of them, dated within 15 minutes ([`sigv4::Verifier`], checked against signatures
+//! every request must carry a valid AWS Signature Version 4 by one of them (an
+//! `Authorization` header, or presigned in the query string), dated within 15 minutes ([`sigv4::Verifier`], checked against signatures
 //! botocore made), and each action is checked against the key's Ferry permissions on the
 //! queue or topic it touches (`auth/requirements.rs` has the table); lists show only what
 //! the key holds a right on. Without access keys the endpoint is open — signed or not, a
 //! request is served — and belongs on the loopback interface only.
 //!
-//! **Not done yet:** presigned (query-string) SigV4; enforcing `Policy` (AddPermission /
+//! **Not done yet:** temporary credentials (session tokens); enforcing `Policy` (AddPermission /
 //! RemovePermission write it, nothing enforces it); the message-move tasks (answered
 //! `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after creation;
 //! ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.

@@ -5,8 +5,8 @@
 //! such an endpoint on the loopback interface.
 //!
 //! **With access keys** every request — SQS, SNS and STS alike — must carry a valid AWS
-//! Signature Version 4 `Authorization` header by one of them, dated within 15 minutes of
-//! the server's clock ([`crate::sigv4`]); a refusal uses AWS's code for it. Then the
+//! Signature Version 4 by one of them (an `Authorization` header dated within 15 minutes
+//! of the server's clock, or a presigned query string not yet expired; [`crate::sigv4`]); a refusal uses AWS's code for it. Then the
 //! action is checked against the key's permissions on the queue or topic it touches, the
 //! same permissions `[[auth.tokens]]` grant Ferry's own API (`publish:orders.*`, …):
 //! `requirements.rs` says what each action needs, in one table.

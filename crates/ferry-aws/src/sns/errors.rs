@@ -111,9 +111,10 @@ impl From<&crate::sigv4::SignatureError> for SnsError {
             E::Missing => Code::MissingAuthenticationToken,
             E::Incomplete(_) => Code::IncompleteSignature,
             E::UnknownKey => Code::InvalidClientTokenId,
-            E::Mismatch | E::Expired { .. } | E::NotYetCurrent { .. } => {
-                Code::SignatureDoesNotMatch
-            }
+            E::Mismatch
+            | E::Expired { .. }
+            | E::NotYetCurrent { .. }
+            | E::PresignedExpired { .. } => Code::SignatureDoesNotMatch,
         };
         SnsError::new(code, error.to_string())
     }

@@ -1,6 +1,6 @@
 """boto3 against an endpoint with access keys: botocore's own SigV4 signing is accepted
 with the right secret and refused with a wrong one, an unknown key or none, with the
-codes botocore raises; each key may do what its permissions say and no more, in SQS (JSON
+codes botocore raises, and so is a presigned STS URL; each key may do what its permissions say and no more, in SQS (JSON
 protocol), SNS and STS.
 
 The keys are configured by the test that runs this script (tests/boto3.rs):
@@ -11,6 +11,8 @@ Usage: auth_keys.py <endpoint-url>
 """
 
 import sys
+import urllib.error
+import urllib.request
 
 import boto3
 from botocore import UNSIGNED
@@ -74,6 +76,21 @@ assert identity["UserId"].startswith("AIDA"), identity
 root = client("sts", *ADMIN).get_caller_identity()
 assert root["Arn"] == f"arn:aws:iam::{ACCOUNT}:root", root
 expect_error("SignatureDoesNotMatch", 403, client("sts", PUBLISHER[0], "wrong").get_caller_identity)
+
+# A presigned GetCallerIdentity URL (what tools hand to a third party to prove who they
+# are) works as a plain GET; changed, it does not.
+url = client("sts", *PUBLISHER).generate_presigned_url(
+    "get_caller_identity", ExpiresIn=60, HttpMethod="GET"
+)
+assert "X-Amz-Signature=" in url, url
+with urllib.request.urlopen(url) as answer:
+    text = answer.read().decode()
+assert f"<Arn>arn:aws:iam::{ACCOUNT}:user/orders-publisher</Arn>" in text, text
+try:
+    urllib.request.urlopen(url.replace("Version=2011-06-15", "Version=2011-06-15&Extra=1"))
+    raise AssertionError("a changed presigned URL was accepted")
+except urllib.error.HTTPError as e:
+    assert e.code == 403 and b"<Code>SignatureDoesNotMatch</Code>" in e.read(), e
 
 # SNS: publish where allowed, AuthorizationError elsewhere.
 admin_sns = client("sns", *ADMIN)
