@@ -138,3 +138,24 @@ fn serve_verifies_signatures_with_the_configured_keys_and_checks_their_permissio
         assert!(!log.contains(secret), "{secret:?} in the log:\n{log}");
     }
 }
+
+#[test]
+fn serve_refuses_the_unauthenticated_test_reset_route_beside_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let (mut child, _lines) = support::spawn_serve_with(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap(), "--aws-test-reset"],
+        |command| {
+            command
+                .env("ORDERS_AWS_SECRET", PUBLISHER_SECRET)
+                .stderr(std::process::Stdio::piped());
+        },
+    );
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("--aws-test-reset"), "{stderr}");
+    assert!(!stderr.contains(ADMIN_SECRET), "{stderr}");
+}
