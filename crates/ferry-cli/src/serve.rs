@@ -224,6 +224,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             "ferry: serving Amazon SQS on http://{aws_addr} (and Amazon SNS and STS on the \
              same endpoint; {checked})"
         );
+        if secure {
+            // Asked for with aws.enabled = true (see the config's head).
+            println!(
+                "ferry: note: the SQS endpoint speaks plain HTTP beside the TLS listeners: \
+                 requests are signed, their bodies are not encrypted"
+            );
+        }
         if args.aws_test_reset {
             println!(
                 "ferry: TEST RESET ON: POST http://{aws_addr}/moto-api/reset deletes every queue \

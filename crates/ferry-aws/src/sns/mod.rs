@@ -5,7 +5,7 @@
 //! answers; the service model lists no other). A request without `X-Amz-Target` is SNS's
 //! when its SigV4 credential scope names the `sns` service or its `Action` is an SNS
 //! action SQS does not have (the two share only AddPermission and RemovePermission);
-//! everything else goes to SQS.
+//! everything else goes to SQS. (STS's requests are told apart first, `sts.rs`.)
 //!
 //! **What maps to what.**
 //! - An SNS topic is a Ferry topic of the same name (one partition), visible to `ferry
