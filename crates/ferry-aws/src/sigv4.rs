@@ -10,7 +10,8 @@
 //! The canonical request follows what AWS documents and what botocore sends for SQS and
 //! SNS: the path percent-encoded once more (so `%20` becomes `%2520`), the query string's
 //! pairs sorted as they came, each signed header lower-cased with its value trimmed and its
-//! inner runs of spaces folded, and the body's SHA-256 (or `x-amz-content-sha256`). A
+//! inner runs of spaces folded, and the body's SHA-256 (an `x-amz-content-sha256` header
+//! must be that hash: it cannot stand for another body). A
 //! request more than 15 minutes away from the server's clock is refused, as AWS does, so a
 //! captured request cannot be replayed later.
 //!
@@ -373,13 +374,16 @@ fn canonical_request(
     out.push('\n');
     out.push_str(&signed.join(";"));
     out.push('\n');
-    match request
-        .headers
-        .get("x-amz-content-sha256")
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(given) => out.push_str(given),
-        None => out.push_str(&hex(&Sha256::digest(request.body))),
+    let body_hash = hex(&Sha256::digest(request.body));
+    match request.headers.get("x-amz-content-sha256") {
+        // The header stands for the body in what was signed, so it must be the hash of
+        // the body that came: else a captured request could carry another body under the
+        // same signature. (`UNSIGNED-PAYLOAD` is S3's alone; SQS, SNS and STS sign bodies.)
+        Some(given) if !given.as_bytes().eq_ignore_ascii_case(body_hash.as_bytes()) => {
+            return Err(SignatureError::Mismatch);
+        }
+        Some(given) => out.push_str(given.to_str().unwrap_or_default()),
+        None => out.push_str(&body_hash),
     }
     Ok(out)
 }

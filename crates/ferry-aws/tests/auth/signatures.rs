@@ -84,6 +84,43 @@ async fn a_wrong_secret_or_a_changed_request_does_not_match_and_changes_nothing(
 }
 
 #[tokio::test]
+async fn a_signed_content_hash_must_be_the_hash_of_the_body_that_came() {
+    let served = Served::start().await;
+    let signed_for = create("orders").to_string();
+    let hash: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(signed_for.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let headers = [
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("X-Amz-Target", "AmazonSQS.CreateQueue"),
+        ("X-Amz-Content-Sha256", hash.as_str()),
+    ];
+    let host = served.addr.to_string();
+    let mut signable = headers.to_vec();
+    signable.push(("Host", &host));
+    let at = now_ms();
+    let signature = signer(ADMIN, "sqs").sign("POST", "/", &signable, signed_for.as_bytes(), at);
+    let authorization = Auth::Header(signature[1].1.clone(), at);
+    // Another body under the header and signature made for the first: refused.
+    let other = create("payments").to_string();
+    let reply = served
+        .post(&authorization, "/", &headers, other.as_bytes())
+        .await;
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert_eq!(reply.query_error(), "SignatureDoesNotMatch");
+    assert!(!served.has_queue("payments"));
+    let reply = served
+        .post(&authorization, "/", &headers, signed_for.as_bytes())
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(served.has_queue("orders"));
+}
+
+#[tokio::test]
 async fn an_unknown_key_is_an_invalid_client_token_id() {
     let served = Served::start().await;
     let stranger = Auth::Signed(Signer::new("AKIDSTRANGER", "whatever", "sqs"));
