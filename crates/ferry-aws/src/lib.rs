@@ -167,7 +167,8 @@ impl Sqs {
     }
 
     /// Test only: also serve `POST /moto-api/reset`, which deletes every queue of the
-    /// broker (see `actions/reset.rs`). Never for a real deployment.
+    /// broker (see `actions/reset.rs`). Never for a real deployment. The route takes no
+    /// signature, access keys or not: `ferry serve` refuses it beside credentials.
     pub fn with_test_reset(mut self, on: bool) -> Sqs {
         self.test_reset = on;
         self
