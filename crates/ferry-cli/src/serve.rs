@@ -238,12 +238,19 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    // With access keys the SQS endpoint is authenticated (said above) and left out of
+    // `loopback`; what is open then is gRPC and HTTP.
+    let unauthenticated = if aws_keys > 0 {
+        "no [auth] tokens configured for gRPC and HTTP"
+    } else {
+        "no authentication configured"
+    };
     if authenticated {
         // Said above.
     } else if loopback {
-        println!("ferry: no authentication configured: listening on the loopback interface only");
+        println!("ferry: {unauthenticated}: listening on the loopback interface only");
     } else {
-        println!("ferry: WARNING: no authentication configured and listening beyond loopback");
+        println!("ferry: WARNING: {unauthenticated} and listening beyond loopback");
     }
     println!("ferry: Ctrl-C stops");
     // One signal stops every listener, and a listener that fails stops the others: one
