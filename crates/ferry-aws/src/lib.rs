@@ -1,5 +1,6 @@
-//! Ferry as an Amazon SQS and SNS endpoint: the SQS and SNS APIs over the broker, for the
-//! clients people already have (boto3, the AWS CLI, the AWS SDKs).
+//! Ferry as an Amazon SQS and SNS endpoint: the SQS and SNS APIs over the broker (and STS
+//! GetCallerIdentity), for the clients people already have (boto3, the AWS CLI, the AWS
+//! SDKs).
 //!
 //! **SNS** shares the listener (`sns/`, its own head comment and `docs/compat/sns.md`): a
 //! request without `X-Amz-Target` whose SigV4 scope names `sns` or whose `Action` is an
@@ -43,16 +44,17 @@
 //!
 //! **Authentication** (`auth/`). With access keys configured ([`SqsConfig::access_keys`])
 //! every request must carry a valid AWS Signature Version 4 by one of them (an
-//! `Authorization` header, or presigned in the query string), dated within 15 minutes ([`sigv4::Verifier`], checked against signatures
-//! botocore made), and each action is checked against the key's Ferry permissions on the
-//! queue or topic it touches (`auth/requirements.rs` has the table); lists show only what
-//! the key holds a right on. Without access keys the endpoint is open — signed or not, a
-//! request is served — and belongs on the loopback interface only.
+//! `Authorization` header dated within 15 minutes, or presigned in the query string;
+//! [`sigv4::Verifier`], checked against signatures botocore made), and each action is
+//! checked against the key's Ferry permissions on the queue or topic it touches
+//! (`auth/requirements.rs` has the table); lists show only what the key holds a right on.
+//! Without access keys the endpoint is open — signed or not, a request is served — and
+//! belongs on the loopback interface only.
 //!
-//! **Not done yet:** temporary credentials (session tokens); enforcing `Policy` (AddPermission /
-//! RemovePermission write it, nothing enforces it); the message-move tasks (answered
-//! `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after creation;
-//! ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//! **Not done yet:** temporary credentials (session tokens); enforcing `Policy`
+//! (AddPermission / RemovePermission write it, nothing enforces it); the message-move
+//! tasks (answered `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after
+//! creation; ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
 //!
 //! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
 //! every queue (`actions/reset.rs`); off unless asked for.
