@@ -111,6 +111,12 @@ impl NamePattern {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// Whether the pattern matches every name (`#`, or `#.#`): what a call needs when the
+    /// name it touches cannot be read from its input, so that the check fails closed.
+    pub fn matches_every_name(&self) -> bool {
+        self.segments.iter().all(|s| *s == Segment::Any)
+    }
 }
 
 fn matches_from(pattern: &[Segment], name: &[&str]) -> bool {
@@ -229,6 +235,15 @@ mod tests {
         assert!(!p("#.dlq").matches("a.b"));
         assert!(p("jobs").matches("jobs"));
         assert!(!p("jobs").matches("jobs.dlq"));
+    }
+
+    #[test]
+    fn only_hash_patterns_match_every_name() {
+        assert!(p("#").matches_every_name());
+        assert!(p("#.#").matches_every_name());
+        assert!(!p("*").matches_every_name());
+        assert!(!p("#.dlq").matches_every_name());
+        assert!(!p("orders.#").matches_every_name());
     }
 
     #[test]

@@ -32,6 +32,13 @@ pub enum Code {
     InvalidAction,
     ServiceUnavailable,
     InternalFailure,
+    /// The access key's permissions do not cover the call.
+    AccessDenied,
+    /// A SigV4 refusal: [`crate::sigv4::SignatureError`]'s codes.
+    MissingAuthenticationToken,
+    IncompleteSignature,
+    InvalidClientTokenId,
+    SignatureDoesNotMatch,
 }
 
 impl Code {
@@ -54,6 +61,7 @@ impl Code {
             Code::PurgeQueueInProgress => "PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
             Code::UnsupportedOperation => "UnsupportedOperation",
+            Code::AccessDenied => "AccessDeniedException",
             other => other.query_code(),
         }
     }
@@ -83,13 +91,23 @@ impl Code {
             Code::InvalidAction => "InvalidAction",
             Code::ServiceUnavailable => "ServiceUnavailable",
             Code::InternalFailure => "InternalFailure",
+            Code::AccessDenied => "AccessDenied",
+            Code::MissingAuthenticationToken => "MissingAuthenticationToken",
+            Code::IncompleteSignature => "IncompleteSignature",
+            Code::InvalidClientTokenId => "InvalidClientTokenId",
+            Code::SignatureDoesNotMatch => "SignatureDoesNotMatch",
         }
     }
 
     /// The HTTP status SQS answers the code with.
     pub fn status(self) -> u16 {
         match self {
-            Code::PurgeQueueInProgress | Code::OverLimit => 403,
+            Code::PurgeQueueInProgress
+            | Code::OverLimit
+            | Code::AccessDenied
+            | Code::MissingAuthenticationToken
+            | Code::InvalidClientTokenId
+            | Code::SignatureDoesNotMatch => 403,
             Code::ReceiptHandleIsInvalid => 404,
             Code::ServiceUnavailable => 503,
             Code::InternalFailure => 500,
@@ -151,6 +169,22 @@ impl SqsError {
     }
 }
 
+impl From<&crate::sigv4::SignatureError> for SqsError {
+    fn from(error: &crate::sigv4::SignatureError) -> SqsError {
+        use crate::sigv4::SignatureError as E;
+        let code = match error {
+            E::Missing => Code::MissingAuthenticationToken,
+            E::Incomplete(_) => Code::IncompleteSignature,
+            E::UnknownKey => Code::InvalidClientTokenId,
+            E::Mismatch
+            | E::Expired { .. }
+            | E::NotYetCurrent { .. }
+            | E::PresignedExpired { .. } => Code::SignatureDoesNotMatch,
+        };
+        SqsError::new(code, error.to_string())
+    }
+}
+
 impl std::fmt::Display for SqsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code.query_code(), self.message)
@@ -175,7 +209,7 @@ pub fn from_broker(error: BrokerError) -> SqsError {
         }
         ErrorKind::Full => Code::OverLimit,
         ErrorKind::DiskFull | ErrorKind::Unavailable => Code::ServiceUnavailable,
-        // The front end is open this round; the broker raises neither for it.
+        // The front end checks callers itself; the broker raises neither for it.
         ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => Code::InternalFailure,
     };
     if code == Code::QueueDoesNotExist {
@@ -187,6 +221,23 @@ pub fn from_broker(error: BrokerError) -> SqsError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signature_refusals_keep_the_verifiers_code_and_status() {
+        use crate::sigv4::SignatureError;
+        for error in [
+            SignatureError::Missing,
+            SignatureError::Incomplete("x".into()),
+            SignatureError::UnknownKey,
+            SignatureError::Mismatch,
+        ] {
+            let sqs = SqsError::from(&error);
+            assert_eq!(sqs.code.query_code(), error.code());
+            assert_eq!(sqs.code.status(), error.status());
+        }
+        assert_eq!(Code::AccessDenied.status(), 403);
+        assert_eq!(Code::AccessDenied.query_code(), "AccessDenied");
+    }
 
     #[test]
     fn a_missing_queue_is_non_existent_queue_in_the_query_protocol() {

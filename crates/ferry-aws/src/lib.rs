@@ -1,5 +1,6 @@
-//! Ferry as an Amazon SQS and SNS endpoint: the SQS and SNS APIs over the broker, for the
-//! clients people already have (boto3, the AWS CLI, the AWS SDKs).
+//! Ferry as an Amazon SQS and SNS endpoint: the SQS and SNS APIs over the broker (and STS
+//! GetCallerIdentity), for the clients people already have (boto3, the AWS CLI, the AWS
+//! SDKs).
 //!
 //! **SNS** shares the listener (`sns/`, its own head comment and `docs/compat/sns.md`): a
 //! request without `X-Amz-Target` whose SigV4 scope names `sns` or whose `Action` is an
@@ -38,22 +39,29 @@
 //! mapped in one match (`errors.rs`), plus SQS's own input checks; bad input changes
 //! nothing.
 //!
-//! **Authentication is not done yet.** The endpoint is open: a request with an AWS
-//! Signature Version 4 `Authorization` header is accepted *without verifying the
-//! signature*, as is one without. Serve it on the loopback interface only (the default)
-//! until verification comes. The verifier itself is here ([`sigv4::Verifier`], checked
-//! against signatures botocore made); requests do not pass through it yet.
+//! **STS** GetCallerIdentity is answered on the same endpoint (`sts.rs`): clients and test
+//! fixtures ask it for the account id.
 //!
-//! **Not done yet:** SigV4 verification; enforcing `Policy` (AddPermission /
-//! RemovePermission write it, nothing enforces it); the message-move tasks (answered
-//! `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after creation;
-//! ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//! **Authentication** (`auth/`). With access keys configured ([`SqsConfig::access_keys`])
+//! every request must carry a valid AWS Signature Version 4 by one of them (an
+//! `Authorization` header dated within 15 minutes, or presigned in the query string;
+//! [`sigv4::Verifier`], checked against signatures botocore made), and each action is
+//! checked against the key's Ferry permissions on the queue or topic it touches
+//! (`auth/requirements.rs` has the table); lists show only what the key holds a right on.
+//! Without access keys the endpoint is open — signed or not, a request is served — and
+//! belongs on the loopback interface only.
+//!
+//! **Not done yet:** temporary credentials (session tokens); enforcing `Policy`
+//! (AddPermission / RemovePermission write it, nothing enforces it); the message-move
+//! tasks (answered `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after
+//! creation; ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
 //!
 //! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
 //! every queue (`actions/reset.rs`); off unless asked for.
 
 mod actions;
 mod attributes;
+mod auth;
 mod durable_file;
 pub mod errors;
 mod location;
@@ -64,6 +72,7 @@ mod receipt;
 pub mod sigv4;
 mod sns;
 mod store;
+mod sts;
 
 use std::future::Future;
 use std::path::Path;
@@ -73,7 +82,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, Response, Uri};
+use axum::http::{HeaderMap, Method, Response, Uri};
 use ferry_broker::Broker;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -88,13 +97,16 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:4566";
 /// The largest request body taken: a batch of 1 MiB of messages, form-encoded.
 const MAX_BODY: usize = 8 << 20;
 
-/// Where the front end says its queues are.
+/// Where the front end says its queues are, and who may call it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqsConfig {
     /// The account in queue URLs and ARNs.
     pub account_id: String,
     /// The region in ARNs.
     pub region: String,
+    /// The access keys requests must be signed with, each with its permissions; empty:
+    /// the endpoint is open (see the crate head).
+    pub access_keys: Vec<sigv4::AccessKey>,
 }
 
 impl Default for SqsConfig {
@@ -102,6 +114,7 @@ impl Default for SqsConfig {
         SqsConfig {
             account_id: "000000000000".into(),
             region: "us-east-1".into(),
+            access_keys: Vec::new(),
         }
     }
 }
@@ -121,6 +134,8 @@ struct Inner {
     receipts: receipt::ReceiptKey,
     /// The SNS front end on the same endpoint (`sns/`).
     sns: sns::Sns,
+    /// The access keys requests are checked against (none: open).
+    verifier: sigv4::Verifier,
     /// Set when serving stops: long polls end at once.
     stop: watch::Sender<bool>,
     requests: AtomicU64,
@@ -145,6 +160,7 @@ impl Sqs {
                 store,
                 receipts,
                 sns,
+                verifier: sigv4::Verifier::new(config.access_keys),
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
@@ -153,7 +169,8 @@ impl Sqs {
     }
 
     /// Test only: also serve `POST /moto-api/reset`, which deletes every queue of the
-    /// broker (see `actions/reset.rs`). Never for a real deployment.
+    /// broker (see `actions/reset.rs`). Never for a real deployment. The route takes no
+    /// signature, access keys or not: `ferry serve` refuses it beside credentials.
     pub fn with_test_reset(mut self, on: bool) -> Sqs {
         self.test_reset = on;
         self
@@ -207,35 +224,115 @@ impl Sqs {
     }
 }
 
+/// Which service of the endpoint a request is for.
+enum Service {
+    Sts,
+    Sns,
+    Sqs,
+}
+
 async fn handle(
     State(sqs): State<Sqs>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response<Body> {
     let request_id = sqs.request_id();
-    if let Some(answer) =
-        sns::answer_if_sns(&sqs.inner, &headers, uri.query(), &body, &request_id).await
-    {
-        return answer;
-    }
-    let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
-        Ok(r) => r,
-        Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),
+    let inner = &sqs.inner;
+    // The JSON protocol is SQS's alone; a form is STS's, SNS's or SQS's by its parameters
+    // and its signature's scope.
+    let pairs = if headers.contains_key("x-amz-target") {
+        Vec::new()
+    } else {
+        sns::form_pairs(uri.query(), &body)
+    };
+    let service = if sts::claims(&headers, &pairs) {
+        Service::Sts
+    } else if sns::claims(&headers, &pairs) {
+        Service::Sns
+    } else {
+        Service::Sqs
+    };
+    let signed = sigv4::SignedRequest {
+        method: method.as_str(),
+        path: uri.path(),
+        query: uri.query().unwrap_or(""),
+        headers: &headers,
+        body: &body,
+    };
+    let caller = match auth::authenticate(&inner.verifier, &signed, auth::wall_clock_ms()) {
+        Ok(caller) => caller,
+        Err(error) => {
+            // The code only: never a header, a signature or a body.
+            tracing::debug!(code = error.code(), "aws request not authenticated");
+            return match service {
+                Service::Sts => sts::refuse(
+                    error.code(),
+                    error.status(),
+                    &error.to_string(),
+                    &request_id,
+                ),
+                Service::Sns => sns::refuse(&sns::SnsError::from(&error), &request_id),
+                Service::Sqs => {
+                    protocol::refuse(protocol::of(&headers), &SqsError::from(&error), &request_id)
+                }
+            };
+        }
     };
     let host = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
-        .unwrap_or("localhost:4566")
-        .to_owned();
-    let outcome = actions::dispatch(&sqs.inner, &request.action, &request.input, &host).await;
+        .unwrap_or("localhost:4566");
+    match service {
+        Service::Sts => sts::answer(&inner.location.account_id, &caller, &pairs, &request_id),
+        Service::Sns => sns::answer(inner, &caller, &pairs, host, &request_id).await,
+        Service::Sqs => {
+            let request = match protocol::decode(&headers, uri.path(), uri.query(), &body) {
+                Ok(r) => r,
+                Err((protocol, error)) => return protocol::refuse(protocol, &error, &request_id),
+            };
+            answer_sqs(inner, &caller, &request, host, &request_id).await
+        }
+    }
+}
+
+/// Serves a decoded SQS request of an authenticated caller, if its permissions allow it.
+async fn answer_sqs(
+    inner: &Inner,
+    caller: &auth::Caller<'_>,
+    request: &protocol::Request,
+    host: &str,
+    request_id: &str,
+) -> Response<Body> {
+    let requirement = auth::requirements::sqs(&request.action, &request.input, &inner.location);
+    if let Err(denied) = auth::check(caller, &requirement, |q| {
+        inner.broker.is_dead_letter_queue(q)
+    }) {
+        tracing::debug!(action = %request.action, key = caller.key_id(), "sqs request denied");
+        let resource = denied
+            .name
+            .as_deref()
+            .map_or_else(|| "*".to_owned(), |q| inner.location.arn(q));
+        let error = SqsError::new(
+            Code::AccessDenied,
+            format!(
+                "User: {} is not authorized to perform: sqs:{} on resource: {resource}: {}.",
+                caller.arn(&inner.location.account_id),
+                request.action.chars().take(100).collect::<String>(),
+                denied.lacking()
+            ),
+        );
+        return protocol::refuse(request.protocol, &error, request_id);
+    }
+    let outcome = actions::dispatch(inner, caller, &request.action, &request.input, host).await;
     match outcome {
-        Ok(output) => protocol::answer(request.protocol, &request.action, &output, &request_id),
+        Ok(output) => protocol::answer(request.protocol, &request.action, &output, request_id),
         Err(error) => {
             // The action and the code only: never a body, an attribute or a handle.
             tracing::debug!(action = %request.action, code = error.code.query_code(), "sqs request refused");
-            protocol::refuse(request.protocol, &error, &request_id)
+            protocol::refuse(request.protocol, &error, request_id)
         }
     }
 }

@@ -10,9 +10,16 @@
 //! The canonical request follows what AWS documents and what botocore sends for SQS and
 //! SNS: the path percent-encoded once more (so `%20` becomes `%2520`), the query string's
 //! pairs sorted as they came, each signed header lower-cased with its value trimmed and its
-//! inner runs of spaces folded, and the body's SHA-256 (or `x-amz-content-sha256`). A
+//! inner runs of spaces folded, and the body's SHA-256 (an `x-amz-content-sha256` header
+//! must be that hash: it cannot stand for another body). A
 //! request more than 15 minutes away from the server's clock is refused, as AWS does, so a
 //! captured request cannot be replayed later.
+//!
+//! A presigned request (a URL botocore's `generate_presigned_url` makes) carries the same
+//! parts in its query string instead of a header — `X-Amz-Algorithm`, `X-Amz-Credential`,
+//! `X-Amz-Date`, `X-Amz-Expires`, `X-Amz-SignedHeaders`, `X-Amz-Signature` — and signs
+//! every query parameter but the signature; it is valid from its date until `X-Amz-Expires`
+//! seconds later.
 
 use axum::http::HeaderMap;
 use ferry_access::Permission;
@@ -25,13 +32,16 @@ const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 pub const MAX_SKEW_MS: i64 = 15 * 60 * 1000;
 
 /// One access key the endpoint accepts and what its holder may do.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct AccessKey {
     /// The access key id, sent in the clear in every request.
     pub id: String,
     /// The secret access key. Kept as it is — SigV4 needs it to recompute a signature — and
     /// never logged: `Debug` leaves it out.
     pub secret: String,
+    /// The IAM user name ARNs give its holder (`arn:aws:iam::<account>:user/<name>`);
+    /// without one the holder is the account's root.
+    pub name: Option<String>,
     pub permissions: Vec<Permission>,
 }
 
@@ -39,6 +49,7 @@ impl std::fmt::Debug for AccessKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AccessKey")
             .field("id", &self.id)
+            .field("name", &self.name)
             .field("permissions", &self.permissions)
             .finish_non_exhaustive()
     }
@@ -58,7 +69,7 @@ pub struct SignedRequest<'a> {
 /// Why a signature was not accepted. The codes are AWS's; no message carries a secret.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
-    /// No `Authorization` header (or a presigned query, which is not accepted).
+    /// No `Authorization` header and no presigned query.
     #[error("Request is missing Authentication Token")]
     Missing,
     /// An `Authorization` header that is not a whole SigV4 one.
@@ -73,11 +84,30 @@ pub enum SignatureError {
          Check your AWS Secret Access Key and signing method."
     )]
     Mismatch,
-    /// A request dated more than [`MAX_SKEW_MS`] away from now.
+    /// A request dated more than [`MAX_SKEW_MS`] before now, in AWS's words.
+    #[error("Signature expired: {sent} is now earlier than {bound} ({now} - 15 min.)")]
+    Expired {
+        sent: String,
+        bound: String,
+        now: String,
+    },
+    /// A presigned request used after its `X-Amz-Expires`.
     #[error(
-        "Signature expired: {sent} is now earlier or later than 15 minutes from the server's time"
+        "Signature expired: {sent} is now earlier than {now} - {expires_secs} s, the presigned \
+         request's X-Amz-Expires"
     )]
-    Expired { sent: String },
+    PresignedExpired {
+        sent: String,
+        expires_secs: i64,
+        now: String,
+    },
+    /// A request dated more than [`MAX_SKEW_MS`] after now, in AWS's words.
+    #[error("Signature not yet current: {sent} is still later than {bound} ({now} + 15 min.)")]
+    NotYetCurrent {
+        sent: String,
+        bound: String,
+        now: String,
+    },
 }
 
 impl SignatureError {
@@ -87,7 +117,12 @@ impl SignatureError {
             SignatureError::Missing => "MissingAuthenticationToken",
             SignatureError::Incomplete(_) => "IncompleteSignature",
             SignatureError::UnknownKey => "InvalidClientTokenId",
-            SignatureError::Mismatch | SignatureError::Expired { .. } => "SignatureDoesNotMatch",
+            // AWS answers a stale or early request so too (SQS, SNS and STS alike), which
+            // SDKs recognise as clock skew.
+            SignatureError::Mismatch
+            | SignatureError::Expired { .. }
+            | SignatureError::NotYetCurrent { .. }
+            | SignatureError::PresignedExpired { .. } => "SignatureDoesNotMatch",
         }
     }
 
@@ -100,17 +135,33 @@ impl SignatureError {
     }
 }
 
-/// The parts of an `Authorization: AWS4-HMAC-SHA256 …` header.
-struct Authorization<'a> {
-    key_id: &'a str,
+/// What a request claims: who signed it, when, over which headers, with what signature —
+/// from its `Authorization` header or, presigned, from its query string.
+struct Claim {
+    key_id: String,
     /// `<date>/<region>/<service>/aws4_request`.
-    scope: &'a str,
-    date: &'a str,
-    signed_headers: Vec<&'a str>,
-    signature: &'a str,
+    scope: String,
+    /// `X-Amz-Date`: `yyyyMMddTHHmmssZ`.
+    amz_date: String,
+    signed_headers: Vec<String>,
+    signature: String,
+    /// Presigned: how long after `amz_date` the signature stays valid (`X-Amz-Expires`).
+    /// `None`: an `Authorization` header, valid within [`MAX_SKEW_MS`] of its date.
+    expires_secs: Option<i64>,
 }
 
-fn parse_authorization(value: &str) -> Result<Authorization<'_>, SignatureError> {
+/// A Credential's `<key id>/<scope>`, the scope checked for its four parts.
+fn split_credential(credential: &str) -> Option<(&str, &str)> {
+    let (key_id, scope) = credential.split_once('/')?;
+    let parts: Vec<&str> = scope.split('/').collect();
+    (parts.len() == 4 && parts[3] == "aws4_request" && !key_id.is_empty())
+        .then_some((key_id, scope))
+}
+
+const BAD_SCOPE: &str =
+    "has a Credential other than <key id>/<date>/<region>/<service>/aws4_request";
+
+fn parse_authorization(value: &str, headers: &HeaderMap) -> Result<Claim, SignatureError> {
     let incomplete =
         |what: &str| SignatureError::Incomplete(format!("Authorization header {what}"));
     let rest = value
@@ -132,22 +183,62 @@ fn parse_authorization(value: &str) -> Result<Authorization<'_>, SignatureError>
     let credential = credential.ok_or_else(|| incomplete("lacks Credential"))?;
     let signed = signed.ok_or_else(|| incomplete("lacks SignedHeaders"))?;
     let signature = signature.ok_or_else(|| incomplete("lacks Signature"))?;
-    let (key_id, scope) = credential
-        .split_once('/')
-        .ok_or_else(|| incomplete("has a Credential without a scope"))?;
-    let scope_parts: Vec<&str> = scope.split('/').collect();
-    if scope_parts.len() != 4 || scope_parts[3] != "aws4_request" {
-        return Err(incomplete(
-            "has a Credential scope other than <date>/<region>/<service>/aws4_request",
-        ));
-    }
-    Ok(Authorization {
-        key_id,
-        scope,
-        date: scope_parts[0],
-        signed_headers: signed.split(';').collect(),
-        signature,
+    let (key_id, scope) = split_credential(credential).ok_or_else(|| incomplete(BAD_SCOPE))?;
+    let amz_date = headers
+        .get("x-amz-date")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| SignatureError::Incomplete("the request has no X-Amz-Date header".into()))?;
+    Ok(Claim {
+        key_id: key_id.to_owned(),
+        scope: scope.to_owned(),
+        amz_date: amz_date.to_owned(),
+        signed_headers: signed.split(';').map(str::to_owned).collect(),
+        signature: signature.to_owned(),
+        expires_secs: None,
     })
+}
+
+/// The longest `X-Amz-Expires` SigV4 allows: seven days.
+const MAX_EXPIRES_SECS: i64 = 7 * 24 * 3600;
+
+/// A presigned request's claim, from its query string; `None` when the query carries no
+/// `X-Amz-Algorithm` (the request is not presigned).
+fn parse_presigned(query: &str) -> Result<Option<Claim>, SignatureError> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let Some(algorithm) = get("X-Amz-Algorithm") else {
+        return Ok(None);
+    };
+    let incomplete = |what: &str| SignatureError::Incomplete(format!("the presigned query {what}"));
+    if algorithm != ALGORITHM {
+        return Err(incomplete("names an algorithm other than AWS4-HMAC-SHA256"));
+    }
+    let need = |name: &str| get(name).ok_or_else(|| incomplete(&format!("lacks {name}")));
+    let (key_id, scope) =
+        split_credential(need("X-Amz-Credential")?).ok_or_else(|| incomplete(BAD_SCOPE))?;
+    let expires_secs = need("X-Amz-Expires")?
+        .parse::<i64>()
+        .ok()
+        .filter(|s| (1..=MAX_EXPIRES_SECS).contains(s))
+        .ok_or_else(|| incomplete("has an X-Amz-Expires other than 1 to 604800 seconds"))?;
+    Ok(Some(Claim {
+        key_id: key_id.to_owned(),
+        scope: scope.to_owned(),
+        amz_date: need("X-Amz-Date")?.to_owned(),
+        signed_headers: need("X-Amz-SignedHeaders")?
+            .split(';')
+            .map(str::to_owned)
+            .collect(),
+        signature: need("X-Amz-Signature")?.to_owned(),
+        expires_secs: Some(expires_secs),
+    }))
 }
 
 /// Checks requests against a set of access keys.
@@ -166,54 +257,79 @@ impl Verifier {
         self.keys.is_empty()
     }
 
-    /// The key that signed `request`, if its signature is right and its time within
-    /// [`MAX_SKEW_MS`] of `now_ms`.
+    /// The key that signed `request` — in its `Authorization` header, or presigned in its
+    /// query string — if its signature is right and its time valid at `now_ms`: within
+    /// [`MAX_SKEW_MS`] of its date, or for a presigned request from then until it
+    /// expires.
     pub fn verify(
         &self,
         request: &SignedRequest<'_>,
         now_ms: i64,
     ) -> Result<&AccessKey, SignatureError> {
-        let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok());
-        let Some(value) = header("authorization") else {
-            return Err(SignatureError::Missing);
+        let claim = match request
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(value) => parse_authorization(value, request.headers)?,
+            None => parse_presigned(request.query)?.ok_or(SignatureError::Missing)?,
         };
-        let auth = parse_authorization(value)?;
         let key = self
             .keys
             .iter()
-            .find(|k| k.id == auth.key_id)
+            .find(|k| k.id == claim.key_id)
             .ok_or(SignatureError::UnknownKey)?;
-        let amz_date = header("x-amz-date").ok_or_else(|| {
-            SignatureError::Incomplete("the request has no X-Amz-Date header".into())
-        })?;
+        let amz_date = claim.amz_date.as_str();
         let sent_ms = parse_amz_date(amz_date).ok_or_else(|| {
             SignatureError::Incomplete(format!("X-Amz-Date {amz_date:?} is not yyyyMMddTHHmmssZ"))
         })?;
-        if !amz_date.starts_with(auth.date) {
+        if !claim.scope.starts_with(&amz_date[..8]) {
             return Err(SignatureError::Incomplete(
                 "the Credential scope's date is not X-Amz-Date's".into(),
             ));
         }
-        if (now_ms - sent_ms).abs() > MAX_SKEW_MS {
-            return Err(SignatureError::Expired {
-                sent: amz_date.to_owned(),
-            });
-        }
-        let canonical = canonical_request(request, &auth.signed_headers)?;
+        check_time(&claim, sent_ms, now_ms)?;
+        let signed: Vec<&str> = claim.signed_headers.iter().map(String::as_str).collect();
+        let canonical = canonical_request(request, &signed)?;
         let to_sign = format!(
             "{ALGORITHM}\n{amz_date}\n{}\n{}",
-            auth.scope,
+            claim.scope,
             hex(&Sha256::digest(canonical.as_bytes()))
         );
         let expected = hex(&hmac(
-            &signing_key(&key.secret, auth.scope),
+            &signing_key(&key.secret, &claim.scope),
             to_sign.as_bytes(),
         ));
-        if same_text(&expected, auth.signature) {
+        if same_text(&expected, &claim.signature) {
             Ok(key)
         } else {
             Err(SignatureError::Mismatch)
         }
+    }
+}
+
+/// Whether a claim's date makes it valid at `now_ms`.
+fn check_time(claim: &Claim, sent_ms: i64, now_ms: i64) -> Result<(), SignatureError> {
+    let sent = || claim.amz_date.clone();
+    if sent_ms - now_ms > MAX_SKEW_MS {
+        return Err(SignatureError::NotYetCurrent {
+            sent: sent(),
+            bound: format_amz_date(now_ms + MAX_SKEW_MS),
+            now: format_amz_date(now_ms),
+        });
+    }
+    match claim.expires_secs {
+        None if now_ms - sent_ms > MAX_SKEW_MS => Err(SignatureError::Expired {
+            sent: sent(),
+            bound: format_amz_date(now_ms - MAX_SKEW_MS),
+            now: format_amz_date(now_ms),
+        }),
+        Some(secs) if now_ms - sent_ms > secs * 1000 => Err(SignatureError::PresignedExpired {
+            sent: sent(),
+            expires_secs: secs,
+            now: format_amz_date(now_ms),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -231,6 +347,8 @@ fn canonical_request(
         .split('&')
         .filter(|p| !p.is_empty())
         .map(|p| p.split_once('=').unwrap_or((p, "")))
+        // A presigned request's signature is not part of what it signs.
+        .filter(|(k, _)| *k != "X-Amz-Signature")
         .collect();
     pairs.sort_unstable();
     let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -256,13 +374,16 @@ fn canonical_request(
     out.push('\n');
     out.push_str(&signed.join(";"));
     out.push('\n');
-    match request
-        .headers
-        .get("x-amz-content-sha256")
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(given) => out.push_str(given),
-        None => out.push_str(&hex(&Sha256::digest(request.body))),
+    let body_hash = hex(&Sha256::digest(request.body));
+    match request.headers.get("x-amz-content-sha256") {
+        // The header stands for the body in what was signed, so it must be the hash of
+        // the body that came: else a captured request could carry another body under the
+        // same signature. (`UNSIGNED-PAYLOAD` is S3's alone; SQS, SNS and STS sign bodies.)
+        Some(given) if !given.as_bytes().eq_ignore_ascii_case(body_hash.as_bytes()) => {
+            return Err(SignatureError::Mismatch);
+        }
+        Some(given) => out.push_str(given.to_str().unwrap_or_default()),
+        None => out.push_str(&body_hash),
     }
     Ok(out)
 }
@@ -337,6 +458,32 @@ fn parse_amz_date(text: &str) -> Option<i64> {
     Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000)
 }
 
+/// Milliseconds since the epoch as `yyyyMMddTHHmmssZ`.
+fn format_amz_date(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
@@ -362,6 +509,7 @@ mod tests {
         Verifier::new(vec![AccessKey {
             id: "AKIDEXAMPLE".into(),
             secret: SECRET.into(),
+            name: None,
             permissions: vec!["admin:#".parse().unwrap()],
         }])
     }
@@ -479,6 +627,7 @@ mod tests {
         let wrong_secret = Verifier::new(vec![AccessKey {
             id: "AKIDEXAMPLE".into(),
             secret: "not-the-secret".into(),
+            name: None,
             permissions: vec![],
         }]);
         assert_eq!(
@@ -512,7 +661,22 @@ mod tests {
             .verify(&request(&headers, "/", "", body), late)
             .unwrap_err();
         assert_eq!(err.code(), "SignatureDoesNotMatch");
-        assert!(err.to_string().contains("expired"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "Signature expired: 20261206T063000Z is now earlier than 20261206T063001Z \
+             (20261206T064501Z - 15 min.)"
+        );
+        let early = SIGNED_AT_MS - MAX_SKEW_MS - 1_000;
+        let err = verifier()
+            .verify(&request(&headers, "/", "", body), early)
+            .unwrap_err();
+        assert_eq!(err.code(), "SignatureDoesNotMatch");
+        assert!(
+            err.to_string().starts_with(
+                "Signature not yet current: 20261206T063000Z is still later than 20261206T062959Z"
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -546,11 +710,60 @@ mod tests {
         assert!(!err.to_string().contains(SECRET));
     }
 
+    /// `GET /?Action=GetCallerIdentity&Version=2011-06-15` presigned by botocore 1.43
+    /// (`SigV4QueryAuth(credentials, "sts", "us-east-1", expires=900)`, the clock at
+    /// 2026-12-06T06:30:00Z).
+    const PRESIGNED: &str = "Action=GetCallerIdentity&Version=2011-06-15&\
+        X-Amz-Algorithm=AWS4-HMAC-SHA256&\
+        X-Amz-Credential=AKIDEXAMPLE%2F20261206%2Fus-east-1%2Fsts%2Faws4_request&\
+        X-Amz-Date=20261206T063000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host&\
+        X-Amz-Signature=f715863a3534f137a36e4e098696d0452b9443c6787eae20da2c1f59ef427485";
+
+    #[test]
+    fn a_url_botocore_presigned_is_accepted_until_it_expires() {
+        let headers = headers(&[("host", "127.0.0.1:4566")]);
+        let get = |query| SignedRequest {
+            method: "GET",
+            path: "/",
+            query,
+            headers: &headers,
+            body: b"",
+        };
+        let v = verifier();
+        let key = v.verify(&get(PRESIGNED), SIGNED_AT_MS + 60_000).unwrap();
+        assert_eq!(key.id, "AKIDEXAMPLE");
+        let err = v
+            .verify(&get(PRESIGNED), SIGNED_AT_MS + 901_000)
+            .unwrap_err();
+        assert_eq!(err.code(), "SignatureDoesNotMatch");
+        assert!(err.to_string().contains("X-Amz-Expires"), "{err}");
+        let changed = PRESIGNED.replace("GetCallerIdentity", "AssumeRole");
+        assert_eq!(
+            v.verify(&get(&changed), SIGNED_AT_MS).unwrap_err(),
+            SignatureError::Mismatch
+        );
+        let bad_expiry = PRESIGNED.replace("Expires=900", "Expires=0");
+        assert_eq!(
+            v.verify(&get(&bad_expiry), SIGNED_AT_MS)
+                .unwrap_err()
+                .code(),
+            "IncompleteSignature"
+        );
+        // A query without X-Amz-Algorithm is not presigned: unsigned.
+        assert_eq!(
+            v.verify(&get("Action=GetCallerIdentity"), SIGNED_AT_MS)
+                .unwrap_err(),
+            SignatureError::Missing
+        );
+    }
+
     #[test]
     fn amz_dates_read_as_utc_milliseconds() {
         assert_eq!(parse_amz_date("19700101T000000Z"), Some(0));
         assert_eq!(parse_amz_date("20261206T063000Z"), Some(SIGNED_AT_MS));
         assert_eq!(parse_amz_date("20261306T063000Z"), None);
         assert_eq!(parse_amz_date("2026-12-06T06:30:00Z"), None);
+        assert_eq!(format_amz_date(SIGNED_AT_MS), "20261206T063000Z");
+        assert_eq!(format_amz_date(951_782_400_000), "20000229T000000Z");
     }
 }

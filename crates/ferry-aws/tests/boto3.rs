@@ -8,7 +8,11 @@
 //!   (an order-events topology), runs the setup commands such a project's local
 //!   environment uses, publishes as an outbox relay does (group and deduplication ids), and
 //!   checks what each queue receives, filter policies, raw delivery, batches and the error
-//!   codes.
+//!   codes;
+//! - `auth_keys.py` signs with botocore against an endpoint with access keys: the right
+//!   secret works, a wrong one, an unknown key and no signature are refused with the codes
+//!   botocore raises, each key does what its permissions allow (SQS, SNS) and STS
+//!   GetCallerIdentity names it.
 //!
 //! CI installs boto3 (`scripts/python-packages.sh`); elsewhere, without it, a test says so
 //! loudly and skips — under `CI=true` that is a failure.
@@ -16,6 +20,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use ferry_aws::sigv4::AccessKey;
 use ferry_aws::{Sqs, SqsConfig};
 use ferry_broker::{Broker, BrokerConfig};
 
@@ -29,6 +34,11 @@ fn python_has_boto3() -> bool {
 /// Runs `tests/boto3/<script>` against a front end on a fresh broker; it must end with
 /// "every check passed".
 async fn run_script(script: &str) {
+    run_script_with(script, SqsConfig::default()).await;
+}
+
+/// The same, with the front end configured by `config`.
+async fn run_script_with(script: &str, config: SqsConfig) {
     if !python_has_boto3() {
         ferry_testkit::skip_or_fail("python3 with boto3 is missing (python3 -m pip install boto3)");
         return;
@@ -37,7 +47,7 @@ async fn run_script(script: &str) {
     let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
         .await
         .unwrap();
-    let sqs = Sqs::open(broker, &dir.path().join("aws"), SqsConfig::default()).unwrap();
+    let sqs = Sqs::open(broker, &dir.path().join("aws"), config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -75,4 +85,33 @@ async fn boto3_drives_queues_messages_batches_and_fifo_and_every_digest_matches(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn boto3_fans_one_topic_out_to_four_queues_two_of_them_fifo() {
     run_script("sns_fanout.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_signs_with_configured_keys_and_is_refused_with_wrong_ones() {
+    let key = |id: &str, secret: &str, name: Option<&str>, permissions: &[&str]| AccessKey {
+        id: id.into(),
+        secret: secret.into(),
+        name: name.map(str::to_owned),
+        permissions: permissions.iter().map(|p| p.parse().unwrap()).collect(),
+    };
+    // The keys auth_keys.py signs with.
+    let config = SqsConfig {
+        access_keys: vec![
+            key(
+                "AKIDADMIN",
+                "admin-secret",
+                None,
+                &["admin:#", "publish:#", "consume:#", "dlq:#"],
+            ),
+            key(
+                "AKIDPUBLISHER",
+                "publisher-secret",
+                Some("orders-publisher"),
+                &["publish:orders", "publish:news"],
+            ),
+        ],
+        ..SqsConfig::default()
+    };
+    run_script_with("auth_keys.py", config).await;
 }

@@ -131,11 +131,20 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let grpc_addr = grpc
         .local_addr()
         .context("reading the gRPC listener's address")?;
+    let aws_keys = config.aws_access_keys.len();
+    if args.aws_test_reset && aws_keys > 0 {
+        // The reset route takes no signature: it would let anyone delete every queue.
+        anyhow::bail!(
+            "--aws-test-reset (FERRY_AWS_TEST_RESET) cannot be combined with \
+             [[aws.credentials]]: its route is unauthenticated"
+        );
+    }
     let sqs = if config.aws_enabled.value {
         let listener = ferry_server::bind(config.aws.value).await?;
         let sqs_config = ferry_aws::SqsConfig {
             account_id: config.aws_account_id.value.clone(),
             region: config.aws_region.value.clone(),
+            access_keys: config.aws_access_keys.clone(),
         };
         // Beside the broker's own directories, which it leaves alone.
         let sqs = ferry_aws::Sqs::open(broker.clone(), &data_dir.join("aws"), sqs_config)
@@ -143,10 +152,18 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .with_test_reset(args.aws_test_reset);
         Some((listener, sqs))
     } else {
-        if config.tls_cert.value.is_some() || config.auth.is_some() {
-            println!(
-                "ferry: the SQS endpoint is off: it serves neither TLS nor verified signatures yet"
-            );
+        if config.aws_enabled.source == config::Source::Default {
+            if config.tls_cert.value.is_some() {
+                println!(
+                    "ferry: the SQS endpoint is off: it does not serve TLS (aws.enabled = true \
+                     serves it over plain HTTP, with [[aws.credentials]])"
+                );
+            } else if config.auth.is_some() {
+                println!(
+                    "ferry: the SQS endpoint is off: [auth] is configured and no \
+                     [[aws.credentials]], so it would be open"
+                );
+            }
         }
         None
     };
@@ -196,11 +213,24 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let aws_addr = listener
             .local_addr()
             .context("reading the SQS listener's address")?;
-        loopback &= aws_addr.ip().is_loopback();
+        let checked = if aws_keys > 0 {
+            format!("SigV4 signatures required, {aws_keys} access key(s)")
+        } else {
+            // An open endpoint is one more reason to stay on loopback.
+            loopback &= aws_addr.ip().is_loopback();
+            "open: no access keys, signatures not checked".to_owned()
+        };
         println!(
-            "ferry: serving Amazon SQS on http://{aws_addr} (and Amazon SNS on the same \
-             endpoint; AWS signatures accepted without verification)"
+            "ferry: serving Amazon SQS on http://{aws_addr} (and Amazon SNS and STS on the \
+             same endpoint; {checked})"
         );
+        if secure {
+            // Asked for with aws.enabled = true (see the config's head).
+            println!(
+                "ferry: note: the SQS endpoint speaks plain HTTP beside the TLS listeners: \
+                 requests are signed, their bodies are not encrypted"
+            );
+        }
         if args.aws_test_reset {
             println!(
                 "ferry: TEST RESET ON: POST http://{aws_addr}/moto-api/reset deletes every queue \
@@ -208,12 +238,19 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    // With access keys the SQS endpoint is authenticated (said above) and left out of
+    // `loopback`; what is open then is gRPC and HTTP.
+    let unauthenticated = if aws_keys > 0 {
+        "no [auth] tokens configured for gRPC and HTTP"
+    } else {
+        "no authentication configured"
+    };
     if authenticated {
         // Said above.
     } else if loopback {
-        println!("ferry: no authentication configured: listening on the loopback interface only");
+        println!("ferry: {unauthenticated}: listening on the loopback interface only");
     } else {
-        println!("ferry: WARNING: no authentication configured and listening beyond loopback");
+        println!("ferry: WARNING: {unauthenticated} and listening beyond loopback");
     }
     println!("ferry: Ctrl-C stops");
     // One signal stops every listener, and a listener that fails stops the others: one

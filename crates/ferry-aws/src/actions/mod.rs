@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::Inner;
+use crate::auth::Caller;
 use crate::errors::{Code, SqsError};
 
 /// Actions of the service model that Ferry refuses this round, and why.
@@ -35,11 +36,17 @@ const UNSUPPORTED: [(&str, &str); 3] = [
 
 pub async fn dispatch(
     sqs: &Inner,
+    caller: &Caller<'_>,
     action: &str,
     input: &Map<String, Value>,
     host: &str,
 ) -> Result<Value, SqsError> {
-    let call = Call { sqs, input, host };
+    let call = Call {
+        sqs,
+        caller,
+        input,
+        host,
+    };
     match action {
         "CreateQueue" => queues::create(&call).await,
         "DeleteQueue" => queues::delete(&call).await,
@@ -80,6 +87,8 @@ pub async fn dispatch(
 /// One request being served.
 pub struct Call<'a> {
     pub sqs: &'a Inner,
+    /// Who asked: lists show only the queues it holds a right on.
+    pub caller: &'a Caller<'a>,
     pub input: &'a Map<String, Value>,
     /// The Host the client reached, for the queue URLs it is answered with.
     pub host: &'a str,

@@ -219,7 +219,7 @@ pub fn list(call: &Call) -> Result<Value, SqsError> {
         .list_queues()
         .into_iter()
         .map(|n| n.to_string())
-        .filter(|n| n.starts_with(prefix))
+        .filter(|n| n.starts_with(prefix) && call.caller.may_see(n))
         .collect();
     let (names, token) = page(call, names, 1000)?;
     let mut out = serde_json::Map::new();
@@ -366,6 +366,7 @@ pub fn dead_letter_sources(call: &Call) -> Result<Value, SqsError> {
             .map(|t| t.as_str())
             == Some(queue.as_str())
             && name.as_str() != queue
+            && call.caller.may_see(name.as_str())
         {
             sources.push(name.to_string());
         }

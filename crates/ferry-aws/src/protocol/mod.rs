@@ -31,6 +31,19 @@ pub struct Request {
     pub input: Map<String, Value>,
 }
 
+/// The protocol a request's headers name, to answer it in before it is decoded.
+pub fn of(headers: &HeaderMap) -> Protocol {
+    let json_content = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/x-amz-json"));
+    if headers.contains_key("x-amz-target") || json_content {
+        Protocol::Json
+    } else {
+        Protocol::Query
+    }
+}
+
 /// Decodes a request by the protocol its headers name. A failure comes with the protocol
 /// to answer it in.
 pub fn decode(

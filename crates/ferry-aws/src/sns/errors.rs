@@ -20,6 +20,13 @@ pub enum Code {
     TagLimitExceeded,
     InvalidAction,
     InternalError,
+    /// The access key's permissions do not cover the call (`AuthorizationErrorException`).
+    AuthorizationError,
+    /// A SigV4 refusal: [`crate::sigv4::SignatureError`]'s codes.
+    MissingAuthenticationToken,
+    IncompleteSignature,
+    InvalidClientTokenId,
+    SignatureDoesNotMatch,
 }
 
 impl Code {
@@ -37,12 +44,21 @@ impl Code {
             Code::TagLimitExceeded => "TagLimitExceeded",
             Code::InvalidAction => "InvalidAction",
             Code::InternalError => "InternalError",
+            Code::AuthorizationError => "AuthorizationError",
+            Code::MissingAuthenticationToken => "MissingAuthenticationToken",
+            Code::IncompleteSignature => "IncompleteSignature",
+            Code::InvalidClientTokenId => "InvalidClientTokenId",
+            Code::SignatureDoesNotMatch => "SignatureDoesNotMatch",
         }
     }
 
     pub fn status(self) -> u16 {
         match self {
             Code::NotFound | Code::ResourceNotFound => 404,
+            Code::AuthorizationError
+            | Code::MissingAuthenticationToken
+            | Code::InvalidClientTokenId
+            | Code::SignatureDoesNotMatch => 403,
             Code::InternalError => 500,
             _ => 400,
         }
@@ -85,6 +101,22 @@ impl SnsError {
 
     pub fn no_subscription() -> SnsError {
         SnsError::new(Code::NotFound, "Subscription does not exist")
+    }
+}
+
+impl From<&crate::sigv4::SignatureError> for SnsError {
+    fn from(error: &crate::sigv4::SignatureError) -> SnsError {
+        use crate::sigv4::SignatureError as E;
+        let code = match error {
+            E::Missing => Code::MissingAuthenticationToken,
+            E::Incomplete(_) => Code::IncompleteSignature,
+            E::UnknownKey => Code::InvalidClientTokenId,
+            E::Mismatch
+            | E::Expired { .. }
+            | E::NotYetCurrent { .. }
+            | E::PresignedExpired { .. } => Code::SignatureDoesNotMatch,
+        };
+        SnsError::new(code, error.to_string())
     }
 }
 

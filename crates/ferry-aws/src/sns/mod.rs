@@ -5,7 +5,7 @@
 //! answers; the service model lists no other). A request without `X-Amz-Target` is SNS's
 //! when its SigV4 credential scope names the `sns` service or its `Action` is an SNS
 //! action SQS does not have (the two share only AddPermission and RemovePermission);
-//! everything else goes to SQS.
+//! everything else goes to SQS. (STS's requests are told apart first, `sts.rs`.)
 //!
 //! **What maps to what.**
 //! - An SNS topic is a Ferry topic of the same name (one partition), visible to `ferry
@@ -39,6 +39,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::Inner;
+use crate::auth::Caller;
 pub use errors::{Code, SnsError};
 
 /// The actions of the SNS service model Ferry answers (others are refused, by name).
@@ -157,32 +158,16 @@ pub fn claims(headers: &HeaderMap, pairs: &[(String, String)]) -> bool {
         })
 }
 
-/// Serves the request if it is SNS's (see the module head); `None` leaves it to SQS.
-pub async fn answer_if_sns(
-    inner: &Inner,
-    headers: &HeaderMap,
-    query: Option<&str>,
-    body: &[u8],
-    request_id: &str,
-) -> Option<Response<Body>> {
-    if headers.contains_key("x-amz-target") {
-        return None;
-    }
-    let pairs = query::pairs(query, body);
-    if !claims(headers, &pairs) {
-        return None;
-    }
-    let host = headers
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty())
-        .unwrap_or("localhost:4566");
-    Some(handle(inner, &pairs, host, request_id).await)
-}
+/// The form's parameters, the URL's and the body's: what STS, SNS and SQS's query
+/// protocol requests are told apart by.
+pub use query::pairs as form_pairs;
+pub use query::refuse;
 
-/// Serves an SNS request.
-async fn handle(
+/// Serves an SNS request (see [`claims`]) of an authenticated caller, if its permissions
+/// allow it.
+pub async fn answer(
     inner: &Inner,
+    caller: &Caller<'_>,
     pairs: &[(String, String)],
     host: &str,
     request_id: &str,
@@ -191,8 +176,25 @@ async fn handle(
         Ok(decoded) => decoded,
         Err(e) => return query::refuse(&e, request_id),
     };
+    let requirement = crate::auth::requirements::sns(&action, &input, &inner.location);
+    if let Err(denied) = crate::auth::check(caller, &requirement, |q| {
+        inner.broker.is_dead_letter_queue(q)
+    }) {
+        tracing::debug!(action = %action, key = caller.key_id(), "sns request denied");
+        let error = SnsError::new(
+            Code::AuthorizationError,
+            format!(
+                "User: {} is not authorized to perform: SNS:{}: {}.",
+                caller.arn(&inner.location.account_id),
+                action.chars().take(100).collect::<String>(),
+                denied.lacking()
+            ),
+        );
+        return query::refuse(&error, request_id);
+    }
     let call = Call {
         inner,
+        caller,
         input: &input,
         host,
     };
@@ -234,6 +236,8 @@ async fn handle(
 /// One request being served.
 pub struct Call<'a> {
     pub inner: &'a Inner,
+    /// Who asked: lists show only the topics it holds a right on.
+    pub caller: &'a Caller<'a>,
     pub input: &'a Map<String, Value>,
     pub host: &'a str,
 }

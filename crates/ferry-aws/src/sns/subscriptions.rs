@@ -217,6 +217,7 @@ pub fn list(call: &Call, by_topic: bool) -> Result<Value, SnsError> {
         s.subscriptions
             .iter()
             .filter(|(_, r)| topic.as_ref().is_none_or(|t| *t == r.topic))
+            .filter(|(_, r)| call.caller.may_see(&r.topic))
             .map(|(id, r)| (id.clone(), r.clone()))
             .collect()
     });

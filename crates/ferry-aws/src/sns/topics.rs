@@ -245,6 +245,7 @@ pub fn list(call: &Call) -> Result<Value, SnsError> {
         .list_topics()
         .into_iter()
         .map(|n| n.to_string())
+        .filter(|n| call.caller.may_see(n))
         .collect();
     let (names, next) = page(call, &names, 100)?;
     let topics: Vec<Value> = names

@@ -3,7 +3,8 @@ use std::path::PathBuf;
 use super::{Effective, Source};
 
 /// The effective configuration as text, for `ferry config check`: each value with where it
-/// came from; token names and permissions, never hashes.
+/// came from; token names and permissions, never hashes; access key ids and permissions,
+/// never secrets.
 pub fn describe(effective: &Effective) -> String {
     let mut out = String::new();
     let mut line = |key: &str, value: String, source: Source| {
@@ -95,6 +96,22 @@ pub fn describe(effective: &Effective) -> String {
                     .map_or(String::new(), |r| format!(", publish_rate {r}/s"));
                 out.push_str(&format!("  {}: {}{rate}\n", t.name, perms.join(", ")));
             }
+        }
+    }
+    if e.aws_access_keys.is_empty() {
+        out.push_str("aws.credentials: none (open; signatures are not checked)\n");
+    } else {
+        out.push_str(&format!(
+            "aws.credentials: {} access key(s)\n",
+            e.aws_access_keys.len()
+        ));
+        for key in &e.aws_access_keys {
+            let perms: Vec<String> = key.permissions.iter().map(ToString::to_string).collect();
+            let user = key
+                .name
+                .as_ref()
+                .map_or("root".to_owned(), |n| format!("user {n}"));
+            out.push_str(&format!("  {} ({user}): {}\n", key.id, perms.join(", ")));
         }
     }
     out

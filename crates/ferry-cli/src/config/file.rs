@@ -50,6 +50,37 @@ pub struct Aws {
     pub enabled: Option<bool>,
     pub account_id: Option<String>,
     pub region: Option<String>,
+    #[serde(default)]
+    pub credentials: Vec<AwsCredential>,
+}
+
+/// One `[[aws.credentials]]` entry: an access key requests may be signed with. The secret
+/// comes from exactly one of the three `secret_access_key*` keys.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AwsCredential {
+    pub access_key_id: String,
+    /// The secret itself, in the file.
+    pub secret_access_key: Option<String>,
+    /// The name of an environment variable holding the secret.
+    pub secret_access_key_env: Option<String>,
+    /// A file holding the secret (one line).
+    pub secret_access_key_file: Option<PathBuf>,
+    pub name: Option<String>,
+    pub permissions: Vec<String>,
+}
+
+// By hand, so that printing a parsed config never prints a secret.
+impl std::fmt::Debug for AwsCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsCredential")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key_env", &self.secret_access_key_env)
+            .field("secret_access_key_file", &self.secret_access_key_file)
+            .field("name", &self.name)
+            .field("permissions", &self.permissions)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

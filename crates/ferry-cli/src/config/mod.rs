@@ -30,12 +30,18 @@
 //!                               # then intermediates (PEM)
 //! key = "/etc/ferry/key.pem"    # FERRY_TLS_KEY, --tls-key: PKCS#8, PKCS#1 or SEC1 (PEM)
 //!
-//! [aws]                     # the Amazon SQS endpoint (see ferry_aws)
+//! [aws]                     # the Amazon SQS, SNS and STS endpoint (see ferry_aws)
 //! addr = "127.0.0.1:4566"   # FERRY_AWS_ADDR, --aws-addr
-//! enabled = true            # FERRY_AWS_ENABLED, --no-aws; off by default with [tls] or
-//!                           # [auth]: it serves neither TLS nor verified signatures yet
+//! enabled = true            # FERRY_AWS_ENABLED, --no-aws (see "The AWS endpoint" below)
 //! account_id = "000000000000"  # FERRY_AWS_ACCOUNT_ID: the account in queue URLs and ARNs
 //! region = "us-east-1"      # FERRY_AWS_REGION: the region in ARNs
+//!
+//! [[aws.credentials]]       # an access key SigV4 requests must be signed with
+//! access_key_id = "AKIAORDERS0000000001"
+//! secret_access_key_env = "ORDERS_AWS_SECRET"  # or secret_access_key_file = "/run/…",
+//!                           # or secret_access_key = "…" in the file itself: exactly one
+//! name = "orders-service"   # optional: the IAM user name in ARNs (else the root)
+//! permissions = ["publish:orders.*", "consume:orders.#"]
 //!
 //! [redaction]               # FERRY_REDACTION_HEADERS (comma-separated), --redact-header
 //! headers = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"]
@@ -56,12 +62,23 @@
 //! `dead_letters` or `dlq` (peek, receive from and redrive dead-letter queues; `consume`
 //! does not read them), `admin`; see `ferry_server::AuthConfig` for what each call needs.
 //!
+//! **The AWS endpoint.** With `[[aws.credentials]]` every SQS, SNS and STS request must be
+//! signed (SigV4) with one of them, and each action needs the key's permissions on its
+//! queue or topic (`ferry_aws`'s `auth/requirements.rs` has the table): such an endpoint is
+//! served by default, on any address, beside `[auth]` — except with `[tls]`, as it speaks
+//! plain HTTP: then it is off unless `aws.enabled = true` (signed requests, bodies in the
+//! clear). Without credentials it is open — signatures are not checked — so it is off by
+//! default with `[tls]` or `[auth]` (and `aws.enabled = true` with them is refused), and an
+//! `aws.addr` beyond the loopback interface is refused. Credentials come from the file
+//! only; their secrets never show in `ferry config check` or the logs.
+//!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
 //! on the loopback interface only. Relative paths are taken from the working directory.
 //! A variable set to the empty string counts as unset.
 
 mod auth;
+mod aws_credentials;
 mod describe;
 mod file;
 mod resolve;
@@ -77,7 +94,8 @@ use ferry_server::{AuthConfig, Redaction, TlsConfig};
 
 pub use describe::describe;
 pub use file::{
-    Auth, Aws, ConfigFile, Data, Grpc, Http, Limits, RedactionSection, Tls, Token, parse_file,
+    Auth, Aws, AwsCredential, ConfigFile, Data, Grpc, Http, Limits, RedactionSection, Tls, Token,
+    parse_file,
 };
 pub use resolve::resolve;
 
@@ -137,11 +155,12 @@ pub struct Effective {
     pub http: Setting<SocketAddr>,
     pub http_enabled: Setting<bool>,
     pub aws: Setting<SocketAddr>,
-    /// Whether the SQS endpoint is served; off by default with TLS or tokens, which it
-    /// cannot honour yet (an explicit `true` with them is refused).
+    /// Whether the SQS endpoint is served (see the module head for the default).
     pub aws_enabled: Setting<bool>,
     pub aws_account_id: Setting<String>,
     pub aws_region: Setting<String>,
+    /// The access keys requests must be signed with; empty: the endpoint is open.
+    pub aws_access_keys: Vec<ferry_aws::sigv4::AccessKey>,
     /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
     pub metrics_auth: Setting<bool>,
     pub data_dir: Setting<PathBuf>,

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use ferry_server::Redaction;
 
 use super::auth::auth_config;
+use super::aws_credentials::access_keys;
 use super::{
     ConfigFile, DEFAULT_AWS, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, Effective, Env, Flags,
     Setting, Source,
@@ -206,22 +207,40 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             only.source
         ),
     }
-    // The SQS endpoint serves neither TLS nor verified signatures yet: with either asked of
-    // the server it stays off unless asked for, and asking for it then is refused.
-    let guarded = tls_cert.is_some() || file.auth.is_some();
+    // The AWS endpoint speaks plain HTTP; it checks signatures only with credentials. So
+    // without them it stays off beside TLS or tokens (asking for it then is refused) and
+    // on the loopback interface; with them it is served beside tokens, and beside TLS
+    // only when asked for (see the module head).
+    let aws_access_keys = access_keys(file.aws.credentials, env)?;
+    let credentials = !aws_access_keys.is_empty();
+    let tls = tls_cert.is_some();
+    let guarded = tls || file.auth.is_some();
     let aws_enabled = match aws_enabled {
-        Some(on) if on.value && guarded => bail!(
-            "aws.enabled = true (from {}) with [tls] or [auth]: the SQS endpoint does not serve \
-             TLS or verify signatures yet, so it would be open beside protected listeners; \
+        Some(on) if on.value && guarded && !credentials => bail!(
+            "aws.enabled = true (from {}) with [tls] or [auth] but no [[aws.credentials]]: \
+             the SQS endpoint would be open beside protected listeners; add credentials or \
              leave it off",
             on.source
         ),
         Some(set) => set,
         None => Setting {
-            value: !guarded,
+            value: if credentials { !tls } else { !guarded },
             source: Source::Default,
         },
     };
+    if let Some(addr) = &aws
+        && aws_enabled.value
+        && !credentials
+        && !addr.value.ip().is_loopback()
+    {
+        bail!(
+            "aws.addr = {} (from {}) is beyond the loopback interface, and without \
+             [[aws.credentials]] the SQS endpoint is open to whoever reaches it: add \
+             credentials or listen on 127.0.0.1",
+            addr.value,
+            addr.source
+        );
+    }
     Ok(Effective {
         grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
         http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
@@ -233,6 +252,7 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             ferry_aws::SqsConfig::default().account_id,
         ),
         aws_region: Setting::or_default(aws_region, ferry_aws::SqsConfig::default().region),
+        aws_access_keys,
         metrics_auth,
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
         disk_reserve_mib: Setting::optional(disk_reserve_mib),

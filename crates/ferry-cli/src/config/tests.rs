@@ -289,9 +289,119 @@ fn the_sqs_endpoint_is_on_by_default_and_off_where_it_would_be_an_open_door() {
         "{:#}",
         parse(&format!("[aws]\nenabled = true\n{tokens}")).unwrap_err()
     );
-    assert!(refused.contains("SQS endpoint"), "{refused}");
+    assert!(refused.contains("no [[aws.credentials]]"), "{refused}");
     let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
     assert!(e("[aws]\naccount_id = \"12\"\n").contains("12 digits"));
     assert!(e("[aws]\nregion = \"US East\"\n").contains("region"));
     assert!(e("[aws]\nport = 1\n").contains("port"));
+}
+
+const KEY: &str = "[[aws.credentials]]\naccess_key_id = \"AKIAORDERS0000000001\"\n";
+const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+
+#[test]
+fn aws_credentials_take_their_secret_from_the_file_a_variable_or_a_file_and_never_show_it() {
+    let inline = format!(
+        "{KEY}secret_access_key = \"{SECRET}\"\nname = \"orders-service\"\n\
+         permissions = [\"publish:orders.*\", \"dlq:orders.dlq\"]\n"
+    );
+    let e = parse(&inline).unwrap();
+    let key = &e.aws_access_keys[0];
+    assert_eq!(key.id, "AKIAORDERS0000000001");
+    assert_eq!(key.secret, SECRET);
+    assert_eq!(key.name.as_deref(), Some("orders-service"));
+    assert_eq!(key.permissions.len(), 2);
+    let described = describe(&e);
+    assert!(
+        described.contains(
+            "AKIAORDERS0000000001 (user orders-service): publish:orders.*, dead_letters:orders.dlq"
+        ),
+        "{described}"
+    );
+    assert!(!described.contains(SECRET));
+    assert!(!format!("{e:?}").contains(SECRET));
+    assert!(!format!("{:?}", parse_file(&inline).unwrap()).contains(SECRET));
+
+    let from_env = format!("{KEY}secret_access_key_env = \"ORDERS_SECRET\"\npermissions = []\n");
+    let vars = [("ORDERS_SECRET", SECRET)];
+    let e = resolve(
+        parse_file(&from_env).unwrap(),
+        &env(&vars),
+        &Flags::default(),
+    )
+    .unwrap();
+    assert_eq!(e.aws_access_keys[0].secret, SECRET);
+    let unset = format!("{:#}", parse(&from_env).unwrap_err());
+    assert!(
+        unset.contains("ORDERS_SECRET") && unset.contains("not set"),
+        "{unset}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret");
+    std::fs::write(&path, format!("{SECRET}\n")).unwrap();
+    let from_file = format!(
+        "{KEY}secret_access_key_file = {:?}\npermissions = []\n",
+        path.display().to_string()
+    );
+    assert_eq!(parse(&from_file).unwrap().aws_access_keys[0].secret, SECRET);
+}
+
+#[test]
+fn aws_credentials_mistakes_are_refused() {
+    let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+    let both = format!(
+        "{KEY}secret_access_key = \"a\"\nsecret_access_key_env = \"B\"\npermissions = []\n"
+    );
+    assert!(e(&both).contains("more than one"), "{}", e(&both));
+    let none = format!("{KEY}permissions = []\n");
+    assert!(e(&none).contains("no secret"), "{}", e(&none));
+    let bad_permission = format!("{KEY}secret_access_key = \"s\"\npermissions = [\"write:x\"]\n");
+    assert!(
+        e(&bad_permission).contains("write:x"),
+        "{}",
+        e(&bad_permission)
+    );
+    let twice = format!(
+        "{KEY}secret_access_key = \"s\"\npermissions = []\n{KEY}secret_access_key = \"t\"\npermissions = []\n"
+    );
+    assert!(e(&twice).contains("used twice"), "{}", e(&twice));
+    let bad_id = "[[aws.credentials]]\naccess_key_id = \"AK/ID\"\nsecret_access_key = \"s\"\npermissions = []\n";
+    assert!(e(bad_id).contains("letters and digits"), "{}", e(bad_id));
+    let bad_name = format!("{KEY}secret_access_key = \"s\"\nname = \"a b\"\npermissions = []\n");
+    assert!(e(&bad_name).contains("IAM user name"), "{}", e(&bad_name));
+}
+
+#[test]
+fn with_credentials_the_aws_endpoint_is_served_beside_tokens_and_beyond_loopback() {
+    let key = format!("{KEY}secret_access_key = \"s\"\npermissions = [\"admin:#\"]\n");
+    let tokens = format!(
+        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
+    );
+    let e = parse(&format!("{tokens}{key}")).unwrap();
+    assert!(e.aws_enabled.value);
+    assert_eq!(e.aws_enabled.source, Source::Default);
+    let wide = "[aws]\naddr = \"0.0.0.0:4566\"\n";
+    let refused = format!("{:#}", parse(wide).unwrap_err());
+    assert!(refused.contains("beyond the loopback"), "{refused}");
+    assert!(parse(&format!("{wide}{key}")).unwrap().aws_enabled.value);
+    // Switched off, an open endpoint may name any address: nothing listens there.
+    assert!(
+        !parse(&format!("{wide}enabled = false\n"))
+            .unwrap()
+            .aws_enabled
+            .value
+    );
+    // With TLS it is off unless asked for: it speaks plain HTTP.
+    let tls = "[tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\n";
+    let file = parse_file(&format!("{tls}{key}")).unwrap();
+    let e = resolve(file, &|_| None, &Flags::default()).unwrap();
+    assert!(!e.aws_enabled.value);
+    let asked = parse_file(&format!("{tls}[aws]\nenabled = true\n{key}")).unwrap();
+    assert!(
+        resolve(asked, &|_| None, &Flags::default())
+            .unwrap()
+            .aws_enabled
+            .value
+    );
 }

@@ -1,0 +1,407 @@
+//! What each SQS and SNS action needs of an access key, in Ferry's permissions, on the
+//! queue or topic its input names — the whole table in one place:
+//!
+//! | actions | need |
+//! |---|---|
+//! | SQS SendMessage, SendMessageBatch; SNS Publish, PublishBatch | `publish` on the queue / topic |
+//! | SQS ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch) | `consume` on the queue, `dead_letters` on a dead-letter queue ([`Action::to_read`]) |
+//! | SQS CreateQueue, DeleteQueue, SetQueueAttributes, PurgeQueue, TagQueue, UntagQueue, AddPermission, RemovePermission, Start/ListMessageMoveTasks | `admin` on the queue (the source queue for move tasks) |
+//! | SNS CreateTopic, DeleteTopic, SetTopicAttributes, TagResource, UntagResource, AddPermission, RemovePermission | `admin` on the topic |
+//! | SQS GetQueueUrl, GetQueueAttributes, ListQueueTags, ListDeadLetterSourceQueues; SNS GetTopicAttributes, ListTagsForResource, ListSubscriptionsByTopic, GetSubscriptionAttributes | any right (publish, consume, dead_letters, admin) on the queue / topic: the look-ups every sender and receiver makes |
+//! | SQS ListQueues, ListDeadLetterSourceQueues' answer; SNS ListTopics, ListSubscriptions | a valid key; only the names it holds some right on are listed |
+//! | SNS Subscribe | `consume` on the topic and `publish` on the subscribed queue (its deliveries are writes to it) |
+//! | SNS Unsubscribe, SetSubscriptionAttributes, ConfirmSubscription | `consume` on the topic |
+//! | STS GetCallerIdentity | a valid key only, as in AWS |
+//!
+//! A name the input does not give (a missing parameter, an ARN of another account) is
+//! needed on every name (`admin:#`, …): the check fails closed rather than leaving it to
+//! the action to refuse the input. So does an action this table does not name — an
+//! unknown one, or one added to the dispatcher without a line here — which needs `admin`
+//! on every name.
+
+use ferry_access::Action;
+use serde_json::{Map, Value};
+
+use crate::location::Location;
+
+/// A right on one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Right {
+    /// One Ferry action.
+    Do(Action),
+    /// Reading a queue: `consume`, or `dead_letters` on a dead-letter queue.
+    Read,
+    /// Any right on the name: publish, consume, dead_letters or admin.
+    See,
+}
+
+/// A right on the name a request touches; `name: None` when its input names none, in
+/// which case the right is needed on every name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub right: Right,
+    pub name: Option<String>,
+}
+
+/// What a request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    /// Every one of these rights.
+    Needs(Vec<Need>),
+    /// A valid key; the answer lists only what the key may see.
+    Listing,
+}
+
+fn one(right: Right, name: Option<String>) -> Requirement {
+    Requirement::Needs(vec![Need { right, name }])
+}
+
+fn text<'a>(input: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    input.get(key).and_then(Value::as_str)
+}
+
+/// What an SQS action needs (the action as the JSON protocol's target or the query
+/// protocol's `Action` names it).
+pub fn sqs(action: &str, input: &Map<String, Value>, here: &Location) -> Requirement {
+    let queue = || text(input, "QueueUrl").and_then(|url| here.queue_of_url(url).ok());
+    let source =
+        || text(input, "SourceArn").and_then(|arn| here.queue_of_arn(arn).map(str::to_owned));
+    match action {
+        "SendMessage" | "SendMessageBatch" => one(Right::Do(Action::Publish), queue()),
+        "ReceiveMessage"
+        | "DeleteMessage"
+        | "DeleteMessageBatch"
+        | "ChangeMessageVisibility"
+        | "ChangeMessageVisibilityBatch" => one(Right::Read, queue()),
+        "CreateQueue" => one(
+            Right::Do(Action::Admin),
+            text(input, "QueueName").map(str::to_owned),
+        ),
+        "DeleteQueue" | "SetQueueAttributes" | "PurgeQueue" | "TagQueue" | "UntagQueue"
+        | "AddPermission" | "RemovePermission" => one(Right::Do(Action::Admin), queue()),
+        "StartMessageMoveTask" | "ListMessageMoveTasks" => one(Right::Do(Action::Admin), source()),
+        "GetQueueUrl" => one(Right::See, text(input, "QueueName").map(str::to_owned)),
+        "GetQueueAttributes" | "ListQueueTags" | "ListDeadLetterSourceQueues" => {
+            one(Right::See, queue())
+        }
+        "ListQueues" => Requirement::Listing,
+        // CancelMessageMoveTask names a task, not a queue; like any other action it needs
+        // admin on every name.
+        _ => one(Right::Do(Action::Admin), None),
+    }
+}
+
+/// The topic an SNS topic ARN of this account and region names.
+fn topic_of_arn(arn: &str, here: &Location) -> Option<String> {
+    let rest = arn.strip_prefix("arn:aws:sns:")?;
+    let mut parts = rest.split(':');
+    let (region, account, name) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_none()
+        && region == here.region
+        && account == here.account_id
+        && !name.is_empty())
+    .then(|| name.to_owned())
+}
+
+/// The topic of a subscription ARN (`<topic ARN>:<id>`).
+fn topic_of_subscription(arn: &str, here: &Location) -> Option<String> {
+    topic_of_arn(arn.rsplit_once(':')?.0, here)
+}
+
+/// What an SNS action needs.
+pub fn sns(action: &str, input: &Map<String, Value>, here: &Location) -> Requirement {
+    let topic = |key: &str| text(input, key).and_then(|arn| topic_of_arn(arn, here));
+    let subscription_topic =
+        || text(input, "SubscriptionArn").and_then(|arn| topic_of_subscription(arn, here));
+    match action {
+        "Publish" => one(
+            Right::Do(Action::Publish),
+            topic("TopicArn").or_else(|| topic("TargetArn")),
+        ),
+        "PublishBatch" => one(Right::Do(Action::Publish), topic("TopicArn")),
+        "CreateTopic" => one(
+            Right::Do(Action::Admin),
+            text(input, "Name").map(str::to_owned),
+        ),
+        "DeleteTopic" | "SetTopicAttributes" | "AddPermission" | "RemovePermission" => {
+            one(Right::Do(Action::Admin), topic("TopicArn"))
+        }
+        "TagResource" | "UntagResource" => one(Right::Do(Action::Admin), topic("ResourceArn")),
+        "GetTopicAttributes" | "ListSubscriptionsByTopic" => one(Right::See, topic("TopicArn")),
+        "ListTagsForResource" => one(Right::See, topic("ResourceArn")),
+        "GetSubscriptionAttributes" => one(Right::See, subscription_topic()),
+        "Subscribe" => Requirement::Needs(vec![
+            Need {
+                right: Right::Do(Action::Consume),
+                name: topic("TopicArn"),
+            },
+            Need {
+                right: Right::Do(Action::Publish),
+                name: text(input, "Endpoint")
+                    .and_then(|arn| here.queue_of_arn(arn))
+                    .map(str::to_owned),
+            },
+        ]),
+        "Unsubscribe" | "SetSubscriptionAttributes" => {
+            one(Right::Do(Action::Consume), subscription_topic())
+        }
+        "ConfirmSubscription" => one(Right::Do(Action::Consume), topic("TopicArn")),
+        "ListTopics" | "ListSubscriptions" => Requirement::Listing,
+        _ => one(Right::Do(Action::Admin), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn here() -> Location {
+        Location {
+            account_id: "123456789012".into(),
+            region: "eu-west-1".into(),
+        }
+    }
+
+    fn input(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    fn needs(right: Right, name: &str) -> Requirement {
+        one(right, Some(name.to_owned()))
+    }
+
+    const URL: &str = "http://localhost:4566/123456789012/orders";
+    const TOPIC: &str = "arn:aws:sns:eu-west-1:123456789012:news";
+
+    #[test]
+    fn sqs_sends_need_publish_on_the_queue() {
+        for action in ["SendMessage", "SendMessageBatch"] {
+            assert_eq!(
+                sqs(action, &input(json!({"QueueUrl": URL})), &here()),
+                needs(Right::Do(Action::Publish), "orders"),
+                "{action}"
+            );
+        }
+    }
+
+    #[test]
+    fn sqs_receives_and_settles_read_the_queue() {
+        for action in [
+            "ReceiveMessage",
+            "DeleteMessage",
+            "DeleteMessageBatch",
+            "ChangeMessageVisibility",
+            "ChangeMessageVisibilityBatch",
+        ] {
+            assert_eq!(
+                sqs(action, &input(json!({"QueueUrl": URL})), &here()),
+                needs(Right::Read, "orders"),
+                "{action}"
+            );
+        }
+    }
+
+    #[test]
+    fn sqs_administration_needs_admin_on_the_queue() {
+        for action in [
+            "DeleteQueue",
+            "SetQueueAttributes",
+            "PurgeQueue",
+            "TagQueue",
+            "UntagQueue",
+            "AddPermission",
+            "RemovePermission",
+        ] {
+            assert_eq!(
+                sqs(action, &input(json!({"QueueUrl": URL})), &here()),
+                needs(Right::Do(Action::Admin), "orders"),
+                "{action}"
+            );
+        }
+        assert_eq!(
+            sqs("CreateQueue", &input(json!({"QueueName": "jobs"})), &here()),
+            needs(Right::Do(Action::Admin), "jobs")
+        );
+        let source = json!({"SourceArn": "arn:aws:sqs:eu-west-1:123456789012:orders.dlq"});
+        assert_eq!(
+            sqs("StartMessageMoveTask", &input(source), &here()),
+            needs(Right::Do(Action::Admin), "orders.dlq")
+        );
+        assert_eq!(
+            sqs(
+                "CancelMessageMoveTask",
+                &input(json!({"TaskHandle": "x"})),
+                &here()
+            ),
+            one(Right::Do(Action::Admin), None)
+        );
+    }
+
+    #[test]
+    fn sqs_look_ups_need_any_right_and_lists_are_filtered() {
+        assert_eq!(
+            sqs(
+                "GetQueueUrl",
+                &input(json!({"QueueName": "orders"})),
+                &here()
+            ),
+            needs(Right::See, "orders")
+        );
+        for action in [
+            "GetQueueAttributes",
+            "ListQueueTags",
+            "ListDeadLetterSourceQueues",
+        ] {
+            assert_eq!(
+                sqs(action, &input(json!({"QueueUrl": URL})), &here()),
+                needs(Right::See, "orders"),
+                "{action}"
+            );
+        }
+        assert_eq!(
+            sqs("ListQueues", &input(json!({})), &here()),
+            Requirement::Listing
+        );
+    }
+
+    #[test]
+    fn sqs_without_a_readable_queue_or_with_an_unknown_action_fails_closed() {
+        assert_eq!(
+            sqs("SendMessage", &input(json!({})), &here()),
+            one(Right::Do(Action::Publish), None)
+        );
+        let other_account = json!({"QueueUrl": "http://localhost:4566/999999999999/orders"});
+        assert_eq!(
+            sqs("ReceiveMessage", &input(other_account), &here()),
+            one(Right::Read, None)
+        );
+        assert_eq!(
+            sqs("Bogus", &input(json!({"QueueUrl": URL})), &here()),
+            one(Right::Do(Action::Admin), None)
+        );
+    }
+
+    #[test]
+    fn sns_publishes_need_publish_on_the_topic() {
+        for action in ["Publish", "PublishBatch"] {
+            assert_eq!(
+                sns(action, &input(json!({"TopicArn": TOPIC})), &here()),
+                needs(Right::Do(Action::Publish), "news"),
+                "{action}"
+            );
+        }
+        assert_eq!(
+            sns("Publish", &input(json!({"TargetArn": TOPIC})), &here()),
+            needs(Right::Do(Action::Publish), "news")
+        );
+    }
+
+    #[test]
+    fn sns_administration_needs_admin_on_the_topic() {
+        assert_eq!(
+            sns("CreateTopic", &input(json!({"Name": "news"})), &here()),
+            needs(Right::Do(Action::Admin), "news")
+        );
+        for action in [
+            "DeleteTopic",
+            "SetTopicAttributes",
+            "AddPermission",
+            "RemovePermission",
+        ] {
+            assert_eq!(
+                sns(action, &input(json!({"TopicArn": TOPIC})), &here()),
+                needs(Right::Do(Action::Admin), "news"),
+                "{action}"
+            );
+        }
+        for action in ["TagResource", "UntagResource"] {
+            assert_eq!(
+                sns(action, &input(json!({"ResourceArn": TOPIC})), &here()),
+                needs(Right::Do(Action::Admin), "news"),
+                "{action}"
+            );
+        }
+    }
+
+    #[test]
+    fn sns_subscribing_needs_consume_on_the_topic_and_publish_on_the_queue() {
+        let subscribe = json!({
+            "TopicArn": TOPIC,
+            "Protocol": "sqs",
+            "Endpoint": "arn:aws:sqs:eu-west-1:123456789012:inbox",
+        });
+        assert_eq!(
+            sns("Subscribe", &input(subscribe), &here()),
+            Requirement::Needs(vec![
+                Need {
+                    right: Right::Do(Action::Consume),
+                    name: Some("news".into())
+                },
+                Need {
+                    right: Right::Do(Action::Publish),
+                    name: Some("inbox".into())
+                },
+            ])
+        );
+        let subscription = json!({"SubscriptionArn": format!("{TOPIC}:0b7c1f5e")});
+        for action in ["Unsubscribe", "SetSubscriptionAttributes"] {
+            assert_eq!(
+                sns(action, &input(subscription.clone()), &here()),
+                needs(Right::Do(Action::Consume), "news"),
+                "{action}"
+            );
+        }
+        assert_eq!(
+            sns("GetSubscriptionAttributes", &input(subscription), &here()),
+            needs(Right::See, "news")
+        );
+        assert_eq!(
+            sns(
+                "ConfirmSubscription",
+                &input(json!({"TopicArn": TOPIC})),
+                &here()
+            ),
+            needs(Right::Do(Action::Consume), "news")
+        );
+    }
+
+    #[test]
+    fn sns_look_ups_need_any_right_and_lists_are_filtered() {
+        for action in ["GetTopicAttributes", "ListSubscriptionsByTopic"] {
+            assert_eq!(
+                sns(action, &input(json!({"TopicArn": TOPIC})), &here()),
+                needs(Right::See, "news"),
+                "{action}"
+            );
+        }
+        assert_eq!(
+            sns(
+                "ListTagsForResource",
+                &input(json!({"ResourceArn": TOPIC})),
+                &here()
+            ),
+            needs(Right::See, "news")
+        );
+        for action in ["ListTopics", "ListSubscriptions"] {
+            assert_eq!(
+                sns(action, &input(json!({})), &here()),
+                Requirement::Listing
+            );
+        }
+    }
+
+    #[test]
+    fn sns_arns_of_another_account_or_region_name_no_topic() {
+        let foreign = json!({"TopicArn": "arn:aws:sns:us-east-1:123456789012:news"});
+        assert_eq!(
+            sns("Publish", &input(foreign), &here()),
+            one(Right::Do(Action::Publish), None)
+        );
+        assert_eq!(
+            sns("CreatePlatformApplication", &input(json!({})), &here()),
+            one(Right::Do(Action::Admin), None)
+        );
+    }
+}
