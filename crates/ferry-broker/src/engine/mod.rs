@@ -319,17 +319,17 @@ impl Broker {
         let queue = self.queue(queue)?;
         let now_ms = self.now_ms();
         let mut limits = self.inner.config.limits.clone();
-        limits.max_delay = limits.max_delay.min(queue.spec.max_delay);
+        limits.max_delay = limits.max_delay.min(queue.spec().max_delay);
         let mut resolved = Vec::with_capacity(messages.len());
         {
             let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
             for mut message in messages {
                 if message.ttl.is_none() {
-                    message.ttl = queue.spec.default_ttl;
+                    message.ttl = queue.spec().default_ttl;
                 }
-                queue.spec.check_priority(&queue.name, message.priority)?;
+                queue.spec().check_priority(&queue.name, message.priority)?;
                 // A dedup id the queue cannot act on is refused, never silently kept.
-                if message.dedup_id.is_some() && queue.spec.dedup_window.is_zero() {
+                if message.dedup_id.is_some() && queue.spec().dedup_window.is_zero() {
                     return Err(BrokerError::DedupIdWithoutWindow {
                         queue: queue.name.clone(),
                     });
@@ -535,3 +535,9 @@ mod refusal_tests;
 
 #[cfg(test)]
 mod unsent_tests;
+
+#[cfg(test)]
+mod update_tests;
+
+#[cfg(test)]
+mod purge_tests;
