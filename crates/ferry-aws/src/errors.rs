@@ -28,6 +28,7 @@ pub enum Code {
     BatchRequestTooLong,
     PurgeQueueInProgress,
     OverLimit,
+    ResourceNotFoundException,
     UnsupportedOperation,
     InvalidAction,
     ServiceUnavailable,
@@ -53,6 +54,7 @@ impl Code {
             Code::BatchRequestTooLong => "BatchRequestTooLong",
             Code::PurgeQueueInProgress => "PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
+            Code::ResourceNotFoundException => "ResourceNotFoundException",
             Code::UnsupportedOperation => "UnsupportedOperation",
             other => other.query_code(),
         }
@@ -79,6 +81,7 @@ impl Code {
             Code::BatchRequestTooLong => "AWS.SimpleQueueService.BatchRequestTooLong",
             Code::PurgeQueueInProgress => "AWS.SimpleQueueService.PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
+            Code::ResourceNotFoundException => "ResourceNotFoundException",
             Code::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
             Code::InvalidAction => "InvalidAction",
             Code::ServiceUnavailable => "ServiceUnavailable",
@@ -90,7 +93,7 @@ impl Code {
     pub fn status(self) -> u16 {
         match self {
             Code::PurgeQueueInProgress | Code::OverLimit => 403,
-            Code::ReceiptHandleIsInvalid => 404,
+            Code::ReceiptHandleIsInvalid | Code::ResourceNotFoundException => 404,
             Code::ServiceUnavailable => 503,
             Code::InternalFailure => 500,
             _ => 400,

@@ -8,5 +8,7 @@ mod compat;
 mod delivery;
 mod interop;
 mod json;
+mod move_tasks;
 mod query;
+mod settings;
 mod support;
