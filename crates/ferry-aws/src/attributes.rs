@@ -503,4 +503,26 @@ mod tests {
         assert_eq!(redrive_of_spec("q", &spec, &l), normalized["RedrivePolicy"]);
         spec.validate().unwrap();
     }
+
+    #[test]
+    fn an_empty_redrive_policy_turns_dead_lettering_off_and_leaves_the_rest() {
+        let l = here();
+        let policy = format!(
+            "{{\"deadLetterTargetArn\":\"{}\",\"maxReceiveCount\":3}}",
+            l.arn("dlq")
+        );
+        let created = normalize(
+            &attrs(&[("RedrivePolicy", &policy), ("VisibilityTimeout", "40")]),
+            false,
+            &l,
+        )
+        .unwrap();
+        let mut spec = spec_for(&created, false, &l);
+        let change = normalize(&attrs(&[("RedrivePolicy", "")]), false, &l).unwrap();
+        apply_to_spec(&change, &mut spec, &l);
+        assert_eq!(spec.dead_letter, DeadLetter::Disabled);
+        assert_eq!(spec.retry.max_deliveries, UNBOUNDED_DELIVERIES);
+        assert_eq!(spec.lease, Duration::from_secs(40), "untouched");
+        assert_eq!(redrive_of_spec("q", &spec, &l), "");
+    }
 }

@@ -29,7 +29,6 @@ pub enum Code {
     PurgeQueueInProgress,
     OverLimit,
     ResourceNotFoundException,
-    UnsupportedOperation,
     InvalidAction,
     ServiceUnavailable,
     InternalFailure,
@@ -55,7 +54,6 @@ impl Code {
             Code::PurgeQueueInProgress => "PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
             Code::ResourceNotFoundException => "ResourceNotFoundException",
-            Code::UnsupportedOperation => "UnsupportedOperation",
             other => other.query_code(),
         }
     }
@@ -82,7 +80,6 @@ impl Code {
             Code::PurgeQueueInProgress => "AWS.SimpleQueueService.PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
             Code::ResourceNotFoundException => "ResourceNotFoundException",
-            Code::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
             Code::InvalidAction => "InvalidAction",
             Code::ServiceUnavailable => "ServiceUnavailable",
             Code::InternalFailure => "InternalFailure",

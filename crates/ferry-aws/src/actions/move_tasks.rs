@@ -2,8 +2,9 @@
 //! moving a dead-letter queue's messages back where they came from, or into another queue,
 //! in the background, on the broker's redrive.
 //!
-//! **A task** moves at most the messages its source held when it started (not those in
-//! flight; `ApproximateNumberOfMessagesToMove`), oldest first, in batches of
+//! **A task** moves at most as many messages as its source held when it started (not
+//! counting those in flight: `ApproximateNumberOfMessagesToMove`) — so a task whose
+//! messages fail back into the source still ends — oldest first, in batches of
 //! `Broker::redrive`: with `MaxNumberOfMessagesPerSecond` a batch is a second's worth,
 //! paced by the broker and topped up here to a second; without it, batches of
 //! [`UNRATED_BATCH`] one after another. Without `DestinationArn` each message goes back to
