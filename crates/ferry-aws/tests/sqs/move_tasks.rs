@@ -245,6 +245,55 @@ async fn a_destination_deleted_while_moving_fails_the_task() {
 }
 
 #[tokio::test]
+async fn a_restart_ends_a_running_task_as_failed_and_leaves_the_rest_in_place() {
+    let s = Served::start().await;
+    pipe(&s, "source", "dlq").await;
+    s.create("elsewhere", json!({})).await;
+    fill(&s, "dlq", 10).await;
+    s.ok(
+        "StartMessageMoveTask",
+        json!({"SourceArn": arn("dlq"), "DestinationArn": arn("elsewhere"), "MaxNumberOfMessagesPerSecond": 1}),
+    )
+    .await;
+    let dir = s.stop().await;
+    // The task lets go of the broker at its next batch, within about a second.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let broker = loop {
+        match ferry_broker::Broker::open(dir.path().join("data"), Default::default()).await {
+            Ok(broker) => break broker,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let s = Served::on(broker, dir).await;
+    let task = latest(&s, "dlq").await;
+    assert_eq!(task["Status"], "FAILED", "{task}");
+    assert!(
+        task["FailureReason"]
+            .as_str()
+            .unwrap()
+            .contains("restarted"),
+        "{task}"
+    );
+    assert!(task.get("TaskHandle").is_none());
+    let moved = task["ApproximateNumberOfMessagesMoved"].as_u64().unwrap();
+    assert!(moved < 10, "{moved}");
+    // Nothing lost: what did not move is still in the dead-letter queue, and a new task may
+    // start for it.
+    let total = ready(&s, "dlq") + ready(&s, "elsewhere");
+    assert!(total >= 10, "{total}");
+    s.ok(
+        "StartMessageMoveTask",
+        json!({"SourceArn": arn("dlq"), "DestinationArn": arn("elsewhere")}),
+    )
+    .await;
+    assert_eq!(ended(&s, "dlq").await["Status"], "COMPLETED");
+    assert_eq!(ready(&s, "dlq"), 0);
+}
+
+#[tokio::test]
 async fn refusals_use_sqs_codes_and_start_nothing() {
     let s = Served::start().await;
     pipe(&s, "source", "dlq").await;
