@@ -2,15 +2,17 @@
 //!
 //! | attribute | kept by | effect |
 //! |---|---|---|
-//! | VisibilityTimeout | spec `lease` at creation; the front end's record after SetQueueAttributes | the lease of a receive |
-//! | MessageRetentionPeriod | spec `default_ttl` at creation; the record after | each message's TTL |
+//! | VisibilityTimeout | spec `lease` | the lease of a receive |
+//! | MessageRetentionPeriod | spec `default_ttl` | each message's TTL |
 //! | RedrivePolicy | spec `retry.max_deliveries` and `dead_letter` | dead-lettering after maxReceiveCount deliveries |
 //! | FifoQueue | spec `ordering = KeyShared`, `dedup_window = 5 min` | per-group order, deduplication |
 //! | DelaySeconds, MaximumMessageSize, ReceiveMessageWaitTimeSeconds, ContentBasedDeduplication, DeduplicationScope, FifoThroughputLimit, RedriveAllowPolicy, Policy, SqsManagedSseEnabled | the record | applied by the front end (Policy and the encryption flag are kept, not enforced) |
 //!
-//! The broker cannot change a queue's spec once created, so SetQueueAttributes keeps new
-//! values in the record and applies them itself, and refuses to change RedrivePolicy or
-//! FifoQueue.
+//! SetQueueAttributes changes what the spec holds through the broker
+//! (`Broker::update_queue`, [`apply_to_spec`]), so Ferry's own consumers see the change
+//! too; the spec is then the authority GetQueueAttributes reads those attributes from. The
+//! record keeps a copy of every attribute set through SQS. FifoQueue cannot change (SQS
+//! refuses it too; the broker's ordering mode is fixed at creation).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,6 +36,13 @@ pub const MAX_VISIBILITY: u32 = 43_200;
 pub const UNBOUNDED_DELIVERIES: u32 = RetryPolicy::MAX_DELIVERIES;
 /// FIFO deduplication window.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(300);
+
+/// Attributes the broker's spec holds: read from the spec, changed through the broker.
+pub const SPEC_HELD: [&str; 3] = [
+    "VisibilityTimeout",
+    "MessageRetentionPeriod",
+    "RedrivePolicy",
+];
 
 /// Attributes that only GetQueueAttributes answers.
 const READ_ONLY: [&str; 7] = [
@@ -282,20 +291,9 @@ pub fn spec_for(
     fifo: bool,
     location: &Location,
 ) -> QueueSpec {
-    let number = |name: &str, default: u32| {
-        attributes
-            .get(name)
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(default)
-    };
-    let redrive = attributes
-        .get("RedrivePolicy")
-        .and_then(|v| parse_redrive(v, location).ok().flatten());
-    QueueSpec {
+    let mut spec = QueueSpec {
         retry: RetryPolicy {
-            max_deliveries: redrive
-                .as_ref()
-                .map_or(UNBOUNDED_DELIVERIES, |r| r.max_receive_count),
+            max_deliveries: UNBOUNDED_DELIVERIES,
             // SQS makes a message visible again the moment its visibility timeout ends;
             // the broker's smallest backoff is 1 ms.
             backoff: Backoff {
@@ -305,18 +303,10 @@ pub fn spec_for(
                 jitter: 0.0,
             },
         },
-        dead_letter: match redrive {
-            Some(r) => DeadLetter::Named(
-                ferry_broker::Name::new(&r.target).expect("checked when the policy was"),
-            ),
-            None => DeadLetter::Disabled,
-        },
+        dead_letter: DeadLetter::Disabled,
         dedup_window: if fifo { DEDUP_WINDOW } else { Duration::ZERO },
-        default_ttl: Some(Duration::from_secs(u64::from(number(
-            "MessageRetentionPeriod",
-            DEFAULT_RETENTION,
-        )))),
-        lease: lease_of(number("VisibilityTimeout", DEFAULT_VISIBILITY)),
+        default_ttl: Some(Duration::from_secs(u64::from(DEFAULT_RETENTION))),
+        lease: lease_of(DEFAULT_VISIBILITY),
         max_delay: Duration::from_secs(u64::from(MAX_DELAY)),
         ordering: if fifo {
             OrderingMode::KeyShared
@@ -324,6 +314,39 @@ pub fn spec_for(
             OrderingMode::Shared
         },
         ..QueueSpec::default()
+    };
+    apply_to_spec(attributes, &mut spec, location);
+    spec
+}
+
+/// Sets in `spec` what `attributes` (normalized) say of the attributes the spec holds
+/// ([`SPEC_HELD`]); the rest of the spec stays. An empty RedrivePolicy turns dead-lettering
+/// off, back to the bound SQS queues without one have ([`UNBOUNDED_DELIVERIES`]).
+pub fn apply_to_spec(
+    attributes: &BTreeMap<String, String>,
+    spec: &mut QueueSpec,
+    location: &Location,
+) {
+    let number = |name: &str| attributes.get(name).and_then(|v| v.parse::<u32>().ok());
+    if let Some(seconds) = number("VisibilityTimeout") {
+        spec.lease = lease_of(seconds);
+    }
+    if let Some(seconds) = number("MessageRetentionPeriod") {
+        spec.default_ttl = Some(Duration::from_secs(u64::from(seconds)));
+    }
+    if let Some(policy) = attributes.get("RedrivePolicy") {
+        match parse_redrive(policy, location).ok().flatten() {
+            Some(r) => {
+                spec.retry.max_deliveries = r.max_receive_count;
+                spec.dead_letter = DeadLetter::Named(
+                    ferry_broker::Name::new(&r.target).expect("checked when the policy was"),
+                );
+            }
+            None => {
+                spec.retry.max_deliveries = UNBOUNDED_DELIVERIES;
+                spec.dead_letter = DeadLetter::Disabled;
+            }
+        }
     }
 }
 
@@ -388,7 +411,9 @@ pub fn effective(
     }
     if let Some(record) = record {
         for (k, v) in &record.attributes {
-            if k != "RedrivePolicy" && !v.is_empty() {
+            // The spec is the authority on what it holds: Ferry's own API may have changed
+            // it since.
+            if !SPEC_HELD.contains(&k.as_str()) && !v.is_empty() {
                 out.insert(k.clone(), v.clone());
             }
         }
@@ -477,5 +502,27 @@ mod tests {
         assert_eq!(spec.lease, Duration::from_millis(1));
         assert_eq!(redrive_of_spec("q", &spec, &l), normalized["RedrivePolicy"]);
         spec.validate().unwrap();
+    }
+
+    #[test]
+    fn an_empty_redrive_policy_turns_dead_lettering_off_and_leaves_the_rest() {
+        let l = here();
+        let policy = format!(
+            "{{\"deadLetterTargetArn\":\"{}\",\"maxReceiveCount\":3}}",
+            l.arn("dlq")
+        );
+        let created = normalize(
+            &attrs(&[("RedrivePolicy", &policy), ("VisibilityTimeout", "40")]),
+            false,
+            &l,
+        )
+        .unwrap();
+        let mut spec = spec_for(&created, false, &l);
+        let change = normalize(&attrs(&[("RedrivePolicy", "")]), false, &l).unwrap();
+        apply_to_spec(&change, &mut spec, &l);
+        assert_eq!(spec.dead_letter, DeadLetter::Disabled);
+        assert_eq!(spec.retry.max_deliveries, UNBOUNDED_DELIVERIES);
+        assert_eq!(spec.lease, Duration::from_secs(40), "untouched");
+        assert_eq!(redrive_of_spec("q", &spec, &l), "");
     }
 }

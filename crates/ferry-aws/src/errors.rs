@@ -28,7 +28,7 @@ pub enum Code {
     BatchRequestTooLong,
     PurgeQueueInProgress,
     OverLimit,
-    UnsupportedOperation,
+    ResourceNotFoundException,
     InvalidAction,
     ServiceUnavailable,
     InternalFailure,
@@ -60,8 +60,8 @@ impl Code {
             Code::BatchRequestTooLong => "BatchRequestTooLong",
             Code::PurgeQueueInProgress => "PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
-            Code::UnsupportedOperation => "UnsupportedOperation",
             Code::AccessDenied => "AccessDeniedException",
+            Code::ResourceNotFoundException => "ResourceNotFoundException",
             other => other.query_code(),
         }
     }
@@ -87,7 +87,7 @@ impl Code {
             Code::BatchRequestTooLong => "AWS.SimpleQueueService.BatchRequestTooLong",
             Code::PurgeQueueInProgress => "AWS.SimpleQueueService.PurgeQueueInProgress",
             Code::OverLimit => "OverLimit",
-            Code::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
+            Code::ResourceNotFoundException => "ResourceNotFoundException",
             Code::InvalidAction => "InvalidAction",
             Code::ServiceUnavailable => "ServiceUnavailable",
             Code::InternalFailure => "InternalFailure",
@@ -108,7 +108,7 @@ impl Code {
             | Code::MissingAuthenticationToken
             | Code::InvalidClientTokenId
             | Code::SignatureDoesNotMatch => 403,
-            Code::ReceiptHandleIsInvalid => 404,
+            Code::ReceiptHandleIsInvalid | Code::ResourceNotFoundException => 404,
             Code::ServiceUnavailable => 503,
             Code::InternalFailure => 500,
             _ => 400,

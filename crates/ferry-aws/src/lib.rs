@@ -30,10 +30,15 @@
 //! - A FIFO queue (`.fifo`) is a key-shared queue: one message of a group in flight at a
 //!   time, in send order, deduplicated for 5 minutes.
 //! - RedrivePolicy is the queue's dead-letter queue and max deliveries.
+//! - SetQueueAttributes changes what the spec holds (RedrivePolicy, VisibilityTimeout,
+//!   MessageRetentionPeriod) through the broker's `update_queue`, for every consumer;
+//!   PurgeQueue is the broker's `purge_queue`, in-flight messages included.
+//! - Message-move tasks (`actions/move_tasks.rs`) run in the front end on the broker's
+//!   redrive; a restart ends a running one as `FAILED`.
 //! - What the spec cannot hold — tags, Policy, RedriveAllowPolicy, DelaySeconds and the
-//!   other front-end attributes, the last purge — the front end keeps itself
-//!   (`store.rs`), durably, in its directory beside the broker's data. The broker and
-//!   storage know nothing of SQS.
+//!   other front-end attributes, the last purge, message-move tasks — the front end keeps
+//!   itself (`store.rs`), durably, in its directory beside the broker's data. The broker
+//!   and storage know nothing of SQS.
 //!
 //! **Errors** come from the broker's one classification, [`ferry_broker::ErrorKind`],
 //! mapped in one match (`errors.rs`), plus SQS's own input checks; bad input changes
@@ -52,9 +57,9 @@
 //! belongs on the loopback interface only.
 //!
 //! **Not done yet:** temporary credentials (session tokens); enforcing `Policy`
-//! (AddPermission / RemovePermission write it, nothing enforces it); the message-move
-//! tasks (answered `UnsupportedOperation`); changing RedrivePolicy or FifoQueue after
-//! creation; ReceiveRequestAttemptId; KMS. See `docs/compat/sqs.md`.
+//! (AddPermission / RemovePermission write it, nothing enforces it); resuming a
+//! message-move task after a restart; ReceiveRequestAttemptId; KMS. FifoQueue cannot
+//! change after creation, as in SQS. See `docs/compat/sqs.md`.
 //!
 //! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
 //! every queue (`actions/reset.rs`); off unless asked for.

@@ -1,6 +1,7 @@
 //! What the front end keeps about queues that the broker's `QueueSpec` cannot hold:
 //! attributes as SQS names them (DelaySeconds, ReceiveMessageWaitTimeSeconds, Policy,
-//! RedriveAllowPolicy…), tags, timestamps and the last purge. One JSON file,
+//! RedriveAllowPolicy…), tags, timestamps, the last purge and the queue's message-move
+//! tasks. One JSON file,
 //! `sqs-queues.json` in the front end's directory, rewritten whole on each change.
 //!
 //! **Durability.** A change is written to `sqs-queues.json.tmp`, synced, renamed over the
@@ -10,15 +11,73 @@
 //! so a crash between the two leaves a record without a queue, never a queue missing what
 //! was asked of it at creation; [`Store::open`] drops records of queues that do not
 //! exist.
+//!
+//! **Message-move tasks** are kept in their source queue's record (the last
+//! [`MAX_MOVE_TASKS`]), and go with it. A task is run by the front end, not the broker, so
+//! a restart ends it: [`Store::open`] marks a task still `RUNNING` as `FAILED` (saying
+//! why) and one `CANCELLING` as `CANCELLED`. What it moved stays moved, the rest stays in
+//! the dead-letter queue, and a new task moves the rest; nothing is lost, and a message
+//! being moved at the stop may be both moved and left (a redrive is at-least-once).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 const FILE: &str = "sqs-queues.json";
 
+/// How many message-move tasks a queue keeps: as many as ListMessageMoveTasks can list.
+pub const MAX_MOVE_TASKS: usize = 10;
+
+/// What a restart leaves a running task with.
+pub const RESTART_FAILURE: &str = "The task stopped when the endpoint restarted; start a new \
+                                   task to move the messages still in the queue.";
+
+/// Where a message-move task is, as SQS names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MoveTaskStatus {
+    Running,
+    Completed,
+    Cancelling,
+    Cancelled,
+    Failed,
+}
+
+impl MoveTaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveTaskStatus::Running => "RUNNING",
+            MoveTaskStatus::Completed => "COMPLETED",
+            MoveTaskStatus::Cancelling => "CANCELLING",
+            MoveTaskStatus::Cancelled => "CANCELLED",
+            MoveTaskStatus::Failed => "FAILED",
+        }
+    }
+
+    /// Still moving messages, or about to stop: one such task per source queue at a time.
+    pub fn is_active(self) -> bool {
+        matches!(self, MoveTaskStatus::Running | MoveTaskStatus::Cancelling)
+    }
+}
+
+/// One message-move task out of the queue whose record holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveTask {
+    pub id: String,
+    pub status: MoveTaskStatus,
+    /// The queue messages go to; `None`: each back to the queue it was dead-lettered from.
+    pub destination: Option<String>,
+    /// Messages a second; `None`: as fast as the broker moves them.
+    pub rate: Option<u32>,
+    pub moved: u64,
+    /// The source's messages when the task started: the most it moves.
+    pub to_move: u64,
+    pub failure: Option<String>,
+    /// ms since the Unix epoch.
+    pub started_ms: i64,
+}
 /// One queue's front-end state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueRecord {
@@ -32,17 +91,23 @@ pub struct QueueRecord {
     pub created: i64,
     #[serde(default)]
     pub last_modified: i64,
-    /// Messages with a seq below this were purged: a receive deletes them instead of
-    /// handing them out (those in flight or delayed at the purge surface later).
-    #[serde(default)]
-    pub purged_below: Option<u64>,
     /// When the last purge was, ms since the Unix epoch.
     #[serde(default)]
     pub purged_at_ms: Option<i64>,
+    /// Message-move tasks out of this queue, oldest first.
+    #[serde(default)]
+    pub move_tasks: Vec<MoveTask>,
+}
+
+/// The records, shared: a message-move task running in the background writes its progress
+/// through a clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
 }
 
 #[derive(Debug)]
-pub struct Store {
+struct StoreInner {
     path: PathBuf,
     queues: Mutex<BTreeMap<String, QueueRecord>>,
 }
@@ -59,19 +124,25 @@ impl Store {
             Err(e) => return Err(e),
         };
         let before = queues.len();
-        let queues: BTreeMap<_, _> = queues.into_iter().filter(|(n, _)| exists(n)).collect();
+        let mut queues: BTreeMap<_, _> = queues.into_iter().filter(|(n, _)| exists(n)).collect();
+        let mut changed = queues.len() != before;
+        for task in queues.values_mut().flat_map(|r| r.move_tasks.iter_mut()) {
+            changed |= end_at_restart(task);
+        }
         let store = Store {
-            path,
-            queues: Mutex::new(queues),
+            inner: Arc::new(StoreInner {
+                path,
+                queues: Mutex::new(queues),
+            }),
         };
-        if store.lock().len() != before {
+        if changed {
             store.write(&store.lock())?;
         }
         Ok(store)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, QueueRecord>> {
-        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn get(&self, queue: &str) -> Option<QueueRecord> {
@@ -91,6 +162,24 @@ impl Store {
         self.write(&next)?;
         *queues = next;
         Ok(out)
+    }
+
+    /// Changes `queue`'s record with `change`, durably, if it has one; `None` (writing
+    /// nothing) if not — the queue was deleted.
+    pub fn update_existing<T>(
+        &self,
+        queue: &str,
+        change: impl FnOnce(&mut QueueRecord) -> T,
+    ) -> std::io::Result<Option<T>> {
+        let mut queues = self.lock();
+        let mut next = queues.clone();
+        let Some(record) = next.get_mut(queue) else {
+            return Ok(None);
+        };
+        let out = change(record);
+        self.write(&next)?;
+        *queues = next;
+        Ok(Some(out))
     }
 
     /// Sets `queue`'s record to `record` (or removes it with `None`), durably.
@@ -121,13 +210,91 @@ impl Store {
 
     fn write(&self, queues: &BTreeMap<String, QueueRecord>) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(queues).map_err(std::io::Error::other)?;
-        crate::durable_file::replace(&self.path, &bytes, crate::durable_file::Access::Default)
+        crate::durable_file::replace(
+            &self.inner.path,
+            &bytes,
+            crate::durable_file::Access::Default,
+        )
+    }
+}
+
+/// Ends a task that was active when the endpoint stopped; whether it changed it.
+fn end_at_restart(task: &mut MoveTask) -> bool {
+    match task.status {
+        MoveTaskStatus::Running => {
+            task.status = MoveTaskStatus::Failed;
+            task.failure = Some(RESTART_FAILURE.to_owned());
+            true
+        }
+        MoveTaskStatus::Cancelling => {
+            task.status = MoveTaskStatus::Cancelled;
+            true
+        }
+        _ => false,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn task(id: &str, status: MoveTaskStatus) -> MoveTask {
+        MoveTask {
+            id: id.into(),
+            status,
+            destination: None,
+            rate: Some(5),
+            moved: 3,
+            to_move: 9,
+            failure: None,
+            started_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_reopen_ends_the_tasks_that_were_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), |_| true).unwrap();
+        store
+            .update("dlq", |r| {
+                r.move_tasks = vec![
+                    task("done", MoveTaskStatus::Completed),
+                    task("stopping", MoveTaskStatus::Cancelling),
+                    task("going", MoveTaskStatus::Running),
+                ]
+            })
+            .unwrap();
+        let again = Store::open(dir.path(), |_| true).unwrap();
+        let tasks = again.get("dlq").unwrap().move_tasks;
+        let statuses: Vec<_> = tasks.iter().map(|t| t.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                MoveTaskStatus::Completed,
+                MoveTaskStatus::Cancelled,
+                MoveTaskStatus::Failed
+            ]
+        );
+        assert_eq!(tasks[2].failure.as_deref(), Some(RESTART_FAILURE));
+        assert_eq!(tasks[2].moved, 3, "what it moved stays counted");
+        // Written: a second reopen finds them ended already.
+        let raw = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+        assert!(
+            !raw.contains("RUNNING") && !raw.contains("CANCELLING"),
+            "{raw}"
+        );
+    }
+
+    #[test]
+    fn an_update_of_a_queue_without_a_record_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), |_| true).unwrap();
+        assert_eq!(
+            store.update_existing("gone", |r| r.created = 1).unwrap(),
+            None
+        );
+        assert_eq!(store.get("gone"), None);
+    }
 
     #[test]
     fn records_survive_a_reopen_and_those_of_vanished_queues_are_dropped() {

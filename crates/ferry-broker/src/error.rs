@@ -280,6 +280,17 @@ pub enum BrokerError {
         limit: crate::spec::LengthLimit,
     },
     #[error(
+        "queue {queue}: {setting} cannot change after the queue is created ({why}); create \
+         another queue with the {setting} you need and move the messages there"
+    )]
+    QueueSettingFixed {
+        queue: Name,
+        setting: &'static str,
+        why: &'static str,
+    },
+    #[error("queue {queue}'s settings cannot be changed: {why}")]
+    QueueNotUpdatable { queue: Name, why: &'static str },
+    #[error(
         "queue {queue} is not a dead-letter queue (no queue dead-letters into it and its name \
          does not end in \".dlq\"); redrive moves messages out of dead-letter queues only"
     )]
@@ -424,6 +435,7 @@ impl BrokerError {
             | E::NotASubscription { .. }
             | E::NotADeadLetterQueue { .. }
             | E::NotQueueOwner { .. }
+            | E::QueueNotUpdatable { .. }
             | E::PartitionsCanOnlyGrow { .. } => K::Conflict,
             E::StaleLease { .. } => K::StaleLease,
             E::UnknownMember { .. }
@@ -452,6 +464,7 @@ impl BrokerError {
             | E::DeadLetterNameTooLong { .. }
             | E::InvalidSetting { .. }
             | E::InvalidQueueSpec { .. }
+            | E::QueueSettingFixed { .. }
             | E::DeadLetterQueueNeedsExplicitTarget { .. }
             | E::DeadLetterTargetMissing { .. }
             | E::DeadLetterCycle { .. }

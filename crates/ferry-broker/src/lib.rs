@@ -12,7 +12,8 @@
 //! - *Queues:* [`Name`]s and [`QueueSpec`] ([`DeadLetter`], [`Durability`], [`LengthLimit`],
 //!   [`OrderingMode`], [`OverflowPolicy`], [`RetryPolicy`], [`Backoff`]), a set of them checked
 //!   with [`validate_topology`]; create, delete, list, [`QueueInfo`] with [`QueueStats`] and
-//!   [`QueueStateStats`].
+//!   [`QueueStateStats`]; change the mutable settings of a live queue
+//!   ([`Broker::update_queue`]) and purge every message ([`Broker::purge_queue`]).
 //! - *Publish:* an [`OutgoingMessage`] ([`Headers`], well-known [`header`] names,
 //!   [`DeliveryTime`], within [`Limits`]) becomes a [`Message`] with a [`MessageId`].
 //! - *Consume:* [`ReceivedMessage`]s under a [`LeaseToken`], keyed by [`Seq`]; ack ([`Acked`]),

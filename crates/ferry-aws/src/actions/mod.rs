@@ -2,6 +2,7 @@
 //! shape as JSON) onto the broker and back (the model's output shape).
 
 mod batch;
+pub(crate) mod move_tasks;
 mod permissions;
 mod queues;
 mod receive;
@@ -17,22 +18,6 @@ use serde_json::{Map, Value};
 use crate::Inner;
 use crate::auth::Caller;
 use crate::errors::{Code, SqsError};
-
-/// Actions of the service model that Ferry refuses this round, and why.
-const UNSUPPORTED: [(&str, &str); 3] = [
-    (
-        "StartMessageMoveTask",
-        "message-move tasks are not supported yet; use `ferry dlq redrive`",
-    ),
-    (
-        "CancelMessageMoveTask",
-        "message-move tasks are not supported yet",
-    ),
-    (
-        "ListMessageMoveTasks",
-        "message-move tasks are not supported yet",
-    ),
-];
 
 pub async fn dispatch(
     sqs: &Inner,
@@ -53,7 +38,7 @@ pub async fn dispatch(
         "GetQueueUrl" => queues::get_url(&call),
         "ListQueues" => queues::list(&call),
         "GetQueueAttributes" => queues::get_attributes(&call),
-        "SetQueueAttributes" => queues::set_attributes(&call),
+        "SetQueueAttributes" => queues::set_attributes(&call).await,
         "PurgeQueue" => queues::purge(&call).await,
         "ListDeadLetterSourceQueues" => queues::dead_letter_sources(&call),
         "AddPermission" => permissions::add(&call),
@@ -68,19 +53,16 @@ pub async fn dispatch(
         "DeleteMessageBatch" => settle::delete_batch(&call).await,
         "ChangeMessageVisibility" => settle::change_visibility(&call).await,
         "ChangeMessageVisibilityBatch" => settle::change_visibility_batch(&call).await,
-        other => match UNSUPPORTED.iter().find(|(name, _)| *name == other) {
-            Some((name, why)) => Err(SqsError::new(
-                Code::UnsupportedOperation,
-                format!("{name} is not supported by Ferry: {why}."),
-            )),
-            None => Err(SqsError::new(
-                Code::InvalidAction,
-                format!(
-                    "The action {} is not valid for this endpoint.",
-                    other.chars().take(100).collect::<String>()
-                ),
-            )),
-        },
+        "StartMessageMoveTask" => move_tasks::start(&call).await,
+        "ListMessageMoveTasks" => move_tasks::list(&call),
+        "CancelMessageMoveTask" => move_tasks::cancel(&call),
+        other => Err(SqsError::new(
+            Code::InvalidAction,
+            format!(
+                "The action {} is not valid for this endpoint.",
+                other.chars().take(100).collect::<String>()
+            ),
+        )),
     }
 }
 

@@ -2,11 +2,10 @@
 //! Get/SetQueueAttributes, PurgeQueue, ListDeadLetterSourceQueues.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ferry_broker::{LeaseToken, QueueInfo};
+use ferry_broker::QueueInfo;
 use serde_json::{Value, json};
 
 use super::{Call, integer_in, required_string, store_failed, string, string_list, string_map};
@@ -14,8 +13,6 @@ use crate::attributes;
 use crate::errors::{Code, SqsError, from_broker};
 use crate::store::QueueRecord;
 
-/// The consumer name purges receive under.
-const PURGE_CONSUMER: &str = "ferry-sqs-purge";
 /// SQS allows one purge of a queue per minute.
 const PURGE_INTERVAL_MS: i64 = 60_000;
 
@@ -261,25 +258,22 @@ pub fn get_attributes(call: &Call) -> Result<Value, SqsError> {
     Ok(json!({ "Attributes": wanted }))
 }
 
-pub fn set_attributes(call: &Call) -> Result<Value, SqsError> {
+/// Sets attributes: what the broker's spec holds (`attributes::SPEC_HELD`) through the
+/// broker, so every consumer of the queue sees it, and every attribute in the front end's
+/// record. The record first and the broker second, the record put back if the broker
+/// refuses (a dead-letter cycle, say): a refused request changes nothing.
+pub async fn set_attributes(call: &Call<'_>) -> Result<Value, SqsError> {
     let queue = call.queue()?;
     let requested = string_map(call.input, "Attributes")?;
-    let info = describe(call, &queue)?;
+    describe(call, &queue)?;
     let fifo = queue.ends_with(".fifo");
     let location = &call.sqs.location;
     let normalized = attributes::normalize(&requested, fifo, location)?;
     if let Some(policy) = normalized.get("RedrivePolicy") {
-        let current = attributes::redrive_of_spec(&queue, &info.spec, location);
-        if *policy != current {
-            return Err(SqsError::new(
-                Code::InvalidAttributeValue,
-                "Invalid value for the parameter RedrivePolicy. Reason: Ferry cannot change a \
-                 queue's dead-letter queue or maxReceiveCount after the queue is created yet; \
-                 set RedrivePolicy in CreateQueue.",
-            ));
-        }
+        check_redrive_target(call, &queue, policy)?;
     }
     let now = seconds(call);
+    let previous = call.sqs.store.get(&queue);
     call.sqs
         .store
         .update(&queue, |record| {
@@ -287,17 +281,34 @@ pub fn set_attributes(call: &Call) -> Result<Value, SqsError> {
                 record.created = now;
             }
             record.last_modified = now;
-            record.attributes.extend(normalized);
+            record.attributes.extend(normalized.clone());
         })
         .map_err(store_failed)?;
+    let changes_spec = attributes::SPEC_HELD
+        .iter()
+        .any(|name| normalized.contains_key(*name));
+    if changes_spec
+        && let Err(e) = call
+            .sqs
+            .broker
+            .update_queue(&queue, |spec| {
+                attributes::apply_to_spec(&normalized, spec, location)
+            })
+            .await
+    {
+        let _ = call.sqs.store.set(&queue, previous);
+        return Err(from_broker(e));
+    }
     Ok(json!({}))
 }
 
+/// Deletes every message of the queue through the broker: ready, delayed and in flight
+/// (whose receipt handles then delete nothing and change no visibility). SQS allows one
+/// purge a minute per queue; the time of the last is in the record.
 pub async fn purge(call: &Call<'_>) -> Result<Value, SqsError> {
     let queue = call.queue()?;
-    let info = describe(call, &queue)?;
+    describe(call, &queue)?;
     let now_ms = call.now_ms();
-    let below = info.stats.next_seq;
     let refused = call
         .sqs
         .store
@@ -309,7 +320,6 @@ pub async fn purge(call: &Call<'_>) -> Result<Value, SqsError> {
                 return true;
             }
             record.purged_at_ms = Some(now_ms);
-            record.purged_below = Some(below);
             false
         })
         .map_err(store_failed)?;
@@ -319,32 +329,11 @@ pub async fn purge(call: &Call<'_>) -> Result<Value, SqsError> {
             format!("Only one PurgeQueue operation on {queue} is allowed every 60 seconds."),
         ));
     }
-    // Delete what is ready now; what is in flight or delayed is deleted by the receive
-    // that would hand it out (`receive.rs`).
-    let broker = &call.sqs.broker;
-    let mut keep = Vec::new();
-    loop {
-        let got = broker
-            .receive(
-                &queue,
-                PURGE_CONSUMER,
-                100,
-                Some(Duration::from_secs(30)),
-                None,
-            )
-            .await
-            .map_err(from_broker)?;
-        let (purged, later): (Vec<_>, Vec<_>) = got.into_iter().partition(|m| m.seq < below);
-        keep.extend(later);
-        if purged.is_empty() {
-            break;
-        }
-        let acks: Vec<(u64, LeaseToken)> = purged.iter().map(|m| (m.seq, m.token)).collect();
-        broker.ack_batch(&queue, &acks).await.map_err(from_broker)?;
-    }
-    for m in keep {
-        let _ = broker.return_unsent(&queue, m.seq, m.token).await;
-    }
+    call.sqs
+        .broker
+        .purge_queue(&queue)
+        .await
+        .map_err(from_broker)?;
     Ok(json!({}))
 }
 

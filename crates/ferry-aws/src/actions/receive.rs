@@ -3,12 +3,11 @@
 //! The visibility timeout is the lease (the request's, else the queue's), the long poll
 //! the broker's wait. The broker call runs in a task of its own, so a client that hangs
 //! up mid-poll cannot cut a receive short between leasing and answering: what it leased
-//! becomes visible again when the lease ends, as in SQS when an answer is lost. Messages
-//! a purge covered (`queues.rs`) are deleted here instead of handed out.
+//! becomes visible again when the lease ends, as in SQS when an answer is lost.
 
 use std::time::Duration;
 
-use ferry_broker::{LeaseToken, ReceivedMessage};
+use ferry_broker::ReceivedMessage;
 use serde_json::{Map, Value, json};
 
 use super::{Call, integer_in, string_list};
@@ -42,51 +41,30 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
             .get(name)
             .and_then(|v| v.parse::<u32>().ok())
     };
-    let lease = match visibility {
-        Some(v) => Some(attributes::lease_of(v as u32)),
-        None => queue_number("VisibilityTimeout").map(attributes::lease_of),
-    };
+    // Without one, the queue's VisibilityTimeout: the spec's lease, which the broker applies.
+    let lease = visibility.map(|v| attributes::lease_of(v as u32));
     let wait = wait.map_or_else(
         || queue_number("ReceiveMessageWaitTimeSeconds").unwrap_or(0),
         |w| w as u32,
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(wait));
-    let messages = loop {
-        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let mut stop = call.sqs.stop.subscribe();
-        let task = {
-            let broker = broker.clone();
-            let queue = queue.clone();
-            let poll = (!remaining.is_zero()).then_some(remaining);
-            tokio::spawn(async move {
-                let stopped = async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                };
-                broker
-                    .receive_unless(&queue, CONSUMER, max, lease, poll, stopped)
-                    .await
-            })
-        };
-        let got = task
-            .await
-            .map_err(|_| SqsError::new(crate::errors::Code::InternalFailure, "the receive failed"))?
-            .map_err(from_broker)?;
-        let (purged, kept): (Vec<_>, Vec<_>) = got
-            .into_iter()
-            .partition(|m| record.purged_below.is_some_and(|below| m.seq < below));
-        if !purged.is_empty() {
-            let acks: Vec<(u64, LeaseToken)> = purged.iter().map(|m| (m.seq, m.token)).collect();
-            broker.ack_batch(&queue, &acks).await.map_err(from_broker)?;
-        }
-        let stopping = *call.sqs.stop.borrow();
-        if !kept.is_empty()
-            || purged.is_empty()
-            || stopping
-            || tokio::time::Instant::now() >= deadline
-        {
-            break kept;
-        }
+    let poll = (wait > 0).then(|| Duration::from_secs(u64::from(wait)));
+    let mut stop = call.sqs.stop.subscribe();
+    let task = {
+        let broker = broker.clone();
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            broker
+                .receive_unless(&queue, CONSUMER, max, lease, poll, stopped)
+                .await
+        })
     };
+    let messages = task
+        .await
+        .map_err(|_| SqsError::new(crate::errors::Code::InternalFailure, "the receive failed"))?
+        .map_err(from_broker)?;
     if messages.is_empty() {
         return Ok(json!({}));
     }

@@ -24,7 +24,6 @@ pub struct Target {
     fifo: bool,
     max_size: usize,
     delay: u32,
-    retention: Option<u32>,
     content_dedup: bool,
     dedup_per_group: bool,
 }
@@ -32,8 +31,7 @@ pub struct Target {
 impl Target {
     pub fn of(call: &Call) -> Result<Target, SqsError> {
         let queue = call.queue()?;
-        let info = call
-            .sqs
+        call.sqs
             .broker
             .describe_queue(&queue)
             .map_err(from_broker)?;
@@ -53,8 +51,6 @@ impl Target {
             fifo: queue.ends_with(".fifo"),
             max_size: number("MaximumMessageSize").unwrap_or(attributes::MAX_MESSAGE_SIZE) as usize,
             delay: number("DelaySeconds").unwrap_or(0),
-            retention: number("MessageRetentionPeriod")
-                .or_else(|| info.spec.default_ttl.map(|t| t.as_secs() as u32)),
             content_dedup: flag("ContentBasedDeduplication", "true"),
             dedup_per_group: flag("DeduplicationScope", "messageGroup"),
             queue,
@@ -175,7 +171,8 @@ fn prepare(target: &Target, entry: &Map<String, Value>) -> Result<Prepared, SqsE
         } else {
             DeliveryTime::Now
         },
-        ttl: target.retention.map(|s| Duration::from_secs(u64::from(s))),
+        // The queue's MessageRetentionPeriod is its spec's default TTL: the broker applies it.
+        ttl: None,
         dedup_id,
         ..OutgoingMessage::default()
     };

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | SQS SendMessage, SendMessageBatch; SNS Publish, PublishBatch | `publish` on the queue / topic |
 //! | SQS ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch) | `consume` on the queue, `dead_letters` on a dead-letter queue ([`Action::to_read`]) |
-//! | SQS CreateQueue, DeleteQueue, SetQueueAttributes, PurgeQueue, TagQueue, UntagQueue, AddPermission, RemovePermission, Start/ListMessageMoveTasks | `admin` on the queue (the source queue for move tasks) |
+//! | SQS CreateQueue, DeleteQueue, SetQueueAttributes, PurgeQueue, TagQueue, UntagQueue, AddPermission, RemovePermission, Start/List/CancelMessageMoveTask | `admin` on the queue (the source queue for move tasks; a cancel's handle names it) |
 //! | SNS CreateTopic, DeleteTopic, SetTopicAttributes, TagResource, UntagResource, AddPermission, RemovePermission | `admin` on the topic |
 //! | SQS GetQueueUrl, GetQueueAttributes, ListQueueTags, ListDeadLetterSourceQueues; SNS GetTopicAttributes, ListTagsForResource, ListSubscriptionsByTopic, GetSubscriptionAttributes | any right (publish, consume, dead_letters, admin) on the queue / topic: the look-ups every sender and receiver makes |
 //! | SQS ListQueues, ListDeadLetterSourceQueues' answer; SNS ListTopics, ListSubscriptions | a valid key; only the names it holds some right on are listed |
@@ -80,13 +80,20 @@ pub fn sqs(action: &str, input: &Map<String, Value>, here: &Location) -> Require
         "DeleteQueue" | "SetQueueAttributes" | "PurgeQueue" | "TagQueue" | "UntagQueue"
         | "AddPermission" | "RemovePermission" => one(Right::Do(Action::Admin), queue()),
         "StartMessageMoveTask" | "ListMessageMoveTasks" => one(Right::Do(Action::Admin), source()),
+        // The handle names the task's source queue, and the task is looked up among that
+        // queue's own: admin on the source is what cancelling needs.
+        "CancelMessageMoveTask" => one(
+            Right::Do(Action::Admin),
+            text(input, "TaskHandle")
+                .and_then(crate::actions::move_tasks::decode_handle)
+                .and_then(|(_, arn)| here.queue_of_arn(&arn).map(str::to_owned)),
+        ),
         "GetQueueUrl" => one(Right::See, text(input, "QueueName").map(str::to_owned)),
         "GetQueueAttributes" | "ListQueueTags" | "ListDeadLetterSourceQueues" => {
             one(Right::See, queue())
         }
         "ListQueues" => Requirement::Listing,
-        // CancelMessageMoveTask names a task, not a queue; like any other action it needs
-        // admin on every name.
+        // An action without a known queue needs admin on every name: fails closed.
         _ => one(Right::Do(Action::Admin), None),
     }
 }
@@ -229,6 +236,17 @@ mod tests {
             sqs("StartMessageMoveTask", &input(source), &here()),
             needs(Right::Do(Action::Admin), "orders.dlq")
         );
+        // {"taskId":"t1","sourceArn":"arn:aws:sqs:eu-west-1:123456789012:orders.dlq"}
+        let handle = "eyJ0YXNrSWQiOiJ0MSIsInNvdXJjZUFybiI6ImFybjphd3M6c3FzOmV1LXdlc3QtMToxMjM0NTY3ODkwMTI6b3JkZXJzLmRscSJ9";
+        assert_eq!(
+            sqs(
+                "CancelMessageMoveTask",
+                &input(json!({ "TaskHandle": handle })),
+                &here()
+            ),
+            needs(Right::Do(Action::Admin), "orders.dlq")
+        );
+        // A handle that names no queue of this endpoint needs admin on every name.
         assert_eq!(
             sqs(
                 "CancelMessageMoveTask",

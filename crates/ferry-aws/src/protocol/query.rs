@@ -231,6 +231,8 @@ fn write_member(xml: &mut String, action: &str, key: &str, value: &Value) {
                 "Messages" => "Message".to_owned(),
                 "Successful" => format!("{action}ResultEntry"),
                 "Failed" => "BatchResultErrorEntry".to_owned(),
+                // ListMessageMoveTasks' flattened list.
+                "Results" => format!("{action}ResultEntry"),
                 other => other.to_owned(),
             };
             for item in items {

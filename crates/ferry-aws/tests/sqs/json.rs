@@ -296,13 +296,8 @@ async fn every_refusal_has_its_code_and_status_and_changes_nothing() {
         "MissingParameter",
     )
     .await;
-    s.fails(
-        "StartMessageMoveTask",
-        json!({}),
-        400,
-        "AWS.SimpleQueueService.UnsupportedOperation",
-    )
-    .await;
+    s.fails("StartMessageMoveTask", json!({}), 400, "MissingParameter")
+        .await;
     s.fails("MakeCoffee", json!({}), 400, "InvalidAction").await;
     let reply = s
         .raw(
@@ -588,19 +583,16 @@ async fn attributes_and_tags_are_kept_and_reported() {
         .await;
     let tags = s.ok("ListQueueTags", json!({"QueueUrl": url})).await;
     assert_eq!(tags, json!({"Tags": {"env": "test"}}));
-    // What the broker's spec holds cannot change yet, and says so.
-    let dlq = s.create("dlq", json!({})).await;
-    let _ = dlq;
-    let policy = json!({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dlq", "maxReceiveCount": 3}).to_string();
+    // FifoQueue cannot change, as in SQS.
     let message = s
         .fails(
             "SetQueueAttributes",
-            json!({"QueueUrl": url, "Attributes": {"RedrivePolicy": policy}}),
+            json!({"QueueUrl": url, "Attributes": {"FifoQueue": "true"}}),
             400,
             "InvalidAttributeValue",
         )
         .await;
-    assert!(message.contains("RedrivePolicy"), "{message}");
+    assert!(message.contains("FifoQueue"), "{message}");
     // Deleting forgets the queue and its attributes.
     s.ok("DeleteQueue", json!({"QueueUrl": url})).await;
     s.fails(

@@ -131,7 +131,9 @@ impl Broker {
                 deliver_at: None,
                 // The origin's retention for its dead letters, as a TTL in the dead-letter
                 // queue: past it the letter expires from there like any expired message.
-                expires_at: Some(now_ms.saturating_add(millis(origin.spec.dead_letter_retention))),
+                expires_at: Some(
+                    now_ms.saturating_add(millis(origin.spec().dead_letter_retention)),
+                ),
                 dedup_id: None,
                 id_chosen: false,
                 dead_letter: Some(DeadLetterInfo {
@@ -167,7 +169,7 @@ impl Broker {
     /// its target is gone), and the letter is then dropped.
     fn dead_letter_queue(&self, origin: &Queue) -> Option<Arc<Queue>> {
         let target = origin
-            .spec
+            .spec()
             .dead_letter_target(&origin.name)
             .ok()
             .flatten()?;

@@ -163,10 +163,10 @@ impl Queue {
         if self.source.get().is_some() {
             low = low.min(self.retention_cap.load(std::sync::atomic::Ordering::SeqCst));
         }
-        let watermark = if self.spec.dedup_window.is_zero() {
+        let watermark = if self.spec().dedup_window.is_zero() {
             low
         } else {
-            let window_start = now_ms.saturating_sub(millis(self.spec.dedup_window));
+            let window_start = now_ms.saturating_sub(millis(self.spec().dedup_window));
             self.messages
                 .offset_for_timestamp(window_start)?
                 .unwrap_or(low)

@@ -3,20 +3,21 @@
 //!
 //! **Layout** of a broker directory (held with a [`DirLock`]):
 //! - `meta/` — a [`MetaStore`] with each queue's spec under `queue/<name>`
-//!   (`spec_codec/queue.rs`);
+//!   (`spec_codec/queue.rs`), rewritten by [`Broker::update_queue`];
 //! - `queues/<name>/messages/` — a storage [`Log`](ferry_storage::Log) of the queue's
 //!   messages; a record's offset is the message's [`Seq`];
 //! - `queues/<name>/journal/` — a log of state events ([`JournalEvent`]): leases, failed
 //!   attempts, lease extensions, acks, dead letters, cancellations, overflow drops, parked
-//!   keys, redrives — and checkpoints of them all, so that the journal's older segments can
+//!   keys, redrives, purges — and checkpoints of them all, so that the journal's older segments can
 //!   be deleted. Settled messages' segments are deleted too; see [`housekeeping`].
 //! - `topics/<name>/<partition>/` — a storage log per partition of each topic, whose spec
 //!   is in the `MetaStore` under `topic/<name>` (see `engine/topics.rs`).
 //!
 //! **Durability.** Publish returns once the message is durable under the queue's
-//! durability; ack, nack, reject, extend, park and unpark once their journal event is (a
-//! lease expiry journals its `Failed` attempt too, ahead of any redelivery's `Leased`, since
-//! effects are journaled under the state lock); receive once its `Leased` events are, so a restart knows how many deliveries each message had. A dead
+//! durability; ack, nack, reject, extend, park, unpark and purge once their journal events
+//! are (a lease expiry journals its `Failed` attempt too, ahead of any redelivery's
+//! `Leased`, since effects are journaled under the state lock); a spec update once its
+//! metadata commit is; receive once its `Leased` events are, so a restart knows how many deliveries each message had. A dead
 //! letter is stored in the dead-letter queue before `DeadLettered` is journaled on its
 //! origin (see `engine/effects.rs` for the crash window between the two).
 //!
@@ -319,17 +320,17 @@ impl Broker {
         let queue = self.queue(queue)?;
         let now_ms = self.now_ms();
         let mut limits = self.inner.config.limits.clone();
-        limits.max_delay = limits.max_delay.min(queue.spec.max_delay);
+        limits.max_delay = limits.max_delay.min(queue.spec().max_delay);
         let mut resolved = Vec::with_capacity(messages.len());
         {
             let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
             for mut message in messages {
                 if message.ttl.is_none() {
-                    message.ttl = queue.spec.default_ttl;
+                    message.ttl = queue.spec().default_ttl;
                 }
-                queue.spec.check_priority(&queue.name, message.priority)?;
+                queue.spec().check_priority(&queue.name, message.priority)?;
                 // A dedup id the queue cannot act on is refused, never silently kept.
-                if message.dedup_id.is_some() && queue.spec.dedup_window.is_zero() {
+                if message.dedup_id.is_some() && queue.spec().dedup_window.is_zero() {
                     return Err(BrokerError::DedupIdWithoutWindow {
                         queue: queue.name.clone(),
                     });
@@ -535,3 +536,9 @@ mod refusal_tests;
 
 #[cfg(test)]
 mod unsent_tests;
+
+#[cfg(test)]
+mod update_tests;
+
+#[cfg(test)]
+mod purge_tests;

@@ -224,13 +224,13 @@ impl Queue {
         now_ms: i64,
     ) -> Result<Vec<JournalEvent>> {
         let replay = replay_journal(self)?;
-        let window_start = now_ms.saturating_sub(millis(self.spec.dedup_window));
+        let window_start = now_ms.saturating_sub(millis(self.spec().dedup_window));
         let low = replay
             .covered
             .as_ref()
             .map_or(self.messages.start_offset(), |c| c.low);
         // Messages below `low` are settled but may still hold dedup ids in the window.
-        let from = if self.spec.dedup_window.is_zero() {
+        let from = if self.spec().dedup_window.is_zero() {
             low
         } else {
             let first_in_window = self
@@ -327,7 +327,7 @@ pub(super) fn already_dead_lettered(
 ) -> Result<HashMap<Name, HashMap<Seq, FoundLetter>>> {
     let targets: HashSet<Name> = queues
         .iter()
-        .filter_map(|(name, q)| q.spec.dead_letter_target(name).ok().flatten())
+        .filter_map(|(name, q)| q.spec().dead_letter_target(name).ok().flatten())
         .collect();
     let mut found: HashMap<Name, HashMap<Seq, FoundLetter>> = HashMap::new();
     for target in targets {

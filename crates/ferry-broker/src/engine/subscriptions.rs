@@ -497,7 +497,7 @@ pub(super) fn link_subscriptions(
         let queue = queues
             .get(&name)
             .ok_or_else(|| bad("a subscription without its queue".into()))?;
-        let spec = subscription::decode(&value, queue.spec.clone()).map_err(bad)?;
+        let spec = subscription::decode(&value, (*queue.spec()).clone()).map_err(bad)?;
         let topic = topics
             .get(&spec.topic)
             .ok_or_else(|| bad(format!("its topic {} does not exist", spec.topic)))?;

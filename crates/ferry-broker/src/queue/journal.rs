@@ -15,9 +15,10 @@
 //! | 7   | `Unparked`     | key (rest)                                                  |
 //! | 8   | `Dropped`      | seq u64 (overflow policy `DropHead`)                        |
 //! | 9   | `Extended`     | seq u64, until i64 (a lease's new deadline)                 |
-//! | 10  | `CheckpointBegin` | low u64, end u64, then seven u64 counters: acked, nacked, |
-//! |     |                | dead-lettered, dropped, cancelled, redriven, skipped (a     |
-//! |     |                | checkpoint written before `skipped` existed has six)        |
+//! | 10  | `CheckpointBegin` | low u64, end u64, then eight u64 counters: acked, nacked, |
+//! |     |                | dead-lettered, dropped, cancelled, redriven, skipped,       |
+//! |     |                | purged (a checkpoint written before `skipped` existed has   |
+//! |     |                | six, before `purged` seven)                                  |
 //! | 11  | `CheckpointLive` | runs of (from u64, to u64): unsettled, never delivered     |
 //! | 12  | `CheckpointDelivered` | (seq u64, deliveries u32, not before i64 or i64::MIN)…|
 //! | 13  | `CheckpointParked` | key (rest)                                              |
@@ -31,6 +32,7 @@
 //! |     |                | topic's retention deleted before it was settled)           |
 //! | 18  | `ReturnedUnsent` | seq u64, deliveries u32 (the count it is back to), last   |
 //! |     |                | consumer (rest; a leading 0 for none, 1 before the name)    |
+//! | 19  | `Purged`       | seq u64 (deleted by a purge of the queue)                   |
 //!
 //! A failed attempt's time is its record's timestamp.
 //!
@@ -75,6 +77,7 @@ mod tag {
     pub const CHECKPOINT_FAILURES: u8 = 16;
     pub const SKIPPED: u8 = 17;
     pub const RETURNED_UNSENT: u8 = 18;
+    pub const PURGED: u8 = 19;
 }
 
 /// A `DeadLettered` event's reason byte; stored on disk like the tags.
@@ -168,6 +171,11 @@ pub enum JournalEvent {
         deliveries: u32,
         last_consumer: Option<String>,
     },
+    /// Deleted by a purge of the queue ([`crate::Broker::purge_queue`]), whatever state it
+    /// was in.
+    Purged {
+        seq: Seq,
+    },
 }
 
 /// A queue's event counters since it was created, carried by checkpoints so they survive
@@ -182,6 +190,7 @@ pub struct Counts {
     pub cancelled: u64,
     pub redriven: u64,
     pub skipped: u64,
+    pub purged: u64,
 }
 
 impl Counts {
@@ -195,6 +204,7 @@ impl Counts {
             JournalEvent::Cancelled { .. } => self.cancelled += 1,
             JournalEvent::Redriven { .. } => self.redriven += 1,
             JournalEvent::Skipped { .. } => self.skipped += 1,
+            JournalEvent::Purged { .. } => self.purged += 1,
             _ => {}
         }
     }
@@ -209,7 +219,8 @@ impl JournalEvent {
             | JournalEvent::Cancelled { seq }
             | JournalEvent::Dropped { seq }
             | JournalEvent::Redriven { seq }
-            | JournalEvent::Skipped { seq } => Some(*seq),
+            | JournalEvent::Skipped { seq }
+            | JournalEvent::Purged { seq } => Some(*seq),
             _ => None,
         }
     }
@@ -291,6 +302,7 @@ impl JournalEvent {
                     counts.cancelled,
                     counts.redriven,
                     counts.skipped,
+                    counts.purged,
                 ] {
                     out.put_u64_le(count);
                 }
@@ -321,6 +333,10 @@ impl JournalEvent {
             }
             JournalEvent::Redriven { seq } => {
                 out.put_u8(tag::REDRIVEN);
+                out.put_u64_le(*seq);
+            }
+            JournalEvent::Purged { seq } => {
+                out.put_u8(tag::PURGED);
                 out.put_u64_le(*seq);
             }
             JournalEvent::ReturnedUnsent {
@@ -419,6 +435,7 @@ impl JournalEvent {
                     cancelled: r.u64()?,
                     redriven: r.u64()?,
                     skipped: if r.0.is_empty() { 0 } else { r.u64()? },
+                    purged: if r.0.is_empty() { 0 } else { r.u64()? },
                 },
             },
             tag::CHECKPOINT_LIVE => {
@@ -449,6 +466,7 @@ impl JournalEvent {
             tag::CHECKPOINT_PARKED => JournalEvent::CheckpointParked { key: r.rest() },
             tag::CHECKPOINT_END => JournalEvent::CheckpointEnd,
             tag::REDRIVEN => JournalEvent::Redriven { seq: r.u64()? },
+            tag::PURGED => JournalEvent::Purged { seq: r.u64()? },
             tag::CHECKPOINT_FAILURES => {
                 let seq = r.u64()?;
                 let time = |t: u64| (t as i64 != i64::MIN).then_some(t as i64);
@@ -563,6 +581,7 @@ mod tests {
         assert_eq!(bytes(JournalEvent::CheckpointEnd), [VERSION, 14]);
         assert_eq!(bytes(JournalEvent::Redriven { seq: 1 })[1], 15);
         assert_eq!(bytes(JournalEvent::Skipped { seq: 1 })[1], 17);
+        assert_eq!(bytes(JournalEvent::Purged { seq: 1 })[1], 19);
         let returned = bytes(JournalEvent::ReturnedUnsent {
             seq: 1,
             deliveries: 2,
@@ -639,9 +658,11 @@ mod tests {
                     cancelled: 5,
                     redriven: 6,
                     skipped: 7,
+                    purged: 8,
                 },
             },
             JournalEvent::Skipped { seq: 8 },
+            JournalEvent::Purged { seq: 9 },
             JournalEvent::CheckpointLive {
                 runs: vec![(3, 4), (6, 9)],
             },
@@ -741,10 +762,23 @@ mod tests {
             panic!("{event:?}");
         };
         assert_eq!((counts.redriven, counts.skipped), (6, 0));
-        // Neither a partial seventh counter nor an eighth.
+        // Neither a partial seventh counter nor a ninth.
         value.push(0);
         assert!(JournalEvent::decode(&Bytes::from(value.clone())).is_err());
-        value.extend_from_slice(&[0; 15]);
+        value.extend_from_slice(&[0; 23]);
         assert!(JournalEvent::decode(&Bytes::from(value)).is_err());
+    }
+
+    #[test]
+    fn a_checkpoint_begin_with_seven_counters_reads_as_none_purged() {
+        let mut value = vec![1u8, 10];
+        for field in [3u64, 9, 1, 2, 3, 4, 5, 6, 7] {
+            value.extend_from_slice(&field.to_le_bytes());
+        }
+        let event = JournalEvent::decode(&Bytes::from(value)).unwrap();
+        let JournalEvent::CheckpointBegin { counts, .. } = event else {
+            panic!("{event:?}");
+        };
+        assert_eq!((counts.skipped, counts.purged), (7, 0));
     }
 }

@@ -105,6 +105,12 @@ impl PriorityPicker {
         })
     }
 
+    /// Changes the share reserved for lower levels (already validated); the credit earned
+    /// so far is kept.
+    pub fn set_lower_share(&mut self, lower_share: f64) {
+        self.share = (lower_share * ONE as f64).round() as u64;
+    }
+
     /// The picker for a queue with this spec.
     pub fn for_spec(spec: &QueueSpec) -> Result<Self> {
         Self::new(spec.priority_levels, spec.lower_priority_share)

@@ -45,6 +45,8 @@ pub struct QueueStats {
     /// override subscriptions, deleted them (see
     /// [`TopicRetention::overrides_subscriptions`](crate::TopicRetention::overrides_subscriptions)).
     pub skipped: u64,
+    /// Deleted by [`Broker::purge_queue`].
+    pub purged: u64,
 }
 
 impl Broker {
@@ -71,28 +73,38 @@ impl Broker {
             if queues.contains_key(&name) {
                 return Err(BrokerError::QueueExists { queue: name });
             }
-            if spec.dead_letter == DeadLetter::Default {
-                let dlq = spec
-                    .dead_letter_target(&name)?
-                    .expect("default has a target");
-                if !queues.contains_key(&dlq) {
-                    let dlq_spec = QueueSpec {
-                        dead_letter: DeadLetter::Disabled,
-                        durability: spec.durability,
-                        ..QueueSpec::default()
-                    };
-                    new.push((dlq, dlq_spec));
-                }
-            }
+            new.extend(default_dead_letter_to_create(&name, &spec, &queues)?);
             let mut all: Vec<(Name, QueueSpec)> = queues
                 .iter()
-                .map(|(n, q)| (n.clone(), q.spec.clone()))
+                .map(|(n, q)| (n.clone(), (*q.spec()).clone()))
                 .collect();
             all.extend(new.iter().cloned());
             validate_topology(&all)?;
         }
-        let mut opened = Vec::new();
+        let opened = self.open_new_queues(&new)?;
+        let mut batch = MetaBatch::new();
         for (name, spec) in &new {
+            batch.put(
+                format!("{SPEC_PREFIX}{name}"),
+                spec_codec::queue::encode(spec),
+            );
+        }
+        for (key, value) in extra {
+            batch.put(key, value);
+        }
+        meta.commit(batch)?;
+        let mut queues = self.inner.queues.write().unwrap_or_else(|e| e.into_inner());
+        for queue in opened {
+            queues.insert(queue.name.clone(), queue);
+        }
+        Ok(())
+    }
+
+    /// Opens the logs of queues about to be created; they become queues once their specs
+    /// are committed to the metadata.
+    pub(super) fn open_new_queues(&self, new: &[(Name, QueueSpec)]) -> Result<Vec<Arc<Queue>>> {
+        let mut opened = Vec::new();
+        for (name, spec) in new {
             // Left behind by a create or delete interrupted by a crash: not in the metadata,
             // so not a queue; its logs must not leak into the new one.
             let dir = Queue::dir(&self.inner.dir, name);
@@ -117,22 +129,7 @@ impl Broker {
             )?;
             opened.push(Arc::new(queue));
         }
-        let mut batch = MetaBatch::new();
-        for (name, spec) in &new {
-            batch.put(
-                format!("{SPEC_PREFIX}{name}"),
-                spec_codec::queue::encode(spec),
-            );
-        }
-        for (key, value) in extra {
-            batch.put(key, value);
-        }
-        meta.commit(batch)?;
-        let mut queues = self.inner.queues.write().unwrap_or_else(|e| e.into_inner());
-        for queue in opened {
-            queues.insert(queue.name.clone(), queue);
-        }
-        Ok(())
+        Ok(opened)
     }
 
     /// Deletes a queue and its messages. Refused while another queue dead-letters into it.
@@ -163,7 +160,7 @@ impl Broker {
             let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
             for (origin, q) in queues.iter() {
                 if origin != &queue.name
-                    && q.spec.dead_letter_target(origin).ok().flatten().as_ref()
+                    && q.spec().dead_letter_target(origin).ok().flatten().as_ref()
                         == Some(&queue.name)
                 {
                     return Err(BrokerError::QueueIsDeadLetterTarget {
@@ -208,8 +205,17 @@ impl Broker {
         }
         let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
         queues.values().any(
-            |q| matches!(&q.spec.dead_letter, DeadLetter::Named(target) if target.as_str() == name),
+            |q| matches!(&q.spec().dead_letter, DeadLetter::Named(target) if target.as_str() == name),
         )
+    }
+
+    /// Every queue, with its spec: the set [`validate_topology`] checks.
+    pub(super) fn all_specs(&self) -> Vec<(Name, QueueSpec)> {
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues
+            .iter()
+            .map(|(n, q)| (n.clone(), (*q.spec()).clone()))
+            .collect()
     }
 
     pub fn list_queues(&self) -> Vec<Name> {
@@ -225,7 +231,7 @@ impl Broker {
         };
         Ok(QueueInfo {
             name: queue.name.clone(),
-            spec: queue.spec.clone(),
+            spec: (*queue.spec()).clone(),
             stats: QueueStats {
                 state,
                 next_seq: queue.messages.end_offset(),
@@ -236,7 +242,33 @@ impl Broker {
                 cancelled: counts.cancelled,
                 redriven: counts.redriven,
                 skipped: counts.skipped,
+                purged: counts.purged,
             },
         })
     }
+}
+
+/// The `<name>.dlq` that a queue with `spec` ([`DeadLetter::Default`]) needs and that does not
+/// exist yet, with the spec it is created with: dead-lettering disabled, the queue's
+/// durability.
+pub(super) fn default_dead_letter_to_create(
+    name: &Name,
+    spec: &QueueSpec,
+    queues: &std::collections::BTreeMap<Name, Arc<Queue>>,
+) -> Result<Option<(Name, QueueSpec)>> {
+    if spec.dead_letter != DeadLetter::Default {
+        return Ok(None);
+    }
+    let dlq = spec
+        .dead_letter_target(name)?
+        .expect("default has a target");
+    if queues.contains_key(&dlq) {
+        return Ok(None);
+    }
+    let dlq_spec = QueueSpec {
+        dead_letter: DeadLetter::Disabled,
+        durability: spec.durability,
+        ..QueueSpec::default()
+    };
+    Ok(Some((dlq, dlq_spec)))
 }

@@ -54,7 +54,7 @@ fn admit(
     bytes: u64,
     now_ms: i64,
 ) -> Result<Admitted> {
-    let limit = queue.spec.length_limit;
+    let limit = queue.spec().length_limit;
     let full = || BrokerError::QueueFull {
         queue: queue.name.clone(),
         limit,

@@ -1,14 +1,14 @@
 //! One open queue: its two logs (messages and state journal), its in-memory delivery state
 //! and dedup window, and its recovery from those logs — and, in the modules below, the
-//! broker's operations on queues alone: declaring them (`admin`), consuming and settling
-//! (`consume`), length limits (`limits`), peeking (`peek`), redriving dead letters
-//! (`redrive`), temporary queues (`temporary`) and giving back unsent deliveries
-//! (`unsent`). What a decision's effects do is in
+//! broker's operations on queues alone: declaring them (`admin`), changing their settings
+//! (`update`), consuming and settling (`consume`), length limits (`limits`), peeking
+//! (`peek`), purging (`purge`), redriving dead letters (`redrive`), temporary queues
+//! (`temporary`) and giving back unsent deliveries (`unsent`). What a decision's effects do is in
 //! `engine/effects.rs`; the delivery state itself is the pure `crate::queue::state`.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use bytes::Bytes;
 use ferry_storage::{Clock, Log, LogConfig, NewRecord, Record};
@@ -32,9 +32,11 @@ mod admin;
 mod consume;
 mod limits;
 mod peek;
+mod purge;
 mod redrive;
 mod temporary;
 mod unsent;
+mod update;
 
 pub use admin::{QueueInfo, QueueStats};
 #[cfg(test)]
@@ -53,7 +55,9 @@ const SMALL_RECORD_BYTES: u64 = 128;
 
 pub(crate) struct Queue {
     pub name: Name,
-    pub spec: QueueSpec,
+    /// Behind a lock because [`Broker::update_queue`](crate::Broker::update_queue) changes
+    /// its mutable settings on the live queue; read it with [`Queue::spec`].
+    spec: RwLock<Arc<QueueSpec>>,
     pub messages: Log,
     pub journal: Log,
     pub state: Mutex<Inner>,
@@ -198,7 +202,7 @@ impl Queue {
                 journal_bytes: 0,
             }),
             name,
-            spec,
+            spec: RwLock::new(Arc::new(spec)),
             messages,
             journal,
             ready: Notify::new(),
@@ -212,7 +216,18 @@ impl Queue {
         })
     }
 
-    /// `Err(QueuePoisoned)` once a write to the queue's logs has failed.
+    /// The queue's settings now: a snapshot, which a later update does not change.
+    pub fn spec(&self) -> Arc<QueueSpec> {
+        Arc::clone(&self.spec.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the settings, under the state lock so the state machine's copy of the
+    /// mutable ones changes with them (see `admin.rs`, `update_queue`).
+    pub fn set_spec(&self, inner: &mut Inner, spec: QueueSpec) {
+        inner.state.reconfigure(&spec);
+        *self.spec.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(spec);
+    }
+
     /// Whether `seq` is one this queue assigned: settling any other is a caller's mistake
     /// (a seq from another queue, or made up), which an ack must not answer with "already
     /// settled".
@@ -228,6 +243,7 @@ impl Queue {
         Ok(())
     }
 
+    /// `Err(QueuePoisoned)` once a write to the queue's logs has failed.
     pub fn check(&self) -> Result<()> {
         match self.poisoned.get() {
             Some(cause) => Err(BrokerError::QueuePoisoned {
@@ -288,7 +304,7 @@ impl Queue {
             seq,
             id: message.id,
             key: message.key.as_ref().map(|k| Box::from(&k[..])),
-            level: self.spec.effective_priority(message.priority),
+            level: self.spec().effective_priority(message.priority),
             deliver_at_ms: message.deliver_at.unwrap_or(message.published_at),
             expires_at_ms: message.expires_at,
             size: message_size(message),

@@ -231,6 +231,19 @@ impl QueueState {
         })
     }
 
+    /// Takes the settings of `spec` that may change on a live queue (see
+    /// `Broker::update_queue`): the retry policy and the default lease apply from the next
+    /// failed attempt and the next receive — leases running keep their deadlines — and the
+    /// overflow policy and the priority share from the next publish and pick. The settings
+    /// that shape the state itself (ordering, priority levels) are the caller's to keep.
+    pub fn reconfigure(&mut self, spec: &QueueSpec) {
+        debug_assert_eq!(self.ready.len(), usize::from(spec.priority_levels));
+        self.retry = spec.retry;
+        self.default_lease = spec.lease;
+        self.evicts_head = evicts_head(spec);
+        self.picker.set_lower_share(spec.lower_priority_share);
+    }
+
     /// Loads a message into the window. Messages are tracked in increasing `seq` order (the
     /// key-shared order relies on it); a `seq` already tracked is ignored (and is a bug,
     /// checked in debug builds).

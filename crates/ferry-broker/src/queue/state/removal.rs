@@ -1,6 +1,6 @@
 //! Messages that leave a queue without being delivered: cancelled while scheduled, evicted
-//! to make room under a length limit, taken by a redrive, or skipped when a subscription's
-//! topic record is gone.
+//! to make room under a length limit, taken by a redrive, purged, or skipped when a
+//! subscription's topic record is gone.
 
 use super::*;
 
@@ -91,6 +91,19 @@ impl QueueState {
     pub fn skip(&mut self, seq: Seq, now_ms: i64) -> bool {
         // Not remembered: no delivery's ack took, but none was beaten to it either.
         let Some((_, _, next)) = self.remove(seq, None) else {
+            return false;
+        };
+        self.refresh(next, now_ms, Announce::Ready);
+        true
+    }
+
+    /// Removes a tracked message whatever its state — ready, scheduled or in flight — with
+    /// no effect: the queue is being purged, and the engine records it. A lease ends with
+    /// the message, and a later ack of it is [`BrokerError::StaleLease`] (as long as
+    /// [`SettledBy`] remembers it), never "already settled": no delivery's ack took.
+    /// Returns `false` for a seq not tracked.
+    pub fn purge(&mut self, seq: Seq, now_ms: i64) -> bool {
+        let Some((_, _, next)) = self.remove(seq, Some(Settler::NoAck)) else {
             return false;
         };
         self.refresh(next, now_ms, Announce::Ready);
