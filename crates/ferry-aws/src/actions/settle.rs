@@ -23,8 +23,19 @@ fn receipt(call: &Call, queue: &str, handle: &str) -> Result<Receipt, SqsError> 
     }
 }
 
-pub async fn delete(call: &Call<'_>) -> Result<Value, SqsError> {
+/// The queue is looked up before the handle is read: a missing queue is
+/// `QueueDoesNotExist` whatever handle comes with it, as in SQS.
+fn existing_queue(call: &Call) -> Result<String, SqsError> {
     let queue = call.queue()?;
+    call.sqs
+        .broker
+        .describe_queue(&queue)
+        .map_err(from_broker)?;
+    Ok(queue)
+}
+
+pub async fn delete(call: &Call<'_>) -> Result<Value, SqsError> {
+    let queue = existing_queue(call)?;
     let handle = required_string(call.input, "ReceiptHandle")?;
     let r = receipt(call, &queue, handle)?;
     match call
@@ -40,12 +51,8 @@ pub async fn delete(call: &Call<'_>) -> Result<Value, SqsError> {
 }
 
 pub async fn delete_batch(call: &Call<'_>) -> Result<Value, SqsError> {
-    let queue = call.queue()?;
+    let queue = existing_queue(call)?;
     let entries = batch::entries(call.input, "DeleteMessageBatchRequestEntry")?;
-    call.sqs
-        .broker
-        .describe_queue(&queue)
-        .map_err(from_broker)?;
     let mut failed = Vec::new();
     let mut acks = Vec::new();
     for entry in &entries {
@@ -112,18 +119,14 @@ async fn change_one(
 }
 
 pub async fn change_visibility(call: &Call<'_>) -> Result<Value, SqsError> {
-    let queue = call.queue()?;
+    let queue = existing_queue(call)?;
     change_one(call, &queue, call.input).await?;
     Ok(json!({}))
 }
 
 pub async fn change_visibility_batch(call: &Call<'_>) -> Result<Value, SqsError> {
-    let queue = call.queue()?;
+    let queue = existing_queue(call)?;
     let entries = batch::entries(call.input, "ChangeMessageVisibilityBatchRequestEntry")?;
-    call.sqs
-        .broker
-        .describe_queue(&queue)
-        .map_err(from_broker)?;
     let mut successful = Vec::new();
     let mut failed = Vec::new();
     for entry in entries {

@@ -35,6 +35,29 @@ async fn a_queue_url_may_be_the_bare_name_and_a_url_of_no_queue_is_a_missing_que
 }
 
 #[tokio::test]
+async fn settling_on_a_missing_queue_is_a_missing_queue_whatever_the_handle() {
+    let s = Served::start().await;
+    let handle = json!("not-a-handle-of-anything");
+    for (action, input) in [
+        ("DeleteMessage", json!({"ReceiptHandle": handle})),
+        (
+            "ChangeMessageVisibility",
+            json!({"ReceiptHandle": handle, "VisibilityTimeout": 5}),
+        ),
+    ] {
+        let mut input = input;
+        input["QueueUrl"] = json!("http://localhost:4566/000000000000/missing");
+        s.fails(
+            action,
+            input,
+            400,
+            "AWS.SimpleQueueService.NonExistentQueue",
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
 async fn bad_queue_names_are_refused_in_sqs_words() {
     let s = Served::start().await;
     for name in ["", "/my/test", "!@£$%^&*()queue", &"p".repeat(81)] {
