@@ -494,8 +494,8 @@ async fn visibility_hides_redelivers_and_changes() {
         m.attributes().unwrap()[&MessageSystemAttributeName::ApproximateReceiveCount].clone()
     };
 
-    // Received under a 1 s visibility timeout: hidden, then delivered again.
-    let first = receive(Some(1), 5).await.unwrap();
+    // Received under a 3 s visibility timeout: hidden, then delivered again.
+    let first = receive(Some(3), 5).await.unwrap();
     assert_eq!(first.messages().len(), 1);
     assert_eq!(count(&first.messages()[0]), "1");
     assert!(receive(None, 0).await.unwrap().messages().is_empty());
