@@ -94,6 +94,9 @@ use tokio::sync::watch;
 
 pub use errors::{Code, SqsError};
 pub use md5::of_attributes as md5_of_attributes;
+/// The request decoders for the fuzz target (`fuzz/`): not an API.
+#[doc(hidden)]
+pub use protocol::fuzzing;
 
 /// The default listen address: LocalStack's port, so tools already pointed at a local AWS
 /// endpoint find Ferry there.

@@ -31,6 +31,8 @@ pub mod process;
 pub mod report;
 #[cfg(feature = "harness")]
 pub mod soak;
+#[cfg(feature = "sqs")]
+pub mod sqs;
 #[cfg(feature = "harness")]
 pub mod stats;
 #[cfg(feature = "harness")]

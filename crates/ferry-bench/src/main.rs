@@ -31,6 +31,50 @@ enum Command {
     /// files, disk and latency over time; fails when a message is lost or misplaced or
     /// something grows without bound.
     Soak(SoakArgs),
+    /// A work queue (send batches of 10, receive 10 with a long poll, settle) through the
+    /// SQS endpoint with the official AWS SDK and through Ferry's HTTP API, side by side
+    /// against one `ferry serve`, reported as SQS / HTTP ratios.
+    #[cfg(feature = "sqs")]
+    Sqs(SqsArgs),
+}
+
+#[cfg(feature = "sqs")]
+#[derive(clap::Args, Debug)]
+struct SqsArgs {
+    /// Start this `ferry` binary (`ferry serve` with its HTTP API and SQS endpoint on free
+    /// ports, on a fresh directory under --out, removed afterwards).
+    #[arg(long, value_name = "FERRY_BINARY", conflicts_with_all = ["sqs_url", "http_url"])]
+    serve: Option<PathBuf>,
+    /// A running server's SQS endpoint (with --http-url), e.g. `http://127.0.0.1:4566`.
+    #[arg(long, value_name = "URL", requires = "http_url")]
+    sqs_url: Option<String>,
+    /// The same server's HTTP API, e.g. `http://127.0.0.1:7071`.
+    #[arg(long, value_name = "URL", requires = "sqs_url")]
+    http_url: Option<String>,
+    /// The running server's process, sampled for CPU seconds.
+    #[arg(long, value_name = "PID", requires = "sqs_url")]
+    pid: Option<u32>,
+    /// Messages per run.
+    #[arg(long, default_value_t = 20_000)]
+    messages: u64,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 128)]
+    size: usize,
+    /// Sending tasks.
+    #[arg(long, default_value_t = 4)]
+    producers: usize,
+    /// Receiving tasks.
+    #[arg(long, default_value_t = 4)]
+    consumers: usize,
+    /// The long poll of each receive, in seconds.
+    #[arg(long, default_value_t = 1)]
+    wait_secs: u32,
+    /// Runs per API, alternating which goes first.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// Where sqs.json and sqs.md are written.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -118,7 +162,50 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run(args),
         Command::Soak(args) => soak(args),
+        #[cfg(feature = "sqs")]
+        Command::Sqs(args) => sqs(args),
     }
+}
+
+#[cfg(feature = "sqs")]
+fn sqs(args: SqsArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(async {
+        let mut plan = ferry_bench::sqs::SqsPlan {
+            sqs_url: args.sqs_url.clone().unwrap_or_default(),
+            http_url: args.http_url.clone().unwrap_or_default(),
+            pid: args.pid,
+            messages: args.messages,
+            size: args.size,
+            producers: args.producers,
+            consumers: args.consumers,
+            wait_secs: args.wait_secs,
+            rounds: args.rounds,
+        };
+        let Some(binary) = &args.serve else {
+            anyhow::ensure!(
+                !plan.sqs_url.is_empty(),
+                "give --serve FERRY_BINARY, or --sqs-url and --http-url of a running server"
+            );
+            return ferry_bench::sqs::run(&plan).await;
+        };
+        let data = args.out.join("sqs-server-data");
+        std::fs::create_dir_all(&data)?;
+        let server = ferry_bench::soak::server::Server::start_with_apis(binary, &data).await?;
+        plan.sqs_url = server.sqs_url.clone().unwrap_or_default();
+        plan.http_url = server.http_url.clone().unwrap_or_default();
+        plan.pid = Some(server.pid());
+        let report = ferry_bench::sqs::run(&plan).await;
+        drop(server);
+        std::fs::remove_dir_all(&data)?;
+        report
+    })?;
+    let md = ferry_bench::sqs::write(&report, &args.out)?;
+    println!("{}", ferry_bench::sqs::markdown(&report));
+    eprintln!("wrote {}", md.display());
+    Ok(())
 }
 
 fn soak(args: SoakArgs) -> anyhow::Result<()> {

@@ -8,6 +8,8 @@
 //! - Query (`query.rs`): form-encoded `Action=…&Version=2012-11-05` (body or URL), XML
 //!   answers, XML `ErrorResponse`s.
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod json;
 pub mod query;
 

@@ -36,7 +36,7 @@ pub fn decode(path: &str, query: Option<&str>, body: &[u8]) -> Result<Request, S
                  the X-Amz-Target header (JSON protocol).",
             )
         })?;
-    let mut input = fold(&pairs)?;
+    let mut input = fold(&pairs, false)?;
     input.remove("Action");
     input.remove("Version");
     if !input.contains_key("QueueUrl") && path.trim_matches('/').contains('/') {
@@ -69,7 +69,10 @@ const ENTRIES: [&str; 3] = [
 /// The members of a numbered list by index: each the rest of its keys with their values.
 type Numbered = BTreeMap<u32, Vec<(String, String)>>;
 
-fn fold(pairs: &[(String, String)]) -> Result<Map<String, Value>, SqsError> {
+/// Folds `pairs` into the input shape; `in_entry` for a batch entry's own members, where
+/// another batch's entries mean nothing and are skipped like any unknown parameter (so a
+/// request nesting entries in entries cannot recurse any deeper).
+fn fold(pairs: &[(String, String)], in_entry: bool) -> Result<Map<String, Value>, SqsError> {
     let mut out = Map::new();
     let mut groups: BTreeMap<&str, Numbered> = BTreeMap::new();
     for (key, value) in pairs {
@@ -86,7 +89,7 @@ fn fold(pairs: &[(String, String)]) -> Result<Map<String, Value>, SqsError> {
         })?;
         let head = match head {
             h if LISTS.iter().any(|(p, _)| *p == h) => h,
-            h if ENTRIES.contains(&h) => h,
+            h if ENTRIES.contains(&h) && !in_entry => h,
             "Attribute" | "Tag" | "Tags" | "MessageAttribute" | "MessageSystemAttribute" => head,
             _ => continue,
         };
@@ -108,7 +111,7 @@ fn fold(pairs: &[(String, String)]) -> Result<Map<String, Value>, SqsError> {
         } else if ENTRIES.contains(&head) {
             let mut entries = Vec::new();
             for fields in members.into_values() {
-                entries.push(Value::Object(fold(&fields)?));
+                entries.push(Value::Object(fold(&fields, true)?));
             }
             out.insert("Entries".into(), Value::Array(entries));
         } else {
@@ -303,6 +306,20 @@ mod tests {
         assert_eq!(r.input["Attributes"]["DelaySeconds"], "5");
         assert_eq!(r.input["AttributeNames"][0], "All");
         assert_eq!(r.input["QueueUrl"], "/000000000000/q");
+    }
+
+    #[test]
+    fn entries_nested_in_entries_are_skipped_not_recursed_into() {
+        // Before, each level of nesting was a level of recursion: a body of nested entries
+        // overflowed the stack.
+        let body = format!(
+            "Action=SendMessageBatch&SendMessageBatchRequestEntry.1.Id=a&{}Id=b",
+            "SendMessageBatchRequestEntry.1.".repeat(100_000)
+        );
+        let r = decode("/", None, body.as_bytes()).unwrap();
+        let entries = r.input["Entries"].as_array().unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0], serde_json::json!({"Id": "a"}));
     }
 
     #[test]

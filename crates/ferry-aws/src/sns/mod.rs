@@ -24,7 +24,7 @@ mod delivery;
 mod errors;
 mod filter;
 mod publish;
-mod query;
+pub(crate) mod query;
 mod store;
 mod subscriptions;
 mod topics;

@@ -35,6 +35,12 @@ struct Node {
     children: BTreeMap<String, Node>,
 }
 
+/// The most parts a parameter's name has: the model's deepest,
+/// `PublishBatchRequestEntries.member.N.MessageAttributes.entry.N.Value.StringValue`, has 8.
+/// Decoding recurses once per part, so a name of thousands of parts would overflow the
+/// stack; such a name is refused.
+const MAX_PARTS: usize = 16;
+
 /// The action and its input.
 pub fn decode(pairs: &[(String, String)]) -> Result<(String, Map<String, Value>), SnsError> {
     let mut root = Node::default();
@@ -43,6 +49,12 @@ pub fn decode(pairs: &[(String, String)]) -> Result<(String, Map<String, Value>)
         match key.as_str() {
             "Action" => action = Some(value.clone()),
             "Version" => {}
+            _ if key.split('.').nth(MAX_PARTS).is_some() => {
+                return Err(SnsError::parameter(format!(
+                    "{}…: a parameter name has at most {MAX_PARTS} parts",
+                    key.chars().take(100).collect::<String>()
+                )));
+            }
             _ => {
                 let mut node = &mut root;
                 for part in key.split('.') {
@@ -217,6 +229,18 @@ mod tests {
         assert_eq!(input["Attributes"]["FifoTopic"], "true");
         assert_eq!(input["Tags"][0]["Key"], "team");
         assert!(!input.contains_key("Version"));
+    }
+
+    #[test]
+    fn a_parameter_name_of_too_many_parts_is_refused() {
+        // Before, each part was a level of recursion: such a name overflowed the stack.
+        let deep = format!("Action=Publish&{}b=1", "a.".repeat(200_000));
+        let e = decode(&pairs(None, deep.as_bytes())).unwrap_err();
+        assert_eq!(e.code, Code::InvalidParameter);
+        let parts = (1..=MAX_PARTS).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        let body = format!("Action=Publish&{}=v", parts.join("."));
+        let (_, input) = decode(&pairs(None, body.as_bytes())).unwrap();
+        assert!(input.contains_key("p1"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! A Ferry server started for a soak: `ferry serve` on a fresh data directory and a free
-//! port, stopped with SIGTERM (a clean shutdown) when dropped.
+//! A Ferry server started for a soak (or for `ferry-bench sqs`): `ferry serve` on a fresh
+//! data directory and free ports, stopped with SIGTERM (a clean shutdown) when dropped.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -13,14 +13,32 @@ pub struct Server {
     child: Child,
     pub url: String,
     pub data_dir: PathBuf,
+    /// The HTTP API's base URL, when started with it.
+    pub http_url: Option<String>,
+    /// The SQS endpoint's URL, when started with it.
+    pub sqs_url: Option<String>,
+}
+
+/// The kernel's pick of a free port, released for the server to bind: another process
+/// could take it in between, which start-up would then report.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 impl Server {
     /// Starts `binary serve` with its data in `data_dir` and waits until it takes clients.
     pub async fn start(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
-        // The kernel's pick of a free port, released for the server to bind: another
-        // process could take it in between, which start-up would then report.
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        Server::spawn(binary, data_dir, false).await
+    }
+
+    /// As [`Server::start`], with the HTTP API and the SQS endpoint served too, each on a
+    /// free port, and waits until both accept connections.
+    pub async fn start_with_apis(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
+        Server::spawn(binary, data_dir, true).await
+    }
+
+    async fn spawn(binary: &Path, data_dir: &Path, apis: bool) -> anyhow::Result<Server> {
+        let port = free_port()?;
         let mut command = Command::new(binary);
         // SAFETY: the closure runs in the forked child before exec and only calls prctl,
         // which is async-signal-safe.
@@ -33,14 +51,26 @@ impl Server {
                 Ok(())
             });
         }
-        let child = command
+        command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--grpc")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--no-http")
-            .arg("--no-aws")
+            .arg(format!("127.0.0.1:{port}"));
+        let (mut http_url, mut sqs_url) = (None, None);
+        if apis {
+            let (http, sqs) = (free_port()?, free_port()?);
+            command
+                .arg("--http")
+                .arg(format!("127.0.0.1:{http}"))
+                .arg("--aws-addr")
+                .arg(format!("127.0.0.1:{sqs}"));
+            http_url = Some(format!("http://127.0.0.1:{http}"));
+            sqs_url = Some(format!("http://127.0.0.1:{sqs}"));
+        } else {
+            command.arg("--no-http").arg("--no-aws");
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
@@ -49,6 +79,8 @@ impl Server {
             child,
             url: format!("ferry://127.0.0.1:{port}"),
             data_dir: data_dir.to_path_buf(),
+            http_url,
+            sqs_url,
         };
         let started = Instant::now();
         loop {
@@ -58,6 +90,13 @@ impl Server {
             match Ferry::connect(&server.url).await {
                 Ok(ferry) => {
                     let _ = ferry.close().await;
+                    // The other listeners are bound before serving starts; check anyway.
+                    for url in [&server.http_url, &server.sqs_url].into_iter().flatten() {
+                        let addr = url.trim_start_matches("http://");
+                        tokio::net::TcpStream::connect(addr)
+                            .await
+                            .with_context(|| format!("{url} does not accept connections"))?;
+                    }
                     return Ok(server);
                 }
                 Err(e) if started.elapsed() > Duration::from_secs(30) => {
