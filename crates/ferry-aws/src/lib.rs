@@ -67,6 +67,7 @@
 mod actions;
 mod attributes;
 mod auth;
+mod dead_letter_attributes;
 mod durable_file;
 pub mod errors;
 mod location;

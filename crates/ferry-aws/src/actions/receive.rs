@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Call, integer_in, string_list};
 use crate::attributes::{self, MAX_VISIBILITY, MAX_WAIT};
+use crate::dead_letter_attributes;
 use crate::errors::{SqsError, from_broker};
 use crate::md5;
 use crate::message_attributes::{self, DEDUP_HEADER, TRACE_HEADER};
@@ -138,8 +139,12 @@ fn message(
     if !attributes.is_empty() {
         out.insert("Attributes".into(), Value::Object(attributes));
     }
-    let selected =
-        message_attributes::select(&message_attributes::from_headers(&m.headers), wanted);
+    let mut carried = message_attributes::from_headers(&m.headers);
+    if let Some(info) = &m.dead_letter {
+        // The broker's record wins over a header of the same name a sender made up.
+        carried.extend(dead_letter_attributes::of(info));
+    }
+    let selected = message_attributes::select(&carried, wanted);
     if let Some(md5) = md5::of_attributes(&selected) {
         out.insert("MD5OfMessageAttributes".into(), md5.into());
         out.insert(

@@ -2,7 +2,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::Served;
+use crate::support::{Served, expected_md5};
 
 fn receipt(got: &serde_json::Value) -> String {
     got["Messages"][0]["ReceiptHandle"]
@@ -164,6 +164,54 @@ async fn a_redrive_policy_moves_a_message_to_the_dead_letter_queue_after_max_rec
         m["Attributes"]["DeadLetterQueueSourceArn"],
         "arn:aws:sqs:us-east-1:000000000000:src"
     );
+    // Ferry's reason comes as attributes, covered by the attributes' MD5.
+    let reason = &m["MessageAttributes"]["Ferry.DeadLetter.Reason"];
+    assert_eq!(reason["StringValue"], "max_deliveries", "{m}");
+    let deliveries = &m["MessageAttributes"]["Ferry.DeadLetter.Deliveries"];
+    assert_eq!(deliveries["DataType"], "Number");
+    assert_eq!(deliveries["StringValue"], "2");
+    assert_eq!(
+        m["MessageAttributes"]["Ferry.DeadLetter.OriginQueue"]["StringValue"],
+        "src"
+    );
+    let mut listed: Vec<(String, String, Vec<u8>)> = m["MessageAttributes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, a)| {
+            let value = a["StringValue"].as_str().unwrap().as_bytes().to_vec();
+            (
+                name.clone(),
+                a["DataType"].as_str().unwrap().to_owned(),
+                value,
+            )
+        })
+        .collect();
+    listed.sort();
+    let borrowed: Vec<(&str, &str, &[u8])> = listed
+        .iter()
+        .map(|(n, t, v)| (n.as_str(), t.as_str(), v.as_slice()))
+        .collect();
+    assert_eq!(m["MD5OfMessageAttributes"], expected_md5(&borrowed));
+    // Asked for by prefix, only they come.
+    s.ok(
+        "ChangeMessageVisibility",
+        json!({"QueueUrl": dlq, "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}),
+    )
+    .await;
+    let again = s
+        .ok("ReceiveMessage", json!({"QueueUrl": dlq, "WaitTimeSeconds": 2, "MessageAttributeNames": ["Ferry.DeadLetter.*"]}))
+        .await;
+    let names: Vec<&String> = again["Messages"][0]["MessageAttributes"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("Ferry.DeadLetter.")),
+        "{names:?}"
+    );
+    assert!(names.len() >= 3, "{names:?}");
     let sources = s
         .ok("ListDeadLetterSourceQueues", json!({"QueueUrl": dlq}))
         .await;
