@@ -124,6 +124,17 @@ impl Default for SqsConfig {
     }
 }
 
+/// `keys` with the endpoint's own `account` written as `None`: a key is another account's
+/// exactly when its `account_id` is set.
+fn own_account_as_none(mut keys: Vec<sigv4::AccessKey>, account: &str) -> Vec<sigv4::AccessKey> {
+    for key in &mut keys {
+        if key.account_id.as_deref() == Some(account) {
+            key.account_id = None;
+        }
+    }
+    keys
+}
+
 /// The SQS front end over one broker; cheap to clone.
 #[derive(Clone)]
 pub struct Sqs {
@@ -155,6 +166,8 @@ impl Sqs {
         let queues = broker.list_queues();
         let store = store::Store::open(dir, |name| queues.iter().any(|q| q.as_str() == name))?;
         let sns = sns::Sns::open(dir, &broker.list_topics())?;
+        let verifier =
+            sigv4::Verifier::new(own_account_as_none(config.access_keys, &config.account_id));
         Ok(Sqs {
             inner: Arc::new(Inner {
                 broker,
@@ -165,7 +178,7 @@ impl Sqs {
                 store,
                 receipts,
                 sns,
-                verifier: sigv4::Verifier::new(config.access_keys),
+                verifier,
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
@@ -226,6 +239,19 @@ impl Sqs {
             (n >> 36) & 0xfff,
             n & 0xffff_ffff_ffff
         )
+    }
+}
+
+impl Inner {
+    /// The `Policy` attribute of queue or topic `name`, if set.
+    fn policy_text(&self, kind: auth::Kind, name: &str) -> Option<String> {
+        match kind {
+            auth::Kind::Queue => self
+                .store
+                .get(name)
+                .and_then(|r| r.attributes.get("Policy").cloned()),
+            auth::Kind::Topic => self.sns.topic_policy(name),
+        }
     }
 }
 
@@ -312,9 +338,18 @@ async fn answer_sqs(
     request_id: &str,
 ) -> Response<Body> {
     let requirement = auth::requirements::sqs(&request.action, &request.input, &inner.location);
-    if let Err(denied) = auth::check(caller, &requirement, |q| {
-        inner.broker.is_dead_letter_queue(q)
-    }) {
+    let context = auth::Context {
+        service: auth::Kind::Queue,
+        action: &request.action,
+        location: &inner.location,
+    };
+    if let Err(denied) = auth::check(
+        caller,
+        &requirement,
+        &context,
+        |q| inner.broker.is_dead_letter_queue(q),
+        |kind, name| inner.policy_text(kind, name),
+    ) {
         tracing::debug!(action = %request.action, key = caller.key_id(), "sqs request denied");
         let resource = denied
             .name

@@ -32,6 +32,7 @@ fn key(id_secret: (&str, &str), name: Option<&str>, permissions: &[&str]) -> Acc
         id: id_secret.0.into(),
         secret: id_secret.1.into(),
         name: name.map(str::to_owned),
+        account_id: None,
         permissions: permissions.iter().map(|p| p.parse().unwrap()).collect(),
     }
 }
