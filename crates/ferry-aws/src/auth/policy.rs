@@ -5,7 +5,8 @@
 //!
 //! **The grammar taken** (anything else is refused when the policy is set, naming the
 //! element, so that no part of a policy is ever silently ignored):
-//! - `Version` (`2012-10-17` or `2008-10-17`), `Id`, `Statement` (one object or a list);
+//! - `Version` (`2012-10-17` or `2008-10-17`), `Id`, `Statement` (one object or a list;
+//!   none: a policy that says nothing);
 //! - per statement: `Sid`, `Effect` (`Allow` / `Deny`), `Principal`, `Action` or
 //!   `NotAction`, `Resource` or `NotResource` (absent: the resource the policy is on, as
 //!   SQS takes it), `Condition`;
@@ -42,8 +43,6 @@ pub enum PolicyError {
     NotJson,
     #[error("the policy must be a JSON object")]
     NotAnObject,
-    #[error("the policy has no Statement")]
-    NoStatement,
     #[error("Version {0:?} is not a policy language version (2012-10-17 or 2008-10-17)")]
     Version(String),
     #[error("the element {0} is not supported by Ferry, which would otherwise ignore it")]
@@ -185,8 +184,10 @@ impl Policy {
                 other => return Err(PolicyError::Unsupported(short(other))),
             }
         }
-        let statements = statements.ok_or(PolicyError::NoStatement)?;
-        Ok(Some(Policy { statements }))
+        // A document without statements (`{}`) grants and denies nothing.
+        Ok(Some(Policy {
+            statements: statements.unwrap_or_default(),
+        }))
     }
 
     /// What the policy says of `request`: a `Deny` that applies wins.
@@ -727,7 +728,7 @@ mod tests {
         assert_eq!(Policy::parse("[]"), Err(PolicyError::NotAnObject));
         assert_eq!(
             Policy::parse("{\"Version\":\"2012-10-17\"}"),
-            Err(PolicyError::NoStatement)
+            Ok(Some(Policy { statements: vec![] }))
         );
         assert!(matches!(
             Policy::parse("{\"Statement\":[],\"Extra\":1}"),
