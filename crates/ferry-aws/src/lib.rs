@@ -35,7 +35,7 @@
 //!   PurgeQueue is the broker's `purge_queue`, in-flight messages included.
 //! - Message-move tasks (`actions/move_tasks.rs`) run in the front end on the broker's
 //!   redrive; a restart ends a running one as `FAILED`.
-//! - What the spec cannot hold — tags, Policy, RedriveAllowPolicy, DelaySeconds and the
+//! - What the spec cannot hold — tags, Policy (enforced by `auth/`), RedriveAllowPolicy, DelaySeconds and the
 //!   other front-end attributes, the last purge, message-move tasks — the front end keeps
 //!   itself (`store.rs`), durably, in its directory beside the broker's data. The broker
 //!   and storage know nothing of SQS.
@@ -53,13 +53,16 @@
 //! [`sigv4::Verifier`], checked against signatures botocore made), and each action is
 //! checked against the key's Ferry permissions on the queue or topic it touches
 //! (`auth/requirements.rs` has the table); lists show only what the key holds a right on.
-//! Without access keys the endpoint is open — signed or not, a request is served — and
-//! belongs on the loopback interface only.
+//! A queue's or topic's `Policy` (set directly, or by AddPermission / RemovePermission) is
+//! enforced as AWS evaluates a resource policy (`auth/policy.rs`): a key of another
+//! account (`AccessKey::account_id`) gets what the policy grants its account — and its
+//! permissions allow — and no more; an explicit `Deny` refuses any key. Without access
+//! keys the endpoint is open — signed or not, a request is served, policies are kept and
+//! nothing is enforced — and belongs on the loopback interface only.
 //!
-//! **Not done yet:** temporary credentials (session tokens); enforcing `Policy`
-//! (AddPermission / RemovePermission write it, nothing enforces it); resuming a
-//! message-move task after a restart; ReceiveRequestAttemptId; KMS. FifoQueue cannot
-//! change after creation, as in SQS. See `docs/compat/sqs.md`.
+//! **Not done yet:** temporary credentials (session tokens) and role principals;
+//! resuming a message-move task after a restart; ReceiveRequestAttemptId; KMS. FifoQueue
+//! cannot change after creation, as in SQS. See `docs/compat/sqs.md`.
 //!
 //! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
 //! every queue (`actions/reset.rs`); off unless asked for.
