@@ -427,10 +427,27 @@ fn conditions_of(
                 operator,
                 negated,
                 key,
-                values: strings(values, "Condition")?,
+                values: condition_values(values)?,
             })
         })
         .collect()
+}
+
+/// A condition's values: strings, or numbers and booleans, which IAM compares as the
+/// strings they are written as (`"aws:SourceAccount": 123456789012`).
+fn condition_values(value: &Value) -> Result<Vec<String>, PolicyError> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
+    let values = match value {
+        Value::Array(items) if !items.is_empty() => items.iter().map(one).collect(),
+        Value::Array(_) => None,
+        single => one(single).map(|v| vec![v]),
+    };
+    values.ok_or_else(|| malformed("Condition", "values must be strings, numbers or booleans"))
 }
 
 /// Whether `text` matches `pattern`, where `*` is any run of characters and `?` any one,
@@ -698,6 +715,25 @@ mod tests {
             principal.decide(&by("222222222222", BOB_2, "sqs:SendMessage")),
             Decision::Silent
         );
+    }
+
+    #[test]
+    fn numeric_condition_values_compare_as_written() {
+        let p = policy(serde_json::json!({
+            "Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage",
+            "Condition": {"StringEquals": {"aws:PrincipalAccount": [111111111111_u64]}},
+        }));
+        assert_eq!(
+            p.decide(&by("111111111111", ALICE_1, "sqs:SendMessage")),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.decide(&by("222222222222", BOB_2, "sqs:SendMessage")),
+            Decision::Silent
+        );
+        let nested = serde_json::json!({"Statement": {"Effect": "Allow", "Principal": "*",
+            "Action": "*", "Condition": {"StringEquals": {"aws:PrincipalAccount": [{}]}}}});
+        assert!(Policy::parse(&nested.to_string()).is_err());
     }
 
     #[test]
