@@ -6,7 +6,7 @@
 //! | MessageRetentionPeriod | spec `default_ttl` | each message's TTL |
 //! | RedrivePolicy | spec `retry.max_deliveries` and `dead_letter` | dead-lettering after maxReceiveCount deliveries |
 //! | FifoQueue | spec `ordering = KeyShared`, `dedup_window = 5 min` | per-group order, deduplication |
-//! | DelaySeconds, MaximumMessageSize, ReceiveMessageWaitTimeSeconds, ContentBasedDeduplication, DeduplicationScope, FifoThroughputLimit, RedriveAllowPolicy, Policy, SqsManagedSseEnabled | the record | applied by the front end (Policy and the encryption flag are kept, not enforced) |
+//! | DelaySeconds, MaximumMessageSize, ReceiveMessageWaitTimeSeconds, ContentBasedDeduplication, DeduplicationScope, FifoThroughputLimit, RedriveAllowPolicy, Policy, SqsManagedSseEnabled | the record | applied by the front end (Policy evaluated per request, `auth/`; the encryption flag kept) |
 //!
 //! SetQueueAttributes changes what the spec holds through the broker
 //! (`Broker::update_queue`, [`apply_to_spec`]), so Ferry's own consumers see the change
@@ -186,8 +186,9 @@ pub fn normalize(
                 value.clone()
             }
             "Policy" => {
-                if !value.is_empty() && serde_json::from_str::<Value>(value).is_err() {
-                    return Err(bad_value(name, "the policy is not valid JSON."));
+                // Validated whole, so that no element of it goes unenforced (`auth/policy.rs`).
+                if let Err(why) = crate::auth::Policy::parse(value) {
+                    return Err(bad_value(name, &format!("{why}.")));
                 }
                 value.clone()
             }

@@ -35,7 +35,7 @@
 //!   PurgeQueue is the broker's `purge_queue`, in-flight messages included.
 //! - Message-move tasks (`actions/move_tasks.rs`) run in the front end on the broker's
 //!   redrive; a restart ends a running one as `FAILED`.
-//! - What the spec cannot hold — tags, Policy, RedriveAllowPolicy, DelaySeconds and the
+//! - What the spec cannot hold — tags, Policy (enforced by `auth/`), RedriveAllowPolicy, DelaySeconds and the
 //!   other front-end attributes, the last purge, message-move tasks — the front end keeps
 //!   itself (`store.rs`), durably, in its directory beside the broker's data. The broker
 //!   and storage know nothing of SQS.
@@ -53,13 +53,16 @@
 //! [`sigv4::Verifier`], checked against signatures botocore made), and each action is
 //! checked against the key's Ferry permissions on the queue or topic it touches
 //! (`auth/requirements.rs` has the table); lists show only what the key holds a right on.
-//! Without access keys the endpoint is open — signed or not, a request is served — and
-//! belongs on the loopback interface only.
+//! A queue's or topic's `Policy` (set directly, or by AddPermission / RemovePermission) is
+//! enforced as AWS evaluates a resource policy (`auth/policy.rs`): a key of another
+//! account (`AccessKey::account_id`) gets what the policy grants its account — and its
+//! permissions allow — and no more; an explicit `Deny` refuses any key. Without access
+//! keys the endpoint is open — signed or not, a request is served, policies are kept and
+//! nothing is enforced — and belongs on the loopback interface only.
 //!
-//! **Not done yet:** temporary credentials (session tokens); enforcing `Policy`
-//! (AddPermission / RemovePermission write it, nothing enforces it); resuming a
-//! message-move task after a restart; ReceiveRequestAttemptId; KMS. FifoQueue cannot
-//! change after creation, as in SQS. See `docs/compat/sqs.md`.
+//! **Not done yet:** temporary credentials (session tokens) and role principals;
+//! resuming a message-move task after a restart; ReceiveRequestAttemptId; KMS. FifoQueue
+//! cannot change after creation, as in SQS. See `docs/compat/sqs.md`.
 //!
 //! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
 //! every queue (`actions/reset.rs`); off unless asked for.
@@ -128,6 +131,17 @@ impl Default for SqsConfig {
     }
 }
 
+/// `keys` with the endpoint's own `account` written as `None`: a key is another account's
+/// exactly when its `account_id` is set.
+fn own_account_as_none(mut keys: Vec<sigv4::AccessKey>, account: &str) -> Vec<sigv4::AccessKey> {
+    for key in &mut keys {
+        if key.account_id.as_deref() == Some(account) {
+            key.account_id = None;
+        }
+    }
+    keys
+}
+
 /// The SQS front end over one broker; cheap to clone.
 #[derive(Clone)]
 pub struct Sqs {
@@ -159,6 +173,8 @@ impl Sqs {
         let queues = broker.list_queues();
         let store = store::Store::open(dir, |name| queues.iter().any(|q| q.as_str() == name))?;
         let sns = sns::Sns::open(dir, &broker.list_topics())?;
+        let verifier =
+            sigv4::Verifier::new(own_account_as_none(config.access_keys, &config.account_id));
         Ok(Sqs {
             inner: Arc::new(Inner {
                 broker,
@@ -169,7 +185,7 @@ impl Sqs {
                 store,
                 receipts,
                 sns,
-                verifier: sigv4::Verifier::new(config.access_keys),
+                verifier,
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),
             }),
@@ -230,6 +246,19 @@ impl Sqs {
             (n >> 36) & 0xfff,
             n & 0xffff_ffff_ffff
         )
+    }
+}
+
+impl Inner {
+    /// The `Policy` attribute of queue or topic `name`, if set.
+    fn policy_text(&self, kind: auth::Kind, name: &str) -> Option<String> {
+        match kind {
+            auth::Kind::Queue => self
+                .store
+                .get(name)
+                .and_then(|r| r.attributes.get("Policy").cloned()),
+            auth::Kind::Topic => self.sns.topic_policy(name),
+        }
     }
 }
 
@@ -316,9 +345,18 @@ async fn answer_sqs(
     request_id: &str,
 ) -> Response<Body> {
     let requirement = auth::requirements::sqs(&request.action, &request.input, &inner.location);
-    if let Err(denied) = auth::check(caller, &requirement, |q| {
-        inner.broker.is_dead_letter_queue(q)
-    }) {
+    let context = auth::Context {
+        service: auth::Kind::Queue,
+        action: &request.action,
+        location: &inner.location,
+    };
+    if let Err(denied) = auth::check(
+        caller,
+        &requirement,
+        &context,
+        |q| inner.broker.is_dead_letter_queue(q),
+        |kind, name| inner.policy_text(kind, name),
+    ) {
         tracing::debug!(action = %request.action, key = caller.key_id(), "sqs request denied");
         let resource = denied
             .name

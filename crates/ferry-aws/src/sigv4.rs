@@ -42,6 +42,11 @@ pub struct AccessKey {
     /// The IAM user name ARNs give its holder (`arn:aws:iam::<account>:user/<name>`);
     /// without one the holder is the account's root.
     pub name: Option<String>,
+    /// The account the key belongs to; `None`: the endpoint's own. A key of another
+    /// account reaches this account's queues and topics only as their resource policies
+    /// allow (see `auth/`). [`crate::Sqs::open`] turns the endpoint's own account into
+    /// `None`.
+    pub account_id: Option<String>,
     pub permissions: Vec<Permission>,
 }
 
@@ -50,6 +55,7 @@ impl std::fmt::Debug for AccessKey {
         f.debug_struct("AccessKey")
             .field("id", &self.id)
             .field("name", &self.name)
+            .field("account_id", &self.account_id)
             .field("permissions", &self.permissions)
             .finish_non_exhaustive()
     }
@@ -510,6 +516,7 @@ mod tests {
             id: "AKIDEXAMPLE".into(),
             secret: SECRET.into(),
             name: None,
+            account_id: None,
             permissions: vec!["admin:#".parse().unwrap()],
         }])
     }
@@ -628,6 +635,7 @@ mod tests {
             id: "AKIDEXAMPLE".into(),
             secret: "not-the-secret".into(),
             name: None,
+            account_id: None,
             permissions: vec![],
         }]);
         assert_eq!(

@@ -53,6 +53,8 @@ pub fn answer(
         .map(|(_, v)| v.as_str());
     match action {
         Some("GetCallerIdentity") => {
+            // A key of another account is that account's, as AWS answers.
+            let account = caller.account(account);
             let xml = format!(
                 "<GetCallerIdentityResponse xmlns=\"{NAMESPACE}\"><GetCallerIdentityResult>\
                  <Arn>{}</Arn><UserId>{}</UserId><Account>{}</Account>\
@@ -157,6 +159,7 @@ mod tests {
             id: "AKIDTEST".into(),
             secret: "s".into(),
             name: Some("orders-service".into()),
+            account_id: None,
             permissions: vec![],
         };
         let id = user_id("123456789012", &Caller::Key(&key));

@@ -93,6 +93,7 @@ async fn boto3_signs_with_configured_keys_and_is_refused_with_wrong_ones() {
         id: id.into(),
         secret: secret.into(),
         name: name.map(str::to_owned),
+        account_id: None,
         permissions: permissions.iter().map(|p| p.parse().unwrap()).collect(),
     };
     // The keys auth_keys.py signs with.

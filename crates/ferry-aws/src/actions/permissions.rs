@@ -1,7 +1,11 @@
 //! AddPermission and RemovePermission: statements of the queue's `Policy`, generated as
-//! SQS generates them (one statement per label, `Sid` the label). The policy is kept and
-//! reported like one set with SetQueueAttributes — **not enforced**: the endpoint has no
-//! principals to enforce it on yet.
+//! SQS generates them (one statement per label, `Sid` the label). The policy is the one
+//! SetQueueAttributes sets, enforced on every request with access keys (`auth/`): a grant
+//! lets keys of the named accounts make the named calls from the next request on, and
+//! removing it takes that away. Actions SQS keeps to the queue's owner are refused here,
+//! as SQS refuses them; the other grantable actions that SQS applies no cross-account
+//! permission to (ListQueueTags, the message-move tasks) are written as SQS writes them
+//! and, as in SQS, grant nothing to another account.
 
 use serde_json::{Map, Value, json};
 

@@ -13,6 +13,10 @@
 //! | SNS Unsubscribe, SetSubscriptionAttributes, ConfirmSubscription | `consume` on the topic |
 //! | STS GetCallerIdentity | a valid key only, as in AWS |
 //!
+//! Beside these needs, the queue's or topic's resource policy is asked about the action
+//! ([`grant`]; `policy.rs` evaluates it, `mod.rs` says how its answer combines with the
+//! key's permissions).
+//!
 //! A name the input does not give (a missing parameter, an ARN of another account) is
 //! needed on every name (`admin:#`, …): the check fails closed rather than leaving it to
 //! the action to refuse the input. So does an action this table does not name — an
@@ -35,12 +39,20 @@ pub enum Right {
     See,
 }
 
-/// A right on the name a request touches; `name: None` when its input names none, in
-/// which case the right is needed on every name.
+/// What a name is the name of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Queue,
+    Topic,
+}
+
+/// A right on the queue or topic a request touches; `name: None` when its input names
+/// none, in which case the right is needed on every name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
     pub right: Right,
     pub name: Option<String>,
+    pub on: Kind,
 }
 
 /// What a request needs.
@@ -52,8 +64,20 @@ pub enum Requirement {
     Listing,
 }
 
-fn one(right: Right, name: Option<String>) -> Requirement {
-    Requirement::Needs(vec![Need { right, name }])
+fn on_queue(right: Right, name: Option<String>) -> Requirement {
+    Requirement::Needs(vec![Need {
+        right,
+        name,
+        on: Kind::Queue,
+    }])
+}
+
+fn on_topic(right: Right, name: Option<String>) -> Requirement {
+    Requirement::Needs(vec![Need {
+        right,
+        name,
+        on: Kind::Topic,
+    }])
 }
 
 fn text<'a>(input: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
@@ -67,34 +91,36 @@ pub fn sqs(action: &str, input: &Map<String, Value>, here: &Location) -> Require
     let source =
         || text(input, "SourceArn").and_then(|arn| here.queue_of_arn(arn).map(str::to_owned));
     match action {
-        "SendMessage" | "SendMessageBatch" => one(Right::Do(Action::Publish), queue()),
+        "SendMessage" | "SendMessageBatch" => on_queue(Right::Do(Action::Publish), queue()),
         "ReceiveMessage"
         | "DeleteMessage"
         | "DeleteMessageBatch"
         | "ChangeMessageVisibility"
-        | "ChangeMessageVisibilityBatch" => one(Right::Read, queue()),
-        "CreateQueue" => one(
+        | "ChangeMessageVisibilityBatch" => on_queue(Right::Read, queue()),
+        "CreateQueue" => on_queue(
             Right::Do(Action::Admin),
             text(input, "QueueName").map(str::to_owned),
         ),
         "DeleteQueue" | "SetQueueAttributes" | "PurgeQueue" | "TagQueue" | "UntagQueue"
-        | "AddPermission" | "RemovePermission" => one(Right::Do(Action::Admin), queue()),
-        "StartMessageMoveTask" | "ListMessageMoveTasks" => one(Right::Do(Action::Admin), source()),
+        | "AddPermission" | "RemovePermission" => on_queue(Right::Do(Action::Admin), queue()),
+        "StartMessageMoveTask" | "ListMessageMoveTasks" => {
+            on_queue(Right::Do(Action::Admin), source())
+        }
         // The handle names the task's source queue, and the task is looked up among that
         // queue's own: admin on the source is what cancelling needs.
-        "CancelMessageMoveTask" => one(
+        "CancelMessageMoveTask" => on_queue(
             Right::Do(Action::Admin),
             text(input, "TaskHandle")
                 .and_then(crate::actions::move_tasks::decode_handle)
                 .and_then(|(_, arn)| here.queue_of_arn(&arn).map(str::to_owned)),
         ),
-        "GetQueueUrl" => one(Right::See, text(input, "QueueName").map(str::to_owned)),
+        "GetQueueUrl" => on_queue(Right::See, text(input, "QueueName").map(str::to_owned)),
         "GetQueueAttributes" | "ListQueueTags" | "ListDeadLetterSourceQueues" => {
-            one(Right::See, queue())
+            on_queue(Right::See, queue())
         }
         "ListQueues" => Requirement::Listing,
         // An action without a known queue needs admin on every name: fails closed.
-        _ => one(Right::Do(Action::Admin), None),
+        _ => on_queue(Right::Do(Action::Admin), None),
     }
 }
 
@@ -121,40 +147,110 @@ pub fn sns(action: &str, input: &Map<String, Value>, here: &Location) -> Require
     let subscription_topic =
         || text(input, "SubscriptionArn").and_then(|arn| topic_of_subscription(arn, here));
     match action {
-        "Publish" => one(
+        "Publish" => on_topic(
             Right::Do(Action::Publish),
             topic("TopicArn").or_else(|| topic("TargetArn")),
         ),
-        "PublishBatch" => one(Right::Do(Action::Publish), topic("TopicArn")),
-        "CreateTopic" => one(
+        "PublishBatch" => on_topic(Right::Do(Action::Publish), topic("TopicArn")),
+        "CreateTopic" => on_topic(
             Right::Do(Action::Admin),
             text(input, "Name").map(str::to_owned),
         ),
         "DeleteTopic" | "SetTopicAttributes" | "AddPermission" | "RemovePermission" => {
-            one(Right::Do(Action::Admin), topic("TopicArn"))
+            on_topic(Right::Do(Action::Admin), topic("TopicArn"))
         }
-        "TagResource" | "UntagResource" => one(Right::Do(Action::Admin), topic("ResourceArn")),
-        "GetTopicAttributes" | "ListSubscriptionsByTopic" => one(Right::See, topic("TopicArn")),
-        "ListTagsForResource" => one(Right::See, topic("ResourceArn")),
-        "GetSubscriptionAttributes" => one(Right::See, subscription_topic()),
+        "TagResource" | "UntagResource" => on_topic(Right::Do(Action::Admin), topic("ResourceArn")),
+        "GetTopicAttributes" | "ListSubscriptionsByTopic" => {
+            on_topic(Right::See, topic("TopicArn"))
+        }
+        "ListTagsForResource" => on_topic(Right::See, topic("ResourceArn")),
+        "GetSubscriptionAttributes" => on_topic(Right::See, subscription_topic()),
         "Subscribe" => Requirement::Needs(vec![
             Need {
                 right: Right::Do(Action::Consume),
                 name: topic("TopicArn"),
+                on: Kind::Topic,
             },
             Need {
                 right: Right::Do(Action::Publish),
                 name: text(input, "Endpoint")
                     .and_then(|arn| here.queue_of_arn(arn))
                     .map(str::to_owned),
+                on: Kind::Queue,
             },
         ]),
         "Unsubscribe" | "SetSubscriptionAttributes" => {
-            one(Right::Do(Action::Consume), subscription_topic())
+            on_topic(Right::Do(Action::Consume), subscription_topic())
         }
-        "ConfirmSubscription" => one(Right::Do(Action::Consume), topic("TopicArn")),
+        "ConfirmSubscription" => on_topic(Right::Do(Action::Consume), topic("TopicArn")),
         "ListTopics" | "ListSubscriptions" => Requirement::Listing,
-        _ => one(Right::Do(Action::Admin), None),
+        _ => on_topic(Right::Do(Action::Admin), None),
+    }
+}
+
+/// SQS actions a queue's policy can grant another account: AWS's cross-account
+/// permissions do not apply to the rest (AddPermission, RemovePermission, CreateQueue,
+/// DeleteQueue, SetQueueAttributes, TagQueue, UntagQueue, ListQueueTags, ListQueues and
+/// the message-move tasks), which only the queue's own account may call.
+const SQS_CROSS_ACCOUNT: [&str; 8] = [
+    "SendMessage",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "ChangeMessageVisibility",
+    "GetQueueAttributes",
+    "GetQueueUrl",
+    "PurgeQueue",
+    "ListDeadLetterSourceQueues",
+];
+
+/// SNS actions a topic's policy can grant another account: those SNS takes in a topic
+/// policy. Creating topics, tagging, and acting on subscriptions stay the topic's own
+/// account's.
+const SNS_CROSS_ACCOUNT: [&str; 8] = [
+    "Publish",
+    "Subscribe",
+    "GetTopicAttributes",
+    "SetTopicAttributes",
+    "DeleteTopic",
+    "ListSubscriptionsByTopic",
+    "AddPermission",
+    "RemovePermission",
+];
+
+/// What a resource policy is asked about a need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The action as policies name it: `sqs:SendMessage`, `sns:Publish`.
+    pub action: String,
+    /// Whether a policy can grant it to another account at all.
+    pub cross_account: bool,
+}
+
+/// What the policy of `need`'s queue or topic is asked about `action`, a request to
+/// `service`. A batch is its single action, as SQS and SNS authorize it. A need on the
+/// other service's resource — SNS Subscribe's queue — is asked about `sqs:SendMessage`:
+/// the subscription's deliveries are writes to it.
+pub fn grant(service: Kind, action: &str, need: &Need) -> Grant {
+    if need.on != service {
+        return Grant {
+            action: "sqs:SendMessage".into(),
+            cross_account: true,
+        };
+    }
+    let single = match action {
+        "SendMessageBatch" => "SendMessage",
+        "DeleteMessageBatch" => "DeleteMessage",
+        "ChangeMessageVisibilityBatch" => "ChangeMessageVisibility",
+        "PublishBatch" => "Publish",
+        other => other,
+    };
+    let (prefix, grantable): (&str, &[&str]) = match service {
+        Kind::Queue => ("sqs", &SQS_CROSS_ACCOUNT),
+        Kind::Topic => ("sns", &SNS_CROSS_ACCOUNT),
+    };
+    Grant {
+        action: format!("{prefix}:{single}"),
+        cross_account: grantable.contains(&single),
     }
 }
 
@@ -176,11 +272,37 @@ mod tests {
     }
 
     fn needs(right: Right, name: &str) -> Requirement {
-        one(right, Some(name.to_owned()))
+        on_queue(right, Some(name.to_owned()))
+    }
+
+    fn topic_needs(right: Right, name: &str) -> Requirement {
+        on_topic(right, Some(name.to_owned()))
     }
 
     const URL: &str = "http://localhost:4566/123456789012/orders";
     const TOPIC: &str = "arn:aws:sns:eu-west-1:123456789012:news";
+
+    #[test]
+    fn grants_name_the_single_action_and_only_some_cross_account() {
+        let need = |on| Need {
+            right: Right::Do(Action::Publish),
+            name: Some("orders".into()),
+            on,
+        };
+        let batch = grant(Kind::Queue, "SendMessageBatch", &need(Kind::Queue));
+        assert_eq!(batch.action, "sqs:SendMessage");
+        assert!(batch.cross_account);
+        assert!(!grant(Kind::Queue, "SetQueueAttributes", &need(Kind::Queue)).cross_account);
+        assert!(!grant(Kind::Queue, "ListQueueTags", &need(Kind::Queue)).cross_account);
+        assert_eq!(
+            grant(Kind::Topic, "PublishBatch", &need(Kind::Topic)).action,
+            "sns:Publish"
+        );
+        assert!(!grant(Kind::Topic, "TagResource", &need(Kind::Topic)).cross_account);
+        let delivery = grant(Kind::Topic, "Subscribe", &need(Kind::Queue));
+        assert_eq!(delivery.action, "sqs:SendMessage");
+        assert!(delivery.cross_account);
+    }
 
     #[test]
     fn sqs_sends_need_publish_on_the_queue() {
@@ -253,7 +375,7 @@ mod tests {
                 &input(json!({"TaskHandle": "x"})),
                 &here()
             ),
-            one(Right::Do(Action::Admin), None)
+            on_queue(Right::Do(Action::Admin), None)
         );
     }
 
@@ -288,16 +410,16 @@ mod tests {
     fn sqs_without_a_readable_queue_or_with_an_unknown_action_fails_closed() {
         assert_eq!(
             sqs("SendMessage", &input(json!({})), &here()),
-            one(Right::Do(Action::Publish), None)
+            on_queue(Right::Do(Action::Publish), None)
         );
         let other_account = json!({"QueueUrl": "http://localhost:4566/999999999999/orders"});
         assert_eq!(
             sqs("ReceiveMessage", &input(other_account), &here()),
-            one(Right::Read, None)
+            on_queue(Right::Read, None)
         );
         assert_eq!(
             sqs("Bogus", &input(json!({"QueueUrl": URL})), &here()),
-            one(Right::Do(Action::Admin), None)
+            on_queue(Right::Do(Action::Admin), None)
         );
     }
 
@@ -306,13 +428,13 @@ mod tests {
         for action in ["Publish", "PublishBatch"] {
             assert_eq!(
                 sns(action, &input(json!({"TopicArn": TOPIC})), &here()),
-                needs(Right::Do(Action::Publish), "news"),
+                topic_needs(Right::Do(Action::Publish), "news"),
                 "{action}"
             );
         }
         assert_eq!(
             sns("Publish", &input(json!({"TargetArn": TOPIC})), &here()),
-            needs(Right::Do(Action::Publish), "news")
+            topic_needs(Right::Do(Action::Publish), "news")
         );
     }
 
@@ -320,7 +442,7 @@ mod tests {
     fn sns_administration_needs_admin_on_the_topic() {
         assert_eq!(
             sns("CreateTopic", &input(json!({"Name": "news"})), &here()),
-            needs(Right::Do(Action::Admin), "news")
+            topic_needs(Right::Do(Action::Admin), "news")
         );
         for action in [
             "DeleteTopic",
@@ -330,14 +452,14 @@ mod tests {
         ] {
             assert_eq!(
                 sns(action, &input(json!({"TopicArn": TOPIC})), &here()),
-                needs(Right::Do(Action::Admin), "news"),
+                topic_needs(Right::Do(Action::Admin), "news"),
                 "{action}"
             );
         }
         for action in ["TagResource", "UntagResource"] {
             assert_eq!(
                 sns(action, &input(json!({"ResourceArn": TOPIC})), &here()),
-                needs(Right::Do(Action::Admin), "news"),
+                topic_needs(Right::Do(Action::Admin), "news"),
                 "{action}"
             );
         }
@@ -355,11 +477,13 @@ mod tests {
             Requirement::Needs(vec![
                 Need {
                     right: Right::Do(Action::Consume),
-                    name: Some("news".into())
+                    name: Some("news".into()),
+                    on: Kind::Topic,
                 },
                 Need {
                     right: Right::Do(Action::Publish),
-                    name: Some("inbox".into())
+                    name: Some("inbox".into()),
+                    on: Kind::Queue,
                 },
             ])
         );
@@ -367,13 +491,13 @@ mod tests {
         for action in ["Unsubscribe", "SetSubscriptionAttributes"] {
             assert_eq!(
                 sns(action, &input(subscription.clone()), &here()),
-                needs(Right::Do(Action::Consume), "news"),
+                topic_needs(Right::Do(Action::Consume), "news"),
                 "{action}"
             );
         }
         assert_eq!(
             sns("GetSubscriptionAttributes", &input(subscription), &here()),
-            needs(Right::See, "news")
+            topic_needs(Right::See, "news")
         );
         assert_eq!(
             sns(
@@ -381,7 +505,7 @@ mod tests {
                 &input(json!({"TopicArn": TOPIC})),
                 &here()
             ),
-            needs(Right::Do(Action::Consume), "news")
+            topic_needs(Right::Do(Action::Consume), "news")
         );
     }
 
@@ -390,7 +514,7 @@ mod tests {
         for action in ["GetTopicAttributes", "ListSubscriptionsByTopic"] {
             assert_eq!(
                 sns(action, &input(json!({"TopicArn": TOPIC})), &here()),
-                needs(Right::See, "news"),
+                topic_needs(Right::See, "news"),
                 "{action}"
             );
         }
@@ -400,7 +524,7 @@ mod tests {
                 &input(json!({"ResourceArn": TOPIC})),
                 &here()
             ),
-            needs(Right::See, "news")
+            topic_needs(Right::See, "news")
         );
         for action in ["ListTopics", "ListSubscriptions"] {
             assert_eq!(
@@ -415,11 +539,11 @@ mod tests {
         let foreign = json!({"TopicArn": "arn:aws:sns:us-east-1:123456789012:news"});
         assert_eq!(
             sns("Publish", &input(foreign), &here()),
-            one(Right::Do(Action::Publish), None)
+            on_topic(Right::Do(Action::Publish), None)
         );
         assert_eq!(
             sns("CreatePlatformApplication", &input(json!({})), &here()),
-            one(Right::Do(Action::Admin), None)
+            on_topic(Right::Do(Action::Admin), None)
         );
     }
 }

@@ -109,6 +109,15 @@ impl Sns {
         })
     }
 
+    /// The `Policy` attribute of topic `topic`, if set.
+    pub fn topic_policy(&self, topic: &str) -> Option<String> {
+        self.store.read(|s| {
+            s.topics
+                .get(topic)
+                .and_then(|t| t.attributes.get("Policy").cloned())
+        })
+    }
+
     /// The state of FIFO topic `topic`, behind its lock.
     fn fifo_state(&self, topic: &str) -> Arc<tokio::sync::Mutex<publish::FifoState>> {
         let mut states = self.fifo.lock().unwrap_or_else(|e| e.into_inner());
@@ -177,9 +186,18 @@ pub async fn answer(
         Err(e) => return query::refuse(&e, request_id),
     };
     let requirement = crate::auth::requirements::sns(&action, &input, &inner.location);
-    if let Err(denied) = crate::auth::check(caller, &requirement, |q| {
-        inner.broker.is_dead_letter_queue(q)
-    }) {
+    let context = crate::auth::Context {
+        service: crate::auth::Kind::Topic,
+        action: &action,
+        location: &inner.location,
+    };
+    if let Err(denied) = crate::auth::check(
+        caller,
+        &requirement,
+        &context,
+        |q| inner.broker.is_dead_letter_queue(q),
+        |kind, name| inner.policy_text(kind, name),
+    ) {
         tracing::debug!(action = %action, key = caller.key_id(), "sns request denied");
         let error = SnsError::new(
             Code::AuthorizationError,

@@ -95,7 +95,10 @@ fn check_attribute(name: &str, value: &str, fifo: bool) -> Result<(), SnsError> 
         "FifoThroughputScope" if !["Topic", "MessageGroup"].contains(&value) => Err(
             SnsError::parameter("Attributes Reason: FifoThroughputScope is Topic or MessageGroup"),
         ),
-        "Policy" | "DeliveryPolicy" | "ArchivePolicy" | "DataProtectionPolicy"
+        "Policy" => crate::auth::Policy::parse(value)
+            .map(|_| ())
+            .map_err(|why| SnsError::parameter(format!("Attributes Reason: Policy: {why}"))),
+        "DeliveryPolicy" | "ArchivePolicy" | "DataProtectionPolicy"
             if !value.is_empty() && serde_json::from_str::<Value>(value).is_err() =>
         {
             Err(SnsError::parameter(format!(

@@ -26,12 +26,19 @@ pub const DLQ_READER: (&str, &str) = ("AKIDDLQREADER", "dlq-secret");
 /// Consumes the topic `news` and publishes to the queue `inbox`: may subscribe one to
 /// the other.
 pub const FANOUT: (&str, &str) = ("AKIDFANOUT", "fanout-secret");
+/// The account of [`PARTNER`], not the endpoint's.
+pub const PARTNER_ACCOUNT: &str = "111111111111";
+/// The IAM user `partner` of another account, whose own account lets it publish and
+/// consume anything: what this account's queues and topics let it do is up to their
+/// policies.
+pub const PARTNER: (&str, &str) = ("AKIDPARTNER", "partner-secret");
 
 fn key(id_secret: (&str, &str), name: Option<&str>, permissions: &[&str]) -> AccessKey {
     AccessKey {
         id: id_secret.0.into(),
         secret: id_secret.1.into(),
         name: name.map(str::to_owned),
+        account_id: None,
         permissions: permissions.iter().map(|p| p.parse().unwrap()).collect(),
     }
 }
@@ -47,6 +54,14 @@ pub fn keys() -> Vec<AccessKey> {
         key(CONSUMER, None, &["consume:#"]),
         key(DLQ_READER, None, &["dlq:orders-dlq"]),
         key(FANOUT, None, &["consume:news", "publish:inbox"]),
+        AccessKey {
+            account_id: Some(PARTNER_ACCOUNT.into()),
+            ..key(
+                PARTNER,
+                Some("partner"),
+                &["publish:#", "consume:#", "admin:#"],
+            )
+        },
     ]
 }
 

@@ -167,7 +167,8 @@ try:
     raise AssertionError("a deleted queue answered")
 except sqs.exceptions.QueueDoesNotExist:
     pass
-# Permissions become statements of the queue's Policy (kept, not enforced).
+# Permissions become statements of the queue's Policy (enforced only with access keys:
+# this endpoint is open).
 sqs.add_permission(QueueUrl=fifo, Label="l", AWSAccountIds=["000000000000"],
                    Actions=["SendMessage"])
 policy = json.loads(

@@ -14,7 +14,8 @@ use ferry_server::Permission;
 use super::{AwsCredential, Env};
 
 /// The entries, checked: ids unique and well formed, one secret each, names IAM user
-/// names, permissions well formed.
+/// names, accounts 12 digits, permissions well formed. A key's `account_id` stays as
+/// written: `ferry_aws::Sqs::open` tells the endpoint's own account from another.
 pub(super) fn access_keys(entries: Vec<AwsCredential>, env: Env) -> anyhow::Result<Vec<AccessKey>> {
     let mut ids = std::collections::BTreeSet::new();
     entries
@@ -39,6 +40,11 @@ pub(super) fn access_keys(entries: Vec<AwsCredential>, env: Env) -> anyhow::Resu
                      letters, digits and + = , . @ _ -"
                 );
             }
+            if let Some(account) = &entry.account_id
+                && !valid_account_id(account)
+            {
+                bail!("aws.credentials {id:?}: account_id must be 12 digits, got {account:?}");
+            }
             let permissions = entry
                 .permissions
                 .iter()
@@ -51,6 +57,7 @@ pub(super) fn access_keys(entries: Vec<AwsCredential>, env: Env) -> anyhow::Resu
                 id,
                 secret,
                 name: entry.name,
+                account_id: entry.account_id,
                 permissions,
             })
         })
@@ -93,6 +100,10 @@ fn secret(entry: &AwsCredential, env: Env) -> anyhow::Result<String> {
 /// `Authorization` header, where `/`, `,` or `=` would change what it says.
 fn valid_key_id(id: &str) -> bool {
     (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+fn valid_account_id(account: &str) -> bool {
+    account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn valid_user_name(name: &str) -> bool {

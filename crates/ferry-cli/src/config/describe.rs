@@ -111,6 +111,13 @@ pub fn describe(effective: &Effective) -> String {
                 .name
                 .as_ref()
                 .map_or("root".to_owned(), |n| format!("user {n}"));
+            // A key of another account reaches this one's only as resource policies allow.
+            let user = match &key.account_id {
+                Some(account) if *account != e.aws_account_id.value => {
+                    format!("{user} of account {account}, cross-account")
+                }
+                _ => user,
+            };
             out.push_str(&format!("  {} ({user}): {}\n", key.id, perms.join(", ")));
         }
     }

@@ -67,6 +67,9 @@ pub struct AwsCredential {
     /// A file holding the secret (one line).
     pub secret_access_key_file: Option<PathBuf>,
     pub name: Option<String>,
+    /// The account the key belongs to; absent: `aws.account_id`. A key of another account
+    /// reaches this account's queues and topics only as their policies allow.
+    pub account_id: Option<String>,
     pub permissions: Vec<String>,
 }
 
@@ -78,6 +81,7 @@ impl std::fmt::Debug for AwsCredential {
             .field("secret_access_key_env", &self.secret_access_key_env)
             .field("secret_access_key_file", &self.secret_access_key_file)
             .field("name", &self.name)
+            .field("account_id", &self.account_id)
             .field("permissions", &self.permissions)
             .finish_non_exhaustive()
     }

@@ -41,6 +41,7 @@
 //! secret_access_key_env = "ORDERS_AWS_SECRET"  # or secret_access_key_file = "/run/…",
 //!                           # or secret_access_key = "…" in the file itself: exactly one
 //! name = "orders-service"   # optional: the IAM user name in ARNs (else the root)
+//! account_id = "111111111111"  # optional: the key's account, default aws.account_id
 //! permissions = ["publish:orders.*", "consume:orders.#"]
 //!
 //! [redaction]               # FERRY_REDACTION_HEADERS (comma-separated), --redact-header
@@ -71,6 +72,16 @@
 //! default with `[tls]` or `[auth]` (and `aws.enabled = true` with them is refused), and an
 //! `aws.addr` beyond the loopback interface is refused. Credentials come from the file
 //! only; their secrets never show in `ferry config check` or the logs.
+//!
+//! A credential's `account_id` (12 digits) says which account it belongs to. A key of
+//! `aws.account_id` — the default — is governed by its `permissions`, and an explicit
+//! `Deny` in a queue's or topic's `Policy` refuses it. A key of another account is a
+//! cross-account caller, as in IAM: an action needs both its `permissions` (standing for
+//! what its own account's identity policy grants it) and the queue's or topic's `Policy`
+//! (AddPermission, SetQueueAttributes, SetTopicAttributes) to allow it; actions AWS keeps to
+//! a resource's own account (SetQueueAttributes, DeleteQueue, tagging, …) are refused to
+//! it, and lists show it nothing. Without credentials there is no caller to evaluate a
+//! policy for: policies are validated and kept, and nothing is enforced.
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen

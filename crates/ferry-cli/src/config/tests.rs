@@ -370,6 +370,32 @@ fn aws_credentials_mistakes_are_refused() {
     assert!(e(bad_id).contains("letters and digits"), "{}", e(bad_id));
     let bad_name = format!("{KEY}secret_access_key = \"s\"\nname = \"a b\"\npermissions = []\n");
     assert!(e(&bad_name).contains("IAM user name"), "{}", e(&bad_name));
+    let bad_account =
+        format!("{KEY}secret_access_key = \"s\"\naccount_id = \"1111\"\npermissions = []\n");
+    assert!(e(&bad_account).contains("12 digits"), "{}", e(&bad_account));
+}
+
+#[test]
+fn aws_credentials_of_another_account_are_kept_and_shown_as_cross_account() {
+    let foreign = format!(
+        "[aws]\naccount_id = \"123456789012\"\n{KEY}secret_access_key = \"s\"\n\
+         account_id = \"111111111111\"\npermissions = [\"publish:#\"]\n\
+         [[aws.credentials]]\naccess_key_id = \"AKIAOWN\"\nsecret_access_key = \"t\"\n\
+         account_id = \"123456789012\"\npermissions = []\n"
+    );
+    let e = parse(&foreign).unwrap();
+    assert_eq!(
+        e.aws_access_keys[0].account_id.as_deref(),
+        Some("111111111111")
+    );
+    let described = describe(&e);
+    assert!(
+        described.contains("AKIAORDERS0000000001 (root of account 111111111111, cross-account)"),
+        "{described}"
+    );
+    assert!(described.contains("AKIAOWN (root): "), "{described}");
+    let plain = format!("{KEY}secret_access_key = \"s\"\npermissions = []\n");
+    assert_eq!(parse(&plain).unwrap().aws_access_keys[0].account_id, None);
 }
 
 #[test]
