@@ -542,3 +542,6 @@ mod update_tests;
 
 #[cfg(test)]
 mod purge_tests;
+
+#[cfg(test)]
+mod run_tests;
