@@ -68,8 +68,16 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
     let poll = (wait > 0).then(|| Duration::from_secs(u64::from(wait)));
     if let Some(id) = &attempt_id {
         let visibility = lease.unwrap_or(info.spec.lease);
-        if let Some(messages) = retried(call, &queue, id, visibility).await {
-            return Ok(answer(call, &queue, &messages, &system, &wanted));
+        if let Some(attempt) = retried(call, &queue, id, visibility).await {
+            let answered = answer(
+                call,
+                &queue,
+                &attempt.messages,
+                &system,
+                &wanted,
+                attempt.at_ms,
+            );
+            return Ok(answered);
         }
     }
     let options = ReceiveOptions {
@@ -100,31 +108,41 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
         .await
         .map_err(|_| SqsError::new(crate::errors::Code::InternalFailure, "the receive failed"))?
         .map_err(from_broker)?;
+    let received_at_ms = call.now_ms();
     if let Some(id) = attempt_id {
         let attempt = Attempt {
             id,
-            at_ms: call.now_ms(),
+            at_ms: received_at_ms,
             messages: messages.clone(),
         };
         call.sqs.receive_attempts.remember(&queue, attempt);
     }
-    Ok(answer(call, &queue, &messages, &system, &wanted))
+    Ok(answer(
+        call,
+        &queue,
+        &messages,
+        &system,
+        &wanted,
+        received_at_ms,
+    ))
 }
 
+/// The answer to a receive made at `received_at_ms` (a retry's is the first receive's, so
+/// that it is the same answer, first-receive timestamps included).
 fn answer(
     call: &Call,
     queue: &str,
     messages: &[ReceivedMessage],
     system: &[String],
     wanted: &[String],
+    received_at_ms: i64,
 ) -> Value {
     if messages.is_empty() {
         return json!({});
     }
-    let now_ms = call.now_ms();
     let out: Vec<Value> = messages
         .iter()
-        .map(|m| message(call, queue, m, system, wanted, now_ms))
+        .map(|m| message(call, queue, m, system, wanted, received_at_ms))
         .collect();
     json!({ "Messages": out })
 }
@@ -134,12 +152,7 @@ fn answer(
 /// not deleted, its visibility not changed (its deadline is the one the receive set) and
 /// not run out. Their visibility timeout starts again (`visibility`), as SQS documents.
 /// `None` for a new receive; the attempt is forgotten then.
-async fn retried(
-    call: &Call<'_>,
-    queue: &str,
-    id: &str,
-    visibility: Duration,
-) -> Option<Vec<ReceivedMessage>> {
+async fn retried(call: &Call<'_>, queue: &str, id: &str, visibility: Duration) -> Option<Attempt> {
     let attempts = &call.sqs.receive_attempts;
     let attempt = attempts.recall(queue, id, call.now_ms())?;
     let broker = &call.sqs.broker;
@@ -172,10 +185,10 @@ async fn retried(
     let attempt = Attempt {
         id: id.to_owned(),
         at_ms: attempt.at_ms,
-        messages: messages.clone(),
+        messages,
     };
-    attempts.remember(queue, attempt);
-    Some(messages)
+    attempts.remember(queue, attempt.clone());
+    Some(attempt)
 }
 
 fn message(
@@ -184,7 +197,7 @@ fn message(
     m: &ReceivedMessage,
     system: &[String],
     wanted: &[String],
-    now_ms: i64,
+    received_at_ms: i64,
 ) -> Value {
     let body = String::from_utf8_lossy(&m.payload);
     let handle = call.sqs.receipts.encode(&Receipt {
@@ -212,7 +225,7 @@ fn message(
     // The broker does not keep when a message was first delivered: a first delivery is
     // now; a later one reports the send time, the earliest it can have been.
     let first = if m.delivery <= 1 {
-        now_ms
+        received_at_ms
     } else {
         m.published_at
     };

@@ -136,9 +136,14 @@ async fn a_retried_attempt_id_answers_the_same_messages_and_handles() {
     for (group, body) in [("g1", "a1"), ("g1", "a2"), ("g2", "b1")] {
         send(&s, &url, group, body).await;
     }
-    let attempt = |id: &str| json!({"QueueUrl": url, "MaxNumberOfMessages": 2, "ReceiveRequestAttemptId": id});
+    let attempt = |id: &str| {
+        json!({"QueueUrl": url, "MaxNumberOfMessages": 2, "ReceiveRequestAttemptId": id,
+               "AttributeNames": ["All"]})
+    };
     let first = receive(&s, attempt("try-1")).await;
     assert_eq!(bodies(&first), ["a1", "a2"]);
+    // Later, so that a first-receive timestamp taken anew would differ.
+    tokio::time::sleep(Duration::from_millis(5)).await;
     let retry = receive(&s, attempt("try-1")).await;
     assert_eq!(retry, first, "same messages, same receipt handles");
     // Another attempt id is another receive.

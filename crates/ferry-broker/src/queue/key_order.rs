@@ -35,18 +35,18 @@
 //! line (in the order they went out), the others wait behind them in offset order. The key
 //! stays held while any of its messages is in flight: nothing of it is Ready until every
 //! message of the run is settled or requeued. A requeued message (nack, lease expiry) leaves
-//! the in-flight front and waits at its offset's place among the others, so when the key is
-//! released its oldest message goes first — a later message of the run that is still in
-//! flight never lets one behind it overtake, and the failed one is not delivered again
-//! before the whole run is back or settled. Without runs a key has at most one message in
-//! flight, and everything below reads as before.
+//! the in-flight front and waits at its offset's place among the others; when the key is
+//! released its oldest message goes first. So a message that failed is delivered again
+//! before anything published after it, even a later message of its run that failed after
+//! it — and it waits for the rest of its run, as SQS holds a message group while any of its
+//! messages is in flight. Without runs a key has at most one message in flight.
 //!
 //! **Offset order.** A key's line is in offset order: [`admit`] appends (offsets arrive in
 //! increasing order), and [`admit_in_order`] puts a message that joins late — an exclusive
 //! queue's delayed message, once its delay ends — at its offset's place. The one exception
-//! is an in-flight head, which a late message never overtakes (one at a time): it goes
-//! right behind it, and if that delivery fails, [`requeued`] puts the head back at its own
-//! place, so the oldest message goes next.
+//! is the in-flight front, which a late message never overtakes: it goes right behind it,
+//! and if a delivery fails, [`requeued`] puts that message back at its own place, so the
+//! oldest message goes next.
 //!
 //! Keyless messages are never blocked: [`admit`] answers `Ready` and does not track them, and
 //! every other call treats their offsets as not tracked.
@@ -119,7 +119,8 @@ pub enum KeyedState {
 /// [`settled`](KeyOrder::settled) of a message that is not its key's head, which is
 /// O(log m + m) for a key with m messages in the window (a binary search, then a shift).
 /// Expiry and overflow remove heads in the common case, since the oldest message of a key is
-/// its head.
+/// its head. A call on a message in flight scans its key's in-flight front: one message, or
+/// a run (at most a receive's size).
 #[derive(Debug, Default)]
 pub struct KeyOrder {
     /// Key → its slot in `slots`.
