@@ -27,8 +27,10 @@
 //!   receipt handle is an HMAC-signed (queue, seq, lease token) (`receipt.rs`).
 //! - DeleteMessage is an ack; ChangeMessageVisibility an extend, or with 0 a nack that
 //!   makes the message visible again at once.
-//! - A FIFO queue (`.fifo`) is a key-shared queue: one message of a group in flight at a
-//!   time, in send order, deduplicated for 5 minutes.
+//! - A FIFO queue (`.fifo`) is a key-shared queue: a group's messages go out in send
+//!   order, several of a group per receive (the broker's `PerKey::Consecutive`), the group
+//!   held while any is in flight; deduplicated for 5 minutes. ReceiveRequestAttemptId
+//!   retries answer the same messages (`actions/receive_attempts.rs`, in memory).
 //! - RedrivePolicy is the queue's dead-letter queue and max deliveries.
 //! - SetQueueAttributes changes what the spec holds (RedrivePolicy, VisibilityTimeout,
 //!   MessageRetentionPeriod) through the broker's `update_queue`, for every consumer;
@@ -61,11 +63,12 @@
 //! nothing is enforced — and belongs on the loopback interface only.
 //!
 //! **Not done yet:** temporary credentials (session tokens) and role principals;
-//! resuming a message-move task after a restart; ReceiveRequestAttemptId; KMS. FifoQueue
-//! cannot change after creation, as in SQS. See `docs/compat/sqs.md`.
+//! resuming a message-move task after a restart; KMS. FifoQueue cannot change after
+//! creation, as in SQS. See `docs/compat/sqs.md`.
 //!
 //! **Test only:** [`Sqs::with_test_reset`] serves `POST /moto-api/reset`, which deletes
-//! every queue (`actions/reset.rs`); off unless asked for.
+//! every queue and topic with the front ends' records of them (`actions/reset.rs`); off
+//! unless asked for.
 
 mod actions;
 mod attributes;
@@ -157,6 +160,8 @@ struct Inner {
     receipts: receipt::ReceiptKey,
     /// The SNS front end on the same endpoint (`sns/`).
     sns: sns::Sns,
+    /// What recent FIFO receives with a ReceiveRequestAttemptId leased, in memory.
+    receive_attempts: actions::receive_attempts::ReceiveAttempts,
     /// The access keys requests are checked against (none: open).
     verifier: sigv4::Verifier,
     /// Set when serving stops: long polls end at once.
@@ -185,6 +190,7 @@ impl Sqs {
                 store,
                 receipts,
                 sns,
+                receive_attempts: Default::default(),
                 verifier,
                 stop: watch::channel(false).0,
                 requests: AtomicU64::new(0),

@@ -97,8 +97,8 @@ mod topology;
 pub use engine::{
     Broker, BrokerConfig, Checkpoint, CompactionStats, DiskSpace, GroupInfo, GroupJoin,
     GroupPartition, MAX_PEEK, MaintenanceReport, PartitionLag, PeekPage, PeekedMessage, QueueInfo,
-    QueueStats, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest, SkippedRange,
-    StartAt, StorageStats, SubscriptionInfo,
+    QueueStats, ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest,
+    SkippedRange, StartAt, StorageStats, SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a
@@ -109,6 +109,7 @@ pub use group::Membership;
 pub use message::{DeliveryTime, Headers, Limits, Message, OutgoingMessage};
 pub use message_id::MessageId;
 pub use name::Name;
+pub use queue::key_order::PerKey;
 pub use queue::state::{Acked, DeadLetterReason, LeaseToken, Nacked, QueueStateStats, Seq};
 pub use read_limit::{ReadLimit, message_bytes};
 pub use record::{DeadLetterInfo, ProducerStamp};

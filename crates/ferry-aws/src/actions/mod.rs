@@ -6,6 +6,7 @@ pub(crate) mod move_tasks;
 mod permissions;
 mod queues;
 mod receive;
+pub(crate) mod receive_attempts;
 pub(crate) mod reset;
 pub(crate) mod send;
 mod settle;

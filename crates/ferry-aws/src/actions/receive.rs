@@ -4,13 +4,22 @@
 //! the broker's wait. The broker call runs in a task of its own, so a client that hangs
 //! up mid-poll cannot cut a receive short between leasing and answering: what it leased
 //! becomes visible again when the lease ends, as in SQS when an answer is lost.
+//!
+//! **FIFO queues** take runs of a message group ([`PerKey::Consecutive`]): as SQS does, a
+//! receive returns as many messages of one group as it can, in order, before the next
+//! group's, and the group is held until all of them are deleted or visible again; one that
+//! becomes visible waits, with everything behind it, until no message of its group is in
+//! flight, and then goes first. A retry with the ReceiveRequestAttemptId of an earlier
+//! receive answers it again (`receive_attempts.rs`). On standard queues SQS ignores the
+//! attempt id (it applies to FIFO queues only), and so does Ferry.
 
 use std::time::Duration;
 
-use ferry_broker::ReceivedMessage;
+use ferry_broker::{ErrorKind, PerKey, ReceiveOptions, ReceivedMessage};
 use serde_json::{Map, Value, json};
 
-use super::{Call, integer_in, string_list};
+use super::receive_attempts::{self, Attempt};
+use super::{Call, integer_in, string, string_list};
 use crate::attributes::{self, MAX_VISIBILITY, MAX_WAIT};
 use crate::dead_letter_attributes;
 use crate::errors::{SqsError, from_broker};
@@ -33,8 +42,17 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
     let mut system = string_list(call.input, "AttributeNames")?;
     system.extend(string_list(call.input, "MessageSystemAttributeNames")?);
     let wanted = string_list(call.input, "MessageAttributeNames")?;
+    let fifo = queue.ends_with(".fifo");
+    // Only FIFO queues take it, as in SQS; elsewhere SQS ignores it.
+    let attempt_id = match string(call.input, "ReceiveRequestAttemptId")? {
+        Some(id) if fifo => {
+            receive_attempts::check_id(id)?;
+            Some(id.to_owned())
+        }
+        _ => None,
+    };
     let broker = call.sqs.broker.clone();
-    broker.describe_queue(&queue).map_err(from_broker)?;
+    let info = broker.describe_queue(&queue).map_err(from_broker)?;
     let record = call.sqs.store.get(&queue).unwrap_or_default();
     let queue_number = |name: &str| {
         record
@@ -49,6 +67,31 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
         |w| w as u32,
     );
     let poll = (wait > 0).then(|| Duration::from_secs(u64::from(wait)));
+    if let Some(id) = &attempt_id {
+        let visibility = lease.unwrap_or(info.spec.lease);
+        if let Some(attempt) = retried(call, &queue, id, visibility).await {
+            let answered = answer(
+                call,
+                &queue,
+                &attempt.messages,
+                &system,
+                &wanted,
+                attempt.at_ms,
+            );
+            return Ok(answered);
+        }
+    }
+    let options = ReceiveOptions {
+        max,
+        lease,
+        wait: poll,
+        // A FIFO queue is a key-shared one: several messages of a group per receive.
+        per_key: if fifo {
+            PerKey::Consecutive
+        } else {
+            PerKey::One
+        },
+    };
     let mut stop = call.sqs.stop.subscribe();
     let task = {
         let broker = broker.clone();
@@ -58,7 +101,7 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
                 let _ = stop.wait_for(|s| *s).await;
             };
             broker
-                .receive_unless(&queue, CONSUMER, max, lease, poll, stopped)
+                .receive_with(&queue, CONSUMER, options, stopped)
                 .await
         })
     };
@@ -66,15 +109,87 @@ pub async fn receive(call: &Call<'_>) -> Result<Value, SqsError> {
         .await
         .map_err(|_| SqsError::new(crate::errors::Code::InternalFailure, "the receive failed"))?
         .map_err(from_broker)?;
-    if messages.is_empty() {
-        return Ok(json!({}));
+    let received_at_ms = call.now_ms();
+    if let Some(id) = attempt_id {
+        let attempt = Attempt {
+            id,
+            at_ms: received_at_ms,
+            messages: messages.clone(),
+        };
+        call.sqs.receive_attempts.remember(&queue, attempt);
     }
-    let now_ms = call.now_ms();
+    Ok(answer(
+        call,
+        &queue,
+        &messages,
+        &system,
+        &wanted,
+        received_at_ms,
+    ))
+}
+
+/// The answer to a receive made at `received_at_ms` (a retry's is the first receive's, so
+/// that it is the same answer, first-receive timestamps included).
+fn answer(
+    call: &Call,
+    queue: &str,
+    messages: &[ReceivedMessage],
+    system: &[String],
+    wanted: &[String],
+    received_at_ms: i64,
+) -> Value {
+    if messages.is_empty() {
+        return json!({});
+    }
     let out: Vec<Value> = messages
         .iter()
-        .map(|m| message(call, &queue, m, &system, &wanted, now_ms))
+        .map(|m| message(call, queue, m, system, wanted, received_at_ms))
         .collect();
-    Ok(json!({ "Messages": out }))
+    json!({ "Messages": out })
+}
+
+/// The messages the receive `id` leased on `queue`, if it is a retry SQS answers again:
+/// made within 5 minutes, and every message still under that receive's lease, untouched —
+/// not deleted, its visibility not changed (its deadline is the one the receive set) and
+/// not run out. Their visibility timeout starts again (`visibility`), as SQS documents.
+/// `None` for a new receive; the attempt is forgotten then.
+async fn retried(call: &Call<'_>, queue: &str, id: &str, visibility: Duration) -> Option<Attempt> {
+    let attempts = &call.sqs.receive_attempts;
+    let attempt = attempts.recall(queue, id, call.now_ms())?;
+    let broker = &call.sqs.broker;
+    let now_ms = call.now_ms();
+    let untouched = attempt.messages.iter().all(|m| {
+        broker
+            .lease_deadline(queue, m.seq, m.token)
+            .is_ok_and(|until| until == m.lease_until_ms && until > now_ms)
+    });
+    if !untouched {
+        attempts.forget(queue, id);
+        return None;
+    }
+    let mut messages = attempt.messages;
+    for m in &mut messages {
+        match broker.extend(queue, m.seq, m.token, visibility).await {
+            Ok(until) => m.lease_until_ms = until,
+            Err(e) => {
+                // Settled or ended between the check and now: a new receive. Any lease
+                // already restarted just runs longer.
+                if e.kind() != ErrorKind::StaleLease {
+                    tracing::warn!(error = %e, "restarting a retried receive's leases failed");
+                }
+                attempts.forget(queue, id);
+                return None;
+            }
+        }
+    }
+    // The new deadlines are the ones a further retry must find.
+    let attempt = Attempt {
+        id: id.to_owned(),
+        at_ms: attempt.at_ms,
+        messages,
+    };
+    attempts.remember(queue, attempt.clone());
+    Some(attempt)
 }
 
 fn message(
@@ -83,7 +198,7 @@ fn message(
     m: &ReceivedMessage,
     system: &[String],
     wanted: &[String],
-    now_ms: i64,
+    received_at_ms: i64,
 ) -> Value {
     let body = String::from_utf8_lossy(&m.payload);
     let handle = call.sqs.receipts.encode(&Receipt {
@@ -111,7 +226,7 @@ fn message(
     // The broker does not keep when a message was first delivered: a first delivery is
     // now; a later one reports the send time, the earliest it can have been.
     let first = if m.delivery <= 1 {
-        now_ms
+        received_at_ms
     } else {
         m.published_at
     };

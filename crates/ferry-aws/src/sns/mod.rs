@@ -132,6 +132,34 @@ impl Sns {
             .remove(topic);
     }
 
+    /// The test-only reset's share (`actions/reset.rs`): deletes every topic of `broker`
+    /// and forgets every topic and subscription record. Returns how many topics went and
+    /// the names of those the broker kept (their records are kept too).
+    pub(crate) async fn reset(&self, broker: &ferry_broker::Broker) -> (usize, Vec<String>) {
+        let mut deleted = 0;
+        let mut left = Vec::new();
+        for name in broker.list_topics() {
+            match broker.delete_topic(name.as_str()).await {
+                Ok(()) => deleted += 1,
+                Err(e) if e.kind() == ferry_broker::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(topic = %name, error = %e, "test reset: a topic was kept");
+                    left.push(name.as_str().to_owned());
+                }
+            }
+        }
+        self.fifo.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let forgotten = self.store.update(|state| {
+            state.topics.retain(|name, _| left.contains(name));
+            state.subscriptions.retain(|_, s| left.contains(&s.topic));
+            Ok::<_, std::convert::Infallible>(())
+        });
+        if let Err(e) = forgotten {
+            tracing::warn!(error = %e, "test reset: forgetting SNS records failed");
+        }
+        (deleted, left)
+    }
+
     /// A fresh id in UUID form (as SNS's message and subscription ids are).
     fn mint_uuid(&self, salt: &str) -> String {
         let n = self.minted.fetch_add(1, Ordering::Relaxed);

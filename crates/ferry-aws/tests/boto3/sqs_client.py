@@ -150,12 +150,24 @@ sqs.send_message(QueueUrl=fifo, MessageBody="c", MessageGroupId="g2")
 duplicate = sqs.send_message(QueueUrl=fifo, MessageBody="a", MessageGroupId="g1")
 assert duplicate["MessageId"] == first["MessageId"]
 assert "SequenceNumber" in first
-page = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])["Messages"]
-assert [m["Body"] for m in page] == ["a", "c"], [m["Body"] for m in page]
+# As many of a group as fit, in order, then the next group; the retry of an attempt id
+# answers the same messages.
+receive = dict(QueueUrl=fifo, MaxNumberOfMessages=2, MessageSystemAttributeNames=["All"],
+               ReceiveRequestAttemptId="attempt-1")
+page = sqs.receive_message(**receive)["Messages"]
+assert [m["Body"] for m in page] == ["a", "b"], [m["Body"] for m in page]
 assert page[0]["Attributes"]["MessageGroupId"] == "g1"
+assert sqs.receive_message(**receive)["Messages"] == page
+expect_error("InvalidParameterValue", sqs.receive_message, QueueUrl=fifo,
+             ReceiveRequestAttemptId="not valid")
+rest = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
+assert [m["Body"] for m in rest] == ["c"], [m["Body"] for m in rest]
+sqs.send_message(QueueUrl=fifo, MessageBody="d", MessageGroupId="g1")
 sqs.delete_message(QueueUrl=fifo, ReceiptHandle=page[0]["ReceiptHandle"])
+assert "Messages" not in sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)
+sqs.delete_message(QueueUrl=fifo, ReceiptHandle=page[1]["ReceiptHandle"])
 page = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
-assert [m["Body"] for m in page] == ["b"], [m["Body"] for m in page]
+assert [m["Body"] for m in page] == ["d"], [m["Body"] for m in page]
 expect_error("MissingParameter", sqs.send_message, QueueUrl=fifo, MessageBody="x")
 
 # Purge and delete.

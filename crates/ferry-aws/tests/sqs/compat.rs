@@ -448,3 +448,67 @@ async fn the_test_reset_route_is_off_unless_asked_for_and_then_deletes_every_que
     let tags = s.ok("ListQueueTags", json!({"QueueUrl": again})).await;
     assert!(tags.get("Tags").is_none(), "{tags}");
 }
+
+#[tokio::test]
+async fn the_test_reset_route_also_deletes_every_topic_and_subscription() {
+    let s = Served::with_test_reset().await;
+    let queue = s.create("inbox", json!({})).await;
+    let queue_arn = s
+        .ok(
+            "GetQueueAttributes",
+            json!({"QueueUrl": queue, "AttributeNames": ["QueueArn"]}),
+        )
+        .await["Attributes"]["QueueArn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created = s
+        .sns_ok(
+            "CreateTopic",
+            &[
+                ("Name", "news"),
+                ("Tags.member.1.Key", "k"),
+                ("Tags.member.1.Value", "v"),
+            ],
+        )
+        .await;
+    let topic_arn = created
+        .split("<TopicArn>")
+        .nth(1)
+        .and_then(|rest| rest.split("</TopicArn>").next())
+        .unwrap()
+        .to_owned();
+    s.sns_ok(
+        "Subscribe",
+        &[
+            ("TopicArn", &topic_arn),
+            ("Protocol", "sqs"),
+            ("Endpoint", &queue_arn),
+        ],
+    )
+    .await;
+    s.sns_ok("CreateTopic", &[("Name", "other")]).await;
+    assert_eq!(s.broker.list_topics().len(), 2);
+
+    let reply = s.raw("POST /moto-api/reset HTTP/1.1\r\n", b"").await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(s.broker.list_topics().is_empty());
+    assert!(s.broker.list_queues().is_empty());
+    let topics = s.sns_ok("ListTopics", &[]).await;
+    assert!(!topics.contains("<TopicArn>"), "{topics}");
+    let subscriptions = s.sns_ok("ListSubscriptions", &[]).await;
+    assert!(
+        !subscriptions.contains("<SubscriptionArn>"),
+        "{subscriptions}"
+    );
+    // A topic made again under an old name starts clean: no tags, no subscriptions.
+    s.sns_ok("CreateTopic", &[("Name", "news")]).await;
+    let tags = s
+        .sns_ok("ListTagsForResource", &[("ResourceArn", &topic_arn)])
+        .await;
+    assert!(!tags.contains("<Key>"), "{tags}");
+    let listed = s
+        .sns_ok("ListSubscriptionsByTopic", &[("TopicArn", &topic_arn)])
+        .await;
+    assert!(!listed.contains("<SubscriptionArn>"), "{listed}");
+}

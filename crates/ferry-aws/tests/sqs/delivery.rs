@@ -234,7 +234,7 @@ async fn a_redrive_policy_moves_a_message_to_the_dead_letter_queue_after_max_rec
 }
 
 #[tokio::test]
-async fn a_fifo_queue_keeps_group_order_with_one_in_flight_per_group_and_drops_duplicates() {
+async fn a_fifo_queue_keeps_group_order_holds_a_group_in_flight_and_drops_duplicates() {
     let s = Served::start().await;
     let url = s
         .create(
@@ -281,7 +281,11 @@ async fn a_fifo_queue_keeps_group_order_with_one_in_flight_per_group_and_drops_d
         .iter()
         .map(|m| m["Body"].as_str().unwrap())
         .collect();
-    assert_eq!(bodies, ["a", "c"], "one per group, in order");
+    assert_eq!(
+        bodies,
+        ["a", "b", "c"],
+        "a group's messages first, in order"
+    );
     assert_eq!(messages[0]["Attributes"]["MessageGroupId"], "g1");
     assert_eq!(
         messages[0]["Attributes"]["SequenceNumber"],
@@ -304,18 +308,28 @@ async fn a_fifo_queue_keeps_group_order_with_one_in_flight_per_group_and_drops_d
         blocked.get("Messages").is_none(),
         "g1's next must wait: {blocked}"
     );
-    s.ok(
-        "DeleteMessage",
-        json!({"QueueUrl": url, "ReceiptHandle": messages[0]["ReceiptHandle"]}),
-    )
-    .await;
+    s.ok("SendMessage", send("g1", "d")).await;
+    for m in &messages[..2] {
+        let held = s
+            .ok(
+                "ReceiveMessage",
+                json!({"QueueUrl": url, "MaxNumberOfMessages": 10}),
+            )
+            .await;
+        assert!(held.get("Messages").is_none(), "g1 is in flight: {held}");
+        s.ok(
+            "DeleteMessage",
+            json!({"QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"]}),
+        )
+        .await;
+    }
     let next = s
         .ok(
             "ReceiveMessage",
             json!({"QueueUrl": url, "MaxNumberOfMessages": 10}),
         )
         .await;
-    assert_eq!(next["Messages"][0]["Body"], "b");
+    assert_eq!(next["Messages"][0]["Body"], "d");
     // Without content-based deduplication a FIFO send needs its own id.
     let strict = s.create("strict.fifo", json!({})).await;
     s.fails(

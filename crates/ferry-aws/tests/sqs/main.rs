@@ -7,6 +7,7 @@
 
 mod compat;
 mod delivery;
+mod fifo;
 mod interop;
 mod json;
 mod move_tasks;

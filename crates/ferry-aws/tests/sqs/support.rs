@@ -158,6 +158,19 @@ impl Served {
         self.raw(head, form.as_bytes()).await
     }
 
+    /// An SNS call as boto3 sends it (a form with Action and Version, SigV4 scope `sns`)
+    /// that must succeed; its XML answer.
+    pub async fn sns_ok(&self, action: &str, params: &[(&str, &str)]) -> String {
+        let mut pairs = vec![("Action", action), ("Version", "2010-03-31")];
+        pairs.extend_from_slice(params);
+        let head = "POST / HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sns/aws4_request, \
+             SignedHeaders=host, Signature=00\r\n";
+        let reply = self.raw(head, form_encode(&pairs).as_bytes()).await;
+        assert_eq!(reply.status, 200, "{action}: {}", reply.body);
+        reply.body
+    }
+
     pub async fn create(&self, name: &str, attributes: Value) -> String {
         let out = self
             .ok(

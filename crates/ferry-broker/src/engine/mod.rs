@@ -67,9 +67,9 @@ use timer_wake::TimerWake;
 pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::{Checkpoint, MaintenanceReport};
-pub use queue::ReceivedMessage;
 pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{QueueInfo, QueueStats};
+pub use queue::{ReceiveOptions, ReceivedMessage};
 pub use queue::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
 pub use subscriptions::{SkippedRange, SubscriptionInfo};
@@ -542,3 +542,6 @@ mod update_tests;
 
 #[cfg(test)]
 mod purge_tests;
+
+#[cfg(test)]
+mod run_tests;

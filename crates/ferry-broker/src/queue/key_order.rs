@@ -1,6 +1,6 @@
 //! Key-shared ordering: which of the messages the delivery engine holds in memory may be
-//! delivered now, so that messages with the same key go out one at a time in publish order
-//! while different keys go out in parallel.
+//! delivered now, so that messages with the same key go out in publish order, one at a time
+//! (or one run at a time, see below), while different keys go out in parallel.
 //!
 //! [`KeyOrder`] is pure bookkeeping over log offsets: no clock, no I/O, no payloads. It covers
 //! the engine's in-memory window of a queue; what survives a restart (parked keys, in-flight
@@ -16,30 +16,45 @@
 //! |------------------------------|-------------------------------|------------------------|
 //! | [`admit`]                    | the offset, if `Ready`        |                        |
 //! | [`delivered`]                |                               | the offset             |
+//! | [`delivered_follower`]       |                               |                        |
 //! | [`settled`] / [`remove`]     | the returned successor        | the offset, if Ready   |
 //! | [`admit_in_order`]           | the offset, if `Ready`        | the returned old head  |
 //! | [`requeued`]                 | the returned head             |                        |
 //! | [`park`]                     |                               | the returned head      |
 //! | [`unpark`]                   | the returned head             |                        |
 //!
-//! **States of a keyed message** ([`KeyedState`]). Each key keeps its messages in offset
-//! order; the first is the key's *head*. The head is `InFlight` after [`delivered`] until
+//! **States of a keyed message** ([`KeyedState`]). Each key keeps its messages in a line;
+//! the first is the key's *head*. The head is `InFlight` after [`delivered`] until
 //! [`settled`], [`requeued`] or [`remove`]; otherwise it is `Held` if the key is parked and
 //! `Ready` if not. Every message behind the head is `Waiting` (`Held` if the key is parked).
-//! So a key has at most one message in flight and at most one Ready, and never both.
+//! So a key has at most one message Ready, and only while none of its messages is in flight.
+//!
+//! **Runs.** A receive that asks for it may take, right behind a head it delivers, the key's
+//! next messages too ([`follower`], [`delivered_follower`]): a run of consecutive messages
+//! of one key, in order, all in flight at once. The in-flight messages are the front of the
+//! line (in the order they went out), the others wait behind them in offset order. The key
+//! stays held while any of its messages is in flight: nothing of it is Ready until every
+//! message of the run is settled or requeued. A requeued message (nack, lease expiry) leaves
+//! the in-flight front and waits at its offset's place among the others; when the key is
+//! released its oldest message goes first. So a message that failed is delivered again
+//! before anything published after it, even a later message of its run that failed after
+//! it — and it waits for the rest of its run, as SQS holds a message group while any of its
+//! messages is in flight. Without runs a key has at most one message in flight.
 //!
 //! **Offset order.** A key's line is in offset order: [`admit`] appends (offsets arrive in
 //! increasing order), and [`admit_in_order`] puts a message that joins late — an exclusive
 //! queue's delayed message, once its delay ends — at its offset's place. The one exception
-//! is an in-flight head, which a late message never overtakes (one at a time): it goes
-//! right behind it, and if that delivery fails, [`requeued`] puts the head back at its own
-//! place, so the oldest message goes next.
+//! is the in-flight front, which a late message never overtakes: it goes right behind it,
+//! and if a delivery fails, [`requeued`] puts that message back at its own place, so the
+//! oldest message goes next.
 //!
 //! Keyless messages are never blocked: [`admit`] answers `Ready` and does not track them, and
 //! every other call treats their offsets as not tracked.
 //!
 //! [`admit`]: KeyOrder::admit
 //! [`delivered`]: KeyOrder::delivered
+//! [`delivered_follower`]: KeyOrder::delivered_follower
+//! [`follower`]: KeyOrder::follower
 //! [`settled`]: KeyOrder::settled
 //! [`admit_in_order`]: KeyOrder::admit_in_order
 //! [`requeued`]: KeyOrder::requeued
@@ -55,19 +70,35 @@ use std::sync::Arc;
 pub enum Admission {
     /// Not blocked by its key: the engine may deliver it (subject to its own timers).
     Ready,
-    /// Behind its key's head, or its key is parked: a later call returns the offset when it
-    /// becomes Ready.
+    /// Behind its key's head, or its key is parked or has a message in flight: a later call
+    /// returns the offset when it becomes Ready.
     Waiting,
+}
+
+/// How many messages of one key a receive on a key-shared (or exclusive) queue may take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PerKey {
+    /// One: a key has at most one message in flight, and the next goes out once it is
+    /// settled. What every receive does unless it asks otherwise.
+    #[default]
+    One,
+    /// A run: after a key's head, the same receive also takes the key's next messages, in
+    /// order, while it has room and they are deliverable (not delayed or backing off). The
+    /// key stays held until every message of the run is settled or has failed; one that
+    /// fails waits at its place, and is delivered again, before anything behind it, once
+    /// nothing of its key is in flight.
+    Consecutive,
 }
 
 /// Where a tracked keyed message stands; see the module docs for the transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyedState {
-    /// Its key's head, not in flight, key not parked: deliverable now.
+    /// Its key's head, no message of its key in flight, key not parked: deliverable now.
     Ready,
-    /// Its key's head, delivered and not yet settled or requeued.
+    /// Delivered (as its key's head or in a run) and not yet settled or requeued.
     InFlight,
-    /// Behind its key's head, key not parked.
+    /// Not in flight, and behind its key's head or held back by its key's messages in
+    /// flight; key not parked.
     Waiting,
     /// Not in flight and its key is parked: kept, counted, and not deliverable until unparked.
     Held,
@@ -88,7 +119,8 @@ pub enum KeyedState {
 /// [`settled`](KeyOrder::settled) of a message that is not its key's head, which is
 /// O(log m + m) for a key with m messages in the window (a binary search, then a shift).
 /// Expiry and overflow remove heads in the common case, since the oldest message of a key is
-/// its head.
+/// its head. A call on a message in flight scans its key's in-flight front: one message, or
+/// a run (at most a receive's size).
 #[derive(Debug, Default)]
 pub struct KeyOrder {
     /// Key → its slot in `slots`.
@@ -104,36 +136,69 @@ pub struct KeyOrder {
 #[derive(Debug)]
 struct KeyState {
     key: Arc<[u8]>,
-    /// This key's messages in the window, in offset order; the front is the head.
+    /// This key's messages in the window: the first `in_flight` are in flight (in the order
+    /// they went out), the rest wait behind them in offset order. The front is the head.
     offsets: VecDeque<u64>,
-    /// Whether the head is in flight. Only the head is ever delivered, so this one flag is
-    /// the "at most one in flight per key" invariant.
-    in_flight: bool,
+    /// How many of the front offsets are in flight: 0 or 1, or the rest of a run still out.
+    /// While it is not 0 nothing of the key is Ready.
+    in_flight: u32,
     parked: bool,
 }
 
 impl KeyState {
     fn ready_head(&self) -> Option<u64> {
-        if self.in_flight || self.parked {
+        if self.in_flight > 0 || self.parked {
             None
         } else {
             self.offsets.front().copied()
         }
     }
 
+    fn in_flight_count(&self) -> usize {
+        self.in_flight as usize
+    }
+
     /// Messages of this key that are not in flight: what a parked key holds.
     fn held(&self) -> usize {
-        self.offsets.len() - usize::from(self.in_flight)
+        self.offsets.len() - self.in_flight_count()
+    }
+
+    /// Where `offset` is among the in-flight front, if it is in flight. The front is short
+    /// (one message, or a run), so a scan.
+    fn in_flight_position(&self, offset: u64) -> Option<usize> {
+        self.offsets
+            .iter()
+            .take(self.in_flight_count())
+            .position(|&o| o == offset)
+    }
+
+    /// The oldest message not in flight, while the key has some in flight and is not
+    /// parked: what a run takes next.
+    fn follower(&self) -> Option<u64> {
+        if self.in_flight == 0 || self.parked {
+            None
+        } else {
+            self.offsets.get(self.in_flight_count()).copied()
+        }
     }
 
     fn state_of(&self, offset: u64) -> KeyedState {
-        let is_head = self.offsets.front() == Some(&offset);
-        match (is_head, self.in_flight, self.parked) {
-            (true, true, _) => KeyedState::InFlight,
-            (_, _, true) => KeyedState::Held,
-            (true, false, false) => KeyedState::Ready,
-            (false, _, false) => KeyedState::Waiting,
+        if self.in_flight_position(offset).is_some() {
+            return KeyedState::InFlight;
         }
+        if self.parked {
+            KeyedState::Held
+        } else if self.ready_head() == Some(offset) {
+            KeyedState::Ready
+        } else {
+            KeyedState::Waiting
+        }
+    }
+
+    /// Puts a message that is not in flight at its offset's place among the waiting ones.
+    fn insert_waiting(&mut self, offset: u64) {
+        let at = place_among_waiting(&self.offsets, self.in_flight_count(), offset);
+        self.offsets.insert(at, offset);
     }
 }
 
@@ -187,8 +252,8 @@ impl KeyOrder {
     /// Tracks a message that joins `key`'s line late, at its offset's place instead of the
     /// back: on an exclusive queue a delayed message stays out of the line until its delay
     /// ends, so that it holds back nothing meanwhile, and then takes its place in publish
-    /// order. It becomes the head if it is older than the head, unless the head is in flight
-    /// (one at a time): then it waits right behind it (see [`requeued`](KeyOrder::requeued)).
+    /// order. It becomes the head if it is older than the head, unless messages of the key
+    /// are in flight: then it waits right behind them (see [`requeued`](KeyOrder::requeued)).
     ///
     /// Returns its admission and the former head if that was Ready and now waits behind it,
     /// which the engine withdraws from its ready set. An offset already tracked is left as
@@ -210,12 +275,7 @@ impl KeyOrder {
             .as_mut()
             .expect("slot_for returns a live slot");
         let former = state.ready_head();
-        let at = match state.offsets.front() {
-            None => 0,
-            Some(&head) if head > offset && !state.in_flight => 0,
-            Some(_) => place_behind_head(&state.offsets, offset),
-        };
-        state.offsets.insert(at, offset);
+        state.insert_waiting(offset);
         self.slot_of_offset.insert(offset, slot);
         let admission = if state.ready_head() == Some(offset) {
             Admission::Ready
@@ -238,7 +298,38 @@ impl KeyOrder {
         if state.ready_head() != Some(offset) {
             return false;
         }
-        state.in_flight = true;
+        state.in_flight = 1;
+        true
+    }
+
+    /// The message a run may take next, right behind `offset` that the same receive just
+    /// delivered: its key's oldest message not in flight. `None` if `offset` is not in
+    /// flight, the key is parked, or nothing waits behind it. The caller decides whether the
+    /// run goes on (the message may be delayed, or the receive full); taking it is
+    /// [`delivered_follower`](KeyOrder::delivered_follower).
+    ///
+    /// Only the receive that delivered the head extends its run: a key with a message in
+    /// flight from an earlier receive is held, and this is not a way around that.
+    pub fn follower(&self, offset: u64) -> Option<u64> {
+        let &slot = self.slot_of_offset.get(&offset)?;
+        let state = self.slot(slot);
+        state.in_flight_position(offset)?;
+        state.follower()
+    }
+
+    /// The engine handed `offset`, its key's [`follower`](KeyOrder::follower), to the
+    /// consumer in the same receive: it joins the key's messages in flight. Nothing enters
+    /// or leaves the ready set (the key had nothing Ready while its run was out).
+    ///
+    /// Returns `false` and changes nothing if `offset` is not its key's follower.
+    pub fn delivered_follower(&mut self, offset: u64) -> bool {
+        let Some(state) = self.key_state_mut(offset) else {
+            return false;
+        };
+        if state.follower() != Some(offset) {
+            return false;
+        }
+        state.in_flight += 1;
         true
     }
 
@@ -254,25 +345,21 @@ impl KeyOrder {
         self.leave(offset)
     }
 
-    /// The in-flight head `offset` failed (nack or lease expiry) and will be delivered again:
-    /// it stays its key's head, in front of its successors, which keep waiting — order holds
-    /// across retries. Only a message older than it that joined the line while it was in
-    /// flight ([`admit_in_order`](KeyOrder::admit_in_order)) goes first: the head returns to
-    /// its offset's place. Returns the key's head if it is Ready now, `None` if the key is
-    /// parked (its head is Held until unparked).
+    /// The in-flight `offset` failed (nack or lease expiry) and will be delivered again: it
+    /// goes back to its offset's place in its key's line, in front of its successors, which
+    /// keep waiting — order holds across retries. Only a message older than it that joined
+    /// the line while it was in flight ([`admit_in_order`](KeyOrder::admit_in_order)) goes
+    /// first. Returns the key's head if it is Ready now; `None` if the key is parked (its
+    /// head is Held until unparked) or still has messages of a run in flight (the key stays
+    /// held until they are settled or requeued too, and then its oldest message goes first).
     ///
     /// Returns `None` and changes nothing if `offset` is not in flight.
     pub fn requeued(&mut self, offset: u64) -> Option<u64> {
         let state = self.key_state_mut(offset)?;
-        if !(state.in_flight && state.offsets.front() == Some(&offset)) {
-            return None;
-        }
-        state.in_flight = false;
-        if state.offsets.get(1).is_some_and(|&next| next < offset) {
-            state.offsets.pop_front();
-            let at = place_behind_head(&state.offsets, offset);
-            state.offsets.insert(at, offset);
-        }
+        let at = state.in_flight_position(offset)?;
+        state.offsets.remove(at);
+        state.in_flight -= 1;
+        state.insert_waiting(offset);
         state.ready_head()
     }
 
@@ -286,7 +373,7 @@ impl KeyOrder {
     }
 
     /// Holds `key`: from now on none of its messages is Ready — the head, once its current
-    /// delivery (if any) is settled or requeued, and every message behind it stay Held, in
+    /// deliveries (if any) are settled or requeued, and every message behind it stay Held, in
     /// order and counted in [`parked_keys`](KeyOrder::parked_keys). Other keys are not
     /// affected. A key with no messages can be parked; its messages are held as they arrive.
     ///
@@ -381,7 +468,7 @@ impl KeyOrder {
         let state = KeyState {
             key: Arc::clone(&key),
             offsets: VecDeque::new(),
-            in_flight: false,
+            in_flight: 0,
             parked: false,
         };
         let slot = match self.free_slots.pop() {
@@ -411,32 +498,39 @@ impl KeyOrder {
     fn leave(&mut self, offset: u64) -> Option<u64> {
         let slot = self.slot_of_offset.remove(&offset)?;
         let state = self.slots[slot].as_mut().expect("indexed slots are live");
-        if state.offsets.front() == Some(&offset) {
-            state.offsets.pop_front();
-            state.in_flight = false;
-            let next = state.ready_head();
-            self.free_if_idle(slot);
-            next
+        let next = if let Some(at) = state.in_flight_position(offset) {
+            // In flight: the key is released once the last of its deliveries ends.
+            state.offsets.remove(at);
+            state.in_flight -= 1;
+            state.ready_head()
         } else {
-            // Behind the head: the head, and so what is Ready, does not change. The offsets
-            // behind the head are sorted when admitted in order; the linear fallback only
-            // covers a caller that broke that contract in a release build.
-            let at = Some(place_behind_head(&state.offsets, offset))
+            // Waiting: the offsets not in flight are sorted when admitted in order; the
+            // linear fallback only covers a caller that broke that contract in a release
+            // build. Only the head's leaving changes what is Ready.
+            let from = state.in_flight_count();
+            let at = Some(place_among_waiting(&state.offsets, from, offset))
                 .filter(|&at| state.offsets.get(at) == Some(&offset))
                 .or_else(|| state.offsets.iter().position(|&o| o == offset));
             if let Some(at) = at {
                 state.offsets.remove(at);
             }
-            None
-        }
+            if at == Some(0) {
+                state.ready_head()
+            } else {
+                None
+            }
+        };
+        self.free_if_idle(slot);
+        next
     }
 }
 
-/// Where `offset` goes among the offsets behind the head of a non-empty line: they are in
-/// offset order (only an in-flight head may be younger than what waits behind it), so a
-/// binary search finds it, and a late message costs O(log m), not a scan of the backlog.
-fn place_behind_head(offsets: &VecDeque<u64>, offset: u64) -> usize {
-    let (mut low, mut high) = (1, offsets.len());
+/// Where `offset` goes among the offsets of a line that are not in flight, which start at
+/// `from` (the count of the in-flight front): they are in offset order (only the in-flight
+/// front may be younger than what waits behind it), so a binary search finds it, and a late
+/// message costs O(log m), not a scan of the backlog.
+fn place_among_waiting(offsets: &VecDeque<u64>, from: usize, offset: u64) -> usize {
+    let (mut low, mut high) = (from, offsets.len());
     while low < high {
         let mid = low + (high - low) / 2;
         if offsets[mid] < offset {
@@ -445,7 +539,7 @@ fn place_behind_head(offsets: &VecDeque<u64>, offset: u64) -> usize {
             high = mid;
         }
     }
-    low.min(offsets.len())
+    low
 }
 
 #[cfg(test)]

@@ -11,9 +11,21 @@ use crate::error::{BrokerError, Result};
 use crate::message::{Headers, millis};
 use crate::message_id::MessageId;
 use crate::queue::journal::JournalEvent;
+use crate::queue::key_order::PerKey;
 use crate::queue::state::{Acked, LeaseToken, Nacked, Seq};
 use crate::record::DeadLetterInfo;
 use crate::spec::QueueSpec;
+
+/// What a receive asks for: up to `max` messages, leased for `lease` (the queue's lease if
+/// `None`), waiting up to `wait` (real time) for one to become ready when none is, and how
+/// many of one key it may take ([`PerKey`]; one unless asked).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiveOptions {
+    pub max: usize,
+    pub lease: Option<Duration>,
+    pub wait: Option<Duration>,
+    pub per_key: PerKey,
+}
 
 /// A message handed to a consumer under a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +92,33 @@ impl Broker {
         wait: Option<Duration>,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<Vec<ReceivedMessage>> {
+        let options = ReceiveOptions {
+            max,
+            lease,
+            wait,
+            per_key: PerKey::One,
+        };
+        self.receive_with(queue, consumer, options, stop).await
+    }
+
+    /// [`receive_unless`](Self::receive_unless) with every option, among them how many
+    /// messages of one key it may take: with [`PerKey::Consecutive`] a key-shared (or
+    /// exclusive) queue hands out a key's next messages right behind its head in the same
+    /// receive, in order, and holds the key until all of them are settled or have failed
+    /// (see [`PerKey`]). On a shared queue keys do not order, and `per_key` changes nothing.
+    pub async fn receive_with(
+        &self,
+        queue: &str,
+        consumer: &str,
+        options: ReceiveOptions,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<Vec<ReceivedMessage>> {
+        let ReceiveOptions {
+            max,
+            lease,
+            wait,
+            per_key,
+        } = options;
         tokio::pin!(stop);
         check_consumer(consumer)?;
         check_receive_lease(lease)?;
@@ -97,7 +136,9 @@ impl Broker {
             let now_ms = self.now_ms();
             let (deliveries, rx, effects) = {
                 let mut inner = queue.lock();
-                let deliveries = inner.state.receive(consumer, max, lease, now_ms);
+                let deliveries = inner
+                    .state
+                    .receive_per_key(consumer, max, per_key, lease, now_ms);
                 let mut events = Vec::with_capacity(deliveries.len());
                 for d in &deliveries {
                     inner.deliveries.insert(d.seq, d.delivery);
@@ -284,6 +325,17 @@ impl Broker {
         self.inner.timers_changed.timer_at(until_ms);
         durable(rx).await?;
         Ok(until_ms)
+    }
+
+    /// The deadline of the running lease `token` of `seq`, in ms since the epoch:
+    /// [`BrokerError::StaleLease`] if that is not the message's current lease (settled,
+    /// failed, returned or leased again since). A lease whose deadline has passed counts as
+    /// running until the queue's next tick ends it; compare with the clock.
+    pub fn lease_deadline(&self, queue: &str, seq: Seq, token: LeaseToken) -> Result<i64> {
+        let queue = self.queue(queue)?;
+        queue.check_published(seq)?;
+        let inner = queue.lock();
+        inner.state.lease_deadline(seq, token)
     }
 
     /// Holds `key`'s messages on a key-shared queue until [`unpark`](Self::unpark); durable.

@@ -31,8 +31,15 @@
 //! retries, TTLs, leases), keys and scheduled ids cost more, only for the messages that have
 //! them.
 //!
+//! **Runs of a key.** A receive may ask for several consecutive messages of a key at once
+//! ([`PerKey::Consecutive`], [`receive_per_key`](QueueState::receive_per_key)); the key is
+//! held until all of them are settled or have failed, and one that failed goes out again
+//! before anything behind it ([`KeyOrder`]'s module docs have the rule). Every other receive
+//! takes one message per key.
+//!
 //! **Exclusive order.** One message at a time, in publish order: every message waits in one
-//! line ([`KeyOrder`] under one implicit key) and only its head is delivered. A message
+//! line ([`KeyOrder`] under one implicit key) and only its head is delivered (or, when a
+//! receive asks for a run, its head and the messages right behind it). A message
 //! published with a delay joins the line only when the delay ends, at its publish-order
 //! place (never in front of a delivery in flight), so a delayed message holds back nothing
 //! published after it; a retry keeps its place at the head, in front of everything
@@ -65,7 +72,7 @@ use settled_by::{SettledBy, Settler};
 use crate::error::{BrokerError, Result};
 use crate::message::millis;
 use crate::message_id::MessageId;
-use crate::queue::key_order::{KeyOrder, KeyedState};
+use crate::queue::key_order::{KeyOrder, KeyedState, PerKey};
 use crate::queue::priority::PriorityPicker;
 use crate::queue::seq_ranges::SeqRanges;
 use crate::queue::timers::TimerQueue;
@@ -357,10 +364,29 @@ impl QueueState {
     ///
     /// A ready message whose TTL has passed is dead-lettered (`expired`) instead of
     /// delivered.
+    #[cfg(test)]
     pub fn receive(
         &mut self,
         consumer: &str,
         max: usize,
+        lease: Option<Duration>,
+        now_ms: i64,
+    ) -> Vec<Delivery> {
+        self.receive_per_key(consumer, max, PerKey::One, lease, now_ms)
+    }
+
+    /// [`receive`](Self::receive), taking up to `max` messages of a key in one go with
+    /// [`PerKey::Consecutive`] on a key-shared or exclusive queue: each key's head is
+    /// followed by the key's next messages, in order, while there is room and they are not
+    /// delayed, before the next ready message (of another key) is picked — as many of one
+    /// key as possible first. A run stops at a message that is delayed or backing off; one
+    /// whose TTL has passed is dead-lettered and the run goes on behind it. On a shared
+    /// queue, where keys do not order, `per_key` changes nothing.
+    pub fn receive_per_key(
+        &mut self,
+        consumer: &str,
+        max: usize,
+        per_key: PerKey,
         lease: Option<Duration>,
         now_ms: i64,
     ) -> Vec<Delivery> {
@@ -395,39 +421,90 @@ impl QueueState {
             let seq = self.ready[usize::from(level)]
                 .pop_first()
                 .expect("the picker picks a level with ready messages");
-            let entry = self.entries.get_mut(seq).expect("ready seqs are tracked");
+            let entry = self.entries.get(seq).expect("ready seqs are tracked");
             if entry.expired(now_ms) {
                 let next = self.dead_letter(seq, DeadLetterReason::Expired);
                 self.refresh(next, now_ms, Announce::Ready);
                 continue;
             }
-            let token = LeaseToken(self.next_token);
-            self.next_token += 1;
-            entry.deliveries = entry.deliveries.saturating_add(1);
-            entry.leased = true;
-            let lease = Lease {
-                token,
-                consumer: consumer.clone(),
-                until_ms,
-            };
-            out.push(Delivery {
-                seq,
-                id: entry.id,
-                token,
-                delivery: entry.deliveries,
-                lease_until_ms: until_ms,
-            });
-            self.leases.insert(seq, lease);
+            out.push(self.lease_to(seq, &consumer, until_ms));
             if self.key_shared {
                 self.keys.delivered(seq);
+                if per_key == PerKey::Consecutive {
+                    self.take_run(seq, &consumer, until_ms, max, &mut out, now_ms);
+                }
             }
-            self.timers.schedule(Timer::Lease(seq), until_ms);
-            self.in_flight += 1;
         }
         if !out.is_empty() {
             self.consumers.entry(consumer).or_default().in_flight += out.len();
         }
         out
+    }
+
+    /// Extends the run `head` starts (just delivered) with its key's next messages while
+    /// `out` has room; see [`receive_per_key`](Self::receive_per_key).
+    fn take_run(
+        &mut self,
+        head: Seq,
+        consumer: &Arc<str>,
+        until_ms: i64,
+        max: usize,
+        out: &mut Vec<Delivery>,
+        now_ms: i64,
+    ) {
+        let mut last = head;
+        while out.len() < max {
+            let Some(seq) = self.keys.follower(last) else {
+                break;
+            };
+            let entry = self.entries.get(seq).expect("keyed seqs are tracked");
+            if entry.scheduled {
+                // Delayed or backing off: the run stops here, and what is behind it waits
+                // for it, as ever.
+                break;
+            }
+            if entry.expired(now_ms) {
+                // Leaves without releasing anything: its key has messages in flight.
+                let next = self.dead_letter(seq, DeadLetterReason::Expired);
+                debug_assert_eq!(next, None);
+                continue;
+            }
+            self.keys.delivered_follower(seq);
+            out.push(self.lease_to(seq, consumer, until_ms));
+            last = seq;
+        }
+    }
+
+    /// Leases the tracked message `seq` to `consumer` until `until_ms`: one more delivery.
+    fn lease_to(&mut self, seq: Seq, consumer: &Arc<str>, until_ms: i64) -> Delivery {
+        let entry = self.entries.get_mut(seq).expect("leased seqs are tracked");
+        let token = LeaseToken(self.next_token);
+        self.next_token += 1;
+        entry.deliveries = entry.deliveries.saturating_add(1);
+        entry.leased = true;
+        let delivery = Delivery {
+            seq,
+            id: entry.id,
+            token,
+            delivery: entry.deliveries,
+            lease_until_ms: until_ms,
+        };
+        let lease = Lease {
+            token,
+            consumer: consumer.clone(),
+            until_ms,
+        };
+        self.leases.insert(seq, lease);
+        self.timers.schedule(Timer::Lease(seq), until_ms);
+        self.in_flight += 1;
+        delivery
+    }
+
+    /// The deadline of the running lease `token` of `seq`; [`BrokerError::StaleLease`] if
+    /// that is not the message's current lease (settled, failed, or leased again since).
+    pub fn lease_deadline(&self, seq: Seq, token: LeaseToken) -> Result<i64> {
+        self.check_lease(seq, token)?;
+        Ok(self.leases[&seq].until_ms)
     }
 
     /// Settles a delivered message: it leaves the queue ([`Effect::Settled`]) and its key's
@@ -725,3 +802,6 @@ mod tests;
 
 #[cfg(test)]
 mod model_tests;
+
+#[cfg(test)]
+mod run_tests;

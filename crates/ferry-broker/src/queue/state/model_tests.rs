@@ -60,6 +60,8 @@ enum Op {
         consumer: u8,
         max: usize,
         lease: Option<u64>,
+        /// Takes runs of a key ([`PerKey::Consecutive`]).
+        runs: bool,
     },
     Ack {
         pick: usize,
@@ -99,8 +101,8 @@ fn op() -> impl Strategy<Value = Op> {
             prop::option::weighted(0.3, 1i64..300),
         )
             .prop_map(|(key, level, delay, ttl)| Op::Track { key, level, delay, ttl }),
-        5 => (0u8..3, 1usize..4, prop::option::weighted(0.3, 1u64..200))
-            .prop_map(|(consumer, max, lease)| Op::Receive { consumer, max, lease }),
+        5 => (0u8..3, 1usize..4, prop::option::weighted(0.3, 1u64..200), prop::bool::weighted(0.4))
+            .prop_map(|(consumer, max, lease, runs)| Op::Receive { consumer, max, lease, runs }),
         4 => (any::<usize>(), prop::bool::weighted(0.2))
             .prop_map(|(pick, stale)| Op::Ack { pick, stale }),
         3 => (any::<usize>(), prop::bool::weighted(0.2), prop::option::weighted(0.3, 0u64..60))
@@ -159,6 +161,8 @@ impl Model {
         m.expires_at.is_some_and(|at| at <= self.now)
     }
 
+    /// Parked, or another message of its key is in flight (one alone, or any of a run) or
+    /// published before it.
     fn blocked_by_key(&self, m: &ModelMessage) -> bool {
         let Some(key) = m.key.filter(|_| self.key_shared) else {
             return false;
@@ -167,7 +171,20 @@ impl Model {
             || self
                 .messages
                 .iter()
-                .any(|other| other.key == Some(key) && other.seq < m.seq)
+                .any(|other| other.key == Some(key) && (other.seq < m.seq || other.lease.is_some()))
+    }
+
+    /// What a run takes next behind a message of `key` it delivered: the key's earliest
+    /// message not in flight, if the key is not parked and that message is not delayed.
+    fn follower(&self, key: u8) -> Option<Seq> {
+        if self.parked.contains(&key) {
+            return None;
+        }
+        let next = self
+            .messages
+            .iter()
+            .find(|m| m.key == Some(key) && m.lease.is_none())?;
+        (next.available_at <= self.now).then_some(next.seq)
     }
 
     fn is_ready(&self, m: &ModelMessage) -> bool {
@@ -356,21 +373,42 @@ fn run(key_shared: bool, ops: Vec<Op>) -> std::result::Result<(), TestCaseError>
                 consumer,
                 max,
                 lease,
+                runs,
             } => {
                 let name = consumer_name(consumer);
-                let got = real.receive(&name, max, lease.map(Duration::from_millis), now);
+                let per_key = if runs {
+                    PerKey::Consecutive
+                } else {
+                    PerKey::One
+                };
+                let lease_for = lease.map(Duration::from_millis);
+                let got = real.receive_per_key(&name, max, per_key, lease_for, now);
                 let room = model.prefetch.get(&consumer).map_or(usize::MAX, |cap| {
                     cap.saturating_sub(model.in_flight_of(consumer))
                 });
                 let until = now + lease.map_or(LEASE_MS, |ms| ms as i64);
+                // Marked with a placeholder token, replaced below with the real one.
+                let take = |model: &mut Model, seq: Seq| {
+                    let at = model.position(seq).unwrap();
+                    model.messages[at].deliveries += 1;
+                    model.messages[at].lease = Some((LeaseToken(0), consumer, until));
+                };
                 let mut expected = Vec::new();
                 while expected.len() < max.min(room) {
                     let Some(seq) = model.next_ready() else { break };
                     expected.push(seq);
-                    let at = model.position(seq).unwrap();
-                    model.messages[at].deliveries += 1;
-                    // Marked with a placeholder token, replaced below with the real one.
-                    model.messages[at].lease = Some((LeaseToken(0), consumer, until));
+                    take(&mut model, seq);
+                    let key = model.messages[model.position(seq).unwrap()].key;
+                    let Some(key) = key.filter(|_| runs && key_shared) else {
+                        continue;
+                    };
+                    while expected.len() < max.min(room) {
+                        let Some(next) = model.follower(key) else {
+                            break;
+                        };
+                        expected.push(next);
+                        take(&mut model, next);
+                    }
                 }
                 let delivered: Vec<Seq> = got.iter().map(|d| d.seq).collect();
                 prop_assert_eq!(&delivered, &expected);

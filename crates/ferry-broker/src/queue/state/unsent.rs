@@ -51,10 +51,17 @@ impl QueueState {
                 // Its expiry timer may have fired (and been ignored) while it was leased.
                 self.timers.schedule(Timer::Expiry(seq), at);
             }
-            if self.key_shared {
-                self.keys.requeued(seq);
-            }
+            // Usually `seq` itself; with a run of its key out, the key's oldest message
+            // once the last of the run is back.
+            let head = if self.key_shared {
+                self.keys.requeued(seq)
+            } else {
+                None
+            };
             self.refresh(Some(seq), now_ms, Announce::Ready);
+            if head != Some(seq) {
+                self.refresh(head, now_ms, Announce::Ready);
+            }
         }
         Ok(ReturnedUnsent {
             deliveries,
