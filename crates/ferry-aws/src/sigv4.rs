@@ -478,7 +478,7 @@ fn format_amz_date(ms: i64) -> String {
 }
 
 /// The proleptic Gregorian date of a day since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
