@@ -38,12 +38,55 @@ use tokio::net::TcpListener;
 
 pub use framing::FrameError;
 
+/// Where `ferry serve` listens for Kafka clients unless told otherwise: Kafka's own port.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9092";
+
+/// The host and port Metadata tells clients to connect to, `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    pub host: String,
+    pub port: u16,
+}
+
+/// Why an advertised address was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}; write host:port, such as kafka.internal:9092")]
+pub struct BadAdvertised(String);
+
+impl std::str::FromStr for Advertised {
+    type Err = BadAdvertised;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| BadAdvertised(format!("{text:?} has no port")))?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| BadAdvertised(format!("{port:?} is not a port from 1 to 65535")))?;
+        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(BadAdvertised(format!("{host:?} is not a host name")));
+        }
+        Ok(Advertised {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl std::fmt::Display for Advertised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
 /// How the front end behaves.
 #[derive(Debug, Clone)]
 pub struct KafkaConfig {
-    /// The host clients are told to connect to in Metadata; the listener's address when
-    /// `None`.
-    pub advertised: Option<(String, u16)>,
+    /// The host and port clients are told to connect to in Metadata; the listener's
+    /// address when `None`.
+    pub advertised: Option<Advertised>,
     /// Partitions of a topic created by Metadata's auto-creation or by CreateTopics with
     /// `num_partitions = -1`.
     pub default_partitions: u32,
@@ -98,7 +141,7 @@ impl Kafka {
     ) -> std::io::Result<()> {
         let local = listener.local_addr()?;
         let (host, port) = match &self.shared.config.advertised {
-            Some((host, port)) => (host.clone(), *port),
+            Some(advertised) => (advertised.host.clone(), advertised.port),
             None => (local.ip().to_string(), local.port()),
         };
         let node = Arc::new(connection::Node { host, port });

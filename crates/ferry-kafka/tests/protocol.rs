@@ -409,7 +409,7 @@ async fn out_of_range_and_unknown_partitions_get_kafkas_codes() {
 async fn metadata_lists_topics_and_auto_creates_when_allowed() {
     let config = KafkaConfig {
         default_partitions: 3,
-        advertised: Some(("kafka.example".into(), 19092)),
+        advertised: Some("kafka.example:19092".parse().unwrap()),
         ..KafkaConfig::default()
     };
     let server = start(config).await;
@@ -583,6 +583,16 @@ async fn list_offsets_earliest_latest_and_by_time() {
         offset(&client.call(&ask(before + 3_600_000), 1).await),
         (0, -1)
     );
+}
+
+#[test]
+fn advertised_addresses_parse_or_say_why_not() {
+    let ok: ferry_kafka::Advertised = "kafka.internal:9092".parse().unwrap();
+    assert_eq!((ok.host.as_str(), ok.port), ("kafka.internal", 9092));
+    assert_eq!(ok.to_string(), "kafka.internal:9092");
+    for bad in ["kafka.internal", "host:0", "host:70000", ":9092", "a b:1"] {
+        assert!(bad.parse::<ferry_kafka::Advertised>().is_err(), "{bad}");
+    }
 }
 
 fn ferry_time_now() -> i64 {
