@@ -449,6 +449,15 @@ async fn metadata_lists_topics_and_auto_creates_when_allowed() {
         ResponseError::InvalidTopicException.code()
     );
 
+    // Named by id only: Ferry keeps no topic ids.
+    let by_id = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(None)]));
+    let response = client.call(&by_id, 12).await;
+    assert_eq!(
+        response.topics[0].error_code,
+        ResponseError::UnknownTopicId.code()
+    );
+
     // All topics: a null list (and for v0 an empty one).
     let all = client
         .call(&MetadataRequest::default().with_topics(None), 1)
@@ -675,5 +684,57 @@ async fn refused_batches_store_nothing() {
     assert_eq!(
         server.broker.describe_topic("strict").unwrap().partitions[0].end_offset,
         0
+    );
+}
+
+#[tokio::test]
+async fn a_batch_with_a_producer_id_is_stored_once_and_in_sequence() {
+    let server = start(KafkaConfig::default()).await;
+    create(&server.broker, "once", 1).await;
+    let mut client = Client::connect(server.addr).await;
+    let stamped = |first_sequence: i32, values: &[&str]| {
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut r = record("k", v, &[]);
+                r.producer_id = 5;
+                r.producer_epoch = 0;
+                r.offset = i as i64;
+                r.sequence = first_sequence + i as i32;
+                r
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+        buf.freeze()
+    };
+    let first = stamped(0, &["a", "b"]);
+    let response = client
+        .call(&produce_request("once", 0, -1, first.clone()), 8)
+        .await;
+    assert_eq!(produced(&response), (0, 0));
+    // A retry after a lost answer: the same offsets, nothing stored again.
+    let response = client.call(&produce_request("once", 0, -1, first), 8).await;
+    assert_eq!(produced(&response), (0, 0));
+    let response = client
+        .call(&produce_request("once", 0, -1, stamped(2, &["c"])), 8)
+        .await;
+    assert_eq!(produced(&response), (0, 2));
+    // A gap in the sequence is refused and stores nothing.
+    let response = client
+        .call(&produce_request("once", 0, -1, stamped(9, &["z"])), 8)
+        .await;
+    assert_eq!(
+        produced(&response).0,
+        ResponseError::OutOfOrderSequenceNumber.code()
+    );
+    assert_eq!(
+        server.broker.describe_topic("once").unwrap().partitions[0].end_offset,
+        3
     );
 }

@@ -4,6 +4,7 @@
 //! auto-creation is on and the client allows it (v4+; older clients always do).
 
 use ferry_broker::{BrokerError, TopicSpec};
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -24,10 +25,22 @@ pub async fn answer(
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
+    // Topics named by id only (v10+) cannot be found: Ferry keeps no topic ids.
+    let mut by_id_only = Vec::new();
     let names: Vec<String> = match request.topics {
         Some(topics) if !(version == 0 && topics.is_empty()) => topics
             .into_iter()
-            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .filter_map(|t| match t.name {
+                Some(name) => Some(name.0.to_string()),
+                None => {
+                    by_id_only.push(
+                        MetadataResponseTopic::default()
+                            .with_topic_id(t.topic_id)
+                            .with_error_code(ResponseError::UnknownTopicId.code()),
+                    );
+                    None
+                }
+            })
             .collect(),
         _ => shared
             .broker
@@ -38,7 +51,7 @@ pub async fn answer(
     };
     let may_create =
         shared.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
-    let mut topics = Vec::with_capacity(names.len());
+    let mut topics = by_id_only;
     for name in names {
         topics.push(describe(shared, &name, may_create).await);
     }
