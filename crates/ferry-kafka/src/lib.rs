@@ -10,10 +10,12 @@
 //!
 //! **Layout.** `framing.rs` reads length-prefixed frames within a maximum size;
 //! `connection.rs` decodes each request's header, dispatches it and writes the answers in
-//! request order; `versions.rs` holds the APIs and versions served — ApiVersions
-//! advertises exactly those; `api/` has one module per API family; `errors.rs` maps the
-//! broker's [`ErrorKind`](ferry_broker::ErrorKind) to Kafka's codes in one match; and
-//! `appends.rs` wakes long-polling fetches. The broker and storage know nothing of Kafka.
+//! request order; `guard.rs` checks a request's array counts before the codec sizes
+//! allocations from them; `versions.rs` holds the APIs and versions served — ApiVersions
+//! advertises exactly those; `api/` has one module per API family; `records.rs` turns
+//! record batches into Ferry messages and back; `errors.rs` maps the broker's
+//! [`ErrorKind`](ferry_broker::ErrorKind) to Kafka's codes in one match; and `appends.rs`
+//! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
 //! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets.
