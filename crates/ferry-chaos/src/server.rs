@@ -73,6 +73,7 @@ impl ServerProcess {
             .arg(self.addr.to_string())
             .arg("--no-http")
             .arg("--no-aws")
+            .arg("--no-kafka")
             .arg("--test-clock")
             .arg(&self.clock_file)
             .env_remove("FERRY_CONFIG")

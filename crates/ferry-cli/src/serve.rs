@@ -1,7 +1,8 @@
-//! `ferry serve`: the broker behind its gRPC and HTTP APIs and its Amazon SQS and SNS
-//! endpoint, durable in a directory, until Ctrl-C or SIGTERM — then every listener stops
-//! accepting, finishes the calls in progress (SQS long polls end at once, empty), gives
-//! unsettled deliveries of open consume streams back, and exits 0.
+//! `ferry serve`: the broker behind its gRPC and HTTP APIs, its Amazon SQS and SNS endpoint
+//! and its Kafka endpoint, durable in a directory, until Ctrl-C or SIGTERM — then every
+//! listener stops accepting, finishes the calls in progress (SQS long polls end at once,
+//! empty; Kafka connections close), gives unsettled deliveries of open consume streams
+//! back, and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,6 +40,14 @@ pub struct ServeArgs {
     /// false].
     #[arg(long)]
     pub no_aws: bool,
+    /// Address of the Kafka endpoint (the Kafka protocol over Ferry's topics) [env
+    /// FERRY_KAFKA_ADDR; file kafka.addr; default 127.0.0.1:9092].
+    #[arg(long, value_name = "ADDR")]
+    pub kafka_addr: Option<SocketAddr>,
+    /// Do not serve the Kafka endpoint [env FERRY_KAFKA_ENABLED=false; file kafka.enabled =
+    /// false].
+    #[arg(long)]
+    pub no_kafka: bool,
     /// A config file: listeners, data, limits, TLS and API tokens (see `ferry config
     /// check`).
     #[arg(long, value_name = "FILE", env = "FERRY_CONFIG")]
@@ -75,6 +84,8 @@ impl ServeArgs {
             no_http: self.no_http,
             aws: self.aws_addr,
             no_aws: self.no_aws,
+            kafka: self.kafka_addr,
+            no_kafka: self.no_kafka,
             data_dir: self.data_dir.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
@@ -167,6 +178,27 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         }
         None
     };
+    let kafka = if config.kafka_enabled.value {
+        let listener = ferry_server::bind(config.kafka.value).await?;
+        let kafka_config = ferry_kafka::KafkaConfig {
+            advertised: config.kafka_advertised.value.clone(),
+            default_partitions: config.kafka_default_partitions.value,
+            auto_create_topics: config.kafka_auto_create_topics.value,
+            max_frame_bytes: config.kafka_max_frame_bytes.value,
+        };
+        Some((
+            listener,
+            ferry_kafka::Kafka::new(broker.clone(), kafka_config),
+        ))
+    } else {
+        if config.kafka_enabled.source == config::Source::Default {
+            println!(
+                "ferry: the Kafka endpoint is off: it has no SASL or TLS yet and [tls] or \
+                 [auth] is configured, so it would be open"
+            );
+        }
+        None
+    };
     let mut server = ferry_server::Server::new(broker)
         .grpc(grpc)
         .redact_headers(config.redaction.value.clone());
@@ -238,6 +270,28 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    if let Some((listener, _)) = &kafka {
+        let kafka_addr = listener
+            .local_addr()
+            .context("reading the Kafka listener's address")?;
+        // Open (no SASL yet), so one more reason to stay on loopback; the config refuses
+        // anything else.
+        loopback &= kafka_addr.ip().is_loopback();
+        let advertised = match &config.kafka_advertised.value {
+            Some(advertised) => format!("advertised as {advertised}"),
+            None => "advertised as itself".to_owned(),
+        };
+        println!(
+            "ferry: serving Kafka on {kafka_addr} ({advertised}; open: no SASL or TLS; \
+             auto-create {}, {} partition(s) by default)",
+            if config.kafka_auto_create_topics.value {
+                "on"
+            } else {
+                "off"
+            },
+            config.kafka_default_partitions.value
+        );
+    }
     // With access keys the SQS endpoint is authenticated (said above) and left out of
     // `loopback`; what is open then is gRPC and HTTP.
     let unauthenticated = if aws_keys > 0 {
@@ -284,9 +338,21 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         served
     };
-    let (served, sqs_served) = tokio::join!(grpc_and_http, sqs);
+    let kafka = async {
+        let Some((listener, kafka)) = kafka else {
+            return Ok(());
+        };
+        let served = kafka
+            .serve(listener, stopped())
+            .await
+            .context("serving the Kafka endpoint");
+        let _ = stop_tx.send(true);
+        served
+    };
+    let (served, sqs_served, kafka_served) = tokio::join!(grpc_and_http, sqs, kafka);
     served?;
     sqs_served?;
+    kafka_served?;
     println!("ferry: stopped");
     Ok(())
 }

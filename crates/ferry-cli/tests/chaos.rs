@@ -125,6 +125,7 @@ impl Serve {
                 "127.0.0.1:0",
                 "--no-http",
                 "--no-aws",
+                "--no-kafka",
                 "--data-dir",
             ])
             .arg(data)

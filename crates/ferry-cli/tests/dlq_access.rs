@@ -242,6 +242,7 @@ fn payloads_and_header_values_never_reach_the_servers_log() {
             "127.0.0.1:0",
             "--aws-addr",
             "127.0.0.1:0",
+            "--no-kafka",
             "--config",
         ])
         .arg(&config)

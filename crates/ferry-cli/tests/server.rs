@@ -200,6 +200,7 @@ fn no_http_serves_grpc_alone() {
             "127.0.0.1:0",
             "--no-http",
             "--no-aws",
+            "--no-kafka",
             "--data-dir",
         ])
         .arg(dir.path())
@@ -260,6 +261,7 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
             "127.0.0.1:0",
             "--no-http",
             "--no-aws",
+            "--no-kafka",
             "--config",
         ])
         .arg(&bad)

@@ -70,6 +70,9 @@ impl Server {
         } else {
             command.arg("--no-http").arg("--no-aws");
         }
+        // The soak drives gRPC, HTTP and SQS only; Kafka's fixed default port would collide
+        // between runs.
+        command.arg("--no-kafka");
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())

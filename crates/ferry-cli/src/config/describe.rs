@@ -39,6 +39,35 @@ pub fn describe(effective: &Effective) -> String {
         e.aws_region.value.clone(),
         e.aws_region.source,
     );
+    line("kafka.addr", e.kafka.value.to_string(), e.kafka.source);
+    line(
+        "kafka.enabled",
+        e.kafka_enabled.value.to_string(),
+        e.kafka_enabled.source,
+    );
+    line(
+        "kafka.advertised",
+        e.kafka_advertised
+            .value
+            .as_ref()
+            .map_or("(the listener's address)".to_owned(), |a| a.to_string()),
+        e.kafka_advertised.source,
+    );
+    line(
+        "kafka.default_partitions",
+        e.kafka_default_partitions.value.to_string(),
+        e.kafka_default_partitions.source,
+    );
+    line(
+        "kafka.auto_create_topics",
+        e.kafka_auto_create_topics.value.to_string(),
+        e.kafka_auto_create_topics.source,
+    );
+    line(
+        "kafka.max_frame_bytes",
+        e.kafka_max_frame_bytes.value.to_string(),
+        e.kafka_max_frame_bytes.source,
+    );
     line(
         "data.dir",
         e.data_dir.value.display().to_string(),

@@ -25,6 +25,8 @@ pub struct ConfigFile {
     pub redaction: RedactionSection,
     #[serde(default)]
     pub aws: Aws,
+    #[serde(default)]
+    pub kafka: Kafka,
     pub auth: Option<Auth>,
 }
 
@@ -40,6 +42,19 @@ pub struct Http {
     pub addr: Option<SocketAddr>,
     pub enabled: Option<bool>,
     pub metrics_auth: Option<bool>,
+}
+
+/// The Kafka endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kafka {
+    pub addr: Option<SocketAddr>,
+    pub enabled: Option<bool>,
+    /// `host:port`, checked when resolving.
+    pub advertised: Option<String>,
+    pub default_partitions: Option<u32>,
+    pub auto_create_topics: Option<bool>,
+    pub max_frame_bytes: Option<usize>,
 }
 
 /// The Amazon SQS endpoint.

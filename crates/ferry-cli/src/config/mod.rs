@@ -36,6 +36,17 @@
 //! account_id = "000000000000"  # FERRY_AWS_ACCOUNT_ID: the account in queue URLs and ARNs
 //! region = "us-east-1"      # FERRY_AWS_REGION: the region in ARNs
 //!
+//! [kafka]                   # the Kafka protocol over Ferry's topics (see ferry_kafka)
+//! addr = "127.0.0.1:9092"   # FERRY_KAFKA_ADDR, --kafka-addr
+//! enabled = true            # FERRY_KAFKA_ENABLED, --no-kafka (see "The Kafka endpoint" below)
+//! advertised = "host:9092"  # FERRY_KAFKA_ADVERTISED: the host and port Metadata gives
+//!                           # clients, default the listener's own address
+//! default_partitions = 1    # FERRY_KAFKA_DEFAULT_PARTITIONS: of topics created by
+//!                           # Metadata or by CreateTopics without a count
+//! auto_create_topics = true # FERRY_KAFKA_AUTO_CREATE_TOPICS: Metadata creates what it is
+//!                           # asked about (when the client allows it)
+//! max_frame_bytes = 104857600  # FERRY_KAFKA_MAX_FRAME_BYTES: the largest request taken
+//!
 //! [[aws.credentials]]       # an access key SigV4 requests must be signed with
 //! access_key_id = "AKIAORDERS0000000001"
 //! secret_access_key_env = "ORDERS_AWS_SECRET"  # or secret_access_key_file = "/run/…",
@@ -83,6 +94,11 @@
 //! it, and lists show it nothing. Without credentials there is no caller to evaluate a
 //! policy for: policies are validated and kept, and nothing is enforced.
 //!
+//! **The Kafka endpoint** has no authentication yet (no SASL, no TLS): like the AWS endpoint
+//! without credentials it is open, so it is off by default with `[tls]` or `[auth]` (and
+//! `kafka.enabled = true` with them is refused), and a `kafka.addr` beyond the loopback
+//! interface is refused.
+//!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
 //! on the loopback interface only. Relative paths are taken from the working directory.
@@ -105,8 +121,8 @@ use ferry_server::{AuthConfig, Redaction, TlsConfig};
 
 pub use describe::describe;
 pub use file::{
-    Auth, Aws, AwsCredential, ConfigFile, Data, Grpc, Http, Limits, RedactionSection, Tls, Token,
-    parse_file,
+    Auth, Aws, AwsCredential, ConfigFile, Data, Grpc, Http, Kafka, Limits, RedactionSection, Tls,
+    Token, parse_file,
 };
 pub use resolve::resolve;
 
@@ -115,6 +131,7 @@ pub use resolve::resolve;
 const DEFAULT_GRPC: &str = "127.0.0.1:7070";
 const DEFAULT_HTTP: &str = "127.0.0.1:7071";
 const DEFAULT_AWS: &str = ferry_aws::DEFAULT_ADDR;
+const DEFAULT_KAFKA: &str = ferry_kafka::DEFAULT_ADDR;
 pub const DEFAULT_DATA_DIR: &str = "./ferry-data";
 
 /// Where a value came from.
@@ -152,6 +169,8 @@ pub struct Flags {
     pub no_http: bool,
     pub aws: Option<SocketAddr>,
     pub no_aws: bool,
+    pub kafka: Option<SocketAddr>,
+    pub no_kafka: bool,
     pub data_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -172,6 +191,14 @@ pub struct Effective {
     pub aws_region: Setting<String>,
     /// The access keys requests must be signed with; empty: the endpoint is open.
     pub aws_access_keys: Vec<ferry_aws::sigv4::AccessKey>,
+    pub kafka: Setting<SocketAddr>,
+    /// Whether the Kafka endpoint is served (see the module head for the default).
+    pub kafka_enabled: Setting<bool>,
+    /// `None`: the listener's own address.
+    pub kafka_advertised: Setting<Option<ferry_kafka::Advertised>>,
+    pub kafka_default_partitions: Setting<u32>,
+    pub kafka_auto_create_topics: Setting<bool>,
+    pub kafka_max_frame_bytes: Setting<usize>,
     /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
     pub metrics_auth: Setting<bool>,
     pub data_dir: Setting<PathBuf>,

@@ -10,9 +10,12 @@ use ferry_server::Redaction;
 use super::auth::auth_config;
 use super::aws_credentials::access_keys;
 use super::{
-    ConfigFile, DEFAULT_AWS, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, Effective, Env, Flags,
-    Setting, Source,
+    ConfigFile, DEFAULT_AWS, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, DEFAULT_KAFKA,
+    Effective, Env, Flags, Setting, Source,
 };
+
+/// The smallest `kafka.max_frame_bytes`: room for any request header and a small batch.
+const MIN_KAFKA_FRAME: usize = 1024;
 
 /// The value of the first of `flag`, the variable `name` and `file`; `None` if none is
 /// set.
@@ -111,6 +114,59 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             "aws.region must be a region name such as us-east-1, got {:?} (from {})",
             region.value,
             region.source
+        );
+    }
+    let kafka = layer(
+        env,
+        "FERRY_KAFKA_ADDR",
+        flag(flags.kafka, "--kafka-addr"),
+        file.kafka.addr,
+    )?;
+    let no_kafka = flags.no_kafka.then_some((false, "--no-kafka"));
+    let kafka_enabled = layer(env, "FERRY_KAFKA_ENABLED", no_kafka, file.kafka.enabled)?;
+    let kafka_advertised_file = file
+        .kafka
+        .advertised
+        .map(|text| text.parse::<ferry_kafka::Advertised>())
+        .transpose()
+        .context("kafka.advertised")?;
+    let kafka_advertised = layer(env, "FERRY_KAFKA_ADVERTISED", None, kafka_advertised_file)?;
+    let kafka_default_partitions = layer(
+        env,
+        "FERRY_KAFKA_DEFAULT_PARTITIONS",
+        None,
+        file.kafka.default_partitions,
+    )?;
+    if let Some(partitions) = &kafka_default_partitions
+        && !(1..=ferry_broker::TopicSpec::MAX_PARTITIONS).contains(&partitions.value)
+    {
+        bail!(
+            "kafka.default_partitions must be from 1 to {}, got {} (from {})",
+            ferry_broker::TopicSpec::MAX_PARTITIONS,
+            partitions.value,
+            partitions.source
+        );
+    }
+    let kafka_auto_create_topics = layer(
+        env,
+        "FERRY_KAFKA_AUTO_CREATE_TOPICS",
+        None,
+        file.kafka.auto_create_topics,
+    )?;
+    let kafka_max_frame_bytes = layer(
+        env,
+        "FERRY_KAFKA_MAX_FRAME_BYTES",
+        None,
+        file.kafka.max_frame_bytes,
+    )?;
+    if let Some(max) = &kafka_max_frame_bytes
+        && !(MIN_KAFKA_FRAME..=i32::MAX as usize).contains(&max.value)
+    {
+        bail!(
+            "kafka.max_frame_bytes must be from {MIN_KAFKA_FRAME} to {}, got {} (from {})",
+            i32::MAX,
+            max.value,
+            max.source
         );
     }
     let data_dir = layer(
@@ -241,6 +297,34 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             addr.source
         );
     }
+    // The Kafka endpoint checks no credentials yet (no SASL, no TLS): as the AWS endpoint
+    // without credentials, it stays off beside TLS or tokens and on the loopback interface.
+    let kafka_enabled = match kafka_enabled {
+        Some(on) if on.value && guarded => bail!(
+            "kafka.enabled = true (from {}) with [tls] or [auth]: the Kafka endpoint has no \
+             authentication or TLS yet and would be open beside protected listeners; leave \
+             it off",
+            on.source
+        ),
+        Some(set) => set,
+        None => Setting {
+            value: !guarded,
+            source: Source::Default,
+        },
+    };
+    if let Some(addr) = &kafka
+        && kafka_enabled.value
+        && !addr.value.ip().is_loopback()
+    {
+        bail!(
+            "kafka.addr = {} (from {}) is beyond the loopback interface, and the Kafka \
+             endpoint has no authentication yet: it would be open to whoever reaches it; \
+             listen on 127.0.0.1",
+            addr.value,
+            addr.source
+        );
+    }
+    let kafka_defaults = ferry_kafka::KafkaConfig::default();
     Ok(Effective {
         grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
         http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
@@ -253,6 +337,21 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         ),
         aws_region: Setting::or_default(aws_region, ferry_aws::SqsConfig::default().region),
         aws_access_keys,
+        kafka: Setting::or_default(kafka, DEFAULT_KAFKA.parse().expect("a socket address")),
+        kafka_enabled,
+        kafka_advertised: Setting::optional(kafka_advertised),
+        kafka_default_partitions: Setting::or_default(
+            kafka_default_partitions,
+            kafka_defaults.default_partitions,
+        ),
+        kafka_auto_create_topics: Setting::or_default(
+            kafka_auto_create_topics,
+            kafka_defaults.auto_create_topics,
+        ),
+        kafka_max_frame_bytes: Setting::or_default(
+            kafka_max_frame_bytes,
+            kafka_defaults.max_frame_bytes,
+        ),
         metrics_auth,
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
         disk_reserve_mib: Setting::optional(disk_reserve_mib),

@@ -431,3 +431,61 @@ fn with_credentials_the_aws_endpoint_is_served_beside_tokens_and_beyond_loopback
             .value
     );
 }
+
+#[test]
+fn the_kafka_endpoint_is_on_by_default_on_loopback_and_off_where_it_would_be_open() {
+    let open = parse("").unwrap();
+    assert!(open.kafka_enabled.value);
+    assert_eq!(open.kafka.value, ferry_kafka::DEFAULT_ADDR.parse().unwrap());
+    assert_eq!(open.kafka_advertised.value, None);
+    assert_eq!(open.kafka_default_partitions.value, 1);
+    assert!(open.kafka_auto_create_topics.value);
+    let file = "[kafka]\naddr = \"127.0.0.1:19092\"\nadvertised = \"kafka.local:19092\"\n\
+                default_partitions = 6\nauto_create_topics = false\nmax_frame_bytes = 4096\n";
+    let vars = [
+        ("FERRY_KAFKA_ADDR", "127.0.0.1:29092"),
+        ("FERRY_KAFKA_DEFAULT_PARTITIONS", "3"),
+    ];
+    let e = resolve(parse_file(file).unwrap(), &env(&vars), &Flags::default()).unwrap();
+    assert_eq!(e.kafka.value, "127.0.0.1:29092".parse().unwrap());
+    assert_eq!(e.kafka.source, Source::Env("FERRY_KAFKA_ADDR"));
+    assert_eq!(e.kafka_default_partitions.value, 3);
+    assert!(!e.kafka_auto_create_topics.value);
+    assert_eq!(e.kafka_max_frame_bytes.value, 4096);
+    let described = describe(&e);
+    assert!(
+        described.contains("kafka.advertised = kafka.local:19092  (file)"),
+        "{described}"
+    );
+    assert!(
+        described.contains("kafka.default_partitions = 3  (env FERRY_KAFKA_DEFAULT_PARTITIONS)"),
+        "{described}"
+    );
+    let flags = Flags {
+        kafka: Some("127.0.0.1:39092".parse().unwrap()),
+        no_kafka: true,
+        ..Flags::default()
+    };
+    let e = resolve(parse_file(file).unwrap(), &env(&vars), &flags).unwrap();
+    assert_eq!(e.kafka.source, Source::Flag("--kafka-addr"));
+    assert!(!e.kafka_enabled.value);
+    assert_eq!(e.kafka_enabled.source, Source::Flag("--no-kafka"));
+
+    // No SASL or TLS yet: off beside tokens or TLS, refused when asked for there, and
+    // loopback only.
+    let tokens = format!(
+        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
+    );
+    assert!(!parse(&tokens).unwrap().kafka_enabled.value);
+    let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+    assert!(e(&format!("[kafka]\nenabled = true\n{tokens}")).contains("no authentication"));
+    assert!(e("[kafka]\naddr = \"0.0.0.0:9092\"\n").contains("loopback"));
+    assert!(
+        parse("[kafka]\naddr = \"0.0.0.0:9092\"\nenabled = false\n").is_ok(),
+        "an address beyond loopback is fine while the endpoint is off"
+    );
+    assert!(e("[kafka]\nadvertised = \"nohost\"\n").contains("kafka.advertised"));
+    assert!(e("[kafka]\ndefault_partitions = 0\n").contains("default_partitions"));
+    assert!(e("[kafka]\nmax_frame_bytes = 10\n").contains("max_frame_bytes"));
+    assert!(e("[kafka]\nport = 1\n").contains("port"));
+}

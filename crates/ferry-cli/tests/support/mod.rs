@@ -119,6 +119,7 @@ pub fn spawn_serve_with(
     command
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(["--aws-addr", "127.0.0.1:0"])
+        .args(["--kafka-addr", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data_dir)
         .args(extra)

@@ -1,0 +1,112 @@
+//! `ferry serve` serves the Kafka endpoint beside gRPC and HTTP, over the same topics: a
+//! topic Kafka's Metadata creates is a Ferry topic, and the endpoint answers in Kafka's
+//! framing (ApiVersions with a v0 header). The protocol itself is tested in `ferry-kafka`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+mod support;
+
+/// `body` (a request header v1 and the request) framed, sent; the answer's frame.
+fn call(addr: &str, body: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    stream.write_all(&frame).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).unwrap();
+    answer
+}
+
+/// A request header v1: api key, version, correlation id, a null client id.
+fn header(api_key: i16, version: i16, correlation: i32) -> Vec<u8> {
+    let mut h = api_key.to_be_bytes().to_vec();
+    h.extend_from_slice(&version.to_be_bytes());
+    h.extend_from_slice(&correlation.to_be_bytes());
+    h.extend_from_slice(&(-1i16).to_be_bytes());
+    h
+}
+
+#[test]
+fn serve_answers_kafka_over_the_same_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
+    let (grpc, kafka) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Kafka on ",
+        |_| {},
+    );
+
+    // ApiVersions v0: correlation id, then error code 0 and the served APIs.
+    let answer = call(&kafka, &header(18, 0, 41));
+    assert_eq!(answer[..4], 41i32.to_be_bytes());
+    assert_eq!(answer[4..6], [0, 0], "no error");
+
+    // Metadata v0 for one topic: auto-created as a Ferry topic.
+    let mut request = header(3, 0, 42);
+    request.extend_from_slice(&1i32.to_be_bytes());
+    request.extend_from_slice(&(10i16).to_be_bytes());
+    request.extend_from_slice(b"from-kafka");
+    let answer = call(&kafka, &request);
+    assert_eq!(answer[..4], 42i32.to_be_bytes());
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", &format!("ferry://{grpc}"), "topic", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("from-kafka"),
+        "{listed:?}"
+    );
+
+    // Stops with the rest.
+    // SAFETY: kill(2) on the child's pid; no memory is touched.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn without_authentication_to_offer_kafka_stays_off_beside_tokens_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ferry.toml");
+    std::fs::write(
+        &config,
+        "[[auth.tokens]]\nname = \"x\"\nsha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\npermissions = [\"admin:#\"]\n",
+    )
+    .unwrap();
+    let check = support::config_check(&config).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("kafka.enabled = false  (default)"), "{text}");
+
+    let (mut child, lines) = support::spawn_serve(
+        &dir.path().join("data"),
+        &["--no-aws", "--config", config.to_str().unwrap()],
+    );
+    let mut printed = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
+        let ready = line.contains("Ctrl-C stops");
+        printed.push(line);
+        if ready {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.starts_with("ferry: the Kafka endpoint is off")),
+        "{printed:?}"
+    );
+    assert!(
+        !printed.iter().any(|l| l.contains("serving Kafka")),
+        "{printed:?}"
+    );
+}

@@ -1,0 +1,114 @@
+//! CreateTopics and DeleteTopics. A topic is created with its partition count (the
+//! default for -1); a replication factor other than -1 or 1 is refused
+//! (INVALID_REPLICATION_FACTOR: one node), and so are explicit replica assignments and
+//! topic configs (not supported yet: refused, never ignored). `validate_only` checks the
+//! name and spec and creates nothing.
+
+use ferry_broker::{Name, TopicSpec};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+};
+
+use super::text;
+use crate::{Shared, errors};
+
+pub async fn create_topics(shared: &Shared, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let result = CreatableTopicResult::default().with_name(topic.name.clone());
+        let outcome = create(shared, &topic, request.validate_only).await;
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((code, message)) => result
+                .with_error_code(code.code())
+                .with_error_message(text(message)),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+async fn create(
+    shared: &Shared,
+    topic: &CreatableTopic,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let name = topic.name.0.as_str();
+    if !topic.assignments.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "replica assignments are not supported: Ferry is one node".into(),
+        ));
+    }
+    if let Some(config) = topic.configs.first() {
+        return Err((
+            ResponseError::InvalidConfig,
+            format!(
+                "topic configs are not supported yet ({:?} was given); create the topic \
+                 without configs",
+                config.name.as_str()
+            ),
+        ));
+    }
+    if !matches!(topic.replication_factor, -1 | 1) {
+        return Err((
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "replication factor {} is more than the one node Ferry has",
+                topic.replication_factor
+            ),
+        ));
+    }
+    let partitions = match topic.num_partitions {
+        -1 => shared.config.default_partitions,
+        n if n >= 1 => n as u32,
+        n => {
+            return Err((
+                ResponseError::InvalidPartitions,
+                format!("{n} partitions: a topic has at least 1"),
+            ));
+        }
+    };
+    let spec = TopicSpec::with_partitions(partitions);
+    let broker_error = |e: ferry_broker::BrokerError| {
+        let code = match errors::from_broker(&e) {
+            // A partition count the broker refuses is Kafka's INVALID_PARTITIONS.
+            ResponseError::InvalidRequest => ResponseError::InvalidPartitions,
+            code => code,
+        };
+        (code, e.to_string())
+    };
+    if validate_only {
+        Name::new(name).map_err(broker_error)?;
+        spec.validate().map_err(broker_error)?;
+        if shared.broker.describe_topic(name).is_ok() {
+            return Err((
+                ResponseError::TopicAlreadyExists,
+                format!("topic {name} exists already"),
+            ));
+        }
+        return Ok(());
+    }
+    shared
+        .broker
+        .create_topic(name, spec)
+        .await
+        .map_err(broker_error)
+}
+
+pub async fn delete_topics(shared: &Shared, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let mut results = Vec::with_capacity(request.topic_names.len());
+    for name in request.topic_names {
+        let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+        results.push(match shared.broker.delete_topic(name.0.as_str()).await {
+            Ok(()) => result,
+            Err(e) => result
+                .with_error_code(errors::from_broker(&e).code())
+                .with_error_message(text(e.to_string())),
+        });
+    }
+    DeleteTopicsResponse::default().with_responses(results)
+}

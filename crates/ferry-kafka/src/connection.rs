@@ -1,0 +1,164 @@
+//! One client connection: frames in, answers out, in request order. Requests are handled
+//! one at a time, as Kafka handles a connection's requests, so answers keep their order
+//! (a fetch in a long poll holds back the requests behind it on that connection only).
+//!
+//! A frame too large, a header that does not decode, an unknown API key, or an API or
+//! version not served ends the connection with a logged reason; ApiVersions at a version
+//! not served is answered with UNSUPPORTED_VERSION and the served list, as Kafka answers
+//! it, so that the client can pick another.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::Shared;
+use crate::framing::{FrameError, framed, read_frame};
+use crate::{api, guard, versions};
+
+/// This node as Metadata describes it.
+pub struct Node {
+    pub host: String,
+    pub port: u16,
+}
+
+/// Why a connection was ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("request of {len} bytes is too short for a request header")]
+    ShortHeader { len: usize },
+    #[error("unknown API key {key}")]
+    UnknownApiKey { key: i16 },
+    #[error("{api:?} v{version} is not served (see ApiVersions)")]
+    NotServed { api: ApiKey, version: i16 },
+    #[error("{api:?} v{version} request does not decode: {problem}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        problem: String,
+    },
+    #[error("encoding the {api:?} answer: {problem}")]
+    Encode { api: ApiKey, problem: String },
+    #[error("writing the answer: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// What a decoded request is: its header and its body, undecoded.
+pub struct Request {
+    pub api: ApiKey,
+    pub header: RequestHeader,
+    pub body: Bytes,
+}
+
+/// Decodes a request's header; the body is left for the API's handler.
+pub fn decode_header(mut frame: Bytes) -> Result<Request, ConnectionError> {
+    // The key and version come first in every header version; the codec's header decoder
+    // reads them without checking that they are there.
+    if frame.len() < 8 {
+        return Err(ConnectionError::ShortHeader { len: frame.len() });
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api = ApiKey::try_from(key).map_err(|_| ConnectionError::UnknownApiKey { key })?;
+    let header_version = api.request_header_version(version);
+    let header = RequestHeader::decode(&mut frame, header_version).map_err(|e| {
+        ConnectionError::Malformed {
+            api,
+            version,
+            problem: e.to_string(),
+        }
+    })?;
+    Ok(Request {
+        api,
+        header,
+        body: frame,
+    })
+}
+
+/// Decodes a request body of type `T`.
+pub fn decode_body<T: Decodable>(request: &mut Request) -> Result<T, ConnectionError> {
+    let version = request.header.request_api_version;
+    guard::check(request.api, version, &request.body).map_err(|problem| {
+        ConnectionError::Malformed {
+            api: request.api,
+            version,
+            problem,
+        }
+    })?;
+    let body = T::decode(&mut request.body, version).map_err(|e| ConnectionError::Malformed {
+        api: request.api,
+        version,
+        problem: e.to_string(),
+    })?;
+    if request.body.has_remaining() {
+        return Err(ConnectionError::Malformed {
+            api: request.api,
+            version,
+            problem: format!("{} bytes after the request", request.body.remaining()),
+        });
+    }
+    Ok(body)
+}
+
+/// An encoded answer at `version`, header included, ready to frame.
+pub fn encode_response<R: Encodable + HeaderVersion>(
+    request: &Request,
+    version: i16,
+    response: &R,
+) -> Result<Bytes, ConnectionError> {
+    // ApiVersions answers always carry header v0, whatever the request's version, so that
+    // a client that does not know the broker's versions yet can read the answer.
+    let header_version = if request.api == ApiKey::ApiVersions {
+        0
+    } else {
+        R::header_version(version)
+    };
+    let encode_error = |e: &dyn std::fmt::Display| ConnectionError::Encode {
+        api: request.api,
+        problem: e.to_string(),
+    };
+    let mut buf = BytesMut::new();
+    ResponseHeader::default()
+        .with_correlation_id(request.header.correlation_id)
+        .encode(&mut buf, header_version)
+        .map_err(|e| encode_error(&e))?;
+    response
+        .encode(&mut buf, version)
+        .map_err(|e| encode_error(&e))?;
+    Ok(buf.freeze())
+}
+
+pub async fn serve(shared: Arc<Shared>, node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(reader);
+    let max = shared.config.max_frame_bytes;
+    let ended = async {
+        loop {
+            let Some(frame) = read_frame(&mut reader, max).await? else {
+                return Ok(());
+            };
+            let mut request = decode_header(frame)?;
+            let version = request.header.request_api_version;
+            if request.api != ApiKey::ApiVersions && !versions::is_supported(request.api, version) {
+                return Err(ConnectionError::NotServed {
+                    api: request.api,
+                    version,
+                });
+            }
+            if let Some(answer) = api::handle(&shared, &node, &mut request).await? {
+                writer.write_all(&framed(&answer)).await?;
+            }
+        }
+    };
+    let ended: Result<(), ConnectionError> = ended.await;
+    if let Err(e) = ended {
+        tracing::warn!(%peer, error = %e, "kafka: closing the connection");
+    }
+}

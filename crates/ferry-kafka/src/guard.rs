@@ -1,0 +1,379 @@
+//! Checks a request body's array counts before the codec decodes it.
+//!
+//! The codec (`kafka-protocol` 0.18) sizes each array's `Vec` from the count on the wire
+//! before decoding an element, so a few bytes claiming two billion elements make it ask
+//! for hundreds of gigabytes — an allocation failure aborts the process, which no error
+//! handling can catch. Every element takes at least one byte, so a count larger than the
+//! bytes left cannot be honest: this walk over each served request's layout refuses it
+//! first. The layouts follow Kafka's message specs for the versions in `versions.rs`
+//! (a test decodes what the codec encodes, for every served version, to keep them equal).
+
+use kafka_protocol::messages::ApiKey;
+
+/// A field of a request layout.
+enum F {
+    Fixed(usize),
+    Str,
+    Bytes,
+    Array(Vec<F>),
+    /// Flexible versions' tagged fields (their contents are decoded without arrays sized
+    /// ahead, so only their framing is checked).
+    Tags,
+}
+
+use F::{Array, Bytes, Fixed, Str, Tags};
+
+const I8: F = Fixed(1);
+const I16: F = Fixed(2);
+const I32: F = Fixed(4);
+const I64: F = Fixed(8);
+const UUID: F = Fixed(16);
+
+/// The layout of `api`'s request at `version` and whether it is flexible; `None` for
+/// APIs whose bodies are not decoded here or hold no arrays.
+fn layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
+    let when = |cond: bool, f: F| cond.then_some(f);
+    let flexible = |from: i16| v >= from;
+    let (flex, fields): (bool, Vec<Option<F>>) = match api {
+        ApiKey::Metadata => {
+            let flex = flexible(9);
+            let topic = vec![when(v >= 10, UUID), Some(Str), when(flex, Tags)];
+            (
+                flex,
+                vec![
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    when(v >= 4, I8),
+                    when((8..=10).contains(&v), I8),
+                    when(v >= 8, I8),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::Produce => {
+            let flex = flexible(9);
+            let partition = vec![Some(I32), Some(Bytes), when(flex, Tags)];
+            let topic = vec![
+                Some(Str),
+                Some(Array(partition.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(Str),
+                    Some(I16),
+                    Some(I32),
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::Fetch => {
+            let flex = flexible(12);
+            let partition = vec![
+                Some(I32),
+                when(v >= 9, I32),
+                Some(I64),
+                when(v >= 12, I32),
+                when(v >= 5, I64),
+                Some(I32),
+                when(flex, Tags),
+            ];
+            let topic = vec![
+                Some(Str),
+                Some(Array(partition.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            let forgotten = vec![Some(Str), Some(Array(vec![I32])), when(flex, Tags)];
+            (
+                flex,
+                vec![
+                    Some(I32),
+                    Some(I32),
+                    Some(I32),
+                    when(v >= 3, I32),
+                    when(v >= 4, I8),
+                    when(v >= 7, I32),
+                    when(v >= 7, I32),
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    when(v >= 7, Array(forgotten.into_iter().flatten().collect())),
+                    when(v >= 11, Str),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::ListOffsets => {
+            let flex = flexible(6);
+            let partition = vec![
+                Some(I32),
+                when(v >= 4, I32),
+                Some(I64),
+                when(v == 0, I32),
+                when(flex, Tags),
+            ];
+            let topic = vec![
+                Some(Str),
+                Some(Array(partition.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(I32),
+                    when(v >= 2, I8),
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    when(v >= 10, I32),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::CreateTopics => {
+            let flex = flexible(5);
+            let assignment = vec![Some(I32), Some(Array(vec![I32])), when(flex, Tags)];
+            let config = vec![Some(Str), Some(Str), when(flex, Tags)];
+            let topic = vec![
+                Some(Str),
+                Some(I32),
+                Some(I16),
+                Some(Array(assignment.into_iter().flatten().collect())),
+                Some(Array(config.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    Some(I32),
+                    when(v >= 1, I8),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::DeleteTopics => {
+            let flex = flexible(4);
+            let state = vec![Some(Str), Some(UUID), when(flex, Tags)];
+            (
+                flex,
+                vec![
+                    when(v >= 6, Array(state.into_iter().flatten().collect())),
+                    when(v <= 5, Array(vec![Str])),
+                    Some(I32),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        _ => return None,
+    };
+    Some((flex, fields.into_iter().flatten().collect()))
+}
+
+/// Refuses a body whose array counts exceed what it holds; the problem when it does.
+pub fn check(api: ApiKey, version: i16, body: &[u8]) -> Result<(), String> {
+    let Some((flexible, fields)) = layout(api, version) else {
+        return Ok(());
+    };
+    let mut rest = body;
+    walk(&mut rest, &fields, flexible)
+}
+
+fn walk(buf: &mut &[u8], fields: &[F], flexible: bool) -> Result<(), String> {
+    for field in fields {
+        match field {
+            Fixed(n) => skip(buf, *n)?,
+            Str => {
+                let len = if flexible {
+                    uvarint(buf)?.saturating_sub(1) as usize
+                } else {
+                    usize::try_from(i16::from_be_bytes(take::<2>(buf)?)).unwrap_or(0)
+                };
+                skip(buf, len)?;
+            }
+            Bytes => {
+                let len = if flexible {
+                    uvarint(buf)?.saturating_sub(1) as usize
+                } else {
+                    usize::try_from(i32::from_be_bytes(take::<4>(buf)?)).unwrap_or(0)
+                };
+                skip(buf, len)?;
+            }
+            Array(element) => {
+                let count = if flexible {
+                    uvarint(buf)?.saturating_sub(1) as usize
+                } else {
+                    usize::try_from(i32::from_be_bytes(take::<4>(buf)?)).unwrap_or(0)
+                };
+                if count > buf.len() {
+                    return Err(format!(
+                        "an array claims {count} elements with {} bytes left",
+                        buf.len()
+                    ));
+                }
+                for _ in 0..count {
+                    walk(buf, element, flexible)?;
+                }
+            }
+            Tags => {
+                let count = uvarint(buf)?;
+                for _ in 0..count {
+                    uvarint(buf)?;
+                    let size = uvarint(buf)? as usize;
+                    skip(buf, size)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn skip(buf: &mut &[u8], n: usize) -> Result<(), String> {
+    if n > buf.len() {
+        return Err(format!(
+            "a field of {n} bytes with {} bytes left",
+            buf.len()
+        ));
+    }
+    *buf = &buf[n..];
+    Ok(())
+}
+
+fn take<const N: usize>(buf: &mut &[u8]) -> Result<[u8; N], String> {
+    let bytes: [u8; N] = buf
+        .get(..N)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| format!("the request ends {} bytes short", N - buf.len().min(N)))?;
+    *buf = &buf[N..];
+    Ok(bytes)
+}
+
+fn uvarint(buf: &mut &[u8]) -> Result<u64, String> {
+    let mut value = 0u64;
+    for shift in (0..35).step_by(7) {
+        let [byte] = take::<1>(buf)?;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err("a varint longer than five bytes".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::versions::SUPPORTED;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
+        MetadataRequest, ProduceRequest, TopicName,
+    };
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn encoded<T: Encodable>(request: &T, version: i16) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        request.encode(&mut buf, version).unwrap();
+        buf.to_vec()
+    }
+
+    fn name() -> TopicName {
+        TopicName(StrBytes::from_static_str("t"))
+    }
+
+    /// Requests with every array filled, as the codec encodes them, pass at every served
+    /// version: the layouts match the codec's.
+    #[test]
+    fn what_the_codec_encodes_passes() {
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        for &(api, min, max) in SUPPORTED {
+            for v in min..=max {
+                let body = match api {
+                    ApiKey::Metadata => encoded(
+                        &MetadataRequest::default().with_topics(Some(vec![
+                            MetadataRequestTopic::default().with_name(Some(name())),
+                            MetadataRequestTopic::default().with_name(Some(name())),
+                        ])),
+                        v,
+                    ),
+                    ApiKey::Produce => encoded(
+                        &ProduceRequest::default().with_topic_data(vec![
+                            TopicProduceData::default()
+                                .with_name(name())
+                                .with_partition_data(vec![
+                                    PartitionProduceData::default()
+                                        .with_records(Some(bytes::Bytes::from_static(b"xyz"))),
+                                ]),
+                        ]),
+                        v,
+                    ),
+                    ApiKey::Fetch => encoded(
+                        &FetchRequest::default()
+                            .with_topics(vec![
+                                FetchTopic::default()
+                                    .with_topic(name())
+                                    .with_partitions(vec![FetchPartition::default(); 2]),
+                            ])
+                            .with_forgotten_topics_data(if v >= 7 {
+                                vec![
+                                    ForgottenTopic::default()
+                                        .with_topic(name())
+                                        .with_partitions(vec![1, 2]),
+                                ]
+                            } else {
+                                vec![]
+                            }),
+                        v,
+                    ),
+                    ApiKey::ListOffsets => encoded(
+                        &ListOffsetsRequest::default().with_topics(vec![
+                            ListOffsetsTopic::default()
+                                .with_name(name())
+                                .with_partitions(vec![ListOffsetsPartition::default(); 3]),
+                        ]),
+                        v,
+                    ),
+                    ApiKey::CreateTopics => encoded(
+                        &CreateTopicsRequest::default().with_topics(vec![
+                            CreatableTopic::default()
+                                .with_name(name())
+                                .with_assignments(vec![
+                                    CreatableReplicaAssignment::default().with_broker_ids(vec![
+                                        kafka_protocol::messages::BrokerId(1),
+                                    ]),
+                                ])
+                                .with_configs(vec![CreatableTopicConfig::default()]),
+                        ]),
+                        v,
+                    ),
+                    ApiKey::DeleteTopics => encoded(
+                        &DeleteTopicsRequest::default().with_topic_names(vec![name(), name()]),
+                        v,
+                    ),
+                    _ => continue,
+                };
+                let mut rest = &body[..];
+                let (flexible, fields) = layout(api, v).unwrap();
+                walk(&mut rest, &fields, flexible).unwrap_or_else(|e| panic!("{api:?} v{v}: {e}"));
+                assert!(rest.is_empty(), "{api:?} v{v}: {} bytes left", rest.len());
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_counts_larger_than_the_body() {
+        // Metadata v1: a topic array claiming i32::MAX elements in four bytes.
+        let body = 0x7fff_ffffi32.to_be_bytes();
+        assert!(check(ApiKey::Metadata, 1, &body).is_err());
+        // Fetch v12 (flexible): a compact array claiming 2^28 topics.
+        let mut body = vec![0u8; 4 * 4 + 1 + 8];
+        body.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x01]);
+        assert!(check(ApiKey::Fetch, 12, &body).is_err());
+        assert!(check(ApiKey::Metadata, 1, &[0, 0, 0, 0]).is_ok());
+    }
+}

@@ -1,0 +1,129 @@
+//! A raw Kafka client for the socket tests: requests encoded and answers decoded by the
+//! `kafka-protocol` codec, over a plain TCP connection to a front end on a fresh broker.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+
+use bytes::{Buf, Bytes, BytesMut};
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_kafka::{Kafka, KafkaConfig};
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub broker: Broker,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub async fn start(config: KafkaConfig) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path(), BrokerConfig::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(
+        Kafka::new(broker.clone(), config).serve(listener, async move {
+            let _ = stopped.await;
+        }),
+    );
+    Server {
+        addr,
+        broker,
+        _dir: dir,
+        stop: Some(stop),
+    }
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    correlation: i32,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        Client {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            correlation: 0,
+        }
+    }
+
+    /// Sends `request` at `version` without reading an answer; its correlation id.
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, R::header_version(version))
+            .unwrap();
+        request.encode(&mut body, version).unwrap();
+        self.send_raw(&body).await;
+        self.correlation
+    }
+
+    pub async fn send_raw(&mut self, body: &[u8]) {
+        let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        self.stream.write_all(&frame).await.unwrap();
+    }
+
+    /// The next frame, `None` when the server closed the connection.
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).await.ok()?;
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body))
+    }
+
+    /// Reads the answer to a request of type `R` sent at `version`, checking the
+    /// correlation id.
+    pub async fn receive<R: Request>(&mut self, version: i16, correlation: i32) -> R::Response {
+        let mut frame = self.read_frame().await.expect("an answer");
+        let header = ResponseHeader::decode(
+            &mut frame,
+            <R::Response as HeaderVersion>::header_version(version),
+        )
+        .unwrap();
+        assert_eq!(header.correlation_id, correlation);
+        let response = R::Response::decode(&mut frame, version).unwrap();
+        assert_eq!(frame.remaining(), 0, "bytes left after the answer");
+        response
+    }
+
+    pub async fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        let correlation = self.send(request, version).await;
+        self.receive::<R>(version, correlation).await
+    }
+
+    /// Whether the server closed the connection (within two seconds).
+    pub async fn closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                self.stream.read(&mut byte)
+            )
+            .await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+}
