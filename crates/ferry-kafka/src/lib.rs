@@ -29,6 +29,9 @@ mod appends;
 mod connection;
 pub mod errors;
 mod framing;
+/// The request decode path for the fuzz target (`fuzz/`): not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod guard;
 mod records;
 mod versions;
