@@ -34,6 +34,7 @@ pub fn check(data: &[u8]) {
                         ResponseError::CorruptMessage
                             | ResponseError::RecordListTooLarge
                             | ResponseError::UnsupportedCompressionType
+                            | ResponseError::UnsupportedForMessageFormat
                             | ResponseError::InvalidRecord
                     ),
                     "records refused with an unexpected code: {refused:?}"
@@ -188,6 +189,9 @@ mod tests {
         // A batch claiming i32::MAX records (the count is at byte 57 of the batch header).
         let mut claims = BytesMut::from(&batch(Compression::None, &["a"])[..]);
         claims[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        // A batch in the older message format (magic 1, at byte 16).
+        let mut magic = BytesMut::from(&batch(Compression::None, &["a"])[..]);
+        magic[16] = 1;
         // Metadata v1 whose topics array claims i32::MAX elements (after the 20-byte header).
         let mut bomb = metadata(1);
         bomb.truncate(20);
@@ -228,6 +232,7 @@ mod tests {
                 produce(8, claims.freeze()),
                 false,
             ),
+            ("bad-produce-magic-1", produce(8, magic.freeze()), false),
             ("bad-metadata-array-count", bomb, false),
         ]
     }
