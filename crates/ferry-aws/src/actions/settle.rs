@@ -15,16 +15,22 @@ use crate::attributes::MAX_VISIBILITY;
 use crate::errors::{SqsError, from_broker};
 use crate::receipt::Receipt;
 
-/// The receipt `handle` stands for, if it is a handle of `queue`'s.
+/// The receipt `handle` stands for, if it is a handle of `queue`'s. A handle that is not
+/// is `ReceiptHandleIsInvalid` — unless the queue is missing: then `QueueDoesNotExist`
+/// whatever handle came with it, as in SQS. The queue is looked up only then, off the
+/// path of every good handle (whose ack or extend finds a missing queue itself).
 fn receipt(call: &Call, queue: &str, handle: &str) -> Result<Receipt, SqsError> {
     match call.sqs.receipts.decode(handle) {
         Some(r) if r.queue == queue => Ok(r),
-        _ => Err(SqsError::bad_receipt(handle)),
+        _ => {
+            call.sqs.broker.describe_queue(queue).map_err(from_broker)?;
+            Err(SqsError::bad_receipt(handle))
+        }
     }
 }
 
-/// The queue is looked up before the handle is read: a missing queue is
-/// `QueueDoesNotExist` whatever handle comes with it, as in SQS.
+/// The queue of a batch, looked up once before its entries are read: a missing queue
+/// refuses the batch whole.
 fn existing_queue(call: &Call) -> Result<String, SqsError> {
     let queue = call.queue()?;
     call.sqs
@@ -35,7 +41,7 @@ fn existing_queue(call: &Call) -> Result<String, SqsError> {
 }
 
 pub async fn delete(call: &Call<'_>) -> Result<Value, SqsError> {
-    let queue = existing_queue(call)?;
+    let queue = call.queue()?;
     let handle = required_string(call.input, "ReceiptHandle")?;
     let r = receipt(call, &queue, handle)?;
     match call
@@ -119,7 +125,7 @@ async fn change_one(
 }
 
 pub async fn change_visibility(call: &Call<'_>) -> Result<Value, SqsError> {
-    let queue = existing_queue(call)?;
+    let queue = call.queue()?;
     change_one(call, &queue, call.input).await?;
     Ok(json!({}))
 }
