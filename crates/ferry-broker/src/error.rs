@@ -206,6 +206,17 @@ pub enum BrokerError {
         members: usize,
     },
     #[error(
+        "group {group:?} of topic {topic:?} has {members} member(s) joined through Ferry's \
+         own API; its offsets are theirs to commit — use another group name"
+    )]
+    GroupCoordinatedByBroker {
+        topic: String,
+        group: String,
+        members: usize,
+    },
+    #[error("offset metadata of {size} bytes is over the {max}-byte limit; shorten it")]
+    OffsetMetadataTooLarge { size: usize, max: usize },
+    #[error(
         "group {group}: member {member:?} is not in the group (its session ended, or it \
          left); join again"
     )]
@@ -432,6 +443,7 @@ impl BrokerError {
             E::QueueIsDeadLetterTarget { .. }
             | E::TopicHasSubscriptions { .. }
             | E::GroupNotEmpty { .. }
+            | E::GroupCoordinatedByBroker { .. }
             | E::NotASubscription { .. }
             | E::NotADeadLetterQueue { .. }
             | E::NotQueueOwner { .. }
@@ -445,7 +457,9 @@ impl BrokerError {
             | E::SequenceOverlap { .. }
             | E::SequenceTooOld { .. } => K::Fenced,
             E::OffsetOutOfRange { .. } => K::OutOfRange,
-            E::PayloadTooLarge { .. } | E::BatchTooLarge { .. } => K::TooLarge,
+            E::PayloadTooLarge { .. }
+            | E::BatchTooLarge { .. }
+            | E::OffsetMetadataTooLarge { .. } => K::TooLarge,
             E::QueueFull { .. } => K::Full,
             E::DiskFull { .. } => K::DiskFull,
             E::Storage(e) if e.is_resource_exhausted() => K::DiskFull,

@@ -95,10 +95,11 @@ mod topic;
 mod topology;
 
 pub use engine::{
-    Broker, BrokerConfig, Checkpoint, CompactionStats, DiskSpace, GroupInfo, GroupJoin,
-    GroupPartition, MAX_PEEK, MaintenanceReport, PartitionLag, PeekPage, PeekedMessage, QueueInfo,
-    QueueStats, ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest,
-    SkippedRange, StartAt, StorageStats, SubscriptionInfo,
+    Broker, BrokerConfig, Checkpoint, CommittedOffset, CompactionStats, DiskSpace, GroupInfo,
+    GroupJoin, GroupPartition, MAX_OFFSET_METADATA, MAX_PEEK, MaintenanceReport, OffsetCommit,
+    PartitionLag, PeekPage, PeekedMessage, QueueInfo, QueueStats, ReceiveOptions, ReceivedMessage,
+    RedriveFilter, RedriveReport, RedriveRequest, SkippedRange, StartAt, StorageStats,
+    SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a

@@ -21,6 +21,9 @@
 //! offsets from the metadata store, so a group shows (and lags) after a restart before any
 //! member rejoins — the time it matters most — and they touch no session.
 //!
+//! Groups coordinated elsewhere (Kafka's consumer groups, run by the Kafka front end)
+//! commit, read and delete offsets under the same keys through `groups/external.rs`.
+//!
 //! Sessions end at the first operation on the group after their timeout (join, heartbeat,
 //! poll, commit, describe) and at every housekeeping pass.
 
@@ -38,6 +41,10 @@ use crate::message_id::MessageId;
 use crate::name::Name;
 use crate::read_limit::{Budget, ReadLimit};
 use crate::topic::{Position, TopicRecord};
+
+mod external;
+
+pub use external::{CommittedOffset, MAX_OFFSET_METADATA, OffsetCommit};
 
 const GROUP_PREFIX: &str = "group/";
 
@@ -546,7 +553,8 @@ impl Broker {
             .into_iter()
             .filter_map(|(key, value)| {
                 let partition = key[prefix.len()..].parse().ok()?;
-                let offset = u64::from_le_bytes(value[..].try_into().ok()?);
+                // The first 8 bytes: an external commit's metadata follows them.
+                let offset = external::decode_value(&value)?.offset;
                 Some((partition, offset))
             })
             .collect()

@@ -65,7 +65,10 @@ use queue::{Incoming, Queue, dedup_keys, durable};
 use timer_wake::TimerWake;
 
 pub use disk_reserve::DiskSpace;
-pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
+pub use groups::{
+    CommittedOffset, GroupInfo, GroupJoin, GroupPartition, MAX_OFFSET_METADATA, OffsetCommit,
+    PartitionLag, StartAt,
+};
 pub use housekeeping::{Checkpoint, MaintenanceReport};
 pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{QueueInfo, QueueStats};
@@ -524,6 +527,9 @@ mod idempotent_tests;
 
 #[cfg(test)]
 mod group_tests;
+
+#[cfg(test)]
+mod external_offset_tests;
 
 #[cfg(test)]
 mod storage_stats_tests;
