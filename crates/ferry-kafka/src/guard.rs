@@ -11,6 +11,7 @@
 use kafka_protocol::messages::ApiKey;
 
 /// A field of a request layout.
+#[derive(Clone)]
 enum F {
     Fixed(usize),
     Str,
@@ -162,9 +163,132 @@ fn layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
                 ],
             )
         }
-        _ => return None,
+        api => return group_layout(api, v),
     };
     Some((flex, fields.into_iter().flatten().collect()))
+}
+
+/// The consumer group APIs' layouts (Kafka's message specs, the versions served).
+fn group_layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
+    let when = |cond: bool, f: F| cond.then_some(f);
+    let tagged = |flex: bool, fields: Vec<Option<F>>| -> Vec<F> {
+        fields
+            .into_iter()
+            .chain([when(flex, Tags)])
+            .flatten()
+            .collect()
+    };
+    let (flex, fields) = match api {
+        ApiKey::FindCoordinator => {
+            let flex = v >= 3;
+            let fields = vec![
+                when(v <= 3, Str),
+                when(v >= 1, I8),
+                when(v >= 4, Array(vec![Str])),
+            ];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::JoinGroup => {
+            let flex = v >= 6;
+            let protocol = tagged(flex, vec![Some(Str), Some(Bytes)]);
+            let fields = vec![
+                Some(Str),
+                Some(I32),
+                when(v >= 1, I32),
+                Some(Str),
+                when(v >= 5, Str),
+                Some(Str),
+                Some(Array(protocol)),
+                when(v >= 8, Str),
+            ];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::SyncGroup => {
+            let flex = v >= 4;
+            let assignment = tagged(flex, vec![Some(Str), Some(Bytes)]);
+            let fields = vec![
+                Some(Str),
+                Some(I32),
+                Some(Str),
+                when(v >= 3, Str),
+                when(v >= 5, Str),
+                when(v >= 5, Str),
+                Some(Array(assignment)),
+            ];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::Heartbeat => {
+            let flex = v >= 4;
+            let fields = vec![Some(Str), Some(I32), Some(Str), when(v >= 3, Str)];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::LeaveGroup => {
+            let flex = v >= 4;
+            let member = tagged(flex, vec![Some(Str), Some(Str), when(v >= 5, Str)]);
+            let fields = vec![Some(Str), when(v <= 2, Str), when(v >= 3, Array(member))];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::OffsetCommit => {
+            let flex = v >= 8;
+            let partition = tagged(
+                flex,
+                vec![Some(I32), Some(I64), when(v >= 6, I32), Some(Str)],
+            );
+            let topic = tagged(flex, vec![Some(Str), Some(Array(partition))]);
+            let fields = vec![
+                Some(Str),
+                Some(I32),
+                Some(Str),
+                when(v >= 7, Str),
+                when(v <= 4, I64),
+                Some(Array(topic)),
+            ];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::OffsetFetch => {
+            let flex = v >= 6;
+            let topic = tagged(flex, vec![Some(Str), Some(Array(vec![I32]))]);
+            let group = tagged(
+                flex,
+                vec![
+                    Some(Str),
+                    when(v >= 9, Str),
+                    when(v >= 9, I32),
+                    Some(Array(topic.clone())),
+                ],
+            );
+            let fields = vec![
+                when(v <= 7, Str),
+                when(v <= 7, Array(topic)),
+                when(v >= 8, Array(group)),
+                when(v >= 7, I8),
+            ];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::OffsetDelete => {
+            let topic = vec![Str, Array(vec![I32])];
+            (false, vec![Str, Array(topic)])
+        }
+        ApiKey::DescribeGroups => {
+            let flex = v >= 5;
+            let fields = vec![Some(Array(vec![Str])), when(v >= 3, I8)];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::ListGroups => {
+            let flex = v >= 3;
+            let fields = vec![
+                when(v >= 4, Array(vec![Str])),
+                when(v >= 5, Array(vec![Str])),
+            ];
+            (flex, tagged(flex, fields))
+        }
+        ApiKey::DeleteGroups => {
+            let flex = v >= 2;
+            (flex, tagged(flex, vec![Some(Array(vec![Str]))]))
+        }
+        _ => return None,
+    };
+    Some((flex, fields))
 }
 
 /// Refuses a body whose array counts exceed what it holds; the problem when it does.
@@ -355,7 +479,10 @@ mod tests {
                         &DeleteTopicsRequest::default().with_topic_names(vec![name(), name()]),
                         v,
                     ),
-                    _ => continue,
+                    api => match group_request(api, v) {
+                        Some(body) => body,
+                        None => continue,
+                    },
                 };
                 let mut rest = &body[..];
                 let (flexible, fields) = layout(api, v).unwrap();
@@ -363,6 +490,181 @@ mod tests {
                 assert!(rest.is_empty(), "{api:?} v{v}: {} bytes left", rest.len());
             }
         }
+    }
+
+    /// A consumer group request with every array filled, as the codec encodes it.
+    fn group_request(api: ApiKey, v: i16) -> Option<Vec<u8>> {
+        use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+        use kafka_protocol::messages::leave_group_request::MemberIdentity;
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        use kafka_protocol::messages::offset_delete_request::{
+            OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+        };
+        use kafka_protocol::messages::offset_fetch_request::{
+            OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+        };
+        use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+        use kafka_protocol::messages::*;
+        let text = |t: &'static str| StrBytes::from_static_str(t);
+        let group = || GroupId(text("g"));
+        let metadata = bytes::Bytes::from_static(b"meta");
+        Some(match api {
+            ApiKey::FindCoordinator => encoded(
+                &FindCoordinatorRequest::default()
+                    .with_key(if v <= 3 { text("g") } else { text("") })
+                    .with_coordinator_keys(if v >= 4 {
+                        vec![text("a"), text("b")]
+                    } else {
+                        vec![]
+                    }),
+                v,
+            ),
+            ApiKey::JoinGroup => encoded(
+                &JoinGroupRequest::default()
+                    .with_group_id(group())
+                    .with_member_id(text("m"))
+                    .with_group_instance_id((v >= 5).then(|| text("i")))
+                    .with_protocol_type(text("consumer"))
+                    .with_protocols(vec![
+                        JoinGroupRequestProtocol::default()
+                            .with_name(text("range"))
+                            .with_metadata(metadata.clone());
+                        2
+                    ]),
+                v,
+            ),
+            ApiKey::SyncGroup => encoded(
+                &SyncGroupRequest::default()
+                    .with_group_id(group())
+                    .with_group_instance_id((v >= 3).then(|| text("i")))
+                    .with_protocol_type((v >= 5).then(|| text("consumer")))
+                    .with_protocol_name((v >= 5).then(|| text("range")))
+                    .with_assignments(vec![
+                        SyncGroupRequestAssignment::default()
+                            .with_member_id(text("m"))
+                            .with_assignment(metadata.clone());
+                        2
+                    ]),
+                v,
+            ),
+            ApiKey::Heartbeat => encoded(
+                &HeartbeatRequest::default()
+                    .with_group_id(group())
+                    .with_member_id(text("m"))
+                    .with_group_instance_id((v >= 3).then(|| text("i"))),
+                v,
+            ),
+            ApiKey::LeaveGroup => encoded(
+                &LeaveGroupRequest::default()
+                    .with_group_id(group())
+                    .with_member_id(if v <= 2 { text("m") } else { text("") })
+                    .with_members(if v >= 3 {
+                        vec![
+                            MemberIdentity::default()
+                                .with_member_id(text("m"))
+                                .with_group_instance_id(Some(text("i")));
+                            2
+                        ]
+                    } else {
+                        vec![]
+                    }),
+                v,
+            ),
+            ApiKey::OffsetCommit => encoded(
+                &OffsetCommitRequest::default()
+                    .with_group_id(group())
+                    .with_member_id(text("m"))
+                    .with_group_instance_id((v >= 7).then(|| text("i")))
+                    .with_topics(vec![
+                        OffsetCommitRequestTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![
+                                OffsetCommitRequestPartition::default()
+                                    .with_committed_metadata(Some(text("md")));
+                                2
+                            ]);
+                        2
+                    ]),
+                v,
+            ),
+            ApiKey::OffsetFetch if v <= 7 => encoded(
+                &OffsetFetchRequest::default()
+                    .with_group_id(group())
+                    .with_topics(Some(vec![
+                        OffsetFetchRequestTopic::default()
+                            .with_name(name())
+                            .with_partition_indexes(vec![0, 1]);
+                        2
+                    ]))
+                    .with_require_stable(v >= 7),
+                v,
+            ),
+            ApiKey::OffsetFetch => encoded(
+                &OffsetFetchRequest::default()
+                    .with_groups(vec![
+                        OffsetFetchRequestGroup::default()
+                            .with_group_id(group())
+                            .with_topics(Some(vec![
+                                OffsetFetchRequestTopics::default()
+                                    .with_name(name())
+                                    .with_partition_indexes(vec![0, 1]);
+                                2
+                            ]));
+                        2
+                    ])
+                    .with_require_stable(true),
+                v,
+            ),
+            ApiKey::OffsetDelete => encoded(
+                &OffsetDeleteRequest::default()
+                    .with_group_id(group())
+                    .with_topics(vec![
+                        OffsetDeleteRequestTopic::default()
+                            .with_name(name())
+                            .with_partitions(
+                                vec![OffsetDeleteRequestPartition::default(); 2]
+                            );
+                        2
+                    ]),
+                v,
+            ),
+            ApiKey::DescribeGroups => encoded(
+                &DescribeGroupsRequest::default()
+                    .with_groups(vec![group(), group()])
+                    .with_include_authorized_operations(v >= 3),
+                v,
+            ),
+            ApiKey::ListGroups => encoded(
+                &ListGroupsRequest::default().with_states_filter(if v >= 4 {
+                    vec![text("Stable"), text("Empty")]
+                } else {
+                    vec![]
+                }),
+                v,
+            ),
+            ApiKey::DeleteGroups => encoded(
+                &DeleteGroupsRequest::default().with_groups_names(vec![group(), group()]),
+                v,
+            ),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn refuses_counts_larger_than_the_body_in_group_requests() {
+        // JoinGroup v7 (flexible): a protocol array claiming 2^28 entries.
+        let mut body = vec![2, b'g', 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1];
+        body.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x01]);
+        assert!(check(ApiKey::JoinGroup, 7, &body).is_err());
+        // OffsetCommit v2: a topic array claiming i32::MAX topics.
+        let mut body = vec![0, 1, b'g', 0, 0, 0, 1, 0, 0];
+        body.extend_from_slice(&[0; 8]);
+        body.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        assert!(check(ApiKey::OffsetCommit, 2, &body).is_err());
+        // DescribeGroups v0: a group array claiming i32::MAX names.
+        assert!(check(ApiKey::DescribeGroups, 0, &0x7fff_ffffi32.to_be_bytes()).is_err());
     }
 
     #[test]

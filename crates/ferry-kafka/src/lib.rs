@@ -18,8 +18,11 @@
 //! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
-//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets.
-//! **Not done yet:** consumer groups and committed offsets, transactions, idempotent
+//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets, and
+//! consumer groups: `coordinator/` runs Kafka's classic group protocol (membership in
+//! memory), and a group's committed offsets are the broker's group of the same name on
+//! each topic (`api/group_offsets.rs`).
+//! **Not done yet:** transactions, idempotent
 //! producer ids (InitProducerId), CreatePartitions, configs, SASL and TLS. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
@@ -27,6 +30,7 @@
 mod api;
 mod appends;
 mod connection;
+mod coordinator;
 pub mod errors;
 mod framing;
 /// The request decode path for the fuzz target (`fuzz/`): not an API.
@@ -124,6 +128,7 @@ pub(crate) struct Shared {
     pub broker: Broker,
     pub config: KafkaConfig,
     pub appends: appends::Appends,
+    pub coordinator: coordinator::Coordinator,
 }
 
 impl Kafka {
@@ -133,6 +138,7 @@ impl Kafka {
                 broker,
                 config,
                 appends: appends::Appends::default(),
+                coordinator: coordinator::Coordinator::new(coordinator::Limits::default()),
             }),
         }
     }
@@ -151,6 +157,7 @@ impl Kafka {
         };
         let node = Arc::new(connection::Node { host, port });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let ticker = tokio::spawn(tick_groups(Arc::clone(&self.shared), stop_rx.clone()));
         let mut shutdown = std::pin::pin!(shutdown);
         let mut connections = tokio::task::JoinSet::new();
         loop {
@@ -182,6 +189,19 @@ impl Kafka {
         }
         let _ = stop_tx.send(true);
         while connections.join_next().await.is_some() {}
+        let _ = ticker.await;
         Ok(())
+    }
+}
+
+/// Checks the groups' session and rebalance timeouts, by the broker's clock, until the
+/// server stops.
+async fn tick_groups(shared: Arc<Shared>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(coordinator::TICK);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = every.tick() => shared.coordinator.tick(shared.broker.now_ms()),
+        }
     }
 }

@@ -14,6 +14,19 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::DeleteTopics, 1, 5),
+    // Consumer groups (`api/groups.rs`, `api/group_offsets.rs`). OffsetCommit v0–1 and
+    // OffsetFetch v0 are older than the codec's oldest.
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 7),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// The served range of `api`, `None` when the API is not served at all.
@@ -42,6 +55,8 @@ mod tests {
         }
         assert!(is_supported(ApiKey::Fetch, 12));
         assert!(!is_supported(ApiKey::Fetch, 13));
-        assert!(!is_supported(ApiKey::JoinGroup, 0));
+        assert!(is_supported(ApiKey::JoinGroup, 0));
+        assert!(!is_supported(ApiKey::JoinGroup, 8));
+        assert!(!is_supported(ApiKey::InitProducerId, 0));
     }
 }

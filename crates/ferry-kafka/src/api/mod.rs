@@ -3,6 +3,8 @@
 mod admin;
 mod api_versions;
 mod fetch;
+mod group_offsets;
+mod groups;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -11,6 +13,11 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
     MetadataRequest, ProduceRequest,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -59,6 +66,93 @@ pub async fn handle(
         ApiKey::ListOffsets => {
             let body: ListOffsetsRequest = decode_body(request)?;
             let response = list_offsets::answer(shared, body);
+            encode_response(request, version, &response)?
+        }
+        api if is_group_api(api) => return handle_group(shared, node, request).await,
+        api => return Err(ConnectionError::NotServed { api, version }),
+    };
+    Ok(Some(answer))
+}
+
+fn is_group_api(api: ApiKey) -> bool {
+    matches!(
+        api,
+        ApiKey::FindCoordinator
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::Heartbeat
+            | ApiKey::LeaveGroup
+            | ApiKey::OffsetCommit
+            | ApiKey::OffsetFetch
+            | ApiKey::OffsetDelete
+            | ApiKey::DescribeGroups
+            | ApiKey::ListGroups
+            | ApiKey::DeleteGroups
+    )
+}
+
+/// The consumer group APIs (`groups.rs`, `group_offsets.rs`).
+async fn handle_group(
+    shared: &Shared,
+    node: &Node,
+    request: &mut Request,
+) -> Result<Option<Bytes>, ConnectionError> {
+    let version = request.header.request_api_version;
+    let answer = match request.api {
+        ApiKey::FindCoordinator => {
+            let body: FindCoordinatorRequest = decode_body(request)?;
+            let response = groups::find_coordinator(node, body, version);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::JoinGroup => {
+            let body: JoinGroupRequest = decode_body(request)?;
+            let client_id = request.header.client_id.as_deref().unwrap_or("").to_owned();
+            let response = groups::join_group(shared, &client_id, body, version).await;
+            encode_response(request, version, &response)?
+        }
+        ApiKey::SyncGroup => {
+            let body: SyncGroupRequest = decode_body(request)?;
+            let response = groups::sync_group(shared, body).await;
+            encode_response(request, version, &response)?
+        }
+        ApiKey::Heartbeat => {
+            let body: HeartbeatRequest = decode_body(request)?;
+            let response = groups::heartbeat(shared, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::LeaveGroup => {
+            let body: LeaveGroupRequest = decode_body(request)?;
+            let response = groups::leave_group(shared, body, version);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::OffsetCommit => {
+            let body: OffsetCommitRequest = decode_body(request)?;
+            let response = group_offsets::offset_commit(shared, body, version);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::OffsetFetch => {
+            let body: OffsetFetchRequest = decode_body(request)?;
+            let response = group_offsets::offset_fetch(shared, body, version);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::OffsetDelete => {
+            let body: OffsetDeleteRequest = decode_body(request)?;
+            let response = group_offsets::offset_delete(shared, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DescribeGroups => {
+            let body: DescribeGroupsRequest = decode_body(request)?;
+            let response = groups::describe_groups(shared, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::ListGroups => {
+            let body: ListGroupsRequest = decode_body(request)?;
+            let response = groups::list_groups(shared, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DeleteGroups => {
+            let body: DeleteGroupsRequest = decode_body(request)?;
+            let response = groups::delete_groups(shared, body);
             encode_response(request, version, &response)?
         }
         api => return Err(ConnectionError::NotServed { api, version }),
