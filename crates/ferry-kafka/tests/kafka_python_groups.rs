@@ -1,0 +1,73 @@
+//! kafka-python's consumer groups (`kafka_python/consumer_groups.py`) against the front
+//! end: two consumers of one group split the partitions, one leaves and the other takes
+//! them all, commits, a consumer started later resumes after the commits, and the admin
+//! client lists, describes, reads the offsets of and deletes groups. Then the Kafka
+//! group's commit is checked as what it is in Ferry: the broker's group, with its lag and
+//! its metadata string.
+//!
+//! Without python3 and kafka-python the test says so loudly and skips — under `CI=true`
+//! that is a failure.
+
+use std::path::Path;
+use std::process::Command;
+
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_kafka::{Kafka, KafkaConfig};
+
+fn python_has_kafka_python() -> bool {
+    Command::new("python3")
+        .args(["-c", "import kafka"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_consumer_groups_share_partitions_and_commit_ferry_group_offsets() {
+    if !python_has_kafka_python() {
+        ferry_testkit::skip_or_fail(
+            "python3 with kafka-python is missing (bash scripts/python-packages.sh)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path(), BrokerConfig::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(Kafka::new(broker.clone(), KafkaConfig::default()).serve(
+        listener,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_python/consumer_groups.py");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(script)
+            .arg(addr.to_string())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("every check passed"),
+        "kafka-python failed:\n{stdout}\n{stderr}"
+    );
+    // The Kafka group's commit is the broker's group "ferry-lagging" on the topic.
+    let lag = broker.group_lag("py-groups", "ferry-lagging").unwrap();
+    assert_eq!(lag[0].committed, Some(3));
+    assert_eq!(lag[0].lag_records, lag[0].end_offset - 3);
+    assert!(lag[0].lag_records > 0 && lag[0].lag_ms >= 0);
+    let offsets = broker.group_offsets("py-groups", "ferry-lagging").unwrap();
+    assert_eq!(offsets[&0].metadata, "py-meta");
+    // The deleted group's offsets are gone from the broker too.
+    assert!(broker.group_lag("py-groups", "ferry-group").is_err());
+}
