@@ -9,6 +9,11 @@ use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
     MetadataRequest, ProduceRequest,
 };
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
+};
 
 pub use crate::connection::ConnectionError;
 use crate::connection::{decode_body, decode_header};
@@ -58,6 +63,18 @@ pub fn decode(frame: &[u8], max_bytes: usize) -> Result<Decoded, ConnectionError
                 }
             }
         }
+        // Consumer groups.
+        ApiKey::FindCoordinator => drop(decode_body::<FindCoordinatorRequest>(&mut request)?),
+        ApiKey::JoinGroup => drop(decode_body::<JoinGroupRequest>(&mut request)?),
+        ApiKey::SyncGroup => drop(decode_body::<SyncGroupRequest>(&mut request)?),
+        ApiKey::Heartbeat => drop(decode_body::<HeartbeatRequest>(&mut request)?),
+        ApiKey::LeaveGroup => drop(decode_body::<LeaveGroupRequest>(&mut request)?),
+        ApiKey::OffsetCommit => drop(decode_body::<OffsetCommitRequest>(&mut request)?),
+        ApiKey::OffsetFetch => drop(decode_body::<OffsetFetchRequest>(&mut request)?),
+        ApiKey::OffsetDelete => drop(decode_body::<OffsetDeleteRequest>(&mut request)?),
+        ApiKey::DescribeGroups => drop(decode_body::<DescribeGroupsRequest>(&mut request)?),
+        ApiKey::ListGroups => drop(decode_body::<ListGroupsRequest>(&mut request)?),
+        ApiKey::DeleteGroups => drop(decode_body::<DeleteGroupsRequest>(&mut request)?),
         api => return Err(ConnectionError::NotServed { api, version }),
     }
     Ok(Decoded {

@@ -235,6 +235,116 @@ mod tests {
             ("bad-produce-magic-1", produce(8, magic.freeze()), false),
             ("bad-metadata-array-count", bomb, false),
         ]
+        .into_iter()
+        .chain(group_seeds())
+        .collect()
+    }
+
+    /// Consumer group requests: a join, a sync, a commit and a multi-group offset fetch
+    /// (the APIs with nested arrays), and a join whose protocol array claims more entries
+    /// than any frame holds.
+    fn group_seeds() -> Vec<(&'static str, Vec<u8>, bool)> {
+        use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        use kafka_protocol::messages::offset_fetch_request::{
+            OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+        };
+        use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+        use kafka_protocol::messages::{
+            GroupId, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+        };
+        let text = StrBytes::from_static_str;
+        let group = || GroupId(text("orders-group"));
+        let join = |version| {
+            request(
+                ApiKey::JoinGroup,
+                version,
+                &JoinGroupRequest::default()
+                    .with_group_id(group())
+                    .with_session_timeout_ms(10_000)
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_protocol_type(text("consumer"))
+                    .with_protocols(vec![
+                        JoinGroupRequestProtocol::default()
+                            .with_name(text("range"))
+                            .with_metadata(Bytes::from_static(b"\0\x01\0\0\0\x01\0\x06orders")),
+                    ]),
+            )
+        };
+        // JoinGroup v7 (flexible) with no protocols ends with the protocols' compact array
+        // length (1: empty) and the tagged fields (0); the bomb claims 2^28 protocols.
+        let mut bomb = request(
+            ApiKey::JoinGroup,
+            7,
+            &JoinGroupRequest::default()
+                .with_group_id(group())
+                .with_protocol_type(text("consumer")),
+        );
+        bomb.truncate(bomb.len() - 2);
+        bomb.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x01, 0]);
+        vec![
+            ("join-group-v5", join(5), true),
+            ("join-group-v7", join(7), true),
+            (
+                "sync-group-v5",
+                request(
+                    ApiKey::SyncGroup,
+                    5,
+                    &SyncGroupRequest::default()
+                        .with_group_id(group())
+                        .with_generation_id(1)
+                        .with_member_id(text("m-1"))
+                        .with_protocol_type(Some(text("consumer")))
+                        .with_protocol_name(Some(text("range")))
+                        .with_assignments(vec![
+                            SyncGroupRequestAssignment::default()
+                                .with_member_id(text("m-1"))
+                                .with_assignment(Bytes::from_static(b"assignment")),
+                        ]),
+                ),
+                true,
+            ),
+            (
+                "offset-commit-v8",
+                request(
+                    ApiKey::OffsetCommit,
+                    8,
+                    &OffsetCommitRequest::default()
+                        .with_group_id(group())
+                        .with_generation_id_or_member_epoch(-1)
+                        .with_topics(vec![
+                            OffsetCommitRequestTopic::default()
+                                .with_name(name("orders"))
+                                .with_partitions(vec![
+                                    OffsetCommitRequestPartition::default()
+                                        .with_committed_offset(5)
+                                        .with_committed_metadata(Some(text("meta"))),
+                                ]),
+                        ]),
+                ),
+                true,
+            ),
+            (
+                "offset-fetch-v8",
+                request(
+                    ApiKey::OffsetFetch,
+                    8,
+                    &OffsetFetchRequest::default().with_groups(vec![
+                        OffsetFetchRequestGroup::default()
+                            .with_group_id(group())
+                            .with_topics(Some(vec![
+                                OffsetFetchRequestTopics::default()
+                                    .with_name(name("orders"))
+                                    .with_partition_indexes(vec![0, 1]),
+                            ])),
+                    ]),
+                ),
+                true,
+            ),
+            ("bad-join-group-array-count", bomb, false),
+        ]
     }
 
     /// The committed seeds are what the codec encodes for `seeds()`;
