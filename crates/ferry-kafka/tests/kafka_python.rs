@@ -1,7 +1,7 @@
 //! kafka-python (pure Python, from PyPI, pinned in `scripts/python-packages.sh`) against
 //! the front end: `kafka_python/produce_consume.py` creates and deletes topics with the
 //! admin client, produces with keys, headers, acks 1 and all, uncompressed and gzip, and
-//! consumes by hand-assigned partitions (no consumer group: groups are not served yet),
+//! consumes by hand-assigned partitions (consumer groups: `kafka_python_groups.rs`),
 //! looks offsets up by time, and reads a record published through Ferry's own API with its
 //! key, headers and timestamp.
 //!
