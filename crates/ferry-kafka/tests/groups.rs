@@ -233,11 +233,7 @@ async fn a_second_member_waits_for_the_first_to_join_again_without_holding_other
         ("Stable", "consumer", "range")
     );
     assert_eq!(g.members.len(), 2);
-    assert!(
-        g.members
-            .iter()
-            .any(|m| m.member_assignment == Bytes::from("p1"))
-    );
+    assert!(g.members.iter().any(|m| m.member_assignment == "p1"));
     assert_eq!(described.groups[1].group_state.as_str(), "Dead");
     let stable = first
         .call(

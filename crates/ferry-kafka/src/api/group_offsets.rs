@@ -140,6 +140,13 @@ fn commit_topic(
     codes.into_iter().map(|c| c.unwrap_or(0)).collect()
 }
 
+/// A partition's committed offset as OffsetFetch answers it.
+struct Fetched {
+    partition: i32,
+    offset: i64,
+    metadata: String,
+}
+
 /// One group's committed offsets: for the named topics' partitions (-1 and no metadata
 /// where nothing is committed, as Kafka answers), or, with no topics named, for every
 /// topic the group has commits on.
@@ -147,7 +154,7 @@ fn fetch_group(
     shared: &Shared,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
-) -> Vec<(String, Vec<(i32, i64, Option<String>)>)> {
+) -> Vec<(String, Vec<Fetched>)> {
     let every_topic = topics.is_none();
     let named = match topics {
         Some(topics) => topics,
@@ -169,7 +176,11 @@ fn fetch_group(
             let rows = if every_topic {
                 committed
                     .into_iter()
-                    .map(|(p, c)| (p as i32, c.offset as i64, Some(c.metadata)))
+                    .map(|(p, c)| Fetched {
+                        partition: p as i32,
+                        offset: c.offset as i64,
+                        metadata: c.metadata,
+                    })
                     .collect()
             } else {
                 partitions
@@ -177,8 +188,16 @@ fn fetch_group(
                     .map(|p| {
                         let found = u32::try_from(p).ok().and_then(|p| committed.get(&p));
                         match found {
-                            Some(c) => (p, c.offset as i64, Some(c.metadata.clone())),
-                            None => (p, -1, Some(String::new())),
+                            Some(c) => Fetched {
+                                partition: p,
+                                offset: c.offset as i64,
+                                metadata: c.metadata.clone(),
+                            },
+                            None => Fetched {
+                                partition: p,
+                                offset: -1,
+                                metadata: String::new(),
+                            },
                         }
                     })
                     .collect()
@@ -219,12 +238,12 @@ pub fn offset_fetch(
                     .map(|(topic, rows)| {
                         let partitions = rows
                             .into_iter()
-                            .map(|(p, offset, metadata)| {
+                            .map(|f| {
                                 OffsetFetchResponsePartitions::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(offset)
+                                    .with_partition_index(f.partition)
+                                    .with_committed_offset(f.offset)
                                     .with_committed_leader_epoch(-1)
-                                    .with_metadata(metadata.as_deref().map(s))
+                                    .with_metadata(Some(s(&f.metadata)))
                             })
                             .collect();
                         OffsetFetchResponseTopics::default()
@@ -253,12 +272,12 @@ pub fn offset_fetch(
         .map(|(topic, rows)| {
             let partitions = rows
                 .into_iter()
-                .map(|(p, offset, metadata)| {
+                .map(|f| {
                     OffsetFetchResponsePartition::default()
-                        .with_partition_index(p)
-                        .with_committed_offset(offset)
+                        .with_partition_index(f.partition)
+                        .with_committed_offset(f.offset)
                         .with_committed_leader_epoch(-1)
-                        .with_metadata(metadata.as_deref().map(s))
+                        .with_metadata(Some(s(&f.metadata)))
                 })
                 .collect();
             OffsetFetchResponseTopic::default()

@@ -59,6 +59,12 @@ impl Entry {
     }
 }
 
+/// An answer decided at once, or one to wait for (outside the groups' lock).
+enum Answer<T> {
+    Now(T),
+    Later(oneshot::Receiver<T>),
+}
+
 /// A snapshot of one group for DescribeGroups and ListGroups.
 #[derive(Debug, Clone)]
 pub struct GroupView {
@@ -110,19 +116,19 @@ impl Coordinator {
         let new_id = |prefix: &str| format!("{prefix}-{now:x}-{suffix}");
         let step = self.with(group_id, true, |entry| {
             match entry.group.join(request, now, new_id) {
-                Step::Answer(answer) => Err(answer),
+                Step::Answer(answer) => Answer::Now(answer),
                 Step::Wait { member_id } => {
                     let (tx, rx) = oneshot::channel();
                     // A member joining again while an earlier join waits: the newer call
                     // gets the answer, the older one's channel closes.
                     entry.joins.insert(member_id, tx);
-                    Ok(rx)
+                    Answer::Later(rx)
                 }
             }
         });
         match step.expect("created") {
-            Err(answer) => answer,
-            Ok(rx) => rx.await.unwrap_or_else(|_| {
+            Answer::Now(answer) => answer,
+            Answer::Later(rx) => rx.await.unwrap_or_else(|_| {
                 JoinReply::refused(GroupError::RebalanceInProgress, &member_id)
             }),
         }
@@ -132,18 +138,18 @@ impl Coordinator {
     pub async fn sync(&self, group_id: &str, request: SyncRequest, now: i64) -> SyncReply {
         let step = self.with(group_id, false, |entry| {
             match entry.group.sync(request, now) {
-                Step::Answer(answer) => Err(answer),
+                Step::Answer(answer) => Answer::Now(answer),
                 Step::Wait { member_id } => {
                     let (tx, rx) = oneshot::channel();
                     entry.syncs.insert(member_id, tx);
-                    Ok(rx)
+                    Answer::Later(rx)
                 }
             }
         });
         match step {
             None => Err(GroupError::UnknownMemberId),
-            Some(Err(answer)) => answer,
-            Some(Ok(rx)) => rx.await.unwrap_or(Err(GroupError::RebalanceInProgress)),
+            Some(Answer::Now(answer)) => answer,
+            Some(Answer::Later(rx)) => rx.await.unwrap_or(Err(GroupError::RebalanceInProgress)),
         }
     }
 
