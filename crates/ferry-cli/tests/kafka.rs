@@ -110,3 +110,67 @@ fn without_authentication_to_offer_kafka_stays_off_beside_tokens_and_says_so() {
         "{printed:?}"
     );
 }
+
+/// A Kafka `str`: its length as an i16, then its bytes.
+fn kafka_str(out: &mut Vec<u8>, text: &str) {
+    out.extend_from_slice(&(text.len() as i16).to_be_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
+#[test]
+fn a_kafka_groups_commit_is_a_ferry_group_that_ferry_group_lists_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
+    let (grpc, kafka) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Kafka on ",
+        |_| {},
+    );
+    let server = format!("ferry://{grpc}");
+    let ferry = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["--server", server.as_str()])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(ferry(&["topic", "create", "kafka-orders"]).status.success());
+
+    // OffsetCommit v2 as a simple consumer (generation -1, no member): group
+    // "kafka-readers", partition 0 at offset 0.
+    let mut request = header(8, 2, 43);
+    kafka_str(&mut request, "kafka-readers");
+    request.extend_from_slice(&(-1i32).to_be_bytes());
+    kafka_str(&mut request, "");
+    request.extend_from_slice(&(-1i64).to_be_bytes());
+    request.extend_from_slice(&1i32.to_be_bytes());
+    kafka_str(&mut request, "kafka-orders");
+    request.extend_from_slice(&1i32.to_be_bytes());
+    request.extend_from_slice(&0i32.to_be_bytes());
+    request.extend_from_slice(&0i64.to_be_bytes());
+    kafka_str(&mut request, "from kafka");
+    let answer = call(&kafka, &request);
+    assert_eq!(answer[..4], 43i32.to_be_bytes());
+    assert_eq!(answer[answer.len() - 2..], [0, 0], "committed: {answer:?}");
+
+    let listed = ferry(&["group", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains("kafka-orders") && l.contains("kafka-readers")),
+        "{listed}"
+    );
+    assert!(
+        ferry(&["group", "delete", "kafka-orders", "kafka-readers"])
+            .status
+            .success()
+    );
+    let listed = ferry(&["group", "list"]);
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains("kafka-readers"));
+
+    // SAFETY: kill(2) on the child's pid; no memory is touched.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
