@@ -522,3 +522,44 @@ async fn a_join_round_ends_at_the_rebalance_timeout_without_the_silent_member() 
     let gone = first.call(&heartbeat("slow", &a, 1), 4).await;
     assert_eq!(gone.error_code, ResponseError::UnknownMemberId.code());
 }
+
+#[tokio::test]
+async fn a_static_member_restarting_keeps_its_assignment_and_fences_its_old_id() {
+    let server = start(KafkaConfig::default()).await;
+    let mut client = Client::connect(server.addr).await;
+    let static_join =
+        |member: &str| join("static", member).with_group_instance_id(Some(text("pod-1")));
+    // A static member is known by its instance id: no MEMBER_ID_REQUIRED round trip.
+    let joined = client.call(&static_join(""), 7).await;
+    assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+    let old = joined.member_id.to_string();
+    let synced = client
+        .call(&sync("static", &old, 1, &[(&old, "p0-p3")]), 5)
+        .await;
+    assert_eq!(synced.error_code, 0);
+
+    // The process restarts: it joins with no member id, the same instance id.
+    let mut restarted = Client::connect(server.addr).await;
+    let again = restarted.call(&static_join(""), 7).await;
+    assert_eq!(
+        (again.error_code, again.generation_id),
+        (0, 1),
+        "no rebalance"
+    );
+    let new = again.member_id.to_string();
+    assert_ne!(new, old);
+    let synced = restarted
+        .call(
+            &sync("static", &new, 1, &[]).with_group_instance_id(Some(text("pod-1"))),
+            5,
+        )
+        .await;
+    assert_eq!(synced.assignment, Bytes::from("p0-p3"));
+    let fenced = client
+        .call(
+            &heartbeat("static", &old, 1).with_group_instance_id(Some(text("pod-1"))),
+            4,
+        )
+        .await;
+    assert_eq!(fenced.error_code, ResponseError::FencedInstanceId.code());
+}
