@@ -1,14 +1,15 @@
 //! The group coordinator: Kafka's classic consumer groups, coordinated by this front end.
-//! `group.rs` decides (a pure state machine per group); this module holds the groups,
-//! gives each JoinGroup or SyncGroup that must wait a channel for its answer, delivers
-//! the answers the state machines decide, and ticks them (session and rebalance
-//! timeouts) from a task the server runs.
+//! `group.rs` decides (a pure state machine per group) over the calls and answers of
+//! `calls.rs`; this module holds the groups, gives each JoinGroup or SyncGroup that must
+//! wait a channel for its answer, delivers the answers the state machines decide, and
+//! ticks them (session and rebalance timeouts) from a task the server runs.
 //!
 //! A waiting call holds no lock: other requests, on this connection's peers and on the
 //! group, go on while it waits. Membership lives in memory only — after a restart, members
 //! join again, as Kafka consumers do after a coordinator moves — while committed offsets
 //! are the broker's and durable (see `api/group_offsets.rs`).
 
+pub mod calls;
 pub mod group;
 
 use std::collections::HashMap;
@@ -16,10 +17,8 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
-pub use group::{
-    Group, GroupError, JoinReply, JoinRequest, Limits, Member, Reply, State, Step, SyncReply,
-    SyncRequest,
-};
+pub use calls::{JoinReply, JoinRequest, Reply, Step, SyncReply, SyncRequest};
+pub use group::{Group, GroupError, Limits, Member, State};
 
 /// How often the timeouts are checked: the precision of session and rebalance timeouts.
 pub const TICK: std::time::Duration = std::time::Duration::from_millis(100);

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::calls::*;
 use super::group::*;
 
 const SESSION: i32 = 10_000;

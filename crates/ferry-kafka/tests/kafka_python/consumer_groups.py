@@ -6,6 +6,7 @@ of partition 0, metadata "py-meta") for the caller to find as a Ferry group.
 
 Usage: consumer_groups.py HOST:PORT. Prints "every check passed" at the end."""
 
+import logging
 import sys
 import threading
 import time
@@ -15,6 +16,11 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
 BOOTSTRAP = sys.argv[1]
+# kafka-python's warnings (failed joins, heartbeats, commits) go to stderr, which the
+# Rust test prints when the script fails.
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                    format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
+MEMBERS = []
 TOPIC = "py-groups"
 GROUP = "ferry-group"
 PARTITIONS = 4
@@ -25,13 +31,18 @@ def check(condition, what):
         raise AssertionError(what)
 
 
-def wait_for(condition, what, seconds=30):
+def wait_for(condition, what, seconds=60):
     deadline = time.time() + seconds
     while time.time() < deadline:
+        failed = [m for m in MEMBERS if m.error is not None]
+        if failed:
+            raise AssertionError(f"{failed[0].name} failed while waiting for {what}: "
+                                 f"{failed[0].error!r}")
         if condition():
             return
         time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
+    states = {m.name: (sorted(m.assigned), len(m.records), m.is_alive()) for m in MEMBERS}
+    raise AssertionError(f"timed out waiting for {what}; members: {states}")
 
 
 def new_consumer(group=GROUP):
@@ -60,6 +71,7 @@ class Member(threading.Thread):
         self.commit_wanted = threading.Event()
         self.committed = threading.Event()
         self.error = None
+        MEMBERS.append(self)
 
     def run(self):
         try:
