@@ -48,7 +48,7 @@ pub fn decode(frame: &[u8], max_bytes: usize) -> Result<Decoded, ConnectionError
             for topic in body.topic_data {
                 for data in topic.partition_data {
                     partitions.push(match data.records {
-                        Some(set) => records::decode_produced(&set, max_bytes)
+                        Some(set) => records::decode_produced(&set, max_bytes, version)
                             .map(|batches| batches.iter().map(|b| b.messages.len()).sum::<usize>()),
                         None => Err(RecordsRefused {
                             code: kafka_protocol::ResponseError::CorruptMessage,

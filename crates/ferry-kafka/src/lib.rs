@@ -27,12 +27,15 @@
 mod api;
 mod appends;
 mod connection;
+mod decompress;
 pub mod errors;
 mod framing;
 /// The request decode path for the fuzz target (`fuzz/`): not an API.
 #[doc(hidden)]
 pub mod fuzzing;
 mod guard;
+mod legacy;
+mod producers;
 mod records;
 mod versions;
 
@@ -124,15 +127,18 @@ pub(crate) struct Shared {
     pub broker: Broker,
     pub config: KafkaConfig,
     pub appends: appends::Appends,
+    pub producers: producers::Producers,
 }
 
 impl Kafka {
     pub fn new(broker: Broker, config: KafkaConfig) -> Kafka {
+        let producers = producers::Producers::new(broker.clone());
         Kafka {
             shared: Arc::new(Shared {
                 broker,
                 config,
                 appends: appends::Appends::default(),
+                producers,
             }),
         }
     }

@@ -15,6 +15,8 @@
 //! **Fetch.** Records read from a partition are encoded as one uncompressed batch v2 whose
 //! base offset is the first record's Ferry offset.
 
+use crate::decompress::{Codec, Failure, decompress};
+use crate::legacy;
 use bytes::{Bytes, BytesMut};
 use ferry_broker::{OutgoingMessage, TopicRecord};
 use kafka_protocol::ResponseError;
@@ -70,7 +72,7 @@ const CONTROL_BIT: i16 = 0x20;
 /// or compression gets its own error code rather than a generic decode failure.
 /// Returns each batch's record count and, for uncompressed batches, checks the records'
 /// counts (see [`check_record_counts`]).
-fn check_batch_headers(mut data: &[u8]) -> Result<Vec<usize>, RecordsRefused> {
+fn check_batch_headers(mut data: &[u8], version: i16) -> Result<Vec<usize>, RecordsRefused> {
     let mut counts = Vec::new();
     if data.is_empty() {
         return Err(RecordsRefused::new(
@@ -87,21 +89,25 @@ fn check_batch_headers(mut data: &[u8]) -> Result<Vec<usize>, RecordsRefused> {
         }
         let magic = data[MAGIC_AT] as i8;
         if magic != 2 {
+            // Legacy message sets come whole (`legacy.rs`); one mixed with batches v2 is
+            // not something any client writes.
             return Err(RecordsRefused::new(
-                ResponseError::UnsupportedForMessageFormat,
-                format!("record batch magic {magic}: only record batch v2 (magic 2) is taken"),
+                ResponseError::CorruptMessage,
+                format!("a record set mixes record batch v2 with magic {magic}"),
             ));
         }
         let attributes = i16::from_be_bytes([data[ATTRIBUTES_AT], data[ATTRIBUTES_AT + 1]]);
-        match attributes & COMPRESSION_MASK {
-            0..=2 => {}
-            3 | 4 => {
+        match Codec::from_attributes(attributes) {
+            // Kafka takes zstd from Produce v7 on only (clients older than that cannot
+            // read it back).
+            Ok(Some(Codec::Zstd)) if version < 7 => {
                 return Err(RecordsRefused::new(
                     ResponseError::UnsupportedCompressionType,
-                    "lz4 and zstd batches are not taken; use none, gzip or snappy",
+                    format!("zstd batches need Produce v7 or later, not v{version}"),
                 ));
             }
-            other => {
+            Ok(_) => {}
+            Err(other) => {
                 return Err(RecordsRefused::new(
                     ResponseError::CorruptMessage,
                     format!("unknown compression codec {other}"),
@@ -217,94 +223,38 @@ fn varint(buf: &mut &[u8]) -> Result<i64, String> {
     Err("a varint longer than ten bytes".into())
 }
 
-/// Decompresses a gzip or snappy batch's records within `max_bytes`, and checks their
-/// counts before the codec decodes them. The codec's own decompressors size their output
-/// from the input's claims (snappy) or without bound (gzip).
+/// Decompresses a batch's records within `max_bytes` (see `decompress.rs`), and checks
+/// their counts before the codec decodes them.
 fn decompress_checked(
     compressed: &mut Bytes,
     compression: Compression,
     count: usize,
     max_bytes: usize,
 ) -> Result<Bytes, RecordsRefused> {
-    let corrupt = |problem: String| RecordsRefused::new(ResponseError::CorruptMessage, problem);
-    let too_large = || {
-        RecordsRefused::new(
-            ResponseError::RecordListTooLarge,
-            format!("a batch decompresses to over {max_bytes} bytes (kafka.max_frame_bytes)"),
-        )
-    };
     let data = std::mem::take(compressed);
-    let out = match compression {
+    let codec = match compression {
         // Checked with the batch's header (`check_batch_headers`).
         Compression::None => return Ok(data),
-        Compression::Gzip => {
-            use std::io::Read;
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&data[..])
-                .take(max_bytes as u64 + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| corrupt(format!("the gzip batch does not decompress: {e}")))?;
-            if out.len() > max_bytes {
-                return Err(too_large());
-            }
-            out
-        }
-        Compression::Snappy => snappy(&data, max_bytes).map_err(|e| match e {
-            Snappy::TooLarge => too_large(),
-            Snappy::Corrupt(problem) => corrupt(problem),
-        })?,
-        other => {
-            return Err(RecordsRefused::new(
-                ResponseError::UnsupportedCompressionType,
-                format!("{other:?} batches are not taken; use none, gzip or snappy"),
-            ));
-        }
+        Compression::Gzip => Codec::Gzip,
+        Compression::Snappy => Codec::Snappy,
+        Compression::Lz4 => Codec::Lz4,
+        Compression::Zstd => Codec::Zstd,
     };
+    let out =
+        decompress(codec, &data, max_bytes).map_err(|e| refused_decompressing(e, max_bytes))?;
     check_record_counts(&out, count)?;
     Ok(Bytes::from(out))
 }
 
-enum Snappy {
-    TooLarge,
-    Corrupt(String),
-}
-
-/// Kafka's snappy: the xerial framing (a magic header, then length-prefixed raw blocks) or,
-/// without the header, one raw block, as Kafka's own decoder accepts.
-fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, Snappy> {
-    const MAGIC: &[u8] = b"\x82SNAPPY\x00";
-    const XERIAL_HEADER: usize = 16;
-    let raw = |block: &[u8], out: &mut Vec<u8>| -> Result<(), Snappy> {
-        let len = snap::raw::decompress_len(block)
-            .map_err(|e| Snappy::Corrupt(format!("the snappy batch does not decompress: {e}")))?;
-        if out.len().saturating_add(len) > max_bytes {
-            return Err(Snappy::TooLarge);
-        }
-        let start = out.len();
-        out.resize(start + len, 0);
-        snap::raw::Decoder::new()
-            .decompress(block, &mut out[start..])
-            .map_err(|e| Snappy::Corrupt(format!("the snappy batch does not decompress: {e}")))?;
-        Ok(())
-    };
-    let mut out = Vec::new();
-    if !data.starts_with(MAGIC) {
-        raw(data, &mut out)?;
-        return Ok(out);
+/// The refusal of records that did not decompress.
+pub(crate) fn refused_decompressing(failure: Failure, max_bytes: usize) -> RecordsRefused {
+    match failure {
+        Failure::TooLarge => RecordsRefused::new(
+            ResponseError::RecordListTooLarge,
+            format!("a batch decompresses to over {max_bytes} bytes (kafka.max_frame_bytes)"),
+        ),
+        Failure::Corrupt(problem) => RecordsRefused::new(ResponseError::CorruptMessage, problem),
     }
-    let mut rest = data
-        .get(XERIAL_HEADER..)
-        .ok_or_else(|| Snappy::Corrupt("a snappy header cut short".into()))?;
-    while !rest.is_empty() {
-        let len = rest
-            .get(..4)
-            .map(|b| u32::from_be_bytes(b.try_into().expect("four bytes")) as usize)
-            .filter(|&len| len <= rest.len() - 4)
-            .ok_or_else(|| Snappy::Corrupt("a snappy block cut short".into()))?;
-        raw(&rest[4..4 + len], &mut out)?;
-        rest = &rest[4 + len..];
-    }
-    Ok(out)
 }
 
 /// Decodes a produced partition's record set into batches of Ferry messages; on any error
@@ -312,8 +262,23 @@ fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, Snappy> {
 pub fn decode_produced(
     records: &Bytes,
     max_bytes: usize,
+    version: i16,
 ) -> Result<Vec<ProducedBatch>, RecordsRefused> {
-    let counts = check_batch_headers(records)?;
+    if let Some(&magic @ (0 | 1)) = records.get(MAGIC_AT) {
+        // Kafka takes magic 0 and 1 from Produce v0–2 only; from v3 on, batches v2.
+        if version >= 3 {
+            return Err(RecordsRefused::new(
+                ResponseError::InvalidRecord,
+                format!("Produce v{version} takes record batch v2 only, not magic {magic}"),
+            ));
+        }
+        let messages = legacy::decode(records, max_bytes)?;
+        return Ok(vec![ProducedBatch {
+            producer: None,
+            messages,
+        }]);
+    }
+    let counts = check_batch_headers(records, version)?;
     let mut buf = records.clone();
     let mut sets = Vec::with_capacity(counts.len());
     for count in counts {
@@ -465,7 +430,7 @@ mod tests {
     #[test]
     fn decodes_plain_gzip_and_snappy_batches() {
         for compression in [Compression::None, Compression::Gzip, Compression::Snappy] {
-            let batches = decode_produced(&batch(compression, &[record("a")]), 1 << 20).unwrap();
+            let batches = decode_produced(&batch(compression, &[record("a")]), 1 << 20, 8).unwrap();
             let m = &batches[0].messages[0];
             assert_eq!(m.payload, &b"a"[..]);
             assert_eq!(m.key.as_deref(), Some(&b"k"[..]));
@@ -476,24 +441,35 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_take() {
-        let mut lz4 = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
-        lz4[ATTRIBUTES_AT + 1] |= 3;
+        // zstd before Produce v7, as Kafka refuses it.
+        let mut zstd = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
+        zstd[ATTRIBUTES_AT + 1] |= 4;
         assert_eq!(
-            decode_produced(&lz4.freeze(), 1 << 20).unwrap_err().code,
+            decode_produced(&zstd.freeze(), 1 << 20, 6)
+                .unwrap_err()
+                .code,
             ResponseError::UnsupportedCompressionType
+        );
+        // Batches v2 only from Produce v3 on; a legacy set there is refused.
+        let legacy = crate::legacy::tests::message(1, 0, 0, None, Some(b"v"));
+        assert_eq!(
+            decode_produced(&Bytes::from(legacy), 1 << 20, 3)
+                .unwrap_err()
+                .code,
+            ResponseError::InvalidRecord
         );
         let mut corrupt = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
         let last = corrupt.len() - 1;
         corrupt[last] ^= 0xff;
         assert_eq!(
-            decode_produced(&corrupt.freeze(), 1 << 20)
+            decode_produced(&corrupt.freeze(), 1 << 20, 8)
                 .unwrap_err()
                 .code,
             ResponseError::CorruptMessage
         );
         let short = batch(Compression::None, &[record("a")]).slice(..30);
         assert_eq!(
-            decode_produced(&short, 1 << 20).unwrap_err().code,
+            decode_produced(&short, 1 << 20, 8).unwrap_err().code,
             ResponseError::CorruptMessage
         );
         let mut binary = record("a");
@@ -502,13 +478,13 @@ mod tests {
             Some(Bytes::from_static(&[0xff, 0xfe])),
         );
         assert_eq!(
-            decode_produced(&batch(Compression::None, &[binary]), 1 << 20)
+            decode_produced(&batch(Compression::None, &[binary]), 1 << 20, 8)
                 .unwrap_err()
                 .code,
             ResponseError::InvalidRecord
         );
         assert_eq!(
-            decode_produced(&Bytes::new(), 1 << 20).unwrap_err().code,
+            decode_produced(&Bytes::new(), 1 << 20, 8).unwrap_err().code,
             ResponseError::CorruptMessage
         );
     }
@@ -518,7 +494,7 @@ mod tests {
         // A batch claiming i32::MAX records.
         let mut claims = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
         claims[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
-        let refused = decode_produced(&claims.freeze(), 1 << 20).unwrap_err();
+        let refused = decode_produced(&claims.freeze(), 1 << 20, 8).unwrap_err();
         assert_eq!(refused.code, ResponseError::CorruptMessage);
         assert!(refused.message.contains("records"), "{}", refused.message);
 
@@ -532,11 +508,6 @@ mod tests {
         records.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x08]);
         let err = check_record_counts(&records, 1).unwrap_err();
         assert_eq!(err.code, ResponseError::CorruptMessage);
-
-        // A snappy block claiming more than the limit is refused before it is allocated.
-        let mut claim = Vec::new();
-        claim.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
-        assert!(matches!(snappy(&claim, 1 << 20), Err(Snappy::TooLarge)));
     }
 
     #[test]
@@ -548,9 +519,9 @@ mod tests {
             r.offset = i as i64;
             r.sequence = i as i32;
         }
-        let refused = decode_produced(&batch(Compression::Gzip, &offsets), 10_000).unwrap_err();
+        let refused = decode_produced(&batch(Compression::Gzip, &offsets), 10_000, 8).unwrap_err();
         assert_eq!(refused.code, ResponseError::RecordListTooLarge);
-        let batches = decode_produced(&batch(Compression::Gzip, &offsets), 1 << 20).unwrap();
+        let batches = decode_produced(&batch(Compression::Gzip, &offsets), 1 << 20, 8).unwrap();
         assert_eq!(batches.len(), 1);
         assert_eq!(batches[0].messages.len(), 50);
     }
