@@ -15,7 +15,7 @@ use ferry_broker::OutgoingMessage;
 use kafka_protocol::ResponseError;
 
 use crate::decompress::{Codec, decompress};
-use crate::records::{RecordsRefused, refused_decompressing};
+use crate::records::{RecordsRefused, keep_created_at, refused_decompressing};
 
 /// Offset, size, CRC, magic, attributes, key length, value length.
 const MIN_MESSAGE_V0: usize = 8 + 4 + 4 + 1 + 1 + 4 + 4;
@@ -51,6 +51,9 @@ pub fn decode(set: &Bytes, max_bytes: usize) -> Result<Vec<OutgoingMessage>, Rec
         .map(|m| {
             let mut message = OutgoingMessage::new(m.value.unwrap_or_default());
             message.key = m.key;
+            if let Some(timestamp) = m.timestamp {
+                keep_created_at(&mut message, timestamp);
+            }
             message
         })
         .collect())

@@ -7,10 +7,14 @@
 //! as an empty payload), its headers the message headers — whose values must be UTF-8, as
 //! Ferry's headers are strings; a header repeated in one record keeps its last value.
 //!
-//! **Timestamps.** The broker stamps every message with its publish time; a producer's
-//! CreateTime is not kept. A fetched record's timestamp is that publish time — for a
-//! Kafka producer what LogAppendTime would give, and for a message published through
-//! Ferry's own APIs its `published_at`.
+//! **Timestamps.** A producer's CreateTime is kept as the message's `ferry-created-at`
+//! header ([`header::CREATED_AT`], decimal ms), the one reserved header the broker takes
+//! from a publisher; the message's `published_at` stays the time Ferry stored it. A
+//! fetched record's timestamp is its CreateTime when it has one (the header itself is not
+//! repeated among the record's Kafka headers), else its `published_at` — for a message
+//! published through Ferry's own APIs, or written before CreateTimes were kept. A header
+//! rather than a new field of the broker's message model: the storage format is unchanged
+//! (records without it read as before), and every API shows it alike among the headers.
 //!
 //! **Fetch.** Records read from a partition are encoded as one uncompressed batch v2 whose
 //! base offset is the first record's Ferry offset.
@@ -18,7 +22,7 @@
 use crate::decompress::{Codec, Failure, decompress};
 use crate::legacy;
 use bytes::{Bytes, BytesMut};
-use ferry_broker::{OutgoingMessage, TopicRecord};
+use ferry_broker::{OutgoingMessage, TopicRecord, header};
 use kafka_protocol::ResponseError;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
@@ -325,6 +329,17 @@ fn to_message(record: Record) -> Result<OutgoingMessage, RecordsRefused> {
     let mut message = OutgoingMessage::new(record.value.unwrap_or_default());
     message.key = record.key;
     for (name, value) in record.headers {
+        if header::is_reserved(name.as_str()) {
+            // Refused here as well as by the broker: `ferry-created-at`, which the broker
+            // takes from a publisher, comes from the record's timestamp alone.
+            return Err(RecordsRefused::new(
+                ResponseError::InvalidRecord,
+                format!(
+                    "header {:?} is in Ferry's reserved namespace `ferry-`; rename it",
+                    name.as_str()
+                ),
+            ));
+        }
         let value = match value {
             None => String::new(),
             Some(bytes) => String::from_utf8(bytes.to_vec()).map_err(|_| {
@@ -339,7 +354,30 @@ fn to_message(record: Record) -> Result<OutgoingMessage, RecordsRefused> {
         };
         message.headers.insert(name.as_str().to_owned(), value);
     }
+    if record.timestamp_type == TimestampType::Creation {
+        keep_created_at(&mut message, record.timestamp);
+    }
     Ok(message)
+}
+
+/// Keeps a producer's CreateTime as [`header::CREATED_AT`] (see the module docs); a
+/// negative one (Kafka's "no timestamp", -1) is not a time and is left out.
+pub(crate) fn keep_created_at(message: &mut OutgoingMessage, timestamp: i64) {
+    if timestamp >= 0 {
+        message
+            .headers
+            .insert(header::CREATED_AT.to_owned(), timestamp.to_string());
+    }
+}
+
+/// A stored message's Kafka timestamp: the producer's CreateTime when it kept one, else
+/// the time Ferry stored it.
+pub fn kafka_timestamp(message: &ferry_broker::Message) -> i64 {
+    message
+        .headers
+        .get(header::CREATED_AT)
+        .and_then(|t| header::parse_created_at(t))
+        .unwrap_or(message.published_at)
 }
 
 /// `records` (consecutive, of one partition) as one uncompressed record batch v2.
@@ -362,13 +400,14 @@ pub fn encode_fetched(records: &[TopicRecord]) -> Result<Bytes, RecordsRefused> 
             // The codec groups records into one batch while offset − sequence is
             // constant; without a producer the sequence carries no meaning otherwise.
             sequence: (r.offset as i64 - base) as i32,
-            timestamp: r.message.published_at,
+            timestamp: kafka_timestamp(&r.message),
             key: r.message.key.clone(),
             value: Some(r.message.payload.clone()),
             headers: r
                 .message
                 .headers
                 .iter()
+                .filter(|(k, _)| *k != header::CREATED_AT)
                 .map(|(k, v)| {
                     (
                         StrBytes::from_string(k.clone()),

@@ -9,15 +9,16 @@ use std::io::Write;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::{Client, start, start_in};
-use ferry_broker::TopicSpec;
+use ferry_broker::{Position, TopicSpec, header};
 use ferry_kafka::KafkaConfig;
 use kafka_protocol::ResponseError;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ProduceRequest,
-    ProduceResponse, ProducerId, RequestHeader, TopicName, TransactionalId,
+    ApiKey, ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
+    ProduceRequest, ProduceResponse, ProducerId, RequestHeader, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -494,11 +495,109 @@ async fn produce_v0_to_v2_take_legacy_message_sets_and_fetch_reads_them_as_batch
         .await;
     assert_eq!(produced(&response).0, ResponseError::InvalidRecord.code());
 
-    let values: Vec<String> = fetch_all(&mut client, "old", 0)
-        .await
-        .into_iter()
-        .map(|(v, _)| v)
-        .collect();
+    let fetched = fetch_all(&mut client, "old", 0).await;
+    let values: Vec<&str> = fetched.iter().map(|(v, _)| v.as_str()).collect();
     assert_eq!(values, ["m0-a", "m0-b", "m1-a", "m1-b", "m1-c", "v2"]);
+    // Magic 1 carries CreateTimes, kept; magic 0 has none: the time Ferry stored it.
+    let times: Vec<i64> = fetched.iter().map(|(_, t)| *t).collect();
+    assert_eq!(
+        times[2..5],
+        [1_600_000_000_001, 1_600_000_000_002, 1_600_000_000_003]
+    );
+    let stored = server
+        .broker
+        .read_topic("old", 0, Position::Offset(0), 1)
+        .unwrap();
+    assert_eq!(times[0], stored[0].message.published_at);
     assert_eq!(end_offset(&server, "old"), 6);
+}
+
+#[tokio::test]
+async fn producer_timestamps_are_kept_fetched_and_found_by_list_offsets() {
+    let server = start(KafkaConfig::default()).await;
+    create(&server, "times").await;
+    let mut client = Client::connect(server.addr).await;
+    let before = server.broker.now_ms();
+    // Two batches created long ago, 4 s apart; both stored now.
+    for (first, value) in [(1_000_000_000_000i64, "early"), (1_000_000_004_000, "late")] {
+        let response = client
+            .call(&produce_request("times", batch(&[value], None, first)), 8)
+            .await;
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0);
+        // A CreateTime topic: no LogAppendTime in the answer.
+        assert_eq!(p.log_append_time_ms, -1);
+    }
+    assert_eq!(
+        fetch_all(&mut client, "times", 0).await,
+        [
+            ("early".to_owned(), 1_000_000_000_000),
+            ("late".to_owned(), 1_000_000_004_000)
+        ]
+    );
+    // Ferry keeps its own publish time, and shows the CreateTime among the headers.
+    let stored = server
+        .broker
+        .read_topic("times", 0, Position::Offset(0), 2)
+        .unwrap();
+    assert!(stored[0].message.published_at >= before);
+    assert_eq!(
+        stored[1]
+            .message
+            .headers
+            .get(header::CREATED_AT)
+            .map(String::as_str),
+        Some("1000000004000")
+    );
+    // By time: the CreateTimes, not the publish times.
+    let by_time = |t: i64| {
+        ListOffsetsRequest::default().with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(name("times"))
+                .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(t)]),
+        ])
+    };
+    for (t, expected) in [
+        (0, (1_000_000_000_000, 0)),
+        (1_000_000_002_000, (1_000_000_004_000, 1)),
+        (1_000_000_005_000, (-1, -1)),
+    ] {
+        let response = client.call(&by_time(t), 6).await;
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.timestamp, p.offset),
+            (0, expected.0, expected.1),
+            "{t}"
+        );
+    }
+    // A Kafka header in Ferry's namespace cannot forge the CreateTime.
+    let mut forged = BytesMut::new();
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: 0,
+        timestamp: 5,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: IndexMap::from([(
+            StrBytes::from_static_str("ferry-created-at"),
+            Some(Bytes::from_static(b"7")),
+        )]),
+    };
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut forged, &[record], &options).unwrap();
+    let response = client
+        .call(&produce_request("times", forged.freeze()), 8)
+        .await;
+    assert_eq!(produced(&response).0, ResponseError::InvalidRecord.code());
+    assert_eq!(end_offset(&server, "times"), 2);
 }
