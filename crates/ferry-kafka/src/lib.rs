@@ -18,9 +18,11 @@
 //! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
-//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets.
-//! **Not done yet:** consumer groups and committed offsets, transactions, idempotent
-//! producer ids (InitProducerId), CreatePartitions, configs, SASL and TLS. A request for an
+//! Produce v0–8 (acks 0, 1, all; none/gzip/snappy/lz4/zstd; legacy message sets in
+//! `legacy.rs`, bounded decompression in `decompress.rs`), InitProducerId and idempotent
+//! producers (`producers.rs`), Fetch (long poll), ListOffsets.
+//! **Not done yet:** consumer groups and committed offsets, transactions,
+//! CreatePartitions, configs, SASL and TLS. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
 

@@ -1,11 +1,13 @@
 //! Kafka record batches ↔ Ferry messages.
 //!
-//! **Produce.** Only record batch v2 (magic 2) is taken, uncompressed or gzip or snappy;
-//! lz4 and zstd batches are refused with UNSUPPORTED_COMPRESSION_TYPE (the codec is built
-//! without them), transactional and control batches with INVALID_RECORD (no transactions
-//! yet). A record's key is the message key, its value the payload (a null value is stored
-//! as an empty payload), its headers the message headers — whose values must be UTF-8, as
-//! Ferry's headers are strings; a header repeated in one record keeps its last value.
+//! **Produce.** Record batch v2 (magic 2), uncompressed or gzip, snappy, lz4 or zstd (zstd
+//! from Produce v7, as Kafka), each decompressed within bounds by `decompress.rs`; a legacy
+//! message set (magic 0 and 1, Produce v0–2 only) goes to `legacy.rs`. Transactional and
+//! control batches are refused with INVALID_RECORD (no transactions). A record's key is the
+//! message key, its value the payload (a null value is stored as an empty payload), its
+//! headers the message headers — whose values must be UTF-8, as Ferry's headers are
+//! strings, and whose names must not be in Ferry's `ferry-` namespace; a header repeated in
+//! one record keeps its last value.
 //!
 //! **Timestamps.** A producer's CreateTime is kept as the message's `ferry-created-at`
 //! header ([`header::CREATED_AT`], decimal ms), the one reserved header the broker takes

@@ -1,8 +1,14 @@
 //! Produce: each partition's record batches become one publish to that Ferry partition,
 //! answered once durable (acks 1 and all alike: one node holds every copy). With acks 0
 //! Kafka sends no answer; the records are still stored before the next request is read.
-//! A batch written by an idempotent producer goes through the broker's idempotent publish,
-//! so a retried batch is stored once. A partition's records are taken all or none.
+//! A batch written by an idempotent producer has its epoch checked (`producers.rs`) and
+//! goes through the broker's idempotent publish, so a retried batch is stored once. A
+//! partition's records are taken all or none. v0–2, which the codec no longer knows, are
+//! decoded and answered at the bottom of this module.
+//!
+//! `timeout_ms` is not used: Kafka bounds with it only the wait for other replicas, and
+//! this node's answer waits for its own durable append, which Kafka does not bound either
+//! (see `docs/compat/kafka.md`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_broker::{BrokerError, TopicPosition};
