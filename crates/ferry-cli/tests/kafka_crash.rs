@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -36,9 +36,26 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, so that a failing test leaves
+/// no server or script behind.
+struct Reaped(Child);
+
+impl Reaped {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// `ferry serve` on `data` with its Kafka endpoint on `kafka` (the other listeners on free
-/// ports); the child, once it says it serves Kafka.
-fn serve(data: &Path, kafka: &str) -> std::process::Child {
+/// ports), once it says it serves Kafka.
+fn serve(data: &Path, kafka: &str) -> Reaped {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(["--aws-addr", "127.0.0.1:0", "--kafka-addr", kafka])
@@ -47,8 +64,9 @@ fn serve(data: &Path, kafka: &str) -> std::process::Child {
         .env_remove("FERRY_SERVER")
         .stdout(Stdio::piped())
         .spawn()
+        .map(Reaped)
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let stdout = child.0.stdout.take().unwrap();
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -68,14 +86,15 @@ fn serve(data: &Path, kafka: &str) -> std::process::Child {
 }
 
 /// The producer script in `mode`, its stdout a line at a time.
-fn script(kafka: &str, mode: &str) -> (std::process::Child, mpsc::Receiver<String>) {
+fn script(kafka: &str, mode: &str) -> (Reaped, mpsc::Receiver<String>) {
     let mut child = Command::new("python3")
         .arg(SCRIPT)
         .args([kafka, TOPIC, &COUNT.to_string(), mode])
         .stdout(Stdio::piped())
         .spawn()
+        .map(Reaped)
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let stdout = child.0.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -151,20 +170,20 @@ fn every_acknowledged_record_is_stored_exactly_once_across_sigkills() {
             "round {round}: killed with {} acknowledged",
             progress.acked.len()
         );
-        let _ = server.kill();
-        let _ = server.wait();
+        server.kill();
         std::thread::sleep(Duration::from_millis(100 * round as u64));
         server = serve(&data, &kafka);
     }
     // The producer finishes against the last server.
     let finishing = Instant::now();
-    while progress.read(&lines, Duration::from_secs(5)) || producer.try_wait().unwrap().is_none() {
+    while progress.read(&lines, Duration::from_secs(5)) || producer.0.try_wait().unwrap().is_none()
+    {
         assert!(
             finishing.elapsed() < Duration::from_secs(180),
             "the producer did not finish within 180 s"
         );
     }
-    assert!(producer.wait().unwrap().success(), "the producer failed");
+    assert!(producer.0.wait().unwrap().success(), "the producer failed");
     assert!(
         progress.failed.is_empty(),
         "records that failed for good: {:?}",
@@ -174,8 +193,7 @@ fn every_acknowledged_record_is_stored_exactly_once_across_sigkills() {
     assert_eq!(acked.len(), COUNT, "every record acknowledged");
 
     // Read back through Kafka after one more kill and restart.
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     let mut server = serve(&data, &kafka);
     let (mut consumer, lines) = script(&kafka, "consume");
     let mut stored: BTreeMap<i64, String> = BTreeMap::new();
@@ -191,9 +209,8 @@ fn every_acknowledged_record_is_stored_exactly_once_across_sigkills() {
         let offset = words.next().unwrap().parse().unwrap();
         stored.insert(offset, words.next().unwrap().to_owned());
     }
-    assert!(consumer.wait().unwrap().success());
-    let _ = server.kill();
-    let _ = server.wait();
+    assert!(consumer.0.wait().unwrap().success());
+    server.kill();
 
     let mut seen: HashMap<&str, i64> = HashMap::new();
     for (offset, value) in &stored {
