@@ -15,15 +15,16 @@
 //! Sequences themselves are the broker's (`kafka-<id>-<epoch>` as its producer id), whose
 //! state is rebuilt from the records after a restart.
 //!
-//! **What a restart forgets.** The epochs are kept in memory only: after a restart the
-//! first batch seen of a producer on a partition sets its epoch there. A retry of a batch
-//! written before the restart is still answered with its offsets (the broker's sequence
-//! state is durable); only a zombie of an older epoch writing *new* batches before the
-//! current epoch has written to that partition again goes unfenced.
+//! **Restarts.** The epochs written are durable with the records: the broker's producer id
+//! carries the epoch, and before the first idempotent batch to a partition after a start
+//! the latest epoch of every producer it remembers (within the topic's
+//! `producer_state_window`) is learnt from the broker ([`Producers::seed`]). What
+//! InitProducerId granted without a batch written since is in memory only: after a restart
+//! an epoch bumped through it but not yet written is not fenced until it is.
 //!
 //! [`Broker::reserve_producer_ids`]: ferry_broker::Broker::reserve_producer_ids
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use ferry_broker::{Broker, BrokerError};
@@ -65,6 +66,8 @@ struct State {
     /// pruning.
     partitions: HashMap<(i64, String, u32), (i16, u64)>,
     uses: u64,
+    /// Partitions whose epochs were learnt from the broker since this process started.
+    seeded: HashSet<(String, u32)>,
 }
 
 pub struct Producers {
@@ -148,6 +151,29 @@ impl Producers {
         })
     }
 
+    /// Learns, once per partition and process, the latest epoch of every producer the
+    /// partition remembers from its records (`kafka-<id>-<epoch>`), so that a restart does
+    /// not forget which epochs are fenced.
+    pub async fn seed(&self, topic: &str, partition: u32) -> Result<(), BrokerError> {
+        let key = (topic.to_owned(), partition);
+        if self.state().seeded.contains(&key) {
+            return Ok(());
+        }
+        let remembered = self.broker.idempotent_producers(topic, partition).await?;
+        let mut state = self.state();
+        if !state.seeded.insert(key) {
+            return Ok(());
+        }
+        for (id, epoch) in remembered.iter().filter_map(|p| parse_broker_id(p)) {
+            let entry = state
+                .partitions
+                .entry((id, topic.to_owned(), partition))
+                .or_insert((epoch, 0));
+            entry.0 = entry.0.max(epoch);
+        }
+        Ok(())
+    }
+
     /// Checks a batch's epoch against what the partition (and InitProducerId) knows.
     pub fn check_epoch(
         &self,
@@ -191,6 +217,17 @@ impl Producers {
     }
 }
 
+/// The broker's producer id of a Kafka producer at an epoch (what Produce publishes as).
+pub fn broker_id(producer_id: i64, epoch: i16) -> String {
+    format!("kafka-{producer_id}-{epoch}")
+}
+
+/// `(producer id, epoch)` of a [`broker_id`]; `None` for other producers' ids.
+fn parse_broker_id(id: &str) -> Option<(i64, i16)> {
+    let (producer, epoch) = id.strip_prefix("kafka-")?.rsplit_once('-')?;
+    Some((producer.parse().ok()?, epoch.parse().ok()?))
+}
+
 /// The epoch rule (see the module docs): `on_partition` is the latest epoch the partition
 /// wrote for the producer, `granted` the latest InitProducerId granted.
 fn decide(
@@ -214,6 +251,13 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn broker_ids_carry_the_epoch() {
+        assert_eq!(parse_broker_id(&broker_id(42, 3)), Some((42, 3)));
+        assert_eq!(parse_broker_id("orders-service-1"), None);
+        assert_eq!(parse_broker_id("kafka-x-1"), None);
+    }
 
     #[test]
     fn an_older_epoch_is_fenced_and_a_newer_one_starts_at_zero() {

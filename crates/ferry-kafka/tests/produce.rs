@@ -601,3 +601,29 @@ async fn producer_timestamps_are_kept_fetched_and_found_by_list_offsets() {
     assert_eq!(produced(&response).0, ResponseError::InvalidRecord.code());
     assert_eq!(end_offset(&server, "times"), 2);
 }
+
+#[tokio::test]
+async fn an_older_epoch_stays_fenced_after_a_broker_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_in(dir.path(), KafkaConfig::default()).await;
+    create(&server, "zombies").await;
+    let mut client = Client::connect(server.addr).await;
+    let (_, id, _) = init(&mut client, 4, None).await;
+    let send = |epoch: i16, sequence: i32, value: &'static str| {
+        produce_request("zombies", batch(&[value], Some((id, epoch, sequence)), 1))
+    };
+    assert_eq!(produced(&client.call(&send(0, 0, "a"), 8).await), (0, 0));
+    assert_eq!(produced(&client.call(&send(1, 0, "b"), 8).await), (0, 1));
+    drop(client);
+    server.stop().await;
+
+    let server = start_in(dir.path(), KafkaConfig::default()).await;
+    let mut client = Client::connect(server.addr).await;
+    // The epoch-0 producer, a zombie, writes a new batch: still fenced.
+    assert_eq!(
+        produced(&client.call(&send(0, 1, "zombie"), 8).await).0,
+        ResponseError::InvalidProducerEpoch.code()
+    );
+    assert_eq!(produced(&client.call(&send(1, 1, "c"), 8).await), (0, 2));
+    assert_eq!(end_offset(&server, "zombies"), 3);
+}

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::text;
 use crate::connection::{ConnectionError, Request, decode_body};
-use crate::producers::EpochProblem;
+use crate::producers::{EpochProblem, broker_id};
 use crate::records::{ProducedBatch, RecordsRefused, decode_produced};
 use crate::{Shared, errors};
 
@@ -113,6 +113,11 @@ async fn produce_partition(
         let producer = batch.producer.expect("checked above");
         shared
             .producers
+            .seed(topic, partition)
+            .await
+            .map_err(from_broker)?;
+        shared
+            .producers
             .check_epoch(
                 producer.producer_id,
                 topic,
@@ -142,7 +147,7 @@ async fn produce_partition(
         })?;
         // The epoch is part of the producer's identity: a new epoch starts its sequences
         // again at 0, as a new producer would.
-        let producer_id = format!("kafka-{}-{}", producer.producer_id, producer.epoch);
+        let producer_id = broker_id(producer.producer_id, producer.epoch);
         let positions = shared
             .broker
             .publish_idempotent(
