@@ -6,7 +6,7 @@ mod fetch;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
-mod produce;
+pub(crate) mod produce;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
