@@ -183,7 +183,15 @@ pub fn decode_before_v3(request: &Request) -> Result<ProduceRequest, ConnectionE
         header: request.header.clone().with_request_api_version(3),
         body: body.freeze(),
     };
-    decode_body(&mut as_v3)
+    decode_body(&mut as_v3).map_err(|e| match e {
+        // Said of the version the client sent.
+        ConnectionError::Malformed { api, problem, .. } => ConnectionError::Malformed {
+            api,
+            version: request.header.request_api_version,
+            problem,
+        },
+        other => other,
+    })
 }
 
 /// The answer to Produce v0–2, header (v0) included: per partition its index, error code
