@@ -1,6 +1,6 @@
-//! `ferry serve`'s Kafka endpoint killed under an idempotent producer: kafka-python
-//! (acks all, idempotence on, five requests in flight, retries) sends numbered records to
-//! one partition while the server is SIGKILLed three times and restarted on the same data
+//! `ferry serve`'s Kafka endpoint killed under an idempotent producer: kafka-python, and
+//! librdkafka (confluent-kafka), each with acks all, idempotence on, five requests in
+//! flight and retries, send numbered records to one partition while the server is SIGKILLed three times and restarted on the same data
 //! directory and Kafka port. Afterwards every record the producer saw acknowledged is in
 //! the partition exactly once, at the offset its acknowledgement named, and no record is
 //! there twice — a batch whose answer the kill cut off is retried by the producer and,
@@ -19,9 +19,10 @@ const TOPIC: &str = "crash";
 const COUNT: usize = 3000;
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_crash/producer.py");
 
-fn python_has_kafka_python() -> bool {
+/// Whether python3 can import `modules` (`import a, b`).
+fn python_has(modules: &str) -> bool {
     Command::new("python3")
-        .args(["-c", "import kafka"])
+        .args(["-c", &format!("import {modules}")])
         .output()
         .is_ok_and(|o| o.status.success())
 }
@@ -139,18 +140,35 @@ impl Progress {
 }
 
 #[test]
-fn every_acknowledged_record_is_stored_exactly_once_across_sigkills() {
-    if !python_has_kafka_python() {
+fn every_record_kafka_python_saw_acknowledged_is_stored_exactly_once_across_sigkills() {
+    if !python_has("kafka") {
         ferry_testkit::skip_or_fail(
             "python3 with kafka-python is missing (bash scripts/python-packages.sh)",
         );
         return;
     }
+    produce_across_sigkills("produce");
+}
+
+#[test]
+fn every_record_librdkafka_saw_acknowledged_is_stored_exactly_once_across_sigkills() {
+    if !python_has("kafka, confluent_kafka") {
+        ferry_testkit::skip_or_fail(
+            "python3 with kafka-python and confluent-kafka is missing \
+             (bash scripts/python-packages.sh)",
+        );
+        return;
+    }
+    produce_across_sigkills("produce-librdkafka");
+}
+
+/// The scenario with the producer script in `mode`.
+fn produce_across_sigkills(mode: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let kafka = format!("127.0.0.1:{}", free_port());
     let mut server = serve(&data, &kafka);
-    let (mut producer, lines) = script(&kafka, "produce");
+    let (mut producer, lines) = script(&kafka, mode);
 
     let mut progress = Progress::default();
     for round in 0..KILLS {

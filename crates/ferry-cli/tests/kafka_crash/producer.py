@@ -1,7 +1,10 @@
-"""An idempotent kafka-python producer (acks all, five requests in flight, retries) for the
-Kafka crash test, which SIGKILLs and restarts the server under it.
+"""An idempotent producer (acks all, five requests in flight, retries) for the Kafka crash
+test, which SIGKILLs and restarts the server under it: kafka-python, or librdkafka through
+confluent-kafka.
 
 Usage: producer.py HOST:PORT TOPIC COUNT produce
+         (kafka-python) or
+       producer.py HOST:PORT TOPIC COUNT produce-librdkafka
          sends "n-0" … "n-<COUNT-1>" to partition 0, one every few ms, then flushes; prints
          "acked <n> <offset>" for each record acknowledged, "failed <n> <error>" for each
          that failed for good, and "done" at the end.
@@ -40,6 +43,35 @@ if MODE == "produce":
         time.sleep(0.003)
     producer.flush(timeout=120)
     producer.close()
+    say("done")
+elif MODE == "produce-librdkafka":
+    from confluent_kafka import Producer
+
+    def delivered(error, message):
+        n = int(message.value().decode()[2:])
+        if error is None:
+            say(f"acked {n} {message.offset()}")
+        else:
+            say(f"failed {n} {error!r}")
+
+    producer = Producer({
+        "bootstrap.servers": BOOTSTRAP,
+        "enable.idempotence": True,
+        "acks": "all",
+        "max.in.flight.requests.per.connection": 5,
+        "linger.ms": 5,
+        "retry.backoff.ms": 50,
+        "reconnect.backoff.ms": 50,
+        "reconnect.backoff.max.ms": 500,
+        "message.timeout.ms": 120_000,
+    })
+    for n in range(COUNT):
+        producer.produce(TOPIC, value=f"n-{n}".encode(), partition=0, on_delivery=delivered)
+        producer.poll(0)
+        time.sleep(0.003)
+    left = producer.flush(120)
+    if left:
+        raise SystemExit(f"{left} records neither delivered nor failed in 120 s")
     say("done")
 elif MODE == "consume":
     consumer = KafkaConsumer(
