@@ -5,9 +5,12 @@
 # order-events example (crates/ferry-cli/tests/aws_order_events.rs), the AWS CLI v1 and
 # LocalStack's `awslocal` wrapper for the local-setup test (crates/ferry-cli/tests/aws_cli.rs;
 # awscli pins the botocore, and so the boto3, it runs with), and kafka-python (pure Python)
-# for the Kafka front end's client test (crates/ferry-kafka/tests/kafka_python.rs).
+# for the Kafka front end's client test (crates/ferry-kafka/tests/kafka_python.rs) and its
+# crash test (crates/ferry-cli/tests/kafka_crash.rs), with lz4 and zstandard, the codecs
+# kafka-python compresses lz4 and zstd batches with; confluent-kafka (whose wheels bundle
+# librdkafka) for the crash test's librdkafka producer.
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first.
 set -euo pipefail
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-  grpcio grpcio-tools boto3 awscli==1.45.11 awscli-local==0.23.0 kafka-python==3.0.12
+  grpcio grpcio-tools boto3 awscli==1.45.11 awscli-local==0.23.0 kafka-python==3.0.12 lz4==4.4.5 zstandard==0.25.0 confluent-kafka==2.12.1

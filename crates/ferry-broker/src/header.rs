@@ -29,6 +29,18 @@ pub const SUBJECT: &str = "subject";
 /// stay unambiguous when the server maps them to case-insensitive HTTP headers.
 pub const RESERVED_PREFIX: &str = "ferry-";
 
+/// When the producer created the message, in decimal ms since the Unix epoch — Kafka's
+/// CreateTime, kept for producers that set their own timestamps, while the message's
+/// `published_at` stays the time the broker stored it. The one name in the reserved
+/// namespace a publisher may set (exactly so spelled, a value from 0 to `i64::MAX`): it is
+/// stored and delivered among the message's headers, so every API shows it alike.
+pub const CREATED_AT: &str = "ferry-created-at";
+
+/// A [`CREATED_AT`] value, `None` when it is not one.
+pub fn parse_created_at(value: &str) -> Option<i64> {
+    value.parse::<i64>().ok().filter(|&t| t >= 0)
+}
+
 /// Whether `name` is in the broker's reserved namespace (case-insensitive).
 pub fn is_reserved(name: &str) -> bool {
     name.len() >= RESERVED_PREFIX.len()

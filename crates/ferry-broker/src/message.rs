@@ -251,7 +251,16 @@ fn check_header(name: &str, value: &str, limits: &Limits) -> Result<()> {
             position,
         });
     }
-    if header::is_reserved(name) {
+    if name == header::CREATED_AT {
+        if header::parse_created_at(value).is_none() {
+            return Err(BrokerError::InvalidSetting {
+                setting: header::CREATED_AT,
+                problem: format!(
+                    "{value:?} is not a time; give ms since the Unix epoch, from 0 up"
+                ),
+            });
+        }
+    } else if header::is_reserved(name) {
         return Err(BrokerError::ReservedHeaderName {
             name: name.to_owned(),
         });

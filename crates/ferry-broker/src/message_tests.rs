@@ -229,3 +229,28 @@ fn expiry_instant_counts_as_expired_and_delivery_instant_as_due() {
     assert!(!stored.is_expired(NOW + 1999));
     assert!(stored.is_expired(NOW + 2000));
 }
+
+#[test]
+fn a_creation_time_is_the_one_reserved_header_a_publisher_may_set() {
+    let created = OutgoingMessage::new("x").with_header("ferry-created-at", "1700000000000");
+    assert!(check(&created).is_ok());
+    for bad in ["-1", "soon", ""] {
+        let e = check(&OutgoingMessage::new("x").with_header("ferry-created-at", bad));
+        assert!(
+            matches!(
+                e,
+                Err(BrokerError::InvalidSetting {
+                    setting: "ferry-created-at",
+                    ..
+                })
+            ),
+            "{bad:?}"
+        );
+    }
+    // Only so spelled.
+    let shouted = OutgoingMessage::new("x").with_header("Ferry-Created-At", "1");
+    assert!(matches!(
+        check(&shouted),
+        Err(BrokerError::ReservedHeaderName { .. })
+    ));
+}

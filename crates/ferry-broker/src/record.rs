@@ -47,6 +47,10 @@
 //! | `ferry-producer-id`  | the producer's id, ≤ 256 bytes of printable text  |
 //! | `ferry-producer-seq` | decimal `u64`: the message's sequence number      |
 //!
+//! A producer's own creation time, [`header::CREATED_AT`] (`ferry-created-at`, decimal ms),
+//! is the one reserved header a publisher may set; like the redrive headers it is kept in
+//! the message's [`Headers`]. Records written before it existed simply lack it.
+//!
 //! Text rather than binary values: a log can be inspected with any tool, and the bytes
 //! saved (about ten per message) are small next to the header framing itself. Absent
 //! optional fields cost nothing.
@@ -272,7 +276,14 @@ impl Message {
             if name == REDRIVE_COUNT {
                 value.parse::<u32>().map_err(|_| unparsable())?;
             }
-            if !header::is_reserved(&name) || name == REDRIVE_COUNT || name == REDRIVE_FROM {
+            if name == header::CREATED_AT && header::parse_created_at(&value).is_none() {
+                return Err(unparsable());
+            }
+            if !header::is_reserved(&name)
+                || name == REDRIVE_COUNT
+                || name == REDRIVE_FROM
+                || name == header::CREATED_AT
+            {
                 if headers.contains_key(&name) {
                     return Err(repeated());
                 }

@@ -313,3 +313,20 @@ fn half_repeated_or_unreadable_producer_stamps_are_refused() {
     let repeated = with_header(with_header(only_id, PRODUCER_SEQ, "1"), PRODUCER_SEQ, "2");
     assert!(refused(repeated).contains("more than once"));
 }
+
+#[test]
+fn a_producers_creation_time_is_kept_among_the_headers_and_checked_when_read() {
+    let mut message = minimal();
+    message
+        .headers
+        .insert(header::CREATED_AT.to_owned(), "1699999999000".to_owned());
+    let read = Message::from_record(stored(message.to_record(), 42)).unwrap();
+    assert_eq!(read, message);
+    assert_eq!(read.published_at, 1_700_000_000_000);
+    let bad = with_header(
+        stored(minimal().to_record(), 42),
+        header::CREATED_AT,
+        "soon",
+    );
+    assert!(problem(Message::from_record(bad)).contains("ferry-created-at"));
+}

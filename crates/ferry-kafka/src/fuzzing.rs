@@ -49,11 +49,15 @@ pub fn decode(frame: &[u8], max_bytes: usize) -> Result<Decoded, ConnectionError
         ApiKey::Fetch => drop(decode_body::<FetchRequest>(&mut request)?),
         ApiKey::ListOffsets => drop(decode_body::<ListOffsetsRequest>(&mut request)?),
         ApiKey::Produce => {
-            let body: ProduceRequest = decode_body(&mut request)?;
+            let body: ProduceRequest = if version < 3 {
+                crate::api::produce::decode_before_v3(&request)?
+            } else {
+                decode_body(&mut request)?
+            };
             for topic in body.topic_data {
                 for data in topic.partition_data {
                     partitions.push(match data.records {
-                        Some(set) => records::decode_produced(&set, max_bytes)
+                        Some(set) => records::decode_produced(&set, max_bytes, version)
                             .map(|batches| batches.iter().map(|b| b.messages.len()).sum::<usize>()),
                         None => Err(RecordsRefused {
                             code: kafka_protocol::ResponseError::CorruptMessage,

@@ -18,12 +18,13 @@
 //! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
-//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets, and
-//! consumer groups: `coordinator/` runs Kafka's classic group protocol (membership in
-//! memory), and a group's committed offsets are the broker's group of the same name on
-//! each topic (`api/group_offsets.rs`).
-//! **Not done yet:** transactions, idempotent
-//! producer ids (InitProducerId), CreatePartitions, configs, SASL and TLS. A request for an
+//! Produce v0–8 (acks 0, 1, all; none/gzip/snappy/lz4/zstd; legacy message sets in
+//! `legacy.rs`, bounded decompression in `decompress.rs`), InitProducerId and idempotent
+//! producers (`producers.rs`), Fetch (long poll), ListOffsets, and consumer groups:
+//! `coordinator/` runs Kafka's classic group protocol (membership in memory), and a
+//! group's committed offsets are the broker's group of the same name on each topic
+//! (`api/group_offsets.rs`).
+//! **Not done yet:** transactions, CreatePartitions, configs, SASL and TLS. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
 
@@ -31,12 +32,15 @@ mod api;
 mod appends;
 mod connection;
 mod coordinator;
+mod decompress;
 pub mod errors;
 mod framing;
 /// The request decode path for the fuzz target (`fuzz/`): not an API.
 #[doc(hidden)]
 pub mod fuzzing;
 mod guard;
+mod legacy;
+mod producers;
 mod records;
 mod versions;
 
@@ -129,16 +133,19 @@ pub(crate) struct Shared {
     pub config: KafkaConfig,
     pub appends: appends::Appends,
     pub coordinator: coordinator::Coordinator,
+    pub producers: producers::Producers,
 }
 
 impl Kafka {
     pub fn new(broker: Broker, config: KafkaConfig) -> Kafka {
+        let producers = producers::Producers::new(broker.clone());
         Kafka {
             shared: Arc::new(Shared {
                 broker,
                 config,
                 appends: appends::Appends::default(),
                 coordinator: coordinator::Coordinator::new(coordinator::Limits::default()),
+                producers,
             }),
         }
     }

@@ -1,22 +1,30 @@
 //! Kafka record batches ↔ Ferry messages.
 //!
-//! **Produce.** Only record batch v2 (magic 2) is taken, uncompressed or gzip or snappy;
-//! lz4 and zstd batches are refused with UNSUPPORTED_COMPRESSION_TYPE (the codec is built
-//! without them), transactional and control batches with INVALID_RECORD (no transactions
-//! yet). A record's key is the message key, its value the payload (a null value is stored
-//! as an empty payload), its headers the message headers — whose values must be UTF-8, as
-//! Ferry's headers are strings; a header repeated in one record keeps its last value.
+//! **Produce.** Record batch v2 (magic 2), uncompressed or gzip, snappy, lz4 or zstd (zstd
+//! from Produce v7, as Kafka), each decompressed within bounds by `decompress.rs`; a legacy
+//! message set (magic 0 and 1, Produce v0–2 only) goes to `legacy.rs`. Transactional and
+//! control batches are refused with INVALID_RECORD (no transactions). A record's key is the
+//! message key, its value the payload (a null value is stored as an empty payload), its
+//! headers the message headers — whose values must be UTF-8, as Ferry's headers are
+//! strings, and whose names must not be in Ferry's `ferry-` namespace; a header repeated in
+//! one record keeps its last value.
 //!
-//! **Timestamps.** The broker stamps every message with its publish time; a producer's
-//! CreateTime is not kept. A fetched record's timestamp is that publish time — for a
-//! Kafka producer what LogAppendTime would give, and for a message published through
-//! Ferry's own APIs its `published_at`.
+//! **Timestamps.** A producer's CreateTime is kept as the message's `ferry-created-at`
+//! header ([`header::CREATED_AT`], decimal ms), the one reserved header the broker takes
+//! from a publisher; the message's `published_at` stays the time Ferry stored it. A
+//! fetched record's timestamp is its CreateTime when it has one (the header itself is not
+//! repeated among the record's Kafka headers), else its `published_at` — for a message
+//! published through Ferry's own APIs, or written before CreateTimes were kept. A header
+//! rather than a new field of the broker's message model: the storage format is unchanged
+//! (records without it read as before), and every API shows it alike among the headers.
 //!
 //! **Fetch.** Records read from a partition are encoded as one uncompressed batch v2 whose
 //! base offset is the first record's Ferry offset.
 
+use crate::decompress::{Codec, Failure, decompress};
+use crate::legacy;
 use bytes::{Bytes, BytesMut};
-use ferry_broker::{OutgoingMessage, TopicRecord};
+use ferry_broker::{OutgoingMessage, TopicRecord, header};
 use kafka_protocol::ResponseError;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
@@ -70,7 +78,7 @@ const CONTROL_BIT: i16 = 0x20;
 /// or compression gets its own error code rather than a generic decode failure.
 /// Returns each batch's record count and, for uncompressed batches, checks the records'
 /// counts (see [`check_record_counts`]).
-fn check_batch_headers(mut data: &[u8]) -> Result<Vec<usize>, RecordsRefused> {
+fn check_batch_headers(mut data: &[u8], version: i16) -> Result<Vec<usize>, RecordsRefused> {
     let mut counts = Vec::new();
     if data.is_empty() {
         return Err(RecordsRefused::new(
@@ -87,21 +95,25 @@ fn check_batch_headers(mut data: &[u8]) -> Result<Vec<usize>, RecordsRefused> {
         }
         let magic = data[MAGIC_AT] as i8;
         if magic != 2 {
+            // Legacy message sets come whole (`legacy.rs`); one mixed with batches v2 is
+            // not something any client writes.
             return Err(RecordsRefused::new(
-                ResponseError::UnsupportedForMessageFormat,
-                format!("record batch magic {magic}: only record batch v2 (magic 2) is taken"),
+                ResponseError::CorruptMessage,
+                format!("a record set mixes record batch v2 with magic {magic}"),
             ));
         }
         let attributes = i16::from_be_bytes([data[ATTRIBUTES_AT], data[ATTRIBUTES_AT + 1]]);
-        match attributes & COMPRESSION_MASK {
-            0..=2 => {}
-            3 | 4 => {
+        match Codec::from_attributes(attributes) {
+            // Kafka takes zstd from Produce v7 on only (clients older than that cannot
+            // read it back).
+            Ok(Some(Codec::Zstd)) if version < 7 => {
                 return Err(RecordsRefused::new(
                     ResponseError::UnsupportedCompressionType,
-                    "lz4 and zstd batches are not taken; use none, gzip or snappy",
+                    format!("zstd batches need Produce v7 or later, not v{version}"),
                 ));
             }
-            other => {
+            Ok(_) => {}
+            Err(other) => {
                 return Err(RecordsRefused::new(
                     ResponseError::CorruptMessage,
                     format!("unknown compression codec {other}"),
@@ -217,94 +229,38 @@ fn varint(buf: &mut &[u8]) -> Result<i64, String> {
     Err("a varint longer than ten bytes".into())
 }
 
-/// Decompresses a gzip or snappy batch's records within `max_bytes`, and checks their
-/// counts before the codec decodes them. The codec's own decompressors size their output
-/// from the input's claims (snappy) or without bound (gzip).
+/// Decompresses a batch's records within `max_bytes` (see `decompress.rs`), and checks
+/// their counts before the codec decodes them.
 fn decompress_checked(
     compressed: &mut Bytes,
     compression: Compression,
     count: usize,
     max_bytes: usize,
 ) -> Result<Bytes, RecordsRefused> {
-    let corrupt = |problem: String| RecordsRefused::new(ResponseError::CorruptMessage, problem);
-    let too_large = || {
-        RecordsRefused::new(
-            ResponseError::RecordListTooLarge,
-            format!("a batch decompresses to over {max_bytes} bytes (kafka.max_frame_bytes)"),
-        )
-    };
     let data = std::mem::take(compressed);
-    let out = match compression {
+    let codec = match compression {
         // Checked with the batch's header (`check_batch_headers`).
         Compression::None => return Ok(data),
-        Compression::Gzip => {
-            use std::io::Read;
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&data[..])
-                .take(max_bytes as u64 + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| corrupt(format!("the gzip batch does not decompress: {e}")))?;
-            if out.len() > max_bytes {
-                return Err(too_large());
-            }
-            out
-        }
-        Compression::Snappy => snappy(&data, max_bytes).map_err(|e| match e {
-            Snappy::TooLarge => too_large(),
-            Snappy::Corrupt(problem) => corrupt(problem),
-        })?,
-        other => {
-            return Err(RecordsRefused::new(
-                ResponseError::UnsupportedCompressionType,
-                format!("{other:?} batches are not taken; use none, gzip or snappy"),
-            ));
-        }
+        Compression::Gzip => Codec::Gzip,
+        Compression::Snappy => Codec::Snappy,
+        Compression::Lz4 => Codec::Lz4,
+        Compression::Zstd => Codec::Zstd,
     };
+    let out =
+        decompress(codec, &data, max_bytes).map_err(|e| refused_decompressing(e, max_bytes))?;
     check_record_counts(&out, count)?;
     Ok(Bytes::from(out))
 }
 
-enum Snappy {
-    TooLarge,
-    Corrupt(String),
-}
-
-/// Kafka's snappy: the xerial framing (a magic header, then length-prefixed raw blocks) or,
-/// without the header, one raw block, as Kafka's own decoder accepts.
-fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, Snappy> {
-    const MAGIC: &[u8] = b"\x82SNAPPY\x00";
-    const XERIAL_HEADER: usize = 16;
-    let raw = |block: &[u8], out: &mut Vec<u8>| -> Result<(), Snappy> {
-        let len = snap::raw::decompress_len(block)
-            .map_err(|e| Snappy::Corrupt(format!("the snappy batch does not decompress: {e}")))?;
-        if out.len().saturating_add(len) > max_bytes {
-            return Err(Snappy::TooLarge);
-        }
-        let start = out.len();
-        out.resize(start + len, 0);
-        snap::raw::Decoder::new()
-            .decompress(block, &mut out[start..])
-            .map_err(|e| Snappy::Corrupt(format!("the snappy batch does not decompress: {e}")))?;
-        Ok(())
-    };
-    let mut out = Vec::new();
-    if !data.starts_with(MAGIC) {
-        raw(data, &mut out)?;
-        return Ok(out);
+/// The refusal of records that did not decompress.
+pub(crate) fn refused_decompressing(failure: Failure, max_bytes: usize) -> RecordsRefused {
+    match failure {
+        Failure::TooLarge => RecordsRefused::new(
+            ResponseError::RecordListTooLarge,
+            format!("a batch decompresses to over {max_bytes} bytes (kafka.max_frame_bytes)"),
+        ),
+        Failure::Corrupt(problem) => RecordsRefused::new(ResponseError::CorruptMessage, problem),
     }
-    let mut rest = data
-        .get(XERIAL_HEADER..)
-        .ok_or_else(|| Snappy::Corrupt("a snappy header cut short".into()))?;
-    while !rest.is_empty() {
-        let len = rest
-            .get(..4)
-            .map(|b| u32::from_be_bytes(b.try_into().expect("four bytes")) as usize)
-            .filter(|&len| len <= rest.len() - 4)
-            .ok_or_else(|| Snappy::Corrupt("a snappy block cut short".into()))?;
-        raw(&rest[4..4 + len], &mut out)?;
-        rest = &rest[4 + len..];
-    }
-    Ok(out)
 }
 
 /// Decodes a produced partition's record set into batches of Ferry messages; on any error
@@ -312,8 +268,23 @@ fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, Snappy> {
 pub fn decode_produced(
     records: &Bytes,
     max_bytes: usize,
+    version: i16,
 ) -> Result<Vec<ProducedBatch>, RecordsRefused> {
-    let counts = check_batch_headers(records)?;
+    if let Some(&magic @ (0 | 1)) = records.get(MAGIC_AT) {
+        // Kafka takes magic 0 and 1 from Produce v0–2 only; from v3 on, batches v2.
+        if version >= 3 {
+            return Err(RecordsRefused::new(
+                ResponseError::InvalidRecord,
+                format!("Produce v{version} takes record batch v2 only, not magic {magic}"),
+            ));
+        }
+        let messages = legacy::decode(records, max_bytes)?;
+        return Ok(vec![ProducedBatch {
+            producer: None,
+            messages,
+        }]);
+    }
+    let counts = check_batch_headers(records, version)?;
     let mut buf = records.clone();
     let mut sets = Vec::with_capacity(counts.len());
     for count in counts {
@@ -360,6 +331,17 @@ fn to_message(record: Record) -> Result<OutgoingMessage, RecordsRefused> {
     let mut message = OutgoingMessage::new(record.value.unwrap_or_default());
     message.key = record.key;
     for (name, value) in record.headers {
+        if header::is_reserved(name.as_str()) {
+            // Refused here as well as by the broker: `ferry-created-at`, which the broker
+            // takes from a publisher, comes from the record's timestamp alone.
+            return Err(RecordsRefused::new(
+                ResponseError::InvalidRecord,
+                format!(
+                    "header {:?} is in Ferry's reserved namespace `ferry-`; rename it",
+                    name.as_str()
+                ),
+            ));
+        }
         let value = match value {
             None => String::new(),
             Some(bytes) => String::from_utf8(bytes.to_vec()).map_err(|_| {
@@ -374,7 +356,30 @@ fn to_message(record: Record) -> Result<OutgoingMessage, RecordsRefused> {
         };
         message.headers.insert(name.as_str().to_owned(), value);
     }
+    if record.timestamp_type == TimestampType::Creation {
+        keep_created_at(&mut message, record.timestamp);
+    }
     Ok(message)
+}
+
+/// Keeps a producer's CreateTime as [`header::CREATED_AT`] (see the module docs); a
+/// negative one (Kafka's "no timestamp", -1) is not a time and is left out.
+pub(crate) fn keep_created_at(message: &mut OutgoingMessage, timestamp: i64) {
+    if timestamp >= 0 {
+        message
+            .headers
+            .insert(header::CREATED_AT.to_owned(), timestamp.to_string());
+    }
+}
+
+/// A stored message's Kafka timestamp: the producer's CreateTime when it kept one, else
+/// the time Ferry stored it.
+pub fn kafka_timestamp(message: &ferry_broker::Message) -> i64 {
+    message
+        .headers
+        .get(header::CREATED_AT)
+        .and_then(|t| header::parse_created_at(t))
+        .unwrap_or(message.published_at)
 }
 
 /// `records` (consecutive, of one partition) as one uncompressed record batch v2.
@@ -397,13 +402,14 @@ pub fn encode_fetched(records: &[TopicRecord]) -> Result<Bytes, RecordsRefused> 
             // The codec groups records into one batch while offset − sequence is
             // constant; without a producer the sequence carries no meaning otherwise.
             sequence: (r.offset as i64 - base) as i32,
-            timestamp: r.message.published_at,
+            timestamp: kafka_timestamp(&r.message),
             key: r.message.key.clone(),
             value: Some(r.message.payload.clone()),
             headers: r
                 .message
                 .headers
                 .iter()
+                .filter(|(k, _)| *k != header::CREATED_AT)
                 .map(|(k, v)| {
                     (
                         StrBytes::from_string(k.clone()),
@@ -465,7 +471,7 @@ mod tests {
     #[test]
     fn decodes_plain_gzip_and_snappy_batches() {
         for compression in [Compression::None, Compression::Gzip, Compression::Snappy] {
-            let batches = decode_produced(&batch(compression, &[record("a")]), 1 << 20).unwrap();
+            let batches = decode_produced(&batch(compression, &[record("a")]), 1 << 20, 8).unwrap();
             let m = &batches[0].messages[0];
             assert_eq!(m.payload, &b"a"[..]);
             assert_eq!(m.key.as_deref(), Some(&b"k"[..]));
@@ -476,24 +482,35 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_take() {
-        let mut lz4 = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
-        lz4[ATTRIBUTES_AT + 1] |= 3;
+        // zstd before Produce v7, as Kafka refuses it.
+        let mut zstd = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
+        zstd[ATTRIBUTES_AT + 1] |= 4;
         assert_eq!(
-            decode_produced(&lz4.freeze(), 1 << 20).unwrap_err().code,
+            decode_produced(&zstd.freeze(), 1 << 20, 6)
+                .unwrap_err()
+                .code,
             ResponseError::UnsupportedCompressionType
+        );
+        // Batches v2 only from Produce v3 on; a legacy set there is refused.
+        let legacy = crate::legacy::tests::message(1, 0, 0, None, Some(b"v"));
+        assert_eq!(
+            decode_produced(&Bytes::from(legacy), 1 << 20, 3)
+                .unwrap_err()
+                .code,
+            ResponseError::InvalidRecord
         );
         let mut corrupt = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
         let last = corrupt.len() - 1;
         corrupt[last] ^= 0xff;
         assert_eq!(
-            decode_produced(&corrupt.freeze(), 1 << 20)
+            decode_produced(&corrupt.freeze(), 1 << 20, 8)
                 .unwrap_err()
                 .code,
             ResponseError::CorruptMessage
         );
         let short = batch(Compression::None, &[record("a")]).slice(..30);
         assert_eq!(
-            decode_produced(&short, 1 << 20).unwrap_err().code,
+            decode_produced(&short, 1 << 20, 8).unwrap_err().code,
             ResponseError::CorruptMessage
         );
         let mut binary = record("a");
@@ -502,13 +519,13 @@ mod tests {
             Some(Bytes::from_static(&[0xff, 0xfe])),
         );
         assert_eq!(
-            decode_produced(&batch(Compression::None, &[binary]), 1 << 20)
+            decode_produced(&batch(Compression::None, &[binary]), 1 << 20, 8)
                 .unwrap_err()
                 .code,
             ResponseError::InvalidRecord
         );
         assert_eq!(
-            decode_produced(&Bytes::new(), 1 << 20).unwrap_err().code,
+            decode_produced(&Bytes::new(), 1 << 20, 8).unwrap_err().code,
             ResponseError::CorruptMessage
         );
     }
@@ -518,7 +535,7 @@ mod tests {
         // A batch claiming i32::MAX records.
         let mut claims = BytesMut::from(&batch(Compression::None, &[record("a")])[..]);
         claims[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
-        let refused = decode_produced(&claims.freeze(), 1 << 20).unwrap_err();
+        let refused = decode_produced(&claims.freeze(), 1 << 20, 8).unwrap_err();
         assert_eq!(refused.code, ResponseError::CorruptMessage);
         assert!(refused.message.contains("records"), "{}", refused.message);
 
@@ -532,11 +549,6 @@ mod tests {
         records.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x08]);
         let err = check_record_counts(&records, 1).unwrap_err();
         assert_eq!(err.code, ResponseError::CorruptMessage);
-
-        // A snappy block claiming more than the limit is refused before it is allocated.
-        let mut claim = Vec::new();
-        claim.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
-        assert!(matches!(snappy(&claim, 1 << 20), Err(Snappy::TooLarge)));
     }
 
     #[test]
@@ -548,9 +560,9 @@ mod tests {
             r.offset = i as i64;
             r.sequence = i as i32;
         }
-        let refused = decode_produced(&batch(Compression::Gzip, &offsets), 10_000).unwrap_err();
+        let refused = decode_produced(&batch(Compression::Gzip, &offsets), 10_000, 8).unwrap_err();
         assert_eq!(refused.code, ResponseError::RecordListTooLarge);
-        let batches = decode_produced(&batch(Compression::Gzip, &offsets), 1 << 20).unwrap();
+        let batches = decode_produced(&batch(Compression::Gzip, &offsets), 1 << 20, 8).unwrap();
         assert_eq!(batches.len(), 1);
         assert_eq!(batches[0].messages.len(), 50);
     }

@@ -148,7 +148,8 @@ async fn api_versions_advertises_what_is_served_and_answers_newer_versions_at_v0
         assert!(keys.contains(&(api as i16)), "{api:?} advertised");
     }
     assert!(keys.contains(&(ApiKey::JoinGroup as i16)));
-    assert!(!keys.contains(&(ApiKey::InitProducerId as i16)));
+    assert!(keys.contains(&(ApiKey::InitProducerId as i16)));
+    assert!(!keys.contains(&(ApiKey::EndTxn as i16)));
 
     // A version newer than served: UNSUPPORTED_VERSION, in a v0 answer with header v0.
     let correlation = client.send(&ApiVersionsRequest::default(), 4).await;
@@ -626,7 +627,7 @@ async fn bad_frames_close_the_connection_and_the_server_stays_up() {
 
     // A header too short, an unknown API key, an API not served, a body that does not decode.
     let mut unserved = Vec::new();
-    unserved.extend_from_slice(&(ApiKey::InitProducerId as i16).to_be_bytes());
+    unserved.extend_from_slice(&(ApiKey::EndTxn as i16).to_be_bytes());
     unserved.extend_from_slice(&0i16.to_be_bytes());
     unserved.extend_from_slice(&1i32.to_be_bytes());
     unserved.extend_from_slice(&(-1i16).to_be_bytes());

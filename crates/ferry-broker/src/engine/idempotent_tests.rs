@@ -256,3 +256,38 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test]
+async fn the_producers_a_partition_remembers_are_listed_also_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(2)).await.unwrap();
+    assert!(
+        broker
+            .idempotent_producers("t", 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for producer in ["kafka-7-0", "kafka-7-1"] {
+        broker
+            .publish_idempotent("t", 0, producer, 0, vec![msg("x")])
+            .await
+            .unwrap();
+    }
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    let mut listed = broker.idempotent_producers("t", 0).await.unwrap();
+    listed.sort();
+    assert_eq!(listed, ["kafka-7-0", "kafka-7-1"]);
+    assert!(
+        broker
+            .idempotent_producers("t", 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(broker.idempotent_producers("t", 2).await.is_err());
+    assert!(broker.idempotent_producers("nope", 0).await.is_err());
+}

@@ -35,6 +35,7 @@ mod disk_reserve;
 mod effects;
 mod groups;
 mod housekeeping;
+mod producer_ids;
 mod queue;
 mod recovery;
 mod storage_stats;

@@ -414,6 +414,19 @@ impl Broker {
         Ok(positions(appended.base_offset))
     }
 
+    /// The ids of the idempotent producers a partition remembers — those that wrote to it
+    /// within the topic's `producer_state_window` —, rebuilt from its records on first use
+    /// as [`Broker::publish_idempotent`] does. A front end whose producers carry more
+    /// identity in the id (Kafka's epoch) learns from it what survived a restart.
+    pub async fn idempotent_producers(&self, topic: &str, partition: u32) -> Result<Vec<String>> {
+        let topic = self.topic(topic)?;
+        let target = topic.partition(partition)?;
+        let spec = topic.shape().spec.clone();
+        let mut guard = target.producers.lock().await;
+        let table = target.load_producers(&mut guard, &spec, self.now_ms())?;
+        Ok(table.producer_ids().map(str::to_owned).collect())
+    }
+
     /// Validates and resolves messages as a queue publish does, with the broker's limits.
     fn resolve_for_topic(&self, messages: Vec<OutgoingMessage>) -> Result<Vec<Message>> {
         let now_ms = self.now_ms();

@@ -151,6 +151,11 @@ impl ProducerTable {
         }
     }
 
+    /// The producer ids remembered, in no particular order.
+    pub fn producer_ids(&self) -> impl Iterator<Item = &str> {
+        self.producers.keys().map(String::as_str)
+    }
+
     /// Drops producers last seen before `cutoff_ms`.
     pub fn forget_silent(&mut self, cutoff_ms: i64) {
         self.producers.retain(|_, s| s.last_seen_ms >= cutoff_ms);

@@ -151,6 +151,41 @@ mod tests {
         )
     }
 
+    /// Produce v0–2, which the codec no longer encodes: the header at v1 and a v3 body
+    /// without its leading null transactional id.
+    fn produce_before_v3(version: i16, records: Vec<u8>) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .with_client_id(Some(StrBytes::from_static_str("ferry-seed")))
+            .encode(&mut buf, 1)
+            .unwrap();
+        let body = produce(3, Bytes::from(records));
+        // `produce` put a v1 header of its own first: the same length as this one.
+        buf.extend_from_slice(&body[buf.len() + 2..]);
+        buf.to_vec()
+    }
+
+    /// A legacy message set of magic 1 messages (offset, size, CRC-32, magic, attributes,
+    /// timestamp, null key, value).
+    fn legacy(values: &[&str]) -> Vec<u8> {
+        let mut set = Vec::new();
+        for v in values {
+            let mut body = vec![1u8, 0];
+            body.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+            body.extend_from_slice(&(-1i32).to_be_bytes());
+            body.extend_from_slice(&(v.len() as i32).to_be_bytes());
+            body.extend_from_slice(v.as_bytes());
+            set.extend_from_slice(&0i64.to_be_bytes());
+            set.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+            set.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+            set.extend_from_slice(&body);
+        }
+        set
+    }
+
     fn fetch(version: i16) -> Vec<u8> {
         request(
             ApiKey::Fetch,
@@ -233,6 +268,16 @@ mod tests {
                 false,
             ),
             ("bad-produce-magic-1", produce(8, magic.freeze()), false),
+            (
+                "produce-v2-legacy-magic-1",
+                produce_before_v3(2, legacy(&["a", "b"])),
+                true,
+            ),
+            (
+                "produce-v0-batch-v2",
+                produce_before_v3(0, batch(Compression::None, &["a"]).to_vec()),
+                true,
+            ),
             ("bad-metadata-array-count", bomb, false),
         ]
         .into_iter()

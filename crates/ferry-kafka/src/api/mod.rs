@@ -5,14 +5,15 @@ mod api_versions;
 mod fetch;
 mod group_offsets;
 mod groups;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
-mod produce;
+pub(crate) mod produce;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest,
+    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -51,6 +52,13 @@ pub async fn handle(
             let response = admin::delete_topics(shared, body).await;
             encode_response(request, version, &response)?
         }
+        ApiKey::Produce if version < 3 => {
+            let body = produce::decode_before_v3(request)?;
+            let Some(response) = produce::answer(shared, body, version).await else {
+                return Ok(None);
+            };
+            produce::encode_before_v3(request, version, &response)
+        }
         ApiKey::Produce => {
             let body: ProduceRequest = decode_body(request)?;
             let Some(response) = produce::answer(shared, body, version).await else {
@@ -66,6 +74,11 @@ pub async fn handle(
         ApiKey::ListOffsets => {
             let body: ListOffsetsRequest = decode_body(request)?;
             let response = list_offsets::answer(shared, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::InitProducerId => {
+            let body: InitProducerIdRequest = decode_body(request)?;
+            let response = init_producer_id::answer(shared, body, version);
             encode_response(request, version, &response)?
         }
         api if is_group_api(api) => return handle_group(shared, node, request).await,

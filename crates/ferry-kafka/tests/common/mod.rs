@@ -16,8 +16,9 @@ use tokio::net::TcpStream;
 pub struct Server {
     pub addr: SocketAddr,
     pub broker: Broker,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 impl Drop for Server {
@@ -28,15 +29,33 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// Stops the front end and waits until it has let go of the broker, so that the broker
+    /// closes (and its directory can be opened again) once `self` is dropped.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(served) = self.served.take() {
+            served.await.unwrap().unwrap();
+        }
+    }
+}
+
 pub async fn start(config: KafkaConfig) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path(), BrokerConfig::default())
-        .await
-        .unwrap();
+    let mut server = start_in(dir.path(), config).await;
+    server._dir = Some(dir);
+    server
+}
+
+/// A front end on the broker in `dir` (opened, or reopened after a stop).
+pub async fn start_in(dir: &std::path::Path, config: KafkaConfig) -> Server {
+    let broker = Broker::open(dir, BrokerConfig::default()).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(
+    let served = tokio::spawn(
         Kafka::new(broker.clone(), config).serve(listener, async move {
             let _ = stopped.await;
         }),
@@ -44,8 +63,9 @@ pub async fn start(config: KafkaConfig) -> Server {
     Server {
         addr,
         broker,
-        _dir: dir,
+        _dir: None,
         stop: Some(stop),
+        served: Some(served),
     }
 }
 

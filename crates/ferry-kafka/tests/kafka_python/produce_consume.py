@@ -1,8 +1,10 @@
 """kafka-python against Ferry's Kafka endpoint: creates a topic with the admin client,
-produces with keys and headers (uncompressed, gzip and snappy if python-snappy is there,
-acks 1 and all), and consumes what it produced with partitions assigned by hand (no
-consumer group); reads a record published through Ferry's own API (its key, headers and
-timestamp are given in the environment); and looks up offsets by time.
+produces with keys and headers (uncompressed, gzip, lz4 and zstd; acks 1, and acks all as
+an idempotent producer with an id from InitProducerId), and consumes what it produced with
+partitions assigned by hand (no consumer group); keeps a producer's own timestamp; an old
+producer (api_version 0.10: Produce v2, magic 1 in a gzip wrapper); reads a record
+published through Ferry's own API (its key, headers and timestamp are given in the
+environment); and looks up offsets by time.
 
 Usage: produce_consume.py HOST:PORT. Prints "every check passed" at the end."""
 
@@ -51,17 +53,26 @@ except TopicAlreadyExistsError:
     pass
 check("py-orders" in admin.list_topics(), "the topic is listed")
 
-# Produce: keys, headers, acks 1 and all, compressed and not.
+# Produce: keys, headers, acks 1 and all, compressed and not. With acks "all" kafka-python
+# 3 is idempotent by default (InitProducerId, sequence numbers); acks 1 turns it off.
+try:
+    import lz4.frame  # noqa: F401
+    import zstandard  # noqa: F401
+
+    codecs = [None, "gzip", "lz4", "zstd"]
+except ImportError:
+    if os.environ.get("CI") == "true":
+        raise
+    print("SKIPPING lz4 and zstd: pip packages lz4 and zstandard missing "
+          "(bash scripts/python-packages.sh)", file=sys.stderr)
+    codecs = [None, "gzip"]
 sent = []
-for compression in [None, "gzip"]:
+for compression in codecs:
     for acks in [1, "all"]:
-        # Idempotence needs InitProducerId, which is not served yet (kafka-python 3
-        # turns it on by default).
         producer = KafkaProducer(
             bootstrap_servers=BOOTSTRAP,
             acks=acks,
             compression_type=compression,
-            enable_idempotence=False,
         )
         for i in range(5):
             key = f"order-{i}".encode()
@@ -73,6 +84,12 @@ for compression in [None, "gzip"]:
             check(meta.partition == 1, "landed on the partition asked for")
             sent.append((meta.offset, key, value))
         producer.flush()
+        manager = producer._transaction_manager
+        if acks == "all":
+            check(
+                manager is not None and manager.producer_id_and_epoch.producer_id >= 0,
+                "an idempotent producer with an id from InitProducerId",
+            )
         producer.close()
 offsets = [o for o, _, _ in sent]
 check(offsets == list(range(len(sent))), f"offsets are consecutive from 0: {offsets}")
@@ -85,9 +102,33 @@ for record, (offset, key, value) in zip(got, sent):
     check(record.key == key and record.value == value, "key and value match")
     check(dict(record.headers)["type"] == b"order.created", "headers survive")
     check(record.timestamp > 1_600_000_000_000, "a real timestamp")
+    check(record.timestamp_type == 0, "CreateTime")
 # From the middle.
 middle = consume_all("py-orders", 1, 3, start=7)
 check([r.offset for r in middle] == [7, 8, 9], "reading from an offset")
+
+# The producer's own timestamps are kept (CreateTime), not replaced by the broker's.
+producer = KafkaProducer(bootstrap_servers=BOOTSTRAP)
+stamped = producer.send("py-stamped", value=b"old", timestamp_ms=1_500_000_000_000).get(timeout=10)
+producer.close()
+[record] = consume_all("py-stamped", 0, 1, start=stamped.offset)
+check(record.timestamp == 1_500_000_000_000, f"the producer's CreateTime: {record.timestamp}")
+
+# An old producer: api_version (0, 10) speaks Produce v2 with message format v1
+# (magic 1), compressed in a gzip wrapper, and is not idempotent.
+old_producer = KafkaProducer(
+    bootstrap_servers=BOOTSTRAP, api_version=(0, 10), compression_type="gzip"
+)
+old_sent = [
+    old_producer.send("py-old", key=b"k", value=f"old-{i}".encode(),
+                      timestamp_ms=1_550_000_000_000 + i).get(timeout=10)
+    for i in range(3)
+]
+old_producer.close()
+old_got = consume_all("py-old", 0, 3, start=old_sent[0].offset)
+check([r.value for r in old_got] == [b"old-0", b"old-1", b"old-2"], "magic 1 through Produce v2")
+check([r.timestamp for r in old_got] == [1_550_000_000_000 + i for i in range(3)],
+      "magic 1 timestamps kept")
 
 # Offsets by time and the ends.
 consumer = KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=None)
