@@ -80,6 +80,7 @@ mod error;
 mod filter;
 mod group;
 pub mod header;
+pub mod link;
 mod message;
 mod message_id;
 mod name;
@@ -96,9 +97,9 @@ mod topology;
 
 pub use engine::{
     Broker, BrokerConfig, Checkpoint, CompactionStats, DiskSpace, GroupInfo, GroupJoin,
-    GroupPartition, MAX_PEEK, MaintenanceReport, PartitionLag, PeekPage, PeekedMessage, QueueInfo,
-    QueueStats, ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest,
-    SkippedRange, StartAt, StorageStats, SubscriptionInfo,
+    GroupPartition, LinkInfo, MAX_PEEK, MaintenanceReport, PartitionLag, PeekPage, PeekedMessage,
+    QueueInfo, QueueStats, ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport,
+    RedriveRequest, SkippedRange, StartAt, StorageStats, SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a

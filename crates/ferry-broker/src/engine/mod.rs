@@ -35,6 +35,7 @@ mod disk_reserve;
 mod effects;
 mod groups;
 mod housekeeping;
+mod links;
 mod queue;
 mod recovery;
 mod storage_stats;
@@ -67,6 +68,7 @@ use timer_wake::TimerWake;
 pub use disk_reserve::DiskSpace;
 pub use groups::{GroupInfo, GroupJoin, GroupPartition, PartitionLag, StartAt};
 pub use housekeeping::{Checkpoint, MaintenanceReport};
+pub use links::LinkInfo;
 pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{QueueInfo, QueueStats};
 pub use queue::{ReceiveOptions, ReceivedMessage};
@@ -104,6 +106,9 @@ pub struct BrokerConfig {
     /// housekeeping: publishes that would leave less are refused with
     /// [`BrokerError::DiskFull`] (see `engine/disk_reserve.rs`). 0 keeps none.
     pub disk_reserve_bytes: u64,
+    /// The filter kinds links may use beyond the broker's own (see [`crate::link`]): a
+    /// stored link of a kind not registered here fails the open.
+    pub filter_evaluators: crate::link::FilterEvaluators,
 }
 
 impl Default for BrokerConfig {
@@ -120,6 +125,7 @@ impl Default for BrokerConfig {
             // Tens of thousands of acks, a few checkpoints and segment rolls; RabbitMQ's
             // default free-disk limit is 50 MB.
             disk_reserve_bytes: 64 << 20,
+            filter_evaluators: crate::link::FilterEvaluators::default(),
         }
     }
 }
@@ -214,7 +220,13 @@ impl Broker {
         }
         remove_stale_queue_dirs(&dir, &queues)?;
         let topics = topics::open_topics(&dir, &meta, &config, &log_stats)?;
-        let links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
+        let mut links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
+        links.extend(links::link_attached(
+            &meta,
+            &queues,
+            &topics,
+            &config.filter_evaluators,
+        )?);
         let now_ms = config.clock.now_ms();
         let dead = recovery::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
@@ -543,5 +555,7 @@ mod update_tests;
 #[cfg(test)]
 mod purge_tests;
 
+#[cfg(test)]
+mod link_tests;
 #[cfg(test)]
 mod run_tests;
