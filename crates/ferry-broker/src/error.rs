@@ -203,6 +203,15 @@ pub enum BrokerError {
          BrokerConfig::filter_evaluators (a front end defines it) before opening or attaching"
     )]
     UnknownFilterEvaluator { kind: String },
+    #[error(
+        "queue {queue} has a message of topic {topic} in flight through link {link}; retry \
+         deleting the topic once it is settled"
+    )]
+    TopicReferencedInFlight {
+        topic: Name,
+        queue: Name,
+        link: Name,
+    },
     #[error("the {kind:?} filter policy is invalid: {problem}")]
     InvalidFilterPolicy { kind: String, problem: String },
     #[error(
@@ -450,6 +459,7 @@ impl BrokerError {
             | E::LinkExists { .. } => K::AlreadyExists,
             E::QueueIsDeadLetterTarget { .. }
             | E::TopicHasSubscriptions { .. }
+            | E::TopicReferencedInFlight { .. }
             | E::GroupNotEmpty { .. }
             | E::NotASubscription { .. }
             | E::NotADeadLetterQueue { .. }

@@ -268,9 +268,10 @@ async fn detach_stops_the_feed_keeps_what_was_delivered_pinned_then_forgets_the_
         .unwrap();
     let info = broker.queue_links("q").unwrap();
     assert_eq!((info[0].detached, info[0].pending), (true, 60));
+    // The head is in flight: the topic cannot be deleted under it.
     assert!(matches!(
         broker.delete_topic("t").await,
-        Err(BrokerError::TopicHasSubscriptions { .. })
+        Err(BrokerError::TopicReferencedInFlight { .. })
     ));
     let rest = drain(&broker, "q").await;
     assert_eq!(rest.len(), 59, "delivered before the detach, not after");
@@ -430,4 +431,41 @@ async fn deleting_a_linked_queue_deletes_its_links_and_frees_the_topic() {
         .map(|(k, _)| k)
         .collect();
     assert!(ids.is_empty(), "left behind: {ids:?}");
+}
+
+#[tokio::test]
+async fn deleting_a_topic_copies_what_detached_links_still_reference_into_their_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(2)).await.unwrap();
+    broker.create_queue("q", queue_spec()).await.unwrap();
+    broker
+        .attach_queue("q", "a", link("t", "ferry", "", "la"))
+        .await
+        .unwrap();
+    let batch: Vec<OutgoingMessage> = (0..5)
+        .map(|i| OutgoingMessage::new(format!("m{i}")).with_key(format!("k{i}")))
+        .collect();
+    broker.publish_to_topic("t", batch).await.unwrap();
+    assert!(matches!(
+        broker.delete_topic("t").await,
+        Err(BrokerError::TopicHasSubscriptions { .. })
+    ));
+    broker.detach_queue("q", "a").await.unwrap();
+    broker.delete_topic("t").await.unwrap();
+    assert!(broker.queue_links("q").unwrap().is_empty());
+    drop(broker);
+    // The copies outlive the topic and a reopen.
+    let broker = open(dir.path(), &clock).await;
+    let got = drain(&broker, "q").await;
+    let expected: Vec<(&str, &str)> = vec![
+        ("a", "m0"),
+        ("a", "m1"),
+        ("a", "m2"),
+        ("a", "m3"),
+        ("a", "m4"),
+    ];
+    assert_eq!(origins(&got), pairs(&expected));
+    assert!(got.iter().all(|m| m.headers[LINK_LABEL] == "la"));
 }

@@ -11,10 +11,18 @@
 //!
 //! **Detach** stops the feed at once and keeps the link, marked detached, until the
 //! references it issued are settled: they stay deliverable, and keep their topic records
-//! pinned until then; housekeeping then forgets it (metadata first). A topic cannot be
-//! deleted while a link references it, detached or not ([`BrokerError::TopicHasSubscriptions`]
-//! names it): consume or purge what the queue holds from it first. Deleting the queue
+//! pinned until then; housekeeping then forgets it (metadata first). Deleting the queue
 //! deletes its links with it.
+//!
+//! **Deleting a topic** is refused while a link attached to it is not detached
+//! ([`BrokerError::TopicHasSubscriptions`] names it). What detached links still reference
+//! is *copied* into their queues first ([`Broker::copy_out_references`]): each pending
+//! reference not in flight becomes a full message (its id, key, priority, times and the
+//! `ferry-link*` headers kept; its delivery count starts again), appended, then the
+//! reference is settled; one in flight makes the delete fail with
+//! [`BrokerError::TopicReferencedInFlight`], to be retried once it is settled. A crash
+//! between the copy and the settlement leaves both, the topic not yet deleted: the
+//! message is delivered twice, never lost.
 //!
 //! **Dead letters and redrive** read the referenced message in full (as a receive does) and
 //! write that copy: a referenced message leaves its queue as a copy, carrying its origin in
@@ -32,6 +40,7 @@ use super::subscriptions::{CURSOR_PREFIX, Link, LinkRole, decode_cursors, encode
 use super::topic::Topic;
 use crate::error::{BrokerError, Result};
 use crate::link::{self, FilterEvaluators, LinkSpec, StoredLink};
+use crate::message::Message;
 use crate::name::Name;
 use crate::subscription::SubscriptionStart;
 
@@ -189,6 +198,56 @@ impl Broker {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+
+    /// Copies what the detached links of `topic` still reference into their queues and
+    /// forgets them, before the topic is deleted (see the module doc).
+    pub(super) async fn copy_out_references(&self, topic: &Topic) -> Result<()> {
+        for link in topic.fanout.links() {
+            let Some(queue) = link.queue() else {
+                continue;
+            };
+            for seq in link.pending_seqs() {
+                let now_ms = self.now_ms();
+                let message = queue.read(seq)?;
+                if !queue.lock().state.take(seq, now_ms) {
+                    if queue.lock().state.is_tracked(seq) {
+                        return Err(BrokerError::TopicReferencedInFlight {
+                            topic: topic.name.clone(),
+                            queue: queue.name.clone(),
+                            link: link.name(),
+                        });
+                    }
+                    continue;
+                }
+                let copy = Message {
+                    deliver_at: None,
+                    ..message
+                };
+                if let Err(error) = self
+                    .store_limited(&queue, vec![super::Incoming::without_dedup(copy)])
+                    .await
+                {
+                    let message = queue.read(seq)?;
+                    let mut tracked = queue.tracked(seq, &message);
+                    let mut inner = queue.lock();
+                    tracked.deliveries = inner.deliveries.get(&seq).copied().unwrap_or(0);
+                    inner.state.track(tracked, now_ms);
+                    return Err(error);
+                }
+                let rx = {
+                    let mut inner = queue.lock();
+                    queue.journal(
+                        &mut inner,
+                        &[crate::queue::journal::JournalEvent::Redriven { seq }],
+                        now_ms,
+                    )
+                };
+                super::durable(rx).await?;
+            }
+            self.forget_links(&queue, &[link])?;
+        }
+        Ok(())
     }
 
     /// Housekeeping: forgets the detached links whose references are all settled.

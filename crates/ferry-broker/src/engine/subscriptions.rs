@@ -198,6 +198,13 @@ impl Link {
         }
     }
 
+    /// The seqs of the references issued and not settled.
+    pub fn pending_seqs(&self) -> Vec<Seq> {
+        let mut seqs: Vec<Seq> = self.lock().positions.keys().copied().collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
     /// References issued and not settled.
     pub fn pending(&self) -> u64 {
         self.lock().positions.len() as u64
