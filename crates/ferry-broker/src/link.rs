@@ -138,6 +138,9 @@ pub struct LinkSpec {
     pub filter: LinkFilter,
     pub start: SubscriptionStart,
     pub label: String,
+    /// How long after its publish a message delivered through the link becomes
+    /// receivable (a queue's own delivery delay, e.g. SQS's DelaySeconds); zero for none.
+    pub delay: std::time::Duration,
 }
 
 impl LinkSpec {
@@ -148,6 +151,7 @@ impl LinkSpec {
             filter: LinkFilter::all(),
             start: SubscriptionStart::Now,
             label: String::new(),
+            delay: std::time::Duration::ZERO,
         }
     }
 }
@@ -173,8 +177,8 @@ pub(crate) struct StoredLink {
     pub detached: bool,
 }
 
-/// `ferry-link 1`, then `id=`, `topic=`, `start=`, `detached=`, `filter-kind=` and
-/// `label=` lines, then `policy=` and the policy to the end (a policy may span lines; a
+/// `ferry-link 1`, then `id=`, `topic=`, `start=`, `detached=`, `delay-ms=`,
+/// `filter-kind=` and `label=` lines, then `policy=` and the policy to the end (a policy may span lines; a
 /// label may not).
 pub(crate) fn encode(link: &StoredLink) -> String {
     let start = match link.spec.start {
@@ -182,11 +186,12 @@ pub(crate) fn encode(link: &StoredLink) -> String {
         SubscriptionStart::Earliest => "earliest",
     };
     format!(
-        "ferry-link 1\nid={}\ntopic={}\nstart={start}\ndetached={}\nfilter-kind={}\nlabel={}\n\
-         policy={}",
+        "ferry-link 1\nid={}\ntopic={}\nstart={start}\ndetached={}\ndelay-ms={}\nfilter-kind={}\n\
+         label={}\npolicy={}",
         link.id,
         link.spec.topic,
         u8::from(link.detached),
+        link.spec.delay.as_millis(),
         link.spec.filter.kind,
         link.spec.label,
         link.spec.filter.policy,
@@ -222,6 +227,10 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<StoredLink, String> {
         "1" => true,
         other => return Err(format!("detached is {other:?}, not 0 or 1")),
     };
+    let delay = field("delay-ms")?
+        .parse()
+        .map(std::time::Duration::from_millis)
+        .map_err(|_| "delay-ms is not a number".to_owned())?;
     let kind = field("filter-kind")?;
     let label = field("label")?;
     Ok(StoredLink {
@@ -235,6 +244,7 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<StoredLink, String> {
             },
             start,
             label,
+            delay,
         },
     })
 }
@@ -256,6 +266,7 @@ mod tests {
                 },
                 start: SubscriptionStart::Earliest,
                 label: "arn:x:y".into(),
+                delay: std::time::Duration::from_secs(3),
             },
         };
         assert_eq!(decode(encode(&link).as_bytes()).unwrap(), link);
@@ -263,6 +274,7 @@ mod tests {
         for bad in [
             good.replace("ferry-link 1", "ferry-link 2"),
             good.replace("id=7", "id=x"),
+            good.replace("delay-ms=3000", "delay-ms=soon"),
             good.replace("detached=1", "detached=2"),
             good.replace("start=earliest", "start=later"),
             good.replace("\npolicy=", "\n"),

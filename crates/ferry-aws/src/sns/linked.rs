@@ -14,7 +14,8 @@
 //!
 //! **Keeping links in step** ([`reconcile`]): before a publish writes to the topic, each
 //! subscription of the topic whose queue exists gets the link its attributes call for; a
-//! changed FilterPolicy, scope, RawMessageDelivery or MaximumMessageSize detaches the old
+//! changed FilterPolicy, scope, RawMessageDelivery, MaximumMessageSize or DelaySeconds (the
+//! link delays what it delivers by the queue's DelaySeconds) detaches the old
 //! link (what it delivered stays deliverable, rendered as it was) and attaches a new one,
 //! named `sns-<subscription id>-<generation>`. Doing it before the write makes the
 //! guarantee: once a publish is acknowledged, the references to it are recovered by the
@@ -258,13 +259,15 @@ pub(super) async fn reconcile(call: &Call<'_>, topic: &str) -> Result<Vec<Linked
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
             Err(e) => return Err(from_broker(e)),
         };
-        let max_size = call
-            .inner
-            .store
-            .get(queue)
-            .and_then(|r| r.attributes.get("MaximumMessageSize").cloned())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1_048_576);
+        let queue_record = call.inner.store.get(queue);
+        let number = |name: &str| {
+            queue_record
+                .as_ref()
+                .and_then(|r| r.attributes.get(name))
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let max_size = number("MaximumMessageSize").map_or(1_048_576, |n| n as usize);
+        let delay = std::time::Duration::from_secs(number("DelaySeconds").unwrap_or(0));
         let policy = Policy::of(&record, format!("{}:{id}", call.topic_arn(topic)), max_size);
         let spec = LinkSpec {
             topic: Name::new(topic).map_err(from_broker)?,
@@ -274,6 +277,7 @@ pub(super) async fn reconcile(call: &Call<'_>, topic: &str) -> Result<Vec<Linked
             },
             start: SubscriptionStart::Now,
             label: label(&id, policy.raw),
+            delay,
         };
         let prefix = prefix(&id);
         let mine: Vec<_> = links

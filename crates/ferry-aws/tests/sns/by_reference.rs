@@ -95,13 +95,15 @@ async fn a_queue_takes_direct_sends_beside_two_topics_it_is_subscribed_to() {
     let got = s.drain(&url, 5).await;
     let mut seen: Vec<(String, String)> = got
         .iter()
-        .map(|m| match serde_json::from_str::<Value>(m["Body"].as_str().unwrap()) {
-            Ok(e) if e.is_object() => (
-                e["Message"].as_str().unwrap().to_owned(),
-                e["UnsubscribeURL"].as_str().unwrap().to_owned(),
-            ),
-            _ => (m["Body"].as_str().unwrap().to_owned(), String::new()),
-        })
+        .map(
+            |m| match serde_json::from_str::<Value>(m["Body"].as_str().unwrap()) {
+                Ok(e) if e.is_object() => (
+                    e["Message"].as_str().unwrap().to_owned(),
+                    e["UnsubscribeURL"].as_str().unwrap().to_owned(),
+                ),
+                _ => (m["Body"].as_str().unwrap().to_owned(), String::new()),
+            },
+        )
         .collect();
     seen.sort();
     assert_eq!(seen.len(), 3, "{got:?}");
@@ -110,9 +112,11 @@ async fn a_queue_takes_direct_sends_beside_two_topics_it_is_subscribed_to() {
     assert!(seen[1].1.ends_with(&to_orders), "{}", seen[1].1);
     assert_eq!(seen[2].0, "refund-1");
     assert!(seen[2].1.ends_with(&to_refunds), "{}", seen[2].1);
-    assert!(!got.iter().any(|m| m["MessageAttributes"]
-        .as_object()
-        .is_some_and(|a| a.keys().any(|k| k.starts_with("ferry-")))));
+    assert!(!got.iter().any(|m| {
+        m["MessageAttributes"]
+            .as_object()
+            .is_some_and(|a| a.keys().any(|k| k.starts_with("ferry-")))
+    }));
 }
 
 #[tokio::test]

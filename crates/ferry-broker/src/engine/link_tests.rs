@@ -74,6 +74,7 @@ fn link(topic: &str, kind: &str, policy: &str, label: &str) -> LinkSpec {
         },
         start: SubscriptionStart::Now,
         label: label.into(),
+        delay: Duration::ZERO,
     }
 }
 
@@ -225,6 +226,13 @@ async fn after_a_crash_before_the_references_catch_up_filters_with_the_registere
         other => panic!("expected UnknownFilterEvaluator, got {other:?}"),
     }
     let broker = open(dir.path(), &clock).await;
+    // The open issues the catch-up's references; they are tracked once durable.
+    for _ in 0..200 {
+        if broker.queue_links("q").unwrap()[0].pending == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let got = drain(&broker, "q").await;
     assert_eq!(
         origins(&got),
@@ -468,4 +476,36 @@ async fn deleting_a_topic_copies_what_detached_links_still_reference_into_their_
     ];
     assert_eq!(origins(&got), pairs(&expected));
     assert!(got.iter().all(|m| m.headers[LINK_LABEL] == "la"));
+}
+
+#[tokio::test]
+async fn a_links_delay_holds_its_messages_back_and_direct_ones_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(1)).await.unwrap();
+    broker.create_queue("q", queue_spec()).await.unwrap();
+    let delayed = LinkSpec {
+        delay: Duration::from_secs(30),
+        ..all("t")
+    };
+    broker.attach_queue("q", "slow", delayed).await.unwrap();
+    broker
+        .publish_to_topic("t", vec![OutgoingMessage::new("held")])
+        .await
+        .unwrap();
+    broker
+        .publish("q", OutgoingMessage::new("direct"))
+        .await
+        .unwrap();
+    assert_eq!(
+        origins(&drain(&broker, "q").await),
+        pairs(&[("direct", "direct")])
+    );
+    clock.advance(30_000);
+    broker.tick_now().await.unwrap();
+    assert_eq!(
+        origins(&drain(&broker, "q").await),
+        pairs(&[("slow", "held")])
+    );
 }

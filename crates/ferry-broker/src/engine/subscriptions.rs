@@ -346,6 +346,10 @@ impl Link {
     ) -> Vec<(Message, TopicRef)> {
         // The queue's settings now: an attached queue's may change while it is attached.
         let default_ttl = queue.spec().default_ttl;
+        let delay = match &self.role {
+            LinkRole::Attached { spec, .. } => millis(spec.delay),
+            LinkRole::Subscription(_) => 0,
+        };
         messages
             .iter()
             .enumerate()
@@ -356,6 +360,10 @@ impl Link {
                     && let Some(ttl) = default_ttl
                 {
                     m.expires_at = Some(m.published_at.saturating_add(millis(ttl)));
+                }
+                if delay > 0 {
+                    let at = m.published_at.saturating_add(delay);
+                    m.deliver_at = Some(m.deliver_at.map_or(at, |d| d.max(at)));
                 }
                 let at = TopicRef {
                     link: self.id,
