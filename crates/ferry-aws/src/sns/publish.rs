@@ -340,7 +340,11 @@ pub(super) fn prepared_from(
         fifo: topic.ends_with(".fifo"),
         for_sqs,
         subject: headers.get(SUBJECT_HEADER).cloned(),
-        attributes: message_attributes::from_headers(headers),
+        // Not the broker's own headers (a referenced message's `ferry-link*`).
+        attributes: message_attributes::from_headers(headers)
+            .into_iter()
+            .filter(|(name, _)| !ferry_broker::header::is_reserved(name))
+            .collect(),
         group: key.map(|k| String::from_utf8_lossy(k).into_owned()),
         dedup,
         message,

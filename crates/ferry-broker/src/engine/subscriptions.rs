@@ -1,5 +1,9 @@
 //! Subscriptions in the engine: a queue whose messages stay in a topic (see
-//! [`crate::subscription`]), fed by the topic's publishes.
+//! [`crate::subscription`]), fed by the topic's publishes — and the [`Link`] that feeds
+//! it, which is also what attaches an existing queue to a topic (see [`crate::link`] and
+//! `engine/links.rs`). A link's role says which; everything below holds for both, per
+//! link: a queue may have several (its references carry the link's id), each with its
+//! own cursors, filter, pins and saved state.
 //!
 //! **Feeding.** Each subscription keeps, per partition, a cursor: the next topic offset to
 //! consider. When a partition's append is durable, its completion (which runs in offset
