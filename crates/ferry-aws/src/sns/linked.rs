@@ -248,16 +248,10 @@ pub(super) async fn reconcile(call: &Call<'_>, topic: &str) -> Result<Vec<Linked
             .map(|(id, r)| (id.clone(), r.clone()))
             .collect()
     });
-    let broker = &call.inner.broker;
     let mut linked = Vec::new();
     for (id, record) in subscriptions {
         let Some(queue) = call.inner.location.queue_of_arn(&record.endpoint) else {
             continue;
-        };
-        let links = match broker.queue_links(queue) {
-            Ok(links) => links,
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(from_broker(e)),
         };
         let queue_record = call.inner.store.get(queue);
         let number = |name: &str| {
@@ -279,32 +273,60 @@ pub(super) async fn reconcile(call: &Call<'_>, topic: &str) -> Result<Vec<Linked
             label: label(&id, policy.raw),
             delay,
         };
-        let prefix = prefix(&id);
+        if !ensure_link(call, queue, &id, spec).await? {
+            // Deleted meanwhile: its subscription delivers as to a missing queue.
+            continue;
+        }
+        linked.push(Linked { id, policy });
+    }
+    Ok(linked)
+}
+
+/// Makes `spec` the current link of subscription `id` on `queue`; `false` when the queue
+/// does not exist. Publishes to a topic run concurrently: another may attach the same link
+/// between this one's look and its attach, which then finds it made and looks again.
+async fn ensure_link(
+    call: &Call<'_>,
+    queue: &str,
+    id: &str,
+    spec: LinkSpec,
+) -> Result<bool, SnsError> {
+    let broker = &call.inner.broker;
+    let prefix = prefix(id);
+    for _ in 0..3 {
+        let links = match broker.queue_links(queue) {
+            Ok(links) => links,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(from_broker(e)),
+        };
         let mine: Vec<_> = links
             .iter()
             .filter(|l| l.name.as_str().starts_with(&prefix))
             .collect();
         let current = mine.iter().find(|l| !l.detached);
-        if current.is_none_or(|l| l.spec != spec) {
-            if let Some(old) = current {
-                detach(call, queue, old.name.as_str()).await?;
-            }
-            let generation = mine
-                .iter()
-                .filter_map(|l| l.name.as_str()[prefix.len()..].parse::<u64>().ok())
-                .max()
-                .map_or(1, |g| g + 1);
-            let name = format!("{prefix}{generation}");
-            match broker.attach_queue(queue, &name, spec).await {
-                Ok(()) => {}
-                // Deleted meanwhile: its subscription delivers as to a missing queue.
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(from_broker(e)),
-            }
+        if current.is_some_and(|l| l.spec == spec) {
+            return Ok(true);
         }
-        linked.push(Linked { id, policy });
+        if let Some(old) = current {
+            detach(call, queue, old.name.as_str()).await?;
+        }
+        let generation = mine
+            .iter()
+            .filter_map(|l| l.name.as_str()[prefix.len()..].parse::<u64>().ok())
+            .max()
+            .map_or(1, |g| g + 1);
+        let name = format!("{prefix}{generation}");
+        match broker.attach_queue(queue, &name, spec.clone()).await {
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(from_broker(e)),
+        }
     }
-    Ok(linked)
+    Err(SnsError::new(
+        super::errors::Code::InternalError,
+        format!("the subscription's link on queue {queue} kept changing; publish again"),
+    ))
 }
 
 async fn detach(call: &Call<'_>, queue: &str, link: &str) -> Result<(), SnsError> {
