@@ -127,7 +127,7 @@ fn publisher(
 
 fn even(message: &str) -> bool {
     let n: u64 = message.rsplit("-n").next().unwrap().parse().unwrap();
-    n % 2 == 0
+    n.is_multiple_of(2)
 }
 
 #[test]

@@ -79,6 +79,24 @@ impl Broker {
         let filter = self.inner.config.filter_evaluators.compile(&spec.filter)?;
         let link = {
             let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+            // Deleting a queue or a topic happens under the metadata lock: checked under it,
+            // neither can be gone when the link is committed (its record would outlive it).
+            if !self
+                .queue(queue.name.as_str())
+                .is_ok_and(|q| Arc::ptr_eq(&q, &queue))
+            {
+                return Err(BrokerError::QueueNotFound {
+                    queue: queue.name.to_string(),
+                });
+            }
+            if !self
+                .topic(topic.name.as_str())
+                .is_ok_and(|t| Arc::ptr_eq(&t, &topic))
+            {
+                return Err(BrokerError::TopicNotFound {
+                    topic: topic.name.to_string(),
+                });
+            }
             if queue.attached_link(&name).is_some() {
                 return Err(BrokerError::LinkExists {
                     queue: queue.name.clone(),
@@ -153,7 +171,7 @@ impl Broker {
             detached: true,
         };
         meta.put(
-            &format!("{LINK_PREFIX}{}", found.key),
+            format!("{LINK_PREFIX}{}", found.key),
             link::encode(&stored).into_bytes(),
         )?;
         let idle = found.detach();
