@@ -235,6 +235,7 @@ impl Sqs {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let stop = self.inner.stop.clone();
+        actions::move_tasks::resume(&self.inner);
         let router = self.router();
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {

@@ -240,7 +240,7 @@ pub fn md5_hex(bytes: &[u8]) -> String {
 
 /// The broker's config as `ferry serve` makes it for this front end: with the SNS
 /// subscription filter registered.
-fn served_config() -> BrokerConfig {
+pub fn served_config() -> BrokerConfig {
     let mut config = BrokerConfig::default();
     ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
     config
