@@ -113,8 +113,14 @@ fn the_order_events_example_runs_against_ferry_serve() {
     // it came through in its headers; an SQS receive renders it in SNS's envelope
     // (docs/compat/sns.md, "Delivery").
     let payload = letters[0]["payload"].as_str().expect("a text payload");
-    let topic = letters[0]["headers"]["ferry-link-topic"].as_str().unwrap_or("");
-    assert!(topic.starts_with("ecommerce-order-events"), "{}", letters[0]);
+    let topic = letters[0]["headers"]["ferry-link-topic"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        topic.starts_with("ecommerce-order-events"),
+        "{}",
+        letters[0]
+    );
     let event: Value = serde_json::from_str(payload).unwrap();
     assert_eq!(event["type"], "OrderPlaced", "{event}");
     assert_eq!(event["payload"]["payment_token"], "tok_timeout", "{event}");
