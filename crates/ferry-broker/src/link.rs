@@ -156,9 +156,9 @@ impl LinkSpec {
     }
 }
 
-/// Where a message delivered through a link came from: on
-/// [`ReceivedMessage::link`](crate::ReceivedMessage) and
-/// [`PeekedMessage::link`](crate::PeekedMessage).
+/// Where a message delivered through a link came from: what the `ferry-link`,
+/// `ferry-link-topic` and `ferry-link-label` headers of a received, peeked or
+/// dead-lettered message carry (see `record.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkOrigin {
     /// The link's name, unique per queue.
