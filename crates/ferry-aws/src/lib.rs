@@ -104,6 +104,9 @@ pub use md5::of_attributes as md5_of_attributes;
 /// The request decoders for the fuzz target (`fuzz/`): not an API.
 #[doc(hidden)]
 pub use protocol::fuzzing;
+/// Registers the SNS subscription filter the broker evaluates (see `sns/linked.rs`):
+/// whoever opens a broker this front end serves must call it on the broker's config.
+pub use sns::linked::register as register_filter_evaluators;
 
 /// The default listen address: LocalStack's port, so tools already pointed at a local AWS
 /// endpoint find Ferry there.
@@ -232,6 +235,7 @@ impl Sqs {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let stop = self.inner.stop.clone();
+        actions::move_tasks::resume(&self.inner);
         let router = self.router();
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {

@@ -13,11 +13,13 @@
 //! exist.
 //!
 //! **Message-move tasks** are kept in their source queue's record (the last
-//! [`MAX_MOVE_TASKS`]), and go with it. A task is run by the front end, not the broker, so
-//! a restart ends it: [`Store::open`] marks a task still `RUNNING` as `FAILED` (saying
-//! why) and one `CANCELLING` as `CANCELLED`. What it moved stays moved, the rest stays in
-//! the dead-letter queue, and a new task moves the rest; nothing is lost, and a message
-//! being moved at the stop may be both moved and left (a redrive is at-least-once).
+//! [`MAX_MOVE_TASKS`]), and go with it. A task is run by the front end, not the broker: a
+//! task still `RUNNING` or `CANCELLING` when the endpoint stopped stays so in the record,
+//! and the endpoint resumes it when it serves again ([`Store::active_move_tasks`], see
+//! `actions/move_tasks.rs`), from the count of moved messages saved after its last batch.
+//! Nothing is lost; a batch the stop cut off after the broker moved it and before its count
+//! was saved is counted again, so the task may move up to one batch more than it set out
+//! to (a redrive is at-least-once anyway).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,10 +31,6 @@ const FILE: &str = "sqs-queues.json";
 
 /// How many message-move tasks a queue keeps: as many as ListMessageMoveTasks can list.
 pub const MAX_MOVE_TASKS: usize = 10;
-
-/// What a restart leaves a running task with.
-pub const RESTART_FAILURE: &str = "The task stopped when the endpoint restarted; start a new \
-                                   task to move the messages still in the queue.";
 
 /// Where a message-move task is, as SQS names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,11 +122,8 @@ impl Store {
             Err(e) => return Err(e),
         };
         let before = queues.len();
-        let mut queues: BTreeMap<_, _> = queues.into_iter().filter(|(n, _)| exists(n)).collect();
-        let mut changed = queues.len() != before;
-        for task in queues.values_mut().flat_map(|r| r.move_tasks.iter_mut()) {
-            changed |= end_at_restart(task);
-        }
+        let queues: BTreeMap<_, _> = queues.into_iter().filter(|(n, _)| exists(n)).collect();
+        let changed = queues.len() != before;
         let store = Store {
             inner: Arc::new(StoreInner {
                 path,
@@ -143,6 +138,21 @@ impl Store {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, QueueRecord>> {
         self.inner.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The message-move tasks still running or cancelling, with their source queues: those
+    /// the endpoint resumes when it serves.
+    pub fn active_move_tasks(&self) -> Vec<(String, MoveTask)> {
+        self.lock()
+            .iter()
+            .flat_map(|(queue, record)| {
+                record
+                    .move_tasks
+                    .iter()
+                    .filter(|t| t.status.is_active())
+                    .map(move |t| (queue.clone(), t.clone()))
+            })
+            .collect()
     }
 
     pub fn get(&self, queue: &str) -> Option<QueueRecord> {
@@ -218,22 +228,6 @@ impl Store {
     }
 }
 
-/// Ends a task that was active when the endpoint stopped; whether it changed it.
-fn end_at_restart(task: &mut MoveTask) -> bool {
-    match task.status {
-        MoveTaskStatus::Running => {
-            task.status = MoveTaskStatus::Failed;
-            task.failure = Some(RESTART_FAILURE.to_owned());
-            true
-        }
-        MoveTaskStatus::Cancelling => {
-            task.status = MoveTaskStatus::Cancelled;
-            true
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reopen_ends_the_tasks_that_were_running() {
+    fn a_reopen_keeps_the_active_tasks_for_the_endpoint_to_resume() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), |_| true).unwrap();
         store
@@ -265,23 +259,17 @@ mod tests {
             })
             .unwrap();
         let again = Store::open(dir.path(), |_| true).unwrap();
-        let tasks = again.get("dlq").unwrap().move_tasks;
-        let statuses: Vec<_> = tasks.iter().map(|t| t.status).collect();
+        let active: Vec<(String, String, u64)> = again
+            .active_move_tasks()
+            .into_iter()
+            .map(|(q, t)| (q, t.id, t.moved))
+            .collect();
         assert_eq!(
-            statuses,
+            active,
             [
-                MoveTaskStatus::Completed,
-                MoveTaskStatus::Cancelled,
-                MoveTaskStatus::Failed
+                ("dlq".to_owned(), "stopping".to_owned(), 3),
+                ("dlq".to_owned(), "going".to_owned(), 3)
             ]
-        );
-        assert_eq!(tasks[2].failure.as_deref(), Some(RESTART_FAILURE));
-        assert_eq!(tasks[2].moved, 3, "what it moved stays counted");
-        // Written: a second reopen finds them ended already.
-        let raw = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-        assert!(
-            !raw.contains("RUNNING") && !raw.contains("CANCELLING"),
-            "{raw}"
         );
     }
 

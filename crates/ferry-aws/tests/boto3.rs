@@ -44,7 +44,7 @@ async fn run_script_with(script: &str, config: SqsConfig) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+    let broker = Broker::open(dir.path().join("data"), served_config())
         .await
         .unwrap();
     let sqs = Sqs::open(broker, &dir.path().join("aws"), config).unwrap();
@@ -115,4 +115,12 @@ async fn boto3_signs_with_configured_keys_and_is_refused_with_wrong_ones() {
         ..SqsConfig::default()
     };
     run_script_with("auth_keys.py", config).await;
+}
+
+/// The broker's config as `ferry serve` makes it for this front end: with the SNS
+/// subscription filter registered.
+fn served_config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+    config
 }

@@ -193,6 +193,32 @@ pub enum BrokerError {
     #[error("topic {topic} has subscription {subscription}; delete its subscriptions first")]
     TopicHasSubscriptions { topic: Name, subscription: Name },
 
+    // Links (queues attached to topics).
+    #[error("queue {queue} has no link {link}; list its links to see which it has")]
+    LinkNotFound { queue: Name, link: Name },
+    #[error("queue {queue} already has a link {link}; detach it first or choose another name")]
+    LinkExists { queue: Name, link: Name },
+    #[error(
+        "no filter evaluator of kind {kind:?} is registered; register it in \
+         BrokerConfig::filter_evaluators (a front end defines it) before opening or attaching"
+    )]
+    UnknownFilterEvaluator { kind: String },
+    #[error(
+        "queue {queue} has a message of topic {topic} in flight through link {link}; retry \
+         deleting the topic once it is settled"
+    )]
+    TopicReferencedInFlight {
+        topic: Name,
+        queue: Name,
+        link: Name,
+    },
+    #[error("the {kind:?} filter policy is invalid: {problem}")]
+    InvalidFilterPolicy { kind: String, problem: String },
+    #[error(
+        "link record {key} is unreadable: {problem}; it was written by a newer Ferry or damaged"
+    )]
+    MalformedLink { key: String, problem: String },
+
     // Consumer groups.
     #[error("group {group:?} of topic {topic:?} has no members yet; join it first")]
     GroupNotFound { topic: String, group: String },
@@ -436,12 +462,15 @@ impl BrokerError {
             | E::TopicNotFound { .. }
             | E::GroupNotFound { .. }
             | E::PartitionNotFound { .. }
-            | E::MessageNotPublished { .. } => K::NotFound,
-            E::DuplicateQueue { .. } | E::QueueExists { .. } | E::TopicExists { .. } => {
-                K::AlreadyExists
-            }
+            | E::MessageNotPublished { .. }
+            | E::LinkNotFound { .. } => K::NotFound,
+            E::DuplicateQueue { .. }
+            | E::QueueExists { .. }
+            | E::TopicExists { .. }
+            | E::LinkExists { .. } => K::AlreadyExists,
             E::QueueIsDeadLetterTarget { .. }
             | E::TopicHasSubscriptions { .. }
+            | E::TopicReferencedInFlight { .. }
             | E::GroupNotEmpty { .. }
             | E::GroupCoordinatedByBroker { .. }
             | E::NotASubscription { .. }
@@ -468,7 +497,8 @@ impl BrokerError {
             | E::MalformedRecord { .. }
             | E::MalformedJournal { .. }
             | E::MalformedSpec { .. }
-            | E::MalformedTopicSpec { .. } => K::Unavailable,
+            | E::MalformedTopicSpec { .. }
+            | E::MalformedLink { .. } => K::Unavailable,
             E::EmptyName
             | E::NameTooLong { .. }
             | E::InvalidNameCharacter { .. }
@@ -503,7 +533,9 @@ impl BrokerError {
             | E::EmptyConsumerName
             | E::ConsumerNameTooLong { .. }
             | E::KeyRequired { .. }
-            | E::InvalidProducerId { .. } => K::Invalid,
+            | E::InvalidProducerId { .. }
+            | E::UnknownFilterEvaluator { .. }
+            | E::InvalidFilterPolicy { .. } => K::Invalid,
         }
     }
 }

@@ -80,6 +80,7 @@ mod error;
 mod filter;
 mod group;
 pub mod header;
+pub mod link;
 mod message;
 mod message_id;
 mod name;
@@ -96,10 +97,10 @@ mod topology;
 
 pub use engine::{
     Broker, BrokerConfig, Checkpoint, CommittedOffset, CompactionStats, DiskSpace, GroupInfo,
-    GroupJoin, GroupPartition, MAX_OFFSET_METADATA, MAX_PEEK, MaintenanceReport, OffsetCommit,
-    PartitionLag, PeekPage, PeekedMessage, QueueInfo, QueueStats, ReceiveOptions, ReceivedMessage,
-    RedriveFilter, RedriveReport, RedriveRequest, SkippedRange, StartAt, StorageStats,
-    SubscriptionInfo,
+    GroupJoin, GroupPartition, LinkInfo, MAX_OFFSET_METADATA, MAX_PEEK, MaintenanceReport,
+    OffsetCommit, PartitionLag, PeekPage, PeekedMessage, QueueInfo, QueueStats, ReceiveOptions,
+    ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest, SkippedRange, StartAt,
+    StorageStats, SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a

@@ -38,6 +38,17 @@
 //! | `ferry-redrive-count` | decimal `u32`: how many times it has been redriven      |
 //! | `ferry-redrive-from`  | the dead-letter queue of its latest redrive             |
 //!
+//! A message delivered through a link that attaches a queue to a topic (see
+//! [`crate::link`]) carries three more, added when its reference is read and kept in the
+//! [`Headers`] like the redrive ones: a consumer (a front end) knows where it came from,
+//! and a copy the message becomes (a dead letter) keeps knowing it.
+//!
+//! | header             | value                                         |
+//! |--------------------|-----------------------------------------------|
+//! | `ferry-link`       | the link's name                               |
+//! | `ferry-link-topic` | the topic it references                       |
+//! | `ferry-link-label` | the label given when the queue was attached   |
+//!
 //! A record an idempotent producer wrote to a topic carries its [`ProducerStamp`], from
 //! which a partition rebuilds what it remembers of its producers (see
 //! `topic/producer.rs`). Queues never write them, and refuse to read them:
@@ -87,6 +98,10 @@ pub const DLQ_CONSUMER: &str = "ferry-dlq-consumer";
 pub const REDRIVE_COUNT: &str = "ferry-redrive-count";
 /// Kept in [`Message::headers`]; written by redrive only (publishers may not set it).
 pub const REDRIVE_FROM: &str = "ferry-redrive-from";
+/// The link a message was delivered through (see the module doc).
+pub const LINK: &str = "ferry-link";
+pub const LINK_TOPIC: &str = "ferry-link-topic";
+pub const LINK_LABEL: &str = "ferry-link-label";
 
 /// Topic records only: written by idempotent producers.
 pub const PRODUCER_ID: &str = "ferry-producer-id";
@@ -280,9 +295,15 @@ impl Message {
                 return Err(unparsable());
             }
             if !header::is_reserved(&name)
-                || name == REDRIVE_COUNT
-                || name == REDRIVE_FROM
-                || name == header::CREATED_AT
+                || [
+                    REDRIVE_COUNT,
+                    REDRIVE_FROM,
+                    LINK,
+                    LINK_TOPIC,
+                    LINK_LABEL,
+                    header::CREATED_AT,
+                ]
+                .contains(&name.as_str())
             {
                 if headers.contains_key(&name) {
                     return Err(repeated());

@@ -9,6 +9,10 @@
 //! reference — the message's id, key, priority, times and dedup id, and where it is in the
 //! topic (`ferry-topic-ref: <partition>:<offset>:<size>`) — never the payload or headers.
 //! Fifty subscriptions of one topic add fifty references per message, not fifty copies.
+//!
+//! A queue attached to topics (see [`crate::link`]) keeps the same references, with the
+//! id of the link they came through as a fourth field (`<partition>:<offset>:<size>:<id>`);
+//! a subscription's own link is id 0 and writes no fourth field, as before links existed.
 
 use std::time::Duration;
 
@@ -130,6 +134,8 @@ pub fn decode(bytes: &[u8], delivery: QueueSpec) -> std::result::Result<Subscrip
 /// the subscription's stats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TopicRef {
+    /// The link the reference came through, per queue: 0 for a subscription's own.
+    pub link: u32,
     pub partition: u32,
     pub offset: u64,
     pub size: u32,
@@ -144,7 +150,10 @@ pub fn ref_record(message: &Message, at: TopicRef) -> NewRecord {
         ..message.clone()
     };
     let mut record = slim.to_record();
-    let value = format!("{}:{}:{}", at.partition, at.offset, at.size);
+    let value = match at.link {
+        0 => format!("{}:{}:{}", at.partition, at.offset, at.size),
+        link => format!("{}:{}:{}:{link}", at.partition, at.offset, at.size),
+    };
     record.headers.insert(
         0,
         (Bytes::from_static(TOPIC_REF.as_bytes()), Bytes::from(value)),
@@ -164,7 +173,7 @@ pub fn split_ref(record: &mut Record) -> Result<Option<TopicRef>> {
     let (_, value) = record.headers.remove(i);
     let bad = || BrokerError::MalformedRecord {
         offset: record.offset,
-        problem: format!("header {TOPIC_REF:?} is not <partition>:<offset>:<size>"),
+        problem: format!("header {TOPIC_REF:?} is not <partition>:<offset>:<size>[:<link>]"),
     };
     let text = std::str::from_utf8(&value).map_err(|_| bad())?;
     let mut parts = text.split(':');
@@ -172,10 +181,15 @@ pub fn split_ref(record: &mut Record) -> Result<Option<TopicRef>> {
     let partition = next()?.parse().map_err(|_| bad())?;
     let offset = next()?.parse().map_err(|_| bad())?;
     let size = next()?.parse().map_err(|_| bad())?;
+    let link = match parts.next() {
+        Some(id) => id.parse().ok().filter(|id| *id > 0).ok_or_else(bad)?,
+        None => 0,
+    };
     if parts.next().is_some() {
         return Err(bad());
     }
     Ok(Some(TopicRef {
+        link,
         partition,
         offset,
         size,
@@ -245,10 +259,14 @@ mod tests {
             .into_message(&crate::Limits::default(), 1_000, &mut rng)
             .unwrap();
         let at = TopicRef {
+            link: 0,
             partition: 2,
             offset: 77,
             size: 19,
         };
+        let attached = TopicRef { link: 4, ..at };
+        let mut via_link = record_of(ref_record(&message, attached));
+        assert_eq!(split_ref(&mut via_link).unwrap(), Some(attached));
         let new = ref_record(&message, at);
         assert!(new.value.is_empty());
         let mut record = Record {
@@ -265,5 +283,29 @@ mod tests {
             (message.id, 3, message.key)
         );
         assert!(back.headers.is_empty() && back.payload.is_empty());
+    }
+
+    fn record_of(new: NewRecord) -> Record {
+        Record {
+            offset: 0,
+            timestamp: new.timestamp.unwrap(),
+            key: new.key,
+            headers: new.headers,
+            value: new.value,
+        }
+    }
+
+    #[test]
+    fn a_reference_with_a_damaged_link_field_is_refused() {
+        for value in ["1:2:3:0", "1:2:3:x", "1:2:3:4:5"] {
+            let mut record = Record {
+                offset: 0,
+                timestamp: 0,
+                key: None,
+                headers: vec![(Bytes::from_static(TOPIC_REF.as_bytes()), Bytes::from(value))],
+                value: Bytes::new(),
+            };
+            assert!(split_ref(&mut record).is_err(), "{value}");
+        }
     }
 }

@@ -108,6 +108,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let tls = config::tls(&config)?;
     let data_dir = &config.data_dir.value;
     let mut broker_config = BrokerConfig::default();
+    // SNS subscriptions are broker links filtered by the SNS front end's evaluator, which
+    // the broker needs from the open on (catch-up after a restart).
+    ferry_aws::register_filter_evaluators(&mut broker_config.filter_evaluators);
     if let Some(mib) = config.disk_reserve_mib.value {
         broker_config.disk_reserve_bytes = mib
             .checked_mul(1 << 20)

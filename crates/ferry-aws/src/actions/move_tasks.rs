@@ -16,8 +16,8 @@
 //!
 //! **Records** are the source queue's (`store.rs`), written at each batch: List reads them,
 //! Cancel marks one `CANCELLING` there for the runner to see. One active task per source.
-//! When the endpoint stops, a runner stops at its next batch; the next start marks the
-//! task `FAILED` (see `store.rs`).
+//! When the endpoint stops, a runner stops at its next batch, leaving the task active in
+//! its record; [`resume`] runs it again when the endpoint next serves (see `store.rs`).
 //!
 //! **Task handles** are base64 of `{"taskId":…,"sourceArn":…}`, the shape SQS's have, so
 //! a handle names its source queue.
@@ -104,6 +104,23 @@ pub async fn start(call: &Call<'_>) -> Result<Value, SqsError> {
     };
     tokio::spawn(runner.run());
     Ok(json!({ "TaskHandle": handle }))
+}
+
+/// Runs again the tasks a stop of the endpoint left active (`Sqs::serve` calls it): each
+/// goes on from the count its record saved, and a `CANCELLING` one ends `CANCELLED`.
+pub(crate) fn resume(inner: &crate::Inner) {
+    for (source, task) in inner.store.active_move_tasks() {
+        tracing::info!(queue = %source, task = %task.id, moved = task.moved,
+            "resuming a message-move task the endpoint's stop left running");
+        let runner = Runner {
+            broker: inner.broker.clone(),
+            store: inner.store.clone(),
+            stop: inner.stop.subscribe(),
+            source,
+            task,
+        };
+        tokio::spawn(runner.run());
+    }
 }
 
 pub fn list(call: &Call) -> Result<Value, SqsError> {
@@ -280,7 +297,7 @@ impl Runner {
         let batch = self.task.rate.map_or(UNRATED_BATCH, |r| r as usize);
         let end = loop {
             if *self.stop.borrow() {
-                // Left RUNNING: the next start of the endpoint marks it FAILED.
+                // Left RUNNING: the endpoint resumes it when it serves again.
                 return;
             }
             match self.status() {

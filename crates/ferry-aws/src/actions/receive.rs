@@ -200,7 +200,20 @@ fn message(
     wanted: &[String],
     received_at_ms: i64,
 ) -> Value {
-    let body = String::from_utf8_lossy(&m.payload);
+    // A message an SNS subscription delivered by reference is rendered now, from the topic
+    // message and the link (see `sns/linked.rs`).
+    let rendered = crate::sns::linked::render(
+        &call.sqs.location,
+        call.host,
+        &m.headers,
+        &m.payload,
+        m.published_at,
+    );
+    let (payload, headers) = match &rendered {
+        Some((payload, headers)) => (payload, headers),
+        None => (&m.payload, &m.headers),
+    };
+    let body = String::from_utf8_lossy(payload);
     let handle = call.sqs.receipts.encode(&Receipt {
         queue: queue.to_owned(),
         seq: m.seq,
@@ -233,10 +246,7 @@ fn message(
     add("ApproximateFirstReceiveTimestamp", Some(first.to_string()));
     if queue.ends_with(".fifo") {
         add("SequenceNumber", Some(super::send::sequence_number(m.id)));
-        add(
-            "MessageDeduplicationId",
-            m.headers.get(DEDUP_HEADER).cloned(),
-        );
+        add("MessageDeduplicationId", headers.get(DEDUP_HEADER).cloned());
         add(
             "MessageGroupId",
             m.key
@@ -244,7 +254,7 @@ fn message(
                 .map(|k| String::from_utf8_lossy(k).into_owned()),
         );
     }
-    add("AWSTraceHeader", m.headers.get(TRACE_HEADER).cloned());
+    add("AWSTraceHeader", headers.get(TRACE_HEADER).cloned());
     add(
         "DeadLetterQueueSourceArn",
         m.dead_letter
@@ -254,7 +264,7 @@ fn message(
     if !attributes.is_empty() {
         out.insert("Attributes".into(), Value::Object(attributes));
     }
-    let mut carried = message_attributes::from_headers(&m.headers);
+    let mut carried = message_attributes::from_headers(headers);
     if let Some(info) = &m.dead_letter {
         // The broker's record wins over a header of the same name a sender made up.
         carried.extend(dead_letter_attributes::of(info));

@@ -1,8 +1,9 @@
-//! Delivery of a published message into the subscribed SQS queues: each subscription's
-//! filter policy, SNS's JSON envelope or the raw message, the queue's settings (delay,
-//! retention, a FIFO queue's group and deduplication id), and what happens when a queue
-//! refuses it (the subscription's RedrivePolicy, or a log line, or a failed publish —
-//! see `publish.rs` for why and when).
+//! Delivery of a published message into the subscribed SQS queues that the broker does
+//! not deliver by reference (see `linked.rs`): a subscription whose queue does not exist,
+//! and a delivery larger than the queue takes. Each subscription's filter policy, SNS's
+//! JSON envelope or the raw message, the queue's settings (delay, retention, a FIFO
+//! queue's group and deduplication id), and what happens when a queue refuses it (the
+//! subscription's RedrivePolicy, or a log line, or a failed publish — see `publish.rs`).
 
 use std::time::Duration;
 
@@ -12,20 +13,23 @@ use serde_json::{Map, Value, json};
 
 use super::errors::{Code, SnsError};
 use super::filter::{self, Scope};
+use super::linked::{Identity, Linked};
 use super::publish::Prepared;
 use super::store::SubscriptionRecord;
 use super::subscriptions::dead_letter_queue;
 use super::{Call, iso8601};
 use crate::message_attributes::{self, AttributeValue, DEDUP_HEADER};
 
-/// Delivers to every subscription of the topic. Every queue is tried, so one failing for
-/// now keeps no other from its delivery; the first failure is the answer.
+/// Delivers to every subscription of the topic that its link (in `linked`) does not take.
+/// Every queue is tried, so one failing for now keeps no other from its delivery; the
+/// first failure is the answer.
 pub(super) async fn deliver_all(
     call: &Call<'_>,
     p: &Prepared,
     message_id: &str,
     sequence: Option<&str>,
     at_ms: i64,
+    linked: &[Linked],
 ) -> Result<(), SnsError> {
     let subscriptions: Vec<(String, SubscriptionRecord)> = call.sns().store.read(|s| {
         s.subscriptions
@@ -36,6 +40,12 @@ pub(super) async fn deliver_all(
     });
     let mut failed = None;
     for (id, subscription) in &subscriptions {
+        if linked
+            .iter()
+            .any(|l| &l.id == id && l.takes(p, message_id, sequence, at_ms))
+        {
+            continue;
+        }
         let delivered = deliver(call, p, message_id, sequence, at_ms, id, subscription).await;
         if let Err(e) = delivered {
             failed.get_or_insert(e);
@@ -45,15 +55,13 @@ pub(super) async fn deliver_all(
 }
 
 /// SNS's JSON envelope of a notification.
-#[allow(clippy::too_many_arguments)]
-fn envelope(
-    call: &Call,
+pub(super) fn envelope(
+    identity: &Identity,
     p: &Prepared,
     body: &str,
     message_id: &str,
     sequence: Option<&str>,
     at_ms: i64,
-    subscription_arn: &str,
 ) -> String {
     let mut out = Map::new();
     out.insert("Type".into(), "Notification".into());
@@ -61,7 +69,7 @@ fn envelope(
     if let Some(seq) = sequence {
         out.insert("SequenceNumber".into(), seq.into());
     }
-    out.insert("TopicArn".into(), call.topic_arn(&p.topic).into());
+    out.insert("TopicArn".into(), identity.topic_arn.into());
     if let Some(s) = &p.subject {
         out.insert("Subject".into(), s.clone().into());
     }
@@ -75,15 +83,15 @@ fn envelope(
         "SigningCertURL".into(),
         format!(
             "http://{}/SimpleNotificationService-ferry-unsigned.pem",
-            call.host
+            identity.host
         )
         .into(),
     );
     out.insert(
         "UnsubscribeURL".into(),
         format!(
-            "http://{}/?Action=Unsubscribe&SubscriptionArn={subscription_arn}",
-            call.host
+            "http://{}/?Action=Unsubscribe&SubscriptionArn={}",
+            identity.host, identity.subscription_arn
         )
         .into(),
     );
@@ -150,15 +158,13 @@ async fn deliver(
         message_attributes::to_headers(&p.attributes, &mut headers);
         body.to_owned()
     } else {
-        envelope(
-            call,
-            p,
-            body,
-            message_id,
-            sequence,
-            at_ms,
-            &subscription_arn,
-        )
+        let topic_arn = call.topic_arn(&p.topic);
+        let identity = Identity {
+            topic_arn: &topic_arn,
+            subscription_arn: &subscription_arn,
+            host: call.host,
+        };
+        envelope(&identity, p, body, message_id, sequence, at_ms)
     };
     let mut message = OutgoingMessage {
         headers,

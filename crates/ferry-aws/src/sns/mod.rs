@@ -23,6 +23,7 @@
 mod delivery;
 mod errors;
 mod filter;
+pub(crate) mod linked;
 mod publish;
 pub(crate) mod query;
 mod store;
@@ -254,7 +255,7 @@ pub async fn answer(
         "UntagResource" => topics::untag(&call),
         "ListTagsForResource" => topics::list_tags(&call),
         "Subscribe" => subscriptions::subscribe(&call),
-        "Unsubscribe" => subscriptions::unsubscribe(&call),
+        "Unsubscribe" => subscriptions::unsubscribe(&call).await,
         "ListSubscriptions" => subscriptions::list(&call, false),
         "ListSubscriptionsByTopic" => subscriptions::list(&call, true),
         "GetSubscriptionAttributes" => subscriptions::get_attributes(&call),

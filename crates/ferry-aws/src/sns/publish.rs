@@ -30,6 +30,7 @@ use sha2::{Digest, Sha256};
 
 use super::delivery::deliver_all;
 use super::errors::{Code, SnsError, from_broker, from_sqs};
+use super::linked::reconcile;
 use super::{Call, string};
 use crate::message_attributes::{self, AttributeValue, Attributes, DEDUP_HEADER};
 
@@ -274,7 +275,7 @@ impl FifoState {
                     if let Ok(n) = sequence.parse::<u128>() {
                         self.last_sequence = self.last_sequence.max(n);
                     }
-                    let prepared = prepared_of_record(topic, m);
+                    let prepared = prepared_of_message(topic, m);
                     self.seen.insert(
                         dedup_key(per_group, group.as_deref(), &dedup),
                         Deduplicated {
@@ -308,26 +309,54 @@ fn dedup_key(per_group: bool, group: Option<&str>, dedup: &str) -> String {
     format!("{}:{scope}{dedup}", scope.len())
 }
 
-/// A FIFO message as the topic keeps it, ready to be delivered again.
-fn prepared_of_record(topic: &str, m: &ferry_broker::Message) -> Option<Prepared> {
-    let message = String::from_utf8(m.payload.to_vec()).ok()?;
-    let for_sqs = match m.headers.get(STRUCTURE_HEADER).map(String::as_str) {
+/// A message as the topic keeps it, ready to be delivered again or rendered; `None` for
+/// one the SNS front end did not write.
+pub(super) fn prepared_of_message(topic: &str, m: &ferry_broker::Message) -> Option<Prepared> {
+    prepared_from(
+        topic,
+        &m.headers,
+        &m.payload,
+        m.key.as_ref(),
+        m.dedup_id.clone(),
+    )
+}
+
+/// [`prepared_of_message`] from the parts of a message.
+pub(super) fn prepared_from(
+    topic: &str,
+    headers: &Headers,
+    payload: &[u8],
+    key: Option<&Bytes>,
+    dedup: Option<String>,
+) -> Option<Prepared> {
+    headers.get(MESSAGE_ID_HEADER)?;
+    let message = String::from_utf8(payload.to_vec()).ok()?;
+    let for_sqs = match headers.get(STRUCTURE_HEADER).map(String::as_str) {
         Some("json") => Some(sqs_entry(&message).ok()?),
         _ => None,
     };
     Some(Prepared {
         topic: topic.to_owned(),
-        fifo: true,
+        fifo: topic.ends_with(".fifo"),
         for_sqs,
-        subject: m.headers.get(SUBJECT_HEADER).cloned(),
-        attributes: message_attributes::from_headers(&m.headers),
-        group: m
-            .key
-            .as_ref()
-            .map(|k| String::from_utf8_lossy(k).into_owned()),
-        dedup: m.dedup_id.clone(),
+        subject: headers.get(SUBJECT_HEADER).cloned(),
+        // Not the broker's own headers (a referenced message's `ferry-link*`).
+        attributes: message_attributes::from_headers(headers)
+            .into_iter()
+            .filter(|(name, _)| !ferry_broker::header::is_reserved(name))
+            .collect(),
+        group: key.map(|k| String::from_utf8_lossy(k).into_owned()),
+        dedup,
         message,
     })
+}
+
+/// The SNS MessageId and SequenceNumber a topic message was published with.
+pub(super) fn sns_ids(headers: &Headers) -> (Option<&str>, Option<&str>) {
+    (
+        headers.get(MESSAGE_ID_HEADER).map(String::as_str),
+        headers.get(SEQUENCE_HEADER).map(String::as_str),
+    )
 }
 
 async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
@@ -352,7 +381,16 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
         if let Some(first) = state.seen.get_mut(key) {
             if let Some(pending) = first.pending.clone() {
                 let sequence = Some(first.sequence.as_str());
-                deliver_all(call, &pending, &first.message_id, sequence, first.at_ms).await?;
+                let linked = reconcile(call, &p.topic).await?;
+                deliver_all(
+                    call,
+                    &pending,
+                    &first.message_id,
+                    sequence,
+                    first.at_ms,
+                    &linked,
+                )
+                .await?;
                 first.pending = None;
             }
             return Ok(Sent {
@@ -395,6 +433,9 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
         dedup_id: p.dedup.clone(),
         ..OutgoingMessage::default()
     };
+    // Links first: what the topic holds once this write is durable reaches every linked
+    // queue, by the feed or, after a crash, by the broker's catch-up.
+    let linked = reconcile(call, &p.topic).await?;
     call.inner
         .broker
         .publish_to_topic(&p.topic, vec![record])
@@ -412,7 +453,15 @@ async fn send(call: &Call<'_>, p: &Prepared) -> Result<Sent, SnsError> {
             },
         );
     }
-    deliver_all(call, &pending, &message_id, sequence.as_deref(), now).await?;
+    deliver_all(
+        call,
+        &pending,
+        &message_id,
+        sequence.as_deref(),
+        now,
+        &linked,
+    )
+    .await?;
     if let (Some(state), Some(key)) = (state.as_mut(), &key)
         && let Some(first) = state.seen.get_mut(key)
     {

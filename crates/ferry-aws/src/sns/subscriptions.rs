@@ -192,9 +192,14 @@ pub fn subscribe(call: &Call) -> Result<Value, SnsError> {
     Ok(json!({ "SubscriptionArn": subscription_arn(call, &topic, &id) }))
 }
 
-pub fn unsubscribe(call: &Call) -> Result<Value, SnsError> {
+pub async fn unsubscribe(call: &Call<'_>) -> Result<Value, SnsError> {
     let arn = required(call.input, "SubscriptionArn")?;
     if let Some(id) = id_of_arn(call, arn)? {
+        let record = call.sns().store.read(|s| s.subscriptions.get(&id).cloned());
+        if let Some(record) = record {
+            // Its queue keeps what was delivered; nothing more comes (see `linked.rs`).
+            super::linked::detach_all(call, &[(id.clone(), record)]).await?;
+        }
         call.sns()
             .store
             .update(|state| {

@@ -223,6 +223,17 @@ pub async fn delete(call: &Call<'_>) -> Result<Value, SnsError> {
         Err(e) if e.code == Code::NotFound => return Ok(json!({})),
         Err(e) => return Err(e),
     };
+    // Its subscriptions' links first: what they delivered is copied into their queues as
+    // the broker deletes the topic (see `linked.rs`).
+    let subscriptions: Vec<(String, super::store::SubscriptionRecord)> =
+        call.sns().store.read(|s| {
+            s.subscriptions
+                .iter()
+                .filter(|(_, r)| r.topic == name)
+                .map(|(id, r)| (id.clone(), r.clone()))
+                .collect()
+        });
+    super::linked::detach_all(call, &subscriptions).await?;
     match call.inner.broker.delete_topic(&name).await {
         Ok(()) => {}
         Err(e) if e.kind() == ferry_broker::ErrorKind::NotFound => {}

@@ -157,7 +157,7 @@ impl Served {
 
     pub async fn with_keys(access_keys: Vec<AccessKey>) -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+        let broker = Broker::open(dir.path().join("data"), served_config())
             .await
             .unwrap();
         let config = SqsConfig {
@@ -342,4 +342,12 @@ fn form_encode(params: &[(&str, &str)]) -> String {
         .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
         .collect::<Vec<_>>()
         .join("&")
+}
+
+/// The broker's config as `ferry serve` makes it for this front end: with the SNS
+/// subscription filter registered.
+fn served_config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+    config
 }

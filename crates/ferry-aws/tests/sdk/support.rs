@@ -25,7 +25,7 @@ pub struct Served {
 impl Served {
     pub async fn start() -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+        let broker = Broker::open(dir.path().join("data"), served_config())
             .await
             .unwrap();
         let front = Sqs::open(broker, &dir.path().join("aws"), SqsConfig::default()).unwrap();
@@ -174,4 +174,12 @@ pub fn every_type() -> HashMap<String, MessageAttributeValue> {
         ("weight".to_owned(), text("Number.float", "0.25")),
         ("thumbnail".to_owned(), binary("Binary.png", b"\x89PNG\r\n")),
     ])
+}
+
+/// The broker's config as `ferry serve` makes it for this front end: with the SNS
+/// subscription filter registered.
+fn served_config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+    config
 }

@@ -77,7 +77,7 @@ fn unescape(text: &str) -> String {
 impl Served {
     pub async fn start() -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+        let broker = Broker::open(dir.path().join("data"), served_config())
             .await
             .unwrap();
         Served::on(broker, dir).await
@@ -111,7 +111,7 @@ impl Served {
         self.task.take().unwrap().await.unwrap().unwrap();
         let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
         drop(self);
-        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+        let broker = Broker::open(dir.path().join("data"), served_config())
             .await
             .unwrap();
         Served::on(broker, dir).await
@@ -303,4 +303,12 @@ fn encode(s: &str) -> String {
         }
     }
     out
+}
+
+/// The broker's config as `ferry serve` makes it for this front end: with the SNS
+/// subscription filter registered.
+fn served_config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+    config
 }

@@ -245,55 +245,6 @@ async fn a_destination_deleted_while_moving_fails_the_task() {
 }
 
 #[tokio::test]
-async fn a_restart_ends_a_running_task_as_failed_and_leaves_the_rest_in_place() {
-    let s = Served::start().await;
-    pipe(&s, "source", "dlq").await;
-    s.create("elsewhere", json!({})).await;
-    fill(&s, "dlq", 10).await;
-    s.ok(
-        "StartMessageMoveTask",
-        json!({"SourceArn": arn("dlq"), "DestinationArn": arn("elsewhere"), "MaxNumberOfMessagesPerSecond": 1}),
-    )
-    .await;
-    let dir = s.stop().await;
-    // The task lets go of the broker at its next batch, within about a second.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let broker = loop {
-        match ferry_broker::Broker::open(dir.path().join("data"), Default::default()).await {
-            Ok(broker) => break broker,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "{e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
-    let s = Served::on(broker, dir).await;
-    let task = latest(&s, "dlq").await;
-    assert_eq!(task["Status"], "FAILED", "{task}");
-    assert!(
-        task["FailureReason"]
-            .as_str()
-            .unwrap()
-            .contains("restarted"),
-        "{task}"
-    );
-    assert!(task.get("TaskHandle").is_none());
-    let moved = task["ApproximateNumberOfMessagesMoved"].as_u64().unwrap();
-    assert!(moved < 10, "{moved}");
-    // Nothing lost: what did not move is still in the dead-letter queue, and a new task may
-    // start for it.
-    let total = ready(&s, "dlq") + ready(&s, "elsewhere");
-    assert!(total >= 10, "{total}");
-    s.ok(
-        "StartMessageMoveTask",
-        json!({"SourceArn": arn("dlq"), "DestinationArn": arn("elsewhere")}),
-    )
-    .await;
-    assert_eq!(ended(&s, "dlq").await["Status"], "COMPLETED");
-    assert_eq!(ready(&s, "dlq"), 0);
-}
-
-#[tokio::test]
 async fn refusals_use_sqs_codes_and_start_nothing() {
     let s = Served::start().await;
     pipe(&s, "source", "dlq").await;
@@ -476,4 +427,38 @@ fn between(text: &str, open: &str, close: &str) -> String {
         + open.len();
     let end = start + text[start..].find(close).unwrap();
     text[start..end].to_owned()
+}
+
+#[tokio::test]
+async fn a_task_running_when_the_endpoint_stops_is_resumed_when_it_serves_again() {
+    let s = Served::start().await;
+    pipe(&s, "source", "dlq").await;
+    s.create("elsewhere", json!({})).await;
+    fill(&s, "dlq", 30).await;
+    s.ok(
+        "StartMessageMoveTask",
+        json!({"SourceArn": arn("dlq"), "DestinationArn": arn("elsewhere"), "MaxNumberOfMessagesPerSecond": 10}),
+    )
+    .await;
+    wait_until(|| ready(&s, "elsewhere") >= 10).await;
+    let dir = s.stop().await;
+    // The runner lets the broker go at its next batch; the directory is locked until then.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let broker = loop {
+        match ferry_broker::Broker::open(dir.path().join("data"), crate::support::served_config())
+            .await
+        {
+            Ok(broker) => break broker,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "reopen: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let s = Served::on(broker, dir).await;
+    assert!(ready(&s, "elsewhere") < 30, "stopped before it was done");
+    let task = ended(&s, "dlq").await;
+    assert_eq!(task["Status"], "COMPLETED", "{task}");
+    assert_eq!(task["ApproximateNumberOfMessagesMoved"], 30);
+    assert_eq!((ready(&s, "elsewhere"), ready(&s, "dlq")), (30, 0));
 }

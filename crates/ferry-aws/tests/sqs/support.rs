@@ -49,7 +49,7 @@ impl Reply {
 impl Served {
     pub async fn start() -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+        let broker = Broker::open(dir.path().join("data"), served_config())
             .await
             .unwrap();
         Served::on(broker, dir).await
@@ -62,7 +62,7 @@ impl Served {
     /// Served with the test-only reset route on.
     pub async fn with_test_reset() -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(dir.path().join("data"), BrokerConfig::default())
+        let broker = Broker::open(dir.path().join("data"), served_config())
             .await
             .unwrap();
         Served::on_with(broker, dir, true).await
@@ -236,4 +236,12 @@ pub fn md5_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The broker's config as `ferry serve` makes it for this front end: with the SNS
+/// subscription filter registered.
+pub fn served_config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+    config
 }

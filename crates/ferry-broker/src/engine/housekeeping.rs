@@ -160,7 +160,7 @@ impl Queue {
             let inner = self.lock();
             inner.live.first().unwrap_or(inner.stored_end)
         };
-        if self.source.get().is_some() {
+        if self.has_links() {
             low = low.min(self.retention_cap.load(std::sync::atomic::Ordering::SeqCst));
         }
         let watermark = if self.spec().dedup_window.is_zero() {

@@ -35,6 +35,7 @@ mod disk_reserve;
 mod effects;
 mod groups;
 mod housekeeping;
+mod links;
 mod producer_ids;
 mod queue;
 mod recovery;
@@ -71,6 +72,7 @@ pub use groups::{
     PartitionLag, StartAt,
 };
 pub use housekeeping::{Checkpoint, MaintenanceReport};
+pub use links::LinkInfo;
 pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{QueueInfo, QueueStats};
 pub use queue::{ReceiveOptions, ReceivedMessage};
@@ -108,6 +110,9 @@ pub struct BrokerConfig {
     /// housekeeping: publishes that would leave less are refused with
     /// [`BrokerError::DiskFull`] (see `engine/disk_reserve.rs`). 0 keeps none.
     pub disk_reserve_bytes: u64,
+    /// The filter kinds links may use beyond the broker's own (see [`crate::link`]): a
+    /// stored link of a kind not registered here fails the open.
+    pub filter_evaluators: crate::link::FilterEvaluators,
 }
 
 impl Default for BrokerConfig {
@@ -124,6 +129,7 @@ impl Default for BrokerConfig {
             // Tens of thousands of acks, a few checkpoints and segment rolls; RabbitMQ's
             // default free-disk limit is 50 MB.
             disk_reserve_bytes: 64 << 20,
+            filter_evaluators: crate::link::FilterEvaluators::default(),
         }
     }
 }
@@ -218,7 +224,13 @@ impl Broker {
         }
         remove_stale_queue_dirs(&dir, &queues)?;
         let topics = topics::open_topics(&dir, &meta, &config, &log_stats)?;
-        let links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
+        let mut links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
+        links.extend(links::link_attached(
+            &meta,
+            &queues,
+            &topics,
+            &config.filter_evaluators,
+        )?);
         let now_ms = config.clock.now_ms();
         let dead = recovery::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
@@ -550,5 +562,7 @@ mod update_tests;
 #[cfg(test)]
 mod purge_tests;
 
+#[cfg(test)]
+mod link_tests;
 #[cfg(test)]
 mod run_tests;

@@ -244,7 +244,7 @@ impl Queue {
         // checkpoint's `low`: a checkpoint written after the cursors were last saved settles
         // references the saved cursors do not cover (retention keeps them: see
         // `Queue::retention_cap`).
-        let from = if self.source.get().is_some() {
+        let from = if self.has_links() {
             from.min(self.messages.start_offset())
         } else {
             from
@@ -255,7 +255,11 @@ impl Queue {
         scan_from(&self.messages, from, |record| {
             let seq = record.offset;
             let (message, at) = self.decode(record)?;
-            if let (Some(at), Some(link)) = (at, self.source.get()) {
+            // A settled reference of a forgotten link names an id no link has any more
+            // (ids are never reused): nothing to resume.
+            if let Some(at) = at
+                && let Ok(link) = self.link_of(at)
+            {
                 link.seen_on_disk(at);
             }
             if message.published_at >= window_start {
@@ -280,8 +284,8 @@ impl Queue {
                 Some(at) => self.tracked_sized(seq, &message, at.size),
                 None => self.tracked(seq, &message),
             };
-            if let (Some(at), Some(link)) = (at, self.source.get()) {
-                link.referenced(seq, at);
+            if let Some(at) = at {
+                self.link_of(at)?.referenced(seq, at);
             }
             tracked.deliveries = r.deliveries;
             // A lease still running at the crash ends at its deadline; a retry keeps its time.

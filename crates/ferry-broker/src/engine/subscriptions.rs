@@ -1,5 +1,9 @@
 //! Subscriptions in the engine: a queue whose messages stay in a topic (see
-//! [`crate::subscription`]), fed by the topic's publishes.
+//! [`crate::subscription`]), fed by the topic's publishes — and the [`Link`] that feeds
+//! it, which is also what attaches an existing queue to a topic (see [`crate::link`] and
+//! `engine/links.rs`). A link's role says which; everything below holds for both, per
+//! link: a queue may have several (its references carry the link's id), each with its
+//! own cursors, filter, pins and saved state.
 //!
 //! **Feeding.** Each subscription keeps, per partition, a cursor: the next topic offset to
 //! consider. When a partition's append is durable, its completion (which runs in offset
@@ -23,7 +27,7 @@
 //! retention overrides subscriptions, and then what they lose is recorded (see `skips`).
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, Weak};
 
 use ferry_storage::NewRecord;
@@ -32,6 +36,7 @@ use super::Broker;
 use super::queue::Queue;
 use super::topic::{Countdown, Topic};
 use crate::error::{BrokerError, Result};
+use crate::link::{LinkOrigin, LinkSpec, MessageFilter};
 use crate::message::{Message, millis};
 use crate::queue::seq_ranges::SeqRanges;
 use crate::queue::state::Seq;
@@ -41,9 +46,11 @@ use crate::topic::Position;
 mod skips;
 
 pub use skips::SkippedRange;
+pub(super) use skips::{SKIPS_PREFIX, decode as decode_skips};
 
 const SUBSCRIPTION_PREFIX: &str = "subscription/";
-const CURSOR_PREFIX: &str = "subscription-cursor/";
+/// Cursors of a subscription (`<name>`) or an attached link (`<queue>/<link>`).
+pub(super) const CURSOR_PREFIX: &str = "subscription-cursor/";
 /// Records read per catch-up step.
 const CATCH_UP_RECORDS: usize = 4096;
 
@@ -73,6 +80,10 @@ struct LinkState {
 }
 
 impl LinkState {
+    fn is_idle(&self) -> bool {
+        self.positions.is_empty() && self.cursors.iter().all(|c| c.in_flight == 0)
+    }
+
     fn grow(&mut self, partitions: usize) {
         if self.cursors.len() < partitions {
             self.cursors.resize(partitions, Cursor::default());
@@ -81,27 +92,129 @@ impl LinkState {
     }
 }
 
-/// What ties a subscription's queue to its topic.
+/// What a link is for: a subscription's own queue, or an existing queue attached to the
+/// topic (see [`crate::link`] and `engine/links.rs`).
+pub(crate) enum LinkRole {
+    Subscription(SubscriptionSpec),
+    Attached {
+        name: crate::name::Name,
+        spec: LinkSpec,
+        /// Detached: fed nothing more; kept until the references it issued are settled,
+        /// pinning their topic records meanwhile.
+        detached: AtomicBool,
+    },
+}
+
+/// What ties a queue to a topic: the cursors that feed it the topic's records as
+/// references, and what those references pin.
 pub(crate) struct Link {
-    pub spec: SubscriptionSpec,
+    /// The id its references carry in the queue: 0 for a subscription's own link.
+    pub id: u32,
+    /// The metadata key its cursors and skips are saved under: the subscription's name,
+    /// or `<queue>/<link>` for an attached link (names hold no `/`).
+    pub key: String,
+    pub role: LinkRole,
     pub topic: Arc<Topic>,
-    /// The subscription's queue (weak: the queue owns this link).
+    filter: Arc<dyn MessageFilter>,
+    /// The queue fed (weak: the queue owns this link).
     queue: Mutex<Weak<Queue>>,
     state: Mutex<LinkState>,
 }
 
 impl Link {
+    pub fn new(
+        id: u32,
+        key: String,
+        role: LinkRole,
+        topic: Arc<Topic>,
+        filter: Arc<dyn MessageFilter>,
+        queue: &Arc<Queue>,
+    ) -> Link {
+        Link {
+            id,
+            key,
+            role,
+            topic,
+            filter,
+            queue: Mutex::new(Arc::downgrade(queue)),
+            state: Mutex::new(LinkState::default()),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, LinkState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The subscription's name (its queue's), or its topic's while it is being deleted.
+    /// The subscription's name (its queue's) or the attached link's, or its topic's while
+    /// it is being deleted.
     pub fn name(&self) -> crate::name::Name {
+        if let LinkRole::Attached { name, .. } = &self.role {
+            return name.clone();
+        }
         self.queue()
             .map_or_else(|| self.topic.name.clone(), |q| q.name.clone())
     }
 
-    fn queue(&self) -> Option<Arc<Queue>> {
+    /// Whether the link was detached and only waits for its references to be settled.
+    pub fn is_detached(&self) -> bool {
+        matches!(&self.role, LinkRole::Attached { detached, .. }
+            if detached.load(AtomicOrdering::SeqCst))
+    }
+
+    /// Feeds it nothing more; returns whether it is idle already. Under the state lock,
+    /// which `offer` and `catch_up` check the flag under: no reference is issued after.
+    pub fn detach(&self) -> bool {
+        let state = self.lock();
+        if let LinkRole::Attached { detached, .. } = &self.role {
+            detached.store(true, AtomicOrdering::SeqCst);
+        }
+        state.is_idle()
+    }
+
+    /// Nothing referenced and unsettled, no reference append in flight: a detached link
+    /// in this state can be forgotten.
+    pub fn is_idle(&self) -> bool {
+        self.lock().is_idle()
+    }
+
+    /// What a message delivered through this link carries: set for an attached link.
+    pub fn origin(&self) -> Option<LinkOrigin> {
+        match &self.role {
+            LinkRole::Subscription(_) => None,
+            LinkRole::Attached { name, spec, .. } => Some(LinkOrigin {
+                link: name.clone(),
+                topic: spec.topic.clone(),
+                label: spec.label.clone(),
+            }),
+        }
+    }
+
+    /// Marks a message read through an attached link with where it came from (see
+    /// `record.rs`); a subscription's messages are marked by their queue's name already.
+    pub fn mark_origin(&self, message: &mut Message) {
+        if let Some(origin) = self.origin() {
+            use crate::record::{LINK, LINK_LABEL, LINK_TOPIC};
+            message.headers.insert(LINK.into(), origin.link.to_string());
+            message
+                .headers
+                .insert(LINK_TOPIC.into(), origin.topic.to_string());
+            message.headers.insert(LINK_LABEL.into(), origin.label);
+        }
+    }
+
+    /// The seqs of the references issued and not settled.
+    pub fn pending_seqs(&self) -> Vec<Seq> {
+        let mut seqs: Vec<Seq> = self.lock().positions.keys().copied().collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
+    /// References issued and not settled.
+    pub fn pending(&self) -> u64 {
+        self.lock().positions.len() as u64
+    }
+
+    pub(super) fn queue(&self) -> Option<Arc<Queue>> {
         self.queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -207,7 +320,12 @@ impl Link {
         let state = self.lock();
         let p = partition as usize;
         let cursor = state.cursors.get(p)?.durable;
-        Some(state.pending[p].first().map_or(cursor, |o| o.min(cursor)))
+        let pending = state.pending[p].first();
+        if self.is_detached() {
+            // Fed nothing more: only what it referenced is pinned.
+            return pending;
+        }
+        Some(pending.map_or(cursor, |o| o.min(cursor)))
     }
 
     /// Messages of `partition` the subscription has not considered yet.
@@ -225,22 +343,34 @@ impl Link {
     /// the subscription's default TTL applied.
     fn references(
         &self,
+        queue: &Queue,
         partition: u32,
         base: u64,
         messages: &[Message],
     ) -> Vec<(Message, TopicRef)> {
+        // The queue's settings now: an attached queue's may change while it is attached.
+        let default_ttl = queue.spec().default_ttl;
+        let delay = match &self.role {
+            LinkRole::Attached { spec, .. } => millis(spec.delay),
+            LinkRole::Subscription(_) => 0,
+        };
         messages
             .iter()
             .enumerate()
-            .filter(|(_, m)| self.spec.filter.matches(&m.headers))
+            .filter(|(_, m)| self.filter.matches(m))
             .map(|(i, m)| {
                 let mut m = m.clone();
                 if m.expires_at.is_none()
-                    && let Some(ttl) = self.spec.delivery.default_ttl
+                    && let Some(ttl) = default_ttl
                 {
                     m.expires_at = Some(m.published_at.saturating_add(millis(ttl)));
                 }
+                if delay > 0 {
+                    let at = m.published_at.saturating_add(delay);
+                    m.deliver_at = Some(m.deliver_at.map_or(at, |d| d.max(at)));
+                }
                 let at = TopicRef {
+                    link: self.id,
                     partition,
                     offset: base + i as u64,
                     size: super::queue::message_size(&m),
@@ -263,6 +393,10 @@ impl Link {
             return;
         };
         let mut state = self.lock();
+        // Under the lock, which `detach` sets the flag under: nothing is issued after.
+        if self.is_detached() {
+            return;
+        }
         state.grow(partition as usize + 1);
         if state.cursors[partition as usize].issued != base {
             // Behind (catch-up will come here) or already past it.
@@ -270,7 +404,7 @@ impl Link {
         }
         let end = base + messages.len() as u64;
         state.cursors[partition as usize].issued = end;
-        let refs = self.references(partition, base, messages);
+        let refs = self.references(&queue, partition, base, messages);
         self.issue(
             &mut state,
             &queue,
@@ -309,6 +443,7 @@ impl Link {
             countdown.hold();
         }
         queue.store_refs(
+            self,
             refs,
             Box::new(move |ok| {
                 // A refused append completes inline, with the link's lock held by the
@@ -340,6 +475,9 @@ impl Link {
         for partition in &shape.partitions {
             let p = partition.index;
             let mut state = self.lock();
+            if self.is_detached() {
+                return Ok(true);
+            }
             state.grow(p as usize + 1);
             let from = state.cursors[p as usize]
                 .issued
@@ -362,7 +500,7 @@ impl Link {
                 continue;
             };
             let messages: Vec<Message> = records.into_iter().map(|r| r.message).collect();
-            let refs = self.references(p, from, &messages);
+            let refs = self.references(&queue, p, from, &messages);
             state.cursors[p as usize].issued = last + 1;
             self.issue(&mut state, &queue, p, last + 1, refs, None);
             done &= last + 1 >= end;
@@ -371,11 +509,11 @@ impl Link {
     }
 
     /// The durable cursors, for the metadata store.
-    fn durable_cursors(&self) -> Vec<u64> {
+    pub(super) fn durable_cursors(&self) -> Vec<u64> {
         self.lock().cursors.iter().map(|c| c.durable).collect()
     }
 
-    fn set_cursors(&self, cursors: &[u64]) {
+    pub(super) fn set_cursors(&self, cursors: &[u64]) {
         let mut state = self.lock();
         state.grow(cursors.len());
         for (c, &at) in state.cursors.iter_mut().zip(cursors) {
@@ -390,6 +528,7 @@ impl Queue {
     /// order); `done(ok)` runs after. A failed append poisons the subscription.
     pub fn store_refs(
         self: &Arc<Self>,
+        link: &Arc<Link>,
         refs: Vec<(Message, TopicRef)>,
         done: Box<dyn FnOnce(bool) + Send>,
     ) {
@@ -399,6 +538,7 @@ impl Queue {
             .map(|(m, at)| subscription::ref_record(m, *at))
             .collect();
         let queue = Arc::clone(self);
+        let link = Arc::clone(link);
         let clock = queue.clock.clone();
         self.messages.append_then(
             records,
@@ -410,9 +550,7 @@ impl Queue {
                         for (i, (message, at)) in refs.iter().enumerate() {
                             let seq = appended.base_offset + i as u64;
                             let tracked = queue.tracked_sized(seq, message, at.size);
-                            if let Some(link) = queue.source.get() {
-                                link.referenced(seq, *at);
-                            }
+                            link.referenced(seq, *at);
                             inner.state.track(tracked, now_ms);
                         }
                         let end = appended.base_offset + refs.len() as u64;
@@ -465,12 +603,14 @@ impl Broker {
         self.create_queue_with(name, spec.delivery.clone(), extra)
             .await?;
         let queue = self.queue(name)?;
-        let link = Arc::new(Link {
-            topic: Arc::clone(&topic),
-            queue: Mutex::new(Arc::downgrade(&queue)),
-            state: Mutex::new(LinkState::default()),
-            spec: spec.clone(),
-        });
+        let link = Arc::new(Link::new(
+            0,
+            name.to_owned(),
+            LinkRole::Subscription(spec.clone()),
+            Arc::clone(&topic),
+            Arc::new(spec.filter.clone()),
+            &queue,
+        ));
         link.set_cursors(&start);
         queue.attach(Arc::clone(&link));
         topic.subscribe(Arc::clone(&link));
@@ -501,12 +641,15 @@ pub(super) fn link_subscriptions(
         let topic = topics
             .get(&spec.topic)
             .ok_or_else(|| bad(format!("its topic {} does not exist", spec.topic)))?;
-        let link = Arc::new(Link {
-            topic: Arc::clone(topic),
-            queue: Mutex::new(Arc::downgrade(queue)),
-            state: Mutex::new(LinkState::default()),
-            spec,
-        });
+        let filter = Arc::new(spec.filter.clone());
+        let link = Arc::new(Link::new(
+            0,
+            name.to_string(),
+            LinkRole::Subscription(spec),
+            Arc::clone(topic),
+            filter,
+            queue,
+        ));
         if let Some(cursors) = meta.get(&format!("{CURSOR_PREFIX}{name}")) {
             link.set_cursors(&decode_cursors(&cursors));
         }
@@ -521,35 +664,35 @@ pub(super) fn link_subscriptions(
 }
 
 impl Broker {
-    /// Every subscription's link.
-    fn links(&self) -> Vec<Arc<Link>> {
-        self.queue_list()
-            .iter()
-            .filter_map(|q| q.source.get().cloned())
-            .collect()
-    }
-
-    /// Housekeeping for subscriptions: catch up, then save the durable cursors (before the
+    /// Housekeeping for subscriptions and attached links: catch up, forget the detached
+    /// links with nothing left pending, then save the durable cursors (before the
     /// references below them may be deleted by retention).
     pub(super) fn maintain_subscriptions(&self) -> Result<()> {
-        let links = self.links();
-        for link in &links {
-            link.catch_up()?;
+        let queues: Vec<Arc<Queue>> = self
+            .queue_list()
+            .into_iter()
+            .filter(|q| q.has_links())
+            .collect();
+        for queue in &queues {
+            for link in queue.links() {
+                link.catch_up()?;
+            }
         }
+        self.forget_detached_links(&queues)?;
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let mut batch = ferry_storage::MetaBatch::new();
         let mut covered = Vec::new();
-        for link in &links {
-            if let Some(queue) = link.queue() {
-                // `stored_end` first: every reference below it has moved the cursors
-                // already (see `store_refs`), so the cursors read next cover them all.
-                let stored_end = queue.lock().stored_end;
+        for queue in queues {
+            // `stored_end` first: every reference below it has moved its link's cursors
+            // already (see `store_refs`), so the cursors read next cover them all.
+            let stored_end = queue.lock().stored_end;
+            for link in queue.links() {
                 batch.put(
-                    format!("{CURSOR_PREFIX}{}", queue.name),
+                    format!("{CURSOR_PREFIX}{}", link.key),
                     encode_cursors(&link.durable_cursors()),
                 );
-                covered.push((queue, stored_end));
             }
+            covered.push((queue, stored_end));
         }
         if !batch.is_empty() {
             meta.commit(batch)?;
@@ -578,9 +721,14 @@ impl Broker {
             .iter()
             .map(|p| link.behind(p.index, p.log.end_offset()))
             .sum();
+        let LinkRole::Subscription(spec) = &link.role else {
+            return Err(BrokerError::NotASubscription {
+                queue: queue.name.clone(),
+            });
+        };
         Ok(SubscriptionInfo {
             queue: self.describe_queue(name)?,
-            spec: link.spec.clone(),
+            spec: spec.clone(),
             not_yet_considered,
             skipped: link.skipped(),
         })
@@ -614,11 +762,11 @@ fn records_missing(offsets: &[u64], held: impl Fn(u64) -> bool) -> bool {
     offsets.iter().any(|&o| !held(o))
 }
 
-fn encode_cursors(cursors: &[u64]) -> Vec<u8> {
+pub(super) fn encode_cursors(cursors: &[u64]) -> Vec<u8> {
     cursors.iter().flat_map(|c| c.to_le_bytes()).collect()
 }
 
-fn decode_cursors(bytes: &[u8]) -> Vec<u64> {
+pub(super) fn decode_cursors(bytes: &[u8]) -> Vec<u64> {
     bytes
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))

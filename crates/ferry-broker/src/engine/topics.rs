@@ -133,13 +133,21 @@ impl Broker {
 
     /// Deletes a topic and all its records.
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
-        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let topic = self.topic(name)?;
+        let refuse = |link: &Arc<super::subscriptions::Link>| BrokerError::TopicHasSubscriptions {
+            topic: topic.name.clone(),
+            subscription: link.name(),
+        };
+        if let Some(link) = topic.fanout.links().iter().find(|l| !l.is_detached()) {
+            return Err(refuse(link));
+        }
+        // Detached links may still reference its records: copied out first (see
+        // `engine/links.rs`).
+        self.copy_out_references(&topic).await?;
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        // Attached meanwhile.
         if let Some(link) = topic.fanout.links().first() {
-            return Err(BrokerError::TopicHasSubscriptions {
-                topic: topic.name.clone(),
-                subscription: link.name(),
-            });
+            return Err(refuse(link));
         }
         // Metadata first: a crash before the files are gone leaves a directory that is not
         // a topic, which create_topic clears.

@@ -179,14 +179,18 @@ impl Broker {
                 batch.delete(key);
             }
         }
+        // Its attached links go with it, references and pins included.
+        for key in Self::attached_link_keys(&meta, &queue.name) {
+            batch.delete(key);
+        }
         meta.commit(batch)?;
         self.inner
             .queues
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&queue.name);
-        if let Some(link) = queue.source.get() {
-            link.topic.fanout.remove(link);
+        for link in queue.links() {
+            link.topic.fanout.remove(&link);
         }
         let dir = Queue::dir(&self.inner.dir, &queue.name);
         drop(queue);

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use ferry_storage::{Clock, Log, LogConfig, NewRecord, Record};
 use tokio::sync::{Notify, oneshot};
 
+use crate::engine::subscriptions::Link;
 use crate::error::{BrokerError, Result};
 use crate::message::Message;
 use crate::message_id::MessageId;
@@ -70,7 +71,10 @@ pub(crate) struct Queue {
     /// Set for a temporary queue (see `engine/queue/temporary.rs`).
     pub temporary: Option<temporary::Temporary>,
     /// Set for a subscription: its topic, filter and cursors (see `engine/subscriptions.rs`).
-    pub source: OnceLock<Arc<crate::engine::subscriptions::Link>>,
+    pub source: OnceLock<Arc<Link>>,
+    /// The links that attach this queue to topics (see `engine/links.rs`), by id; detached
+    /// ones stay until their references are settled.
+    pub attached: RwLock<Vec<Arc<Link>>>,
     /// For a subscription, the references whose topic positions the saved cursors cover:
     /// message-log retention keeps everything from here on, so that a restart, which
     /// resumes after the highest reference on disk or the saved cursor, never references
@@ -209,6 +213,7 @@ impl Queue {
             poisoned: Arc::new(OnceLock::new()),
             temporary: None,
             source: OnceLock::new(),
+            attached: RwLock::new(Vec::new()),
             retention_cap: std::sync::atomic::AtomicU64::new(0),
             clock: broker.clock.clone(),
             #[cfg(test)]
@@ -263,31 +268,86 @@ impl Queue {
     }
 
     /// Ties this queue to its topic as a subscription; before recovery on open.
-    pub fn attach(&self, link: Arc<crate::engine::subscriptions::Link>) {
+    pub fn attach(&self, link: Arc<Link>) {
         let _ = self.source.set(link);
     }
 
-    /// The message in a record of this queue's log, and the topic position it stands for
-    /// when it is a subscription's reference (whose message then has no payload or
-    /// headers: [`read`](Self::read) fetches them from the topic).
-    pub fn decode(&self, mut record: Record) -> Result<(Message, Option<TopicRef>)> {
-        let at = match self.source.get() {
-            Some(_) => split_ref(&mut record)?,
-            None => None,
+    /// Adds an attached link (see `engine/links.rs`).
+    pub fn add_link(&self, link: Arc<Link>) {
+        self.attached
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(link);
+    }
+
+    /// Drops an attached link that has nothing pending.
+    pub fn remove_link(&self, link: &Arc<Link>) {
+        self.attached
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|l| !Arc::ptr_eq(l, link));
+    }
+
+    /// The subscription's own link, then the attached ones.
+    pub fn links(&self) -> Vec<Arc<Link>> {
+        let attached = self.attached.read().unwrap_or_else(|e| e.into_inner());
+        self.source
+            .get()
+            .into_iter()
+            .chain(attached.iter())
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the queue holds references: it is a subscription or attached to a topic.
+    pub fn has_links(&self) -> bool {
+        self.source.get().is_some()
+            || !self
+                .attached
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+    }
+
+    /// The link a reference came through.
+    pub fn link_of(&self, at: TopicRef) -> Result<Arc<Link>> {
+        let found = if at.link == 0 {
+            self.source.get().cloned()
+        } else {
+            let attached = self.attached.read().unwrap_or_else(|e| e.into_inner());
+            attached.iter().find(|l| l.id == at.link).cloned()
         };
+        found.ok_or_else(|| BrokerError::MalformedRecord {
+            offset: at.offset,
+            problem: format!(
+                "queue {} holds a reference through link {}, which it does not have",
+                self.name, at.link
+            ),
+        })
+    }
+
+    /// The message in a record of this queue's log, and the topic position it stands for
+    /// when it is a reference (whose message then has no payload or headers:
+    /// [`read`](Self::read) fetches them from the topic). Any queue may hold references,
+    /// settled ones of links it no longer has included; a producer cannot forge one, the
+    /// header being reserved.
+    pub fn decode(&self, mut record: Record) -> Result<(Message, Option<TopicRef>)> {
+        let at = split_ref(&mut record)?;
         Ok((Message::from_record(record)?, at))
     }
 
     /// The full message of a decoded record: a reference is read from its topic.
     fn resolve(&self, (message, at): (Message, Option<TopicRef>)) -> Result<Message> {
-        match (at, self.source.get()) {
-            (Some(at), Some(link)) => {
+        match at {
+            Some(at) => {
+                let link = self.link_of(at)?;
                 let mut full = link.deref(at)?;
-                // The reference's times are the subscription's (its default TTL).
+                // The reference's times are the queue's (its default TTL).
                 full.expires_at = message.expires_at;
+                link.mark_origin(&mut full);
                 Ok(full)
             }
-            _ => Ok(message),
+            None => Ok(message),
         }
     }
 
@@ -408,13 +468,18 @@ impl Queue {
                 settled.push(seq);
             }
         }
-        let link = self.source.get().filter(|_| !settled.is_empty()).cloned();
+        // Each link forgets the settled seqs it referenced and ignores the others.
+        let links = if settled.is_empty() {
+            Vec::new()
+        } else {
+            self.links()
+        };
         let (tx, rx) = oneshot::channel();
         let poisoned = Arc::clone(&self.poisoned);
         let done = move |result: ferry_storage::Result<ferry_storage::Appended>| {
             match &result {
                 Ok(_) => {
-                    if let Some(link) = link {
+                    for link in links {
                         link.settled_many(&settled);
                     }
                 }
@@ -474,7 +539,7 @@ impl Queue {
                 if wanted.binary_search(&record.offset).is_ok() {
                     let offset = record.offset;
                     match self.decode(record)? {
-                        (message, Some(at)) if self.source.get().is_some() => {
+                        (message, Some(at)) => {
                             refs.push((offset, message, at));
                         }
                         decoded => {
@@ -492,14 +557,19 @@ impl Queue {
                 return Err(missing_record(missing));
             }
         }
-        if let Some(link) = self.source.get()
-            && !refs.is_empty()
-        {
+        // Per link (per topic), one read per partition.
+        let mut by_link: HashMap<u32, Vec<(Seq, Message, TopicRef)>> = HashMap::new();
+        for r in refs {
+            by_link.entry(r.2.link).or_default().push(r);
+        }
+        for (_, refs) in by_link {
+            let link = self.link_of(refs[0].2)?;
             let positions: Vec<TopicRef> = refs.iter().map(|r| r.2).collect();
             let fulls = link.deref_many(&positions)?;
             for ((seq, message, _), mut full) in refs.into_iter().zip(fulls) {
-                // The reference's times are the subscription's (its default TTL).
+                // The reference's times are the queue's (its default TTL).
                 full.expires_at = message.expires_at;
+                link.mark_origin(&mut full);
                 found.insert(seq, full);
             }
         }

@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::queue::journal::JournalEvent;
 use crate::queue::state::Seq;
 
-pub(super) const SKIPS_PREFIX: &str = "subscription-skips/";
+pub(in crate::engine) const SKIPS_PREFIX: &str = "subscription-skips/";
 /// Ranges kept per subscription: past this the two oldest of a partition merge, so what
 /// was lost stays counted while the list stays small.
 const MAX_RANGES: usize = 256;
@@ -130,7 +130,7 @@ impl Link {
         self.lock().skipped.clone()
     }
 
-    pub(super) fn set_skipped(&self, ranges: Vec<SkippedRange>) {
+    pub(in crate::engine) fn set_skipped(&self, ranges: Vec<SkippedRange>) {
         self.lock().skipped = ranges;
     }
 }
@@ -199,17 +199,18 @@ impl Broker {
                     "topic retention deleted records the subscription had not settled"
                 );
                 link.lock().record_skip(range);
-                changed.push((Arc::clone(link), queue.name.clone()));
+                changed.push(Arc::clone(link));
             }
         }
         if !changed.is_empty() {
             // On disk before the records go: a crash after this reports the loss.
             let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
             let mut batch = ferry_storage::MetaBatch::new();
-            for (link, name) in &changed {
-                batch.put(format!("{SKIPS_PREFIX}{name}"), encode(&link.skipped()));
+            for link in &changed {
+                let key = &link.key;
+                batch.put(format!("{SKIPS_PREFIX}{key}"), encode(&link.skipped()));
                 batch.put(
-                    format!("{}{name}", super::CURSOR_PREFIX),
+                    format!("{}{key}", super::CURSOR_PREFIX),
                     super::encode_cursors(&link.durable_cursors()),
                 );
             }
@@ -231,7 +232,7 @@ pub(super) fn encode(ranges: &[SkippedRange]) -> Vec<u8> {
         .collect()
 }
 
-pub(super) fn decode(bytes: &[u8]) -> Vec<SkippedRange> {
+pub(in crate::engine) fn decode(bytes: &[u8]) -> Vec<SkippedRange> {
     bytes
         .chunks_exact(40)
         .map(|c| {
