@@ -17,15 +17,23 @@
 //! [`ErrorKind`](ferry_broker::ErrorKind) to Kafka's codes in one match; and `appends.rs`
 //! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
+//! **Security.** `auth/` holds the SASL users (Ferry's API tokens: PLAIN, SCRAM-SHA-256/512)
+//! and the listener's [`Security`]; `api/sasl.rs` runs SaslHandshake and SaslAuthenticate;
+//! `authz.rs` maps each API onto the user's permissions (`ferry-access`); TLS is rustls
+//! with the server configuration Ferry's other listeners use.
+//!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
-//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets.
+//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets,
+//! SaslHandshake, SaslAuthenticate.
 //! **Not done yet:** consumer groups and committed offsets, transactions, idempotent
-//! producer ids (InitProducerId), CreatePartitions, configs, SASL and TLS. A request for an
+//! producer ids (InitProducerId), CreatePartitions, configs. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
 
 mod api;
 mod appends;
+pub mod auth;
+mod authz;
 mod connection;
 pub mod errors;
 mod framing;
@@ -41,6 +49,7 @@ use std::sync::Arc;
 use ferry_broker::Broker;
 use tokio::net::TcpListener;
 
+pub use auth::{Security, SecurityError, User, Users, token_hash};
 pub use framing::FrameError;
 
 /// Where `ferry serve` listens for Kafka clients unless told otherwise: Kafka's own port.
@@ -100,6 +109,8 @@ pub struct KafkaConfig {
     pub auto_create_topics: bool,
     /// The largest request frame taken; a larger one closes the connection.
     pub max_frame_bytes: usize,
+    /// SASL users and TLS; open (Kafka's PLAINTEXT) by default.
+    pub security: Security,
 }
 
 impl Default for KafkaConfig {
@@ -110,6 +121,7 @@ impl Default for KafkaConfig {
             auto_create_topics: true,
             // Kafka's socket.request.max.bytes.
             max_frame_bytes: 100 * 1024 * 1024,
+            security: Security::default(),
         }
     }
 }
