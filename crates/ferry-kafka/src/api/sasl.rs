@@ -172,7 +172,9 @@ pub fn authenticate(
         Session::Chosen { .. } | Session::Scram { .. } => {
             match step(users, session, &request.auth_bytes) {
                 Ok(reply) => (
+                    // The codec's default message is "", Kafka's is null on success.
                     response
+                        .with_error_message(None)
                         .with_auth_bytes(reply.into())
                         .with_session_lifetime_ms(0),
                     After::Continue,
