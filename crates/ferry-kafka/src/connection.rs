@@ -34,6 +34,12 @@ use crate::{api, guard, versions};
 /// on Ferry's other TLS listeners).
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connection whose authentication failed stays open before it is closed:
+/// Kafka's `connection.failed.authentication.delay.ms` default. The client reads the
+/// failure's answer before the close (a client that handles the close first reports a
+/// lost connection, not the reason), and a client retrying at once is slowed down.
+pub const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
 /// This node as Metadata describes it.
 pub struct Node {
     pub host: String,
@@ -188,7 +194,13 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
                 && let Some(users) = users
             {
                 // SaslHandshake v0: the frame is a bare SASL token, answered by one.
-                let reply = sasl::step(users, &mut session, &frame).map_err(ConnectionError::Sasl)?;
+                let reply = match sasl::step(users, &mut session, &frame) {
+                    Ok(reply) => reply,
+                    Err(reason) => {
+                        tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                        return Err(ConnectionError::Sasl(reason));
+                    }
+                };
                 writer.write_all(&framed(&reply)).await?;
                 writer.flush().await?;
                 continue;
@@ -201,11 +213,15 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
                     version,
                 });
             }
-            if matches!(request.api, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
+            if matches!(
+                request.api,
+                ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+            ) {
                 let (answer, after) = sasl::answer(users, &mut session, &mut request)?;
                 writer.write_all(&framed(&answer)).await?;
                 writer.flush().await?;
                 if after == After::Close {
+                    tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
                     return Err(ConnectionError::Sasl(format!(
                         "{:?} answered with an error",
                         request.api

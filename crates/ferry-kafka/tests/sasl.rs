@@ -122,8 +122,7 @@ impl Conn {
     async fn closed(&mut self) -> bool {
         let mut byte = [0u8; 1];
         matches!(
-            tokio::time::timeout(std::time::Duration::from_secs(2), self.io.read(&mut byte))
-                .await,
+            tokio::time::timeout(std::time::Duration::from_secs(2), self.io.read(&mut byte)).await,
             Ok(Ok(0)) | Ok(Err(_))
         )
     }
@@ -138,7 +137,10 @@ impl Conn {
             )
             .await;
         assert_eq!(handshake.error_code, 0);
-        assert_eq!(handshake.mechanisms, vec![StrBytes::from_static_str("PLAIN")]);
+        assert_eq!(
+            handshake.mechanisms,
+            vec![StrBytes::from_static_str("PLAIN")]
+        );
         let answer = self
             .call(
                 &SaslAuthenticateRequest::default()
@@ -147,9 +149,15 @@ impl Conn {
             )
             .await;
         if answer.error_code == 0 {
-            assert_eq!(answer.session_lifetime_ms, 0, "no re-authentication asked for");
+            assert_eq!(
+                answer.session_lifetime_ms, 0,
+                "no re-authentication asked for"
+            );
         }
-        (answer.error_code, answer.error_message.map(|m| m.to_string()))
+        (
+            answer.error_code,
+            answer.error_message.map(|m| m.to_string()),
+        )
     }
 }
 
@@ -220,16 +228,18 @@ async fn an_authenticated_user_gets_its_topics_and_topic_authorization_failed_fo
     // CreateTopics: admin on orders.# only.
     let created = conn
         .call(
-            &CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(name("orders.eu"))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1),
-                CreatableTopic::default()
-                    .with_name(name("payments.eu"))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1),
-            ]),
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![
+                    CreatableTopic::default()
+                        .with_name(name("orders.eu"))
+                        .with_num_partitions(1)
+                        .with_replication_factor(1),
+                    CreatableTopic::default()
+                        .with_name(name("payments.eu"))
+                        .with_num_partitions(1)
+                        .with_replication_factor(1),
+                ]),
             4,
         )
         .await;
@@ -266,11 +276,13 @@ async fn an_authenticated_user_gets_its_topics_and_topic_authorization_failed_fo
                     ["orders.eu", "payments"]
                         .iter()
                         .map(|t| {
-                            FetchTopic::default().with_topic(name(t)).with_partitions(vec![
-                                FetchPartition::default()
-                                    .with_partition(0)
-                                    .with_partition_max_bytes(1 << 20),
-                            ])
+                            FetchTopic::default()
+                                .with_topic(name(t))
+                                .with_partitions(vec![
+                                    FetchPartition::default()
+                                        .with_partition(0)
+                                        .with_partition_max_bytes(1 << 20),
+                                ])
                         })
                         .collect(),
                 ),
@@ -318,7 +330,10 @@ async fn an_authenticated_user_gets_its_topics_and_topic_authorization_failed_fo
         .collect();
     assert!(codes.contains(&("payments".into(), 29)), "{codes:?}");
     assert!(codes.contains(&("orders.new".into(), 0)), "{codes:?}");
-    assert!(server.broker.describe_topic("orders.new").is_ok(), "admin may auto-create");
+    assert!(
+        server.broker.describe_topic("orders.new").is_ok(),
+        "admin may auto-create"
+    );
     assert!(!conn.closed().await, "refusals keep the connection open");
 }
 
@@ -360,11 +375,24 @@ async fn a_request_before_authentication_closes_the_connection_but_api_versions_
     let mut conn = Conn::tcp(server.addr).await;
     let versions = conn.call(&ApiVersionsRequest::default(), 3).await;
     assert_eq!(versions.error_code, 0);
-    assert!(versions.api_keys.iter().any(|k| k.api_key == 17 && k.max_version == 1));
-    assert!(versions.api_keys.iter().any(|k| k.api_key == 36 && k.max_version == 2));
+    assert!(
+        versions
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == 17 && k.max_version == 1)
+    );
+    assert!(
+        versions
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == 36 && k.max_version == 2)
+    );
     conn.send(&MetadataRequest::default().with_topics(None), 12)
         .await;
-    assert!(conn.closed().await, "Metadata before SASL closes the connection");
+    assert!(
+        conn.closed().await,
+        "Metadata before SASL closes the connection"
+    );
 
     // SaslAuthenticate without a handshake: ILLEGAL_SASL_STATE, then closed.
     let mut conn = Conn::tcp(server.addr).await;
@@ -408,7 +436,11 @@ async fn a_v0_handshake_takes_the_token_as_a_bare_frame() {
     assert_eq!(handshake.error_code, 0);
     conn.send_frame(format!("\0orders-service\0{TOKEN}").as_bytes())
         .await;
-    assert_eq!(conn.read_frame().await.unwrap().len(), 0, "PLAIN's empty reply");
+    assert_eq!(
+        conn.read_frame().await.unwrap().len(),
+        0,
+        "PLAIN's empty reply"
+    );
     let answer = conn
         .call(&MetadataRequest::default().with_topics(None), 12)
         .await;
@@ -471,9 +503,7 @@ fn tls_pair() -> (Arc<rustls::ServerConfig>, tokio_rustls::TlsConnector) {
         .with_single_cert(certs, key)
         .unwrap();
     let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(pki.ca_der.clone()))
-        .unwrap();
+    roots.add(CertificateDer::from(pki.ca_der.clone())).unwrap();
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

@@ -130,8 +130,8 @@ pub fn handshake(
                 }
                 None => {
                     tracing::info!(mechanism = asked, "kafka: SASL mechanism not offered");
-                    let refused = response
-                        .with_error_code(ResponseError::UnsupportedSaslMechanism.code());
+                    let refused =
+                        response.with_error_code(ResponseError::UnsupportedSaslMechanism.code());
                     (refused, After::Close)
                 }
             }

@@ -261,8 +261,11 @@ mod tests {
 
     #[test]
     fn plain_needs_the_name_and_the_token_of_one_user() {
-        let users = Users::new(vec![user("orders", "tok-1", false), user("audit", "tok-2", false)])
-            .unwrap();
+        let users = Users::new(vec![
+            user("orders", "tok-1", false),
+            user("audit", "tok-2", false),
+        ])
+        .unwrap();
         assert_eq!(users.check_plain("orders", "tok-1").unwrap().name, "orders");
         assert!(users.check_plain("orders", "tok-2").is_none());
         assert!(users.check_plain("nobody", "tok-1").is_none());
@@ -271,8 +274,11 @@ mod tests {
 
     #[test]
     fn scram_is_offered_only_for_tokens_whose_secret_is_given_and_matches() {
-        let users = Users::new(vec![user("orders", "tok-1", true), user("audit", "tok-2", false)])
-            .unwrap();
+        let users = Users::new(vec![
+            user("orders", "tok-1", true),
+            user("audit", "tok-2", false),
+        ])
+        .unwrap();
         assert_eq!(
             users.mechanisms(),
             vec!["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]

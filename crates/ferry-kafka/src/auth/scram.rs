@@ -195,7 +195,9 @@ fn sasl_name(escaped: &str) -> Result<String, ScramError> {
 fn attribute<'a>(part: Option<&'a str>, key: char) -> Result<&'a str, ScramError> {
     part.and_then(|p| p.strip_prefix(key))
         .and_then(|p| p.strip_prefix('='))
-        .ok_or(ScramError::Malformed("an attribute is missing or out of order"))
+        .ok_or(ScramError::Malformed(
+            "an attribute is missing or out of order",
+        ))
 }
 
 /// The client-first message: its user, its nonce, its gs2 header and the bare message.
@@ -207,20 +209,21 @@ pub struct ClientFirst {
 }
 
 pub fn parse_client_first(message: &[u8]) -> Result<ClientFirst, ScramError> {
-    let text =
-        std::str::from_utf8(message).map_err(|_| ScramError::Malformed("not UTF-8"))?;
+    let text = std::str::from_utf8(message).map_err(|_| ScramError::Malformed("not UTF-8"))?;
     let mut parts = text.splitn(3, ',');
     let cbind = parts.next().unwrap_or_default();
-    let authzid = parts
-        .next()
-        .ok_or(ScramError::Malformed("no gs2 header"))?;
-    let bare = parts
-        .next()
-        .ok_or(ScramError::Malformed("no client-first message after the gs2 header"))?;
+    let authzid = parts.next().ok_or(ScramError::Malformed("no gs2 header"))?;
+    let bare = parts.next().ok_or(ScramError::Malformed(
+        "no client-first message after the gs2 header",
+    ))?;
     match cbind {
         "n" | "y" => {}
         p if p.starts_with("p=") => return Err(ScramError::ChannelBinding),
-        _ => return Err(ScramError::Malformed("the gs2 header starts with n, y or p=")),
+        _ => {
+            return Err(ScramError::Malformed(
+                "the gs2 header starts with n, y or p=",
+            ));
+        }
     }
     let mut fields = bare.split(',');
     let first = fields.next();
@@ -229,18 +232,20 @@ pub fn parse_client_first(message: &[u8]) -> Result<ClientFirst, ScramError> {
     }
     let user = sasl_name(attribute(first, 'n')?)?;
     let nonce = attribute(fields.next(), 'r')?;
-    if nonce.is_empty() || !nonce.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',') {
+    if nonce.is_empty()
+        || !nonce
+            .bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) && b != b',')
+    {
         return Err(ScramError::Malformed("the nonce is not printable ASCII"));
     }
     if fields.next().is_some() {
         return Err(ScramError::Extensions);
     }
     if !authzid.is_empty() {
-        let named = sasl_name(
-            authzid
-                .strip_prefix("a=")
-                .ok_or(ScramError::Malformed("the gs2 header's identity is not a=…"))?,
-        )?;
+        let named = sasl_name(authzid.strip_prefix("a=").ok_or(ScramError::Malformed(
+            "the gs2 header's identity is not a=…",
+        ))?)?;
         if named != user {
             return Err(ScramError::AuthorizationIdentity);
         }
@@ -296,8 +301,7 @@ impl Exchange {
             gs2_header,
             nonce,
         } = self;
-        let text =
-            std::str::from_utf8(message).map_err(|_| ScramError::Malformed("not UTF-8"))?;
+        let text = std::str::from_utf8(message).map_err(|_| ScramError::Malformed("not UTF-8"))?;
         let (without_proof, proof) = text
             .rsplit_once(",p=")
             .ok_or(ScramError::Malformed("no proof (p=)"))?;
@@ -389,7 +393,11 @@ mod tests {
         let without_proof = format!("c=biws,r={nonce}");
         let auth = format!("{client_first_bare},{server_first},{without_proof}");
         let signature = hash.hmac(&stored_key, auth.as_bytes());
-        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
         format!("{without_proof},p={}", BASE64.encode(proof))
     }
 
@@ -420,7 +428,10 @@ mod tests {
             )
             .unwrap();
         assert_eq!(user, "user");
-        assert_eq!(server_final, "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=");
+        assert_eq!(
+            server_final,
+            "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+        );
     }
 
     /// RFC 5802 section 5's salt and client nonce, with SHA-512 and a client computing its
@@ -456,7 +467,10 @@ mod tests {
     #[test]
     fn client_first_messages_outside_what_kafka_sends_are_refused() {
         let refused = |m: &str| parse_client_first(m.as_bytes()).err();
-        assert_eq!(refused("p=tls-unique,,n=u,r=abc"), Some(ScramError::ChannelBinding));
+        assert_eq!(
+            refused("p=tls-unique,,n=u,r=abc"),
+            Some(ScramError::ChannelBinding)
+        );
         assert_eq!(
             refused("n,,n=u,r=abc,tokenauth=true"),
             Some(ScramError::Extensions)
@@ -466,8 +480,14 @@ mod tests {
             refused("n,a=other,n=u,r=abc"),
             Some(ScramError::AuthorizationIdentity)
         );
-        assert!(matches!(refused("n,,r=abc,n=u"), Some(ScramError::Malformed(_))));
-        assert!(matches!(refused("n,,n=a=b,r=abc"), Some(ScramError::Malformed(_))));
+        assert!(matches!(
+            refused("n,,r=abc,n=u"),
+            Some(ScramError::Malformed(_))
+        ));
+        assert!(matches!(
+            refused("n,,n=a=b,r=abc"),
+            Some(ScramError::Malformed(_))
+        ));
         let escaped = parse_client_first(b"n,a=a=2Cb=3D,n=a=2Cb=3D,r=abc").unwrap();
         assert_eq!(escaped.user, "a,b=");
     }
