@@ -149,6 +149,11 @@ impl Kafka {
         }
     }
 
+    /// How the endpoint is secured.
+    pub fn security(&self) -> &Security {
+        &self.shared.config.security
+    }
+
     /// Serves on `listener` until `shutdown` completes; then stops accepting and ends the
     /// open connections (a fetch waiting in a long poll is cut short with them).
     pub async fn serve(

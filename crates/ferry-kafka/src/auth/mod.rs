@@ -156,6 +156,14 @@ impl Users {
         })
     }
 
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The mechanisms offered: PLAIN always, SCRAM when some user can use it.
     pub fn mechanisms(&self) -> Vec<&'static str> {
         let mut offered = vec![PLAIN];
