@@ -68,7 +68,11 @@ pub fn describe(effective: &Effective) -> String {
         e.kafka_max_frame_bytes.value.to_string(),
         e.kafka_max_frame_bytes.source,
     );
-    line("kafka.tls", e.kafka_tls.value.to_string(), e.kafka_tls.source);
+    line(
+        "kafka.tls",
+        e.kafka_tls.value.to_string(),
+        e.kafka_tls.source,
+    );
     line(
         "kafka.allow_plaintext_sasl",
         e.kafka_allow_plaintext_sasl.value.to_string(),

@@ -48,9 +48,8 @@ pub(super) fn kafka_users(
 fn scram_secret(token: &Token, env: Env) -> anyhow::Result<Option<String>> {
     let secret = match (&token.scram_secret_env, &token.scram_secret_file) {
         (None, None) => return Ok(None),
-        (Some(variable), None) => env(variable).with_context(|| {
-            format!("scram_secret_env names {variable:?}, which is not set")
-        })?,
+        (Some(variable), None) => env(variable)
+            .with_context(|| format!("scram_secret_env names {variable:?}, which is not set"))?,
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading scram_secret_file {}", path.display()))?;

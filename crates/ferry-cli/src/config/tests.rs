@@ -567,7 +567,10 @@ fn a_scram_secret_comes_from_the_environment_or_a_file_and_must_be_the_hashed_to
     )
     .unwrap();
     let users = e.kafka_users.unwrap();
-    assert_eq!(users.mechanisms(), vec!["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]);
+    assert_eq!(
+        users.mechanisms(),
+        vec!["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    );
 
     let wrong = resolve(
         parse_file(&file).unwrap(),
@@ -575,15 +578,29 @@ fn a_scram_secret_comes_from_the_environment_or_a_file_and_must_be_the_hashed_to
         &Flags::default(),
     )
     .unwrap_err();
-    assert!(format!("{wrong:#}").contains("is not the token"), "{wrong:#}");
+    assert!(
+        format!("{wrong:#}").contains("is not the token"),
+        "{wrong:#}"
+    );
     let unset = format!("{:#}", parse(&file).unwrap_err());
     assert!(unset.contains("ORDERS_TOKEN"), "{unset}");
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("token");
     std::fs::write(&path, "test\n").unwrap();
-    let from_file = with(&format!("scram_secret_file = {:?}", path.display().to_string()));
-    assert_eq!(parse(&from_file).unwrap().kafka_users.unwrap().mechanisms().len(), 3);
+    let from_file = with(&format!(
+        "scram_secret_file = {:?}",
+        path.display().to_string()
+    ));
+    assert_eq!(
+        parse(&from_file)
+            .unwrap()
+            .kafka_users
+            .unwrap()
+            .mechanisms()
+            .len(),
+        3
+    );
     let both = format!(
         "{}scram_secret_env = \"X\"\nscram_secret_file = {:?}\n",
         tokens(),
