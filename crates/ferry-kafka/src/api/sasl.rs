@@ -59,7 +59,7 @@ pub enum Session {
     /// tokens come as bare frames.
     Chosen { mechanism: Mechanism, raw: bool },
     /// SCRAM's server-first message was sent; the client-final one is awaited.
-    Scram { exchange: Exchange, raw: bool },
+    Scram { exchange: Box<Exchange>, raw: bool },
     /// Authenticated, or an endpoint without users.
     Authenticated(Access),
 }
@@ -238,7 +238,10 @@ pub fn step(users: &Users, session: &mut Session, token: &[u8]) -> Result<Vec<u8
                 || scram::decoy_salt(hash, users.decoy_secret(), &user),
                 users.random(),
             );
-            *session = Session::Scram { exchange, raw };
+            *session = Session::Scram {
+                exchange: Box::new(exchange),
+                raw,
+            };
             Ok(server_first.into_bytes())
         }
         Session::Scram { exchange, .. } => match exchange.finish(token) {

@@ -192,7 +192,7 @@ fn sasl_name(escaped: &str) -> Result<String, ScramError> {
 }
 
 /// The value of `key=value`.
-fn attribute<'a>(part: Option<&'a str>, key: char) -> Result<&'a str, ScramError> {
+fn attribute(part: Option<&str>, key: char) -> Result<&str, ScramError> {
     part.and_then(|p| p.strip_prefix(key))
         .and_then(|p| p.strip_prefix('='))
         .ok_or(ScramError::Malformed(
