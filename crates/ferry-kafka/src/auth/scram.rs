@@ -434,8 +434,9 @@ mod tests {
         );
     }
 
-    /// RFC 5802 section 5's salt and client nonce, with SHA-512 and a client computing its
-    /// own proof; the wrong password fails with the same error as an unknown user.
+    /// RFC 5802 section 5's client nonce with SHA-512 (no RFC gives a SHA-512 vector) and
+    /// a client computing its own proof; the wrong password fails with the same error as
+    /// an unknown user.
     #[test]
     fn sha_512_exchange_succeeds_with_the_password_and_fails_without() {
         let random = Fixed(vec![7; 64]);
