@@ -183,23 +183,26 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let kafka = if config.kafka_enabled.value {
         let listener = ferry_server::bind(config.kafka.value).await?;
+        let security = ferry_kafka::Security {
+            users: config.kafka_users.clone(),
+            // The config refuses kafka.tls = true without [tls].
+            tls: tls
+                .as_ref()
+                .filter(|_| config.kafka_tls.value)
+                .map(|tls| tls.server_config()),
+        };
         let kafka_config = ferry_kafka::KafkaConfig {
             advertised: config.kafka_advertised.value.clone(),
             default_partitions: config.kafka_default_partitions.value,
             auto_create_topics: config.kafka_auto_create_topics.value,
             max_frame_bytes: config.kafka_max_frame_bytes.value,
+            security,
         };
         Some((
             listener,
             ferry_kafka::Kafka::new(broker.clone(), kafka_config),
         ))
     } else {
-        if config.kafka_enabled.source == config::Source::Default {
-            println!(
-                "ferry: the Kafka endpoint is off: it has no SASL or TLS yet and [tls] or \
-                 [auth] is configured, so it would be open"
-            );
-        }
         None
     };
     let mut server = ferry_server::Server::new(broker)
@@ -273,20 +276,32 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
-    if let Some((listener, _)) = &kafka {
+    if let Some((listener, kafka)) = &kafka {
         let kafka_addr = listener
             .local_addr()
             .context("reading the Kafka listener's address")?;
-        // Open (no SASL yet), so one more reason to stay on loopback; the config refuses
-        // anything else.
-        loopback &= kafka_addr.ip().is_loopback();
+        let security = kafka.security();
+        let checked = match &security.users {
+            Some(users) => format!(
+                "{}: SASL {} required, {} user(s)",
+                security.protocol(),
+                users.mechanisms().join("/"),
+                users.len()
+            ),
+            None => {
+                // Open, so one more reason to stay on loopback; the config refuses
+                // anything else.
+                loopback &= kafka_addr.ip().is_loopback();
+                format!("{}: open, no SASL", security.protocol())
+            }
+        };
         let advertised = match &config.kafka_advertised.value {
             Some(advertised) => format!("advertised as {advertised}"),
             None => "advertised as itself".to_owned(),
         };
         println!(
-            "ferry: serving Kafka on {kafka_addr} ({advertised}; open: no SASL or TLS; \
-             auto-create {}, {} partition(s) by default)",
+            "ferry: serving Kafka on {kafka_addr} ({advertised}; {checked}; auto-create {}, \
+             {} partition(s) by default)",
             if config.kafka_auto_create_topics.value {
                 "on"
             } else {
@@ -294,6 +309,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             },
             config.kafka_default_partitions.value
         );
+        if security.users.is_some() && security.tls.is_none() && !kafka_addr.ip().is_loopback() {
+            // Asked for with kafka.allow_plaintext_sasl = true.
+            println!(
+                "ferry: note: Kafka SASL tokens cross the network in the clear (no TLS on \
+                 the Kafka listener)"
+            );
+        }
     }
     // With access keys the SQS endpoint is authenticated (said above) and left out of
     // `loopback`; what is open then is gRPC and HTTP.

@@ -72,43 +72,115 @@ fn serve_answers_kafka_over_the_same_topics() {
     assert!(status.success(), "{status:?}");
 }
 
+/// One connection's requests and answers, framed.
+struct Connection(TcpStream);
+
+impl Connection {
+    fn call(&mut self, body: &[u8]) -> Option<Vec<u8>> {
+        let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        self.0.write_all(&frame).ok()?;
+        let mut len = [0u8; 4];
+        self.0.read_exact(&mut len).ok()?;
+        let mut answer = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.0.read_exact(&mut answer).ok()?;
+        Some(answer)
+    }
+}
+
+/// SaslHandshake v1 for `mechanism`.
+fn handshake(correlation: i32, mechanism: &str) -> Vec<u8> {
+    let mut request = header(17, 1, correlation);
+    request.extend_from_slice(&(mechanism.len() as i16).to_be_bytes());
+    request.extend_from_slice(mechanism.as_bytes());
+    request
+}
+
+/// SaslAuthenticate v0 carrying `token`.
+fn authenticate(correlation: i32, token: &[u8]) -> Vec<u8> {
+    let mut request = header(36, 0, correlation);
+    request.extend_from_slice(&(token.len() as i32).to_be_bytes());
+    request.extend_from_slice(token);
+    request
+}
+
 #[test]
-fn without_authentication_to_offer_kafka_stays_off_beside_tokens_and_says_so() {
+fn beside_tokens_kafka_is_served_with_sasl_required() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("ferry.toml");
+    // The SHA-256 of "test"; the token itself reaches the server for SCRAM through the
+    // environment only.
     std::fs::write(
         &config,
-        "[[auth.tokens]]\nname = \"x\"\nsha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\npermissions = [\"admin:#\"]\n",
+        "[[auth.tokens]]\nname = \"orders\"\nsha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\npermissions = [\"admin:orders.#\", \"publish:orders.#\"]\nscram_secret_env = \"ORDERS_TOKEN\"\n",
     )
     .unwrap();
-    let check = support::config_check(&config).output().unwrap();
+    let check = support::config_check(&config)
+        .env("ORDERS_TOKEN", "test")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&check.stdout);
-    assert!(text.contains("kafka.enabled = false  (default)"), "{text}");
+    assert!(text.contains("kafka.enabled = true  (default)"), "{text}");
+    assert!(
+        text.contains("kafka.sasl = required: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+        "{text}"
+    );
 
-    let (mut child, lines) = support::spawn_serve(
+    let (mut child, lines) = support::spawn_serve_with(
         &dir.path().join("data"),
         &["--no-aws", "--config", config.to_str().unwrap()],
+        |command| {
+            command.env("ORDERS_TOKEN", "test");
+        },
     );
-    let mut printed = Vec::new();
-    while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
-        let ready = line.contains("Ctrl-C stops");
-        printed.push(line);
-        if ready {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(
-        printed
-            .iter()
-            .any(|l| l.starts_with("ferry: the Kafka endpoint is off")),
-        "{printed:?}"
+    let (_, kafka) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Kafka on ",
+        |line| {
+            if line.starts_with("ferry: serving Kafka on ") {
+                assert!(
+                    line.contains(
+                        "SASL_PLAINTEXT: SASL PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 required"
+                    ),
+                    "{line}"
+                );
+            }
+        },
     );
-    assert!(
-        !printed.iter().any(|l| l.contains("serving Kafka")),
-        "{printed:?}"
-    );
+    let connect = || {
+        let stream = TcpStream::connect(&kafka).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Connection(stream)
+    };
+
+    // Metadata before authenticating: the connection is closed, no answer.
+    let mut metadata = header(3, 0, 1);
+    metadata.extend_from_slice(&0i32.to_be_bytes());
+    assert!(connect().call(&metadata).is_none());
+
+    // A wrong token: SASL_AUTHENTICATION_FAILED (58).
+    let mut conn = connect();
+    let answer = conn.call(&handshake(2, "PLAIN")).unwrap();
+    assert_eq!(answer[4..6], [0, 0], "the handshake succeeds");
+    let answer = conn.call(&authenticate(3, b"\0orders\0guess")).unwrap();
+    assert_eq!(answer[4..6], 58i16.to_be_bytes());
+
+    // The token: authenticated, then Metadata is answered.
+    let mut conn = connect();
+    conn.call(&handshake(4, "PLAIN")).unwrap();
+    let answer = conn.call(&authenticate(5, b"\0orders\0test")).unwrap();
+    assert_eq!(answer[4..6], [0, 0], "authenticated");
+    let answer = conn.call(&metadata).unwrap();
+    assert_eq!(answer[..4], 1i32.to_be_bytes());
+
+    // SIGTERM stops it with the rest.
+    // SAFETY: kill(2) on the child's pid; no memory is touched.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
 }
 
 /// A Kafka `str`: its length as an i16, then its bytes.

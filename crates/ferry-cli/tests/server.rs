@@ -376,6 +376,8 @@ fn config_values_come_from_flags_then_variables_then_the_file() {
         .arg(&from_flag)
         .env("FERRY_GRPC_ADDR", "127.0.0.1:0")
         .env("FERRY_AWS_ADDR", "127.0.0.1:0")
+        // Served beside [auth] (with SASL): on a free port, not Kafka's.
+        .env("FERRY_KAFKA_ADDR", "127.0.0.1:0")
         .env("FERRY_DATA_DIR", &from_env)
         .stdout(Stdio::piped())
         .spawn()

@@ -6,19 +6,39 @@
 //! version not served ends the connection with a logged reason; ApiVersions at a version
 //! not served is answered with UNSUPPORTED_VERSION and the served list, as Kafka answers
 //! it, so that the client can pick another.
+//!
+//! **Security.** With TLS the handshake comes first, within [`TLS_HANDSHAKE_TIMEOUT`]. With
+//! SASL users a connection is unauthenticated until SaslHandshake and SaslAuthenticate (or
+//! v0's bare token frames) succeed (`api/sasl.rs`): before that only ApiVersions and the
+//! SASL APIs are taken, and any other request closes the connection, as Kafka's broker
+//! closes it (ILLEGAL_SASL_STATE). Once authenticated, every request is answered for the
+//! user's [`Access`](crate::authz::Access).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use crate::Shared;
+use crate::api::sasl::{self, After, Session};
 use crate::framing::{FrameError, framed, read_frame};
 use crate::{api, guard, versions};
+
+/// How long a client has to finish its TLS handshake before the connection is closed (as
+/// on Ferry's other TLS listeners).
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection whose authentication failed stays open before it is closed:
+/// Kafka's `connection.failed.authentication.delay.ms` default. The client reads the
+/// failure's answer before the close (a client that handles the close first reports a
+/// lost connection, not the reason), and a client retrying at once is slowed down.
+pub const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 
 /// This node as Metadata describes it.
 pub struct Node {
@@ -47,6 +67,13 @@ pub enum ConnectionError {
     Encode { api: ApiKey, problem: String },
     #[error("writing the answer: {0}")]
     Write(#[from] std::io::Error),
+    #[error(
+        "{api:?} before SASL authentication (ILLEGAL_SASL_STATE): the endpoint requires \
+         SASL; configure the client with SASL_PLAINTEXT or SASL_SSL"
+    )]
+    Unauthenticated { api: ApiKey },
+    #[error("SASL authentication did not succeed ({0})")]
+    Sasl(String),
 }
 
 /// What a decoded request is: its header and its body, undecoded.
@@ -136,14 +163,48 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
 
 pub async fn serve(shared: Arc<Shared>, node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let (reader, mut writer) = stream.into_split();
+    let Some(tls) = shared.config.security.tls.clone() else {
+        return serve_stream(shared, node, stream, peer).await;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => serve_stream(shared, node, stream, peer).await,
+        Ok(Err(e)) => tracing::info!(%peer, error = %e, "kafka: TLS handshake failed"),
+        Err(_) => tracing::info!(%peer, "kafka: TLS handshake timed out"),
+    }
+}
+
+async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: Arc<Shared>,
+    node: Arc<Node>,
+    stream: S,
+    peer: SocketAddr,
+) {
+    let (reader, mut writer) = tokio::io::split(stream);
     let mut reader = BufReader::new(reader);
     let max = shared.config.max_frame_bytes;
+    let users = shared.config.security.users.as_deref();
+    let mut session = Session::new(users);
     let ended = async {
         loop {
             let Some(frame) = read_frame(&mut reader, max).await? else {
                 return Ok(());
             };
+            if session.expects_raw_token()
+                && let Some(users) = users
+            {
+                // SaslHandshake v0: the frame is a bare SASL token, answered by one.
+                let reply = match sasl::step(users, &mut session, &frame) {
+                    Ok(reply) => reply,
+                    Err(reason) => {
+                        tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                        return Err(ConnectionError::Sasl(reason));
+                    }
+                };
+                writer.write_all(&framed(&reply)).await?;
+                writer.flush().await?;
+                continue;
+            }
             let mut request = decode_header(frame)?;
             let version = request.header.request_api_version;
             if request.api != ApiKey::ApiVersions && !versions::is_supported(request.api, version) {
@@ -152,8 +213,33 @@ pub async fn serve(shared: Arc<Shared>, node: Arc<Node>, stream: TcpStream, peer
                     version,
                 });
             }
-            if let Some(answer) = api::handle(&shared, &node, &mut request).await? {
+            if matches!(
+                request.api,
+                ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+            ) {
+                let (answer, after) = sasl::answer(users, &mut session, &mut request)?;
                 writer.write_all(&framed(&answer)).await?;
+                writer.flush().await?;
+                if after == After::Close {
+                    tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                    return Err(ConnectionError::Sasl(format!(
+                        "{:?} answered with an error",
+                        request.api
+                    )));
+                }
+                continue;
+            }
+            let access = match (session.access(), &session) {
+                (Some(access), _) => access.clone(),
+                // Before authenticating, a client asks which versions the SASL APIs have.
+                (None, Session::Start) if request.api == ApiKey::ApiVersions => {
+                    crate::authz::Access::Open
+                }
+                (None, _) => return Err(ConnectionError::Unauthenticated { api: request.api }),
+            };
+            if let Some(answer) = api::handle(&shared, &node, &access, &mut request).await? {
+                writer.write_all(&framed(&answer)).await?;
+                writer.flush().await?;
             }
         }
     };

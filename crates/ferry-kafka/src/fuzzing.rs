@@ -2,12 +2,13 @@
 //! API. [`decode`] takes one request frame's body (the bytes after the length prefix) and
 //! does with it what a connection does before any handler runs: the header, the served
 //! check, the guard's count checks and the body's decode, and for Produce each partition's
-//! record batches decoded (and decompressed) into Ferry messages.
+//! record batches decoded (and decompressed) into Ferry messages, and for SaslAuthenticate
+//! its bytes parsed as a PLAIN message and as SCRAM's client-first message.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest,
+    MetadataRequest, ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -48,6 +49,13 @@ pub fn decode(frame: &[u8], max_bytes: usize) -> Result<Decoded, ConnectionError
         ApiKey::DeleteTopics => drop(decode_body::<DeleteTopicsRequest>(&mut request)?),
         ApiKey::Fetch => drop(decode_body::<FetchRequest>(&mut request)?),
         ApiKey::ListOffsets => drop(decode_body::<ListOffsetsRequest>(&mut request)?),
+        ApiKey::SaslHandshake => drop(decode_body::<SaslHandshakeRequest>(&mut request)?),
+        ApiKey::SaslAuthenticate => {
+            let body: SaslAuthenticateRequest = decode_body(&mut request)?;
+            // Refusals are typed errors; what matters is that no input panics.
+            let _ = crate::auth::plain::parse(&body.auth_bytes);
+            let _ = crate::auth::scram::parse_client_first(&body.auth_bytes);
+        }
         ApiKey::Produce => {
             let body: ProduceRequest = if version < 3 {
                 crate::api::produce::decode_before_v3(&request)?

@@ -17,19 +17,27 @@
 //! [`ErrorKind`](ferry_broker::ErrorKind) to Kafka's codes in one match; and `appends.rs`
 //! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
+//! **Security.** `auth/` holds the SASL users (Ferry's API tokens: PLAIN, SCRAM-SHA-256/512)
+//! and the listener's [`Security`]; `api/sasl.rs` runs SaslHandshake and SaslAuthenticate;
+//! `authz.rs` maps each API onto the user's permissions (`ferry-access`); TLS is rustls
+//! with the server configuration Ferry's other listeners use.
+//!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
 //! Produce v0–8 (acks 0, 1, all; none/gzip/snappy/lz4/zstd; legacy message sets in
 //! `legacy.rs`, bounded decompression in `decompress.rs`), InitProducerId and idempotent
-//! producers (`producers.rs`), Fetch (long poll), ListOffsets, and consumer groups:
-//! `coordinator/` runs Kafka's classic group protocol (membership in memory), and a
-//! group's committed offsets are the broker's group of the same name on each topic
-//! (`api/group_offsets.rs`).
-//! **Not done yet:** transactions, CreatePartitions, configs, SASL and TLS. A request for an
+//! producers (`producers.rs`), Fetch (long poll), ListOffsets, consumer groups
+//! (`coordinator/` runs Kafka's classic group protocol, membership in memory, and a
+//! group's committed offsets are the broker's group of the same name on each topic,
+//! `api/group_offsets.rs`), SaslHandshake and SaslAuthenticate (`api/sasl.rs`), with
+//! every API authorized through `authz.rs`.
+//! **Not done yet:** transactions, CreatePartitions, configs. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
 
 mod api;
 mod appends;
+pub mod auth;
+mod authz;
 mod connection;
 mod coordinator;
 mod decompress;
@@ -38,6 +46,7 @@ mod framing;
 /// The request decode path for the fuzz target (`fuzz/`): not an API.
 #[doc(hidden)]
 pub mod fuzzing;
+mod group_authz;
 mod guard;
 mod legacy;
 mod producers;
@@ -49,6 +58,7 @@ use std::sync::Arc;
 use ferry_broker::Broker;
 use tokio::net::TcpListener;
 
+pub use auth::{Security, SecurityError, User, Users, token_hash};
 pub use framing::FrameError;
 
 /// Where `ferry serve` listens for Kafka clients unless told otherwise: Kafka's own port.
@@ -108,6 +118,8 @@ pub struct KafkaConfig {
     pub auto_create_topics: bool,
     /// The largest request frame taken; a larger one closes the connection.
     pub max_frame_bytes: usize,
+    /// SASL users and TLS; open (Kafka's PLAINTEXT) by default.
+    pub security: Security,
 }
 
 impl Default for KafkaConfig {
@@ -118,6 +130,7 @@ impl Default for KafkaConfig {
             auto_create_topics: true,
             // Kafka's socket.request.max.bytes.
             max_frame_bytes: 100 * 1024 * 1024,
+            security: Security::default(),
         }
     }
 }
@@ -148,6 +161,11 @@ impl Kafka {
                 producers,
             }),
         }
+    }
+
+    /// How the endpoint is secured.
+    pub fn security(&self) -> &Security {
+        &self.shared.config.security
     }
 
     /// Serves on `listener` until `shutdown` completes; then stops accepting and ends the

@@ -100,6 +100,12 @@ impl TlsConfig {
         })
     }
 
+    /// The server configuration without ALPN, for a listener outside this crate that
+    /// serves the same certificate (the Kafka endpoint: Kafka clients offer no ALPN).
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.config)
+    }
+
     /// An acceptor offering `alpn` as the only application protocol.
     pub(crate) fn acceptor(&self, alpn: &[u8]) -> TlsAcceptor {
         let mut config = (*self.config).clone();

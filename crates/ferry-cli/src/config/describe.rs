@@ -69,6 +69,28 @@ pub fn describe(effective: &Effective) -> String {
         e.kafka_max_frame_bytes.source,
     );
     line(
+        "kafka.tls",
+        e.kafka_tls.value.to_string(),
+        e.kafka_tls.source,
+    );
+    line(
+        "kafka.allow_plaintext_sasl",
+        e.kafka_allow_plaintext_sasl.value.to_string(),
+        e.kafka_allow_plaintext_sasl.source,
+    );
+    if let Some(users) = &e.kafka_users {
+        // From [auth]: the mechanisms offered and how many users, never a secret.
+        line(
+            "kafka.sasl",
+            format!(
+                "required: {} ({} user(s) from [auth])",
+                users.mechanisms().join(", "),
+                users.len()
+            ),
+            Source::File,
+        );
+    }
+    line(
         "data.dir",
         e.data_dir.value.display().to_string(),
         e.data_dir.source,

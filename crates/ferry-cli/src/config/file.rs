@@ -55,6 +55,10 @@ pub struct Kafka {
     pub default_partitions: Option<u32>,
     pub auto_create_topics: Option<bool>,
     pub max_frame_bytes: Option<usize>,
+    /// TLS on the Kafka listener with `[tls]`'s certificate; default: on with `[tls]`.
+    pub tls: Option<bool>,
+    /// SASL (with `[auth]`) without TLS on an address beyond loopback: tokens in the clear.
+    pub allow_plaintext_sasl: Option<bool>,
 }
 
 /// The Amazon SQS endpoint.
@@ -146,6 +150,11 @@ pub struct Token {
     pub sha256: String,
     pub permissions: Vec<String>,
     pub publish_rate: Option<u32>,
+    /// An environment variable holding the token itself, for Kafka's SCRAM (which needs
+    /// keys derived from the secret, not its hash).
+    pub scram_secret_env: Option<String>,
+    /// A file holding the token itself (one line), for Kafka's SCRAM.
+    pub scram_secret_file: Option<PathBuf>,
 }
 
 pub fn parse_file(text: &str) -> anyhow::Result<ConfigFile> {

@@ -46,6 +46,10 @@
 //! auto_create_topics = true # FERRY_KAFKA_AUTO_CREATE_TOPICS: Metadata creates what it is
 //!                           # asked about (when the client allows it)
 //! max_frame_bytes = 104857600  # FERRY_KAFKA_MAX_FRAME_BYTES: the largest request taken
+//! tls = true                # FERRY_KAFKA_TLS: TLS with [tls]'s certificate (default: on
+//!                           # with [tls]; SSL, or SASL_SSL with [auth])
+//! allow_plaintext_sasl = false  # FERRY_KAFKA_ALLOW_PLAINTEXT_SASL: with [auth] and no
+//!                           # TLS, serve beyond loopback anyway (tokens in the clear)
 //!
 //! [[aws.credentials]]       # an access key SigV4 requests must be signed with
 //! access_key_id = "AKIAORDERS0000000001"
@@ -63,6 +67,8 @@
 //! sha256 = "9f86d0…"        # `ferry token hash TOKEN`; the token itself never goes here
 //! permissions = ["publish:orders.*", "consume:orders.#", "dlq:orders.dlq"]
 //! publish_rate = 500        # messages per second, optional
+//! scram_secret_env = "ORDERS_TOKEN"  # optional: the token itself, for Kafka SCRAM (or
+//!                           # scram_secret_file = "/run/…"); PLAIN needs neither
 //! ```
 //!
 //! `redaction.headers` names the headers (any case) whose values dead-letter peeks show as
@@ -94,10 +100,16 @@
 //! it, and lists show it nothing. Without credentials there is no caller to evaluate a
 //! policy for: policies are validated and kept, and nothing is enforced.
 //!
-//! **The Kafka endpoint** has no authentication yet (no SASL, no TLS): like the AWS endpoint
-//! without credentials it is open, so it is off by default with `[tls]` or `[auth]` (and
-//! `kafka.enabled = true` with them is refused), and a `kafka.addr` beyond the loopback
-//! interface is refused.
+//! **The Kafka endpoint** authenticates with SASL when `[auth]` is configured: every
+//! request but ApiVersions and the SASL handshake needs a token, given as PLAIN (user: the
+//! token's name, password: the token) or SCRAM-SHA-256/512 (for tokens whose secret the
+//! server is given with `scram_secret_env` or `scram_secret_file`; see
+//! `kafka_security.rs`), and each API is held to the token's permissions. With `[tls]` the
+//! Kafka listener speaks TLS with the same certificate (`kafka.tls`, default on with
+//! `[tls]`; `kafka.tls = true` without `[tls]` is refused). An address beyond the loopback
+//! interface is refused unless SASL is required and either TLS is on or
+//! `kafka.allow_plaintext_sasl = true` says tokens may cross the network in the clear;
+//! without `[auth]` the endpoint is open and stays on loopback.
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
@@ -108,6 +120,7 @@ mod auth;
 mod aws_credentials;
 mod describe;
 mod file;
+mod kafka_security;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -199,6 +212,11 @@ pub struct Effective {
     pub kafka_default_partitions: Setting<u32>,
     pub kafka_auto_create_topics: Setting<bool>,
     pub kafka_max_frame_bytes: Setting<usize>,
+    /// TLS on the Kafka listener (SSL, or SASL_SSL with users).
+    pub kafka_tls: Setting<bool>,
+    pub kafka_allow_plaintext_sasl: Setting<bool>,
+    /// The SASL users (every request authenticated), `None` without `[auth]`.
+    pub kafka_users: Option<std::sync::Arc<ferry_kafka::Users>>,
     /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
     pub metrics_auth: Setting<bool>,
     pub data_dir: Setting<PathBuf>,

@@ -9,6 +9,7 @@ use ferry_server::Redaction;
 
 use super::auth::auth_config;
 use super::aws_credentials::access_keys;
+use super::kafka_security::kafka_users;
 use super::{
     ConfigFile, DEFAULT_AWS, DEFAULT_DATA_DIR, DEFAULT_GRPC, DEFAULT_HTTP, DEFAULT_KAFKA,
     Effective, Env, Flags, Setting, Source,
@@ -297,33 +298,70 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             addr.source
         );
     }
-    // The Kafka endpoint checks no credentials yet (no SASL, no TLS): as the AWS endpoint
-    // without credentials, it stays off beside TLS or tokens and on the loopback interface.
-    let kafka_enabled = match kafka_enabled {
-        Some(on) if on.value && guarded => bail!(
-            "kafka.enabled = true (from {}) with [tls] or [auth]: the Kafka endpoint has no \
-             authentication or TLS yet and would be open beside protected listeners; leave \
-             it off",
+    // The Kafka endpoint authenticates with SASL when there are tokens, and speaks TLS
+    // with [tls]'s certificate (by default when there is one). What it must not be is
+    // open, or tokens in the clear, beyond the loopback interface unless asked for.
+    let sasl = file.auth.is_some();
+    let kafka_tls = layer(env, "FERRY_KAFKA_TLS", None, file.kafka.tls)?;
+    let kafka_tls = match kafka_tls {
+        Some(on) if on.value && !tls => bail!(
+            "kafka.tls = true (from {}) needs [tls] (cert and key): the Kafka listener uses \
+             the same certificate as the others",
             on.source
         ),
         Some(set) => set,
         None => Setting {
-            value: !guarded,
+            value: tls,
             source: Source::Default,
         },
     };
+    let kafka_allow_plaintext_sasl = layer(
+        env,
+        "FERRY_KAFKA_ALLOW_PLAINTEXT_SASL",
+        None,
+        file.kafka.allow_plaintext_sasl,
+    )?;
+    let kafka_allow_plaintext_sasl = match kafka_allow_plaintext_sasl {
+        Some(on) if on.value && !sasl => bail!(
+            "kafka.allow_plaintext_sasl = true (from {}) without [auth]: there is no SASL \
+             to allow; add [[auth.tokens]] or remove the key",
+            on.source
+        ),
+        Some(set) => set,
+        None => Setting {
+            value: false,
+            source: Source::Default,
+        },
+    };
+    let kafka_enabled = Setting::or_default(kafka_enabled, true);
     if let Some(addr) = &kafka
         && kafka_enabled.value
         && !addr.value.ip().is_loopback()
     {
-        bail!(
-            "kafka.addr = {} (from {}) is beyond the loopback interface, and the Kafka \
-             endpoint has no authentication yet: it would be open to whoever reaches it; \
-             listen on 127.0.0.1",
-            addr.value,
-            addr.source
-        );
+        if !sasl {
+            bail!(
+                "kafka.addr = {} (from {}) is beyond the loopback interface, and without \
+                 [auth] the Kafka endpoint is open to whoever reaches it: add \
+                 [[auth.tokens]] (clients then authenticate with SASL) or listen on 127.0.0.1",
+                addr.value,
+                addr.source
+            );
+        }
+        if !kafka_tls.value && !kafka_allow_plaintext_sasl.value {
+            bail!(
+                "kafka.addr = {} (from {}) is beyond the loopback interface without TLS: \
+                 SASL tokens would cross the network in the clear; configure [tls] (and \
+                 kafka.tls = true), or set kafka.allow_plaintext_sasl = true to accept that",
+                addr.value,
+                addr.source
+            );
+        }
     }
+    // The tokens' own checks speak first (their errors name the key at fault); then the
+    // Kafka users made from them, which add the SCRAM secrets' checks.
+    let kafka_users = kafka_users(file.auth.as_ref().map(|a| &a.tokens[..]), env);
+    let auth = file.auth.map(auth_config).transpose()?;
+    let kafka_users = kafka_users?;
     let kafka_defaults = ferry_kafka::KafkaConfig::default();
     Ok(Effective {
         grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
@@ -352,6 +390,9 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             kafka_max_frame_bytes,
             kafka_defaults.max_frame_bytes,
         ),
+        kafka_tls,
+        kafka_allow_plaintext_sasl,
+        kafka_users,
         metrics_auth,
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
         disk_reserve_mib: Setting::optional(disk_reserve_mib),
@@ -361,6 +402,6 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         tls_cert: Setting::optional(tls_cert),
         tls_key: Setting::optional(tls_key),
         redaction: Setting::or_default(redaction, Redaction::default()),
-        auth: file.auth.map(auth_config).transpose()?,
+        auth,
     })
 }

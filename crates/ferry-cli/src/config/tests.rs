@@ -471,14 +471,8 @@ fn the_kafka_endpoint_is_on_by_default_on_loopback_and_off_where_it_would_be_ope
     assert!(!e.kafka_enabled.value);
     assert_eq!(e.kafka_enabled.source, Source::Flag("--no-kafka"));
 
-    // No SASL or TLS yet: off beside tokens or TLS, refused when asked for there, and
-    // loopback only.
-    let tokens = format!(
-        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
-    );
-    assert!(!parse(&tokens).unwrap().kafka_enabled.value);
+    // Without [auth] the endpoint is open: loopback only.
     let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
-    assert!(e(&format!("[kafka]\nenabled = true\n{tokens}")).contains("no authentication"));
     assert!(e("[kafka]\naddr = \"0.0.0.0:9092\"\n").contains("loopback"));
     assert!(
         parse("[kafka]\naddr = \"0.0.0.0:9092\"\nenabled = false\n").is_ok(),
@@ -488,4 +482,129 @@ fn the_kafka_endpoint_is_on_by_default_on_loopback_and_off_where_it_would_be_ope
     assert!(e("[kafka]\ndefault_partitions = 0\n").contains("default_partitions"));
     assert!(e("[kafka]\nmax_frame_bytes = 10\n").contains("max_frame_bytes"));
     assert!(e("[kafka]\nport = 1\n").contains("port"));
+}
+
+/// A TLS section naming files (resolving does not read them).
+const TLS: &str = "[tls]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n";
+
+fn tokens() -> String {
+    format!(
+        "[[auth.tokens]]\nname = \"orders\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
+    )
+}
+
+#[test]
+fn beside_tokens_kafka_is_served_with_sasl_required_and_tls_follows_the_tls_section() {
+    let e = parse(&tokens()).unwrap();
+    assert!(e.kafka_enabled.value);
+    assert_eq!(e.kafka_enabled.source, Source::Default);
+    let users = e.kafka_users.as_ref().expect("SASL users from [auth]");
+    assert_eq!(users.len(), 1);
+    assert_eq!(users.mechanisms(), vec!["PLAIN"]);
+    assert!(!e.kafka_tls.value);
+    let described = describe(&e);
+    assert!(
+        described.contains("kafka.sasl = required: PLAIN (1 user(s) from [auth])  (file)"),
+        "{described}"
+    );
+    assert!(!described.contains(HASH));
+
+    let e = parse(&format!("{TLS}{}", tokens())).unwrap();
+    assert!(e.kafka_enabled.value);
+    assert_eq!(
+        e.kafka_tls,
+        Setting {
+            value: true,
+            source: Source::Default
+        }
+    );
+    let e = resolve(
+        parse_file(&format!("{TLS}{}", tokens())).unwrap(),
+        &env(&[("FERRY_KAFKA_TLS", "false")]),
+        &Flags::default(),
+    )
+    .unwrap();
+    assert_eq!(e.kafka_tls.source, Source::Env("FERRY_KAFKA_TLS"));
+    assert!(!e.kafka_tls.value);
+    // TLS without tokens: SSL, no SASL.
+    let e = parse(TLS).unwrap();
+    assert!(e.kafka_enabled.value && e.kafka_tls.value && e.kafka_users.is_none());
+}
+
+#[test]
+fn kafka_beyond_loopback_needs_sasl_and_tls_or_an_explicit_plaintext_opt_in() {
+    let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+    let wide = "[kafka]\naddr = \"0.0.0.0:9092\"\n";
+    assert!(e(&format!("{wide}{TLS}")).contains("without [auth]"));
+    assert!(e(&format!("{wide}{}", tokens())).contains("in the clear"));
+    assert!(parse(&format!("{wide}{TLS}{}", tokens())).is_ok());
+    let opted = format!("{wide}allow_plaintext_sasl = true\n{}", tokens());
+    assert!(parse(&opted).unwrap().kafka_allow_plaintext_sasl.value);
+    let e2 = resolve(
+        parse_file(&format!("{wide}{}", tokens())).unwrap(),
+        &env(&[("FERRY_KAFKA_ALLOW_PLAINTEXT_SASL", "true")]),
+        &Flags::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        e2.kafka_allow_plaintext_sasl.source,
+        Source::Env("FERRY_KAFKA_ALLOW_PLAINTEXT_SASL")
+    );
+    // Options that would be ignored are refused instead.
+    assert!(e("[kafka]\ntls = true\n").contains("needs [tls]"));
+    assert!(e("[kafka]\nallow_plaintext_sasl = true\n").contains("without [auth]"));
+}
+
+#[test]
+fn a_scram_secret_comes_from_the_environment_or_a_file_and_must_be_the_hashed_token() {
+    // HASH is the SHA-256 of "test".
+    let with = |key: &str| format!("{}{key}\n", tokens());
+    let file = with("scram_secret_env = \"ORDERS_TOKEN\"");
+    let e = resolve(
+        parse_file(&file).unwrap(),
+        &env(&[("ORDERS_TOKEN", "test")]),
+        &Flags::default(),
+    )
+    .unwrap();
+    let users = e.kafka_users.unwrap();
+    assert_eq!(
+        users.mechanisms(),
+        vec!["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    );
+
+    let wrong = resolve(
+        parse_file(&file).unwrap(),
+        &env(&[("ORDERS_TOKEN", "not-it")]),
+        &Flags::default(),
+    )
+    .unwrap_err();
+    assert!(
+        format!("{wrong:#}").contains("is not the token"),
+        "{wrong:#}"
+    );
+    let unset = format!("{:#}", parse(&file).unwrap_err());
+    assert!(unset.contains("ORDERS_TOKEN"), "{unset}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "test\n").unwrap();
+    let from_file = with(&format!(
+        "scram_secret_file = {:?}",
+        path.display().to_string()
+    ));
+    assert_eq!(
+        parse(&from_file)
+            .unwrap()
+            .kafka_users
+            .unwrap()
+            .mechanisms()
+            .len(),
+        3
+    );
+    let both = format!(
+        "{}scram_secret_env = \"X\"\nscram_secret_file = {:?}\n",
+        tokens(),
+        path.display().to_string()
+    );
+    assert!(format!("{:#}", parse(&both).unwrap_err()).contains("keep one"));
 }

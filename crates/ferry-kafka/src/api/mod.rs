@@ -9,11 +9,15 @@ mod init_producer_id;
 mod list_offsets;
 mod metadata;
 pub(crate) mod produce;
+pub mod sasl;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, HeartbeatResponse,
+    InitProducerIdRequest, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, ProduceRequest,
+    SyncGroupResponse,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -23,12 +27,15 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::Shared;
+use crate::authz::Access;
 use crate::connection::{ConnectionError, Node, Request, decode_body, encode_response};
 
 /// The encoded answer to `request`, `None` when Kafka sends none (Produce with acks 0).
+/// `access` is who is calling: each arm refuses what it may not do (see `authz.rs`).
 pub async fn handle(
     shared: &Shared,
     node: &Node,
+    access: &Access,
     request: &mut Request,
 ) -> Result<Option<Bytes>, ConnectionError> {
     let version = request.header.request_api_version;
@@ -38,50 +45,72 @@ pub async fn handle(
             encode_response(request, answer_version, &response)?
         }
         ApiKey::Metadata => {
-            let body: MetadataRequest = decode_body(request)?;
-            let response = metadata::answer(shared, node, body, version).await;
+            let mut body: MetadataRequest = decode_body(request)?;
+            let check = access.metadata(&shared.broker, &mut body, version);
+            let mut response = metadata::answer(shared, node, body, version).await;
+            check.apply(&mut response);
             encode_response(request, version, &response)?
         }
         ApiKey::CreateTopics => {
-            let body: CreateTopicsRequest = decode_body(request)?;
-            let response = admin::create_topics(shared, body).await;
+            let mut body: CreateTopicsRequest = decode_body(request)?;
+            let denied = access.create_topics(&mut body);
+            let mut response = admin::create_topics(shared, body).await;
+            response.topics.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::DeleteTopics => {
-            let body: DeleteTopicsRequest = decode_body(request)?;
-            let response = admin::delete_topics(shared, body).await;
+            let mut body: DeleteTopicsRequest = decode_body(request)?;
+            let denied = access.delete_topics(&mut body);
+            let mut response = admin::delete_topics(shared, body).await;
+            response.responses.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::Produce if version < 3 => {
-            let body = produce::decode_before_v3(request)?;
-            let Some(response) = produce::answer(shared, body, version).await else {
+            let mut body = produce::decode_before_v3(request)?;
+            let denied = access.produce(&mut body);
+            let Some(mut response) = produce::answer(shared, body, version).await else {
                 return Ok(None);
             };
+            response.responses.extend(denied);
             produce::encode_before_v3(request, version, &response)
         }
         ApiKey::Produce => {
-            let body: ProduceRequest = decode_body(request)?;
-            let Some(response) = produce::answer(shared, body, version).await else {
+            let mut body: ProduceRequest = decode_body(request)?;
+            let denied = access.produce(&mut body);
+            let Some(mut response) = produce::answer(shared, body, version).await else {
                 return Ok(None);
             };
+            response.responses.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::Fetch => {
-            let body: FetchRequest = decode_body(request)?;
-            let response = fetch::answer(shared, body).await;
+            let mut body: FetchRequest = decode_body(request)?;
+            let denied = access.fetch(&mut body);
+            let mut response = fetch::answer(shared, body).await;
+            response.responses.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::ListOffsets => {
-            let body: ListOffsetsRequest = decode_body(request)?;
-            let response = list_offsets::answer(shared, body);
+            let mut body: ListOffsetsRequest = decode_body(request)?;
+            let denied = access.list_offsets(&mut body);
+            let mut response = list_offsets::answer(shared, body);
+            response.topics.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::InitProducerId => {
             let body: InitProducerIdRequest = decode_body(request)?;
-            let response = init_producer_id::answer(shared, body, version);
+            // A producer id is only of use to publish: some `publish` permission is asked,
+            // as Kafka asks IdempotentWrite on the cluster.
+            let response = match access.producer_ids() {
+                Ok(()) => init_producer_id::answer(shared, body, version),
+                Err(code) => InitProducerIdResponse::default()
+                    .with_error_code(code.code())
+                    .with_producer_id((-1).into())
+                    .with_producer_epoch(-1),
+            };
             encode_response(request, version, &response)?
         }
-        api if is_group_api(api) => return handle_group(shared, node, request).await,
+        api if is_group_api(api) => return handle_group(shared, node, access, request).await,
         api => return Err(ConnectionError::NotServed { api, version }),
     };
     Ok(Some(answer))
@@ -108,9 +137,13 @@ fn is_group_api(api: ApiKey) -> bool {
 async fn handle_group(
     shared: &Shared,
     node: &Node,
+    access: &Access,
     request: &mut Request,
 ) -> Result<Option<Bytes>, ConnectionError> {
     let version = request.header.request_api_version;
+    if let Err(code) = access.groups() {
+        return refuse_group(request, code).map(Some);
+    }
     let answer = match request.api {
         ApiKey::FindCoordinator => {
             let body: FindCoordinatorRequest = decode_body(request)?;
@@ -139,18 +172,24 @@ async fn handle_group(
             encode_response(request, version, &response)?
         }
         ApiKey::OffsetCommit => {
-            let body: OffsetCommitRequest = decode_body(request)?;
-            let response = group_offsets::offset_commit(shared, body, version);
+            let mut body: OffsetCommitRequest = decode_body(request)?;
+            let denied = access.offset_commit(&mut body);
+            let mut response = group_offsets::offset_commit(shared, body, version);
+            response.topics.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::OffsetFetch => {
-            let body: OffsetFetchRequest = decode_body(request)?;
-            let response = group_offsets::offset_fetch(shared, body, version);
+            let mut body: OffsetFetchRequest = decode_body(request)?;
+            let denied = access.offset_fetch(&mut body);
+            let mut response = group_offsets::offset_fetch(shared, body, version);
+            access.complete_offset_fetch(&mut response, denied);
             encode_response(request, version, &response)?
         }
         ApiKey::OffsetDelete => {
-            let body: OffsetDeleteRequest = decode_body(request)?;
-            let response = group_offsets::offset_delete(shared, body);
+            let mut body: OffsetDeleteRequest = decode_body(request)?;
+            let denied = access.offset_delete(&mut body);
+            let mut response = group_offsets::offset_delete(shared, body);
+            response.topics.extend(denied);
             encode_response(request, version, &response)?
         }
         ApiKey::DescribeGroups => {
@@ -171,6 +210,67 @@ async fn handle_group(
         api => return Err(ConnectionError::NotServed { api, version }),
     };
     Ok(Some(answer))
+}
+
+/// The answer to a group API from a user without any `consume` permission: every group
+/// (or coordinator key, or partition) GROUP_AUTHORIZATION_FAILED, in its API's shape.
+fn refuse_group(request: &mut Request, code: ResponseError) -> Result<Bytes, ConnectionError> {
+    let version = request.header.request_api_version;
+    let c = code.code();
+    match request.api {
+        ApiKey::FindCoordinator => {
+            let body: FindCoordinatorRequest = decode_body(request)?;
+            let response = Access::refuse_find_coordinator(code, &body);
+            encode_response(request, version, &response)
+        }
+        ApiKey::JoinGroup => {
+            let response = JoinGroupResponse::default()
+                .with_error_code(c)
+                .with_generation_id(-1);
+            encode_response(request, version, &response)
+        }
+        ApiKey::SyncGroup => {
+            let response = SyncGroupResponse::default().with_error_code(c);
+            encode_response(request, version, &response)
+        }
+        ApiKey::Heartbeat => {
+            let response = HeartbeatResponse::default().with_error_code(c);
+            encode_response(request, version, &response)
+        }
+        ApiKey::LeaveGroup => {
+            let response = LeaveGroupResponse::default().with_error_code(c);
+            encode_response(request, version, &response)
+        }
+        ApiKey::OffsetCommit => {
+            let body: OffsetCommitRequest = decode_body(request)?;
+            let response = Access::refuse_offset_commit(code, &body);
+            encode_response(request, version, &response)
+        }
+        ApiKey::OffsetFetch => {
+            let body: OffsetFetchRequest = decode_body(request)?;
+            let response = Access::refuse_offset_fetch(code, &body);
+            encode_response(request, version, &response)
+        }
+        ApiKey::OffsetDelete => {
+            let response = OffsetDeleteResponse::default().with_error_code(c);
+            encode_response(request, version, &response)
+        }
+        ApiKey::DescribeGroups => {
+            let body: DescribeGroupsRequest = decode_body(request)?;
+            let response = Access::refuse_describe_groups(code, &body);
+            encode_response(request, version, &response)
+        }
+        ApiKey::ListGroups => {
+            let response = ListGroupsResponse::default().with_error_code(c);
+            encode_response(request, version, &response)
+        }
+        ApiKey::DeleteGroups => {
+            let body: DeleteGroupsRequest = decode_body(request)?;
+            let response = Access::refuse_delete_groups(code, &body);
+            encode_response(request, version, &response)
+        }
+        api => Err(ConnectionError::NotServed { api, version }),
+    }
 }
 
 /// A message for an answer's `error_message` field.
