@@ -31,6 +31,7 @@
 //! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
+mod delete_records;
 mod disk_reserve;
 mod effects;
 mod groups;
@@ -42,6 +43,7 @@ mod subscriptions;
 mod timer_wake;
 mod topic;
 mod topic_compaction;
+mod topic_update;
 mod topics;
 
 use std::collections::{BTreeMap, HashMap};
@@ -539,6 +541,9 @@ mod unsent_tests;
 
 #[cfg(test)]
 mod update_tests;
+
+#[cfg(test)]
+mod topic_admin_tests;
 
 #[cfg(test)]
 mod purge_tests;
