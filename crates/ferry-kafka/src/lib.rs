@@ -34,6 +34,7 @@ mod framing;
 pub mod fuzzing;
 mod guard;
 mod records;
+mod topic_config;
 mod versions;
 
 use std::sync::Arc;

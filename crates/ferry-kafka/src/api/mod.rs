@@ -2,15 +2,21 @@
 
 mod admin;
 mod api_versions;
+mod cluster;
+mod configs;
+mod delete_records;
 mod fetch;
 mod list_offsets;
 mod metadata;
+mod partitions;
 mod produce;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest,
+    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -59,6 +65,36 @@ pub async fn handle(
         ApiKey::ListOffsets => {
             let body: ListOffsetsRequest = decode_body(request)?;
             let response = list_offsets::answer(shared, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::CreatePartitions => {
+            let body: CreatePartitionsRequest = decode_body(request)?;
+            let response = partitions::create(shared, body).await;
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DescribeConfigs => {
+            let body: DescribeConfigsRequest = decode_body(request)?;
+            let response = configs::describe(shared, body, version);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::AlterConfigs => {
+            let body: AlterConfigsRequest = decode_body(request)?;
+            let response = configs::alter(shared, body).await;
+            encode_response(request, version, &response)?
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let body: IncrementalAlterConfigsRequest = decode_body(request)?;
+            let response = configs::incremental_alter(shared, body).await;
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DescribeCluster => {
+            let body: DescribeClusterRequest = decode_body(request)?;
+            let response = cluster::describe(node, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DeleteRecords => {
+            let body: DeleteRecordsRequest = decode_body(request)?;
+            let response = delete_records::answer(shared, body).await;
             encode_response(request, version, &response)?
         }
         api => return Err(ConnectionError::NotServed { api, version }),
