@@ -6,8 +6,10 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest,
+    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest,
 };
 
 pub use crate::connection::ConnectionError;
@@ -43,6 +45,14 @@ pub fn decode(frame: &[u8], max_bytes: usize) -> Result<Decoded, ConnectionError
         ApiKey::DeleteTopics => drop(decode_body::<DeleteTopicsRequest>(&mut request)?),
         ApiKey::Fetch => drop(decode_body::<FetchRequest>(&mut request)?),
         ApiKey::ListOffsets => drop(decode_body::<ListOffsetsRequest>(&mut request)?),
+        ApiKey::CreatePartitions => drop(decode_body::<CreatePartitionsRequest>(&mut request)?),
+        ApiKey::DescribeConfigs => drop(decode_body::<DescribeConfigsRequest>(&mut request)?),
+        ApiKey::AlterConfigs => drop(decode_body::<AlterConfigsRequest>(&mut request)?),
+        ApiKey::IncrementalAlterConfigs => {
+            drop(decode_body::<IncrementalAlterConfigsRequest>(&mut request)?)
+        }
+        ApiKey::DescribeCluster => drop(decode_body::<DescribeClusterRequest>(&mut request)?),
+        ApiKey::DeleteRecords => drop(decode_body::<DeleteRecordsRequest>(&mut request)?),
         ApiKey::Produce => {
             let body: ProduceRequest = decode_body(&mut request)?;
             for topic in body.topic_data {
