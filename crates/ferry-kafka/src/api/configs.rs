@@ -2,7 +2,7 @@
 //! (the mapping is `topic_config.rs`) and, read-only, this node's settings.
 //!
 //! **Topics.** The keys `topic_config.rs` maps, each with Ferry's actual value, its source
-//! (TOPIC_CONFIG when it differs from the default, DEFAULT_CONFIG when not; the
+//! (DYNAMIC_TOPIC_CONFIG when it differs from the default, DEFAULT_CONFIG when not; the
 //! broker-wide read-only ones STATIC_BROKER_CONFIG) and, when asked, its synonyms (the
 //! topic's value, then the broker-level default Kafka would name). A change goes through
 //! [`Broker::update_topic`](ferry_broker::Broker::update_topic): committed before it is
@@ -40,7 +40,7 @@ const BROKER: i8 = 4;
 const NODE: &str = "0";
 
 /// Kafka's config sources.
-const TOPIC_CONFIG: i8 = 1;
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 
@@ -114,7 +114,7 @@ fn topic_entries(broker: &Broker, name: &str) -> Result<Vec<(Entry, i8)>, Refusa
             } else if entry.is_default() {
                 DEFAULT_CONFIG
             } else {
-                TOPIC_CONFIG
+                DYNAMIC_TOPIC_CONFIG
             };
             (entry, source)
         })
@@ -201,12 +201,12 @@ fn result_entry(
         .with_documentation(documentation.then(|| str(entry.documentation)));
     if synonyms {
         let mut list = Vec::new();
-        if source == TOPIC_CONFIG {
+        if source == DYNAMIC_TOPIC_CONFIG {
             list.push(
                 DescribeConfigsSynonym::default()
                     .with_name(str(entry.name))
                     .with_value(Some(str(&entry.value)))
-                    .with_source(TOPIC_CONFIG),
+                    .with_source(DYNAMIC_TOPIC_CONFIG),
             );
         }
         list.push(
