@@ -18,9 +18,11 @@
 //! wakes long-polling fetches. The broker and storage know nothing of Kafka.
 //!
 //! **Served:** ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics,
-//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets.
+//! Produce (acks 0, 1, all; none/gzip/snappy), Fetch (long poll), ListOffsets,
+//! CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topic configs
+//! as Ferry's topic settings: `topic_config.rs`), DescribeCluster, DeleteRecords.
 //! **Not done yet:** consumer groups and committed offsets, transactions, idempotent
-//! producer ids (InitProducerId), CreatePartitions, configs, SASL and TLS. A request for an
+//! producer ids (InitProducerId), SASL and TLS. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
 
