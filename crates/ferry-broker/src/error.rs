@@ -359,6 +359,27 @@ pub enum BrokerError {
         partitions: u32,
     },
     #[error(
+        "topic {topic}: {setting} cannot change after the topic is created ({why}); create \
+         another topic with the {setting} you need"
+    )]
+    TopicSettingFixed {
+        topic: Name,
+        setting: &'static str,
+        why: &'static str,
+    },
+    #[error(
+        "records of partition {partition} of topic {topic} before offset {offset} cannot be \
+         deleted: subscription {subscription} still needs offset {needed}; let it settle \
+         them first, or set the topic's retention to override subscriptions"
+    )]
+    RecordsHeldBySubscription {
+        topic: Name,
+        partition: u32,
+        offset: u64,
+        subscription: Name,
+        needed: u64,
+    },
+    #[error(
         "topic {topic} has {current} partitions and cannot go to {requested}: partitions can \
          only be added (removing one would lose its records and move its keys)"
     )]
@@ -477,7 +498,8 @@ impl BrokerError {
             | E::NotADeadLetterQueue { .. }
             | E::NotQueueOwner { .. }
             | E::QueueNotUpdatable { .. }
-            | E::PartitionsCanOnlyGrow { .. } => K::Conflict,
+            | E::PartitionsCanOnlyGrow { .. }
+            | E::RecordsHeldBySubscription { .. } => K::Conflict,
             E::StaleLease { .. } => K::StaleLease,
             E::UnknownMember { .. }
             | E::NotPartitionOwner { .. }
@@ -509,6 +531,7 @@ impl BrokerError {
             | E::InvalidSetting { .. }
             | E::InvalidQueueSpec { .. }
             | E::QueueSettingFixed { .. }
+            | E::TopicSettingFixed { .. }
             | E::DeadLetterQueueNeedsExplicitTarget { .. }
             | E::DeadLetterTargetMissing { .. }
             | E::DeadLetterCycle { .. }

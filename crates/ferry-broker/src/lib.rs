@@ -121,6 +121,6 @@ pub use subscription::{SubscriptionSpec, SubscriptionStart};
 pub use topic::partitioner::partition_for_key;
 pub use topic::{
     KeylessPlacement, PartitionInfo, Position, TopicCompaction, TopicInfo, TopicPosition,
-    TopicRecord, TopicRetention, TopicSpec,
+    TopicRecord, TopicRetention, TopicSpec, TopicStorageLimits,
 };
 pub use topology::validate_topology;

@@ -246,3 +246,82 @@ fn a_kafka_groups_commit_is_a_ferry_group_that_ferry_group_lists_and_deletes() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
 }
+
+/// `ferry --json topic describe name` against `grpc`, parsed.
+fn describe_topic(grpc: &str, name: &str) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["--server", &format!("ferry://{grpc}"), "topic", "describe"])
+        .args([name, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+#[test]
+fn retention_and_compaction_altered_through_kafka_are_the_topics_settings_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
+    let (grpc, kafka) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Kafka on ",
+        |_| {},
+    );
+    let created = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "--server",
+            &format!("ferry://{grpc}"),
+            "topic",
+            "create",
+            "kept",
+        ])
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let before = describe_topic(&grpc, "kept");
+    assert_eq!(before["compaction"], false);
+
+    // IncrementalAlterConfigs v0 on topic "kept": retention.ms and cleanup.policy SET.
+    let mut request = header(44, 0, 43);
+    request.extend_from_slice(&1i32.to_be_bytes());
+    request.push(2);
+    kafka_str(&mut request, "kept");
+    request.extend_from_slice(&2i32.to_be_bytes());
+    for (key, value) in [
+        ("retention.ms", "3600000"),
+        ("cleanup.policy", "compact,delete"),
+    ] {
+        kafka_str(&mut request, key);
+        request.push(0);
+        kafka_str(&mut request, value);
+    }
+    request.push(0);
+    let answer = call(&kafka, &request);
+    assert_eq!(answer[..4], 43i32.to_be_bytes());
+    // Throttle time, one response, then its error code.
+    assert_eq!(answer[8..12], 1i32.to_be_bytes());
+    assert_eq!(answer[12..14], [0, 0], "no error: {answer:?}");
+
+    let check = |grpc: &str| {
+        let after = describe_topic(grpc, "kept");
+        assert_eq!(after["retention_max_age_ms"], 3_600_000, "{after}");
+        assert_eq!(after["compaction"], true, "{after}");
+    };
+    check(&grpc);
+    // SAFETY: kill(2) on the child's pid; no memory is touched.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+
+    let (mut child, lines) = support::spawn_serve(dir.path(), &[]);
+    let (grpc, _) = support::listening(
+        &lines,
+        "ferry: serving gRPC (ferry.v1) on ",
+        "ferry: serving Kafka on ",
+        |_| {},
+    );
+    check(&grpc);
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}

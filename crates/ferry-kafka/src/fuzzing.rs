@@ -7,8 +7,10 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -56,6 +58,14 @@ pub fn decode(frame: &[u8], max_bytes: usize) -> Result<Decoded, ConnectionError
             let _ = crate::auth::plain::parse(&body.auth_bytes);
             let _ = crate::auth::scram::parse_client_first(&body.auth_bytes);
         }
+        ApiKey::CreatePartitions => drop(decode_body::<CreatePartitionsRequest>(&mut request)?),
+        ApiKey::DescribeConfigs => drop(decode_body::<DescribeConfigsRequest>(&mut request)?),
+        ApiKey::AlterConfigs => drop(decode_body::<AlterConfigsRequest>(&mut request)?),
+        ApiKey::IncrementalAlterConfigs => {
+            drop(decode_body::<IncrementalAlterConfigsRequest>(&mut request)?)
+        }
+        ApiKey::DescribeCluster => drop(decode_body::<DescribeClusterRequest>(&mut request)?),
+        ApiKey::DeleteRecords => drop(decode_body::<DeleteRecordsRequest>(&mut request)?),
         ApiKey::Produce => {
             let body: ProduceRequest = if version < 3 {
                 crate::api::produce::decode_before_v3(&request)?

@@ -163,6 +163,89 @@ fn layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
                 ],
             )
         }
+        ApiKey::CreatePartitions => {
+            let flex = flexible(2);
+            let assignment = vec![Some(Array(vec![I32])), when(flex, Tags)];
+            let topic = vec![
+                Some(Str),
+                Some(I32),
+                Some(Array(assignment.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    Some(I32),
+                    Some(I8),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::DescribeConfigs => {
+            let flex = flexible(4);
+            let resource = vec![
+                Some(I8),
+                Some(Str),
+                Some(Array(vec![Str])),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(Array(resource.into_iter().flatten().collect())),
+                    Some(I8),
+                    when(v >= 3, I8),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            let incremental = api == ApiKey::IncrementalAlterConfigs;
+            let flex = flexible(if incremental { 1 } else { 2 });
+            let config = vec![
+                Some(Str),
+                when(incremental, I8),
+                Some(Str),
+                when(flex, Tags),
+            ];
+            let resource = vec![
+                Some(I8),
+                Some(Str),
+                Some(Array(config.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(Array(resource.into_iter().flatten().collect())),
+                    Some(I8),
+                    when(flex, Tags),
+                ],
+            )
+        }
+        // No arrays, but checked so every served request is walked before it is decoded.
+        ApiKey::DescribeCluster => (
+            true,
+            vec![Some(I8), when(v >= 1, I8), when(v >= 2, I8), Some(Tags)],
+        ),
+        ApiKey::DeleteRecords => {
+            let flex = flexible(2);
+            let partition = vec![Some(I32), Some(I64), when(flex, Tags)];
+            let topic = vec![
+                Some(Str),
+                Some(Array(partition.into_iter().flatten().collect())),
+                when(flex, Tags),
+            ];
+            (
+                flex,
+                vec![
+                    Some(Array(topic.into_iter().flatten().collect())),
+                    Some(I32),
+                    when(flex, Tags),
+                ],
+            )
+        }
         api => return group_layout(api, v),
     };
     Some((flex, fields.into_iter().flatten().collect()))
@@ -387,8 +470,10 @@ mod tests {
     use crate::versions::SUPPORTED;
     use bytes::BytesMut;
     use kafka_protocol::messages::{
-        CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest,
-        MetadataRequest, ProduceRequest, TopicName,
+        AlterConfigsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+        DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+        IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+        TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -402,13 +487,27 @@ mod tests {
         TopicName(StrBytes::from_static_str("t"))
     }
 
+    fn str(s: &'static str) -> StrBytes {
+        StrBytes::from_static_str(s)
+    }
+
     /// Requests with every array filled, as the codec encodes them, pass at every served
     /// version: the layouts match the codec's.
     #[test]
     fn what_the_codec_encodes_passes() {
+        use kafka_protocol::messages::alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        use kafka_protocol::messages::create_partitions_request::{
+            CreatePartitionsAssignment, CreatePartitionsTopic,
+        };
         use kafka_protocol::messages::create_topics_request::{
             CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
         };
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
         use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
         use kafka_protocol::messages::list_offsets_request::{
             ListOffsetsPartition, ListOffsetsTopic,
@@ -483,6 +582,62 @@ mod tests {
                     ),
                     ApiKey::DeleteTopics => encoded(
                         &DeleteTopicsRequest::default().with_topic_names(vec![name(), name()]),
+                        v,
+                    ),
+                    ApiKey::CreatePartitions => encoded(
+                        &CreatePartitionsRequest::default().with_topics(vec![
+                            CreatePartitionsTopic::default()
+                                .with_name(name())
+                                .with_assignments(Some(vec![
+                                    CreatePartitionsAssignment::default().with_broker_ids(vec![
+                                        kafka_protocol::messages::BrokerId(0),
+                                    ]),
+                                ])),
+                            CreatePartitionsTopic::default().with_name(name()),
+                        ]),
+                        v,
+                    ),
+                    ApiKey::DescribeConfigs => encoded(
+                        &DescribeConfigsRequest::default().with_resources(vec![
+                            DescribeConfigsResource::default()
+                                .with_resource_name(str("t"))
+                                .with_configuration_keys(Some(vec![str("a"), str("b")])),
+                            DescribeConfigsResource::default(),
+                        ]),
+                        v,
+                    ),
+                    ApiKey::AlterConfigs => encoded(
+                        &AlterConfigsRequest::default().with_resources(vec![
+                            AlterConfigsResource::default()
+                                .with_resource_name(str("t"))
+                                .with_configs(vec![
+                                    AlterableConfig::default().with_value(Some(str("1"))),
+                                    AlterableConfig::default(),
+                                ]),
+                        ]),
+                        v,
+                    ),
+                    ApiKey::IncrementalAlterConfigs => {
+                        use kafka_protocol::messages::incremental_alter_configs_request as inc;
+                        encoded(
+                            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                                inc::AlterConfigsResource::default()
+                                    .with_resource_name(str("t"))
+                                    .with_configs(vec![
+                                        inc::AlterableConfig::default().with_value(Some(str("1"))),
+                                        inc::AlterableConfig::default(),
+                                    ]),
+                            ]),
+                            v,
+                        )
+                    }
+                    ApiKey::DescribeCluster => encoded(&DescribeClusterRequest::default(), v),
+                    ApiKey::DeleteRecords => encoded(
+                        &DeleteRecordsRequest::default().with_topics(vec![
+                            DeleteRecordsTopic::default()
+                                .with_name(name())
+                                .with_partitions(vec![DeleteRecordsPartition::default(); 2]),
+                        ]),
                         v,
                     ),
                     api => match group_request(api, v) {
@@ -683,5 +838,15 @@ mod tests {
         body.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x01]);
         assert!(check(ApiKey::Fetch, 12, &body).is_err());
         assert!(check(ApiKey::Metadata, 1, &[0, 0, 0, 0]).is_ok());
+        // DeleteRecords v0: one topic "t" whose partition array claims i32::MAX elements.
+        let mut body = 1i32.to_be_bytes().to_vec();
+        body.extend_from_slice(&[0, 1, b't']);
+        body.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        assert!(check(ApiKey::DeleteRecords, 0, &body).is_err());
+        // DescribeConfigs v1: a resource whose key list claims i32::MAX names.
+        let mut body = 1i32.to_be_bytes().to_vec();
+        body.extend_from_slice(&[2, 0, 1, b't']);
+        body.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        assert!(check(ApiKey::DescribeConfigs, 1, &body).is_err());
     }
 }

@@ -28,12 +28,15 @@
 //! producers (`producers.rs`), Fetch (long poll), ListOffsets, consumer groups
 //! (`coordinator/` runs Kafka's classic group protocol, membership in memory, and a
 //! group's committed offsets are the broker's group of the same name on each topic,
-//! `api/group_offsets.rs`), SaslHandshake and SaslAuthenticate (`api/sasl.rs`), with
+//! `api/group_offsets.rs`), CreatePartitions, DescribeConfigs, AlterConfigs,
+//! IncrementalAlterConfigs (topic configs as Ferry's topic settings: `topic_config.rs`),
+//! DescribeCluster, DeleteRecords, SaslHandshake and SaslAuthenticate (`api/sasl.rs`), with
 //! every API authorized through `authz.rs`.
-//! **Not done yet:** transactions, CreatePartitions, configs. A request for an
+//! **Not done yet:** transactions. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
 
+mod admin_authz;
 mod api;
 mod appends;
 pub mod auth;
@@ -51,6 +54,7 @@ mod guard;
 mod legacy;
 mod producers;
 mod records;
+mod topic_config;
 mod versions;
 
 use std::sync::Arc;

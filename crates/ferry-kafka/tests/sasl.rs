@@ -11,7 +11,9 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use ferry_broker::TopicSpec;
 use ferry_kafka::{KafkaConfig, Security, User, Users, token_hash};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
@@ -19,9 +21,10 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, FetchRequest, GroupId, InitProducerIdRequest,
-    JoinGroupRequest, MetadataRequest, OffsetCommitRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
+    ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DescribeConfigsRequest,
+    FetchRequest, GroupId, InitProducerIdRequest, JoinGroupRequest, MetadataRequest,
+    OffsetCommitRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::{
@@ -448,6 +451,97 @@ async fn group_apis_need_consume_and_commits_are_checked_per_topic() {
         )
         .await;
     assert_eq!(id.error_code, 31);
+}
+
+#[tokio::test]
+async fn admin_apis_need_admin_on_the_topic_or_the_cluster() {
+    let server = common::start(config(security(None))).await;
+    for topic in ["orders.eu", "payments"] {
+        server
+            .broker
+            .create_topic(topic, TopicSpec::with_partitions(1))
+            .await
+            .unwrap();
+    }
+    let grow = |topics: &[&str]| {
+        CreatePartitionsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        CreatePartitionsTopic::default()
+                            .with_name(name(t))
+                            .with_count(2)
+                    })
+                    .collect(),
+            )
+    };
+    // admin on orders.# only: orders.eu grows, payments is TOPIC_AUTHORIZATION_FAILED (29)
+    // and keeps its one partition; the broker's configs are the cluster's (31).
+    let mut conn = Conn::tcp(server.addr).await;
+    assert_eq!(conn.plain("orders-service", TOKEN).await, (0, None));
+    let grown = conn.call(&grow(&["orders.eu", "payments"]), 3).await;
+    let codes: Vec<_> = grown
+        .results
+        .iter()
+        .map(|r| (r.name.0.to_string(), r.error_code))
+        .collect();
+    assert!(codes.contains(&("orders.eu".into(), 0)), "{codes:?}");
+    assert!(codes.contains(&("payments".into(), 29)), "{codes:?}");
+    assert_eq!(
+        server
+            .broker
+            .describe_topic("orders.eu")
+            .unwrap()
+            .partitions
+            .len(),
+        2
+    );
+    assert_eq!(
+        server
+            .broker
+            .describe_topic("payments")
+            .unwrap()
+            .partitions
+            .len(),
+        1
+    );
+    let described = conn
+        .call(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("orders.eu")),
+                DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(StrBytes::from_static_str("0")),
+            ]),
+            4,
+        )
+        .await;
+    let codes: Vec<_> = described
+        .results
+        .iter()
+        .map(|r| (r.resource_name.to_string(), r.error_code))
+        .collect();
+    assert!(codes.contains(&("orders.eu".into(), 0)), "{codes:?}");
+    assert!(codes.contains(&("0".into(), 31)), "{codes:?}");
+
+    // A reader (consume on everything, no admin) changes nothing.
+    let mut reader = Conn::tcp(server.addr).await;
+    assert_eq!(reader.plain("reader", "reader-token").await, (0, None));
+    let grown = reader.call(&grow(&["orders.eu"]), 3).await;
+    assert_eq!(grown.results[0].error_code, 29);
+    assert_eq!(
+        server
+            .broker
+            .describe_topic("orders.eu")
+            .unwrap()
+            .partitions
+            .len(),
+        2
+    );
 }
 
 #[tokio::test]

@@ -257,7 +257,7 @@ impl Broker {
                         continue;
                     }
                     let partition = &shape.partitions[p as usize];
-                    let (start, end) = (partition.log.start_offset(), partition.log.end_offset());
+                    let (start, end) = (partition.start_offset(), partition.log.end_offset());
                     let mut from = match g.state.position(member, p)? {
                         Some(offset) => offset,
                         None => match g.start {
@@ -312,7 +312,7 @@ impl Broker {
                 topic: topic.name.clone(),
                 partition,
                 offset,
-                start: topic.partition(partition)?.log.start_offset(),
+                start: topic.partition(partition)?.start_offset(),
                 end,
             });
         }
@@ -354,8 +354,8 @@ impl Broker {
         };
         let mut targets = Vec::new();
         for p in partitions {
-            let log = &shape.partitions[p as usize].log;
-            let (start, end) = (log.start_offset(), log.end_offset());
+            let partition = &shape.partitions[p as usize];
+            let (start, end) = (partition.start_offset(), partition.log.end_offset());
             let offset = match to {
                 Position::Earliest => start,
                 Position::Latest => end,
@@ -369,7 +369,10 @@ impl Broker {
                         end,
                     });
                 }
-                Position::Timestamp(ms) => log.offset_for_timestamp(ms)?.unwrap_or(end),
+                Position::Timestamp(ms) => partition
+                    .log
+                    .offset_for_timestamp(ms)?
+                    .map_or(end, |offset| offset.max(start)),
             };
             targets.push((p, offset));
         }
@@ -569,7 +572,7 @@ fn partition_lag(
     committed: Option<u64>,
     now_ms: i64,
 ) -> Result<PartitionLag> {
-    let (start, end) = (partition.log.start_offset(), partition.log.end_offset());
+    let (start, end) = (partition.start_offset(), partition.log.end_offset());
     let from = committed.unwrap_or(start).max(start);
     let lag_records = end.saturating_sub(from);
     let lag_ms = if lag_records == 0 {

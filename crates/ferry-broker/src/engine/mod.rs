@@ -31,6 +31,7 @@
 //! [`JournalEvent`]: crate::queue::journal::JournalEvent
 //! [`QueueState`]: crate::QueueState
 
+mod delete_records;
 mod disk_reserve;
 mod effects;
 mod groups;
@@ -44,6 +45,7 @@ mod subscriptions;
 mod timer_wake;
 mod topic;
 mod topic_compaction;
+mod topic_update;
 mod topics;
 
 use std::collections::{BTreeMap, HashMap};
@@ -558,6 +560,9 @@ mod unsent_tests;
 
 #[cfg(test)]
 mod update_tests;
+
+#[cfg(test)]
+mod topic_admin_tests;
 
 #[cfg(test)]
 mod purge_tests;

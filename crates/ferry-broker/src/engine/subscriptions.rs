@@ -481,7 +481,7 @@ impl Link {
             state.grow(p as usize + 1);
             let from = state.cursors[p as usize]
                 .issued
-                .max(partition.log.start_offset());
+                .max(partition.start_offset());
             let end = partition.log.end_offset();
             if from >= end {
                 // Retention deleted records the subscription had considered before a
@@ -588,7 +588,7 @@ impl Broker {
             .iter()
             .map(|p| match spec.start {
                 SubscriptionStart::Now => p.log.end_offset(),
-                SubscriptionStart::Earliest => p.log.start_offset(),
+                SubscriptionStart::Earliest => p.start_offset(),
             })
             .collect();
         // One commit for the queue and what makes it a subscription: a crash leaves the

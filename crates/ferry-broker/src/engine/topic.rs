@@ -2,7 +2,7 @@
 //! partition the idempotent producers' table. The API over it is in `topics.rs`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
 use ferry_storage::batch::HEADER_LEN;
@@ -128,7 +128,13 @@ pub(crate) struct Partition {
     /// idempotent publish to the partition rebuilds it (see [`Partition::load_producers`]).
     pub producers: tokio::sync::Mutex<Option<ProducerTable>>,
     /// The topic is compacted by key: every record needs a key (see `topic_compaction.rs`).
-    pub compacted: bool,
+    /// Atomic: `update_topic` turns compaction on or off on a live topic.
+    pub compacted: AtomicBool,
+    /// The offset records were deleted before by `delete_records` (0: never), which may
+    /// lie inside a segment: reads start at it, and retention deletes the whole segments
+    /// below it. Committed to the metadata before it is set here (see
+    /// `engine/delete_records.rs`).
+    pub deleted_before: AtomicU64,
     /// When compaction last looked at this partition (ms), to throttle it.
     pub compaction_checked_ms: AtomicI64,
 }
@@ -138,7 +144,7 @@ pub(crate) struct Partition {
 /// small configured segment (down to two of the largest records), so small segments — and
 /// so retention by size at a fine grain — are possible. A publish over the limit is refused
 /// with [`BrokerError::BatchTooLarge`] before anything is written.
-fn batch_limits(broker: &BrokerConfig) -> (usize, u64) {
+pub(super) fn batch_limits(broker: &BrokerConfig) -> (usize, u64) {
     let max_record = max_record_bytes(&broker.limits);
     let segment = broker.message_segment_bytes.max(4096);
     let max_batch = usize::try_from(segment)
@@ -213,7 +219,8 @@ impl Topic {
             fanout: Arc::clone(fanout),
             max_batch_bytes,
             producers: tokio::sync::Mutex::new(None),
-            compacted: spec.compaction.is_some(),
+            compacted: AtomicBool::new(spec.compaction.is_some()),
+            deleted_before: AtomicU64::new(0),
             compaction_checked_ms: AtomicI64::new(i64::MIN),
         })
     }
@@ -258,7 +265,7 @@ impl Partition {
     /// Refuses a batch storage would refuse, or a keyless record on a compacted topic,
     /// before anything of the publish is written.
     pub fn check_batch(&self, topic: &Name, records: &[NewRecord]) -> Result<()> {
-        if self.compacted && records.iter().any(|r| r.key.is_none()) {
+        if self.compacted.load(Ordering::Acquire) && records.iter().any(|r| r.key.is_none()) {
             return Err(BrokerError::KeyRequired {
                 topic: topic.clone(),
                 partition: self.index,
@@ -321,9 +328,17 @@ impl Partition {
         rx
     }
 
+    /// The lowest offset readers may see: the log's start, or past it where records were
+    /// deleted before an offset inside a segment.
+    pub fn start_offset(&self) -> u64 {
+        self.log
+            .start_offset()
+            .max(self.deleted_before.load(Ordering::Acquire))
+    }
+
     /// The offset `from` stands for, checked against what the partition holds.
     fn resolve(&self, topic: &Name, from: Position) -> Result<u64> {
-        let (start, end) = (self.log.start_offset(), self.log.end_offset());
+        let (start, end) = (self.start_offset(), self.log.end_offset());
         Ok(match from {
             Position::Earliest => start,
             Position::Latest => end,
@@ -337,7 +352,10 @@ impl Partition {
                     end,
                 });
             }
-            Position::Timestamp(ms) => self.log.offset_for_timestamp(ms)?.unwrap_or(end),
+            Position::Timestamp(ms) => self
+                .log
+                .offset_for_timestamp(ms)?
+                .map_or(end, |offset| offset.max(start)),
         })
     }
 
@@ -405,7 +423,7 @@ impl Partition {
     }
 
     pub fn info(&self) -> Result<PartitionInfo> {
-        let start_offset = self.log.start_offset();
+        let start_offset = self.start_offset();
         let end_offset = self.log.end_offset();
         let oldest_timestamp_ms = if start_offset < end_offset {
             // The first record kept: compaction may have removed the one at the start.
@@ -432,13 +450,13 @@ impl Partition {
     pub fn retain(&self, spec: &TopicSpec, keep_from: Option<u64>) -> Result<RetentionReport> {
         Ok(self
             .log
-            .apply_retention(&retention_policy(spec, keep_from))?)
+            .apply_retention(&self.retention_policy(spec, keep_from))?)
     }
 
     /// Where the partition would start if the topic's retention ignored every hold.
     pub fn start_after_retention(&self, spec: &TopicSpec) -> u64 {
         self.log
-            .start_offset_after_retention(&retention_policy(spec, None))
+            .start_offset_after_retention(&self.retention_policy(spec, None))
     }
 
     /// The producers' table, rebuilt on first use from the records of the last
@@ -480,11 +498,16 @@ impl Partition {
     }
 }
 
-fn retention_policy(spec: &TopicSpec, keep_from: Option<u64>) -> RetentionPolicy {
-    RetentionPolicy {
-        max_age: spec.retention.max_age,
-        max_bytes: spec.retention.max_bytes,
-        low_watermark: None,
-        keep_from,
+impl Partition {
+    /// The topic's retention for this partition: its bounds, and the whole segments below
+    /// where records were deleted.
+    fn retention_policy(&self, spec: &TopicSpec, keep_from: Option<u64>) -> RetentionPolicy {
+        let deleted_before = self.deleted_before.load(Ordering::Acquire);
+        RetentionPolicy {
+            max_age: spec.retention.max_age,
+            max_bytes: spec.retention.max_bytes,
+            low_watermark: (deleted_before > 0).then_some(deleted_before),
+            keep_from,
+        }
     }
 }

@@ -65,6 +65,7 @@ pub(super) fn open_topics(
         let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
         let spec = spec_codec::topic::decode(&value).map_err(bad)?;
         let topic = Topic::open(dir, name.clone(), spec, config, &log_stats.topic_partitions)?;
+        super::delete_records::load_deleted_before(meta, &topic)?;
         topics.insert(name, Arc::new(topic));
     }
     Ok(topics)
@@ -157,6 +158,11 @@ impl Broker {
         for (key, _) in meta.scan_prefix(&format!("group/{}/", topic.name)) {
             batch.delete(key);
         }
+        // So are the offsets its partitions' records were deleted before.
+        for (key, _) in meta.scan_prefix(&super::delete_records::deleted_before_prefix(&topic.name))
+        {
+            batch.delete(key);
+        }
         meta.commit(batch)?;
         self.inner
             .groups
@@ -192,6 +198,15 @@ impl Broker {
                 .collect::<Result<_>>()?,
             spec: shape.spec.clone(),
         })
+    }
+
+    /// The largest batch and the segment size of every topic's partitions.
+    pub fn topic_storage_limits(&self) -> crate::topic::TopicStorageLimits {
+        let (max_batch_bytes, segment_bytes) = super::topic::batch_limits(&self.inner.config);
+        crate::topic::TopicStorageLimits {
+            max_batch_bytes,
+            segment_bytes,
+        }
     }
 
     /// Grows the topic to `new_count` partitions; the count can only increase.

@@ -80,3 +80,14 @@ pub struct PartitionInfo {
     /// Publish time of the record at `start_offset`; `None` when the partition is empty.
     pub oldest_timestamp_ms: Option<i64>,
 }
+
+/// The storage bounds every topic's partitions share, set by the broker's configuration
+/// (its limits and segment size), not per topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicStorageLimits {
+    /// The largest batch one publish may append to a partition (bytes, encoded).
+    pub max_batch_bytes: usize,
+    /// The size at which a partition's log starts a new segment: the grain retention and
+    /// compaction work at.
+    pub segment_bytes: u64,
+}

@@ -68,8 +68,9 @@ mod tests {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{
-        ApiKey, ApiVersionsRequest, FetchRequest, MetadataRequest, ProduceRequest, RequestHeader,
-        TopicName,
+        AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
+        DeleteRecordsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+        IncrementalAlterConfigsRequest, MetadataRequest, ProduceRequest, RequestHeader, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use kafka_protocol::records::{
@@ -208,6 +209,88 @@ mod tests {
         )
     }
 
+    fn text(s: &'static str) -> StrBytes {
+        StrBytes::from_static_str(s)
+    }
+
+    fn create_partitions() -> Vec<u8> {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        let topic = CreatePartitionsTopic::default()
+            .with_name(name("orders"))
+            .with_count(3);
+        request(
+            ApiKey::CreatePartitions,
+            3,
+            &CreatePartitionsRequest::default().with_topics(vec![topic]),
+        )
+    }
+
+    fn describe_configs() -> Vec<u8> {
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        let resource = DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(text("orders"))
+            .with_configuration_keys(Some(vec![text("retention.ms")]));
+        request(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default()
+                .with_resources(vec![resource])
+                .with_include_synonyms(true),
+        )
+    }
+
+    fn alter_configs() -> Vec<u8> {
+        use kafka_protocol::messages::alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        let config = AlterableConfig::default()
+            .with_name(text("retention.ms"))
+            .with_value(Some(text("60000")));
+        let resource = AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(text("orders"))
+            .with_configs(vec![config]);
+        request(
+            ApiKey::AlterConfigs,
+            2,
+            &AlterConfigsRequest::default().with_resources(vec![resource]),
+        )
+    }
+
+    fn incremental_alter_configs() -> Vec<u8> {
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        let config = AlterableConfig::default()
+            .with_name(text("cleanup.policy"))
+            .with_config_operation(2)
+            .with_value(Some(text("compact")));
+        let resource = AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(text("orders"))
+            .with_configs(vec![config]);
+        request(
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![resource]),
+        )
+    }
+
+    fn delete_records() -> Vec<u8> {
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        let topic = DeleteRecordsTopic::default()
+            .with_name(name("orders"))
+            .with_partitions(vec![DeleteRecordsPartition::default().with_offset(10)]);
+        request(
+            ApiKey::DeleteRecords,
+            2,
+            &DeleteRecordsRequest::default().with_topics(vec![topic]),
+        )
+    }
+
     /// The seeds, each with whether it is a valid request whose records all decode.
     fn seeds() -> Vec<(&'static str, Vec<u8>, bool)> {
         let metadata = |version| {
@@ -279,6 +362,24 @@ mod tests {
                 true,
             ),
             ("bad-metadata-array-count", bomb, false),
+            ("create-partitions-v3", create_partitions(), true),
+            ("describe-configs-v4", describe_configs(), true),
+            ("alter-configs-v2", alter_configs(), true),
+            (
+                "incremental-alter-configs-v1",
+                incremental_alter_configs(),
+                true,
+            ),
+            (
+                "describe-cluster-v1",
+                request(
+                    ApiKey::DescribeCluster,
+                    1,
+                    &DescribeClusterRequest::default(),
+                ),
+                true,
+            ),
+            ("delete-records-v2", delete_records(), true),
         ]
         .into_iter()
         .chain(group_seeds())

@@ -1,8 +1,9 @@
 //! CreateTopics and DeleteTopics. A topic is created with its partition count (the
 //! default for -1); a replication factor other than -1 or 1 is refused
-//! (INVALID_REPLICATION_FACTOR: one node), and so are explicit replica assignments and
-//! topic configs (not supported yet: refused, never ignored). `validate_only` checks the
-//! name and spec and creates nothing.
+//! (INVALID_REPLICATION_FACTOR: one node), and so are explicit replica assignments
+//! (INVALID_REQUEST). Topic configs are those AlterConfigs takes (`topic_config.rs`); any
+//! other key is INVALID_CONFIG, never ignored. `validate_only` checks the name and spec and
+//! creates nothing.
 
 use ferry_broker::{Name, TopicSpec};
 use kafka_protocol::ResponseError;
@@ -14,6 +15,7 @@ use kafka_protocol::messages::{
 };
 
 use super::text;
+use crate::topic_config::{self, Op};
 use crate::{Shared, errors};
 
 pub async fn create_topics(shared: &Shared, request: CreateTopicsRequest) -> CreateTopicsResponse {
@@ -43,16 +45,6 @@ async fn create(
             "replica assignments are not supported: Ferry is one node".into(),
         ));
     }
-    if let Some(config) = topic.configs.first() {
-        return Err((
-            ResponseError::InvalidConfig,
-            format!(
-                "topic configs are not supported yet ({:?} was given); create the topic \
-                 without configs",
-                config.name.as_str()
-            ),
-        ));
-    }
     if !matches!(topic.replication_factor, -1 | 1) {
         return Err((
             ResponseError::InvalidReplicationFactor,
@@ -72,12 +64,39 @@ async fn create(
             ));
         }
     };
-    let spec = TopicSpec::with_partitions(partitions);
+    // Topic configs as AlterConfigs takes them (`topic_config.rs`): a key Ferry does not
+    // have is INVALID_CONFIG, never ignored.
+    let changes: Vec<(String, Op)> = topic
+        .configs
+        .iter()
+        .map(|c| {
+            let name = c.name.to_string();
+            c.value
+                .as_ref()
+                .map(|v| (name.clone(), Op::Set(v.to_string())))
+                .ok_or_else(|| {
+                    (
+                        ResponseError::InvalidConfig,
+                        format!("{name} has no value; give one"),
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    let spec = topic_config::apply(&TopicSpec::with_partitions(partitions), &changes, true)
+        .map_err(|e| (ResponseError::InvalidConfig, e.0))?;
     let broker_error = |e: ferry_broker::BrokerError| {
-        let code = match errors::from_broker(&e) {
-            // A partition count the broker refuses is Kafka's INVALID_PARTITIONS.
-            ResponseError::InvalidRequest => ResponseError::InvalidPartitions,
-            code => code,
+        let code = match (&e, errors::from_broker(&e)) {
+            // A partition count the broker refuses is Kafka's INVALID_PARTITIONS; another
+            // setting (from the topic's configs) is INVALID_CONFIG.
+            (
+                ferry_broker::BrokerError::InvalidSetting {
+                    setting: "partitions",
+                    ..
+                },
+                _,
+            ) => ResponseError::InvalidPartitions,
+            (ferry_broker::BrokerError::InvalidSetting { .. }, _) => ResponseError::InvalidConfig,
+            (_, code) => code,
         };
         (code, e.to_string())
     };

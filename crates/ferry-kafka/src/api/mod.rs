@@ -2,22 +2,27 @@
 
 mod admin;
 mod api_versions;
+mod cluster;
+mod configs;
+mod delete_records;
 mod fetch;
 mod group_offsets;
 mod groups;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod partitions;
 pub(crate) mod produce;
 pub mod sasl;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, HeartbeatResponse,
-    InitProducerIdRequest, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, ProduceRequest,
-    SyncGroupResponse,
+    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    FetchRequest, HeartbeatResponse, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, ProduceRequest, SyncGroupResponse,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -111,6 +116,63 @@ pub async fn handle(
             encode_response(request, version, &response)?
         }
         api if is_group_api(api) => return handle_group(shared, node, access, request).await,
+        _ => return handle_admin(shared, node, access, request).await,
+    };
+    Ok(Some(answer))
+}
+
+/// The topic and cluster admin APIs beyond CreateTopics and DeleteTopics
+/// (`partitions.rs`, `configs.rs`, `cluster.rs`, `delete_records.rs`).
+async fn handle_admin(
+    shared: &Shared,
+    node: &Node,
+    access: &Access,
+    request: &mut Request,
+) -> Result<Option<Bytes>, ConnectionError> {
+    let version = request.header.request_api_version;
+    let answer = match request.api {
+        ApiKey::CreatePartitions => {
+            let mut body: CreatePartitionsRequest = decode_body(request)?;
+            let denied = access.create_partitions(&mut body);
+            let mut response = partitions::create(shared, body).await;
+            response.results.extend(denied);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DescribeConfigs => {
+            let mut body: DescribeConfigsRequest = decode_body(request)?;
+            let denied = access.describe_configs(&mut body);
+            let mut response = configs::describe(shared, body, version);
+            response.results.extend(denied);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::AlterConfigs => {
+            let mut body: AlterConfigsRequest = decode_body(request)?;
+            let denied = access.alter_configs(&mut body);
+            let mut response = configs::alter(shared, body).await;
+            response.responses.extend(denied);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let mut body: IncrementalAlterConfigsRequest = decode_body(request)?;
+            let denied = access.incremental_alter_configs(&mut body);
+            let mut response = configs::incremental_alter(shared, body).await;
+            response.responses.extend(denied);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DescribeCluster => {
+            // Any authenticated user: it tells what Metadata tells (this node, the cluster
+            // id), as Kafka's Describe on the cluster is granted with any other cluster right.
+            let body: DescribeClusterRequest = decode_body(request)?;
+            let response = cluster::describe(node, body);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DeleteRecords => {
+            let mut body: DeleteRecordsRequest = decode_body(request)?;
+            let denied = access.delete_records(&mut body);
+            let mut response = delete_records::answer(shared, body).await;
+            response.topics.extend(denied);
+            encode_response(request, version, &response)?
+        }
         api => return Err(ConnectionError::NotServed { api, version }),
     };
     Ok(Some(answer))
