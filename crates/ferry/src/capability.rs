@@ -223,6 +223,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::redis_capabilities(),
         crate::transport::postgres_capabilities(),
         crate::transport::rabbitmq_capabilities(),
+        crate::transport::sqs_capabilities(),
         // Other transports add their tables here.
     ]
 }
@@ -311,6 +312,7 @@ refused on its own.
 - **rabbitmq**: per subscription session's channel, one `basic.ack` with `multiple` up to
   the lowest delivery tag still held, being settled otherwise or received and not yet
   handed out; acks above it go one by one, pipelined on the channel.
+- **sqs**: one DeleteMessage per ack; SQS's DeleteMessageBatch is not used yet.
 - **NATS JetStream**: one ack message per delivery: JetStream has no ack of many messages
   for a pull consumer.
 ";
