@@ -106,7 +106,12 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: Debug + Send + Sync + 'static,
 {
-    let code = e.code().unwrap_or_default().to_owned();
+    // The query protocol's codes carry SQS's prefix; the JSON protocol's do not.
+    let code = e.code().unwrap_or_default();
+    let code = code
+        .strip_prefix("AWS.SimpleQueueService.")
+        .unwrap_or(code)
+        .to_owned();
     let message = match (e.code(), e.message()) {
         (Some(code), Some(message)) => format!("{code}: {message}"),
         (Some(code), None) => code.to_owned(),
@@ -122,18 +127,14 @@ where
     }
 }
 
-/// Codes for a queue that does not exist (the JSON and query protocols' spellings).
-pub(super) const NO_QUEUE: &[&str] = &[
-    "AWS.SimpleQueueService.NonExistentQueue",
-    "QueueDoesNotExist",
-    "NonExistentQueue",
-];
+/// Codes for a queue that does not exist (the JSON and query protocols' spellings, SQS's
+/// prefix taken off).
+pub(super) const NO_QUEUE: &[&str] = &["QueueDoesNotExist", "NonExistentQueue"];
 
 /// Codes for a receipt handle no longer good: the lease ran out or the message is gone.
 pub(super) const NOT_HELD: &[&str] = &[
     "ReceiptHandleIsInvalid",
     "MessageNotInflight",
-    "AWS.SimpleQueueService.MessageNotInflight",
     "InvalidParameterValue",
 ];
 

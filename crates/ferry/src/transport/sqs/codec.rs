@@ -4,14 +4,17 @@
 //!
 //! | attribute | type | what |
 //! |---|---|---|
-//! | `ferry-id` | String | the message id |
-//! | `ferry-key` | Binary | the ordering key, when there is one |
-//! | `ferry-published-at` | Number | ms since the epoch |
-//! | `ferry-headers` | String | the headers as a JSON object, when there are any (the dead-letter metadata `ferry-dlq-*` among them) |
-//! | `ferry-body` | String | `base64` when the payload is not text an SQS body may hold, `empty` for an empty payload |
+//! | `x-ferry-id` | String | the message id |
+//! | `x-ferry-key` | Binary | the ordering key, when there is one |
+//! | `x-ferry-published-at` | Number | ms since the epoch |
+//! | `x-ferry-headers` | String | the headers as a JSON object, when there are any (the dead-letter metadata `ferry-dlq-*` among them) |
+//! | `x-ferry-body` | String | `base64` when the payload is not text an SQS body may hold, `empty` for an empty payload |
+//!
+//! The names start with `x-`: Ferry's own SQS endpoint reserves the `ferry-` attribute
+//! namespace for the broker's metadata.
 //!
 //! An SQS body must be XML characters (no control characters but tab, CR and LF) and at
-//! least one character long, hence `ferry-body`.
+//! least one character long, hence `x-ferry-body`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,11 +24,11 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::message::{DeadLetterInfo, Message, Received, now_ms};
 
-pub(super) const ID: &str = "ferry-id";
-const KEY: &str = "ferry-key";
-const PUBLISHED_AT: &str = "ferry-published-at";
-const HEADERS: &str = "ferry-headers";
-const BODY: &str = "ferry-body";
+pub(super) const ID: &str = "x-ferry-id";
+const KEY: &str = "x-ferry-key";
+const PUBLISHED_AT: &str = "x-ferry-published-at";
+const HEADERS: &str = "x-ferry-headers";
+const BODY: &str = "x-ferry-body";
 
 /// A message attribute, in neither SDK's types (SQS and SNS each have their own).
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +108,7 @@ pub(super) struct Raw<'a> {
     pub sent_ms: i64,
 }
 
-/// Decodes a received message. One published by another SQS client (no `ferry-*`
+/// Decodes a received message. One published by another SQS client (no `x-ferry-*`
 /// attributes) is taken as it is: its SQS id, its body as the payload, its send time.
 pub(super) fn decode(raw: Raw<'_>, dead_letters: bool) -> Result<Received> {
     let string = |name: &str| match raw.attributes.get(name) {
