@@ -312,7 +312,8 @@ refused on its own.
 - **rabbitmq**: per subscription session's channel, one `basic.ack` with `multiple` up to
   the lowest delivery tag still held, being settled otherwise or received and not yet
   handed out; acks above it go one by one, pipelined on the channel.
-- **sqs**: one DeleteMessage per ack; SQS's DeleteMessageBatch is not used yet.
+- **sqs**: one DeleteMessageBatch (ten at most) for the acks of a connection's consumers of
+  one queue that arrive together; nacks and extensions are one ChangeMessageVisibility each.
 - **NATS JetStream**: one ack message per delivery: JetStream has no ack of many messages
   for a pull consumer.
 ";

@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName as Sys;
 
+use super::acks::Ack;
 use super::aws::{self, NOT_HELD};
 use super::capabilities::NAME;
 use super::codec::{self, Attr, Raw};
@@ -310,7 +311,14 @@ impl SqsSettler {
 #[async_trait]
 impl Settler for SqsSettler {
     async fn ack(&self) -> Result<()> {
-        self.delete().await
+        self.shared.check_open()?;
+        self.shared
+            .acks(&self.url)
+            .settle(Ack {
+                receipt: self.receipt.clone(),
+                id: self.message.id.clone(),
+            })
+            .await
     }
 
     async fn nack(&self, delay: Option<Duration>, error: Option<&str>) -> Result<()> {

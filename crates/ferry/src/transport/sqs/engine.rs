@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::acks::Acks;
 use super::aws::{self, NO_QUEUE};
 use super::capabilities::{NAME, capabilities};
 use super::consume::SqsConsumer;
@@ -43,6 +44,9 @@ pub(super) struct Shared {
     urls: Mutex<HashMap<String, String>>,
     /// SNS name → ARN.
     topics: Mutex<HashMap<String, String>>,
+    /// Queue URL → the acks on their way to it, shared by this connection's consumers of
+    /// the queue so that their acks go together.
+    acks: Mutex<HashMap<String, Acks>>,
 }
 
 impl Shared {
@@ -79,6 +83,16 @@ impl Shared {
         }
     }
 
+    /// The ack batcher of the queue at `url`.
+    pub fn acks(&self, url: &str) -> Acks {
+        self.acks
+            .lock()
+            .unwrap()
+            .entry(url.to_owned())
+            .or_insert_with(|| super::acks::acks(self.sqs.clone(), url.to_owned()))
+            .clone()
+    }
+
     pub fn remember(&self, sqs_name: &str, url: &str) {
         self.urls
             .lock()
@@ -88,6 +102,7 @@ impl Shared {
 
     pub fn forget(&self, url: &str) {
         self.urls.lock().unwrap().retain(|_, u| u != url);
+        self.acks.lock().unwrap().remove(url);
     }
 
     /// The live queue of `names`, standard or FIFO.
@@ -220,6 +235,7 @@ impl Sqs {
                 closed: AtomicBool::new(false),
                 urls: Mutex::new(HashMap::new()),
                 topics: Mutex::new(HashMap::new()),
+                acks: Mutex::new(HashMap::new()),
             }),
             capabilities: capabilities(),
         })

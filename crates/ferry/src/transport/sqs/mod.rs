@@ -11,6 +11,8 @@
 
 mod capabilities;
 #[cfg(feature = "sqs")]
+mod acks;
+#[cfg(feature = "sqs")]
 mod aws;
 #[cfg(feature = "sqs")]
 mod codec;
