@@ -5,9 +5,11 @@
 # order-events example (crates/ferry-cli/tests/aws_order_events.rs), the AWS CLI v1 and
 # LocalStack's `awslocal` wrapper for the local-setup test (crates/ferry-cli/tests/aws_cli.rs;
 # awscli pins the botocore, and so the boto3, it runs with), and kafka-python (pure Python)
-# for the Kafka front end's client test (crates/ferry-kafka/tests/kafka_python.rs).
+# for the Kafka front end's client test (crates/ferry-kafka/tests/kafka_python.rs); moto's
+# server mode (`moto_server`) as a second SQS/SNS engine for the SDK's `sqs://` conformance
+# run (crates/ferry-conformance/tests/sqs.rs), the version scripts/compat/moto-sqs.sh pins.
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first.
 set -euo pipefail
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-  grpcio grpcio-tools boto3 awscli==1.45.11 awscli-local==0.23.0 kafka-python==3.0.12
+  grpcio grpcio-tools boto3 awscli==1.45.11 awscli-local==0.23.0 kafka-python==3.0.12 'moto[server]==5.2.1'

@@ -169,3 +169,78 @@ async fn moto_server_passes_the_conformance_suite() {
     ));
     report.assert_skipped_exactly(&skipped);
 }
+
+/// What SQS cannot keep is refused when declared (or, for a per-message field, when
+/// published), as `Unsupported`, and leaves nothing behind on the engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
+    use ferry::{
+        DeliveryPolicy, Destination, Error, Ferry, KeyOrdering, Message, QueueDecl, Source,
+        SubscriptionDecl, TopicDecl,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let ferry = Ferry::connect(&url(addr)).await.unwrap();
+    let unsupported = |what: &str, r: ferry::Result<()>| match r {
+        Err(Error::Unsupported { .. }) => {}
+        other => panic!("{what} answered {other:?}, not Unsupported"),
+    };
+    let name = ferry_testkit::fresh("sqs", "refused");
+    let policy = |edit: fn(&mut DeliveryPolicy)| {
+        let mut p = DeliveryPolicy::default();
+        edit(&mut p);
+        p
+    };
+    let refused = [
+        ("a lease of 1.5 s", policy(|p| p.lease = Duration::from_millis(1500))),
+        ("a lease of 13 h", policy(|p| p.lease = Duration::from_secs(13 * 3600))),
+        ("a max delay of 1 h", policy(|p| p.max_delay = Duration::from_secs(3600))),
+        (
+            "a backoff cap of 1 day",
+            policy(|p| p.backoff.cap = Duration::from_secs(86_400)),
+        ),
+    ];
+    for (what, delivery) in refused {
+        let decl = QueueDecl::new(&name).delivery(delivery);
+        unsupported(what, ferry.declare_queue(&decl).await);
+    }
+    let window = QueueDecl::new(&name).dedup_window(Duration::from_secs(600));
+    unsupported("a 10 min dedup window", ferry.declare_queue(&window).await);
+    // Nothing was made: the name is free for any declaration.
+    let found = ferry.consumer(Source::queue(&name), Default::default()).await;
+    assert!(
+        matches!(found, Err(Error::NotFound { .. })),
+        "{:?}",
+        found.err()
+    );
+
+    // An ordered queue is FIFO, which takes no per-message delay.
+    let mut ordered = QueueDecl::new(&name);
+    ordered.delivery.ordering = KeyOrdering::PerKey;
+    ferry.declare_queue(&ordered).await.unwrap();
+    let delayed = ferry
+        .publisher(Destination::queue(&name))
+        .send(Message::new("later").with_delay(Duration::from_secs(1)))
+        .await;
+    assert!(matches!(delayed, Err(Error::Unsupported { .. })), "{delayed:?}");
+
+    let topic = ferry_testkit::fresh("sqs", "refused-topic");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let mut per_key = SubscriptionDecl::new(&topic, format!("{topic}-s"));
+    per_key.delivery.ordering = KeyOrdering::PerKey;
+    unsupported(
+        "per-key ordering on a subscription",
+        ferry.declare_subscription(&per_key).await,
+    );
+    let partitioned = TopicDecl {
+        partitions: 4,
+        ..TopicDecl::new(format!("{topic}-p"))
+    };
+    unsupported("a partitioned topic", ferry.declare_topic(&partitioned).await);
+    ferry.delete_topic(&topic).await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+    let _ = running.stop.send(());
+    running.served.await.unwrap().unwrap();
+}
