@@ -162,7 +162,10 @@ fn start_moto() -> Option<(Moto, SocketAddr)> {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ferry_testkit::engine::answers("127.0.0.1", addr.port()) {
-        assert!(Instant::now() < deadline, "moto_server did not listen within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "moto_server did not listen within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     Some((child, addr))
@@ -210,9 +213,18 @@ async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
         p
     };
     let refused = [
-        ("a lease of 1.5 s", policy(|p| p.lease = Duration::from_millis(1500))),
-        ("a lease of 13 h", policy(|p| p.lease = Duration::from_secs(13 * 3600))),
-        ("a max delay of 1 h", policy(|p| p.max_delay = Duration::from_secs(3600))),
+        (
+            "a lease of 1.5 s",
+            policy(|p| p.lease = Duration::from_millis(1500)),
+        ),
+        (
+            "a lease of 13 h",
+            policy(|p| p.lease = Duration::from_secs(13 * 3600)),
+        ),
+        (
+            "a max delay of 1 h",
+            policy(|p| p.max_delay = Duration::from_secs(3600)),
+        ),
         (
             "a backoff cap of 1 day",
             policy(|p| p.backoff.cap = Duration::from_secs(86_400)),
@@ -225,7 +237,9 @@ async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
     let window = QueueDecl::new(&name).dedup_window(Duration::from_secs(600));
     unsupported("a 10 min dedup window", ferry.declare_queue(&window).await);
     // Nothing was made: the name is free for any declaration.
-    let found = ferry.consumer(Source::queue(&name), Default::default()).await;
+    let found = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await;
     assert!(
         matches!(found, Err(Error::NotFound { .. })),
         "{:?}",
@@ -240,7 +254,10 @@ async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
         .publisher(Destination::queue(&name))
         .send(Message::new("later").with_delay(Duration::from_secs(1)))
         .await;
-    assert!(matches!(delayed, Err(Error::Unsupported { .. })), "{delayed:?}");
+    assert!(
+        matches!(delayed, Err(Error::Unsupported { .. })),
+        "{delayed:?}"
+    );
 
     let topic = ferry_testkit::fresh("sqs", "refused-topic");
     ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
@@ -254,7 +271,10 @@ async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
         partitions: 4,
         ..TopicDecl::new(format!("{topic}-p"))
     };
-    unsupported("a partitioned topic", ferry.declare_topic(&partitioned).await);
+    unsupported(
+        "a partitioned topic",
+        ferry.declare_topic(&partitioned).await,
+    );
     ferry.delete_topic(&topic).await.unwrap();
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();

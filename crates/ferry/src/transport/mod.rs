@@ -21,7 +21,12 @@ use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
-#[cfg(any(feature = "redis", feature = "postgres", feature = "amqp", feature = "sqs"))]
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "amqp",
+    feature = "sqs"
+))]
 mod group_commit;
 pub mod nats;
 pub mod postgres;

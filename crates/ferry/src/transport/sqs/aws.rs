@@ -15,7 +15,9 @@ fn http_client(endpoint: &Endpoint) -> aws_sdk_sqs::config::SharedHttpClient {
     match endpoint.url.as_deref() {
         Some(url) if url.starts_with("http://") => builder.build_http(),
         _ => builder
-            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::Ring,
+            ))
             .build_https(),
     }
 }

@@ -69,10 +69,7 @@ pub fn capabilities() -> Capabilities {
                      delay",
                 ),
             ),
-            (
-                Feature::Priorities,
-                No("SQS delivers without priorities"),
-            ),
+            (Feature::Priorities, No("SQS delivers without priorities")),
             (
                 Feature::OrderingKeys,
                 Native(
@@ -95,10 +92,7 @@ pub fn capabilities() -> Capabilities {
                      sets it to SQS's maximum, 14 days",
                 ),
             ),
-            (
-                Feature::MaxLength,
-                No("SQS queues have no length limit"),
-            ),
+            (Feature::MaxLength, No("SQS queues have no length limit")),
             (
                 Feature::StaleSettles,
                 No(

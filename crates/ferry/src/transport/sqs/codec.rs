@@ -48,7 +48,10 @@ pub(super) struct Encoded {
 
 /// Encodes `message` (which has its id) as published at `published_at_ms`.
 pub(super) fn encode(message: &Message, published_at_ms: i64) -> Encoded {
-    let id = message.id.clone().expect("the SDK assigns ids before publishing");
+    let id = message
+        .id
+        .clone()
+        .expect("the SDK assigns ids before publishing");
     encode_parts(
         &id,
         message.key.as_deref(),
@@ -133,16 +136,22 @@ pub(super) fn decode(raw: Raw<'_>, dead_letters: bool) -> Result<Received> {
         Some(Attr::Binary(key)) => Some(Bytes::copy_from_slice(key)),
         _ => None,
     };
-    let dead_letter = dead_letters.then(|| DeadLetterInfo::from_headers(&headers)).flatten();
+    let dead_letter = dead_letters
+        .then(|| DeadLetterInfo::from_headers(&headers))
+        .flatten();
     Ok(Received {
         id: string(ID).unwrap_or(raw.message_id).to_owned(),
         key,
         headers,
         payload,
         priority: 0,
-        published_at_ms: string(PUBLISHED_AT)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(if raw.sent_ms > 0 { raw.sent_ms } else { now_ms() }),
+        published_at_ms: string(PUBLISHED_AT).and_then(|v| v.parse().ok()).unwrap_or(
+            if raw.sent_ms > 0 {
+                raw.sent_ms
+            } else {
+                now_ms()
+            },
+        ),
         attempt: raw.receive_count.max(1),
         dead_letter,
     })
@@ -191,7 +200,11 @@ mod tests {
         }
         let text = encode(&Message::new("héllo").with_id("x"), 1);
         assert_eq!(text.body, "héllo");
-        assert_eq!(text.attributes.len(), 2, "no encoding attribute for plain text");
+        assert_eq!(
+            text.attributes.len(),
+            2,
+            "no encoding attribute for plain text"
+        );
     }
 
     #[test]
@@ -207,7 +220,10 @@ mod tests {
             true,
         )
         .unwrap();
-        assert_eq!((r.id.as_str(), &r.payload[..], r.published_at_ms), ("sqs-id", &b"hello"[..], 42));
+        assert_eq!(
+            (r.id.as_str(), &r.payload[..], r.published_at_ms),
+            ("sqs-id", &b"hello"[..], 42)
+        );
         assert_eq!(r.dead_letter, None);
     }
 }

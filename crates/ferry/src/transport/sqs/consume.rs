@@ -270,10 +270,13 @@ impl SqsSettler {
         if !self.settings.dead_letter {
             return self.delete().await;
         }
-        let url = self.dead_letter_url.as_deref().ok_or_else(|| Error::NotFound {
-            kind: "queue",
-            name: format!("{}.dlq", self.settings.name),
-        })?;
+        let url = self
+            .dead_letter_url
+            .as_deref()
+            .ok_or_else(|| Error::NotFound {
+                kind: "queue",
+                name: format!("{}.dlq", self.settings.name),
+            })?;
         let m = &self.message;
         let mut headers = m.headers.clone();
         let now = now_ms();
@@ -287,8 +290,13 @@ impl SqsSettler {
             consumer: Some(self.consumer.clone()),
         }
         .write_headers(&mut headers);
-        let encoded =
-            codec::encode_parts(&m.id, m.key.as_deref(), &headers, &m.payload, m.published_at_ms);
+        let encoded = codec::encode_parts(
+            &m.id,
+            m.key.as_deref(),
+            &headers,
+            &m.payload,
+            m.published_at_ms,
+        );
         let mut send = self
             .shared
             .sqs
@@ -303,7 +311,9 @@ impl SqsSettler {
                 .message_group_id(group_of(m.key.as_deref(), &m.id))
                 .message_deduplication_id(&m.id);
         }
-        send.send().await.map_err(|e| aws::failure(e).into_error())?;
+        send.send()
+            .await
+            .map_err(|e| aws::failure(e).into_error())?;
         self.delete().await
     }
 }
@@ -328,11 +338,7 @@ impl Settler for SqsSettler {
                 .dead_letter(reason::MAX_DELIVERIES, error, attempt)
                 .await;
         }
-        let delay = delay.unwrap_or_else(|| {
-            self.settings
-                .backoff
-                .delay(attempt, fastrand::f64())
-        });
+        let delay = delay.unwrap_or_else(|| self.settings.backoff.delay(attempt, fastrand::f64()));
         self.hide_for(delay).await
     }
 

@@ -3,9 +3,9 @@
 //! topic's ARN), cached per connection.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -250,10 +250,14 @@ impl Sqs {
             }
             Source::DeadLetters(origin) => return Box::pin(self.source(origin)).await,
         };
-        let found = self.shared.live(&names).await?.ok_or_else(|| Error::NotFound {
-            kind,
-            name: name.clone(),
-        })?;
+        let found = self
+            .shared
+            .live(&names)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind,
+                name: name.clone(),
+            })?;
         let settings = self.shared.settings(&found.url, kind, name).await?;
         if let Source::Subscription { topic, .. } = source
             && settings.topic.as_deref() != Some(topic.as_str())

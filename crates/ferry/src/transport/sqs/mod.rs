@@ -9,11 +9,11 @@
 //! acts on the same policy. What SQS cannot keep is refused when declared (see
 //! [`capabilities`]).
 
-mod capabilities;
 #[cfg(feature = "sqs")]
 mod acks;
 #[cfg(feature = "sqs")]
 mod aws;
+mod capabilities;
 #[cfg(feature = "sqs")]
 mod codec;
 #[cfg(feature = "sqs")]

@@ -36,9 +36,7 @@ pub(super) struct QueueNames {
 
 impl QueueNames {
     pub fn of_queue(name: &str) -> QueueNames {
-        QueueNames {
-            base: escape(name),
-        }
+        QueueNames { base: escape(name) }
     }
 
     /// A subscription's queue: its name alone, as a subscription's name names one
@@ -86,7 +84,9 @@ pub(super) fn topic(name: &str) -> Result<String> {
     if escaped.len() > MAX_TOPIC_NAME {
         return Err(Error::invalid(
             format!("name `{name}`"),
-            format!("too long for an SNS topic once `.` and `_` are escaped ({MAX_TOPIC_NAME} at most)"),
+            format!(
+                "too long for an SNS topic once `.` and `_` are escaped ({MAX_TOPIC_NAME} at most)"
+            ),
         ));
     }
     Ok(escaped)

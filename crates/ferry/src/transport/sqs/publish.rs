@@ -6,8 +6,8 @@
 use aws_sdk_sqs::primitives::Blob;
 
 use super::aws;
-use super::codec::{self, Attr, Encoded};
 use super::capabilities::NAME;
+use super::codec::{self, Attr, Encoded};
 use super::engine::{Found, Shared, seconds_up};
 use super::topology::MAX_DELAY;
 use crate::error::{Error, Result};
@@ -96,11 +96,7 @@ struct Placement {
     dedup: Option<String>,
 }
 
-pub(super) async fn to_queue(
-    shared: &Shared,
-    queue: &Found,
-    batch: Vec<Message>,
-) -> Result<()> {
+pub(super) async fn to_queue(shared: &Shared, queue: &Found, batch: Vec<Message>) -> Result<()> {
     shared.check_open()?;
     let published_at = now_ms();
     let mut items = Vec::with_capacity(batch.len());

@@ -93,7 +93,10 @@ impl Settings {
         put("dead_letter", self.dead_letter.to_string());
         put("lease_ms", ms(self.lease));
         put("max_delay_ms", ms(self.max_delay));
-        put("ordering", if self.ordering { "per-key" } else { "none" }.into());
+        put(
+            "ordering",
+            if self.ordering { "per-key" } else { "none" }.into(),
+        );
         if let Some(window) = self.dedup_window {
             put("dedup_window_ms", ms(window));
         }

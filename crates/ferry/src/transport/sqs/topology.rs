@@ -78,7 +78,10 @@ pub(super) async fn declare_queue(shared: &Shared, decl: &QueueDecl) -> Result<(
 pub(super) async fn declare_topic(shared: &Shared, decl: &TopicDecl) -> Result<()> {
     shared.check_open()?;
     decl.validate()?;
-    decl.unpartitioned(NAME, "an SNS topic is not partitioned; declare it with 1 partition")?;
+    decl.unpartitioned(
+        NAME,
+        "an SNS topic is not partitioned; declare it with 1 partition",
+    )?;
     let out = shared
         .sns
         .create_topic()

@@ -60,7 +60,7 @@ pub(super) fn parse(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<E
     let (mut region, mut tls) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = decode(value).map_err(|e| bad(e))?;
+        let value = decode(value).map_err(&bad)?;
         match key {
             "region" if !value.is_empty() => region = Some(value),
             "tls" if value == "true" || value == "false" => tls = Some(value == "true"),
@@ -88,12 +88,18 @@ pub(super) fn parse(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<E
             let (key, secret) = info
                 .split_once(':')
                 .ok_or_else(|| bad("keys in the URL are KEY:SECRET@host".into()))?;
-            (decode(key).map_err(&bad)?, decode(secret).map_err(&bad)?, None)
+            (
+                decode(key).map_err(&bad)?,
+                decode(secret).map_err(&bad)?,
+                None,
+            )
         }
         None => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-            (Some(key), Some(secret)) if !key.is_empty() && !secret.is_empty() => {
-                (key, secret, env("AWS_SESSION_TOKEN").filter(|t| !t.is_empty()))
-            }
+            (Some(key), Some(secret)) if !key.is_empty() && !secret.is_empty() => (
+                key,
+                secret,
+                env("AWS_SESSION_TOKEN").filter(|t| !t.is_empty()),
+            ),
             _ => {
                 return Err(bad(
                     "no credentials: put KEY:SECRET@ in the URL, or set AWS_ACCESS_KEY_ID and \
@@ -105,7 +111,9 @@ pub(super) fn parse(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<E
     };
     let url = if host == "aws" {
         if tls == Some(false) {
-            return Err(bad("AWS itself is served over HTTPS only; drop tls=false".into()));
+            return Err(bad(
+                "AWS itself is served over HTTPS only; drop tls=false".into()
+            ));
         }
         None
     } else {
@@ -179,7 +187,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.url.as_deref(), Some("http://localhost:4566"));
-        assert_eq!((e.region.as_str(), e.access_key.as_str()), ("eu-west-1", "AK"));
+        assert_eq!(
+            (e.region.as_str(), e.access_key.as_str()),
+            ("eu-west-1", "AK")
+        );
         assert_eq!(e.secret_key, "SK");
     }
 
@@ -191,7 +202,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.url.as_deref(), Some("https://127.0.0.1:5000"));
-        assert_eq!((e.access_key.as_str(), e.secret_key.as_str()), ("me", "p/w"));
+        assert_eq!(
+            (e.access_key.as_str(), e.secret_key.as_str()),
+            ("me", "p/w")
+        );
         assert_eq!(e.region, "us-east-1");
         let aws = parse("sqs://k:s@aws?region=us-west-2", env(&[])).unwrap();
         assert_eq!(aws.url, None);
@@ -205,7 +219,12 @@ mod tests {
         let no_keys = parse("sqs://localhost:4566?region=r", env(&[])).unwrap_err();
         assert!(no_keys.to_string().contains("no credentials"), "{no_keys}");
         let unknown = parse("sqs://k:s@h:1?region=r&queue_prefix=x", env(&[])).unwrap_err();
-        assert!(unknown.to_string().contains("unknown parameter `queue_prefix`"), "{unknown}");
+        assert!(
+            unknown
+                .to_string()
+                .contains("unknown parameter `queue_prefix`"),
+            "{unknown}"
+        );
         assert!(parse("sqs://k:s@aws?region=r&tls=false", env(&[])).is_err());
         assert!(parse("sqs://?region=r", env(&[])).is_err());
     }
