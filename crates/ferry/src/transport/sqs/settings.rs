@@ -129,3 +129,35 @@ impl Settings {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_survive_a_trip_through_tags_in_characters_sqs_allows() {
+        let mut delivery = DeliveryPolicy::default();
+        delivery.max_deliveries = 7;
+        delivery.backoff.jitter = 0.1;
+        delivery.ordering = KeyOrdering::PerKey;
+        let s = Settings::new(
+            "subscription",
+            "a.b",
+            Some("t"),
+            &delivery,
+            Some(Duration::from_secs(60)),
+        );
+        let back = Settings::from_tags(&s.to_tags()).unwrap();
+        assert_eq!(back, s);
+        assert!(back.fifo());
+        for (k, v) in s.to_tags() {
+            assert!(
+                format!("{k}{v}")
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.:/=+-@".contains(c)),
+                "{k}={v} holds a character SQS tags refuse"
+            );
+        }
+        assert_eq!(Settings::from_tags(&HashMap::new()), None);
+    }
+}
