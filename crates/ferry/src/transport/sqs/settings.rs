@@ -136,10 +136,12 @@ mod tests {
 
     #[test]
     fn settings_survive_a_trip_through_tags_in_characters_sqs_allows() {
-        let mut delivery = DeliveryPolicy::default();
-        delivery.max_deliveries = 7;
+        let mut delivery = DeliveryPolicy {
+            max_deliveries: 7,
+            ordering: KeyOrdering::PerKey,
+            ..DeliveryPolicy::default()
+        };
         delivery.backoff.jitter = 0.1;
-        delivery.ordering = KeyOrdering::PerKey;
         let s = Settings::new(
             "subscription",
             "a.b",
