@@ -223,6 +223,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::redis_capabilities(),
         crate::transport::postgres_capabilities(),
         crate::transport::rabbitmq_capabilities(),
+        crate::transport::sqs_capabilities(),
         // Other transports add their tables here.
     ]
 }
@@ -282,8 +283,9 @@ const SAME_EVERYWHERE: &str = "
   once per publisher when the queue has one. Where the transport has no deduplication at
   all, any dedup id is `Unsupported`, as above. A dedup id published to a topic is passed
   on as the engine does: NATS deduplicates a topic's publishes within its stream's window
-  (two minutes); the Ferry broker keeps it on the message and stores each publish; Redis and
-  PostgreSQL refuse it (`Invalid`), as their subscriptions have no window.
+  (two minutes); the Ferry broker keeps it on the message and stores each publish; Redis,
+  PostgreSQL and SQS refuse it (`Invalid`), as their subscriptions have no window (an SNS
+  standard topic does not deduplicate).
 - **A declaration with other settings** is a `Conflict` naming each field that differs with
   both values, in the SDK's names: ``queue `orders` conflicts with what exists:
   max_deliveries: declared 7, existing 3``; a subscription declared again on another topic
@@ -311,6 +313,8 @@ refused on its own.
 - **rabbitmq**: per subscription session's channel, one `basic.ack` with `multiple` up to
   the lowest delivery tag still held, being settled otherwise or received and not yet
   handed out; acks above it go one by one, pipelined on the channel.
+- **sqs**: one DeleteMessageBatch (ten at most) for the acks of a connection's consumers of
+  one queue that arrive together; nacks and extensions are one ChangeMessageVisibility each.
 - **NATS JetStream**: one ack message per delivery: JetStream has no ack of many messages
   for a pull consumer.
 ";

@@ -186,7 +186,7 @@ impl TopicDecl {
 
     /// Refuses a partitioned topic on `transport`, an engine whose topic is one log (`why`
     /// says how it is kept instead).
-    #[cfg(any(feature = "nats", feature = "amqp"))]
+    #[cfg(any(feature = "nats", feature = "amqp", feature = "sqs"))]
     pub(crate) fn unpartitioned(&self, transport: &'static str, why: &str) -> Result<()> {
         if self.partitions != 1 {
             return Err(Error::unsupported(transport, "partitions", why));

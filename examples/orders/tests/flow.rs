@@ -122,3 +122,23 @@ async fn on_a_ferry_server() {
     assert_as_planned(&summary);
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_amazon_sqs_as_ferrys_aws_endpoint_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = ferry_broker::Broker::open(dir.path().join("data"), Default::default())
+        .await
+        .unwrap();
+    let front = ferry_aws::Sqs::open(broker, &dir.path().join("aws"), Default::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(front.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    let summary = run(Some(format!("sqs://test:test@{addr}?region=us-east-1"))).await;
+    assert_eq!(summary.transport, "sqs");
+    assert_as_planned(&summary);
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+}

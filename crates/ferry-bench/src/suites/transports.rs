@@ -64,6 +64,13 @@ fn local_targets() -> Vec<(&'static str, &'static str, &'static str)> {
             "amqp://guest:guest@127.0.0.1:5672/%2f",
             "127.0.0.1:5672",
         ),
+        // An SQS endpoint where `ferry serve` and LocalStack listen by default, with keys
+        // an open endpoint (one without access keys configured) takes.
+        (
+            "sqs",
+            "sqs://bench:bench@127.0.0.1:4566?region=us-east-1",
+            "127.0.0.1:4566",
+        ),
     ]
 }
 

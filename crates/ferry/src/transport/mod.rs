@@ -21,13 +21,19 @@ use crate::temporary::{TemporaryQueue, TemporaryQueueDecl};
 // Each transport's module is always compiled for its capability table; its engine code
 // only with its feature.
 pub mod embedded;
-#[cfg(any(feature = "redis", feature = "postgres", feature = "amqp"))]
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "amqp",
+    feature = "sqs"
+))]
 mod group_commit;
 pub mod nats;
 pub mod postgres;
 pub mod rabbitmq;
 pub mod redis;
 pub mod server;
+pub mod sqs;
 #[cfg(any(feature = "nats", feature = "redis", feature = "amqp"))]
 mod stored_backoff;
 
@@ -36,6 +42,7 @@ pub use nats::capabilities as nats_capabilities;
 pub use postgres::capabilities as postgres_capabilities;
 pub use rabbitmq::capabilities as rabbitmq_capabilities;
 pub use redis::capabilities as redis_capabilities;
+pub use sqs::capabilities as sqs_capabilities;
 
 /// One engine behind the SDK.
 #[async_trait]
@@ -147,7 +154,10 @@ impl Default for ConsumerOptions {
 /// - `redis://host:port/db`: Redis Streams (feature `redis`);
 /// - `postgres://user@host:port/db` (or `postgresql://`): PostgreSQL tables in the
 ///   database's `ferry` schema (feature `postgres`);
-/// - `amqp://user:pass@host:port/vhost` (or `amqps://`): RabbitMQ (feature `amqp`).
+/// - `amqp://user:pass@host:port/vhost` (or `amqps://`): RabbitMQ (feature `amqp`);
+/// - `sqs://host:port?region=…` (or `sqs://aws?region=…` for AWS itself): Amazon SQS with
+///   SNS for topics (feature `sqs`); keys from the URL (`sqs://KEY:SECRET@…`) or
+///   `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, see [`sqs`].
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -160,6 +170,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         "redis" => connect_redis(url).await,
         "postgres" | "postgresql" => connect_postgres(url).await,
         "amqp" | "amqps" => connect_rabbitmq(url).await,
+        "sqs" => connect_sqs(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -176,6 +187,7 @@ fn known() -> String {
         ("redis://", cfg!(feature = "redis")),
         ("postgres://, postgresql://", cfg!(feature = "postgres")),
         ("amqp://, amqps://", cfg!(feature = "amqp")),
+        ("sqs://", cfg!(feature = "sqs")),
     ];
     let compiled: Vec<&str> = schemes
         .iter()
@@ -261,6 +273,16 @@ async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
 #[cfg(not(feature = "amqp"))]
 async fn connect_rabbitmq(url: &str) -> Result<Arc<dyn Transport>> {
     Err(not_compiled("RabbitMQ", url, "amqp"))
+}
+
+#[cfg(feature = "sqs")]
+async fn connect_sqs(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(sqs::Sqs::connect(url).await?))
+}
+
+#[cfg(not(feature = "sqs"))]
+async fn connect_sqs(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(not_compiled("Amazon SQS", url, "sqs"))
 }
 
 #[cfg(test)]
