@@ -123,12 +123,18 @@ pub fn decode_body<T: Decodable>(request: &mut Request) -> Result<T, ConnectionE
         version,
         problem: e.to_string(),
     })?;
+    // Bytes after a request that decoded are ignored, as Kafka's own request parser ignores
+    // them: librdkafka 2.x writes an all-topics Metadata request (v9+) with a 4-byte array
+    // length where the flexible versions have a 1-byte one, and Kafka answers it. Only the
+    // body is skipped; the frame's length already bounded it.
     if request.body.has_remaining() {
-        return Err(ConnectionError::Malformed {
-            api: request.api,
+        tracing::debug!(
+            api = ?request.api,
             version,
-            problem: format!("{} bytes after the request", request.body.remaining()),
-        });
+            trailing = request.body.remaining(),
+            "kafka: bytes after a decoded request ignored"
+        );
+        request.body.advance(request.body.remaining());
     }
     Ok(body)
 }

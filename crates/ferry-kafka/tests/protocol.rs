@@ -18,9 +18,10 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
-    FetchResponse, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
+    FetchResponse, ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -648,6 +649,28 @@ async fn bad_frames_close_the_connection_and_the_server_stays_up() {
         client.send_raw(bad).await;
         assert!(client.closed().await, "{bad:?}");
     }
+
+    // Bytes after a request that decodes are ignored, as Kafka ignores them (librdkafka
+    // 2.x sends an all-topics Metadata v12 with 3 bytes too many): answered, not closed.
+    let mut client = Client::connect(server.addr).await;
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Metadata as i16)
+        .with_request_api_version(12)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("trailing")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, MetadataRequest::header_version(12))
+        .unwrap();
+    MetadataRequest::default()
+        .with_topics(None)
+        .encode(&mut body, 12)
+        .unwrap();
+    body.extend_from_slice(&[0, 0, 0]);
+    client.send_raw(&body).await;
+    let answer: MetadataResponse = client.receive::<MetadataRequest>(12, 7).await;
+    assert_eq!(answer.controller_id.0, 0);
+    assert!(!client.closed().await);
 
     // A served API at a version not served closes it too.
     let mut client = Client::connect(server.addr).await;
