@@ -12,13 +12,13 @@
 #   3. starts `ferry serve` on a fresh data directory with the Kafka endpoint on a free
 #      port (or uses --bootstrap), and writes the runner's test.conf;
 #   4. runs each numbered test (0000-0999) as its own runner process with
-#      TEST_KAFKA_VERSION=2.4.0 — Produce v8 and Fetch v11 are Kafka 2.4's, so tests
-#      gated on later brokers skip — leaving out the local tests (-L: they judge librdkafka
-#      against its in-process mock cluster, not a broker), and not in quick mode (-Q, which
-#      silently skips every sub-test not marked quick, so that whole tests pass having
-#      run nothing), and
-#      prints one line per test: PASSED, FAILED with the runner's first failure, SKIPPED
-#      with the runner's reason, or EXCLUDED with the reason in librdkafka-excluded.txt.
+#      TEST_KAFKA_VERSION=2.4.0 (Produce v8 and Fetch v11 are Kafka 2.4's, so tests
+#      gated on later brokers skip), leaving out the local tests (-L, and those named
+#      `_mock`: they judge librdkafka against its in-process mock cluster, not a broker),
+#      and not in quick mode (-Q skips every sub-test not marked quick without a word, so
+#      whole tests would pass having run nothing); prints one line per test: PASSED,
+#      FAILED with the runner's first failure, SKIPPED with the runner's reason, or
+#      EXCLUDED with the reason given in scripts/compat/librdkafka-excluded.txt.
 #
 # A test listed in scripts/compat/librdkafka-allowlist.txt that does not pass fails the
 # run (a regression); a test that passes and is not listed is reported. Network: crates.io
@@ -140,13 +140,14 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$CONFIGURE_OPTIONS" ] || [ ! -x "$RUNNER"
   say "built in $((SECONDS - started)) s"
 fi
 
-# The numbered tests, in the runner's order, from its table in test.c, and those flagged
-# local (TEST_F_LOCAL: no broker needed — they run against librdkafka's in-process mock
-# cluster or none, so they say nothing of Ferry and are not run).
+# The numbered tests, in the runner's order, from its table in test.c, and the local ones:
+# those flagged TEST_F_LOCAL (no broker needed) and those named `_mock`, which start
+# librdkafka's in-process mock cluster themselves. Neither says anything of Ferry, so
+# they are not run.
 table=$(sed -n '/^struct test tests\[\] = {/,/^};/p' "$SRC/tests/test.c" | tr '\n' ' ' |
   grep -oE '_TEST\(0[0-9]{3}_[A-Za-z0-9_]+ *,[^,)]*' | sed -E 's/^_TEST\(([^ ,]+) *, *(.*)/\1 \2/')
 all_tests=$(cut -d' ' -f1 <<<"$table")
-local_tests=$(awk '/TEST_F_LOCAL/ {print $1}' <<<"$table")
+local_tests=$(awk '/TEST_F_LOCAL/ || $1 ~ /_mock(_|$)/ {print $1}' <<<"$table")
 [ "$(wc -l <<<"$all_tests")" -gt 100 ] || die "could not read the test table of $SRC/tests/test.c"
 declare -A wanted_names=()
 if [ "$mode" = list ]; then
@@ -225,14 +226,14 @@ for number in "${numbers[@]}"; do
   names=$(grep "^${number}_" <<<"$all_tests" || true)
   [ -n "$names" ] || die "librdkafka $LIBRDKAFKA_VERSION has no test $number"
   if [ ${#wanted_names[@]} -gt 0 ]; then
-    names=$(while read -r n; do [ -n "${wanted_names[$n]:-}" ] && echo "$n"; done <<<"$names")
+    names=$(while read -r n; do if [ -n "${wanted_names[$n]:-}" ]; then echo "$n"; fi; done <<<"$names")
   fi
   to_run=()
   while read -r name; do
     if [ -n "${excluded[$name]:-}" ]; then
       record "$name" EXCLUDED "${excluded[$name]}"
     elif grep -qxF "$name" <<<"$local_tests"; then
-      record "$name" SKIPPED "local test: needs no broker (-L)"
+      record "$name" SKIPPED "local test: needs no broker, or runs its own mock cluster"
     else
       to_run+=("$name")
     fi
@@ -267,6 +268,8 @@ for number in "${numbers[@]}"; do
       esac
       if [ -n "$failure" ]; then
         record "$name" FAILED "$failure"
+      elif ! grep -qF "Running test $name =" <<<"$plain"; then
+        record "$name" FAILED "not run: the runner ended before it (${main_failure:-$why})"
       elif grep -qF "Test $name PASSED" <<<"$plain"; then
         record "$name" FAILED "passed, then the runner failed: ${main_failure:-$why}"
       else
