@@ -4,11 +4,9 @@
 //! producer; a consumer group with manual commits, a failed message sent to `<topic>.dlq`,
 //! and a restarted consumer resuming after its commits.
 //!
-//! The idempotent producer needs InitProducerId and the consumer FindCoordinator,
-//! JoinGroup, SyncGroup, Heartbeat, OffsetCommit and OffsetFetch, none served yet (today
-//! librdkafka stops the producer with "Idempotent producer not supported by any of the 1
-//! connected broker(s)"), so the test is ignored until they are; run it with
-//! `cargo test -p ferry-kafka --test confluent -- --ignored`.
+//! It needs what the endpoint serves for such clients: InitProducerId for the idempotent
+//! producer, and FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit and OffsetFetch for the group.
 //!
 //! Without python3 and confluent-kafka the test says so loudly and skips — under `CI=true`
 //! that is a failure.
@@ -28,7 +26,6 @@ fn python_has_confluent_kafka() -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs consumer groups and InitProducerId on the Kafka endpoint"]
 async fn idempotent_producer_and_group_consumer_with_commits_dead_letters_and_resume() {
     if !python_has_confluent_kafka() {
         ferry_testkit::skip_or_fail(
