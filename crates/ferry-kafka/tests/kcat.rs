@@ -178,7 +178,7 @@ async fn kcat_produces_keys_and_headers_and_consumes_them_back_formatted() {
             ["source=kcat", "type=order.created"],
             "headers: {line}"
         );
-        // Ferry stamps each record with the time it stored it (docs/compat/kafka.md).
+        // The producer's CreateTime, which Ferry keeps (docs/compat/kafka.md, "Timestamps").
         let timestamp: i64 = fields[5].parse().expect("a timestamp in ms");
         assert!(
             (before..=after).contains(&timestamp),

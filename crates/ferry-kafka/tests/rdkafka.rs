@@ -170,7 +170,7 @@ async fn future_producer_with_acks_all_then_assigned_consumers_read_keys_and_hea
                 ("type".to_owned(), "order.created".to_owned())
             ]
         );
-        // Ferry stamps the time it stored the record (docs/compat/kafka.md).
+        // The producer's CreateTime, which Ferry keeps (docs/compat/kafka.md, "Timestamps").
         assert!(
             (before..=after).contains(at),
             "{at} outside {before}..={after}"
