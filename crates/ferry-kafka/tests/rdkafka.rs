@@ -1,7 +1,7 @@
 //! The `rdkafka` crate (librdkafka's Rust binding, linked against Debian's librdkafka-dev)
 //! against the front end: a `FutureProducer` with acks=all, a `BaseConsumer` and a
-//! `StreamConsumer` reading back by hand-assigned partitions (no consumer group: groups
-//! are not served yet) with keys, headers and timestamps, and the admin client creating,
+//! `StreamConsumer` reading back by hand-assigned partitions (no group membership) with
+//! keys, headers and timestamps, and the admin client creating,
 //! describing (metadata) and deleting topics.
 //!
 //! It needs librdkafka-dev at build time, so `scripts/debian-packages.sh` installs it;
@@ -38,8 +38,8 @@ fn now_ms() -> i64 {
 }
 
 /// A consumer's config. librdkafka assigns partitions through its group handle, so it
-/// needs a `group.id` even to `assign`; with automatic commits off it never commits, and
-/// the coordinator it looks for (FindCoordinator is not served yet) is not needed to fetch.
+/// needs a `group.id` even to `assign`; assigning does not join the group, and with
+/// automatic commits off it never commits.
 fn consumer_config(addr: std::net::SocketAddr) -> ClientConfig {
     let mut config = config(addr);
     config
