@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The Debian packages the test suite drives Ferry with: Debian's own AWS CLI (`awscli`,
 # AWS CLI 2.9.19 on Debian 12, whose SQS model is the query protocol) for
-# crates/ferry-cli/tests/aws_cli.rs, which runs it as /usr/bin/aws.
+# crates/ferry-cli/tests/aws_cli.rs, which runs it as /usr/bin/aws; kcat for
+# crates/ferry-kafka/tests/kcat.rs; librdkafka-dev (librdkafka 2.0.2) and pkg-config, which
+# the `rdkafka` crate of crates/ferry-kafka/tests/rdkafka.rs links against and finds it
+# with; gcc, g++ and make, which build librdkafka's own test suite
+# (scripts/compat/librdkafka.sh, crates/ferry-cli/tests/librdkafka.rs).
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first. Installs as root, or through sudo.
 set -euo pipefail
-packages=(awscli)
+packages=(awscli kcat librdkafka-dev pkg-config gcc g++ make)
 
 missing=()
 for package in "${packages[@]}"; do

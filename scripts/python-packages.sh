@@ -8,8 +8,9 @@
 # for the Kafka front end's client test (crates/ferry-kafka/tests/kafka_python.rs) and its
 # crash test (crates/ferry-cli/tests/kafka_crash.rs), with lz4 and zstandard, the codecs
 # kafka-python compresses lz4 and zstd batches with; confluent-kafka (whose wheels bundle
-# librdkafka) for the crash test's librdkafka producer; moto's server mode (`moto_server`)
-# as a second SQS/SNS engine for the SDK's `sqs://` conformance run
+# librdkafka) for the crash test's librdkafka producer and for the producer and consumer
+# modelled on a typical service's (crates/ferry-kafka/tests/confluent.rs); moto's server
+# mode (`moto_server`) as a second SQS/SNS engine for the SDK's `sqs://` conformance run
 # (crates/ferry-conformance/tests/sqs.rs), the version scripts/compat/moto-sqs.sh pins.
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first.
