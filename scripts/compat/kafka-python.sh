@@ -77,7 +77,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ "$mode" != run ] && [ ${#ids[@]} -gt 0 ]; then
-  echo "kafka-python: --$mode takes no test ids" >&2
+  echo "kafka-python: --allowlist and --update-allowlist take no test ids" >&2
   exit 2
 fi
 mkdir -p "$CACHE"
