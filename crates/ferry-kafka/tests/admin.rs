@@ -16,7 +16,9 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
 };
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -68,7 +70,7 @@ async fn create_partitions(
 }
 
 #[tokio::test]
-async fn create_partitions_only_grows_and_refuses_assignments_and_duplicates() {
+async fn create_partitions_only_grows_takes_assignments_to_this_node_and_refuses_duplicates() {
     let server = start(KafkaConfig::default()).await;
     let broker = &server.broker;
     broker
@@ -103,17 +105,35 @@ async fn create_partitions_only_grows_and_refuses_assignments_and_duplicates() {
         [invalid],
         "validate_only checks as the real thing does"
     );
-    let assigned = grow("grow", 6).with_assignments(Some(vec![
-        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(0)]),
-    ]));
+    // Assignments: each new partition on this node alone is what Ferry does anyway;
+    // another broker, or a count of assignments other than the new partitions', is not.
+    let on = |ids: &[i32]| {
+        CreatePartitionsAssignment::default()
+            .with_broker_ids(ids.iter().map(|&id| BrokerId(id)).collect())
+    };
+    let invalid_assignment = code(ResponseError::InvalidReplicaAssignment);
+    for assignments in [vec![on(&[1])], vec![on(&[0]), on(&[0])], vec![on(&[0, 0])]] {
+        let assigned = grow("grow", 6).with_assignments(Some(assignments));
+        assert_eq!(
+            create_partitions(&mut client, vec![assigned], false, 3).await,
+            [invalid_assignment]
+        );
+    }
+    assert_eq!(
+        partitions(broker, "grow"),
+        5,
+        "no refused assignment added one"
+    );
+    let assigned = grow("grow", 6).with_assignments(Some(vec![on(&[0])]));
     assert_eq!(
         create_partitions(&mut client, vec![assigned], false, 3).await,
-        [code(ResponseError::InvalidRequest)]
+        [0]
     );
+    assert_eq!(partitions(broker, "grow"), 6);
     assert_eq!(
         create_partitions(
             &mut client,
-            vec![grow("grow", 6), grow("grow", 7)],
+            vec![grow("grow", 7), grow("grow", 8)],
             false,
             3
         )
@@ -126,7 +146,7 @@ async fn create_partitions_only_grows_and_refuses_assignments_and_duplicates() {
     );
     assert_eq!(
         partitions(broker, "grow"),
-        5,
+        6,
         "no refusal added a partition"
     );
 }
@@ -645,4 +665,59 @@ async fn delete_records_moves_the_low_watermark_that_fetch_and_list_offsets_see(
         (code(ResponseError::PolicyViolation), -1)
     );
     assert_eq!(earliest(&mut client, "held").await, 0);
+}
+
+#[tokio::test]
+async fn create_topics_takes_assignments_that_place_every_partition_on_this_node() {
+    let server = start(KafkaConfig::default()).await;
+    let mut client = Client::connect(server.addr).await;
+    let assigned = |topic: &str, partitions: i32, brokers: &[&[i32]]| {
+        CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(-1)
+            .with_assignments(
+                brokers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, ids)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(i as i32)
+                            .with_broker_ids(ids.iter().map(|&id| BrokerId(id)).collect())
+                    })
+                    .collect(),
+            )
+    };
+    let response = client
+        .call(
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(5_000)
+                .with_topics(vec![
+                    assigned("placed", -1, &[&[0], &[0]]),
+                    assigned("elsewhere", -1, &[&[0], &[1]]),
+                    assigned("counted-twice", 2, &[&[0], &[0]]),
+                ]),
+            4,
+        )
+        .await;
+    let codes: Vec<_> = response
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.error_code))
+        .collect();
+    assert!(codes.contains(&("placed".into(), 0)), "{codes:?}");
+    assert!(
+        codes.contains(&(
+            "elsewhere".into(),
+            code(ResponseError::InvalidReplicaAssignment)
+        )),
+        "{codes:?}"
+    );
+    assert!(
+        codes.contains(&("counted-twice".into(), code(ResponseError::InvalidRequest))),
+        "{codes:?}"
+    );
+    assert_eq!(partitions(&server.broker, "placed"), 2);
+    assert!(server.broker.describe_topic("elsewhere").is_err());
+    assert!(server.broker.describe_topic("counted-twice").is_err());
 }

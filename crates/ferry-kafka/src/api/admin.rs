@@ -1,7 +1,8 @@
 //! CreateTopics and DeleteTopics. A topic is created with its partition count (the
 //! default for -1); a replication factor other than -1 or 1 is refused
-//! (INVALID_REPLICATION_FACTOR: one node), and so are explicit replica assignments
-//! (INVALID_REQUEST). Topic configs are those AlterConfigs takes (`topic_config.rs`); any
+//! (INVALID_REPLICATION_FACTOR: one node); explicit replica assignments are taken when
+//! they place each partition on this node alone (`assignments.rs`), the partition count
+//! then being theirs, as Kafka has it. Topic configs are those AlterConfigs takes (`topic_config.rs`); any
 //! other key is INVALID_CONFIG, never ignored. `validate_only` checks the name and spec and
 //! creates nothing.
 
@@ -40,10 +41,30 @@ async fn create(
 ) -> Result<(), (ResponseError, String)> {
     let name = topic.name.0.as_str();
     if !topic.assignments.is_empty() {
-        return Err((
-            ResponseError::InvalidRequest,
-            "replica assignments are not supported: Ferry is one node".into(),
-        ));
+        // Kafka: with assignments, the count and the replication factor come from them.
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err((
+                ResponseError::InvalidRequest,
+                "with replica assignments, num_partitions and replication_factor must be -1".into(),
+            ));
+        }
+        let mut indexes: Vec<i32> = topic
+            .assignments
+            .iter()
+            .map(|a| a.partition_index)
+            .collect();
+        indexes.sort_unstable();
+        if indexes.iter().enumerate().any(|(i, &p)| p != i as i32) {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "assignments for partitions {indexes:?}: give partitions 0 to n-1, once each"
+                ),
+            ));
+        }
+        super::assignments::on_this_node(
+            topic.assignments.iter().map(|a| a.broker_ids.as_slice()),
+        )?;
     }
     if !matches!(topic.replication_factor, -1 | 1) {
         return Err((
@@ -55,6 +76,7 @@ async fn create(
         ));
     }
     let partitions = match topic.num_partitions {
+        -1 if !topic.assignments.is_empty() => topic.assignments.len() as u32,
         -1 => shared.config.default_partitions,
         n if n >= 1 => n as u32,
         n => {

@@ -2,6 +2,7 @@
 
 mod admin;
 mod api_versions;
+mod assignments;
 mod cluster;
 mod configs;
 mod delete_records;

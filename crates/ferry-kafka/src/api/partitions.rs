@@ -1,7 +1,8 @@
 //! CreatePartitions through [`Broker::add_partitions`](ferry_broker::Broker::add_partitions):
 //! a topic's partition count only grows (a count not above the current one is
-//! INVALID_PARTITIONS, as in Kafka); explicit replica assignments are INVALID_REQUEST (one
-//! node places every partition); a topic named twice in one request is INVALID_REQUEST for
+//! INVALID_PARTITIONS, as in Kafka); explicit replica assignments are taken when they place
+//! each new partition on this node alone, one assignment per new partition
+//! (`assignments.rs`; else INVALID_REPLICA_ASSIGNMENT); a topic named twice in one request is INVALID_REQUEST for
 //! each mention; `validate_only` checks and adds nothing. Growing a keyed topic moves most
 //! keys to other partitions, as it does in Kafka.
 
@@ -48,11 +49,24 @@ async fn grow(
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
     let name = topic.name.0.as_str();
-    if topic.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-        return Err((
-            ResponseError::InvalidRequest,
-            "replica assignments are not supported: Ferry is one node".into(),
-        ));
+    if let Some(assignments) = topic.assignments.as_ref().filter(|a| !a.is_empty()) {
+        super::assignments::on_this_node(assignments.iter().map(|a| a.broker_ids.as_slice()))?;
+        let current = shared
+            .broker
+            .describe_topic(name)
+            .map_err(|e| (errors::from_broker(&e), e.to_string()))?
+            .spec
+            .partitions;
+        let new = i64::from(topic.count) - i64::from(current);
+        if new > 0 && assignments.len() as i64 != new {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "{} assignments for {new} new partitions: give one per new partition",
+                    assignments.len()
+                ),
+            ));
+        }
     }
     let refused = |e: BrokerError| {
         let code = match (&e, e.kind()) {
