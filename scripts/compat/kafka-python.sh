@@ -129,7 +129,11 @@ if [ -z "${FERRY_BIN:-}" ]; then
 fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ferry-kafka-python.XXXXXX")
 LOG=$WORK/ferry.log
-"$FERRY_BIN" serve --data-dir "$WORK/data" --grpc 127.0.0.1:0 --no-http --no-aws \
+# The group session bounds a test broker is given (kafka-python's own test brokers set
+# group.min.session.timeout.ms=1000 and group.max.session.timeout.ms=60000, so its tests
+# may ask for short sessions).
+FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS=1000 FERRY_KAFKA_GROUP_MAX_SESSION_TIMEOUT_MS=60000 \
+  "$FERRY_BIN" serve --data-dir "$WORK/data" --grpc 127.0.0.1:0 --no-http --no-aws \
   --kafka-addr 127.0.0.1:0 >"$LOG" 2>&1 &
 FERRY_PID=$!
 trap 'kill "$FERRY_PID" 2>/dev/null || true; wait "$FERRY_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT

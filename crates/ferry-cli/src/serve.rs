@@ -196,6 +196,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             default_partitions: config.kafka_default_partitions.value,
             auto_create_topics: config.kafka_auto_create_topics.value,
             max_frame_bytes: config.kafka_max_frame_bytes.value,
+            group_min_session_timeout_ms: config.kafka_group_min_session_timeout_ms.value,
+            group_max_session_timeout_ms: config.kafka_group_max_session_timeout_ms.value,
             security,
         };
         Some((

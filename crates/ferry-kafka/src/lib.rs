@@ -124,6 +124,11 @@ pub struct KafkaConfig {
     pub max_frame_bytes: usize,
     /// SASL users and TLS; open (Kafka's PLAINTEXT) by default.
     pub security: Security,
+    /// The session timeouts a consumer group member may ask for: Kafka's
+    /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms` (6 s and 30 min by
+    /// default); outside them a join is INVALID_SESSION_TIMEOUT.
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
 }
 
 impl Default for KafkaConfig {
@@ -135,6 +140,8 @@ impl Default for KafkaConfig {
             // Kafka's socket.request.max.bytes.
             max_frame_bytes: 100 * 1024 * 1024,
             security: Security::default(),
+            group_min_session_timeout_ms: coordinator::Limits::default().min_session_timeout_ms,
+            group_max_session_timeout_ms: coordinator::Limits::default().max_session_timeout_ms,
         }
     }
 }
@@ -156,12 +163,17 @@ pub(crate) struct Shared {
 impl Kafka {
     pub fn new(broker: Broker, config: KafkaConfig) -> Kafka {
         let producers = producers::Producers::new(broker.clone());
+        let limits = coordinator::Limits {
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            ..coordinator::Limits::default()
+        };
         Kafka {
             shared: Arc::new(Shared {
                 broker,
                 config,
                 appends: appends::Appends::default(),
-                coordinator: coordinator::Coordinator::new(coordinator::Limits::default()),
+                coordinator: coordinator::Coordinator::new(limits),
                 producers,
             }),
         }

@@ -563,3 +563,31 @@ async fn a_static_member_restarting_keeps_its_assignment_and_fences_its_old_id()
         .await;
     assert_eq!(fenced.error_code, ResponseError::FencedInstanceId.code());
 }
+
+#[tokio::test]
+async fn the_session_timeout_bounds_are_the_configs() {
+    // Kafka's default minimum is 6 s: a 3 s session is INVALID_SESSION_TIMEOUT (26)…
+    let server = start(KafkaConfig::default()).await;
+    let mut client = Client::connect(server.addr).await;
+    let short = join("bounds", "").with_session_timeout_ms(3_000);
+    let answer = client.call(&short, 7).await;
+    assert_eq!(answer.error_code, 26);
+    // …and taken where the config lowers it, as a broker with a lower
+    // group.min.session.timeout.ms takes it (a v7 join first gets its member id).
+    let server = start(KafkaConfig {
+        group_min_session_timeout_ms: 1_000,
+        group_max_session_timeout_ms: 5_000,
+        ..KafkaConfig::default()
+    })
+    .await;
+    let mut client = Client::connect(server.addr).await;
+    let answer = client.call(&short, 7).await;
+    assert_eq!(
+        answer.error_code, 79,
+        "MEMBER_ID_REQUIRED, past the bounds check"
+    );
+    let answer = client
+        .call(&join("bounds", "").with_session_timeout_ms(10_000), 7)
+        .await;
+    assert_eq!(answer.error_code, 26, "over the configured maximum");
+}

@@ -69,6 +69,16 @@ pub fn describe(effective: &Effective) -> String {
         e.kafka_max_frame_bytes.source,
     );
     line(
+        "kafka.group_min_session_timeout_ms",
+        e.kafka_group_min_session_timeout_ms.value.to_string(),
+        e.kafka_group_min_session_timeout_ms.source,
+    );
+    line(
+        "kafka.group_max_session_timeout_ms",
+        e.kafka_group_max_session_timeout_ms.value.to_string(),
+        e.kafka_group_max_session_timeout_ms.source,
+    );
+    line(
         "kafka.tls",
         e.kafka_tls.value.to_string(),
         e.kafka_tls.source,

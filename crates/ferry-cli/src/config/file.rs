@@ -55,6 +55,8 @@ pub struct Kafka {
     pub default_partitions: Option<u32>,
     pub auto_create_topics: Option<bool>,
     pub max_frame_bytes: Option<usize>,
+    pub group_min_session_timeout_ms: Option<i32>,
+    pub group_max_session_timeout_ms: Option<i32>,
     /// TLS on the Kafka listener with `[tls]`'s certificate; default: on with `[tls]`.
     pub tls: Option<bool>,
     /// SASL (with `[auth]`) without TLS on an address beyond loopback: tokens in the clear.

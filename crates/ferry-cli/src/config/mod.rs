@@ -46,6 +46,9 @@
 //! auto_create_topics = true # FERRY_KAFKA_AUTO_CREATE_TOPICS: Metadata creates what it is
 //!                           # asked about (when the client allows it)
 //! max_frame_bytes = 104857600  # FERRY_KAFKA_MAX_FRAME_BYTES: the largest request taken
+//! group_min_session_timeout_ms = 6000     # FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS and
+//! group_max_session_timeout_ms = 1800000  # _MAX_: the session timeouts a consumer group
+//!                           # member may ask for (Kafka's group.min/max.session.timeout.ms)
 //! tls = true                # FERRY_KAFKA_TLS: TLS with [tls]'s certificate (default: on
 //!                           # with [tls]; SSL, or SASL_SSL with [auth])
 //! allow_plaintext_sasl = false  # FERRY_KAFKA_ALLOW_PLAINTEXT_SASL: with [auth] and no
@@ -212,6 +215,9 @@ pub struct Effective {
     pub kafka_default_partitions: Setting<u32>,
     pub kafka_auto_create_topics: Setting<bool>,
     pub kafka_max_frame_bytes: Setting<usize>,
+    /// The session timeouts a Kafka group member may ask for.
+    pub kafka_group_min_session_timeout_ms: Setting<i32>,
+    pub kafka_group_max_session_timeout_ms: Setting<i32>,
     /// TLS on the Kafka listener (SSL, or SASL_SSL with users).
     pub kafka_tls: Setting<bool>,
     pub kafka_allow_plaintext_sasl: Setting<bool>,

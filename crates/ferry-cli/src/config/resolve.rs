@@ -170,6 +170,39 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             max.source
         );
     }
+    let kafka_group_min_session_timeout_ms = layer(
+        env,
+        "FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS",
+        None,
+        file.kafka.group_min_session_timeout_ms,
+    )?;
+    let kafka_group_max_session_timeout_ms = layer(
+        env,
+        "FERRY_KAFKA_GROUP_MAX_SESSION_TIMEOUT_MS",
+        None,
+        file.kafka.group_max_session_timeout_ms,
+    )?;
+    let group_defaults = ferry_kafka::KafkaConfig::default();
+    let kafka_group_min_session_timeout_ms = Setting::or_default(
+        kafka_group_min_session_timeout_ms,
+        group_defaults.group_min_session_timeout_ms,
+    );
+    let kafka_group_max_session_timeout_ms = Setting::or_default(
+        kafka_group_max_session_timeout_ms,
+        group_defaults.group_max_session_timeout_ms,
+    );
+    if kafka_group_min_session_timeout_ms.value < 1
+        || kafka_group_min_session_timeout_ms.value > kafka_group_max_session_timeout_ms.value
+    {
+        bail!(
+            "kafka.group_min_session_timeout_ms ({}, from {}) must be at least 1 and at most \
+             kafka.group_max_session_timeout_ms ({}, from {})",
+            kafka_group_min_session_timeout_ms.value,
+            kafka_group_min_session_timeout_ms.source,
+            kafka_group_max_session_timeout_ms.value,
+            kafka_group_max_session_timeout_ms.source
+        );
+    }
     let data_dir = layer(
         env,
         "FERRY_DATA_DIR",
@@ -390,6 +423,8 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             kafka_max_frame_bytes,
             kafka_defaults.max_frame_bytes,
         ),
+        kafka_group_min_session_timeout_ms,
+        kafka_group_max_session_timeout_ms,
         kafka_tls,
         kafka_allow_plaintext_sasl,
         kafka_users,

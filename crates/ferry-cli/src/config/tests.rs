@@ -482,6 +482,31 @@ fn the_kafka_endpoint_is_on_by_default_on_loopback_and_off_where_it_would_be_ope
     assert!(e("[kafka]\ndefault_partitions = 0\n").contains("default_partitions"));
     assert!(e("[kafka]\nmax_frame_bytes = 10\n").contains("max_frame_bytes"));
     assert!(e("[kafka]\nport = 1\n").contains("port"));
+
+    // The group session timeouts: Kafka's defaults, set by the file or the environment,
+    // the minimum at least 1 and at most the maximum.
+    assert_eq!(open.kafka_group_min_session_timeout_ms.value, 6_000);
+    assert_eq!(open.kafka_group_max_session_timeout_ms.value, 1_800_000);
+    let e2 = resolve(
+        parse_file("[kafka]\ngroup_max_session_timeout_ms = 60000\n").unwrap(),
+        &env(&[("FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS", "1000")]),
+        &Flags::default(),
+    )
+    .unwrap();
+    assert_eq!(e2.kafka_group_min_session_timeout_ms.value, 1_000);
+    assert_eq!(e2.kafka_group_max_session_timeout_ms.value, 60_000);
+    assert!(
+        describe(&e2).contains(
+            "kafka.group_min_session_timeout_ms = 1000  (env FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS)"
+        ),
+        "{}",
+        describe(&e2)
+    );
+    assert!(e("[kafka]\ngroup_min_session_timeout_ms = 0\n").contains("group_min_session"));
+    assert!(
+        e("[kafka]\ngroup_min_session_timeout_ms = 9000\ngroup_max_session_timeout_ms = 8000\n")
+            .contains("group_max_session")
+    );
 }
 
 /// A TLS section naming files (resolving does not read them).
