@@ -176,6 +176,16 @@ impl Sqs {
     /// The front end over `broker`, keeping its own state in `dir` (created if missing;
     /// `ferry serve` uses `<data dir>/aws`).
     pub fn open(broker: Broker, dir: &Path, config: SqsConfig) -> std::io::Result<Sqs> {
+        // SNS subscriptions are broker links filtered by the SNS evaluator, which the broker
+        // needs from its opening on (to catch links up after a restart).
+        if !broker.has_filter_evaluator(sns::linked::KIND) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the broker was opened without the SNS filter evaluator: call \
+                 ferry_aws::register_filter_evaluators on BrokerConfig::filter_evaluators \
+                 before Broker::open",
+            ));
+        }
         std::fs::create_dir_all(dir)?;
         let receipts = receipt::ReceiptKey::load_or_create(dir)?;
         let queues = broker.list_queues();

@@ -72,6 +72,11 @@ impl FilterEvaluators {
         self.kinds.insert(kind.into(), evaluator);
     }
 
+    /// Whether an evaluator of `kind` is registered.
+    pub fn is_registered(&self, kind: &str) -> bool {
+        self.kinds.contains_key(kind)
+    }
+
     /// Compiles `filter`: [`BrokerError::UnknownFilterEvaluator`] for a kind nobody
     /// registered, [`BrokerError::InvalidFilterPolicy`] for a policy its evaluator refuses.
     pub fn compile(&self, filter: &LinkFilter) -> Result<Arc<dyn MessageFilter>> {

@@ -80,7 +80,9 @@ struct Running {
 async fn start(dir: &Path, addr: SocketAddr) -> (SocketAddr, Running) {
     let mut tries = 0;
     let broker = loop {
-        match Broker::open(dir.join("data"), BrokerConfig::default()).await {
+        let mut config = BrokerConfig::default();
+        ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+        match Broker::open(dir.join("data"), config).await {
             Ok(broker) => break broker,
             Err(_) if tries < 50 => {
                 tries += 1;

@@ -84,7 +84,9 @@ fn on_amazon_sqs_as_ferrys_aws_endpoint_serves_it() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (addr, stop, served) = runtime.block_on(async {
-        let broker = ferry_broker::Broker::open(dir.path().join("data"), Default::default())
+        let mut config = ferry_broker::BrokerConfig::default();
+        ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+        let broker = ferry_broker::Broker::open(dir.path().join("data"), config)
             .await
             .unwrap();
         let front =

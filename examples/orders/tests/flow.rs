@@ -126,7 +126,9 @@ async fn on_a_ferry_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_amazon_sqs_as_ferrys_aws_endpoint_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = ferry_broker::Broker::open(dir.path().join("data"), Default::default())
+    let mut config = ferry_broker::BrokerConfig::default();
+    ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+    let broker = ferry_broker::Broker::open(dir.path().join("data"), config)
         .await
         .unwrap();
     let front = ferry_aws::Sqs::open(broker, &dir.path().join("aws"), Default::default()).unwrap();

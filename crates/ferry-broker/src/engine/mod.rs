@@ -282,6 +282,13 @@ impl Broker {
         Ok(broker)
     }
 
+    /// Whether this broker was opened with a filter evaluator of `kind`
+    /// ([`BrokerConfig::filter_evaluators`]): a front end whose links use one checks it
+    /// when it opens, instead of failing at its first publish.
+    pub fn has_filter_evaluator(&self, kind: &str) -> bool {
+        self.inner.config.filter_evaluators.is_registered(kind)
+    }
+
     /// The time by the broker's clock ([`BrokerConfig::clock`]), in ms since the Unix
     /// epoch: what a front end's own timing (the server's publish quotas) counts by, so
     /// that a test drives broker and front end with one manual clock.
