@@ -348,7 +348,7 @@ async fn commits_are_the_brokers_group_offsets_and_stale_generations_are_refused
                 &a,
                 joined.generation_id,
                 "t",
-                &[(1, 2), (7, 0), (0, 99)],
+                &[(1, 2), (7, 0), (0, -5)],
             ),
             8,
         )

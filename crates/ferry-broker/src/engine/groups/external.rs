@@ -61,8 +61,8 @@ fn encode_value(offset: u64, metadata: &str) -> Vec<u8> {
 
 impl Broker {
     /// Commits offsets of a group coordinated outside the broker. Each partition is checked
-    /// on its own — it exists, the offset is within the partition (at most its end), the
-    /// metadata within [`MAX_OFFSET_METADATA`] bytes — and its result is in the answer, in
+    /// on its own — it exists, the metadata is within [`MAX_OFFSET_METADATA`] bytes — and
+    /// its result is in the answer, in
     /// order; the partitions that pass are committed together, durably, before this
     /// returns. Refused as a whole when the topic does not exist, the group name is bad,
     /// or broker-side members hold the group.
@@ -77,17 +77,11 @@ impl Broker {
         let checked: Vec<Result<()>> = commits
             .iter()
             .map(|c| {
-                let log = &topic.partition(c.partition)?.log;
-                let (start, end) = (log.start_offset(), log.end_offset());
-                if c.offset > end {
-                    return Err(BrokerError::OffsetOutOfRange {
-                        topic: topic.name.clone(),
-                        partition: c.partition,
-                        offset: c.offset,
-                        start,
-                        end,
-                    });
-                }
+                // Any offset is kept, past the partition's end too, as Kafka keeps what a
+                // group commits: a reader from it waits for the records to get there (the
+                // broker's own members), or is told the offset is out of range and applies
+                // its reset policy (Kafka consumers); lag counts nothing below it.
+                topic.partition(c.partition)?;
                 if c.metadata.len() > MAX_OFFSET_METADATA {
                     return Err(BrokerError::OffsetMetadataTooLarge {
                         size: c.metadata.len(),
