@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use support::Server;
 
 const TOPIC: &str = "orders";
@@ -253,7 +253,10 @@ fn kafka_records_get_retries_dead_letters_and_key_order_from_a_subscription() {
         let (key, value) = record.split_once('=').unwrap();
         assert_eq!(fields[..2], [key, value], "{produced:?}");
         let partition = partition_of_key.entry(key).or_insert(fields[2]);
-        assert_eq!(*partition, fields[2], "one key, one partition: {produced:?}");
+        assert_eq!(
+            *partition, fields[2],
+            "one key, one partition: {produced:?}"
+        );
     }
 
     // The worker, until every record but the poison one is acked and the poison one is
@@ -334,7 +337,13 @@ fn kafka_records_get_retries_dead_letters_and_key_order_from_a_subscription() {
     assert_eq!(taken.len(), 1, "{taken:?}");
     assert_eq!(taken[0]["payload"], POISON, "{taken:?}");
     assert_eq!(taken[0]["key"], "acct-p", "{taken:?}");
-    assert!(server.json(&["dlq", "list", DEAD]).as_array().unwrap().is_empty());
+    assert!(
+        server
+            .json(&["dlq", "list", DEAD])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert!(
         server.consume(SUBSCRIPTION, "ack", "1").is_empty(),
         "the subscription is drained"

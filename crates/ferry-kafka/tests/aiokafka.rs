@@ -84,7 +84,10 @@ async fn aiokafka_produces_consumes_in_a_group_and_administers_topics() {
         for r in &records {
             let n: u64 = r.message.headers["n"].parse().unwrap();
             assert_eq!(r.message.payload, format!("order {n}").as_bytes());
-            assert_eq!(r.message.key.as_deref(), Some(format!("k{}", n % 4).as_bytes()));
+            assert_eq!(
+                r.message.key.as_deref(),
+                Some(format!("k{}", n % 4).as_bytes())
+            );
             assert_eq!(r.message.headers["type"], "order.created");
             assert!(r.producer.is_some(), "written by an idempotent producer");
         }
