@@ -385,9 +385,12 @@ async fn a_forged_or_altered_receipt_handle_is_refused_and_the_key_survives_a_re
     // is no longer held: SQS's answer to a stale handle (a delete that succeeds and
     // deletes nothing; a visibility change refused as not in flight).
     let broker_dir = s.stop().await;
-    let broker = ferry_broker::Broker::open(broker_dir.path().join("data"), Default::default())
-        .await
-        .unwrap();
+    let broker = ferry_broker::Broker::open(
+        broker_dir.path().join("data"),
+        crate::support::served_config(),
+    )
+    .await
+    .unwrap();
     let s = Served::on(broker, broker_dir).await;
     s.fails(
         "ChangeMessageVisibility",

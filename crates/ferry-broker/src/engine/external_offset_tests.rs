@@ -130,7 +130,10 @@ async fn each_partition_of_an_external_commit_is_checked_on_its_own() {
         )
         .unwrap();
     assert!(results[0].is_ok());
-    assert!(results[1].is_ok(), "past the end is kept, as Kafka keeps it");
+    assert!(
+        results[1].is_ok(),
+        "past the end is kept, as Kafka keeps it"
+    );
     assert!(matches!(
         results[2],
         Err(BrokerError::PartitionNotFound { .. })
