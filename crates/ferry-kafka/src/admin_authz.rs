@@ -69,78 +69,51 @@ impl Access {
         &self,
         request: &mut DescribeConfigsRequest,
     ) -> Vec<DescribeConfigsResult> {
-        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.resources)
-            .into_iter()
-            .partition(|r| {
-                self.reads_config(r.resource_type, r.resource_name.as_str())
-                    .is_ok()
-            });
-        request.resources = allowed;
-        denied
-            .into_iter()
-            .map(|r| {
-                let code = self
-                    .reads_config(r.resource_type, r.resource_name.as_str())
-                    .unwrap_err();
+        refuse_resources(
+            &mut request.resources,
+            |r| self.reads_config(r.resource_type, r.resource_name.as_str()),
+            |r, code| {
                 DescribeConfigsResult::default()
                     .with_error_code(code.code())
                     .with_error_message(needs("publish, consume or admin"))
                     .with_resource_type(r.resource_type)
                     .with_resource_name(r.resource_name)
-            })
-            .collect()
+            },
+        )
     }
 
     pub fn alter_configs(
         &self,
         request: &mut AlterConfigsRequest,
     ) -> Vec<alter_configs_response::AlterConfigsResourceResponse> {
-        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.resources)
-            .into_iter()
-            .partition(|r| {
-                self.administers(r.resource_type, r.resource_name.as_str())
-                    .is_ok()
-            });
-        request.resources = allowed;
-        denied
-            .into_iter()
-            .map(|r| {
-                let code = self
-                    .administers(r.resource_type, r.resource_name.as_str())
-                    .unwrap_err();
+        refuse_resources(
+            &mut request.resources,
+            |r| self.administers(r.resource_type, r.resource_name.as_str()),
+            |r, code| {
                 alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_error_code(code.code())
                     .with_error_message(needs("admin"))
                     .with_resource_type(r.resource_type)
                     .with_resource_name(r.resource_name)
-            })
-            .collect()
+            },
+        )
     }
 
     pub fn incremental_alter_configs(
         &self,
         request: &mut IncrementalAlterConfigsRequest,
     ) -> Vec<incremental_alter_configs_response::AlterConfigsResourceResponse> {
-        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.resources)
-            .into_iter()
-            .partition(|r| {
-                self.administers(r.resource_type, r.resource_name.as_str())
-                    .is_ok()
-            });
-        request.resources = allowed;
-        denied
-            .into_iter()
-            .map(|r| {
-                let code = self
-                    .administers(r.resource_type, r.resource_name.as_str())
-                    .unwrap_err();
+        refuse_resources(
+            &mut request.resources,
+            |r| self.administers(r.resource_type, r.resource_name.as_str()),
+            |r, code| {
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_error_code(code.code())
                     .with_error_message(needs("admin"))
                     .with_resource_type(r.resource_type)
                     .with_resource_name(r.resource_name)
-            })
-            .collect()
+            },
+        )
     }
 
     pub fn delete_records(
@@ -170,6 +143,25 @@ impl Access {
             })
             .collect()
     }
+}
+
+/// Takes the resources `check` refuses out of `resources`; their answers, made by `answer`
+/// with the refusal's code.
+fn refuse_resources<R, A>(
+    resources: &mut Vec<R>,
+    check: impl Fn(&R) -> Result<(), ResponseError>,
+    answer: impl Fn(R, ResponseError) -> A,
+) -> Vec<A> {
+    let mut refused = Vec::new();
+    let mut kept = Vec::with_capacity(resources.len());
+    for resource in resources.drain(..) {
+        match check(&resource) {
+            Ok(()) => kept.push(resource),
+            Err(code) => refused.push(answer(resource, code)),
+        }
+    }
+    *resources = kept;
+    refused
 }
 
 fn needs(permission: &str) -> Option<StrBytes> {
