@@ -8,6 +8,8 @@
 //! Without python3 and aiokafka the test says so loudly and skips — under `CI=true` that is
 //! a failure.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -19,16 +21,9 @@ const GROUP: &str = "aio-billing";
 /// As the script sends them.
 const RECORDS: u64 = 10;
 
-fn python_has_aiokafka() -> bool {
-    Command::new("python3")
-        .args(["-c", "import aiokafka"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiokafka_produces_consumes_in_a_group_and_administers_topics() {
-    if !python_has_aiokafka() {
+    if !common::python_imports("aiokafka") {
         ferry_testkit::skip_or_fail(
             "python3 with aiokafka is missing (bash scripts/python-packages.sh)",
         );

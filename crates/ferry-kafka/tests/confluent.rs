@@ -18,16 +18,9 @@ use std::process::Command;
 
 use ferry_kafka::KafkaConfig;
 
-fn python_has_confluent_kafka() -> bool {
-    Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_producer_and_group_consumer_with_commits_dead_letters_and_resume() {
-    if !python_has_confluent_kafka() {
+    if !common::python_imports("confluent_kafka") {
         ferry_testkit::skip_or_fail(
             "python3 with confluent-kafka is missing (bash scripts/python-packages.sh)",
         );

@@ -8,22 +8,17 @@
 //! Without python3 and kafka-python the test says so loudly and skips — under `CI=true`
 //! that is a failure.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
 use ferry_broker::{Broker, BrokerConfig, OutgoingMessage, Position, TopicSpec};
 use ferry_kafka::{Kafka, KafkaConfig};
 
-fn python_has_kafka_python() -> bool {
-    Command::new("python3")
-        .args(["-c", "import kafka"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_python_produces_and_consumes() {
-    if !python_has_kafka_python() {
+    if !common::python_imports("kafka") {
         ferry_testkit::skip_or_fail(
             "python3 with kafka-python is missing (bash scripts/python-packages.sh)",
         );

@@ -7,6 +7,8 @@
 //! Without python3 and kafka-python the test says so loudly and skips — under `CI=true`
 //! that is a failure.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -15,13 +17,6 @@ use ferry_broker::{Broker, BrokerConfig, TopicSpec};
 use ferry_kafka::{Kafka, KafkaConfig, Security, User, Users, token_hash};
 
 const TOKEN: &str = "orders-token-7f3a9c";
-
-fn python_has_kafka_python() -> bool {
-    Command::new("python3")
-        .args(["-c", "import kafka"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn server_tls(pki: &ferry_testkit::pki::TestPki) -> Arc<rustls::ServerConfig> {
     use rustls::pki_types::pem::PemObject;
@@ -104,7 +99,7 @@ async fn run(protocol: &str, mechanism: &str, tls: Option<&ferry_testkit::pki::T
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_python_authenticates_with_plain_and_scram_over_sasl_plaintext_and_sasl_ssl() {
-    if !python_has_kafka_python() {
+    if !common::python_imports("kafka") {
         ferry_testkit::skip_or_fail(
             "python3 with kafka-python is missing (bash scripts/python-packages.sh)",
         );

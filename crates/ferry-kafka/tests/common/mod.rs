@@ -147,3 +147,11 @@ impl Client {
         )
     }
 }
+
+/// Whether `python3` can import `module` (a client the Python tests drive).
+pub fn python_imports(module: &str) -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
