@@ -7,6 +7,7 @@ of partition 0, metadata "py-meta") for the caller to find as a Ferry group.
 Usage: consumer_groups.py HOST:PORT. Prints "every check passed" at the end."""
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -17,9 +18,11 @@ from kafka.structs import OffsetAndMetadata
 
 BOOTSTRAP = sys.argv[1]
 # kafka-python's warnings (failed joins, heartbeats, commits) go to stderr, which the
-# Rust test prints when the script fails.
+# Rust test prints when the script fails. KAFKA_PYTHON_LOG=DEBUG shows the group
+# coordinator's every call (joins, syncs, heartbeats and their generations).
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                     format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
+logging.getLogger("kafka.coordinator").setLevel(os.environ.get("KAFKA_PYTHON_LOG", "WARNING"))
 MEMBERS = []
 TOPIC = "py-groups"
 GROUP = "ferry-group"
@@ -45,10 +48,12 @@ def wait_for(condition, what, seconds=60):
     raise AssertionError(f"timed out waiting for {what}; members: {states}")
 
 
-def new_consumer(group=GROUP):
+def new_consumer(group=GROUP, name="lagging"):
     return KafkaConsumer(
         bootstrap_servers=BOOTSTRAP,
         group_id=group,
+        # Names the member ids and the I/O thread in the log: "py-a-…", "kafka-io-py-a".
+        client_id=f"py-{name}",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         session_timeout_ms=6_000,
@@ -75,7 +80,7 @@ class Member(threading.Thread):
 
     def run(self):
         try:
-            consumer = new_consumer(self.group)
+            consumer = new_consumer(self.group, self.name)
             # The topic's partitions before joining: kafka-python 3.0.12, when its leader
             # assigns before it has the topic's metadata, assigns nothing and joins again
             # at once, and under CPU load that second round can leave its I/O thread
