@@ -395,3 +395,124 @@ fn a_member_leaving_while_followers_wait_for_their_assignment_restarts_the_round
         vec![("b", &Err(GroupError::RebalanceInProgress))]
     );
 }
+
+/// A JoinGroup from member `id` with the metadata `join_as` gave it (`request("")`'s).
+fn unchanged(id: &str, protocols: &[&str]) -> JoinRequest {
+    JoinRequest {
+        member_id: id.to_owned(),
+        ..request("", protocols)
+    }
+}
+
+/// A pair at generation 2 between the round's end and the leader's assignment.
+fn completing_pair(group: &mut Group) {
+    join_as(group, "a", &["range"], 0);
+    group.take_replies();
+    group.sync(sync("a", 1, &[("a", "all")]), 0);
+    join_as(group, "b", &["range"], 100);
+    group.join(request("a", &["range"]), 200, ids());
+    group.take_replies();
+    assert_eq!(group.state(), State::CompletingRebalance);
+    assert_eq!(group.generation(), 2);
+}
+
+#[test]
+fn joining_again_unchanged_before_the_assignment_gets_the_current_generation() {
+    // As Kafka: a member that missed its JoinGroup answer asks again, and must not start
+    // another round (its metadata is the same).
+    let mut group = Group::new(Limits::default());
+    completing_pair(&mut group);
+    let Step::Answer(follower) = group.join(unchanged("b", &["range"]), 300, ids()) else {
+        panic!("answered at once");
+    };
+    assert_eq!((follower.error, follower.generation), (None, 2));
+    assert_eq!(follower.leader, "a");
+    assert!(follower.members.is_empty());
+    let Step::Answer(leader) = group.join(request("a", &["range"]), 300, ids()) else {
+        panic!("answered at once");
+    };
+    assert_eq!((leader.error, leader.generation), (None, 2));
+    assert_eq!(
+        leader.members.len(),
+        2,
+        "the leader gets the members to assign"
+    );
+    assert_eq!(group.state(), State::CompletingRebalance);
+    assert!(group.take_replies().is_empty());
+    // Heartbeats of the round's generation are fine while the assignment is awaited.
+    assert_eq!(group.heartbeat("b", None, 2, 350), Ok(()));
+    // Changed metadata is a new round.
+    assert_eq!(
+        group.join(unchanged("b", &["range", "roundrobin"]), 400, ids()),
+        Step::Wait {
+            member_id: "b".into()
+        }
+    );
+    assert_eq!(group.state(), State::PreparingRebalance);
+}
+
+#[test]
+fn in_a_stable_group_a_follower_joining_again_unchanged_keeps_the_generation_and_the_leader_starts_a_round()
+ {
+    let mut group = Group::new(Limits::default());
+    stable_pair(&mut group);
+    let Step::Answer(follower) = group.join(unchanged("b", &["range"]), 1_000, ids()) else {
+        panic!("answered at once");
+    };
+    assert_eq!((follower.error, follower.generation), (None, 2));
+    assert_eq!(group.state(), State::Stable);
+    let Step::Answer(Ok(synced)) = group.sync(sync("b", 2, &[]), 1_100) else {
+        panic!("stable: answered at once");
+    };
+    assert_eq!(synced.assignment, Bytes::from("B"));
+    // The leader joining again, even unchanged, assigns again (Kafka's rule: how a
+    // consumer leader reassigns after a topic's partitions changed): a round for all.
+    assert_eq!(
+        group.join(request("a", &["range"]), 1_200, ids()),
+        Step::Wait {
+            member_id: "a".into()
+        }
+    );
+    assert_eq!(group.state(), State::PreparingRebalance);
+    assert_eq!(
+        group.heartbeat("b", None, 2, 1_300),
+        Err(GroupError::RebalanceInProgress)
+    );
+    group.join(unchanged("b", &["range"]), 1_400, ids());
+    let replies = group.take_replies();
+    let answers = joins(&replies);
+    assert_eq!(answers.len(), 2);
+    assert!(
+        answers
+            .iter()
+            .all(|(_, a)| a.generation == 3 && a.leader == "a")
+    );
+}
+
+#[test]
+fn a_lone_leader_joining_again_gets_a_new_generation_at_once_and_its_old_one_is_stale() {
+    let mut group = Group::new(Limits::default());
+    join_as(&mut group, "a", &["range"], 0);
+    group.take_replies();
+    group.sync(sync("a", 1, &[("a", "all")]), 0);
+    group.take_replies();
+    assert_eq!(group.state(), State::Stable);
+    // Nobody else to wait for: the round ends with the join itself.
+    group.join(request("a", &["range"]), 100, ids());
+    let replies = group.take_replies();
+    let [(id, answer)] = joins(&replies)[..] else {
+        panic!("{replies:?}");
+    };
+    assert_eq!((id, answer.generation), ("a", 2));
+    assert_eq!(group.state(), State::CompletingRebalance);
+    assert_eq!(
+        group.heartbeat("a", None, 1, 150),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(
+        group.sync(sync("a", 1, &[("a", "all")]), 150),
+        Step::Answer(Err(GroupError::IllegalGeneration))
+    );
+    group.sync(sync("a", 2, &[("a", "all")]), 200);
+    assert_eq!(group.state(), State::Stable);
+}

@@ -14,6 +14,7 @@ import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import CommitFailedError, KafkaTimeoutError, RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata
 
 BOOTSTRAP = sys.argv[1]
@@ -81,25 +82,47 @@ class Member(threading.Thread):
     def run(self):
         try:
             consumer = new_consumer(self.group, self.name)
-            # The topic's partitions before joining: kafka-python 3.0.12, when its leader
-            # assigns before it has the topic's metadata, assigns nothing and joins again
-            # at once, and under CPU load that second round can leave its I/O thread
-            # stalled after the SyncGroup answer (docs/compat/kafka.md).
-            check(consumer.partitions_for_topic(TOPIC) == set(range(PARTITIONS)),
-                  "the topic's partitions are known")
-            consumer.subscribe([TOPIC])
+            subscribe(consumer)
             while not self.stop.is_set():
                 polled = consumer.poll(timeout_ms=100)
                 for records in polled.values():
                     self.records.extend(records)
                 self.assigned = {tp.partition for tp in consumer.assignment()}
-                if self.commit_wanted.is_set():
-                    consumer.commit()
+                if self.commit_wanted.is_set() and try_commit(consumer):
                     self.commit_wanted.clear()
                     self.committed.set()
             consumer.close()
         except Exception as e:  # reported by the main thread
             self.error = e
+
+
+def subscribe(consumer):
+    """Subscribes to the topic with its metadata in hand before the first join.
+
+    kafka-python 3.0.12 compares the topic metadata its leader assigned with against the
+    latest it has, and joins again when they differ; the metadata it compares against is
+    only taken when an update arrives after subscribe(). Joining before that update makes
+    the leader join a second time at once, by itself (`topics()` fetches the update)."""
+    consumer.subscribe([TOPIC])
+    check(TOPIC in consumer.topics(), "the topic is listed")
+    check(consumer.partitions_for_topic(TOPIC) == set(range(PARTITIONS)),
+          "the topic's partitions are known")
+
+
+def try_commit(consumer, offsets=None):
+    """A commit, or False when a rebalance of this consumer is under way.
+
+    kafka-python 3.0.12 finishes a rebalance only inside poll(): a commit() made while its
+    JoinGroup or SyncGroup is in flight retries REBALANCE_IN_PROGRESS until
+    request_timeout_ms (305 s) without the rebalance ever completing, and the coordinator
+    ends the member's session meanwhile. So the commit is bounded, and retried after the
+    next poll, as a rebalance-interrupted commit is meant to be."""
+    try:
+        consumer.commit(offsets, timeout_ms=2_000)
+        return True
+    except (KafkaTimeoutError, CommitFailedError, RebalanceInProgressError) as e:
+        logging.warning("commit deferred until the rebalance completes: %r", e)
+        return False
 
 
 def produce(n, prefix):
@@ -180,11 +203,11 @@ check(admin.describe_groups([GROUP])[GROUP]["group_state"] == "Empty", "empty")
 
 # A group with a commit and metadata, left for the caller to find as a Ferry group.
 lagging = new_consumer("ferry-lagging")
-check(lagging.partitions_for_topic(TOPIC) == set(range(PARTITIONS)), "partitions known")
-lagging.subscribe([TOPIC])
-wait_for(lambda: lagging.poll(timeout_ms=100) is not None and lagging.assignment(),
-         "the lagging consumer's assignment")
-lagging.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(3, "py-meta", -1)})
+subscribe(lagging)
+lagging_offsets = {TopicPartition(TOPIC, 0): OffsetAndMetadata(3, "py-meta", -1)}
+wait_for(lambda: lagging.poll(timeout_ms=100) is not None and lagging.assignment()
+         and try_commit(lagging, lagging_offsets),
+         "the lagging consumer's assignment and commit")
 committed = lagging.committed(TopicPartition(TOPIC, 0))
 check(committed == 3, f"committed offset read back: {committed}")
 lagging.close()
