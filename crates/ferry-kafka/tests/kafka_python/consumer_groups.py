@@ -102,7 +102,10 @@ def subscribe(consumer):
     kafka-python 3.0.12 compares the topic metadata its leader assigned with against the
     latest it has, and joins again when they differ; the metadata it compares against is
     only taken when an update arrives after subscribe(). Joining before that update makes
-    the leader join a second time at once, by itself (`topics()` fetches the update)."""
+    the leader join a second time at once, by itself (`topics()` fetches the update). That
+    second join is what can strand it: kafka-python 3.0.12 drops a JoinGroup-SyncGroup
+    exchange that ends between two polls, and one the leader started for its metadata is
+    never asked for again, so it stays rebalancing, heartbeats off, until its session ends."""
     consumer.subscribe([TOPIC])
     check(TOPIC in consumer.topics(), "the topic is listed")
     check(consumer.partitions_for_topic(TOPIC) == set(range(PARTITIONS)),
