@@ -82,11 +82,17 @@ fn a_poison_key_is_parked_listed_and_unparked_from_the_command_line() {
     }
 
     let parked = server.ok(&["queue", "park", "keyed", "poison"]);
-    assert!(parked.contains("parked key poison on queue keyed"), "{parked}");
+    assert!(
+        parked.contains("parked key poison on queue keyed"),
+        "{parked}"
+    );
     // 0xff 0x00: a key that is not text.
     server.ok(&["queue", "park", "keyed", "/wA=", "--key-base64"]);
     let taken = server.consume("keyed", "ack", "5");
-    let payloads: Vec<&str> = taken.iter().map(|m| m["payload"].as_str().unwrap()).collect();
+    let payloads: Vec<&str> = taken
+        .iter()
+        .map(|m| m["payload"].as_str().unwrap())
+        .collect();
     assert_eq!(payloads, ["o1"], "the parked key's messages are held");
 
     let listed = server.json(&["queue", "parked", "keyed"]);
@@ -95,7 +101,10 @@ fn a_poison_key_is_parked_listed_and_unparked_from_the_command_line() {
         serde_json::json!([{"key": "poison", "held": 2}, {"key_base64": "/wA=", "held": 0}])
     );
     let table = server.ok(&["queue", "parked", "keyed"]);
-    assert!(table.contains("poison") && table.contains("0xff00"), "{table}");
+    assert!(
+        table.contains("poison") && table.contains("0xff00"),
+        "{table}"
+    );
     let info = server.json(&["queue", "describe", "keyed"]);
     assert_eq!(info["stats"]["parked"], 2, "{info}");
 
@@ -111,7 +120,10 @@ fn a_poison_key_is_parked_listed_and_unparked_from_the_command_line() {
     assert_eq!(unparked["unparked"], true, "{unparked}");
     server.ok(&["queue", "unpark", "keyed", "/wA=", "--key-base64"]);
     let taken = server.consume("keyed", "ack", "2");
-    let payloads: Vec<&str> = taken.iter().map(|m| m["payload"].as_str().unwrap()).collect();
+    let payloads: Vec<&str> = taken
+        .iter()
+        .map(|m| m["payload"].as_str().unwrap())
+        .collect();
     assert_eq!(payloads, ["p1", "p2"], "in order once unparked");
     let none = server.ok(&["queue", "parked", "keyed"]);
     assert!(none.contains("no parked keys on keyed"), "{none}");

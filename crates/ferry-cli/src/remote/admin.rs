@@ -68,7 +68,7 @@ pub struct TopicCreate {
 #[derive(Subcommand, Debug)]
 pub enum SubCommand {
     /// Create a subscription: a queue fed from a topic.
-    Create(SubCreate),
+    Create(Box<SubCreate>),
     /// Every subscription, or those of one topic, with their topic, filter and backlog.
     List {
         #[arg(long)]

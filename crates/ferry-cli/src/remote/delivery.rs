@@ -92,10 +92,11 @@ impl DeliveryOptions {
             jitter: self.backoff_jitter,
         };
         let backoff = (backoff != v1::Backoff::default()).then_some(backoff);
-        let retry = (self.max_deliveries.is_some() || backoff.is_some()).then(|| v1::RetryPolicy {
-            max_deliveries: self.max_deliveries,
-            backoff,
-        });
+        let retry =
+            (self.max_deliveries.is_some() || backoff.is_some()).then_some(v1::RetryPolicy {
+                max_deliveries: self.max_deliveries,
+                backoff,
+            });
         let limited =
             self.max_messages.is_some() || self.max_bytes.is_some() || self.overflow.is_some();
         let length_limit = limited.then_some(v1::LengthLimit {
