@@ -17,7 +17,8 @@ pub struct DeliveryOptions {
     /// How long a delivery is held before it is given to another consumer (e.g. 30s).
     #[arg(long, value_parser = parse_duration)]
     pub lease: Option<Duration>,
-    /// The first retry's delay after a nack (growing by --backoff-multiplier after that).
+    /// The first retry's delay after a nack (doubling after that, unless
+    /// --backoff-multiplier says otherwise).
     #[arg(long, value_parser = parse_duration)]
     pub backoff: Option<Duration>,
     /// How much each retry's delay grows over the one before (1: a fixed delay).
