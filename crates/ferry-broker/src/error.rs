@@ -333,6 +333,15 @@ pub enum BrokerError {
     )]
     NotADeadLetterQueue { queue: Name },
     #[error(
+        "queue {queue} orders its messages {ordering}, not by key: only a key-shared queue \
+         parks a key; create the queue (or subscription) with ordering key-shared to park keys"
+    )]
+    NotKeyShared {
+        queue: Name,
+        /// The queue's ordering, as its spec names it (`shared`, `exclusive`).
+        ordering: &'static str,
+    },
+    #[error(
         "queue {queue} is poisoned: a write to its logs failed ({cause}), so its state in \
          memory may disagree with its disk; fix the storage problem and reopen the broker, \
          which rebuilds the queue from its logs (other queues keep working)"
@@ -496,6 +505,7 @@ impl BrokerError {
             | E::GroupCoordinatedByBroker { .. }
             | E::NotASubscription { .. }
             | E::NotADeadLetterQueue { .. }
+            | E::NotKeyShared { .. }
             | E::NotQueueOwner { .. }
             | E::QueueNotUpdatable { .. }
             | E::PartitionsCanOnlyGrow { .. }

@@ -83,7 +83,7 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
-    /// Create, list, describe and delete queues.
+    /// Create, list, describe and delete queues; park and unpark keys.
     Queue {
         #[command(flatten)]
         output: Output,

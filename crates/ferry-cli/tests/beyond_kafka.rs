@@ -1,11 +1,15 @@
 //! Beyond Kafka: records a Kafka client produces, consumed with a queue's semantics. A
 //! kafka-python producer (idempotent, acks=all, keyed) writes to a Ferry topic through
-//! `ferry serve`'s Kafka endpoint; a Ferry subscription of that topic (a retry policy with
-//! a fixed backoff, a dead-letter queue, key-shared ordering) delivers them one by one to a
-//! worker over the HTTP API, which acks most, nacks one once, and fails a poison record
-//! until it is dead-lettered; `ferry dlq` shows the letter and redrives it, and `ferry
-//! consume` takes it back. Meanwhile a Kafka consumer group still reads every record of the
-//! topic: the subscription takes references, not the records.
+//! `ferry serve`'s Kafka endpoint; a Ferry subscription of that topic, made with `ferry sub
+//! create` (a retry policy with a fixed backoff, a dead-letter queue, key-shared ordering),
+//! delivers them one by one to a worker over the HTTP API, which acks most, nacks one once,
+//! and fails a poison record until it is dead-lettered; `ferry dlq` shows the letter and
+//! redrives it, and `ferry consume` takes it back. Then a second poison record: its key is
+//! parked with `ferry queue park` while it fails, so its key's later records are held while
+//! other keys flow; `ferry queue parked` lists it; once the worker is fixed, `ferry queue
+//! unpark` releases the key and its records come, in order. Meanwhile a Kafka consumer group
+//! still reads every record of the topic: the subscription takes references, not the
+//! records.
 //!
 //! Without python3 and kafka-python the test says so loudly and skips — under `CI=true`
 //! that is a failure.
@@ -46,6 +50,14 @@ const RECORDS: [&str; 8] = [
     "acct-b=b2",
     "acct-a=a3",
 ];
+
+/// The second poison record, whose key is parked while it fails.
+const PARKED_KEY: &str = "acct-q";
+const PARKED_POISON: &str = "q1-poison";
+/// Produced before the key is parked: the poison record and another key's.
+const BEFORE_PARKING: [&str; 2] = ["acct-q=q1-poison", "acct-c=c1"];
+/// Produced while the key is parked: its later records, held, and another key's, flowing.
+const WHILE_PARKED: [&str; 4] = ["acct-q=q2", "acct-c=c2", "acct-q=q3", "acct-c=c3"];
 
 fn python_has_kafka_python() -> bool {
     Command::new("python3")
@@ -135,12 +147,17 @@ struct Worker {
     retried_nacked_at: Option<Instant>,
     poison_dead_at: Option<Instant>,
     acked: BTreeSet<String>,
+    /// A record the worker cannot process yet (the parked key's poison record): received,
+    /// and held until [`Worker::nack_held`], so that its key is parked while it is in flight.
+    unprocessable: Option<String>,
+    held: Option<(u64, u64)>,
+    held_nacked_at: Option<Instant>,
 }
 
 impl Worker {
     /// Receives from the subscription and settles each delivery: the poison record is
     /// nacked with an error every time, the retried one is nacked on its first delivery,
-    /// the rest are acked.
+    /// an unprocessable one is kept unsettled, the rest are acked.
     fn round(&mut self, server: &Server) {
         let (status, got) = post(
             server,
@@ -165,7 +182,9 @@ impl Worker {
                 assert_eq!(status, 200, "{outcome} of {}: {answer}", seen.payload);
                 answer
             };
-            if seen.payload == POISON {
+            if self.unprocessable.as_ref() == Some(&seen.payload) {
+                self.held = Some((seq, token));
+            } else if seen.payload == POISON {
                 let answer = settle("nack", json!({ "token": token, "error": POISON_ERROR }));
                 if seen.delivery == u64::from(MAX_DELIVERIES) {
                     assert_eq!(answer["dead_lettered"], "max_deliveries", "{answer}");
@@ -183,6 +202,19 @@ impl Worker {
             }
             self.seen.push(seen);
         }
+    }
+
+    /// Nacks the unprocessable record kept by [`Worker::round`], with an error.
+    fn nack_held(&mut self, server: &Server) {
+        let (seq, token) = self.held.take().expect("the unprocessable record is held");
+        let (status, answer) = post(
+            server,
+            &format!("/v1/queues/{SUBSCRIPTION}/messages/{seq}/nack"),
+            &json!({ "token": token, "error": POISON_ERROR }),
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert!(answer["retry_at_ms"].is_i64(), "{answer}");
+        self.held_nacked_at = Some(Instant::now());
     }
 
     fn deliveries_of(&self, payload: &str) -> Vec<&Seen> {
@@ -208,40 +240,42 @@ fn kafka_records_get_retries_dead_letters_and_key_order_from_a_subscription() {
     let dir = tempfile::tempdir().unwrap();
     let (server, kafka) = start(dir.path());
 
-    // The topic, the dead-letter queue, and the subscription with its delivery settings
-    // (which `ferry sub create` does not take: the HTTP API's spec does).
+    // The topic, the dead-letter queue, and the subscription with its delivery settings.
     server.ok(&["topic", "create", TOPIC, "--partitions", "3"]);
     server.ok(&["queue", "create", DEAD]);
-    let (status, answer) = post(
-        &server,
-        "/v1/subscriptions",
-        &json!({
-            "name": SUBSCRIPTION,
-            "spec": {
-                "topic": TOPIC,
-                "start": "earliest",
-                "delivery": {
-                    "retry": {
-                        "max_deliveries": MAX_DELIVERIES,
-                        "backoff": {
-                            "base_ms": BACKOFF.as_millis() as u64,
-                            "multiplier": 1.0,
-                            "jitter": 0.0,
-                        },
-                    },
-                    "dead_letter": { "queue": DEAD },
-                    "ordering": "key_shared",
-                },
-            },
-        }),
-    );
-    assert_eq!(status, 201, "{answer}");
+    let backoff = format!("{}ms", BACKOFF.as_millis());
+    let max_deliveries = MAX_DELIVERIES.to_string();
+    server.ok(&[
+        "sub",
+        "create",
+        SUBSCRIPTION,
+        "--topic",
+        TOPIC,
+        "--from",
+        "earliest",
+        "--max-deliveries",
+        &max_deliveries,
+        "--backoff",
+        &backoff,
+        "--backoff-multiplier",
+        "1",
+        "--backoff-jitter",
+        "0",
+        "--dead-letter",
+        DEAD,
+        "--ordering",
+        "key-shared",
+    ]);
     let described = server.json(&["sub", "describe", SUBSCRIPTION]);
-    let described_text = described.to_string();
-    assert!(
-        described_text.contains("key_shared") || described_text.contains("key-shared"),
+    let spec = &described["queue"]["spec"];
+    assert_eq!(spec["ordering"], "key-shared", "{described}");
+    assert_eq!(spec["max_deliveries"], MAX_DELIVERIES, "{described}");
+    assert_eq!(
+        spec["backoff_base_ms"],
+        BACKOFF.as_millis() as u64,
         "{described}"
     );
+    assert_eq!(spec["dead_letter"], DEAD, "{described}");
 
     // Produced with kafka-python: every record acknowledged with its partition and offset,
     // the records of one key in one partition.
@@ -349,16 +383,108 @@ fn kafka_records_get_retries_dead_letters_and_key_order_from_a_subscription() {
         "the subscription is drained"
     );
 
+    park_a_poison_key(&server, &kafka);
+
     // The Kafka side is untouched: a consumer group reads every record from the topic.
+    let sent: BTreeSet<String> = [&RECORDS[..], &BEFORE_PARKING[..], &WHILE_PARKED[..]]
+        .concat()
+        .iter()
+        .map(|r| r.replacen('=', " ", 1))
+        .collect();
     let read: BTreeSet<String> = kafka_side(&[
         "group",
         &kafka,
         TOPIC,
         "kafka-readers",
-        &RECORDS.len().to_string(),
+        &sent.len().to_string(),
     ])
     .into_iter()
     .collect();
-    let sent: BTreeSet<String> = RECORDS.iter().map(|r| r.replacen('=', " ", 1)).collect();
     assert_eq!(read, sent);
+}
+
+/// The parked key's entries in `ferry queue parked --json`: how many records it holds.
+fn parked_held(server: &Server) -> Option<u64> {
+    let parked = server.json(&["queue", "parked", SUBSCRIPTION]);
+    let parked = parked.as_array().unwrap();
+    assert!(parked.len() <= 1, "{parked:?}");
+    parked.first().map(|p| {
+        assert_eq!(p["key"], PARKED_KEY, "{parked:?}");
+        p["held"].as_u64().unwrap()
+    })
+}
+
+/// A second poison record: the worker cannot process it, and rather than let it fail until
+/// it is dead-lettered, its key is parked while the first delivery is in flight. Other keys
+/// keep flowing; the key's later records are held; once the worker is fixed, the key is
+/// unparked and its records come in order.
+fn park_a_poison_key(server: &Server, kafka: &str) {
+    let mut worker = Worker {
+        unprocessable: Some(PARKED_POISON.to_owned()),
+        ..Worker::default()
+    };
+    kafka_side(&[&["produce", kafka, TOPIC][..], &BEFORE_PARKING[..]].concat());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while worker.held.is_none() || !worker.acked.contains("c1") {
+        assert!(Instant::now() < deadline, "the worker stalled: {worker:#?}");
+        worker.round(server);
+    }
+    // Parked while its poison record is in flight (which parking does not recall), then
+    // the record fails: its retry is held with the key, however slow this machine is.
+    assert_eq!(parked_held(server), None);
+    let parked = server.json(&["queue", "park", SUBSCRIPTION, PARKED_KEY]);
+    assert_eq!(parked["parked"], true, "{parked}");
+    worker.nack_held(server);
+
+    // The key's later records are held; the other key's flow. The worker keeps polling
+    // past two backoffs after the nack, when the poison record's retry was due.
+    kafka_side(&[&["produce", kafka, TOPIC][..], &WHILE_PARKED[..]].concat());
+    let nacked_at = worker.held_nacked_at.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the other key stalled: {worker:#?}"
+        );
+        worker.round(server);
+        let flowed = ["c2", "c3"].iter().all(|c| worker.acked.contains(*c));
+        if flowed && nacked_at.elapsed() > 2 * BACKOFF && parked_held(server) == Some(3) {
+            break;
+        }
+    }
+    for held in [PARKED_POISON, "q2", "q3"] {
+        assert_eq!(
+            worker.deliveries_of(held).len(),
+            usize::from(held == PARKED_POISON),
+            "{held} was delivered while its key was parked: {worker:#?}"
+        );
+    }
+    let stats = server.json(&["queue", "describe", SUBSCRIPTION]);
+    assert_eq!(stats["stats"]["parked"], 3, "{stats}");
+
+    // Fixed: the worker now processes the record, and the key is released.
+    worker.unprocessable = None;
+    let unparked = server.json(&["queue", "unpark", SUBSCRIPTION, PARKED_KEY]);
+    assert_eq!(unparked["unparked"], true, "{unparked}");
+    assert_eq!(parked_held(server), None);
+    let released = [PARKED_POISON, "q2", "q3"];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !released.iter().all(|r| worker.acked.contains(*r)) {
+        assert!(
+            Instant::now() < deadline,
+            "the unparked key stalled: {worker:#?}"
+        );
+        worker.round(server);
+    }
+    let of_key: Vec<(&str, u64)> = worker
+        .seen
+        .iter()
+        .filter(|s| s.key == PARKED_KEY)
+        .map(|s| (s.payload.as_str(), s.delivery))
+        .collect();
+    assert_eq!(
+        of_key,
+        [(PARKED_POISON, 1), (PARKED_POISON, 2), ("q2", 1), ("q3", 1)],
+        "in order, one at a time: {worker:#?}"
+    );
 }

@@ -72,6 +72,64 @@ fn poison_message_goes_to_the_dlq_is_listed_redriven_and_then_acked() {
 }
 
 #[test]
+fn a_poison_key_is_parked_listed_and_unparked_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.ok(&["queue", "create", "keyed", "--ordering", "key-shared"]);
+    server.ok(&["queue", "create", "plain"]);
+    for (payload, key) in [("p1", "poison"), ("o1", "other"), ("p2", "poison")] {
+        server.ok(&["publish", "keyed", payload, "--key", key]);
+    }
+
+    let parked = server.ok(&["queue", "park", "keyed", "poison"]);
+    assert!(
+        parked.contains("parked key poison on queue keyed"),
+        "{parked}"
+    );
+    // 0xff 0x00: a key that is not text.
+    server.ok(&["queue", "park", "keyed", "/wA=", "--key-base64"]);
+    let taken = server.consume("keyed", "ack", "5");
+    let payloads: Vec<&str> = taken
+        .iter()
+        .map(|m| m["payload"].as_str().unwrap())
+        .collect();
+    assert_eq!(payloads, ["o1"], "the parked key's messages are held");
+
+    let listed = server.json(&["queue", "parked", "keyed"]);
+    assert_eq!(
+        listed,
+        serde_json::json!([{"key": "poison", "held": 2}, {"key_base64": "/wA=", "held": 0}])
+    );
+    let table = server.ok(&["queue", "parked", "keyed"]);
+    assert!(
+        table.contains("poison") && table.contains("0xff00"),
+        "{table}"
+    );
+    let info = server.json(&["queue", "describe", "keyed"]);
+    assert_eq!(info["stats"]["parked"], 2, "{info}");
+
+    let refused = server.ferry(&["queue", "park", "plain", "k"]);
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("key-shared"), "{why}");
+    let bad = server.ferry(&["queue", "park", "keyed", "!", "--key-base64"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("base64"));
+
+    let unparked = server.json(&["queue", "unpark", "keyed", "poison"]);
+    assert_eq!(unparked["unparked"], true, "{unparked}");
+    server.ok(&["queue", "unpark", "keyed", "/wA=", "--key-base64"]);
+    let taken = server.consume("keyed", "ack", "2");
+    let payloads: Vec<&str> = taken
+        .iter()
+        .map(|m| m["payload"].as_str().unwrap())
+        .collect();
+    assert_eq!(payloads, ["p1", "p2"], "in order once unparked");
+    let none = server.ok(&["queue", "parked", "keyed"]);
+    assert!(none.contains("no parked keys on keyed"), "{none}");
+}
+
+#[test]
 fn bulk_publish_from_a_file_and_stdin_stores_every_line() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());

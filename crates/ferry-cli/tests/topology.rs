@@ -43,9 +43,20 @@ fn a_topic_fans_out_to_its_subscriptions_with_their_filters() {
         "orders",
         "--filter",
         "region in (eu)",
+        "--ordering",
+        "key-shared",
+        "--max-deliveries",
+        "4",
+        "--lease",
+        "45s",
     ]);
     let sub = server.json(&["sub", "describe", "shipping"]);
     assert_eq!(sub["topic"], "orders");
+    // The delivery options of `ferry queue create`, on the subscription's queue.
+    let spec = &sub["queue"]["spec"];
+    assert_eq!(spec["ordering"], "key-shared", "{sub}");
+    assert_eq!(spec["max_deliveries"], 4, "{sub}");
+    assert_eq!(spec["lease_ms"], 45_000, "{sub}");
     let subs = server.json(&["sub", "list", "--topic", "orders"]);
     let listed: Vec<&str> = subs
         .as_array()

@@ -1,6 +1,6 @@
 //! The Rust client of a Ferry server (`ferry serve`), over gRPC (`ferry.v1`).
 //!
-//! - [`Client`]: connect, admin calls, publish, receive and settle one call at a time;
+//! - [`Client`]: connect, admin calls (parked keys too), publish, receive and settle one call at a time;
 //! - [`Producer`]: batches messages (linger, max batch) and retries a batch that may not
 //!   have arrived — each message carries a client-chosen id, which the queue deduplicates
 //!   within its dedup window, so a retry is stored once;
@@ -19,6 +19,7 @@ mod retry;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use ferry_proto::v1::{
     self, admin_client::AdminClient, consumer_client::ConsumerClient,
     dead_letters_client::DeadLettersClient, groups_client::GroupsClient,
@@ -420,6 +421,44 @@ impl Client {
     ) -> Result<tonic::Streaming<v1::ConsumeResponse>> {
         let requests = tokio_stream::wrappers::UnboundedReceiverStream::new(requests);
         Ok(self.consumer_client().consume(requests).await?.into_inner())
+    }
+
+    // ---- Parked keys ----
+
+    /// Holds `key`'s messages on the key-shared queue `queue` until [`Client::unpark`]:
+    /// other keys keep flowing. A delivery in flight is not recalled. A queue that is not
+    /// key-shared refuses (FAILED_PRECONDITION, kind conflict).
+    pub async fn park(&self, queue: &str, key: impl Into<Bytes>) -> Result<()> {
+        self.admin_client()
+            .park_key(v1::ParkKeyRequest {
+                queue: queue.into(),
+                key: key.into(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Releases a parked key: its messages are delivered again, in order.
+    pub async fn unpark(&self, queue: &str, key: impl Into<Bytes>) -> Result<()> {
+        self.admin_client()
+            .unpark_key(v1::UnparkKeyRequest {
+                queue: queue.into(),
+                key: key.into(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The keys parked on `queue`, in byte order, each with how many messages it holds.
+    pub async fn parked_keys(&self, queue: &str) -> Result<Vec<v1::ParkedKey>> {
+        Ok(self
+            .admin_client()
+            .list_parked_keys(v1::ListParkedKeysRequest {
+                queue: queue.into(),
+            })
+            .await?
+            .into_inner()
+            .keys)
     }
 
     // ---- Dead letters ----

@@ -75,6 +75,7 @@ impl TokenGrant {
 /// | publish, publish stream (each batch), publish to topic, cancel | `publish` on the queue or topic |
 /// | receive, ack, nack, reject, extend, consume stream — on an ordinary queue | `consume` on the queue |
 /// | the same on a dead-letter queue | `dead_letters` on the dead-letter queue |
+/// | park, unpark, list parked keys | as receiving: `consume` on the queue (`dead_letters` on a dead-letter queue) — the worker that meets a poison message parks its key |
 /// | dead-letter peek (list, peek) | `dead_letters` on the dead-letter queue (`consume`, should the queue peeked be an ordinary one) |
 /// | redrive | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
 /// | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |

@@ -60,6 +60,9 @@
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
 //! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq", "more"}`, redacted header values as `***` ([`Redaction`]) |
 //! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
+//! | `PUT` | `/v1/queues/{queue}/parked/{key}` | query `encoding=base64`? (the key's bytes in standard base64; else its UTF-8 text) → 204: the key's messages are held until unparked (key-shared queues only, else 409 `not_key_shared`) |
+//! | `DELETE` | `/v1/queues/{queue}/parked/{key}` | query `encoding=base64`? → 204: the key's messages flow again, in order |
+//! | `GET` | `/v1/queues/{queue}/parked` | → `{"keys": [{"key" or "key_base64", "held"}]}` in byte order of the keys |
 //! | `POST` | `/v1/temporary-queues` | `{"owner", "idle_timeout_ms"?}` → 201 `{"name", "idle_timeout_ms"}`: a queue only `owner` receives from, deleted after the idle timeout (default 60 s) without use, or when a gRPC Consume stream its owner opened on it ends |
 //! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/topics` | → `{"names": [..]}` |

@@ -99,7 +99,7 @@ fn checkpoint_events(inner: &Inner) -> Vec<JournalEvent> {
             });
         }
     }
-    for key in inner.state.parked_keys() {
+    for (key, _) in inner.state.parked_keys() {
         events.push(JournalEvent::CheckpointParked {
             key: Bytes::copy_from_slice(key),
         });

@@ -99,7 +99,7 @@ async fn busy_history(broker: &Broker) {
         .reject("q", by("r").seq, by("r").token, "bad")
         .await
         .unwrap();
-    assert!(broker.park("q", b"a").await.unwrap());
+    broker.park("q", b"a").await.unwrap();
     // Published after the last delivery: ready, never delivered.
     publish("e", "e").await.unwrap();
 }

@@ -76,8 +76,8 @@ pub use groups::{
 pub use housekeeping::{Checkpoint, MaintenanceReport};
 pub use links::LinkInfo;
 pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
+pub use queue::{ParkedKey, ReceiveOptions, ReceivedMessage};
 pub use queue::{QueueInfo, QueueStats};
-pub use queue::{ReceiveOptions, ReceivedMessage};
 pub use queue::{RedriveFilter, RedriveReport, RedriveRequest};
 pub use storage_stats::StorageStats;
 pub use subscriptions::{SkippedRange, SubscriptionInfo};
@@ -578,3 +578,6 @@ mod purge_tests;
 mod link_tests;
 #[cfg(test)]
 mod run_tests;
+
+#[cfg(test)]
+mod park_tests;

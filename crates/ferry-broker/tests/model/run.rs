@@ -459,15 +459,28 @@ impl Run {
                 prop_assert!(report.checkpoints >= 1, "{:?}", report);
             }
             Op::Park(k) => {
-                let parked = self.broker().park(Q, &key(*k)).await.expect("park");
+                let parked = self.broker().park(Q, &key(*k)).await;
                 let key_shared = self.model.cfg.key_shared;
-                prop_assert_eq!(parked, key_shared, "park works on key-shared queues only");
+                match parked {
+                    Ok(()) => prop_assert!(key_shared, "parked a key on a queue not key-shared"),
+                    Err(BrokerError::NotKeyShared { .. }) => {
+                        prop_assert!(!key_shared, "a key-shared queue refused to park")
+                    }
+                    Err(e) => panic!("park: {e}"),
+                }
                 if key_shared {
                     self.model.parked.insert(key(*k));
                 }
             }
             Op::Unpark(k) => {
-                self.broker().unpark(Q, &key(*k)).await.expect("unpark");
+                let unparked = self.broker().unpark(Q, &key(*k)).await;
+                match unparked {
+                    Ok(()) => prop_assert!(self.model.cfg.key_shared, "unparked a key unordered"),
+                    Err(BrokerError::NotKeyShared { .. }) => {
+                        prop_assert!(!self.model.cfg.key_shared, "a key-shared queue refused")
+                    }
+                    Err(e) => panic!("unpark: {e}"),
+                }
                 self.model.parked.remove(&key(*k));
             }
             Op::Cancel { scheduled, pick } => {

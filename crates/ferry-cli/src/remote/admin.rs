@@ -1,13 +1,14 @@
-//! `ferry queue|topic|sub|group …`: create, list, describe and delete over the Admin API.
-
-use std::time::Duration;
+//! `ferry queue|topic|sub|group …`: create, list, describe and delete over the Admin API,
+//! and a queue's parked keys.
 
 use clap::{Args, Subcommand, ValueEnum};
 use ferry_client::proto as v1;
 use serde_json::json;
 
 use super::Remote;
+use super::delivery::DeliveryOptions;
 use super::output::{enum_name, fields, human_ms, millis, parse_duration, print_json, table};
+use super::parked::{self, ParkArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum QueueCommand {
@@ -19,64 +20,20 @@ pub enum QueueCommand {
     Describe { name: String },
     /// Delete a queue and its messages.
     Delete { name: String },
+    /// Hold one key's messages on a key-shared queue (a poison key) while other keys flow.
+    Park(ParkArgs),
+    /// Release a parked key: its messages are delivered again, in order.
+    Unpark(ParkArgs),
+    /// The keys parked on a queue, with how many messages each holds.
+    Parked { queue: String },
 }
 
 #[derive(Args, Debug)]
 pub struct QueueCreate {
     /// Letters, digits, '.', '-', '_'.
     pub name: String,
-    /// Deliveries before a message is dead-lettered.
-    #[arg(long)]
-    pub max_deliveries: Option<u32>,
-    /// How long a delivery is held before it is given to another consumer (e.g. 30s).
-    #[arg(long, value_parser = parse_duration)]
-    pub lease: Option<Duration>,
-    /// The first retry's delay after a nack (doubling after that).
-    #[arg(long, value_parser = parse_duration)]
-    pub backoff: Option<Duration>,
-    /// Publishes with the same id or dedup id within this window are stored once (0s: off).
-    #[arg(long, value_parser = parse_duration)]
-    pub dedup_window: Option<Duration>,
-    /// Messages expire this long after publishing unless they say otherwise.
-    #[arg(long, value_parser = parse_duration)]
-    pub ttl: Option<Duration>,
-    /// The longest delay a publish may ask for.
-    #[arg(long, value_parser = parse_duration)]
-    pub max_delay: Option<Duration>,
-    /// Priorities 0..N-1, higher first (1: no priorities).
-    #[arg(long)]
-    pub priority_levels: Option<u32>,
-    /// shared: any consumer, any order; key-shared: in order per key; exclusive: one
-    /// consumer at a time.
-    #[arg(long, value_enum)]
-    pub ordering: Option<Ordering>,
-    /// Where dead letters go: a queue's name, or `none` to discard them
-    /// (default: `<name>.dlq`).
-    #[arg(long)]
-    pub dead_letter: Option<String>,
-    /// The most messages the queue holds (see --overflow).
-    #[arg(long)]
-    pub max_messages: Option<u64>,
-    /// The most payload bytes the queue holds (see --overflow).
-    #[arg(long)]
-    pub max_bytes: Option<u64>,
-    /// What a full queue does with a publish.
-    #[arg(long, value_enum)]
-    pub overflow: Option<Overflow>,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug)]
-pub enum Ordering {
-    Shared,
-    KeyShared,
-    Exclusive,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug)]
-pub enum Overflow {
-    Reject,
-    DropHead,
-    DeadLetterHead,
+    #[command(flatten)]
+    pub delivery: DeliveryOptions,
 }
 
 #[derive(Subcommand, Debug)]
@@ -111,7 +68,7 @@ pub struct TopicCreate {
 #[derive(Subcommand, Debug)]
 pub enum SubCommand {
     /// Create a subscription: a queue fed from a topic.
-    Create(SubCreate),
+    Create(Box<SubCreate>),
     /// Every subscription, or those of one topic, with their topic, filter and backlog.
     List {
         #[arg(long)]
@@ -136,6 +93,9 @@ pub struct SubCreate {
     /// Where in the topic to start.
     #[arg(long, value_enum, default_value_t = Start::Now)]
     pub from: Start,
+    /// How its queue delivers, as `ferry queue create` takes it.
+    #[command(flatten)]
+    pub delivery: DeliveryOptions,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -158,60 +118,11 @@ pub enum GroupCommand {
     Delete { topic: String, group: String },
 }
 
-impl QueueCreate {
-    fn spec(&self) -> v1::QueueSpec {
-        let dead_letter = self.dead_letter.as_ref().map(|target| v1::DeadLetter {
-            target: Some(if target == "none" {
-                v1::dead_letter::Target::Disabled(true)
-            } else {
-                v1::dead_letter::Target::Queue(target.clone())
-            }),
-        });
-        let retry =
-            (self.max_deliveries.is_some() || self.backoff.is_some()).then(|| v1::RetryPolicy {
-                max_deliveries: self.max_deliveries,
-                backoff: self.backoff.map(|base| v1::Backoff {
-                    base_ms: Some(millis(base)),
-                    ..Default::default()
-                }),
-            });
-        let limited =
-            self.max_messages.is_some() || self.max_bytes.is_some() || self.overflow.is_some();
-        let length_limit = limited.then_some(v1::LengthLimit {
-            max_messages: self.max_messages,
-            max_bytes: self.max_bytes,
-            overflow: match self.overflow {
-                None => v1::OverflowPolicy::Unspecified,
-                Some(Overflow::Reject) => v1::OverflowPolicy::RejectPublish,
-                Some(Overflow::DropHead) => v1::OverflowPolicy::DropHead,
-                Some(Overflow::DeadLetterHead) => v1::OverflowPolicy::DeadLetterHead,
-            } as i32,
-        });
-        v1::QueueSpec {
-            retry,
-            dead_letter,
-            dedup_window_ms: self.dedup_window.map(millis),
-            default_ttl_ms: self.ttl.map(millis),
-            lease_ms: self.lease.map(millis),
-            max_delay_ms: self.max_delay.map(millis),
-            priority_levels: self.priority_levels,
-            ordering: match self.ordering {
-                None => v1::OrderingMode::Unspecified,
-                Some(Ordering::Shared) => v1::OrderingMode::Shared,
-                Some(Ordering::KeyShared) => v1::OrderingMode::KeyShared,
-                Some(Ordering::Exclusive) => v1::OrderingMode::Exclusive,
-            } as i32,
-            length_limit,
-            ..Default::default()
-        }
-    }
-}
-
 pub async fn queue(remote: &Remote, command: QueueCommand) -> anyhow::Result<()> {
     match command {
         QueueCommand::Create(args) => {
             remote
-                .call(remote.client.create_queue(&args.name, args.spec()))
+                .call(remote.client.create_queue(&args.name, args.delivery.spec()))
                 .await?;
             done(remote, "created", "queue", &args.name);
         }
@@ -231,6 +142,9 @@ pub async fn queue(remote: &Remote, command: QueueCommand) -> anyhow::Result<()>
             remote.call(remote.client.delete_queue(&name)).await?;
             done(remote, "deleted", "queue", &name);
         }
+        QueueCommand::Park(args) => parked::park(remote, &args).await?,
+        QueueCommand::Unpark(args) => parked::unpark(remote, &args).await?,
+        QueueCommand::Parked { queue } => parked::list(remote, &queue).await?,
     }
     Ok(())
 }
@@ -461,7 +375,7 @@ pub async fn sub(remote: &Remote, command: SubCommand) -> anyhow::Result<()> {
                     Start::Earliest => v1::SubscriptionStart::Earliest,
                     Start::Now => v1::SubscriptionStart::Now,
                 } as i32,
-                delivery: None,
+                delivery: Some(args.delivery.spec()),
             };
             remote
                 .call(remote.client.create_subscription(&args.name, spec))

@@ -10,8 +10,10 @@ macro_rules! out {
 
 pub mod admin;
 pub mod dead_letters;
+pub mod delivery;
 pub mod messages;
 pub mod output;
+pub mod parked;
 pub mod stats;
 
 use std::future::Future;

@@ -3,11 +3,13 @@
 //! meant it is a [`ConvertError`] naming the field, and nothing reaches the broker.
 
 mod message;
+mod parked;
 mod spec;
 
 use std::time::Duration;
 
 pub use message::*;
+pub use parked::*;
 pub use spec::*;
 
 /// A request the server cannot turn into a broker call.

@@ -6,7 +6,7 @@ use ferry_broker::{Broker, QueueSpec};
 use ferry_proto::v1::{self, admin_server::Admin};
 use tonic::{Request, Response, Status};
 
-use super::{allow, caller};
+use super::{allow, allow_read, caller};
 use crate::auth::{Action, Gate};
 use crate::convert;
 use crate::status::{from_broker, from_convert, from_refusal};
@@ -227,6 +227,44 @@ impl Admin for AdminService {
             .reset_group_offsets(&r.topic, &r.group, r.partition, to)
             .map_err(from_broker)?;
         Ok(Response::new(v1::ResetGroupOffsetsResponse {}))
+    }
+
+    async fn park_key(&self, r: Request<v1::ParkKeyRequest>) -> Reply<v1::ParkKeyResponse> {
+        // Parking is for whoever may consume the queue, not for admin: the worker that
+        // meets a poison message is the one that knows to hold its key, and parking only
+        // withholds what that worker could withhold anyway by not settling — it deletes
+        // and moves nothing. On a dead-letter queue that right is `dead_letters`.
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
+        let r = r.into_inner();
+        let key = convert::parked_key(&r.key).map_err(from_convert)?;
+        self.broker.park(&r.queue, key).await.map_err(from_broker)?;
+        Ok(Response::new(v1::ParkKeyResponse {}))
+    }
+
+    async fn unpark_key(&self, r: Request<v1::UnparkKeyRequest>) -> Reply<v1::UnparkKeyResponse> {
+        // The same right as parking: whoever may hold a key may release it.
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
+        let r = r.into_inner();
+        let key = convert::parked_key(&r.key).map_err(from_convert)?;
+        self.broker
+            .unpark(&r.queue, key)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::UnparkKeyResponse {}))
+    }
+
+    async fn list_parked_keys(
+        &self,
+        r: Request<v1::ListParkedKeysRequest>,
+    ) -> Reply<v1::ListParkedKeysResponse> {
+        allow_read(&self.gate, &self.broker, &r, &r.get_ref().queue)?;
+        let keys = self
+            .broker
+            .parked_keys(&r.into_inner().queue)
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::ListParkedKeysResponse {
+            keys: keys.into_iter().map(convert::parked).collect(),
+        }))
     }
 
     async fn create_temporary_queue(

@@ -97,7 +97,7 @@ impl OutgoingMessage {
     }
 }
 
-fn text_or_base64(bytes: &[u8]) -> (Option<String>, Option<String>) {
+pub(crate) fn text_or_base64(bytes: &[u8]) -> (Option<String>, Option<String>) {
     match std::str::from_utf8(bytes) {
         Ok(text) => (Some(text.to_owned()), None),
         Err(_) => (None, Some(BASE64.encode(bytes))),

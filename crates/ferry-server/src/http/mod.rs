@@ -7,6 +7,7 @@ mod dead_letters;
 mod error;
 mod message;
 mod messaging;
+mod parked;
 mod path;
 mod prometheus;
 mod spec;
@@ -20,7 +21,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use bytes::Bytes;
 use ferry_broker::Broker;
 use serde::de::DeserializeOwned;
@@ -145,6 +146,11 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         .route("/v1/queues/{queue}/messages/{seq}/{outcome}", post(settle))
         .route("/v1/queues/{queue}/dead-letters", get(peek))
         .route("/v1/queues/{queue}/redrive", post(redrive))
+        .route("/v1/queues/{queue}/parked", get(parked::list_parked))
+        .route(
+            "/v1/queues/{queue}/parked/{key}",
+            put(parked::park).delete(parked::unpark),
+        )
         .route(
             "/v1/temporary-queues",
             post(temporary::create_temporary_queue),

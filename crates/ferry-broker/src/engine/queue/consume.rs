@@ -14,7 +14,7 @@ use crate::queue::journal::JournalEvent;
 use crate::queue::key_order::PerKey;
 use crate::queue::state::{Acked, LeaseToken, Nacked, Seq};
 use crate::record::DeadLetterInfo;
-use crate::spec::QueueSpec;
+use crate::spec::{OrderingMode, QueueSpec};
 
 /// What a receive asks for: up to `max` messages, leased for `lease` (the queue's lease if
 /// `None`), waiting up to `wait` (real time) for one to become ready when none is, and how
@@ -339,24 +339,40 @@ impl Broker {
     }
 
     /// Holds `key`'s messages on a key-shared queue until [`unpark`](Self::unpark); durable.
-    /// Returns `false` (and changes nothing) on a shared or exclusive queue.
-    pub async fn park(&self, queue: &str, key: &[u8]) -> Result<bool> {
+    /// A delivery in flight is not recalled; parking a parked key changes nothing.
+    /// [`BrokerError::NotKeyShared`] on a shared or exclusive queue, where keys do not order
+    /// and there is nothing to hold a key's messages behind.
+    pub async fn park(&self, queue: &str, key: &[u8]) -> Result<()> {
         let queue = self.queue(queue)?;
+        // No message can carry a longer key; refusing it keeps a caller from making the
+        // queue hold and journal a key of any size.
+        let max = self.inner.config.limits.max_key_bytes;
+        if key.len() > max {
+            return Err(BrokerError::KeyTooLarge {
+                size: key.len(),
+                max,
+            });
+        }
         let now_ms = self.now_ms();
         let rx = {
             let mut inner = queue.lock();
             if !inner.state.park(key) {
-                return Ok(false);
+                return Err(not_key_shared(&queue));
             }
             let key = Bytes::copy_from_slice(key);
             queue.journal(&mut inner, &[JournalEvent::Parked { key }], now_ms)
         };
-        durable(rx).await?;
-        Ok(true)
+        durable(rx).await
     }
 
+    /// Releases a parked key: its messages flow again, in order. Unparking a key that is
+    /// not parked changes nothing; [`BrokerError::NotKeyShared`] on a queue that cannot
+    /// park keys, as [`park`](Self::park).
     pub async fn unpark(&self, queue: &str, key: &[u8]) -> Result<()> {
         let queue = self.queue(queue)?;
+        if queue.spec().ordering != OrderingMode::KeyShared {
+            return Err(not_key_shared(&queue));
+        }
         let now_ms = self.now_ms();
         let (rx, effects) = {
             let mut inner = queue.lock();
@@ -367,6 +383,42 @@ impl Broker {
         };
         durable(rx).await?;
         self.apply_effects(&queue, effects).await
+    }
+
+    /// The keys parked on `queue`, in byte order, each with how many of its messages it
+    /// holds back (those not in flight). Empty on a queue that is not key-shared.
+    pub fn parked_keys(&self, queue: &str) -> Result<Vec<ParkedKey>> {
+        let queue = self.queue(queue)?;
+        let mut keys: Vec<ParkedKey> = queue
+            .lock()
+            .state
+            .parked_keys()
+            .map(|(key, held)| ParkedKey {
+                key: Bytes::copy_from_slice(key),
+                held,
+            })
+            .collect();
+        keys.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(keys)
+    }
+}
+
+/// A parked key of a key-shared queue ([`Broker::parked_keys`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkedKey {
+    pub key: Bytes,
+    /// Its messages held back, not counting one in flight when the key was parked.
+    pub held: usize,
+}
+
+fn not_key_shared(queue: &super::Queue) -> BrokerError {
+    BrokerError::NotKeyShared {
+        queue: queue.name.clone(),
+        ordering: match queue.spec().ordering {
+            OrderingMode::Shared => "shared",
+            OrderingMode::KeyShared => "key-shared",
+            OrderingMode::Exclusive => "exclusive",
+        },
     }
 }
 

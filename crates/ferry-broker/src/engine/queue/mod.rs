@@ -43,7 +43,7 @@ pub use admin::{QueueInfo, QueueStats};
 #[cfg(test)]
 pub(crate) use consume::MAX_CONSUMER_NAME_BYTES;
 pub(crate) use consume::check_consumer;
-pub use consume::{ReceiveOptions, ReceivedMessage};
+pub use consume::{ParkedKey, ReceiveOptions, ReceivedMessage};
 pub use peek::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use redrive::{RedriveFilter, RedriveReport, RedriveRequest};
 

@@ -36,9 +36,10 @@ impl QueueState {
         record
     }
 
-    /// The parked keys.
-    pub fn parked_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.keys.parked_keys().map(|(key, _)| key)
+    /// The parked keys, each with how many of its messages it holds (those not in
+    /// flight). In no particular order.
+    pub fn parked_keys(&self) -> impl Iterator<Item = (&[u8], usize)> + '_ {
+        self.keys.parked_keys()
     }
 
     #[cfg(test)]
