@@ -196,7 +196,11 @@ impl Kafka {
             Some(advertised) => (advertised.host.clone(), advertised.port),
             None => (local.ip().to_string(), local.port()),
         };
-        let node = Arc::new(connection::Node { host, port });
+        let node = Arc::new(connection::Node {
+            host,
+            port,
+            listener: local,
+        });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let ticker = tokio::spawn(tick_groups(Arc::clone(&self.shared), stop_rx.clone()));
         let mut shutdown = std::pin::pin!(shutdown);
