@@ -254,7 +254,8 @@ fn layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
 }
 
 /// The layouts of the cluster-wide admin APIs (DescribeTopicPartitions, DescribeLogDirs,
-/// ListConfigResources, ListPartitionReassignments), at the versions served.
+/// ListConfigResources, List/AlterPartitionReassignments, ElectLeaders), at the versions
+/// served.
 fn cluster_layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
     Some(match api {
         ApiKey::DescribeTopicPartitions => {
@@ -275,6 +276,28 @@ fn cluster_layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
         ApiKey::ListPartitionReassignments => {
             let topic = vec![Str, Array(vec![I32]), Tags];
             (true, vec![I32, Array(topic), Tags])
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let partition = vec![I32, Array(vec![I32]), Tags];
+            let topic = vec![Str, Array(partition), Tags];
+            let fields = [
+                Some(I32),
+                (v >= 1).then_some(I8),
+                Some(Array(topic)),
+                Some(Tags),
+            ];
+            (true, fields.into_iter().flatten().collect())
+        }
+        ApiKey::ElectLeaders => {
+            let flex = v >= 2;
+            let topic = [Some(Str), Some(Array(vec![I32])), flex.then_some(Tags)];
+            let fields = [
+                (v >= 1).then_some(I8),
+                Some(Array(topic.into_iter().flatten().collect())),
+                Some(I32),
+                flex.then_some(Tags),
+            ];
+            (flex, fields.into_iter().flatten().collect())
         }
         _ => return None,
     })
@@ -716,6 +739,33 @@ mod tests {
                 } else {
                     vec![]
                 }),
+                v,
+            ),
+            ApiKey::AlterPartitionReassignments => {
+                use kafka_protocol::messages::alter_partition_reassignments_request::{
+                    ReassignablePartition, ReassignableTopic,
+                };
+                encoded(
+                    &AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                        ReassignableTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![
+                                ReassignablePartition::default()
+                                    .with_replicas(Some(vec![BrokerId(0), BrokerId(1)])),
+                                ReassignablePartition::default(),
+                            ]);
+                        2
+                    ]),
+                    v,
+                )
+            }
+            ApiKey::ElectLeaders => encoded(
+                &ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name())
+                        .with_partitions(vec![0, 1]);
+                    2
+                ])),
                 v,
             ),
             ApiKey::ListPartitionReassignments => encoded(

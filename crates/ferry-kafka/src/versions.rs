@@ -38,6 +38,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];

@@ -1,6 +1,7 @@
 //! The cluster admin APIs that describe this one node, over a socket with the
 //! `kafka-protocol` codec: DescribeTopicPartitions (its pages and cursor), DescribeLogDirs,
-//! ListConfigResources, ListPartitionReassignments, and the broker resource's listeners.
+//! ListConfigResources, List/AlterPartitionReassignments, ElectLeaders, and the broker
+//! resource's listeners.
 //! Their refusals to a user without `admin:#` are in `sasl.rs`.
 
 mod common;
@@ -294,6 +295,131 @@ async fn list_partition_reassignments_is_always_empty_on_one_node() {
 }
 
 #[tokio::test]
+async fn alter_partition_reassignments_takes_only_the_replica_set_there_is() {
+    use kafka_protocol::messages::AlterPartitionReassignmentsRequest;
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let server = server_with(&[("moved", 2)]).await;
+    let mut client = Client::connect(server.addr).await;
+    let to = |partition: i32, replicas: Option<Vec<i32>>| {
+        ReassignablePartition::default()
+            .with_partition_index(partition)
+            .with_replicas(replicas.map(|r| r.into_iter().map(BrokerId).collect()))
+    };
+    let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        ReassignableTopic::default()
+            .with_name(name("moved"))
+            .with_partitions(vec![
+                to(0, Some(vec![0])),
+                to(1, Some(vec![1])),
+                to(1, Some(vec![0, 0])),
+                to(1, None),
+                to(7, Some(vec![0])),
+            ]),
+        ReassignableTopic::default()
+            .with_name(name("missing"))
+            .with_partitions(vec![to(0, Some(vec![0]))]),
+    ]);
+    for version in [0, 1] {
+        let response = client.call(&request, version).await;
+        assert_eq!(response.error_code, 0);
+        let codes: Vec<Vec<(i32, i16)>> = response
+            .responses
+            .iter()
+            .map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.error_code))
+                    .collect()
+            })
+            .collect();
+        let invalid = ResponseError::InvalidReplicaAssignment.code();
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(
+            codes,
+            [
+                vec![
+                    (0, 0),
+                    (1, invalid),
+                    (1, invalid),
+                    (1, ResponseError::NoReassignmentInProgress.code()),
+                    (7, unknown)
+                ],
+                vec![(0, unknown)]
+            ]
+        );
+    }
+    assert_eq!(
+        server
+            .broker
+            .describe_topic("moved")
+            .unwrap()
+            .partitions
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn elect_leaders_is_not_needed_for_any_partition() {
+    use kafka_protocol::messages::ElectLeadersRequest;
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let server = server_with(&[("led", 2)]).await;
+    let mut client = Client::connect(server.addr).await;
+    let named = |election_type: i8| {
+        ElectLeadersRequest::default()
+            .with_election_type(election_type)
+            .with_timeout_ms(5_000)
+            .with_topic_partitions(Some(vec![
+                TopicPartitions::default()
+                    .with_topic(name("led"))
+                    .with_partitions(vec![0, 1, 5]),
+                TopicPartitions::default()
+                    .with_topic(name("missing"))
+                    .with_partitions(vec![0]),
+            ]))
+    };
+    let not_needed = ResponseError::ElectionNotNeeded.code();
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    for (version, election_type) in [(0, 0), (1, 0), (2, 0), (2, 1)] {
+        let response = client.call(&named(election_type), version).await;
+        assert_eq!(response.error_code, 0);
+        let codes: Vec<(String, Vec<(i32, i16)>)> = response
+            .replica_election_results
+            .iter()
+            .map(|t| {
+                (
+                    t.topic.to_string(),
+                    t.partition_result
+                        .iter()
+                        .map(|p| (p.partition_id, p.error_code))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (
+                    "led".to_owned(),
+                    vec![(0, not_needed), (1, not_needed), (5, unknown)]
+                ),
+                ("missing".to_owned(), vec![(0, unknown)])
+            ],
+            "v{version} type {election_type}"
+        );
+    }
+    // Every partition: only elections that did something are listed, so none.
+    let all = ElectLeadersRequest::default().with_topic_partitions(None);
+    let response = client.call(&all, 2).await;
+    assert_eq!(response.error_code, 0);
+    assert!(response.replica_election_results.is_empty());
+    let response = client.call(&named(2), 2).await;
+    assert_eq!(response.error_code, ResponseError::InvalidRequest.code());
+}
+
+#[tokio::test]
 async fn the_broker_resource_reports_its_listeners_read_only() {
     let server = start(KafkaConfig {
         advertised: Some("kafka.example:19092".parse().unwrap()),
@@ -365,6 +491,8 @@ async fn api_versions_advertises_the_cluster_admin_apis() {
         (ApiKey::DescribeLogDirs, 1, 4),
         (ApiKey::ListConfigResources, 0, 1),
         (ApiKey::ListPartitionReassignments, 0, 0),
+        (ApiKey::AlterPartitionReassignments, 0, 1),
+        (ApiKey::ElectLeaders, 0, 2),
     ] {
         let listed = versions
             .api_keys

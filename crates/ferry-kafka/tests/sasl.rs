@@ -781,6 +781,30 @@ async fn cluster_admin_apis_need_admin_everywhere_and_topic_partitions_need_seei
         )
         .await;
     assert_eq!(moves.error_code, 31);
+    let moved = conn
+        .call(
+            &kafka_protocol::messages::AlterPartitionReassignmentsRequest::default(),
+            0,
+        )
+        .await;
+    assert_eq!(moved.error_code, 31);
+    let elected = conn
+        .call(
+            &kafka_protocol::messages::ElectLeadersRequest::default().with_topic_partitions(Some(
+                vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name("orders.eu"))
+                        .with_partitions(vec![0]),
+                ],
+            )),
+            2,
+        )
+        .await;
+    assert_eq!(elected.error_code, 31);
+    assert_eq!(
+        elected.replica_election_results[0].partition_result[0].error_code,
+        31
+    );
 
     // DescribeTopicPartitions: a topic the user cannot see is TOPIC_AUTHORIZATION_FAILED
     // (29) when named, and left out when every topic is asked for.

@@ -7,6 +7,7 @@ mod cluster;
 mod config_resources;
 mod configs;
 mod delete_records;
+mod elections;
 mod fetch;
 mod group_offsets;
 mod groups;
@@ -30,14 +31,15 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, ProduceRequest, SyncGroupResponse,
 };
 use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, ListConfigResourcesRequest, ListConfigResourcesResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
-};
-use kafka_protocol::messages::{
-    DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeTopicPartitionsRequest,
-    ListConfigResourcesRequest, ListConfigResourcesResponse, ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -133,7 +135,7 @@ pub async fn handle(
 
 /// The topic and cluster admin APIs beyond CreateTopics and DeleteTopics
 /// (`partitions.rs`, `configs.rs`, `cluster.rs`, `delete_records.rs`, `topic_partitions.rs`,
-/// `log_dirs.rs`, `config_resources.rs`, `reassignments.rs`).
+/// `log_dirs.rs`, `config_resources.rs`, `reassignments.rs`, `elections.rs`).
 async fn handle_admin(
     shared: &Shared,
     node: &Node,
@@ -203,6 +205,26 @@ async fn handle_admin(
             let response = match access.cluster() {
                 Ok(()) => config_resources::list(shared, body, version),
                 Err(code) => ListConfigResourcesResponse::default().with_error_code(code.code()),
+            };
+            encode_response(request, version, &response)?
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let body: AlterPartitionReassignmentsRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => reassignments::alter(shared, body),
+                Err(code) => AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(text("this needs the admin permission on every name")),
+            };
+            encode_response(request, version, &response)?
+        }
+        ApiKey::ElectLeaders => {
+            let body: ElectLeadersRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => elections::elect(shared, body),
+                Err(code) => {
+                    elections::refuse(&body, code, "this needs the admin permission on every name")
+                }
             };
             encode_response(request, version, &response)?
         }
