@@ -156,7 +156,7 @@ pub fn names() -> Vec<Case> {
             json!({"name": ".orders"}),
             (
                 400,
-                "name_must_start_with_letter_or_digit",
+                "name_starts_with_dot_or_dash",
                 "starts with '.'",
             ),
         ),
