@@ -805,6 +805,23 @@ async fn cluster_admin_apis_need_admin_everywhere_and_topic_partitions_need_seei
         elected.replica_election_results[0].partition_result[0].error_code,
         31
     );
+    // v0 has no top-level code: the partitions carry the refusal.
+    let elected = conn
+        .call(
+            &kafka_protocol::messages::ElectLeadersRequest::default().with_topic_partitions(Some(
+                vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name("orders.eu"))
+                        .with_partitions(vec![0]),
+                ],
+            )),
+            0,
+        )
+        .await;
+    assert_eq!(
+        elected.replica_election_results[0].partition_result[0].error_code,
+        31
+    );
 
     // DescribeTopicPartitions: a topic the user cannot see is TOPIC_AUTHORIZATION_FAILED
     // (29) when named, and left out when every topic is asked for.

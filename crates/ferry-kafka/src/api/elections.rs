@@ -16,13 +16,14 @@ use crate::{Shared, errors};
 const PREFERRED: i8 = 0;
 const UNCLEAN: i8 = 1;
 
-pub fn elect(shared: &Shared, request: ElectLeadersRequest) -> ElectLeadersResponse {
+pub fn elect(shared: &Shared, request: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {
+    // v0 has no election type: always preferred.
     if ![PREFERRED, UNCLEAN].contains(&request.election_type) {
         let message = format!(
             "election type {} is neither preferred (0) nor unclean (1)",
             request.election_type
         );
-        return refuse(&request, ResponseError::InvalidRequest, &message);
+        return refuse(&request, version, ResponseError::InvalidRequest, &message);
     }
     let results = request
         .topic_partitions
@@ -64,9 +65,11 @@ pub fn elect(shared: &Shared, request: ElectLeadersRequest) -> ElectLeadersRespo
     ElectLeadersResponse::default().with_replica_election_results(results)
 }
 
-/// The whole request refused with `code`: at the top (v1+) and for every partition named.
+/// The whole request refused with `code`: at the top (v1+; v0 has no such field) and for
+/// every partition named.
 pub fn refuse(
     request: &ElectLeadersRequest,
+    version: i16,
     code: ResponseError,
     message: &str,
 ) -> ElectLeadersResponse {
@@ -92,6 +95,6 @@ pub fn refuse(
         })
         .collect();
     ElectLeadersResponse::default()
-        .with_error_code(code.code())
+        .with_error_code(if version >= 1 { code.code() } else { 0 })
         .with_replica_election_results(results)
 }

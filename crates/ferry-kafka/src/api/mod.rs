@@ -214,17 +214,15 @@ async fn handle_admin(
                 Ok(()) => reassignments::alter(shared, body),
                 Err(code) => AlterPartitionReassignmentsResponse::default()
                     .with_error_code(code.code())
-                    .with_error_message(text("this needs the admin permission on every name")),
+                    .with_error_message(text(ADMIN_EVERYWHERE)),
             };
             encode_response(request, version, &response)?
         }
         ApiKey::ElectLeaders => {
             let body: ElectLeadersRequest = decode_body(request)?;
             let response = match access.cluster() {
-                Ok(()) => elections::elect(shared, body),
-                Err(code) => {
-                    elections::refuse(&body, code, "this needs the admin permission on every name")
-                }
+                Ok(()) => elections::elect(shared, body, version),
+                Err(code) => elections::refuse(&body, version, code, ADMIN_EVERYWHERE),
             };
             encode_response(request, version, &response)?
         }
@@ -234,7 +232,7 @@ async fn handle_admin(
                 Ok(()) => reassignments::list(body),
                 Err(code) => ListPartitionReassignmentsResponse::default()
                     .with_error_code(code.code())
-                    .with_error_message(text("this needs the admin permission on every name")),
+                    .with_error_message(text(ADMIN_EVERYWHERE)),
             };
             encode_response(request, version, &response)?
         }
@@ -399,6 +397,9 @@ fn refuse_group(request: &mut Request, code: ResponseError) -> Result<Bytes, Con
         api => Err(ConnectionError::NotServed { api, version }),
     }
 }
+
+/// Why a cluster-wide API was refused.
+const ADMIN_EVERYWHERE: &str = "this needs the admin permission on every name";
 
 /// A message for an answer's `error_message` field.
 fn text(message: impl Into<String>) -> Option<StrBytes> {
