@@ -32,8 +32,8 @@ pub enum BrokerError {
         character: char,
         position: usize,
     },
-    #[error("name {name:?} starts with {first:?}; a name must start with a letter or digit")]
-    NameMustStartWithLetterOrDigit { name: String, first: char },
+    #[error("name {name:?} starts with {first:?}; a name must not start with '.' or '-'")]
+    NameStartsWithDotOrDash { name: String, first: char },
     #[error("name {name:?} has \"..\" at position {position}; use a single '.' between parts")]
     NameHasDoubleDot { name: String, position: usize },
     #[error("name {name:?} ends with '.'; remove the trailing dot")]
@@ -534,7 +534,7 @@ impl BrokerError {
             E::EmptyName
             | E::NameTooLong { .. }
             | E::InvalidNameCharacter { .. }
-            | E::NameMustStartWithLetterOrDigit { .. }
+            | E::NameStartsWithDotOrDash { .. }
             | E::NameHasDoubleDot { .. }
             | E::NameEndsWithDot { .. }
             | E::DeadLetterNameTooLong { .. }

@@ -2,10 +2,11 @@
 //!
 //! One rule set for all three: a name ends up as a directory name, a URL path segment, a
 //! metric label and a CLI argument, so the charset is the one that is safe in all of them
-//! without escaping — ASCII letters, digits, `.`, `_` and `-`. Starting with a letter or
-//! digit and refusing `..` and a trailing `.` keep a name from being read as a path
-//! (`..`), a hidden file (`.x`) or an option (`-x`), and from being confused with its
-//! neighbour by a trailing dot that some filesystems and tools drop.
+//! without escaping — ASCII letters, digits, `.`, `_` and `-`. Refusing a leading `.` or
+//! `-`, `..` and a trailing `.` keeps a name from being read as a path (`..`), a hidden
+//! file (`.x`) or an option (`-x`), and from being confused with its neighbour by a
+//! trailing dot that some filesystems and tools drop. A leading `_` is none of these, and
+//! Kafka allows it (its clients and tools make such topics), so it is accepted.
 //!
 //! Subject patterns (`orders.*`, `orders.#`) are filters, not names, and are not parsed here.
 
@@ -83,8 +84,8 @@ fn check(name: &str) -> Result<()> {
         });
     }
     let first = name.as_bytes()[0];
-    if !first.is_ascii_alphanumeric() {
-        return Err(BrokerError::NameMustStartWithLetterOrDigit {
+    if matches!(first, b'.' | b'-') {
+        return Err(BrokerError::NameStartsWithDotOrDash {
             name: name.to_owned(),
             first: first as char,
         });
@@ -185,6 +186,9 @@ mod tests {
             "a",
             "9lives",
             "x_y-z.1",
+            "_private",
+            "__consumer_offsets",
+            "_",
         ] {
             assert_eq!(Name::new(name).unwrap().as_str(), name);
         }
@@ -283,16 +287,21 @@ mod tests {
     }
 
     #[test]
-    fn name_must_start_with_a_letter_or_digit() {
-        for name in [".hidden", "-flag", "_private", ".dlq"] {
+    fn name_must_not_start_with_a_dot_or_dash() {
+        for (name, first) in [(".hidden", '.'), ("-flag", '-'), (".dlq", '.'), ("-", '-')] {
             assert!(
                 matches!(
                     err(name),
-                    BrokerError::NameMustStartWithLetterOrDigit { .. }
+                    BrokerError::NameStartsWithDotOrDash { first: f, .. } if f == first
                 ),
                 "{name}"
             );
         }
+        let text = err("-flag").to_string();
+        assert!(
+            text.contains("'-'") && text.contains("must not start"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! | Metadata (all topics) | — | lists only the topics the user may see: `publish`, `consume` or `admin` on them |
 //! | Metadata (named topics) | seeing the topic; auto-creation also `admin` on it | TOPIC_AUTHORIZATION_FAILED; a missing topic the user may see but not create is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers with Describe but no Create |
 //! | CreateTopics, DeleteTopics | `admin` on the topic | TOPIC_AUTHORIZATION_FAILED per topic |
-//! | an API on the whole cluster (broker configs, …) | `admin:#` | CLUSTER_AUTHORIZATION_FAILED |
+//! | an API on the whole cluster (broker configs, DescribeLogDirs, ListConfigResources, partition reassignments, ElectLeaders) | `admin:#` | CLUSTER_AUTHORIZATION_FAILED |
+//! | DescribeTopicPartitions | seeing the topic, as Metadata | TOPIC_AUTHORIZATION_FAILED per named topic; unnamed ones left out |
 //! | InitProducerId | some `publish` permission | CLUSTER_AUTHORIZATION_FAILED |
 //! | an API on a consumer group | some `consume` permission (Ferry's groups belong to topics, so the offsets committed or fetched are checked per topic with `consume`) | GROUP_AUTHORIZATION_FAILED |
 //!

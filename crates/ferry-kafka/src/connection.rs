@@ -44,6 +44,9 @@ pub const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 pub struct Node {
     pub host: String,
     pub port: u16,
+    /// The address the listener is bound to (Kafka's `listeners`; `host:port` above is
+    /// its `advertised.listeners`).
+    pub listener: std::net::SocketAddr,
 }
 
 /// Why a connection was ended.

@@ -19,7 +19,7 @@ pub fn from_broker(error: &BrokerError) -> ResponseError {
             BrokerError::EmptyName
             | BrokerError::NameTooLong { .. }
             | BrokerError::InvalidNameCharacter { .. }
-            | BrokerError::NameMustStartWithLetterOrDigit { .. }
+            | BrokerError::NameStartsWithDotOrDash { .. }
             | BrokerError::NameHasDoubleDot { .. }
             | BrokerError::NameEndsWithDot { .. } => ResponseError::InvalidTopicException,
             BrokerError::TooManyHeaders { .. }

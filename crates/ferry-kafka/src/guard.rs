@@ -17,12 +17,14 @@ enum F {
     Str,
     Bytes,
     Array(Vec<F>),
+    /// A nullable struct: an `i8` (1 present, else null), then the struct when present.
+    Optional(Vec<F>),
     /// Flexible versions' tagged fields (their contents are decoded without arrays sized
     /// ahead, so only their framing is checked).
     Tags,
 }
 
-use F::{Array, Bytes, Fixed, Str, Tags};
+use F::{Array, Bytes, Fixed, Optional, Str, Tags};
 
 const I8: F = Fixed(1);
 const I16: F = Fixed(2);
@@ -246,9 +248,59 @@ fn layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
                 ],
             )
         }
-        api => return group_layout(api, v),
+        api => return group_layout(api, v).or_else(|| cluster_layout(api, v)),
     };
     Some((flex, fields.into_iter().flatten().collect()))
+}
+
+/// The layouts of the cluster-wide admin APIs (DescribeTopicPartitions, DescribeLogDirs,
+/// ListConfigResources, List/AlterPartitionReassignments, ElectLeaders), at the versions
+/// served.
+fn cluster_layout(api: ApiKey, v: i16) -> Option<(bool, Vec<F>)> {
+    Some(match api {
+        ApiKey::DescribeTopicPartitions => {
+            let cursor = Optional(vec![Str, I32, Tags]);
+            (true, vec![Array(vec![Str, Tags]), I32, cursor, Tags])
+        }
+        ApiKey::DescribeLogDirs => {
+            let flex = v >= 2;
+            let tags = |mut fields: Vec<F>| {
+                fields.extend(flex.then_some(Tags));
+                fields
+            };
+            let topic = tags(vec![Str, Array(vec![I32])]);
+            (flex, tags(vec![Array(topic)]))
+        }
+        ApiKey::ListConfigResources if v == 0 => (true, vec![Tags]),
+        ApiKey::ListConfigResources => (true, vec![Array(vec![I8]), Tags]),
+        ApiKey::ListPartitionReassignments => {
+            let topic = vec![Str, Array(vec![I32]), Tags];
+            (true, vec![I32, Array(topic), Tags])
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let partition = vec![I32, Array(vec![I32]), Tags];
+            let topic = vec![Str, Array(partition), Tags];
+            let fields = [
+                Some(I32),
+                (v >= 1).then_some(I8),
+                Some(Array(topic)),
+                Some(Tags),
+            ];
+            (true, fields.into_iter().flatten().collect())
+        }
+        ApiKey::ElectLeaders => {
+            let flex = v >= 2;
+            let topic = [Some(Str), Some(Array(vec![I32])), flex.then_some(Tags)];
+            let fields = [
+                (v >= 1).then_some(I8),
+                Some(Array(topic.into_iter().flatten().collect())),
+                Some(I32),
+                flex.then_some(Tags),
+            ];
+            (flex, fields.into_iter().flatten().collect())
+        }
+        _ => return None,
+    })
 }
 
 /// The consumer group APIs' layouts (Kafka's message specs, the versions served).
@@ -417,6 +469,11 @@ fn walk(buf: &mut &[u8], fields: &[F], flexible: bool) -> Result<(), String> {
                 }
                 for _ in 0..count {
                     walk(buf, element, flexible)?;
+                }
+            }
+            Optional(fields) => {
+                if take::<1>(buf)? == [1] {
+                    walk(buf, fields, flexible)?;
                 }
             }
             Tags => {
@@ -640,7 +697,7 @@ mod tests {
                         ]),
                         v,
                     ),
-                    api => match group_request(api, v) {
+                    api => match group_request(api, v).or_else(|| cluster_request(api, v)) {
                         Some(body) => body,
                         None => continue,
                     },
@@ -651,6 +708,77 @@ mod tests {
                 assert!(rest.is_empty(), "{api:?} v{v}: {} bytes left", rest.len());
             }
         }
+    }
+
+    /// A cluster-wide admin request with every array (and nullable struct) filled, as the
+    /// codec encodes it.
+    fn cluster_request(api: ApiKey, v: i16) -> Option<Vec<u8>> {
+        use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+        use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+        use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+        use kafka_protocol::messages::*;
+        Some(match api {
+            ApiKey::DescribeTopicPartitions => encoded(
+                &DescribeTopicPartitionsRequest::default()
+                    .with_topics(vec![TopicRequest::default().with_name(name()); 2])
+                    .with_cursor(Some(Cursor::default().with_topic_name(name()))),
+                v,
+            ),
+            ApiKey::DescribeLogDirs => encoded(
+                &DescribeLogDirsRequest::default().with_topics(Some(vec![
+                    DescribableLogDirTopic::default()
+                        .with_topic(name())
+                        .with_partitions(vec![0, 1]);
+                    2
+                ])),
+                v,
+            ),
+            ApiKey::ListConfigResources => encoded(
+                &ListConfigResourcesRequest::default().with_resource_types(if v >= 1 {
+                    vec![2, 4]
+                } else {
+                    vec![]
+                }),
+                v,
+            ),
+            ApiKey::AlterPartitionReassignments => {
+                use kafka_protocol::messages::alter_partition_reassignments_request::{
+                    ReassignablePartition, ReassignableTopic,
+                };
+                encoded(
+                    &AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                        ReassignableTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![
+                                ReassignablePartition::default()
+                                    .with_replicas(Some(vec![BrokerId(0), BrokerId(1)])),
+                                ReassignablePartition::default(),
+                            ]);
+                        2
+                    ]),
+                    v,
+                )
+            }
+            ApiKey::ElectLeaders => encoded(
+                &ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name())
+                        .with_partitions(vec![0, 1]);
+                    2
+                ])),
+                v,
+            ),
+            ApiKey::ListPartitionReassignments => encoded(
+                &ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
+                    ListPartitionReassignmentsTopics::default()
+                        .with_name(name())
+                        .with_partition_indexes(vec![0, 1]);
+                    2
+                ])),
+                v,
+            ),
+            _ => return None,
+        })
     }
 
     /// A consumer group request with every array filled, as the codec encodes it.
@@ -848,5 +976,36 @@ mod tests {
         body.extend_from_slice(&[2, 0, 1, b't']);
         body.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
         assert!(check(ApiKey::DescribeConfigs, 1, &body).is_err());
+    }
+
+    #[test]
+    fn refuses_counts_larger_than_the_body_in_cluster_requests() {
+        // DescribeTopicPartitions v0: a compact topic array claiming 2^28 names.
+        assert!(
+            check(
+                ApiKey::DescribeTopicPartitions,
+                0,
+                &[0x81, 0x80, 0x80, 0x80, 0x01]
+            )
+            .is_err()
+        );
+        // ... and a cursor said to be present but cut short.
+        let body = [1, 0, 0, 0, 1, 1];
+        assert!(check(ApiKey::DescribeTopicPartitions, 0, &body).is_err());
+        // DescribeLogDirs v1: a topic array claiming i32::MAX topics.
+        assert!(check(ApiKey::DescribeLogDirs, 1, &0x7fff_ffffi32.to_be_bytes()).is_err());
+        // ListPartitionReassignments v0: after the timeout, 2^28 topics.
+        let mut body = 0i32.to_be_bytes().to_vec();
+        body.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x01]);
+        assert!(check(ApiKey::ListPartitionReassignments, 0, &body).is_err());
+        // ListConfigResources v1: 2^28 resource types.
+        assert!(
+            check(
+                ApiKey::ListConfigResources,
+                1,
+                &[0x81, 0x80, 0x80, 0x80, 0x01]
+            )
+            .is_err()
+        );
     }
 }

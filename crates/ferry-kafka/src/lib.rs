@@ -30,8 +30,10 @@
 //! group's committed offsets are the broker's group of the same name on each topic,
 //! `api/group_offsets.rs`), CreatePartitions, DescribeConfigs, AlterConfigs,
 //! IncrementalAlterConfigs (topic configs as Ferry's topic settings: `topic_config.rs`),
-//! DescribeCluster, DeleteRecords, SaslHandshake and SaslAuthenticate (`api/sasl.rs`), with
-//! every API authorized through `authz.rs`.
+//! DescribeCluster, DeleteRecords, DescribeTopicPartitions, DescribeLogDirs,
+//! ListConfigResources, List/AlterPartitionReassignments and ElectLeaders (what one node
+//! truly answers to them), SaslHandshake and SaslAuthenticate (`api/sasl.rs`), with every
+//! API authorized through `authz.rs`.
 //! **Not done yet:** transactions. A request for an
 //! API or version not served closes the connection, as Kafka does; see
 //! `docs/compat/kafka.md`.
@@ -196,7 +198,11 @@ impl Kafka {
             Some(advertised) => (advertised.host.clone(), advertised.port),
             None => (local.ip().to_string(), local.port()),
         };
-        let node = Arc::new(connection::Node { host, port });
+        let node = Arc::new(connection::Node {
+            host,
+            port,
+            listener: local,
+        });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let ticker = tokio::spawn(tick_groups(Arc::clone(&self.shared), stop_rx.clone()));
         let mut shutdown = std::pin::pin!(shutdown);

@@ -36,6 +36,12 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::ListConfigResources, 0, 1),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The served range of `api`, `None` when the API is not served at all.

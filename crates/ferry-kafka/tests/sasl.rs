@@ -749,3 +749,116 @@ async fn sasl_ssl_serves_over_tls_and_refuses_plaintext() {
     plain.send(&ApiVersionsRequest::default(), 3).await;
     assert!(plain.read_frame().await.is_none());
 }
+
+#[tokio::test]
+async fn cluster_admin_apis_need_admin_everywhere_and_topic_partitions_need_seeing_the_topic() {
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+    use kafka_protocol::messages::{
+        DescribeLogDirsRequest, DescribeTopicPartitionsRequest, ListConfigResourcesRequest,
+        ListPartitionReassignmentsRequest,
+    };
+    let server = common::start(config(security(None))).await;
+    for topic in ["orders.eu", "payments"] {
+        server
+            .broker
+            .create_topic(topic, TopicSpec::with_partitions(1))
+            .await
+            .unwrap();
+    }
+    // admin on orders.# only: not the cluster's admin (CLUSTER_AUTHORIZATION_FAILED, 31).
+    let mut conn = Conn::tcp(server.addr).await;
+    assert_eq!(conn.plain("orders-service", TOKEN).await, (0, None));
+    let dirs = conn
+        .call(&DescribeLogDirsRequest::default().with_topics(None), 4)
+        .await;
+    assert_eq!((dirs.error_code, dirs.results.len()), (31, 0));
+    let listed = conn.call(&ListConfigResourcesRequest::default(), 1).await;
+    assert_eq!((listed.error_code, listed.config_resources.len()), (31, 0));
+    let moves = conn
+        .call(
+            &ListPartitionReassignmentsRequest::default().with_timeout_ms(1000),
+            0,
+        )
+        .await;
+    assert_eq!(moves.error_code, 31);
+    let moved = conn
+        .call(
+            &kafka_protocol::messages::AlterPartitionReassignmentsRequest::default(),
+            0,
+        )
+        .await;
+    assert_eq!(moved.error_code, 31);
+    let elected = conn
+        .call(
+            &kafka_protocol::messages::ElectLeadersRequest::default().with_topic_partitions(Some(
+                vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name("orders.eu"))
+                        .with_partitions(vec![0]),
+                ],
+            )),
+            2,
+        )
+        .await;
+    assert_eq!(elected.error_code, 31);
+    assert_eq!(
+        elected.replica_election_results[0].partition_result[0].error_code,
+        31
+    );
+    // v0 has no top-level code: the partitions carry the refusal.
+    let elected = conn
+        .call(
+            &kafka_protocol::messages::ElectLeadersRequest::default().with_topic_partitions(Some(
+                vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name("orders.eu"))
+                        .with_partitions(vec![0]),
+                ],
+            )),
+            0,
+        )
+        .await;
+    assert_eq!(
+        elected.replica_election_results[0].partition_result[0].error_code,
+        31
+    );
+
+    // DescribeTopicPartitions: a topic the user cannot see is TOPIC_AUTHORIZATION_FAILED
+    // (29) when named, and left out when every topic is asked for.
+    let ask = |topics: &[&str]| {
+        DescribeTopicPartitionsRequest::default()
+            .with_response_partition_limit(100)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| TopicRequest::default().with_name(name(t)))
+                    .collect(),
+            )
+    };
+    let named = conn.call(&ask(&["orders.eu", "payments"]), 0).await;
+    let codes: Vec<_> = named
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().unwrap().to_string(),
+                t.error_code,
+                t.partitions.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("orders.eu".to_owned(), 0, 1),
+            ("payments".to_owned(), 29, 0)
+        ]
+    );
+    let every = conn.call(&ask(&[]), 0).await;
+    let names: Vec<_> = every
+        .topics
+        .iter()
+        .map(|t| t.name.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["orders.eu"]);
+}

@@ -223,19 +223,17 @@ impl SubscriptionDecl {
     }
 }
 
-/// Names every transport can carry: 1–200 of `[A-Za-z0-9._-]`, starting with a letter or
-/// digit, not ending in `.dlq` (those are dead-letter queues).
+/// Names every transport can carry: 1–200 of `[A-Za-z0-9._-]`, not starting with `.` or
+/// `-`, not ending in `.dlq` (those are dead-letter queues).
 pub fn validate_name(name: &str) -> Result<()> {
     let bad = |problem: &str| Err(Error::invalid(format!("name `{name}`"), problem));
     if name.is_empty() || name.len() > 200 {
         return bad("must be 1 to 200 characters");
     }
-    if !name
-        .bytes()
-        .next()
-        .is_some_and(|b| b.is_ascii_alphanumeric())
-    {
-        return bad("must start with a letter or a digit");
+    // A leading `.` would make a hidden file, a leading `-` an option; a leading `_` is
+    // neither (and Kafka allows it).
+    if name.starts_with(['.', '-']) {
+        return bad("must not start with `.` or `-`");
     }
     if !name
         .bytes()
@@ -343,7 +341,8 @@ mod tests {
     #[test]
     fn names_and_settings_are_checked() {
         assert!(validate_name("orders.eu-1_x").is_ok());
-        for bad in ["", ".x", "a b", "a/b", "orders.dlq", &"x".repeat(201)] {
+        assert!(validate_name("_orders").is_ok());
+        for bad in ["", ".x", "-x", "a b", "a/b", "orders.dlq", &"x".repeat(201)] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
         let mut q = QueueDecl::new("q");

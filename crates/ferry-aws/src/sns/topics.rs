@@ -55,8 +55,8 @@ fn check_name(name: &str) -> Result<(), SnsError> {
     }
     if ferry_broker::Name::new(name).is_err() {
         return Err(SnsError::parameter(format!(
-            "Topic Name Reason: Ferry's topic names are at most {} characters and start \
-             with a letter or digit.",
+            "Topic Name Reason: Ferry's topic names are at most {} characters and do not \
+             start with a hyphen.",
             ferry_broker::Name::MAX_LEN
         )));
     }

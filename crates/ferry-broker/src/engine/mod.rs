@@ -289,6 +289,13 @@ impl Broker {
         self.inner.config.filter_evaluators.is_registered(kind)
     }
 
+    /// The data directory the broker was opened in: every queue's and topic's files are
+    /// under it. Front ends name it where their protocol has a place for it (Kafka's
+    /// DescribeLogDirs).
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
     /// The time by the broker's clock ([`BrokerConfig::clock`]), in ms since the Unix
     /// epoch: what a front end's own timing (the server's publish quotas) counts by, so
     /// that a test drives broker and front end with one manual clock.

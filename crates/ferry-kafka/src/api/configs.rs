@@ -14,7 +14,11 @@
 //! checks and changes nothing.
 //!
 //! **The broker** (resource `0`, this node): a read-only set — the defaults topics get
-//! and the limits they share. Changing it is INVALID_CONFIG: it is set in Ferry's
+//! and the limits they share, and the listener: `listeners` (the address bound, from
+//! `kafka.addr`) and `advertised.listeners` (`kafka.advertised`, else the listener's
+//! address, as Kafka falls back to `listeners`), each `PROTOCOL://host:port` with the
+//! listener's security protocol, STATIC_BROKER_CONFIG with no default (Kafka's
+//! `advertised.listeners` has none). Changing it is INVALID_CONFIG: it is set in Ferry's
 //! configuration. Other resource types (groups, loggers, client metrics) are
 //! INVALID_REQUEST.
 
@@ -31,6 +35,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::text;
+use crate::connection::Node;
 use crate::topic_config::{self, ConfigType, Entry, Op};
 use crate::{Shared, errors};
 
@@ -48,6 +53,7 @@ type Refusal = (ResponseError, String);
 
 pub fn describe(
     shared: &Shared,
+    node: &Node,
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -60,7 +66,7 @@ pub fn describe(
                 .with_resource_name(resource.resource_name.clone());
             let entries = match resource.resource_type {
                 TOPIC => topic_entries(&shared.broker, resource.resource_name.as_str()),
-                BROKER => broker_entries(shared, resource.resource_name.as_str()),
+                BROKER => broker_entries(shared, node, resource.resource_name.as_str()),
                 other => Err(unsupported_resource(other)),
             };
             match entries {
@@ -122,7 +128,7 @@ fn topic_entries(broker: &Broker, name: &str) -> Result<Vec<(Entry, i8)>, Refusa
 }
 
 /// This node's read-only settings.
-fn broker_entries(shared: &Shared, name: &str) -> Result<Vec<(Entry, i8)>, Refusal> {
+fn broker_entries(shared: &Shared, node: &Node, name: &str) -> Result<Vec<(Entry, i8)>, Refusal> {
     if name != NODE {
         return Err((
             ResponseError::InvalidRequest,
@@ -172,7 +178,7 @@ fn broker_entries(shared: &Shared, name: &str) -> Result<Vec<(Entry, i8)>, Refus
         value: entry.default.clone(),
         ..entry
     }));
-    Ok(entries
+    let mut entries: Vec<(Entry, i8)> = entries
         .into_iter()
         .map(|entry| {
             let source = if entry.is_default() {
@@ -182,7 +188,50 @@ fn broker_entries(shared: &Shared, name: &str) -> Result<Vec<(Entry, i8)>, Refus
             };
             (entry, source)
         })
-        .collect())
+        .collect();
+    entries.extend(
+        listener_entries(shared, node)
+            .into_iter()
+            .map(|entry| (entry, STATIC_BROKER_CONFIG)),
+    );
+    Ok(entries)
+}
+
+/// `listeners` and `advertised.listeners`: configured, never defaulted (an empty
+/// `default` says there is none).
+fn listener_entries(shared: &Shared, node: &Node) -> [Entry; 2] {
+    let protocol = shared.config.security.protocol();
+    let listener = |name, value: String, doc| Entry {
+        name,
+        value,
+        default: String::new(),
+        broker_name: name,
+        read_only: true,
+        config_type: ConfigType::List,
+        documentation: doc,
+    };
+    [
+        listener(
+            "listeners",
+            format!("{protocol}://{}", node.listener),
+            "The address the Kafka endpoint listens on (kafka.addr).",
+        ),
+        listener(
+            "advertised.listeners",
+            format!("{protocol}://{}", host_port(&node.host, node.port)),
+            "The address clients are told to connect to (kafka.advertised, else the \
+             listener's).",
+        ),
+    ]
+}
+
+/// `host:port`, an IPv6 address in brackets as Kafka writes listeners.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 fn result_entry(
@@ -209,12 +258,22 @@ fn result_entry(
                     .with_source(DYNAMIC_TOPIC_CONFIG),
             );
         }
-        list.push(
-            DescribeConfigsSynonym::default()
-                .with_name(str(entry.broker_name))
-                .with_value(Some(str(&entry.default)))
-                .with_source(DEFAULT_CONFIG),
-        );
+        if entry.default.is_empty() {
+            // No default (the listeners): the configured value is the only synonym.
+            list.push(
+                DescribeConfigsSynonym::default()
+                    .with_name(str(entry.broker_name))
+                    .with_value(Some(str(&entry.value)))
+                    .with_source(source),
+            );
+        } else {
+            list.push(
+                DescribeConfigsSynonym::default()
+                    .with_name(str(entry.broker_name))
+                    .with_value(Some(str(&entry.default)))
+                    .with_source(DEFAULT_CONFIG),
+            );
+        }
         result = result.with_synonyms(list);
     }
     result

@@ -4,17 +4,22 @@ mod admin;
 mod api_versions;
 mod assignments;
 mod cluster;
+mod config_resources;
 mod configs;
 mod delete_records;
+mod elections;
 mod fetch;
 mod group_offsets;
 mod groups;
 mod init_producer_id;
 mod list_offsets;
+mod log_dirs;
 mod metadata;
 mod partitions;
 pub(crate) mod produce;
+mod reassignments;
 pub mod sasl;
+mod topic_partitions;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -24,6 +29,12 @@ use kafka_protocol::messages::{
     FetchRequest, HeartbeatResponse, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
     ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, ProduceRequest, SyncGroupResponse,
+};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, ListConfigResourcesRequest, ListConfigResourcesResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -123,7 +134,8 @@ pub async fn handle(
 }
 
 /// The topic and cluster admin APIs beyond CreateTopics and DeleteTopics
-/// (`partitions.rs`, `configs.rs`, `cluster.rs`, `delete_records.rs`).
+/// (`partitions.rs`, `configs.rs`, `cluster.rs`, `delete_records.rs`, `topic_partitions.rs`,
+/// `log_dirs.rs`, `config_resources.rs`, `reassignments.rs`, `elections.rs`).
 async fn handle_admin(
     shared: &Shared,
     node: &Node,
@@ -142,7 +154,7 @@ async fn handle_admin(
         ApiKey::DescribeConfigs => {
             let mut body: DescribeConfigsRequest = decode_body(request)?;
             let denied = access.describe_configs(&mut body);
-            let mut response = configs::describe(shared, body, version);
+            let mut response = configs::describe(shared, node, body, version);
             response.results.extend(denied);
             encode_response(request, version, &response)?
         }
@@ -172,6 +184,56 @@ async fn handle_admin(
             let denied = access.delete_records(&mut body);
             let mut response = delete_records::answer(shared, body).await;
             response.topics.extend(denied);
+            encode_response(request, version, &response)?
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let body: DescribeTopicPartitionsRequest = decode_body(request)?;
+            let response = topic_partitions::describe(shared, body, |t| access.sees(t));
+            encode_response(request, version, &response)?
+        }
+        // The cluster-wide APIs below need `admin:#` (`Access::cluster`).
+        ApiKey::DescribeLogDirs => {
+            let body: DescribeLogDirsRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => log_dirs::describe(shared, body),
+                Err(code) => DescribeLogDirsResponse::default().with_error_code(code.code()),
+            };
+            encode_response(request, version, &response)?
+        }
+        ApiKey::ListConfigResources => {
+            let body: ListConfigResourcesRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => config_resources::list(shared, body, version),
+                Err(code) => ListConfigResourcesResponse::default().with_error_code(code.code()),
+            };
+            encode_response(request, version, &response)?
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let body: AlterPartitionReassignmentsRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => reassignments::alter(shared, body),
+                Err(code) => AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(text(ADMIN_EVERYWHERE)),
+            };
+            encode_response(request, version, &response)?
+        }
+        ApiKey::ElectLeaders => {
+            let body: ElectLeadersRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => elections::elect(shared, body, version),
+                Err(code) => elections::refuse(&body, version, code, ADMIN_EVERYWHERE),
+            };
+            encode_response(request, version, &response)?
+        }
+        ApiKey::ListPartitionReassignments => {
+            let body: ListPartitionReassignmentsRequest = decode_body(request)?;
+            let response = match access.cluster() {
+                Ok(()) => reassignments::list(body),
+                Err(code) => ListPartitionReassignmentsResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(text(ADMIN_EVERYWHERE)),
+            };
             encode_response(request, version, &response)?
         }
         api => return Err(ConnectionError::NotServed { api, version }),
@@ -335,6 +397,9 @@ fn refuse_group(request: &mut Request, code: ResponseError) -> Result<Bytes, Con
         api => Err(ConnectionError::NotServed { api, version }),
     }
 }
+
+/// Why a cluster-wide API was refused.
+const ADMIN_EVERYWHERE: &str = "this needs the admin permission on every name";
 
 /// A message for an answer's `error_message` field.
 fn text(message: impl Into<String>) -> Option<StrBytes> {

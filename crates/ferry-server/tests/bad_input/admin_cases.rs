@@ -154,11 +154,7 @@ pub fn names() -> Vec<Case> {
             "queue_name_with_a_leading_dot",
             "/v1/queues",
             json!({"name": ".orders"}),
-            (
-                400,
-                "name_must_start_with_letter_or_digit",
-                "starts with '.'",
-            ),
+            (400, "name_starts_with_dot_or_dash", "starts with '.'"),
         ),
         post(
             "queue_name_with_a_trailing_dot",

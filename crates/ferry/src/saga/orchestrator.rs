@@ -538,7 +538,7 @@ fn pending_kind(status: Status) -> Kind {
 }
 
 /// Saga ids become part of command ids and message ids on every transport: 1–128 of
-/// `[A-Za-z0-9._-]`, starting with a letter or digit.
+/// `[A-Za-z0-9._-]`, not starting with `.` or `-`.
 fn validate_saga_id(id: &str) -> Result<()> {
     if id.len() > 128 {
         return Err(Error::invalid(
@@ -549,7 +549,7 @@ fn validate_saga_id(id: &str) -> Result<()> {
     validate_name(id).map_err(|_| {
         Error::invalid(
             format!("saga id `{id}`"),
-            "must be letters, digits, `.`, `_` and `-`, starting with a letter or digit",
+            "must be letters, digits, `.`, `_` and `-`, not starting with `.` or `-`",
         )
     })
 }
