@@ -224,6 +224,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::postgres_capabilities(),
         crate::transport::rabbitmq_capabilities(),
         crate::transport::sqs_capabilities(),
+        crate::transport::kafka_capabilities(),
         // Other transports add their tables here.
     ]
 }

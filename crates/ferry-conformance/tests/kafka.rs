@@ -1,0 +1,153 @@
+//! The conformance suite on the `kafka://` transport: against Ferry's own Kafka listener
+//! (`ferry-kafka` over a broker, served here on a free port and restarted mid-suite from
+//! its directory), and against a real Kafka when `FERRY_KAFKA_URL` names one.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_conformance::{Restart, Target};
+use ferry_kafka::{Kafka, KafkaConfig};
+
+/// Every check this transport skips, and why: the features its capability table says No
+/// to. Any other skip, or one of these passing, fails the test.
+const SKIPPED: &[(&str, &str)] = &[
+    (
+        "an_expired_lease_goes_to_another_consumer",
+        "kafka declares no lease expiry",
+    ),
+    (
+        "extend_keeps_a_delivery_hidden",
+        "kafka declares no lease extension",
+    ),
+    (
+        "higher_priorities_are_delivered_first",
+        "kafka declares no priorities",
+    ),
+    (
+        "a_priority_above_the_queues_levels_is_invalid_and_stores_nothing",
+        "kafka declares no priorities",
+    ),
+    (
+        "an_expired_message_is_dead_lettered_not_delivered",
+        "kafka declares no message TTL",
+    ),
+    (
+        "a_default_ttl_applies_only_to_messages_without_one",
+        "kafka declares no message TTL",
+    ),
+    (
+        "duplicates_within_the_window_are_stored_once",
+        "kafka declares no deduplication",
+    ),
+    (
+        "a_dedup_id_on_a_queue_without_a_window_is_invalid_and_stores_nothing",
+        "kafka declares no deduplication",
+    ),
+    (
+        "settling_a_lease_taken_over_is_not_held",
+        "kafka declares no lease expiry",
+    ),
+    (
+        "a_full_queue_refuses_with_full",
+        "kafka declares no max queue length",
+    ),
+    (
+        "a_full_queue_keeps_what_it_holds_and_takes_more_once_drained",
+        "kafka declares no max queue length",
+    ),
+];
+
+fn url(addr: SocketAddr) -> String {
+    format!("kafka://{addr}")
+}
+
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Opens the broker in `dir` and serves the Kafka front end on `addr`; the lock of a
+/// broker just stopped may take a moment to go.
+async fn start(dir: &Path, addr: SocketAddr) -> (SocketAddr, Running) {
+    let mut tries = 0;
+    let broker = loop {
+        match Broker::open(dir.join("data"), BrokerConfig::default()).await {
+            Ok(broker) => break broker,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("reopen the broker: {e}"),
+        }
+    };
+    let front = Kafka::new(broker, KafkaConfig::default());
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(front.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    (addr, Running { stop, served })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferrys_kafka_listener_passes_the_conformance_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: PathBuf = dir.path().to_owned();
+    let (addr, running) = start(&data, "127.0.0.1:0".parse().unwrap()).await;
+    let running = Arc::new(Mutex::new(Some(running)));
+    let restart = {
+        let running = running.clone();
+        Restart::Hook(Arc::new(move || {
+            let (running, data) = (running.clone(), data.clone());
+            Box::pin(async move {
+                let old = running.lock().unwrap().take().expect("a running listener");
+                let _ = old.stop.send(());
+                old.served.await.unwrap().unwrap();
+                let (_, new) = start(&data, addr).await;
+                *running.lock().unwrap() = Some(new);
+            })
+        }))
+    };
+    let target = Target::new("kafka (Ferry's Kafka listener)", url(addr)).restart(restart);
+    let started = Instant::now();
+    let report = ferry_conformance::run(&target).await;
+    report.print();
+    eprintln!("suite took {:?}", started.elapsed());
+    report.assert_failed_exactly(&[]);
+    report.assert_skipped_exactly(SKIPPED);
+    let last = running.lock().unwrap().take().unwrap();
+    let _ = last.stop.send(());
+    last.served.await.unwrap().unwrap();
+}
+
+/// A real Kafka, when `FERRY_KAFKA_URL` names one (`kafka://host:9092`); it outlives the
+/// run, so the engine-restart check is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_kafka_passes_the_conformance_suite() {
+    let Ok(url) = std::env::var("FERRY_KAFKA_URL") else {
+        eprintln!(
+            "\n!!! SKIPPED: FERRY_KAFKA_URL is not set; point it at a Kafka cluster \
+             (kafka://host:9092) to run the suite against a real Kafka !!!\n"
+        );
+        return;
+    };
+    const CANNOT: &str = "a Kafka outside this process is not restarted by the test";
+    let target = Target::new("kafka (FERRY_KAFKA_URL)", url).restart(Restart::Cannot(CANNOT));
+    let report = ferry_conformance::run(&target).await;
+    report.print();
+    report.assert_failed_exactly(&[]);
+    let mut skipped = SKIPPED.to_vec();
+    // In the order the checks run: the restart check comes after the dedup checks.
+    skipped.insert(
+        8,
+        (
+            "nothing_acked_or_published_is_lost_across_an_engine_restart",
+            CANNOT,
+        ),
+    );
+    report.assert_skipped_exactly(&skipped);
+}
