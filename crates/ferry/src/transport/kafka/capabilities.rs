@@ -29,8 +29,9 @@ pub fn capabilities() -> Capabilities {
             (
                 Feature::Redelivery,
                 Emulated(
-                    "nack publishes a copy with the attempt count raised (to the source's topic, \
-                     or a retry topic when delayed), then commits past the original",
+                    "nack publishes a copy with the attempt count raised to the source's retry \
+                     topic for its delay (the first, `.retry-1s`, when there is none), then \
+                     commits past the original",
                 ),
             ),
             (
@@ -49,7 +50,9 @@ pub fn capabilities() -> Capabilities {
                 Feature::DeadLetters,
                 Emulated(
                     "a nack past `max_deliveries` or a reject publishes the message to \
-                     `<name>.dlq` with its `ferry-dlq-*` headers, then commits past it",
+                     `<name>.dlq` with its `ferry-dlq-*` metadata, then commits past it; on the \
+                     wire the metadata headers are `x-ferry-dlq-*`, as Ferry's own Kafka \
+                     listener reserves `ferry-*` headers",
                 ),
             ),
             (
@@ -72,7 +75,10 @@ pub fn capabilities() -> Capabilities {
                      where it would overtake its key's earlier messages",
                 ),
             ),
-            (Feature::Priorities, No("a Kafka partition is one log, read in order")),
+            (
+                Feature::Priorities,
+                No("a Kafka partition is one log, read in order"),
+            ),
             (
                 Feature::OrderingKeys,
                 Native(

@@ -12,7 +12,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::capabilities::NAME;
-use super::engine::{kafka_error, TIMEOUT};
+use super::engine::{TIMEOUT, kafka_error};
 use super::names::CATALOG;
 use super::settings::Entry;
 use crate::error::{Error, Result};

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message as _, OwnedHeaders};
 
-use crate::message::{DeadLetterInfo, Received, header};
+use crate::message::{DeadLetterInfo, Received};
 
 pub(super) const ID: &str = "x-ferry-id";
 pub(super) const PUBLISHED_AT: &str = "x-ferry-published-at";
@@ -18,6 +18,11 @@ pub(super) const ATTEMPT: &str = "x-ferry-attempt";
 pub(super) const DUE: &str = "x-ferry-due";
 pub(super) const FIRST_FAILURE: &str = "x-ferry-first-failure-at";
 pub(super) const LAST_ERROR: &str = "x-ferry-last-error";
+/// Dead-letter metadata travels as `x-ferry-dlq-*` headers, read back as the `ferry-dlq-*`
+/// ones every transport hands out: Ferry's own Kafka listener reserves `ferry-*` headers
+/// for itself, as Ferry's broker does.
+const WIRE_DLQ: &str = "x-ferry-dlq-";
+const DLQ: &str = "ferry-dlq-";
 
 /// One record as this transport read it, with everything needed to send it again.
 #[derive(Debug, Clone)]
@@ -62,7 +67,8 @@ impl Record {
     }
 
     pub fn attempt(&self) -> u32 {
-        self.int(ATTEMPT).map_or(1, |a| a.clamp(1, i64::from(u32::MAX)) as u32)
+        self.int(ATTEMPT)
+            .map_or(1, |a| a.clamp(1, i64::from(u32::MAX)) as u32)
     }
 
     pub fn first_failure_ms(&self) -> Option<i64> {
@@ -71,9 +77,10 @@ impl Record {
 
     /// The message id: Ferry's, or where another client wrote the record, its position.
     pub fn id(&self) -> String {
-        self.headers.get(ID).cloned().unwrap_or_else(|| {
-            format!("{}-{}-{}", self.topic, self.partition, self.offset)
-        })
+        self.headers
+            .get(ID)
+            .cloned()
+            .unwrap_or_else(|| format!("{}-{}-{}", self.topic, self.partition, self.offset))
     }
 
     /// The delivery of this record with `attempt`.
@@ -82,18 +89,20 @@ impl Record {
             .int(PUBLISHED_AT)
             .or(self.timestamp_ms)
             .unwrap_or_else(now_ms);
+        let headers: BTreeMap<String, String> = self
+            .headers
+            .iter()
+            .filter_map(|(k, v)| match k.strip_prefix(WIRE_DLQ) {
+                Some(rest) if dead_letters => Some((format!("{DLQ}{rest}"), v.clone())),
+                _ if k.starts_with("x-ferry-") => None,
+                _ => Some((k.clone(), v.clone())),
+            })
+            .collect();
         let dead_letter = if dead_letters {
-            DeadLetterInfo::from_headers(&self.headers)
+            DeadLetterInfo::from_headers(&headers)
         } else {
             None
         };
-        let headers = self
-            .headers
-            .iter()
-            .filter(|(k, _)| !k.starts_with("x-ferry-"))
-            .filter(|(k, _)| dead_letters || !k.starts_with("ferry-dlq-"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
         Received {
             id: self.id(),
             key: self.key.clone(),
@@ -148,7 +157,14 @@ impl Record {
             last_failure_ms: Some(now),
             consumer: Some(consumer.to_owned()),
         };
-        info.write_headers(&mut headers);
+        let mut metadata = BTreeMap::new();
+        info.write_headers(&mut metadata);
+        for (name, value) in metadata {
+            let wire = name
+                .strip_prefix(DLQ)
+                .map_or(name.clone(), |rest| format!("{WIRE_DLQ}{rest}"));
+            headers.insert(wire, value);
+        }
         headers
     }
 
@@ -158,7 +174,7 @@ impl Record {
         let mut headers: BTreeMap<String, String> = self
             .headers
             .iter()
-            .filter(|(k, _)| !k.starts_with("x-ferry-") && !k.starts_with("ferry-dlq-"))
+            .filter(|(k, _)| !k.starts_with("x-ferry-") && !k.starts_with(DLQ))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         headers.insert(ID.into(), self.id());
@@ -177,14 +193,15 @@ impl Record {
 }
 
 pub(super) fn owned(headers: &BTreeMap<String, String>) -> OwnedHeaders {
-    headers
-        .iter()
-        .fold(OwnedHeaders::new_with_capacity(headers.len()), |hs, (k, v)| {
+    headers.iter().fold(
+        OwnedHeaders::new_with_capacity(headers.len()),
+        |hs, (k, v)| {
             hs.insert(Header {
                 key: k,
                 value: Some(v.as_bytes()),
             })
-        })
+        },
+    )
 }
 
 pub(super) fn now_ms() -> i64 {
@@ -208,7 +225,7 @@ pub(super) fn publish_headers(
     headers
 }
 
-/// Whether `name` is a header the application may not set: Ferry's own.
+/// Whether `name` is a header the application may not set: this transport's own.
 pub(super) fn reserved(name: &str) -> bool {
-    name.starts_with("x-ferry-") || name == header::DLQ_REASON
+    name.starts_with("x-ferry-")
 }

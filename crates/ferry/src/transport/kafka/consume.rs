@@ -3,11 +3,10 @@
 //!
 //! The thread reads records into a queue that [`KafkaConsumer::fetch`] hands out from;
 //! while that queue is full it pauses its partitions. A retry not yet due pauses its retry
-//! partition until it is. Offsets are stored (librdkafka's offset store, committed on
-//! revoke and close) as settlements close them, and an ack waits for a commit of the
-//! watermark it moved. When partitions are revoked, records not handed out are let go and
-//! the rebalance waits, up to the lease, for the deliveries handed out to be settled, so the
-//! next owner starts after them.
+//! partition until it is. An ack waits for a commit of the watermark it moved. When
+//! partitions are revoked, records not handed out are let go, the rebalance waits, up to
+//! the lease, for the deliveries handed out to be settled, and commits, so the next owner
+//! starts after them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,8 +54,9 @@ pub(super) struct Inner {
     pub source: Source,
     client: Mutex<Weak<Client>>,
     producer: rdkafka::producer::FutureProducer,
-    /// One commit at a time; acks arriving meanwhile go in the next.
-    commits: tokio::sync::Mutex<HashMap<Tp, i64>>,
+    /// What was last committed per partition, held across each commit: one at a time, and
+    /// acks arriving meanwhile go in the next.
+    committed: Mutex<HashMap<Tp, i64>>,
 }
 
 #[derive(Default)]
@@ -116,7 +116,14 @@ impl Inner {
     fn read(&self, record: Record) -> Option<Tp> {
         let mut state = self.lock();
         let at = tp(&record);
-        state.partitions.entry(at.clone()).or_default().read(record.offset);
+        if !state
+            .partitions
+            .entry(at.clone())
+            .or_default()
+            .read(record.offset)
+        {
+            return None;
+        }
         if record.due_ms().is_some_and(|due| due > now_ms()) {
             state.waiting.push(record);
             state.delayed.insert(at.clone());
@@ -232,7 +239,6 @@ impl Inner {
         {
             state.keys.remove(key);
         }
-        let client = self.client.lock().unwrap().upgrade();
         let Some(p) = state.partitions.get_mut(&at) else {
             return Err(not_held("its partition is no longer this consumer's"));
         };
@@ -241,18 +247,9 @@ impl Inner {
         }
         p.handed_out = p.handed_out.saturating_sub(1);
         let watermark = p.watermark().unwrap_or(record.offset + 1);
-        let stored = match client {
-            Some(client) => client
-                .store_offset(&at.0, at.1, watermark)
-                .map_err(kafka_error),
-            None => Err(not_held(
-                "its consumer closed before it was settled; it comes back from the committed \
-                 offset",
-            )),
-        };
         drop(state);
         self.returned.notify_all();
-        stored.map(|()| (at, watermark))
+        Ok((at, watermark))
     }
 
     /// A delivery dropped unsettled: its offset stays open, so it is read again from the
@@ -274,7 +271,14 @@ impl Inner {
     }
 
     /// A retry of an ordered queue: kept here, its key held, until `delay` passes.
-    fn hold(&self, record: Record, attempt: u32, generation: u64, delay: Duration, id: &str) -> Result<()> {
+    fn hold(
+        &self,
+        record: Record,
+        attempt: u32,
+        generation: u64,
+        delay: Duration,
+        id: &str,
+    ) -> Result<()> {
         let mut state = self.lock();
         let at = tp(&record);
         let current = state.generation == generation;
@@ -296,61 +300,68 @@ impl Inner {
         Ok(())
     }
 
-    /// Commits the stored watermarks, unless a commit since covered `at` up to `watermark`.
-    async fn commit(&self, at: &Tp, watermark: i64) -> Result<()> {
-        let mut committed = self.commits.lock().await;
-        if committed.get(at).is_some_and(|c| *c >= watermark) {
-            return Ok(());
-        }
-        let wanted: Vec<(Tp, i64)> = {
-            let state = self.lock();
-            state
-                .partitions
-                .iter()
-                .filter_map(|(tp, p)| p.watermark().map(|w| (tp.clone(), w)))
-                .filter(|(tp, w)| committed.get(tp).is_none_or(|c| c < w))
-                .collect()
-        };
-        if wanted.is_empty() {
-            // The partition was revoked or the consumer closed: librdkafka committed the
-            // stored offsets then.
+    /// Commits `at` up to `watermark` (with every other partition's watermark that moved),
+    /// unless a commit since covered it.
+    async fn commit(self: &Arc<Self>, at: Tp, watermark: i64) -> Result<()> {
+        let inner = self.clone();
+        tokio::task::spawn_blocking(move || {
+            inner.commit_sync(|tp| *tp == at, Some((&at, watermark)))
+        })
+        .await
+        .map_err(|e| Error::transport(NAME, e))?
+    }
+
+    /// Commits the watermarks of the partitions `which` picks (and any other that moved),
+    /// blocking. One commit at a time, so a later commit never carries an older watermark;
+    /// `covered` skips the commit when one since went as far. A partition revoked or a
+    /// consumer closed meanwhile was committed then.
+    fn commit_sync(&self, which: impl Fn(&Tp) -> bool, covered: Option<(&Tp, i64)>) -> Result<()> {
+        let mut committed = self.committed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, watermark)) = covered
+            && committed.get(at).is_some_and(|c| *c >= watermark)
+        {
             return Ok(());
         }
         let Some(client) = self.client.lock().unwrap().upgrade() else {
             return Ok(());
         };
-        let mut tpl = TopicPartitionList::new();
-        for ((topic, partition), offset) in &wanted {
-            tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-                .map_err(kafka_error)?;
-        }
         let mut tries = 0;
         loop {
-            let (client2, tpl2) = (client.clone(), tpl.clone());
-            let done = tokio::task::spawn_blocking(move || client2.commit(&tpl2, CommitMode::Sync))
-                .await
-                .map_err(|e| Error::transport(NAME, e))?;
-            match done {
-                Ok(()) => break,
-                Err(e) => {
-                    let still_ours = self.lock().partitions.contains_key(at);
-                    if !still_ours {
-                        // Revoked meanwhile: its stored offset was committed with the revoke.
-                        return Ok(());
+            let wanted: Vec<(Tp, i64)> = {
+                let state = self.lock();
+                state
+                    .partitions
+                    .iter()
+                    .filter_map(|(tp, p)| p.watermark().map(|w| (tp.clone(), w)))
+                    .filter(|(tp, w)| which(tp) || committed.get(tp).is_some_and(|c| c < w))
+                    .filter(|(tp, w)| committed.get(tp).is_none_or(|c| c < w))
+                    .collect()
+            };
+            if wanted.is_empty() {
+                return Ok(());
+            }
+            let mut tpl = TopicPartitionList::new();
+            for ((topic, partition), offset) in &wanted {
+                tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                    .map_err(kafka_error)?;
+            }
+            match client.commit(&tpl, CommitMode::Sync) {
+                Ok(()) => {
+                    for (tp, offset) in wanted {
+                        committed.insert(tp, offset);
                     }
+                    return Ok(());
+                }
+                Err(e) => {
                     tries += 1;
                     if tries >= 20 {
                         return Err(kafka_error(e));
                     }
-                    // A rebalance in progress: the group takes commits again once it ends.
-                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    // A rebalance completing: the group takes commits again once it ends.
+                    std::thread::sleep(Duration::from_millis(250));
                 }
             }
         }
-        for (tp, offset) in wanted {
-            committed.insert(tp, offset);
-        }
-        Ok(())
     }
 }
 
@@ -403,11 +414,28 @@ impl ConsumerContext for Context {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+        // Committed now, while this member's generation still holds: once the group has
+        // rebalanced, a commit of the old generation is refused.
+        drop(state);
+        if let Err(e) = inner.commit_sync(|tp| revoked.contains(tp), None) {
+            tracing::warn!(
+                error = %e,
+                consumer = %inner.source.consumer,
+                "kafka: committing revoked partitions failed; their settled deliveries will \
+                 be delivered again"
+            );
+        }
+        let mut state = inner.lock();
         for tp in &revoked {
             state.partitions.remove(tp);
             state.delayed.remove(tp);
         }
         state.generation += 1;
+        inner
+            .committed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|tp, _| !revoked.contains(tp));
     }
 
     fn post_rebalance(&self, rebalance: &Rebalance<'_>) {
@@ -461,11 +489,15 @@ impl Delivery {
         let (at, watermark) = self
             .inner
             .settle(&self.record, self.generation, &self.id())?;
-        self.inner.commit(&at, watermark).await
+        self.inner.commit(at, watermark).await
     }
 
     /// Publishes a copy to `topic`, then closes the original.
-    async fn forward(&self, topic: String, headers: std::collections::BTreeMap<String, String>) -> Result<()> {
+    async fn forward(
+        &self,
+        topic: String,
+        headers: std::collections::BTreeMap<String, String>,
+    ) -> Result<()> {
         super::publish::send_one(
             &self.inner.producer,
             topic,
@@ -633,9 +665,9 @@ impl KafkaConsumer {
                 (name, None, vec![topic], group)
             }
         };
-        let patience = policy
-            .as_ref()
-            .map_or(Duration::from_secs(30), |p| Duration::from_millis(p.lease_ms));
+        let patience = policy.as_ref().map_or(Duration::from_secs(30), |p| {
+            Duration::from_millis(p.lease_ms)
+        });
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
             returned: Condvar::new(),
@@ -649,14 +681,14 @@ impl KafkaConsumer {
             },
             client: Mutex::new(Weak::new()),
             producer: shared.producer.clone(),
-            commits: tokio::sync::Mutex::new(HashMap::new()),
+            committed: Mutex::new(HashMap::new()),
         });
         let client: Client = shared
             .config()
             .set("group.id", &group)
             .set("client.id", &options.name)
-            .set("enable.auto.commit", "true")
-            .set("enable.auto.offset.store", "false")
+            // Commits are this transport's own: after each ack, on revoke and on close.
+            .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", "10000")
             .set("heartbeat.interval.ms", "1000")
@@ -681,6 +713,9 @@ impl KafkaConsumer {
 
 /// The consumer thread: polls, pauses and resumes, until stopped and settled.
 fn run(client: Arc<Client>, inner: Arc<Inner>) {
+    // Partitions this thread paused. Only those are resumed: librdkafka may fetch a resumed
+    // partition again from an earlier position (records read twice are dropped by offset).
+    let mut paused: HashSet<Tp> = HashSet::new();
     let mut full = false;
     let mut stopping_since: Option<Instant> = None;
     loop {
@@ -691,39 +726,49 @@ fn run(client: Arc<Client>, inner: Arc<Inner>) {
                 break;
             }
         }
-        let (resume_all, delayed) = {
+        let (reassigned, delayed) = {
             let mut state = inner.lock();
-            (
-                std::mem::take(&mut state.reassigned),
-                state.delayed.clone(),
-            )
+            (std::mem::take(&mut state.reassigned), state.delayed.clone())
         };
-        let mut resume: Vec<Tp> = inner.due();
-        let queued = inner.lock().queued.len();
-        if resume_all || (full && queued < READ_AHEAD / 2) {
+        if reassigned {
+            // A pause does not outlive the assignment; start again unpaused.
+            paused.clear();
             full = false;
-            if let Ok(assigned) = client.assignment() {
-                resume.extend(
-                    assigned
-                        .elements()
-                        .iter()
-                        .map(|e| (e.topic().to_owned(), e.partition()))
-                        .filter(|tp| !delayed.contains(tp)),
-                );
-            }
+        }
+        let mut resume: Vec<Tp> = inner
+            .due()
+            .into_iter()
+            .filter(|tp| !full && paused.contains(tp))
+            .collect();
+        let queued = inner.lock().queued.len();
+        if full && queued < READ_AHEAD / 2 {
+            full = false;
+            resume.extend(paused.iter().filter(|tp| !delayed.contains(*tp)).cloned());
         }
         if !resume.is_empty() {
+            for tp in &resume {
+                paused.remove(tp);
+            }
             let _ = client.resume(&list(&resume));
         }
         if !full && queued >= READ_AHEAD {
             full = true;
             if let Ok(assigned) = client.assignment() {
-                let _ = client.pause(&assigned);
+                let pause: Vec<Tp> = assigned
+                    .elements()
+                    .iter()
+                    .map(|e| (e.topic().to_owned(), e.partition()))
+                    .filter(|tp| !paused.contains(tp))
+                    .collect();
+                let _ = client.pause(&list(&pause));
+                paused.extend(pause);
             }
         }
         match client.poll(Duration::from_millis(50)) {
             Some(Ok(message)) => {
-                if let Some(at) = inner.read(Record::of(&message)) {
+                if let Some(at) = inner.read(Record::of(&message))
+                    && paused.insert(at.clone())
+                {
                     let _ = client.pause(&list(&[at]));
                 }
             }
@@ -733,7 +778,10 @@ fn run(client: Arc<Client>, inner: Arc<Inner>) {
             None => {}
         }
     }
-    // Leaving the group revokes the partitions, which commits what was stored.
+    if let Err(e) = inner.commit_sync(|_| true, None) {
+        tracing::warn!(error = %e, consumer = %inner.source.consumer, "kafka: final commit");
+    }
+    // Leaving the group revokes the partitions, which commits again what was settled since.
     client.unsubscribe();
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {

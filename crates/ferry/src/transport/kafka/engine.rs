@@ -216,7 +216,7 @@ fn base_config(endpoint: &Endpoint) -> ClientConfig {
 pub(super) fn kafka_error(e: KafkaError) -> Error {
     use RDKafkaErrorCode as C;
     match e.rdkafka_error_code() {
-        Some(C::MessageSizeTooLarge | C::RecordListTooLarge | C::InvalidRecord) => {
+        Some(C::MessageSizeTooLarge | C::MessageBatchTooLarge | C::InvalidRecord) => {
             Error::invalid("message", format!("the engine refused it: {e}"))
         }
         Some(
@@ -224,9 +224,7 @@ pub(super) fn kafka_error(e: KafkaError) -> Error {
             | C::GroupAuthorizationFailed
             | C::ClusterAuthorizationFailed,
         ) => Error::forbidden(e.to_string()),
-        Some(C::SaslAuthenticationFailed | C::Authentication) => {
-            Error::unauthorized(e.to_string())
-        }
+        Some(C::SaslAuthenticationFailed | C::Authentication) => Error::unauthorized(e.to_string()),
         _ => Error::transport(NAME, e),
     }
 }

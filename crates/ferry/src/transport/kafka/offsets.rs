@@ -14,9 +14,15 @@ pub(super) struct Partition {
 }
 
 impl Partition {
-    pub fn read(&mut self, offset: i64) {
+    /// Takes `offset` as read; false when it was read already (librdkafka fetches a
+    /// partition again from an earlier position after some pauses and resumes).
+    pub fn read(&mut self, offset: i64) -> bool {
+        if self.next.is_some_and(|n| offset < n) {
+            return false;
+        }
         self.open.insert(offset);
-        self.next = Some(self.next.map_or(offset + 1, |n| n.max(offset + 1)));
+        self.next = Some(offset + 1);
+        true
     }
 
     /// Closes `offset`; false when it was not open.
@@ -39,8 +45,9 @@ mod tests {
         let mut p = Partition::default();
         assert_eq!(p.watermark(), None);
         for offset in 10..14 {
-            p.read(offset);
+            assert!(p.read(offset));
         }
+        assert!(!p.read(12), "read again");
         assert_eq!(p.watermark(), Some(10));
         assert!(p.settle(11));
         assert!(p.settle(12));

@@ -16,16 +16,9 @@ use crate::spec::{Backoff, DeliveryPolicy, KeyOrdering};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(super) enum Entry {
-    Queue {
-        policy: Policy,
-    },
-    Topic {
-        partitions: i32,
-    },
-    Subscription {
-        topic: String,
-        policy: Policy,
-    },
+    Queue { policy: Policy },
+    Topic { partitions: i32 },
+    Subscription { topic: String, policy: Policy },
 }
 
 impl Entry {

@@ -46,9 +46,11 @@ pub(super) async fn declare_queue(shared: &Arc<Shared>, decl: &QueueDecl) -> Res
         Some(Entry::Queue { policy: existing }) => {
             return match policy.declared().differences(&existing.declared()) {
                 None => Ok(()),
-                Some(_) => Err(policy
-                    .declared()
-                    .conflict(&existing.declared(), "queue", &decl.name)),
+                Some(_) => {
+                    Err(policy
+                        .declared()
+                        .conflict(&existing.declared(), "queue", &decl.name))
+                }
             };
         }
         Some(other) => return Err(taken("queue", &decl.name, &other)),
@@ -89,7 +91,11 @@ pub(super) async fn declare_topic(shared: &Arc<Shared>, decl: &TopicDecl) -> Res
         .await?;
     shared
         .catalog
-        .write(&shared.producer, &decl.name, Some(&Entry::Topic { partitions }))
+        .write(
+            &shared.producer,
+            &decl.name,
+            Some(&Entry::Topic { partitions }),
+        )
         .await
 }
 
@@ -111,9 +117,11 @@ pub(super) async fn declare_subscription(
             }
             return match policy.declared().differences(&existing.declared()) {
                 None => Ok(()),
-                Some(_) => Err(policy
-                    .declared()
-                    .conflict(&existing.declared(), "subscription", &decl.name)),
+                Some(_) => Err(policy.declared().conflict(
+                    &existing.declared(),
+                    "subscription",
+                    &decl.name,
+                )),
             };
         }
         Some(other) => return Err(taken("subscription", &decl.name, other)),
@@ -145,10 +153,13 @@ pub(super) async fn declare_subscription(
 /// Commits the topic's end offsets for the subscription's group, so that it gets what is
 /// published from now on and nothing from before.
 async fn start_at_the_end(shared: &Arc<Shared>, topic: &str, group: &str) -> Result<()> {
-    let partitions = shared.partitions(topic).await?.ok_or_else(|| Error::NotFound {
-        kind: "topic",
-        name: topic.to_owned(),
-    })?;
+    let partitions = shared
+        .partitions(topic)
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            kind: "topic",
+            name: topic.to_owned(),
+        })?;
     let consumer: BaseConsumer = shared
         .config()
         .set("group.id", group)
@@ -165,9 +176,7 @@ async fn start_at_the_end(shared: &Arc<Shared>, topic: &str, group: &str) -> Res
             tpl.add_partition_offset(&topic, partition, Offset::Offset(high))
                 .map_err(kafka_error)?;
         }
-        consumer
-            .commit(&tpl, CommitMode::Sync)
-            .map_err(kafka_error)
+        consumer.commit(&tpl, CommitMode::Sync).map_err(kafka_error)
     })
     .await
     .map_err(|e| Error::transport(NAME, e))?

@@ -48,9 +48,15 @@ pub(super) fn parse(url: &str) -> Result<Endpoint> {
                     .parse::<i32>()
                     .ok()
                     .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| bad(format!("partitions `{n}` is not a number from 1 to 1000")))?;
+                    .ok_or_else(|| {
+                        bad(format!("partitions `{n}` is not a number from 1 to 1000"))
+                    })?;
             }
-            _ => return Err(bad(format!("unknown parameter `{pair}`; known: partitions"))),
+            _ => {
+                return Err(bad(format!(
+                    "unknown parameter `{pair}`; known: partitions"
+                )));
+            }
         }
     }
     Ok(Endpoint {
@@ -68,7 +74,10 @@ mod tests {
         let e = parse("kafka://a:9092,b:9093?partitions=3").unwrap();
         assert_eq!(e.bootstrap, "a:9092,b:9093");
         assert_eq!(e.partitions, 3);
-        assert_eq!(parse("kafka://a:1/").unwrap().partitions, DEFAULT_PARTITIONS);
+        assert_eq!(
+            parse("kafka://a:1/").unwrap().partitions,
+            DEFAULT_PARTITIONS
+        );
     }
 
     #[test]
