@@ -151,3 +151,135 @@ async fn a_real_kafka_passes_the_conformance_suite() {
     );
     report.assert_skipped_exactly(&skipped);
 }
+
+/// What Kafka cannot keep is refused when declared (or, for a per-message field or a
+/// settlement, when asked for), as `Unsupported`, and leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_kafka_cannot_keep_is_refused_when_declared_and_creates_nothing() {
+    use ferry::{
+        DeliveryPolicy, Destination, Error, Ferry, KeyOrdering, Message, QueueDecl, Source,
+        TopicDecl,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let ferry = Ferry::connect(&url(addr)).await.unwrap();
+    let unsupported = |what: &str, r: ferry::Result<()>| match r {
+        Err(Error::Unsupported { .. }) => {}
+        other => panic!("{what} answered {other:?}, not Unsupported"),
+    };
+    let name = ferry_testkit::fresh("kafka", "refused");
+    let policy = |edit: fn(&mut DeliveryPolicy)| {
+        let mut p = DeliveryPolicy::default();
+        edit(&mut p);
+        p
+    };
+    let refused = [
+        (
+            "a backoff cap of 2 days",
+            policy(|p| p.backoff.cap = Duration::from_secs(2 * 86_400)),
+        ),
+        (
+            "a max delay of 2 days",
+            policy(|p| p.max_delay = Duration::from_secs(2 * 86_400)),
+        ),
+        (
+            "a default TTL",
+            policy(|p| p.default_ttl = Some(Duration::from_secs(60))),
+        ),
+        ("priorities", policy(|p| p.priority_levels = 3)),
+    ];
+    for (what, delivery) in refused {
+        let decl = QueueDecl::new(&name).delivery(delivery);
+        unsupported(what, ferry.declare_queue(&decl).await);
+    }
+    let window = QueueDecl::new(&name).dedup_window(Duration::from_secs(60));
+    unsupported("a dedup window", ferry.declare_queue(&window).await);
+    let bounded = QueueDecl::new(&name).max_length(10);
+    unsupported("a max length", ferry.declare_queue(&bounded).await);
+    // Nothing was made: the name is free.
+    let found = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await;
+    assert!(
+        matches!(found, Err(Error::NotFound { .. })),
+        "{:?}",
+        found.err()
+    );
+    // The transport's own topic names are not queue names.
+    for own in [format!("{name}.retry-5s"), "ferry-catalog".to_owned()] {
+        let declared = ferry.declare_queue(&QueueDecl::new(&own)).await;
+        assert!(
+            matches!(declared, Err(Error::Invalid { .. })),
+            "{own}: {declared:?}"
+        );
+    }
+
+    // A delayed message on an ordered queue would overtake its key's earlier ones.
+    let mut ordered = QueueDecl::new(&name);
+    ordered.delivery.ordering = KeyOrdering::PerKey;
+    ferry.declare_queue(&ordered).await.unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    let delayed = publisher
+        .send(Message::new("later").with_delay(Duration::from_secs(1)))
+        .await;
+    assert!(
+        matches!(delayed, Err(Error::Unsupported { .. })),
+        "{delayed:?}"
+    );
+    let reserved = publisher
+        .send(Message::new("x").with_header("x-ferry-attempt", "9"))
+        .await;
+    assert!(
+        matches!(reserved, Err(Error::Invalid { .. })),
+        "{reserved:?}"
+    );
+
+    // Extending a delivery, and rejecting a dead letter, are refused when asked for.
+    publisher.send(Message::new("held")).await.unwrap();
+    let mut c = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await
+        .unwrap();
+    let d = c
+        .next_within(Duration::from_secs(15))
+        .await
+        .unwrap()
+        .unwrap();
+    unsupported("extend", d.extend(Duration::from_secs(5)).await);
+    d.reject("unreadable").await.unwrap();
+    c.close().await.unwrap();
+    let mut dead = ferry
+        .consumer(Source::queue(&name).dead_letters(), Default::default())
+        .await
+        .unwrap();
+    let d = dead
+        .next_within(Duration::from_secs(15))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.payload, "held");
+    assert_eq!(d.dead_letter.as_ref().unwrap().reason, "rejected");
+    unsupported("rejecting a dead letter", d.reject("again").await);
+    dead.close().await.unwrap();
+
+    let topic = ferry_testkit::fresh("kafka", "refused-topic");
+    ferry.declare_topic(&TopicDecl::new(&topic)).await.unwrap();
+    let to_topic = ferry
+        .publisher(Destination::topic(&topic))
+        .send(Message::new("later").with_delay(Duration::from_secs(1)))
+        .await;
+    assert!(
+        matches!(to_topic, Err(Error::Unsupported { .. })),
+        "{to_topic:?}"
+    );
+    ferry.delete_topic(&topic).await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry
+        .delete(&Source::queue(&name).dead_letters())
+        .await
+        .unwrap();
+    ferry.close().await.unwrap();
+    let _ = running.stop.send(());
+    running.served.await.unwrap().unwrap();
+}
