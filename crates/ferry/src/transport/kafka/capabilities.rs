@@ -60,7 +60,10 @@ pub fn capabilities() -> Capabilities {
                 No(
                     "Kafka has no per-message lease: a delivery stays with its consumer until it \
                      is settled or the consumer goes; one dropped unsettled comes back when its \
-                     partition is next read from the committed offset",
+                     partition is next read from the committed offset. When a rebalance takes \
+                     a partition away, the consumer waits up to the lease for its deliveries to \
+                     be settled, then lets them go to the next owner (settling them later is \
+                     NotHeld)",
                 ),
             ),
             (
