@@ -16,7 +16,8 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::capabilities::{NAME, capabilities};
 use super::catalog::Catalog;
-use super::consume::{self, KafkaConsumer};
+use super::consume::KafkaConsumer;
+use super::ledger;
 use super::names::CATALOG;
 use super::settings::Entry;
 use super::url::{self, Endpoint};
@@ -42,7 +43,7 @@ pub(super) struct Shared {
     pub catalog: Catalog,
     closed: AtomicBool,
     /// This connection's consumers, stopped when it closes.
-    consumers: Mutex<Vec<Weak<consume::Inner>>>,
+    consumers: Mutex<Vec<Weak<ledger::Inner>>>,
 }
 
 impl Shared {
@@ -198,7 +199,7 @@ impl Shared {
         }
     }
 
-    pub fn register(&self, consumer: &Arc<consume::Inner>) {
+    pub fn register(&self, consumer: &Arc<ledger::Inner>) {
         let mut consumers = self.consumers.lock().unwrap();
         consumers.retain(|c| c.strong_count() > 0);
         consumers.push(Arc::downgrade(consumer));

@@ -17,6 +17,8 @@ mod consume;
 #[cfg(feature = "kafka")]
 mod engine;
 #[cfg(feature = "kafka")]
+mod ledger;
+#[cfg(feature = "kafka")]
 mod names;
 #[cfg(feature = "kafka")]
 mod offsets;
@@ -24,6 +26,8 @@ mod offsets;
 mod publish;
 #[cfg(feature = "kafka")]
 mod settings;
+#[cfg(feature = "kafka")]
+mod settle;
 #[cfg(feature = "kafka")]
 mod topology;
 #[cfg(feature = "kafka")]
