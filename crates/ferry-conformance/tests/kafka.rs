@@ -283,3 +283,51 @@ async fn what_kafka_cannot_keep_is_refused_when_declared_and_creates_nothing() {
     let _ = running.stop.send(());
     running.served.await.unwrap().unwrap();
 }
+
+/// On a queue with per-key ordering a nack keeps the key's later messages back: the retry
+/// comes first, not before its delay, and then the next message of the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_retry_comes_before_its_keys_later_messages() {
+    use ferry::{Destination, Ferry, KeyOrdering, Message, QueueDecl, Source};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let ferry = Ferry::connect(&url(addr)).await.unwrap();
+    let name = ferry_testkit::fresh("kafka", "ordered-retry");
+    let mut decl = QueueDecl::new(&name);
+    decl.delivery.ordering = KeyOrdering::PerKey;
+    ferry.declare_queue(&decl).await.unwrap();
+    let ids = ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(vec![
+            Message::new("first").with_key("k"),
+            Message::new("second").with_key("k"),
+        ])
+        .await
+        .unwrap();
+    let mut c = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await
+        .unwrap();
+    let wait = Duration::from_secs(15);
+    let d = c.next_within(wait).await.unwrap().expect("the first");
+    assert_eq!(d.id, ids[0]);
+    let nacked = Instant::now();
+    d.nack(Some(Duration::from_millis(500))).await.unwrap();
+    let d = c.next_within(wait).await.unwrap().expect("the retry");
+    assert_eq!((d.id.as_str(), d.attempt), (ids[0].as_str(), 2));
+    assert!(
+        nacked.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        nacked.elapsed()
+    );
+    d.ack().await.unwrap();
+    let d = c.next_within(wait).await.unwrap().expect("the second");
+    assert_eq!((d.id.as_str(), d.attempt), (ids[1].as_str(), 1));
+    d.ack().await.unwrap();
+    c.close().await.unwrap();
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+    let _ = running.stop.send(());
+    running.served.await.unwrap().unwrap();
+}
