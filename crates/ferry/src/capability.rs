@@ -224,6 +224,7 @@ pub fn all() -> Vec<Capabilities> {
         crate::transport::postgres_capabilities(),
         crate::transport::rabbitmq_capabilities(),
         crate::transport::sqs_capabilities(),
+        crate::transport::kafka_capabilities(),
         // Other transports add their tables here.
     ]
 }
@@ -315,6 +316,9 @@ refused on its own.
   handed out; acks above it go one by one, pipelined on the channel.
 - **sqs**: one DeleteMessageBatch (ten at most) for the acks of a connection's consumers of
   one queue that arrive together; nacks and extensions are one ChangeMessageVisibility each.
+- **kafka**: one OffsetCommit, per consumer, for the acks that arrive while one is on its
+  way, carrying each partition's watermark: the lowest offset still unsettled, so an ack
+  above an unsettled delivery is committed once that one is settled.
 - **NATS JetStream**: one ack message per delivery: JetStream has no ack of many messages
   for a pull consumer.
 ";

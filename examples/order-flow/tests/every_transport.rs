@@ -103,3 +103,25 @@ fn on_amazon_sqs_as_ferrys_aws_endpoint_serves_it() {
     let _ = stop.send(());
     runtime.block_on(served).unwrap().unwrap();
 }
+
+#[test]
+fn on_kafka_as_ferrys_kafka_listener_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (addr, stop, served) = runtime.block_on(async {
+        let broker = ferry_broker::Broker::open(dir.path().join("data"), Default::default())
+            .await
+            .unwrap();
+        let front = ferry_kafka::Kafka::new(broker, Default::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(front.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        (addr, stop, served)
+    });
+    run(&format!("kafka://{addr}"));
+    let _ = stop.send(());
+    runtime.block_on(served).unwrap().unwrap();
+}

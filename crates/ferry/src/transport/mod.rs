@@ -28,6 +28,7 @@ pub mod embedded;
     feature = "sqs"
 ))]
 mod group_commit;
+pub mod kafka;
 pub mod nats;
 pub mod postgres;
 pub mod rabbitmq;
@@ -38,6 +39,7 @@ pub mod sqs;
 mod stored_backoff;
 
 pub use embedded::capabilities as embedded_capabilities;
+pub use kafka::capabilities as kafka_capabilities;
 pub use nats::capabilities as nats_capabilities;
 pub use postgres::capabilities as postgres_capabilities;
 pub use rabbitmq::capabilities as rabbitmq_capabilities;
@@ -157,7 +159,9 @@ impl Default for ConsumerOptions {
 /// - `amqp://user:pass@host:port/vhost` (or `amqps://`): RabbitMQ (feature `amqp`);
 /// - `sqs://host:port?region=…` (or `sqs://aws?region=…` for AWS itself): Amazon SQS with
 ///   SNS for topics (feature `sqs`); keys from the URL (`sqs://KEY:SECRET@…`) or
-///   `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, see [`sqs`].
+///   `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, see [`sqs`];
+/// - `kafka://host:port[,host:port]` (`?partitions=N` for queues' topics): Apache Kafka
+///   (feature `kafka`), see [`kafka`].
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| Error::BadUrl {
         url: url.to_owned(),
@@ -171,6 +175,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         "postgres" | "postgresql" => connect_postgres(url).await,
         "amqp" | "amqps" => connect_rabbitmq(url).await,
         "sqs" => connect_sqs(url).await,
+        "kafka" => connect_kafka(url).await,
         other => Err(Error::BadUrl {
             url: url.to_owned(),
             problem: format!("unknown scheme `{other}`; this build knows: {}", known()),
@@ -188,6 +193,7 @@ fn known() -> String {
         ("postgres://, postgresql://", cfg!(feature = "postgres")),
         ("amqp://, amqps://", cfg!(feature = "amqp")),
         ("sqs://", cfg!(feature = "sqs")),
+        ("kafka://", cfg!(feature = "kafka")),
     ];
     let compiled: Vec<&str> = schemes
         .iter()
@@ -285,6 +291,16 @@ async fn connect_sqs(url: &str) -> Result<Arc<dyn Transport>> {
     Err(not_compiled("Amazon SQS", url, "sqs"))
 }
 
+#[cfg(feature = "kafka")]
+async fn connect_kafka(url: &str) -> Result<Arc<dyn Transport>> {
+    Ok(Arc::new(kafka::Kafka::connect(url).await?))
+}
+
+#[cfg(not(feature = "kafka"))]
+async fn connect_kafka(url: &str) -> Result<Arc<dyn Transport>> {
+    Err(not_compiled("Apache Kafka", url, "kafka"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,7 +328,7 @@ mod tests {
     #[tokio::test]
     async fn a_url_without_a_scheme_or_with_an_unknown_one_is_a_bad_url() {
         assert!(matches!(refused("ferry-data").await, Error::BadUrl { .. }));
-        let e = refused("kafka://localhost:9092").await;
-        assert!(e.to_string().contains("unknown scheme `kafka`"), "{e}");
+        let e = refused("mqtt://localhost:1883").await;
+        assert!(e.to_string().contains("unknown scheme `mqtt`"), "{e}");
     }
 }
