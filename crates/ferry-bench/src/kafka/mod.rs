@@ -13,9 +13,11 @@
 //! Each side produces `messages` into its own fresh topic; then both fetch the records the
 //! Kafka side produced (the same records). The order alternates round by round, so drift in
 //! the machine's load falls on both. The figures are rdkafka_performance's own (its last
-//! summary line) and, on Ferry's side, payload bytes and messages over the time from the
-//! first call to the last answer. A ratio is the median of the Kafka runs over the median
-//! of the Ferry runs; the target is **≥ 0.7** for produce and for fetch.
+//! summary line) and, on Ferry's side, payload bytes and messages over the same span as
+//! rdkafka_performance measures: a produce from the first call to the last answer, a
+//! fetch from the first record received to the last. A ratio is the median of the Kafka
+//! runs over the median of the Ferry runs; the target is **≥ 0.7** for produce and for
+//! fetch.
 
 mod native;
 pub mod perf_output;
