@@ -20,6 +20,8 @@ pub mod charts;
 #[cfg(feature = "harness")]
 pub mod driver;
 #[cfg(feature = "harness")]
+pub mod kafka;
+#[cfg(feature = "harness")]
 pub mod machine;
 #[cfg(feature = "harness")]
 pub mod pacing;

@@ -36,6 +36,54 @@ enum Command {
     /// against one `ferry serve`, reported as SQS / HTTP ratios.
     #[cfg(feature = "sqs")]
     Sqs(SqsArgs),
+    /// Produce and fetch through the Kafka endpoint with librdkafka's rdkafka_performance
+    /// and through Ferry's gRPC API, side by side against one `ferry serve`, reported as
+    /// Kafka / Ferry ratios.
+    Kafka(KafkaArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct KafkaArgs {
+    /// Start this `ferry` binary (`ferry serve` with gRPC and the Kafka endpoint on free
+    /// ports, on a fresh directory under --out, removed afterwards).
+    #[arg(long, value_name = "FERRY_BINARY", conflicts_with_all = ["bootstrap", "grpc_url"])]
+    serve: Option<PathBuf>,
+    /// A running server's Kafka endpoint (with --grpc-url), e.g. `127.0.0.1:9092`.
+    #[arg(long, value_name = "HOST:PORT", requires = "grpc_url")]
+    bootstrap: Option<String>,
+    /// The same server's gRPC API, e.g. `ferry://127.0.0.1:7070`.
+    #[arg(long, value_name = "URL", requires = "bootstrap")]
+    grpc_url: Option<String>,
+    /// The running server's process, sampled for CPU seconds.
+    #[arg(long, value_name = "PID", requires = "bootstrap")]
+    pid: Option<u32>,
+    /// librdkafka's rdkafka_performance (scripts/bench/kafka.sh builds it).
+    #[arg(long, value_name = "PATH")]
+    rdkafka_performance: PathBuf,
+    /// Messages per run.
+    #[arg(long, default_value_t = 100_000)]
+    messages: u64,
+    /// Payload bytes; repeatable, each size its own runs.
+    #[arg(long = "size", default_values_t = [128usize, 1024])]
+    sizes: Vec<usize>,
+    /// Partitions of each topic.
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
+    /// Records per produce request (librdkafka's batch.num.messages) and per gRPC publish.
+    #[arg(long, default_value_t = 500)]
+    batch: usize,
+    /// Produce requests (librdkafka's max.in.flight) and gRPC publishes awaiting answers.
+    #[arg(long, default_value_t = 5)]
+    in_flight: usize,
+    /// Runs per side, step and size, alternating which side goes first.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
+    /// How long one run may take, e.g. `5m`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    timeout: Duration,
+    /// Where kafka.json and kafka.md are written.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: PathBuf,
 }
 
 #[cfg(feature = "sqs")]
@@ -164,7 +212,57 @@ fn main() -> anyhow::Result<()> {
         Command::Soak(args) => soak(args),
         #[cfg(feature = "sqs")]
         Command::Sqs(args) => sqs(args),
+        Command::Kafka(args) => kafka(args),
     }
+}
+
+fn kafka(args: KafkaArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(async {
+        let mut plan = ferry_bench::kafka::KafkaPlan {
+            bootstrap: args.bootstrap.clone().unwrap_or_default(),
+            grpc_url: args.grpc_url.clone().unwrap_or_default(),
+            pid: args.pid,
+            tool: args.rdkafka_performance.clone(),
+            messages: args.messages,
+            sizes: args.sizes.clone(),
+            partitions: args.partitions,
+            batch: args.batch,
+            in_flight: args.in_flight,
+            rounds: args.rounds,
+            timeout: args.timeout,
+        };
+        let Some(binary) = &args.serve else {
+            anyhow::ensure!(
+                !plan.bootstrap.is_empty(),
+                "give --serve FERRY_BINARY, or --bootstrap and --grpc-url of a running server"
+            );
+            return ferry_bench::kafka::run(&plan).await;
+        };
+        let data = args.out.join("kafka-server-data");
+        std::fs::create_dir_all(&data)?;
+        let server = ferry_bench::soak::server::Server::start_with_kafka(binary, &data).await?;
+        plan.bootstrap = server.kafka_addr.clone().unwrap_or_default();
+        plan.grpc_url = server.url.clone();
+        plan.pid = Some(server.pid());
+        let report = ferry_bench::kafka::run(&plan).await;
+        drop(server);
+        std::fs::remove_dir_all(&data)?;
+        report
+    })?;
+    let md = ferry_bench::kafka::write(&report, &args.out)?;
+    println!("{}", ferry_bench::kafka::markdown(&report));
+    eprintln!("wrote {}", md.display());
+    if !report.all_met() {
+        eprintln!(
+            "a ratio is under the target of {}; see {}",
+            ferry_bench::kafka::TARGET,
+            md.display()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(feature = "sqs")]

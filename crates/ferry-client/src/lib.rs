@@ -307,6 +307,26 @@ impl Client {
             .positions)
     }
 
+    /// Publishes a batch to one partition of `topic`, whatever the messages' keys.
+    pub async fn publish_to_partition(
+        &self,
+        topic: &str,
+        partition: u32,
+        messages: Vec<Message>,
+    ) -> Result<Vec<v1::TopicPosition>> {
+        Ok(self
+            .publisher()
+            .publish_to_topic(v1::PublishToTopicRequest {
+                topic: topic.into(),
+                messages: messages.into_iter().map(|m| m.0).collect(),
+                partition: Some(partition),
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .positions)
+    }
+
     /// A batching producer for `queue`.
     pub fn producer(&self, queue: &str, config: ProducerConfig) -> Producer {
         Producer::start(self.clone(), queue.to_owned(), config)

@@ -1,6 +1,8 @@
-//! A Ferry server started for a soak (or for `ferry-bench sqs`): `ferry serve` on a fresh
-//! data directory and free ports, stopped with SIGTERM (a clean shutdown) when dropped.
+//! A Ferry server started for a soak (or for `ferry-bench sqs` and `ferry-bench kafka`):
+//! `ferry serve` on a fresh data directory and free ports, stopped with SIGTERM (a clean
+//! shutdown) when dropped.
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,7 +19,20 @@ pub struct Server {
     pub http_url: Option<String>,
     /// The SQS endpoint's URL, when started with it.
     pub sqs_url: Option<String>,
+    /// The Kafka endpoint's address (`host:port`), when started with it.
+    pub kafka_addr: Option<String>,
 }
+
+/// The front ends a server is started with besides gRPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fronts {
+    GrpcOnly,
+    HttpAndSqs,
+    Kafka,
+}
+
+/// What `ferry serve` prints once its Kafka listener is bound (the address follows).
+const KAFKA_LINE: &str = "ferry: serving Kafka on ";
 
 /// The kernel's pick of a free port, released for the server to bind: another process
 /// could take it in between, which start-up would then report.
@@ -28,16 +43,23 @@ fn free_port() -> std::io::Result<u16> {
 impl Server {
     /// Starts `binary serve` with its data in `data_dir` and waits until it takes clients.
     pub async fn start(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
-        Server::spawn(binary, data_dir, false).await
+        Server::spawn(binary, data_dir, Fronts::GrpcOnly).await
     }
 
     /// As [`Server::start`], with the HTTP API and the SQS endpoint served too, each on a
     /// free port, and waits until both accept connections.
     pub async fn start_with_apis(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
-        Server::spawn(binary, data_dir, true).await
+        Server::spawn(binary, data_dir, Fronts::HttpAndSqs).await
     }
 
-    async fn spawn(binary: &Path, data_dir: &Path, apis: bool) -> anyhow::Result<Server> {
+    /// As [`Server::start`], with the Kafka endpoint on a port the kernel picks
+    /// (`--kafka-addr 127.0.0.1:0`, read back from the server's output) and no HTTP API or
+    /// SQS endpoint.
+    pub async fn start_with_kafka(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
+        Server::spawn(binary, data_dir, Fronts::Kafka).await
+    }
+
+    async fn spawn(binary: &Path, data_dir: &Path, fronts: Fronts) -> anyhow::Result<Server> {
         let port = free_port()?;
         let mut command = Command::new(binary);
         // SAFETY: the closure runs in the forked child before exec and only calls prctl,
@@ -58,7 +80,7 @@ impl Server {
             .arg("--grpc")
             .arg(format!("127.0.0.1:{port}"));
         let (mut http_url, mut sqs_url) = (None, None);
-        if apis {
+        if fronts == Fronts::HttpAndSqs {
             let (http, sqs) = (free_port()?, free_port()?);
             command
                 .arg("--http")
@@ -70,20 +92,35 @@ impl Server {
         } else {
             command.arg("--no-http").arg("--no-aws");
         }
-        // The soak drives gRPC, HTTP and SQS only; Kafka's fixed default port would collide
-        // between runs.
-        command.arg("--no-kafka");
-        let child = command
+        if fronts == Fronts::Kafka {
+            // Port 0: the kernel's pick, which the server prints.
+            command.arg("--kafka-addr").arg("127.0.0.1:0");
+        } else {
+            // The soak drives gRPC, HTTP and SQS only; Kafka's fixed default port would
+            // collide between runs.
+            command.arg("--no-kafka");
+        }
+        let stdout = if fronts == Fronts::Kafka {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
+        let mut child = command
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .spawn()
             .with_context(|| format!("start {} serve", binary.display()))?;
+        let kafka_addr = match child.stdout.take() {
+            Some(out) => Some(kafka_address(out).await?),
+            None => None,
+        };
         let mut server = Server {
             child,
             url: format!("ferry://127.0.0.1:{port}"),
             data_dir: data_dir.to_path_buf(),
             http_url,
             sqs_url,
+            kafka_addr,
         };
         let started = Instant::now();
         loop {
@@ -114,6 +151,29 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+}
+
+/// Reads the server's output until it names its Kafka address, then drains the rest on a
+/// thread of its own (a full pipe would stall the server's next line).
+async fn kafka_address(out: std::process::ChildStdout) -> anyhow::Result<String> {
+    let (found, addr) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut found = Some(found);
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix(KAFKA_LINE)
+                && let Some(found) = found.take()
+            {
+                let addr = rest.split_whitespace().next().unwrap_or_default();
+                let _ = found.send(addr.to_owned());
+            }
+        }
+    });
+    match tokio::time::timeout(Duration::from_secs(30), addr).await {
+        Ok(Ok(addr)) if !addr.is_empty() => Ok(addr),
+        Ok(_) => bail!("ferry serve ended its output without serving Kafka"),
+        Err(_) => bail!("ferry serve did not serve Kafka within 30 s"),
     }
 }
 
