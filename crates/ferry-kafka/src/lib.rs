@@ -129,6 +129,9 @@ pub struct KafkaConfig {
     /// default); outside them a join is INVALID_SESSION_TIMEOUT.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
+    /// How long the first rebalance of an empty group waits for more members: Kafka's
+    /// `group.initial.rebalance.delay.ms` (3 s by default; 0: no wait).
+    pub group_initial_rebalance_delay_ms: i32,
 }
 
 impl Default for KafkaConfig {
@@ -142,6 +145,8 @@ impl Default for KafkaConfig {
             security: Security::default(),
             group_min_session_timeout_ms: coordinator::Limits::default().min_session_timeout_ms,
             group_max_session_timeout_ms: coordinator::Limits::default().max_session_timeout_ms,
+            group_initial_rebalance_delay_ms: coordinator::Limits::default()
+                .initial_rebalance_delay_ms,
         }
     }
 }
@@ -166,6 +171,7 @@ impl Kafka {
         let limits = coordinator::Limits {
             min_session_timeout_ms: config.group_min_session_timeout_ms,
             max_session_timeout_ms: config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
             ..coordinator::Limits::default()
         };
         Kafka {
