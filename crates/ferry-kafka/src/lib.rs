@@ -50,6 +50,7 @@ mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 mod group_authz;
+mod group_id;
 mod guard;
 mod legacy;
 mod producers;

@@ -502,9 +502,12 @@ async fn a_group_held_by_ferrys_own_consumers_refuses_kafka_commits() {
             .unwrap()
             .is_empty()
     );
-    // A group id that cannot name a Ferry group.
-    let bad = client.call(&join("bad/name", ""), 7).await;
-    assert_eq!(bad.error_code, ResponseError::InvalidGroupId.code());
+    // The group ids Kafka clients cannot use: the empty one for membership (as Kafka
+    // refuses it), and one too long to name the broker's group.
+    let empty = client.call(&join("", ""), 7).await;
+    assert_eq!(empty.error_code, ResponseError::InvalidGroupId.code());
+    let long = client.call(&join(&",".repeat(100), ""), 7).await;
+    assert_eq!(long.error_code, ResponseError::InvalidGroupId.code());
 }
 
 #[tokio::test]

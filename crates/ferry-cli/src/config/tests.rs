@@ -513,7 +513,10 @@ fn the_kafka_endpoint_is_on_by_default_on_loopback_and_off_where_it_would_be_ope
             .kafka_group_initial_rebalance_delay_ms
             .value
     };
-    assert_eq!(delay("[kafka]\ngroup_initial_rebalance_delay_ms = 0\n", &[]), 0);
+    assert_eq!(
+        delay("[kafka]\ngroup_initial_rebalance_delay_ms = 0\n", &[]),
+        0
+    );
     assert_eq!(
         delay(
             "[kafka]\ngroup_initial_rebalance_delay_ms = 0\n",

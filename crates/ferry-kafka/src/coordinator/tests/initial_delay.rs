@@ -123,10 +123,7 @@ fn later_rounds_of_a_group_with_members_are_not_delayed() {
     join_as(&mut group, "b", &["range"], 4_000);
     group.join(request("a", &["range"]), 4_100, ids());
     // Everyone known joined: the round ends at once.
-    assert_eq!(
-        generations(&group.take_replies()),
-        vec![("a", 2), ("b", 2)]
-    );
+    assert_eq!(generations(&group.take_replies()), vec![("a", 2), ("b", 2)]);
 }
 
 #[test]
