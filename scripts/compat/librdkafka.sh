@@ -37,7 +37,8 @@
 #   FERRY_LIBRDKAFKA_WORK  work directory: data, logs, test.conf, results
 #                        (default ${TMPDIR:-/tmp}/ferry-librdkafka)
 #   FERRY_BIN            a built `ferry` binary (default: built with cargo, debug)
-#   FERRY_LIBRDKAFKA_TEST_TIMEOUT  seconds one runner process may take (default 300)
+#   FERRY_LIBRDKAFKA_TEST_TIMEOUT  seconds one runner process may take (default 900:
+#                        0113_cooperative_rebalance's 25 sub-tests take about 10 min)
 set -euo pipefail
 
 RDKAFKA_SYS_VERSION=4.9.0+2.10.0
@@ -51,7 +52,7 @@ ALLOWLIST=$ROOT/scripts/compat/librdkafka-allowlist.txt
 EXCLUDED=$ROOT/scripts/compat/librdkafka-excluded.txt
 CACHE=${FERRY_COMPAT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ferry-compat}
 WORK=${FERRY_LIBRDKAFKA_WORK:-${TMPDIR:-/tmp}/ferry-librdkafka}
-TEST_TIMEOUT=${FERRY_LIBRDKAFKA_TEST_TIMEOUT:-300}
+TEST_TIMEOUT=${FERRY_LIBRDKAFKA_TEST_TIMEOUT:-900}
 
 say() { echo "librdkafka: $*"; }
 die() {

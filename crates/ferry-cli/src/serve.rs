@@ -198,6 +198,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             max_frame_bytes: config.kafka_max_frame_bytes.value,
             group_min_session_timeout_ms: config.kafka_group_min_session_timeout_ms.value,
             group_max_session_timeout_ms: config.kafka_group_max_session_timeout_ms.value,
+            group_initial_rebalance_delay_ms: config.kafka_group_initial_rebalance_delay_ms.value,
             security,
         };
         Some((

@@ -52,6 +52,7 @@ mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 mod group_authz;
+mod group_id;
 mod guard;
 mod legacy;
 mod producers;
@@ -131,6 +132,9 @@ pub struct KafkaConfig {
     /// default); outside them a join is INVALID_SESSION_TIMEOUT.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
+    /// How long the first rebalance of an empty group waits for more members: Kafka's
+    /// `group.initial.rebalance.delay.ms` (3 s by default; 0: no wait).
+    pub group_initial_rebalance_delay_ms: i32,
 }
 
 impl Default for KafkaConfig {
@@ -144,6 +148,8 @@ impl Default for KafkaConfig {
             security: Security::default(),
             group_min_session_timeout_ms: coordinator::Limits::default().min_session_timeout_ms,
             group_max_session_timeout_ms: coordinator::Limits::default().max_session_timeout_ms,
+            group_initial_rebalance_delay_ms: coordinator::Limits::default()
+                .initial_rebalance_delay_ms,
         }
     }
 }
@@ -168,6 +174,7 @@ impl Kafka {
         let limits = coordinator::Limits {
             min_session_timeout_ms: config.group_min_session_timeout_ms,
             max_session_timeout_ms: config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
             ..coordinator::Limits::default()
         };
         Kafka {

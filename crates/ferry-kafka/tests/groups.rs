@@ -28,6 +28,16 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
+/// These tests drive the protocol by hand and expect a first round to end as soon as its
+/// members have joined: no initial rebalance delay (Kafka's 3 s default is tested in the
+/// coordinator's unit tests).
+fn prompt() -> KafkaConfig {
+    KafkaConfig {
+        group_initial_rebalance_delay_ms: 0,
+        ..KafkaConfig::default()
+    }
+}
+
 fn text(t: &str) -> StrBytes {
     StrBytes::from_string(t.to_owned())
 }
@@ -136,7 +146,7 @@ async fn member_id(client: &mut Client, g: &str) -> String {
 
 #[tokio::test]
 async fn find_coordinator_names_this_node_for_groups_and_refuses_transactions() {
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     let mut client = Client::connect(server.addr).await;
     for version in 0..=3 {
         let request = FindCoordinatorRequest::default().with_key(text("g"));
@@ -167,7 +177,7 @@ async fn find_coordinator_names_this_node_for_groups_and_refuses_transactions() 
 
 #[tokio::test]
 async fn a_second_member_waits_for_the_first_to_join_again_without_holding_other_connections_up() {
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     let mut first = Client::connect(server.addr).await;
     let a = member_id(&mut first, "g").await;
     let joined = first.call(&join("g", &a), 7).await;
@@ -298,7 +308,7 @@ async fn a_second_member_waits_for_the_first_to_join_again_without_holding_other
 
 #[tokio::test]
 async fn commits_are_the_brokers_group_offsets_and_stale_generations_are_refused() {
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     topic_with_records(&server.broker, "t", 2).await;
     let mut client = Client::connect(server.addr).await;
 
@@ -470,7 +480,7 @@ async fn commits_are_the_brokers_group_offsets_and_stale_generations_are_refused
 
 #[tokio::test]
 async fn a_group_held_by_ferrys_own_consumers_refuses_kafka_commits() {
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     topic_with_records(&server.broker, "t", 1).await;
     server
         .broker
@@ -492,14 +502,17 @@ async fn a_group_held_by_ferrys_own_consumers_refuses_kafka_commits() {
             .unwrap()
             .is_empty()
     );
-    // A group id that cannot name a Ferry group.
-    let bad = client.call(&join("bad/name", ""), 7).await;
-    assert_eq!(bad.error_code, ResponseError::InvalidGroupId.code());
+    // The group ids Kafka clients cannot use: the empty one for membership (as Kafka
+    // refuses it), and one too long to name the broker's group.
+    let empty = client.call(&join("", ""), 7).await;
+    assert_eq!(empty.error_code, ResponseError::InvalidGroupId.code());
+    let long = client.call(&join(&",".repeat(100), ""), 7).await;
+    assert_eq!(long.error_code, ResponseError::InvalidGroupId.code());
 }
 
 #[tokio::test]
 async fn a_join_round_ends_at_the_rebalance_timeout_without_the_silent_member() {
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     let mut first = Client::connect(server.addr).await;
     let a = member_id(&mut first, "slow").await;
     let short = |member: &str| join("slow", member).with_rebalance_timeout_ms(300);
@@ -525,7 +538,7 @@ async fn a_join_round_ends_at_the_rebalance_timeout_without_the_silent_member() 
 
 #[tokio::test]
 async fn a_static_member_restarting_keeps_its_assignment_and_fences_its_old_id() {
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     let mut client = Client::connect(server.addr).await;
     let static_join =
         |member: &str| join("static", member).with_group_instance_id(Some(text("pod-1")));
@@ -567,7 +580,7 @@ async fn a_static_member_restarting_keeps_its_assignment_and_fences_its_old_id()
 #[tokio::test]
 async fn the_session_timeout_bounds_are_the_configs() {
     // Kafka's default minimum is 6 s: a 3 s session is INVALID_SESSION_TIMEOUT (26)…
-    let server = start(KafkaConfig::default()).await;
+    let server = start(prompt()).await;
     let mut client = Client::connect(server.addr).await;
     let short = join("bounds", "").with_session_timeout_ms(3_000);
     let answer = client.call(&short, 7).await;
@@ -577,7 +590,7 @@ async fn the_session_timeout_bounds_are_the_configs() {
     let server = start(KafkaConfig {
         group_min_session_timeout_ms: 1_000,
         group_max_session_timeout_ms: 5_000,
-        ..KafkaConfig::default()
+        ..prompt()
     })
     .await;
     let mut client = Client::connect(server.addr).await;

@@ -79,6 +79,11 @@ pub fn describe(effective: &Effective) -> String {
         e.kafka_group_max_session_timeout_ms.source,
     );
     line(
+        "kafka.group_initial_rebalance_delay_ms",
+        e.kafka_group_initial_rebalance_delay_ms.value.to_string(),
+        e.kafka_group_initial_rebalance_delay_ms.source,
+    );
+    line(
         "kafka.tls",
         e.kafka_tls.value.to_string(),
         e.kafka_tls.source,

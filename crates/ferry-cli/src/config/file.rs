@@ -57,6 +57,7 @@ pub struct Kafka {
     pub max_frame_bytes: Option<usize>,
     pub group_min_session_timeout_ms: Option<i32>,
     pub group_max_session_timeout_ms: Option<i32>,
+    pub group_initial_rebalance_delay_ms: Option<i32>,
     /// TLS on the Kafka listener with `[tls]`'s certificate; default: on with `[tls]`.
     pub tls: Option<bool>,
     /// SASL (with `[auth]`) without TLS on an address beyond loopback: tokens in the clear.

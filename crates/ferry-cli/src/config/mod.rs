@@ -49,6 +49,9 @@
 //! group_min_session_timeout_ms = 6000     # FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS and
 //! group_max_session_timeout_ms = 1800000  # _MAX_: the session timeouts a consumer group
 //!                           # member may ask for (Kafka's group.min/max.session.timeout.ms)
+//! group_initial_rebalance_delay_ms = 3000  # FERRY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS:
+//!                           # how long an empty group's first rebalance waits for more
+//!                           # members (Kafka's group.initial.rebalance.delay.ms; 0: none)
 //! tls = true                # FERRY_KAFKA_TLS: TLS with [tls]'s certificate (default: on
 //!                           # with [tls]; SSL, or SASL_SSL with [auth])
 //! allow_plaintext_sasl = false  # FERRY_KAFKA_ALLOW_PLAINTEXT_SASL: with [auth] and no
@@ -218,6 +221,8 @@ pub struct Effective {
     /// The session timeouts a Kafka group member may ask for.
     pub kafka_group_min_session_timeout_ms: Setting<i32>,
     pub kafka_group_max_session_timeout_ms: Setting<i32>,
+    /// How long an empty Kafka group's first rebalance waits for more members.
+    pub kafka_group_initial_rebalance_delay_ms: Setting<i32>,
     /// TLS on the Kafka listener (SSL, or SASL_SSL with users).
     pub kafka_tls: Setting<bool>,
     pub kafka_allow_plaintext_sasl: Setting<bool>,

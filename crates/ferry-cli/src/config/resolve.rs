@@ -203,6 +203,22 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
             kafka_group_max_session_timeout_ms.source
         );
     }
+    let kafka_group_initial_rebalance_delay_ms = Setting::or_default(
+        layer(
+            env,
+            "FERRY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS",
+            None,
+            file.kafka.group_initial_rebalance_delay_ms,
+        )?,
+        group_defaults.group_initial_rebalance_delay_ms,
+    );
+    if kafka_group_initial_rebalance_delay_ms.value < 0 {
+        bail!(
+            "kafka.group_initial_rebalance_delay_ms ({}, from {}) must be 0 or more",
+            kafka_group_initial_rebalance_delay_ms.value,
+            kafka_group_initial_rebalance_delay_ms.source
+        );
+    }
     let data_dir = layer(
         env,
         "FERRY_DATA_DIR",
@@ -425,6 +441,7 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         ),
         kafka_group_min_session_timeout_ms,
         kafka_group_max_session_timeout_ms,
+        kafka_group_initial_rebalance_delay_ms,
         kafka_tls,
         kafka_allow_plaintext_sasl,
         kafka_users,

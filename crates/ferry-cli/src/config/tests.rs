@@ -503,6 +503,31 @@ fn the_kafka_endpoint_is_on_by_default_on_loopback_and_off_where_it_would_be_ope
         describe(&e2)
     );
     assert!(e("[kafka]\ngroup_min_session_timeout_ms = 0\n").contains("group_min_session"));
+
+    // The initial rebalance delay: Kafka's 3 s, set by the file or the environment, never
+    // negative.
+    assert_eq!(open.kafka_group_initial_rebalance_delay_ms.value, 3_000);
+    let delay = |file: &str, vars: &[(&str, &str)]| {
+        resolve(parse_file(file).unwrap(), &env(vars), &Flags::default())
+            .unwrap()
+            .kafka_group_initial_rebalance_delay_ms
+            .value
+    };
+    assert_eq!(
+        delay("[kafka]\ngroup_initial_rebalance_delay_ms = 0\n", &[]),
+        0
+    );
+    assert_eq!(
+        delay(
+            "[kafka]\ngroup_initial_rebalance_delay_ms = 0\n",
+            &[("FERRY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "250")]
+        ),
+        250
+    );
+    assert!(
+        e("[kafka]\ngroup_initial_rebalance_delay_ms = -1\n")
+            .contains("group_initial_rebalance_delay_ms")
+    );
     assert!(
         e("[kafka]\ngroup_min_session_timeout_ms = 9000\ngroup_max_session_timeout_ms = 8000\n")
             .contains("group_max_session")

@@ -1,11 +1,11 @@
 //! Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete. A Kafka group G's
-//! commits on topic T are the broker's group G on topic T
+//! commits on topic T are the broker's group named after G (`group_id.rs`) on topic T
 //! ([`Broker::commit_group_offsets`](ferry_broker::Broker::commit_group_offsets)): durable,
 //! with their metadata string, and seen by `ferry group`, lag and Ferry's other APIs. The
 //! coordinator decides whether a commit may be made (member, generation); the broker
 //! stores it, refusing while Ferry's own consumers hold a group of that name on the topic.
 
-use ferry_broker::{BrokerError, ErrorKind, OffsetCommit};
+use ferry_broker::{BrokerError, ErrorKind, Name, OffsetCommit};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::groups::{code, valid_group};
+use super::groups::{code, group_name, member_group};
 use crate::Shared;
 use crate::errors::from_broker;
 
@@ -46,8 +46,9 @@ pub fn offset_commit(
     version: i16,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
-    let refused = if !valid_group(&group) {
-        Some(ResponseError::InvalidGroupId)
+    let name = group_name(&group);
+    let refused = if let Err(e) = &name {
+        Some(*e)
     } else if version <= 4 && request.retention_time_ms != -1 {
         Some(ResponseError::InvalidRequest)
     } else {
@@ -69,7 +70,10 @@ pub fn offset_commit(
         .map(|topic| {
             let codes: Vec<i16> = match refused {
                 Some(e) => vec![e.code(); topic.partitions.len()],
-                None => commit_topic(shared, &group, &topic.name.0, &topic.partitions),
+                None => match &name {
+                    Ok(name) => commit_topic(shared, name, &topic.name.0, &topic.partitions),
+                    Err(e) => vec![e.code(); topic.partitions.len()],
+                },
             };
             let partitions = topic
                 .partitions
@@ -92,7 +96,7 @@ pub fn offset_commit(
 /// One topic's commit: a code per partition, in order.
 fn commit_topic(
     shared: &Shared,
-    group: &str,
+    group: &Name,
     topic: &str,
     partitions: &[kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition],
 ) -> Vec<i16> {
@@ -123,7 +127,9 @@ fn commit_topic(
                 .unwrap_or_default(),
         })
         .collect();
-    let results = shared.broker.commit_group_offsets(topic, group, &commits);
+    let results = shared
+        .broker
+        .commit_group_offsets(topic, group.as_str(), &commits);
     let mut results: Box<dyn Iterator<Item = i16>> = match results {
         Ok(results) => Box::new(
             results
@@ -152,7 +158,7 @@ struct Fetched {
 /// topic the group has commits on.
 fn fetch_group(
     shared: &Shared,
-    group: &str,
+    group: &Name,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<(String, Vec<Fetched>)> {
     let every_topic = topics.is_none();
@@ -162,7 +168,7 @@ fn fetch_group(
             .broker
             .list_groups()
             .into_iter()
-            .filter(|(_, g)| g.as_str() == group)
+            .filter(|(_, g)| g == group)
             .map(|(topic, _)| (topic.to_string(), Vec::new()))
             .collect(),
     };
@@ -171,7 +177,7 @@ fn fetch_group(
         .map(|(topic, partitions)| {
             let committed = shared
                 .broker
-                .group_offsets(&topic, group)
+                .group_offsets(&topic, group.as_str())
                 .unwrap_or_default();
             let rows = if every_topic {
                 committed
@@ -224,16 +230,17 @@ pub fn offset_fetch(
             .map(|g| {
                 let id = g.group_id.0.to_string();
                 let answer = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
-                if !valid_group(&id) {
-                    return answer.with_error_code(ResponseError::InvalidGroupId.code());
-                }
+                let name = match group_name(&id) {
+                    Ok(name) => name,
+                    Err(e) => return answer.with_error_code(e.code()),
+                };
                 let wanted = g.topics.map(|topics| {
                     topics
                         .into_iter()
                         .map(|t| (t.name.0.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let topics = fetch_group(shared, &id, wanted)
+                let topics = fetch_group(shared, &name, wanted)
                     .into_iter()
                     .map(|(topic, rows)| {
                         let partitions = rows
@@ -257,17 +264,17 @@ pub fn offset_fetch(
         return OffsetFetchResponse::default().with_groups(groups);
     }
     let group = request.group_id.0.to_string();
-    if !valid_group(&group) {
-        return OffsetFetchResponse::default()
-            .with_error_code(ResponseError::InvalidGroupId.code());
-    }
+    let name = match group_name(&group) {
+        Ok(name) => name,
+        Err(e) => return OffsetFetchResponse::default().with_error_code(e.code()),
+    };
     let wanted = request.topics.map(|topics| {
         topics
             .into_iter()
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let topics = fetch_group(shared, &group, wanted)
+    let topics = fetch_group(shared, &name, wanted)
         .into_iter()
         .map(|(topic, rows)| {
             let partitions = rows
@@ -315,15 +322,12 @@ pub fn subscribed_topics(mut metadata: &[u8]) -> Option<Vec<String>> {
 pub fn offset_delete(shared: &Shared, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
     let refuse = |e: ResponseError| OffsetDeleteResponse::default().with_error_code(e.code());
-    if !valid_group(&group) {
-        return refuse(ResponseError::InvalidGroupId);
-    }
+    let name = match member_group(&group) {
+        Ok(name) => name,
+        Err(e) => return refuse(e),
+    };
     let view = shared.coordinator.view(&group);
-    let has_offsets = shared
-        .broker
-        .list_groups()
-        .iter()
-        .any(|(_, g)| g.as_str() == group);
+    let has_offsets = shared.broker.list_groups().iter().any(|(_, g)| *g == name);
     if view.is_none() && !has_offsets {
         return refuse(ResponseError::GroupIdNotFound);
     }
@@ -345,21 +349,22 @@ pub fn offset_delete(shared: &Shared, request: OffsetDeleteRequest) -> OffsetDel
         .topics
         .into_iter()
         .map(|topic| {
-            let name = topic.name.0.to_string();
+            let topic_name = topic.name.0.to_string();
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code = if subscribed.contains(&name) {
+                    let code = if subscribed.contains(&topic_name) {
                         ResponseError::GroupSubscribedToTopic.code()
                     } else if p.partition_index < 0 {
                         ResponseError::UnknownTopicOrPartition.code()
                     } else {
                         let partition = [p.partition_index as u32];
-                        match shared
-                            .broker
-                            .delete_group_offsets(&name, &group, &partition)
-                        {
+                        match shared.broker.delete_group_offsets(
+                            &topic_name,
+                            name.as_str(),
+                            &partition,
+                        ) {
                             Ok(()) => 0,
                             Err(e) => from_broker(&e).code(),
                         }

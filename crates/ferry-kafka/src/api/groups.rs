@@ -1,8 +1,8 @@
 //! Consumer group membership: FindCoordinator, JoinGroup, SyncGroup, Heartbeat and
 //! LeaveGroup onto the coordinator (`coordinator/`), and the admin side — DescribeGroups,
 //! ListGroups, DeleteGroups — over the coordinator's groups and the broker's committed
-//! offsets. A Kafka group's id must be a Ferry name (its offsets are the broker's group of
-//! that name), else INVALID_GROUP_ID.
+//! offsets. A Kafka group id is any string, shown to Kafka clients as they gave it; its
+//! offsets are the broker's group named after it (`group_id.rs`).
 
 use std::collections::BTreeMap;
 
@@ -24,9 +24,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::text;
-use crate::Shared;
 use crate::connection::Node;
 use crate::coordinator::{GroupError, JoinReply, JoinRequest, State, SyncRequest};
+use crate::{Shared, group_id};
 
 /// Kafka's code for a coordinator refusal.
 pub fn code(error: GroupError) -> ResponseError {
@@ -47,9 +47,23 @@ fn error_code(result: Result<(), GroupError>) -> i16 {
     result.err().map_or(0, |e| code(e).code())
 }
 
-/// Whether `group` can name a Ferry group.
-pub fn valid_group(group: &str) -> bool {
-    Name::new(group).is_ok()
+/// The broker group holding the offsets of the Kafka group `group` (see `group_id.rs`), or
+/// INVALID_GROUP_ID for an id too long to name one — logged, as the code cannot say why.
+pub fn group_name(group: &str) -> Result<Name, ResponseError> {
+    group_id::to_name(group).map_err(|e| {
+        tracing::warn!(error = %e, "kafka: group id refused (INVALID_GROUP_ID)");
+        ResponseError::InvalidGroupId
+    })
+}
+
+/// A group id for the membership APIs: one with a name, and not empty — Kafka takes the
+/// empty id only for committed offsets and the admin APIs, from before group ids were
+/// required.
+pub fn member_group(group: &str) -> Result<Name, ResponseError> {
+    if group.is_empty() {
+        return Err(ResponseError::InvalidGroupId);
+    }
+    group_name(group)
 }
 
 fn s(text: &str) -> StrBytes {
@@ -103,7 +117,7 @@ pub async fn join_group(
     version: i16,
 ) -> JoinGroupResponse {
     let group = request.group_id.0.to_string();
-    let reply = if !valid_group(&group) {
+    let reply = if member_group(&group).is_err() {
         None
     } else {
         let join = JoinRequest {
@@ -161,8 +175,8 @@ fn join_response(reply: JoinReply) -> JoinGroupResponse {
 
 pub async fn sync_group(shared: &Shared, request: SyncGroupRequest) -> SyncGroupResponse {
     let group = request.group_id.0.to_string();
-    if !valid_group(&group) {
-        return SyncGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+    if let Err(e) = member_group(&group) {
+        return SyncGroupResponse::default().with_error_code(e.code());
     }
     let sync = SyncRequest {
         member_id: request.member_id.to_string(),
@@ -188,8 +202,8 @@ pub async fn sync_group(shared: &Shared, request: SyncGroupRequest) -> SyncGroup
 
 pub fn heartbeat(shared: &Shared, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.to_string();
-    if !valid_group(&group) {
-        return HeartbeatResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+    if let Err(e) = member_group(&group) {
+        return HeartbeatResponse::default().with_error_code(e.code());
     }
     let result = shared.coordinator.heartbeat(
         &group,
@@ -209,8 +223,8 @@ pub fn leave_group(
     version: i16,
 ) -> LeaveGroupResponse {
     let group = request.group_id.0.to_string();
-    if !valid_group(&group) {
-        return LeaveGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+    if let Err(e) = member_group(&group) {
+        return LeaveGroupResponse::default().with_error_code(e.code());
     }
     let leaving: Vec<(String, Option<String>)> = if version <= 2 {
         vec![(request.member_id.to_string(), None)]
@@ -246,15 +260,17 @@ pub fn leave_group(
     LeaveGroupResponse::default().with_members(members)
 }
 
-/// Every group: the coordinator's, and those known by their committed offsets only
-/// (Ferry's own groups, Kafka groups from before a restart) — Empty, with no protocol
-/// type, as Kafka lists a group that has offsets and no members.
+/// Every group by Kafka id: the coordinator's, and those known by their committed offsets
+/// only (Ferry's own groups, Kafka groups from before a restart) — Empty, with no protocol
+/// type, as Kafka lists a group that has offsets and no members. A broker group whose
+/// name no Kafka id maps to is left out.
 fn all_groups(shared: &Shared) -> BTreeMap<String, (State, String)> {
     let mut groups: BTreeMap<String, (State, String)> = shared
         .broker
         .list_groups()
         .into_iter()
-        .map(|(_, group)| (group.to_string(), (State::Empty, String::new())))
+        .filter_map(|(_, group)| group_id::from_name(group.as_str()))
+        .map(|id| (id, (State::Empty, String::new())))
         .collect();
     for id in shared.coordinator.group_ids() {
         if let Some(view) = shared.coordinator.view(&id) {
@@ -296,8 +312,8 @@ pub fn describe_groups(shared: &Shared, request: DescribeGroupsRequest) -> Descr
             let described = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(i32::MIN);
-            if !valid_group(id) {
-                return described.with_error_code(ResponseError::InvalidGroupId.code());
+            if let Err(e) = group_name(id) {
+                return described.with_error_code(e.code());
             }
             if let Some(view) = shared.coordinator.view(id) {
                 let protocol = view.protocol.clone().unwrap_or_default();
@@ -355,9 +371,7 @@ pub fn delete_groups(shared: &Shared, request: DeleteGroupsRequest) -> DeleteGro
 }
 
 fn delete_group(shared: &Shared, id: &str) -> Result<(), ResponseError> {
-    if !valid_group(id) {
-        return Err(ResponseError::InvalidGroupId);
-    }
+    let name = group_name(id)?;
     let view = shared.coordinator.view(id);
     if view.as_ref().is_some_and(|v| !v.members.is_empty()) {
         return Err(ResponseError::NonEmptyGroup);
@@ -366,7 +380,7 @@ fn delete_group(shared: &Shared, id: &str) -> Result<(), ResponseError> {
         .broker
         .list_groups()
         .into_iter()
-        .filter(|(_, group)| group.as_str() == id)
+        .filter(|(_, group)| *group == name)
         .map(|(topic, _)| topic)
         .collect();
     if view.is_none() && topics.is_empty() {
@@ -375,7 +389,7 @@ fn delete_group(shared: &Shared, id: &str) -> Result<(), ResponseError> {
     for topic in topics {
         shared
             .broker
-            .delete_group(topic.as_str(), id)
+            .delete_group(topic.as_str(), name.as_str())
             .map_err(|e| match e.kind() {
                 // The broker's own members of the same group name.
                 ferry_broker::ErrorKind::Conflict => ResponseError::NonEmptyGroup,

@@ -8,7 +8,9 @@
 //! metadata; waiting for the leader's assignment) → `Stable` (the leader's SyncGroup
 //! handed every member its assignment). A round ends when every member has joined again
 //! or at the rebalance deadline (the largest rebalance timeout of the members), when the
-//! members that did not join are removed.
+//! members that did not join are removed. The first round of an empty group is held open
+//! for `group.initial.rebalance.delay.ms` instead (see [`InitialDelay`]), so that members
+//! starting together share its generation.
 //!
 //! **Waiting answers.** JoinGroup and SyncGroup answers wait for the round: a call that
 //! must wait returns `Wait`, and the answers the state machine decides later (for that
@@ -86,6 +88,10 @@ pub struct Limits {
     pub max_session_timeout_ms: i32,
     /// Kafka's `group.max.size`.
     pub max_size: usize,
+    /// Kafka's `group.initial.rebalance.delay.ms`: how long the first round of an empty
+    /// group waits for more members (see [`InitialDelay`]); 0 ends it as soon as everyone
+    /// known has joined, like any other round.
+    pub initial_rebalance_delay_ms: i32,
 }
 
 impl Default for Limits {
@@ -95,6 +101,7 @@ impl Default for Limits {
             min_session_timeout_ms: 6_000,
             max_session_timeout_ms: 1_800_000,
             max_size: i32::MAX as usize,
+            initial_rebalance_delay_ms: 3_000,
         }
     }
 }
@@ -129,6 +136,21 @@ impl Member {
     }
 }
 
+/// The first round of an empty group, held open as Kafka's `InitialDelayedJoin` holds it:
+/// consumers started together usually send their JoinGroups a little apart, and ending
+/// the round at the first one's would give it a generation of its own, then a rebalance
+/// per late member. The round ends only when the delay expires; if a member joined
+/// meanwhile, it waits once more — another delay, or what remains of the first member's
+/// rebalance timeout if less — until that timeout is used up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InitialDelay {
+    expires_ms: i64,
+    delay_ms: i64,
+    /// What is left of the rebalance timeout after this delay (Kafka's `remainingMs`).
+    remaining_ms: i64,
+    member_added: bool,
+}
+
 /// One consumer group.
 #[derive(Debug)]
 pub struct Group {
@@ -144,6 +166,8 @@ pub struct Group {
     /// Static instance id → its current member id.
     instances: HashMap<String, String>,
     rebalance_deadline_ms: Option<i64>,
+    /// Set while the first round of an empty group is held open.
+    initial_delay: Option<InitialDelay>,
     joins: u64,
     outbox: Vec<Reply>,
 }
@@ -161,6 +185,7 @@ impl Group {
             pending: BTreeMap::new(),
             instances: HashMap::new(),
             rebalance_deadline_ms: None,
+            initial_delay: None,
             joins: 0,
             outbox: Vec::new(),
         }
@@ -380,6 +405,9 @@ impl Group {
         };
         self.members.insert(id.clone(), member);
         if self.state == State::PreparingRebalance {
+            if let Some(delay) = &mut self.initial_delay {
+                delay.member_added = true;
+            }
             self.maybe_complete_join(now);
         } else {
             self.prepare_rebalance(now);
@@ -403,6 +431,18 @@ impl Group {
             .map(|m| i64::from(m.rebalance_timeout_ms))
             .max()
             .unwrap_or(0);
+        let configured = i64::from(self.limits.initial_rebalance_delay_ms);
+        if self.state == State::Empty && configured > 0 {
+            self.state = State::PreparingRebalance;
+            self.rebalance_deadline_ms = None;
+            self.initial_delay = Some(InitialDelay {
+                expires_ms: now + configured,
+                delay_ms: configured,
+                remaining_ms: (longest - configured).max(0),
+                member_added: false,
+            });
+            return;
+        }
         self.state = State::PreparingRebalance;
         self.rebalance_deadline_ms = Some(now + longest);
         self.maybe_complete_join(now);
@@ -410,6 +450,27 @@ impl Group {
 
     fn maybe_complete_join(&mut self, now: i64) {
         if self.state != State::PreparingRebalance {
+            return;
+        }
+        if let Some(delay) = self.initial_delay {
+            // Only the delay's expiry ends the first round, however many have joined.
+            if now < delay.expires_ms {
+                return;
+            }
+            if delay.member_added && delay.remaining_ms > 0 {
+                let configured = i64::from(self.limits.initial_rebalance_delay_ms);
+                let next = configured.min(delay.remaining_ms);
+                self.initial_delay = Some(InitialDelay {
+                    expires_ms: now + next,
+                    delay_ms: next,
+                    // As Kafka computes it: less the delay that just ended.
+                    remaining_ms: (delay.remaining_ms - delay.delay_ms).max(0),
+                    member_added: false,
+                });
+                return;
+            }
+            self.initial_delay = None;
+            self.complete_join(now);
             return;
         }
         let everyone = self.pending.is_empty() && self.members.values().all(|m| m.awaiting_join);

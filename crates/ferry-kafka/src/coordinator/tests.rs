@@ -7,6 +7,8 @@ use bytes::Bytes;
 use super::calls::*;
 use super::group::*;
 
+mod initial_delay;
+
 const SESSION: i32 = 10_000;
 const REBALANCE: i32 = 30_000;
 
@@ -24,6 +26,15 @@ fn request(member_id: &str, protocols: &[&str]) -> JoinRequest {
             .map(|p| (p.to_string(), Bytes::from(format!("{member_id}:{p}"))))
             .collect(),
         require_known_member_id: false,
+    }
+}
+
+/// Kafka's limits without the initial rebalance delay: a first round ends as soon as
+/// everyone known has joined (the delay has tests of its own, in `initial_delay.rs`).
+fn prompt() -> Limits {
+    Limits {
+        initial_rebalance_delay_ms: 0,
+        ..Limits::default()
     }
 }
 
@@ -103,7 +114,7 @@ fn stable_pair(group: &mut Group) {
 
 #[test]
 fn a_v4_first_join_gets_member_id_required_then_joins_with_that_id_and_leads() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     let mut first = request("", &["range"]);
     first.require_known_member_id = true;
     let Step::Answer(answer) = group.join(first, 0, ids()) else {
@@ -132,7 +143,7 @@ fn a_v4_first_join_gets_member_id_required_then_joins_with_that_id_and_leads() {
 
 #[test]
 fn a_join_starts_a_round_that_ends_when_every_member_joined_again() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     join_as(&mut group, "a", &["range", "roundrobin"], 0);
     group.take_replies();
     group.sync(sync("a", 1, &[("a", "all")]), 0);
@@ -203,7 +214,7 @@ fn a_join_starts_a_round_that_ends_when_every_member_joined_again() {
 
 #[test]
 fn a_leaving_member_makes_the_other_take_everything_in_a_new_generation() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     stable_pair(&mut group);
     assert_eq!(group.leave(&[("b".into(), None)], 1_000), vec![Ok(())]);
     assert_eq!(group.state(), State::PreparingRebalance);
@@ -231,7 +242,7 @@ fn a_leaving_member_makes_the_other_take_everything_in_a_new_generation() {
 
 #[test]
 fn a_silent_member_is_removed_after_its_session_timeout() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     stable_pair(&mut group);
     // a heartbeats, b is silent.
     for t in (1_000..=SESSION as i64 + 400).step_by(1_000) {
@@ -251,7 +262,7 @@ fn a_silent_member_is_removed_after_its_session_timeout() {
 
 #[test]
 fn members_that_do_not_join_by_the_rebalance_deadline_are_removed() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     stable_pair(&mut group);
     join_as(&mut group, "c", &["range"], 1_000);
     // a joins again; b only heartbeats (and is told a round is on), never joining.
@@ -273,7 +284,7 @@ fn members_that_do_not_join_by_the_rebalance_deadline_are_removed() {
 
 #[test]
 fn a_static_member_rejoining_with_a_new_id_keeps_its_assignment_and_fences_the_old_id() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     let mut first = request("", &["range"]);
     first.instance_id = Some("instance-1".into());
     first.require_known_member_id = true;
@@ -307,7 +318,7 @@ fn a_static_member_rejoining_with_a_new_id_keeps_its_assignment_and_fences_the_o
 
 #[test]
 fn a_stale_generation_or_an_unknown_member_is_refused() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     stable_pair(&mut group);
     assert_eq!(
         group.heartbeat("a", None, 1, 500),
@@ -338,7 +349,7 @@ fn a_stale_generation_or_an_unknown_member_is_refused() {
 
 #[test]
 fn a_join_without_a_common_protocol_or_type_is_inconsistent() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     join_as(&mut group, "a", &["range"], 0);
     let Step::Answer(answer) = join_as(&mut group, "b", &["roundrobin"], 10) else {
         panic!("refused at once");
@@ -363,7 +374,7 @@ fn a_join_without_a_common_protocol_or_type_is_inconsistent() {
 fn a_full_group_refuses_new_members() {
     let limits = Limits {
         max_size: 1,
-        ..Limits::default()
+        ..prompt()
     };
     let mut group = Group::new(limits);
     join_as(&mut group, "a", &["range"], 0);
@@ -375,7 +386,7 @@ fn a_full_group_refuses_new_members() {
 
 #[test]
 fn a_member_leaving_while_followers_wait_for_their_assignment_restarts_the_round() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     join_as(&mut group, "a", &["range"], 0);
     join_as(&mut group, "b", &["range"], 0);
     group.join(request("a", &["range"]), 0, ids());
@@ -420,7 +431,7 @@ fn completing_pair(group: &mut Group) {
 fn joining_again_unchanged_before_the_assignment_gets_the_current_generation() {
     // As Kafka: a member that missed its JoinGroup answer asks again, and must not start
     // another round (its metadata is the same).
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     completing_pair(&mut group);
     let Step::Answer(follower) = group.join(unchanged("b", &["range"]), 300, ids()) else {
         panic!("answered at once");
@@ -454,7 +465,7 @@ fn joining_again_unchanged_before_the_assignment_gets_the_current_generation() {
 #[test]
 fn in_a_stable_group_a_follower_joining_again_unchanged_keeps_the_generation_and_the_leader_starts_a_round()
  {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     stable_pair(&mut group);
     let Step::Answer(follower) = group.join(unchanged("b", &["range"]), 1_000, ids()) else {
         panic!("answered at once");
@@ -491,7 +502,7 @@ fn in_a_stable_group_a_follower_joining_again_unchanged_keeps_the_generation_and
 
 #[test]
 fn a_lone_leader_joining_again_gets_a_new_generation_at_once_and_its_old_one_is_stale() {
-    let mut group = Group::new(Limits::default());
+    let mut group = Group::new(prompt());
     join_as(&mut group, "a", &["range"], 0);
     group.take_replies();
     group.sync(sync("a", 1, &[("a", "all")]), 0);
