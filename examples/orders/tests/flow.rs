@@ -144,23 +144,3 @@ async fn on_amazon_sqs_as_ferrys_aws_endpoint_serves_it() {
     let _ = stop.send(());
     served.await.unwrap().unwrap();
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_kafka_as_ferrys_kafka_listener_serves_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = ferry_broker::Broker::open(dir.path().join("data"), Default::default())
-        .await
-        .unwrap();
-    let front = ferry_kafka::Kafka::new(broker, Default::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(front.serve(listener, async move {
-        let _ = stopped.await;
-    }));
-    let summary = run(Some(format!("kafka://{addr}"))).await;
-    assert_eq!(summary.transport, "kafka");
-    assert_as_planned(&summary);
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-}
