@@ -29,6 +29,10 @@ use super::topic::Topic;
 use crate::error::{BrokerError, Result};
 use crate::name::Name;
 
+/// Longest wait for subscriptions' reference appends in flight when records are deleted
+/// from under them (an append completes in about one fsync).
+const APPENDS_IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(super) const DELETED_BEFORE_PREFIX: &str = "topic-start/";
 
 /// The metadata key prefix of `topic`'s partitions' offsets.
@@ -98,6 +102,29 @@ impl Broker {
                 });
             }
             self.release_for_retention(&links, &target, before).await?;
+            // References a subscription was appending when the deletion began cannot be
+            // released until they are on disk: release again once they are, so that no
+            // subscription delivers a record this call deleted. One more release after
+            // nothing is appending any more; bounded, as a subscription whose append
+            // failed never completes it.
+            let waited_since = std::time::Instant::now();
+            while waited_since.elapsed() < APPENDS_IN_FLIGHT_WAIT {
+                let held: Vec<_> = links
+                    .iter()
+                    .filter(|l| l.hold(partition).is_some_and(|hold| hold < before))
+                    .collect();
+                if held.is_empty() {
+                    break;
+                }
+                let appending = held.iter().any(|l| l.appending(partition));
+                if appending {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                self.release_for_retention(&links, &target, before).await?;
+                if !appending {
+                    break;
+                }
+            }
         }
         {
             let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());

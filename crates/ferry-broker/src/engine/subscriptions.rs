@@ -328,6 +328,14 @@ impl Link {
         Some(pending.map_or(cursor, |o| o.min(cursor)))
     }
 
+    /// Whether references of `partition` are being appended (issued, not yet durable).
+    pub fn appending(&self, partition: u32) -> bool {
+        self.lock()
+            .cursors
+            .get(partition as usize)
+            .is_some_and(|c| c.in_flight > 0)
+    }
+
     /// Messages of `partition` the subscription has not considered yet.
     pub fn behind(&self, partition: u32, end: u64) -> u64 {
         let state = self.lock();
