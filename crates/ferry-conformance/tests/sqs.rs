@@ -65,6 +65,18 @@ const MOTO_FAILS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The checks whose outcome on moto is timing: moto's server answers each request on a
+/// thread of its own (`threaded=True` in `moto/server.py`), and its ReceiveMessage reads a
+/// FIFO queue's in-flight groups once, then hands out messages, with no lock
+/// (`moto/sqs/models.py`, `SQSBackend.receive_message`). Two receives that overlap can both
+/// hand out messages of one group, so another consumer may handle a later message first
+/// (seen once in a loaded run: `[0, 1, 2, 4, 3, …]`). SQS keeps a group to one receiver at a
+/// time; the check is judged on Ferry's endpoint, through the same transport code.
+const MOTO_RACES: &[(&str, &str)] = &[(
+    "per_key_order_holds_under_concurrency",
+    "moto's ReceiveMessage can hand out one FIFO group to two overlapping receives",
+)];
+
 /// The URL of an endpoint on `addr`, with the keys in it (neither engine checks them).
 fn url(addr: SocketAddr) -> String {
     format!("sqs://test:test@{addr}?region=us-east-1")
@@ -183,7 +195,7 @@ async fn moto_server_passes_the_conformance_suite() {
     let report = ferry_conformance::run(&target).await;
     report.print();
     eprintln!("suite took {:?}", started.elapsed());
-    report.assert_failed_exactly(MOTO_FAILS);
+    report.assert_failed_exactly_beside(MOTO_FAILS, MOTO_RACES);
     // In the order the checks run: the restart check comes after the TTL checks.
     let mut skipped = SKIPPED.to_vec();
     skipped.insert(
