@@ -35,6 +35,9 @@ pub struct Target {
     pub restart: Restart,
     /// The longest one check may take.
     pub check_timeout: Duration,
+    /// Checks not run on this engine, each with why: for an engine nobody here wrote (a
+    /// mock) whose own limits make a check meaningless there. Pinned like any skip.
+    pub not_run: Vec<(&'static str, &'static str)>,
 }
 
 #[derive(Clone)]
@@ -55,11 +58,19 @@ impl Target {
             url: url.into(),
             restart: Restart::Cannot("the harness cannot restart this engine"),
             check_timeout: Duration::from_secs(90),
+            not_run: Vec::new(),
         }
     }
 
     pub fn restart(mut self, restart: Restart) -> Target {
         self.restart = restart;
+        self
+    }
+
+    /// Skips the check named `check` on this target, reporting `why`. The run panics if no
+    /// check has that name, so a renamed check cannot leave a stale skip behind.
+    pub fn not_run(mut self, check: &'static str, why: &'static str) -> Target {
+        self.not_run.push((check, why));
         self
     }
 }
