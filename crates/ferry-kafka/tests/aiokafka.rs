@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ferry_broker::{Broker, BrokerConfig, Position};
-use ferry_kafka::{Kafka, KafkaConfig};
+use ferry_kafka::KafkaConfig;
 
 const TOPIC: &str = "aio-orders";
 const GROUP: &str = "aio-billing";
@@ -33,35 +33,16 @@ async fn aiokafka_produces_consumes_in_a_group_and_administers_topics() {
     let broker = Broker::open(dir.path(), BrokerConfig::default())
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(Kafka::new(broker.clone(), KafkaConfig::default()).serve(
-        listener,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let server = common::serve(broker.clone(), KafkaConfig::default()).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/aiokafka/produce_consume.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .arg(addr.to_string())
-            .arg(TOPIC)
-            .arg(GROUP)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("every check passed"),
-        "aiokafka failed:\n{stdout}\n{stderr}"
-    );
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .arg(server.addr.to_string())
+        .arg(TOPIC)
+        .arg(GROUP);
+    common::python_checks("aiokafka", command).await;
+    server.stop().await;
 
     // The admin client's topics are Ferry's: the one it kept, not the one it deleted.
     let info = broker.describe_topic(TOPIC).unwrap();

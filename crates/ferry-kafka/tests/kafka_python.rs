@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ferry_broker::{Broker, BrokerConfig, OutgoingMessage, Position, TopicSpec};
-use ferry_kafka::{Kafka, KafkaConfig};
+use ferry_kafka::KafkaConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_python_produces_and_consumes() {
@@ -49,37 +49,18 @@ async fn kafka_python_produces_and_consumes() {
         .unwrap()[0]
         .message
         .published_at;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(Kafka::new(broker, KafkaConfig::default()).serve(
-        listener,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let server = common::serve(broker, KafkaConfig::default()).await;
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_python/produce_consume.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .arg(addr.to_string())
-            .env("FERRY_PUBLISHED_TOPIC", "from-ferry")
-            .env("FERRY_PUBLISHED_KEY", "ferry-key")
-            .env("FERRY_PUBLISHED_VALUE", "published by ferry")
-            .env("FERRY_PUBLISHED_TYPE", "ferry.published")
-            .env("FERRY_PUBLISHED_AT", published_at.to_string())
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("every check passed"),
-        "kafka-python failed:\n{stdout}\n{stderr}"
-    );
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .arg(server.addr.to_string())
+        .env("FERRY_PUBLISHED_TOPIC", "from-ferry")
+        .env("FERRY_PUBLISHED_KEY", "ferry-key")
+        .env("FERRY_PUBLISHED_VALUE", "published by ferry")
+        .env("FERRY_PUBLISHED_TYPE", "ferry.published")
+        .env("FERRY_PUBLISHED_AT", published_at.to_string());
+    common::python_checks("kafka-python", command).await;
+    server.stop().await;
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ferry_broker::{Broker, BrokerConfig};
-use ferry_kafka::{Kafka, KafkaConfig};
+use ferry_kafka::KafkaConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_python_consumer_groups_share_partitions_and_commit_ferry_group_offsets() {
@@ -28,34 +28,13 @@ async fn kafka_python_consumer_groups_share_partitions_and_commit_ferry_group_of
     let broker = Broker::open(dir.path(), BrokerConfig::default())
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(Kafka::new(broker.clone(), KafkaConfig::default()).serve(
-        listener,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let server = common::serve(broker.clone(), KafkaConfig::default()).await;
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_python/consumer_groups.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .arg(addr.to_string())
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("every check passed"),
-        "kafka-python failed:\n{stdout}\n{stderr}"
-    );
+    let mut command = Command::new("python3");
+    command.arg(script).arg(server.addr.to_string());
+    common::python_checks("kafka-python", command).await;
+    server.stop().await;
     // The Kafka group's commit is the broker's group "ferry-lagging" on the topic.
     let lag = broker.group_lag("py-groups", "ferry-lagging").unwrap();
     assert_eq!(lag[0].committed, Some(3));

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use ferry_broker::{Broker, BrokerConfig, TopicSpec};
-use ferry_kafka::{Kafka, KafkaConfig, Security, User, Users, token_hash};
+use ferry_kafka::{KafkaConfig, Security, User, Users, token_hash};
 
 const TOKEN: &str = "orders-token-7f3a9c";
 
@@ -64,12 +64,7 @@ async fn run(protocol: &str, mechanism: &str, tls: Option<&ferry_testkit::pki::T
         },
         ..KafkaConfig::default()
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(Kafka::new(broker, config).serve(listener, async move {
-        let _ = stopped.await;
-    }));
+    let server = common::serve(broker, config).await;
     let ca_file = dir.path().join("ca.pem");
     if let Some(pki) = tls {
         std::fs::write(&ca_file, &pki.ca_pem).unwrap();
@@ -78,23 +73,15 @@ async fn run(protocol: &str, mechanism: &str, tls: Option<&ferry_testkit::pki::T
     let mut command = Command::new("python3");
     command
         .arg(script)
-        .arg(addr.to_string())
+        .arg(server.addr.to_string())
         .args([protocol, mechanism]);
     if tls.is_some() {
         command.arg(&ca_file);
     }
-    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout =
+        common::python_checks(&format!("kafka-python {protocol} {mechanism}"), command).await;
+    server.stop().await;
     println!("{protocol} {mechanism}:\n{stdout}");
-    assert!(
-        output.status.success() && stdout.contains("every check passed"),
-        "kafka-python {protocol} {mechanism} failed:\n{stdout}\n{stderr}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

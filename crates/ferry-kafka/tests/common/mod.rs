@@ -52,6 +52,12 @@ pub async fn start(config: KafkaConfig) -> Server {
 /// A front end on the broker in `dir` (opened, or reopened after a stop).
 pub async fn start_in(dir: &std::path::Path, config: KafkaConfig) -> Server {
     let broker = Broker::open(dir, BrokerConfig::default()).await.unwrap();
+    serve(broker, config).await
+}
+
+/// A front end on `broker`, already open (with what a test put in it first); the broker
+/// stays open after [`Server::stop`] for as long as the test holds a clone of it.
+pub async fn serve(broker: Broker, config: KafkaConfig) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -154,4 +160,19 @@ pub fn python_imports(module: &str) -> bool {
         .args(["-c", &format!("import {module}")])
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `command` (a Python client's check script) off the runtime and returns what it
+/// printed; panics with its output unless it exits cleanly saying "every check passed".
+pub async fn python_checks(client: &str, mut command: std::process::Command) -> String {
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("every check passed"),
+        "{client} failed:\n{stdout}\n{stderr}"
+    );
+    stdout
 }
