@@ -2,12 +2,13 @@
 //! (`ferry-kafka` over a broker, served here on a free port and restarted mid-suite from
 //! its directory), and against a real Kafka when `FERRY_KAFKA_URL` names one.
 
+mod common;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_broker::{Broker, BrokerConfig};
+use ferry_broker::BrokerConfig;
 use ferry_conformance::{Restart, Target};
 use ferry_kafka::{Kafka, KafkaConfig};
 
@@ -64,64 +65,42 @@ fn url(addr: SocketAddr) -> String {
     format!("kafka://{addr}")
 }
 
-struct Running {
-    stop: tokio::sync::oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-/// Opens the broker in `dir` and serves the Kafka front end on `addr`; the lock of a
-/// broker just stopped may take a moment to go.
-async fn start(dir: &Path, addr: SocketAddr) -> (SocketAddr, Running) {
-    let mut tries = 0;
-    let broker = loop {
-        match Broker::open(dir.join("data"), BrokerConfig::default()).await {
-            Ok(broker) => break broker,
-            Err(_) if tries < 50 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("reopen the broker: {e}"),
-        }
-    };
-    let front = Kafka::new(broker, KafkaConfig::default());
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(front.serve(listener, async move {
-        let _ = stopped.await;
-    }));
-    (addr, Running { stop, served })
+/// Ferry's Kafka listener over the broker in `dir`.
+fn kafka_listener() -> common::Start {
+    Arc::new(|dir, listener, stopped| {
+        Box::pin(async move {
+            let broker = common::open_broker(&dir.join("data"), BrokerConfig::default).await;
+            // No wait for more members before a group's first rebalance, as Kafka's own
+            // `config/server.properties` sets for development and tests: every check opens
+            // fresh groups, and 3 s each would add minutes to the suite (the delay has
+            // tests of its own in ferry-kafka).
+            let config = KafkaConfig {
+                group_initial_rebalance_delay_ms: 0,
+                ..KafkaConfig::default()
+            };
+            Kafka::new(broker, config)
+                .serve(listener, async move {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        })
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ferrys_kafka_listener_passes_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
-    let data: PathBuf = dir.path().to_owned();
-    let (addr, running) = start(&data, "127.0.0.1:0".parse().unwrap()).await;
-    let running = Arc::new(Mutex::new(Some(running)));
-    let restart = {
-        let running = running.clone();
-        Restart::Hook(Arc::new(move || {
-            let (running, data) = (running.clone(), data.clone());
-            Box::pin(async move {
-                let old = running.lock().unwrap().take().expect("a running listener");
-                let _ = old.stop.send(());
-                old.served.await.unwrap().unwrap();
-                let (_, new) = start(&data, addr).await;
-                *running.lock().unwrap() = Some(new);
-            })
-        }))
-    };
-    let target = Target::new("kafka (Ferry's Kafka listener)", url(addr)).restart(restart);
+    let served = common::Served::start(dir.path(), kafka_listener()).await;
+    let target = Target::new("kafka (Ferry's Kafka listener)", url(served.addr))
+        .restart(served.restart_hook());
     let started = Instant::now();
     let report = ferry_conformance::run(&target).await;
     report.print();
     eprintln!("suite took {:?}", started.elapsed());
     report.assert_failed_exactly(&[]);
     report.assert_skipped_exactly(SKIPPED);
-    let last = running.lock().unwrap().take().unwrap();
-    let _ = last.stop.send(());
-    last.served.await.unwrap().unwrap();
+    served.stop().await;
 }
 
 /// A real Kafka, when `FERRY_KAFKA_URL` names one (`kafka://host:9092`); it outlives the
@@ -162,8 +141,8 @@ async fn what_kafka_cannot_keep_is_refused_when_declared_and_creates_nothing() {
     };
 
     let dir = tempfile::tempdir().unwrap();
-    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
-    let ferry = Ferry::connect(&url(addr)).await.unwrap();
+    let served = common::Served::start(dir.path(), kafka_listener()).await;
+    let ferry = Ferry::connect(&url(served.addr)).await.unwrap();
     let unsupported = |what: &str, r: ferry::Result<()>| match r {
         Err(Error::Unsupported { .. }) => {}
         other => panic!("{what} answered {other:?}, not Unsupported"),
@@ -280,8 +259,7 @@ async fn what_kafka_cannot_keep_is_refused_when_declared_and_creates_nothing() {
         .await
         .unwrap();
     ferry.close().await.unwrap();
-    let _ = running.stop.send(());
-    running.served.await.unwrap().unwrap();
+    served.stop().await;
 }
 
 /// On a queue with per-key ordering a nack keeps the key's later messages back: the retry
@@ -291,8 +269,8 @@ async fn an_ordered_retry_comes_before_its_keys_later_messages() {
     use ferry::{Destination, Ferry, KeyOrdering, Message, QueueDecl, Source};
 
     let dir = tempfile::tempdir().unwrap();
-    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
-    let ferry = Ferry::connect(&url(addr)).await.unwrap();
+    let served = common::Served::start(dir.path(), kafka_listener()).await;
+    let ferry = Ferry::connect(&url(served.addr)).await.unwrap();
     let name = ferry_testkit::fresh("kafka", "ordered-retry");
     let mut decl = QueueDecl::new(&name);
     decl.delivery.ordering = KeyOrdering::PerKey;
@@ -328,6 +306,5 @@ async fn an_ordered_retry_comes_before_its_keys_later_messages() {
     c.close().await.unwrap();
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();
-    let _ = running.stop.send(());
-    running.served.await.unwrap().unwrap();
+    served.stop().await;
 }

@@ -3,79 +3,44 @@
 //! one consumer living through a restart, which the suite (reconnecting from scratch)
 //! does not cover.
 
+mod common;
+
 use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry::{
     ConsumerOptions, DeliveryPolicy, Destination, Error, Ferry, Message, QueueDecl, Source,
 };
-use ferry_broker::{Broker, BrokerConfig};
-use ferry_conformance::{Restart, Target};
+use ferry_broker::BrokerConfig;
+use ferry_conformance::Target;
 
-struct Running {
-    stop: tokio::sync::oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<()>,
-}
-
-/// Opens the broker in `dir` and serves it on `addr`; the lock of a broker just stopped
-/// may take a moment to go.
-async fn start(dir: &Path, addr: SocketAddr) -> (SocketAddr, Running) {
-    let mut tries = 0;
-    let broker = loop {
-        match Broker::open(dir, BrokerConfig::default()).await {
-            Ok(broker) => break broker,
-            Err(e) if tries < 50 => {
-                tries += 1;
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("reopen the broker: {e}"),
-        }
-    };
-    let listener = ferry_server::bind(addr).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(async move {
-        ferry_server::serve(broker, listener, async {
-            let _ = stopped.await;
+/// A Ferry server (gRPC) over the broker in `dir`.
+fn ferry_server() -> common::Start {
+    Arc::new(|dir, listener, stopped| {
+        Box::pin(async move {
+            let broker = common::open_broker(&dir, BrokerConfig::default).await;
+            ferry_server::serve(broker, listener, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
         })
-        .await
-        .unwrap();
-    });
-    (addr, Running { stop, served })
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ferry_server_passes_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
-    let data: PathBuf = dir.path().to_owned();
-    let (addr, running) = start(&data, "127.0.0.1:0".parse().unwrap()).await;
-    let running = Arc::new(Mutex::new(Some(running)));
-    let restart = {
-        let running = running.clone();
-        Restart::Hook(Arc::new(move || {
-            let (running, data) = (running.clone(), data.clone());
-            Box::pin(async move {
-                let old = running.lock().unwrap().take().expect("a running server");
-                let _ = old.stop.send(());
-                old.served.await.unwrap();
-                let (_, new) = start(&data, addr).await;
-                *running.lock().unwrap() = Some(new);
-            })
-        }))
-    };
-    let target = Target::new("ferry server", format!("ferry://{addr}")).restart(restart);
+    let served = common::Served::start(dir.path(), ferry_server()).await;
+    let target = Target::new("ferry server", format!("ferry://{}", served.addr))
+        .restart(served.restart_hook());
     let report = ferry_conformance::run(&target).await;
     report.print();
     report.assert_passed();
     // A Ferry server supports every feature and the harness restarts it.
     report.assert_skipped_exactly(&[]);
-    let last = running.lock().unwrap().take().unwrap();
-    let _ = last.stop.send(());
-    last.served.await.unwrap();
+    served.stop().await;
 }
 
 /// A consumer opened before a restart goes on after it: its stream reconnects, what it
@@ -84,8 +49,10 @@ async fn a_ferry_server_passes_the_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_keeps_going_across_a_server_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
-    let ferry = Ferry::connect(&format!("ferry://{addr}")).await.unwrap();
+    let served = common::Served::start(dir.path(), ferry_server()).await;
+    let ferry = Ferry::connect(&format!("ferry://{}", served.addr))
+        .await
+        .unwrap();
     let delivery = DeliveryPolicy {
         lease: Duration::from_secs(2),
         ..DeliveryPolicy::default()
@@ -121,9 +88,7 @@ async fn a_consumer_keeps_going_across_a_server_restart() {
     }
     let mut held = Some(c.next_within(wait).await.unwrap().expect("a delivery"));
 
-    let _ = running.stop.send(());
-    running.served.await.unwrap();
-    let (_, running) = start(dir.path(), addr).await;
+    served.restart().await;
     sent.extend(publisher.send_batch(batch(10)).await.unwrap());
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -157,6 +122,5 @@ async fn a_consumer_keeps_going_across_a_server_restart() {
     );
     assert_eq!(acked, sent);
     c.close().await.unwrap();
-    let _ = running.stop.send(());
-    running.served.await.unwrap();
+    served.stop().await;
 }

@@ -3,14 +3,15 @@
 //! mid-suite from its directory), and moto's server mode (`moto_server`, a Python mock of
 //! AWS nobody here wrote, started here on a free port; in memory, so never restarted).
 
+mod common;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_aws::{Sqs, SqsConfig};
-use ferry_broker::{Broker, BrokerConfig};
+use ferry_broker::BrokerConfig;
 use ferry_conformance::{Restart, Target};
 
 /// Every check this transport skips on either engine, and why: the features its capability
@@ -83,66 +84,41 @@ fn url(addr: SocketAddr) -> String {
     format!("sqs://test:test@{addr}?region=us-east-1")
 }
 
-struct Running {
-    stop: tokio::sync::oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-/// Opens the broker and the front end in `dir` and serves them on `addr`; the lock of a
-/// broker just stopped may take a moment to go.
-async fn start(dir: &Path, addr: SocketAddr) -> (SocketAddr, Running) {
-    let mut tries = 0;
-    let broker = loop {
-        let mut config = BrokerConfig::default();
-        ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
-        match Broker::open(dir.join("data"), config).await {
-            Ok(broker) => break broker,
-            Err(_) if tries < 50 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("reopen the broker: {e}"),
-        }
-    };
-    let front = Sqs::open(broker, &dir.join("aws"), SqsConfig::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(front.serve(listener, async move {
-        let _ = stopped.await;
-    }));
-    (addr, Running { stop, served })
+/// Ferry's AWS endpoint over the broker in `dir`, with the SNS filter evaluators the
+/// broker needs to reopen subscriptions' links.
+fn aws_endpoint() -> common::Start {
+    Arc::new(|dir, listener, stopped| {
+        Box::pin(async move {
+            let broker = common::open_broker(&dir.join("data"), || {
+                let mut config = BrokerConfig::default();
+                ferry_aws::register_filter_evaluators(&mut config.filter_evaluators);
+                config
+            })
+            .await;
+            Sqs::open(broker, &dir.join("aws"), SqsConfig::default())
+                .unwrap()
+                .serve(listener, async move {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        })
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ferrys_aws_endpoint_passes_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
-    let data: PathBuf = dir.path().to_owned();
-    let (addr, running) = start(&data, "127.0.0.1:0".parse().unwrap()).await;
-    let running = Arc::new(Mutex::new(Some(running)));
-    let restart = {
-        let running = running.clone();
-        Restart::Hook(Arc::new(move || {
-            let (running, data) = (running.clone(), data.clone());
-            Box::pin(async move {
-                let old = running.lock().unwrap().take().expect("a running endpoint");
-                let _ = old.stop.send(());
-                old.served.await.unwrap().unwrap();
-                let (_, new) = start(&data, addr).await;
-                *running.lock().unwrap() = Some(new);
-            })
-        }))
-    };
-    let target = Target::new("sqs (Ferry's AWS endpoint)", url(addr)).restart(restart);
+    let served = common::Served::start(dir.path(), aws_endpoint()).await;
+    let target =
+        Target::new("sqs (Ferry's AWS endpoint)", url(served.addr)).restart(served.restart_hook());
     let started = Instant::now();
     let report = ferry_conformance::run(&target).await;
     report.print();
     eprintln!("suite took {:?}", started.elapsed());
     report.assert_failed_exactly(&[]);
     report.assert_skipped_exactly(SKIPPED);
-    let last = running.lock().unwrap().take().unwrap();
-    let _ = last.stop.send(());
-    last.served.await.unwrap().unwrap();
+    served.stop().await;
 }
 
 /// `moto_server` on a free port, killed when dropped.
@@ -225,8 +201,8 @@ async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
     };
 
     let dir = tempfile::tempdir().unwrap();
-    let (addr, running) = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
-    let ferry = Ferry::connect(&url(addr)).await.unwrap();
+    let served = common::Served::start(dir.path(), aws_endpoint()).await;
+    let ferry = Ferry::connect(&url(served.addr)).await.unwrap();
     let unsupported = |what: &str, r: ferry::Result<()>| match r {
         Err(Error::Unsupported { .. }) => {}
         other => panic!("{what} answered {other:?}, not Unsupported"),
@@ -303,6 +279,5 @@ async fn what_sqs_cannot_keep_is_refused_when_declared_and_creates_nothing() {
     ferry.delete_topic(&topic).await.unwrap();
     ferry.delete(&Source::queue(&name)).await.unwrap();
     ferry.close().await.unwrap();
-    let _ = running.stop.send(());
-    running.served.await.unwrap().unwrap();
+    served.stop().await;
 }

@@ -585,6 +585,16 @@ async fn a_delay_is_not_delivered_early(ferry: &Ferry, _: &Target) -> CheckResul
     let name = queue(ferry, "delay", |_| {}).await?;
     let mut c = consumer(ferry, Source::queue(&name)).await?;
     let publisher = ferry.publisher(Destination::queue(&name));
+    // The consumer takes a message first, so it is known to be receiving before the delay
+    // starts: a consumer that only starts (a Kafka group's join, say) after the delay has
+    // run out would find both messages due, and their order would say nothing.
+    let ready = publisher
+        .send(Message::new("ready"))
+        .await
+        .during("publish")?;
+    let d = next(&mut c, WAIT).await?;
+    ensure!(d.id == ready, "another message came");
+    d.ack().await.during("ack")?;
     let start = Instant::now();
     let delayed = publisher
         .send(Message::new("later").with_delay(Duration::from_secs(2)))
