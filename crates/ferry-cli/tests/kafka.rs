@@ -208,6 +208,8 @@ fn a_kafka_groups_commit_is_a_ferry_group_that_ferry_group_lists_and_deletes() {
             .unwrap()
     };
     assert!(ferry(&["topic", "create", "kafka-orders"]).status.success());
+    let published = ferry(&["publish", "--topic", "kafka-orders", "first", "second"]);
+    assert!(published.status.success(), "{published:?}");
 
     // OffsetCommit v2 as a simple consumer (generation -1, no member): group
     // "kafka-readers", partition 0 at offset 0.
@@ -234,6 +236,19 @@ fn a_kafka_groups_commit_is_a_ferry_group_that_ferry_group_lists_and_deletes() {
             .any(|l| l.contains("kafka-orders") && l.contains("kafka-readers")),
         "{listed}"
     );
+    // Described by its commit, with no Ferry members: lag in records behind offset 0.
+    let described = ferry(&[
+        "group",
+        "describe",
+        "kafka-orders",
+        "kafka-readers",
+        "--json",
+    ]);
+    assert!(described.status.success(), "{described:?}");
+    let info: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap();
+    assert_eq!(info["members"].as_array().map(Vec::len), Some(0), "{info}");
+    assert_eq!(info["partitions"][0]["committed"], 0, "{info}");
+    assert_eq!(info["partitions"][0]["lag_records"], 2, "{info}");
     assert!(
         ferry(&["group", "delete", "kafka-orders", "kafka-readers"])
             .status

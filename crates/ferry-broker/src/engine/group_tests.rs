@@ -350,9 +350,23 @@ async fn a_group_that_has_not_rejoined_since_a_reopen_is_still_listed_with_its_l
         ),
         (Some(3), 5, 2, 4_000)
     );
-    // Describing needs a member; lag does not, and it starts no session.
+    // Described by its commits, with no members, as Kafka describes an empty group;
+    // neither describing nor lag starts a session.
+    let info = broker.describe_group("t", "g").unwrap();
+    assert_eq!((info.generation, info.members.len()), (0, 0));
+    assert_eq!(
+        (
+            info.partitions[0].owner.as_deref(),
+            info.partitions[0].committed,
+            info.partitions[0].lag_records,
+            info.partitions[0].lag_ms
+        ),
+        (None, Some(3), 2, 4_000)
+    );
+    assert_eq!(broker.list_groups(), names(&[("t", "g")]));
+    // A group that neither has members nor committed anything is unknown.
     assert!(matches!(
-        broker.describe_group("t", "g"),
+        broker.describe_group("t", "h"),
         Err(BrokerError::GroupNotFound { .. })
     ));
     assert!(matches!(

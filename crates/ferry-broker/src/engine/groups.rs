@@ -394,26 +394,43 @@ impl Broker {
         Ok(())
     }
 
-    /// The group's members, assignment, committed offsets and lag per partition.
+    /// The group's members, assignment, committed offsets and lag per partition. A group
+    /// no member has joined since the broker opened — one only a front end's clients
+    /// commit for, such as a Kafka consumer group, or one whose members are gone since a
+    /// restart — is described by its committed offsets, with no members and generation 0,
+    /// as Kafka describes an empty group; [`BrokerError::GroupNotFound`] when it has
+    /// neither.
     pub fn describe_group(&self, topic: &str, group: &str) -> Result<GroupInfo> {
         let topic = self.topic(topic)?;
         let group = Name::new(group)?;
         let shape = topic.shape();
-        let (generation, members, committed, skipped) =
-            self.with_group(&topic.name, &group, |g, _| {
-                let members: BTreeMap<String, Vec<u32>> = g
-                    .state
-                    .assignment()
-                    .iter()
-                    .map(|(m, ps)| (m.clone(), ps.iter().copied().collect()))
-                    .collect();
-                Ok((
-                    g.state.generation(),
-                    members,
-                    g.state.committed().clone(),
-                    g.skipped.clone(),
-                ))
-            })?;
+        let joined = self.with_group(&topic.name, &group, |g, _| {
+            let members: BTreeMap<String, Vec<u32>> = g
+                .state
+                .assignment()
+                .iter()
+                .map(|(m, ps)| (m.clone(), ps.iter().copied().collect()))
+                .collect();
+            Ok((
+                g.state.generation(),
+                members,
+                g.state.committed().clone(),
+                g.skipped.clone(),
+            ))
+        });
+        let (generation, members, committed, skipped) = match joined {
+            Err(BrokerError::GroupNotFound { .. }) => {
+                let committed = self.load_offsets(&topic.name, &group);
+                if committed.is_empty() {
+                    return Err(BrokerError::GroupNotFound {
+                        topic: topic.name.to_string(),
+                        group: group.to_string(),
+                    });
+                }
+                (0, BTreeMap::new(), committed, HashMap::new())
+            }
+            other => other?,
+        };
         let now_ms = self.now_ms();
         let mut partitions = Vec::new();
         for (p, partition) in shape.partitions.iter().enumerate() {
