@@ -308,3 +308,83 @@ async fn an_ordered_retry_comes_before_its_keys_later_messages() {
     ferry.close().await.unwrap();
     served.stop().await;
 }
+
+/// A connection keeps the catalog it has read and reads only what was added since: a
+/// declaration or a deletion made through another connection is still seen by the next
+/// call, whatever this one read before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_connections_declarations_and_deletions_are_seen_at_once() {
+    use ferry::{Destination, Error, Ferry, Message, QueueDecl, Source, TopicDecl};
+
+    let dir = tempfile::tempdir().unwrap();
+    let served = common::Served::start(dir.path(), kafka_listener()).await;
+    let a = Ferry::connect(&url(served.addr)).await.unwrap();
+    let b = Ferry::connect(&url(served.addr)).await.unwrap();
+    let name = ferry_testkit::fresh("kafka", "catalog-seen");
+    let send = |ferry: &Ferry, payload: &'static str| {
+        let publisher = ferry.publisher(Destination::queue(&name));
+        async move { publisher.send(Message::new(payload)).await }
+    };
+
+    // `a` reads the catalog before the queue exists...
+    let early = send(&a, "early").await;
+    assert!(matches!(early, Err(Error::NotFound { .. })), "{early:?}");
+    // ...and sees it once `b` declares it, with `b`'s policy.
+    b.declare_queue(&QueueDecl::new(&name)).await.unwrap();
+    send(&a, "one").await.unwrap();
+    let mut other = QueueDecl::new(&name);
+    other.delivery.max_deliveries += 1;
+    let conflict = a.declare_queue(&other).await;
+    assert!(
+        matches!(conflict, Err(Error::Conflict { .. })),
+        "{conflict:?}"
+    );
+
+    // `b` deletes it: `a` finds it gone, and may use the name again.
+    b.delete(&Source::queue(&name)).await.unwrap();
+    b.delete(&Source::queue(&name).dead_letters())
+        .await
+        .unwrap();
+    let gone = send(&a, "late").await;
+    assert!(matches!(gone, Err(Error::NotFound { .. })), "{gone:?}");
+    a.declare_topic(&TopicDecl::new(&name)).await.unwrap();
+    let taken = b.declare_queue(&QueueDecl::new(&name)).await;
+    assert!(matches!(taken, Err(Error::Conflict { .. })), "{taken:?}");
+
+    a.delete_topic(&name).await.unwrap();
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    served.stop().await;
+}
+
+/// Every publish looks its destination up in the catalog. Each lookup used to read the
+/// whole catalog again, and the fetch that reading left waiting at the catalog's end (500
+/// ms, Kafka's default) held the next lookup's request behind it on the connection: one
+/// publish after another took half a second each, and the order example's saga commands
+/// timed out. Twenty publishes now take a small part of the bound below; ten seconds then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_one_after_another_do_not_wait_on_the_catalog() {
+    use ferry::{Destination, Ferry, Message, QueueDecl, Source};
+
+    let dir = tempfile::tempdir().unwrap();
+    let served = common::Served::start(dir.path(), kafka_listener()).await;
+    let ferry = Ferry::connect(&url(served.addr)).await.unwrap();
+    let name = ferry_testkit::fresh("kafka", "catalog-lookups");
+    ferry.declare_queue(&QueueDecl::new(&name)).await.unwrap();
+    let publisher = ferry.publisher(Destination::queue(&name));
+    publisher.send(Message::new("first")).await.unwrap();
+    let started = Instant::now();
+    for n in 0..20 {
+        publisher.send(Message::new(format!("{n}"))).await.unwrap();
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "20 publishes took {took:?}");
+
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry
+        .delete(&Source::queue(&name).dead_letters())
+        .await
+        .unwrap();
+    ferry.close().await.unwrap();
+    served.stop().await;
+}

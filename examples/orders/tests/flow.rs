@@ -144,3 +144,32 @@ async fn on_amazon_sqs_as_ferrys_aws_endpoint_serves_it() {
     let _ = stop.send(());
     served.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_kafka_as_ferrys_kafka_listener_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = ferry_broker::Broker::open(dir.path().join("data"), Default::default())
+        .await
+        .unwrap();
+    // Each queue and subscription is a new consumer group with one member. With Kafka's
+    // default initial rebalance delay each group's first join waits 3 s for more members
+    // (3 s more when the restart's consumers join meanwhile, and again for each dead-letter
+    // queue read at the end), which doubles the run. Kafka's own test clusters set
+    // `group.initial.rebalance.delay.ms` to 0 for the same reason.
+    let config = ferry_kafka::KafkaConfig {
+        group_initial_rebalance_delay_ms: 0,
+        ..Default::default()
+    };
+    let front = ferry_kafka::Kafka::new(broker, config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(front.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    let summary = run(Some(format!("kafka://{addr}"))).await;
+    assert_eq!(summary.transport, "kafka");
+    assert_as_planned(&summary);
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+}

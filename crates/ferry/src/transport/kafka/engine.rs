@@ -253,6 +253,7 @@ impl Kafka {
             .set("group.id", "ferry-catalog-reader")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
+            .set("fetch.wait.max.ms", super::catalog::FETCH_WAIT)
             .create()
             .map_err(kafka_error)?;
         let shared = Arc::new(Shared {
