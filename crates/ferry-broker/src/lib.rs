@@ -98,9 +98,9 @@ mod topology;
 pub use engine::{
     Broker, BrokerConfig, Checkpoint, CommittedOffset, CompactionStats, DiskSpace, GroupInfo,
     GroupJoin, GroupPartition, LinkInfo, MAX_OFFSET_METADATA, MAX_PEEK, MaintenanceReport,
-    OffsetCommit, ParkedKey, PartitionLag, PeekPage, PeekedMessage, QueueInfo, QueueStats,
-    ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest, SkippedRange,
-    StartAt, StorageStats, SubscriptionInfo,
+    OffsetCommit, ParkedKey, PartitionLag, PeekPage, PeekedMessage, PendingPublish, QueueInfo,
+    QueueStats, ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest,
+    SkippedRange, StartAt, StorageStats, SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a

@@ -1,6 +1,14 @@
 //! One client connection: frames in, answers out, in request order. Requests are handled
 //! one at a time, as Kafka handles a connection's requests, so answers keep their order
-//! (a fetch in a long poll holds back the requests behind it on that connection only).
+//! (a fetch in a long poll holds back the requests behind it on that connection only) —
+//! with one exception: a Produce with acks 1 or -1 and no idempotent producer's batch is
+//! begun (its appends placed) while the answers before it still wait for their fsync, up
+//! to [`MAX_IN_FLIGHT`](crate::pipeline::MAX_IN_FLIGHT) answers pending
+//! (`pipeline.rs`). Its answer is written after theirs. So a client's produce requests in
+//! flight share the storage's group commits instead of paying one fsync each, and
+//! partitions' appends keep the order of the requests. Any other request first waits
+//! until every pending answer is written, then runs as before: it sees every record the
+//! produces before it stored, and what it does is never overtaken.
 //!
 //! A frame too large, a header that does not decode, an unknown API key, or an API or
 //! version not served ends the connection with a logged reason; ApiVersions at a version
@@ -26,8 +34,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use crate::Shared;
+use crate::api::produce::{self, Produce};
 use crate::api::sasl::{self, After, Session};
 use crate::framing::{FrameError, framed, read_frame};
+use crate::pipeline::{self, Pipeline};
 use crate::{api, guard, versions};
 
 /// How long a client has to finish its TLS handshake before the connection is closed (as
@@ -190,18 +200,45 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
     peer: SocketAddr,
 ) {
     let (reader, mut writer) = tokio::io::split(stream);
-    let mut reader = BufReader::new(reader);
     let max = shared.config.max_frame_bytes;
+    // Owned by the read in progress and handed back with its frame: a read is never
+    // dropped half done while answers are written (see `Event`).
+    let mut reading = Box::pin(next_frame(BufReader::new(reader), max));
+    let mut pipeline = Pipeline::default();
     let users = shared.config.security.users.as_deref();
     let mut session = Session::new(users);
     let ended = async {
         loop {
-            let Some(frame) = read_frame(&mut reader, max).await? else {
+            let event = if pipeline.is_full() {
+                Event::Answered(pipeline.next().await)
+            } else if pipeline.is_empty() {
+                Event::Read((&mut reading).await)
+            } else {
+                tokio::select! {
+                    biased;
+                    answer = pipeline.next() => Event::Answered(answer),
+                    read = &mut reading => Event::Read(read),
+                }
+            };
+            let frame = match event {
+                Event::Answered(answer) => {
+                    pipeline::write(&mut writer, answer?).await?;
+                    continue;
+                }
+                Event::Read((reader, frame)) => {
+                    // Not polled until the pipeline has room for another request.
+                    reading.set(next_frame(reader, max));
+                    frame
+                }
+            };
+            let Some(frame) = frame? else {
+                pipeline.drain(&mut writer).await?;
                 return Ok(());
             };
             if session.expects_raw_token()
                 && let Some(users) = users
             {
+                pipeline.drain(&mut writer).await?;
                 // SaslHandshake v0: the frame is a bare SASL token, answered by one.
                 let reply = match sasl::step(users, &mut session, &frame) {
                     Ok(reply) => reply,
@@ -226,6 +263,7 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
                 request.api,
                 ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
             ) {
+                pipeline.drain(&mut writer).await?;
                 let (answer, after) = sasl::answer(users, &mut session, &mut request)?;
                 writer.write_all(&framed(&answer)).await?;
                 writer.flush().await?;
@@ -246,14 +284,57 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 (None, _) => return Err(ConnectionError::Unauthenticated { api: request.api }),
             };
-            if let Some(answer) = api::handle(&shared, &node, &access, &mut request).await? {
-                writer.write_all(&framed(&answer)).await?;
-                writer.flush().await?;
+            if request.api == ApiKey::Produce {
+                let produce = Produce::decode(&shared, &access, &mut request)?;
+                if produce.pipelines() {
+                    // Placed now, in request order; answered once durable, after the
+                    // answers before it.
+                    let begun = produce.begin(&shared);
+                    let shared = Arc::clone(&shared);
+                    pipeline.push(Box::pin(async move {
+                        let response = begun.answer(&shared).await;
+                        let version = request.header.request_api_version;
+                        response
+                            .map(|response| produce::encode(&request, version, &response))
+                            .transpose()
+                    }));
+                    continue;
+                }
+                pipeline.drain(&mut writer).await?;
+                let answer = match produce.begin(&shared).answer(&shared).await {
+                    Some(response) => Some(produce::encode(&request, version, &response)?),
+                    None => None,
+                };
+                pipeline::write(&mut writer, answer).await?;
+                continue;
             }
+            // Every other request sees what the produces before it stored, as when a
+            // connection's requests are taken one at a time.
+            pipeline.drain(&mut writer).await?;
+            let answer = api::handle(&shared, &node, &access, &mut request).await?;
+            pipeline::write(&mut writer, answer).await?;
         }
     };
     let ended: Result<(), ConnectionError> = ended.await;
     if let Err(e) = ended {
+        // Answers of requests begun before the one that ended the connection are still
+        // written: they were stored, and the client would otherwise send them again.
+        let _ = pipeline.drain(&mut writer).await;
         tracing::warn!(%peer, error = %e, "kafka: closing the connection");
     }
+}
+
+/// What a connection waits for: its oldest pending answer, or the next request.
+enum Event<R> {
+    Answered(Result<Option<Bytes>, ConnectionError>),
+    Read((R, Result<Option<Bytes>, FrameError>)),
+}
+
+/// The next frame of `reader`, and the reader back.
+async fn next_frame<R: AsyncRead + Unpin>(
+    mut reader: R,
+    max: usize,
+) -> (R, Result<Option<Bytes>, FrameError>) {
+    let frame = read_frame(&mut reader, max).await;
+    (reader, frame)
 }

@@ -55,6 +55,7 @@ mod group_authz;
 mod group_id;
 mod guard;
 mod legacy;
+mod pipeline;
 mod producers;
 mod records;
 mod topic_config;

@@ -37,6 +37,7 @@ mod effects;
 mod groups;
 mod housekeeping;
 mod links;
+mod pending_publish;
 mod producer_ids;
 mod queue;
 mod recovery;
@@ -75,6 +76,7 @@ pub use groups::{
 };
 pub use housekeeping::{Checkpoint, MaintenanceReport};
 pub use links::LinkInfo;
+pub use pending_publish::PendingPublish;
 pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{ParkedKey, ReceiveOptions, ReceivedMessage};
 pub use queue::{QueueInfo, QueueStats};
@@ -547,6 +549,9 @@ mod temporary_tests;
 
 #[cfg(test)]
 mod topic_tests;
+
+#[cfg(test)]
+mod pending_publish_tests;
 
 #[cfg(test)]
 mod compaction_tests;

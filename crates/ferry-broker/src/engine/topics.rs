@@ -11,7 +11,10 @@
 //! makes one storage append per partition it touches, and returns once every one is
 //! durable under the topic's durability. It is atomic per partition — all of a call's
 //! messages for one partition are stored together or not at all — but not across
-//! partitions: when one partition's append fails, others may have been stored.
+//! partitions: when one partition's append fails, others may have been stored. The
+//! `begin_publish_*` calls split a publish into placing its appends (in call order, before
+//! they return) and awaiting them (`engine/pending_publish.rs`), so that a caller can place
+//! the next publish while the one before waits for its fsync.
 //!
 //! **Idempotent producers.** [`Broker::publish_idempotent`] numbers a producer's messages
 //! per partition; the partition writes each sequence once (see `topic/producer.rs`).
@@ -33,6 +36,7 @@ use std::sync::atomic::Ordering;
 
 use ferry_storage::{MetaStore, NewRecord, StorageError};
 
+use super::pending_publish::PendingPublish;
 use super::storage_stats::LogStatsByKind;
 use super::topic::{Partition, Shape, Topic};
 use super::{Broker, BrokerConfig, MaintenanceReport};
@@ -270,9 +274,23 @@ impl Broker {
         topic: &str,
         messages: Vec<OutgoingMessage>,
     ) -> Result<Vec<TopicPosition>> {
+        self.begin_publish_to_topic(topic, messages)?
+            .durable()
+            .await
+    }
+
+    /// [`Broker::publish_to_topic`] in two steps (see `engine/pending_publish.rs`): this
+    /// validates the messages and places their appends, and the [`PendingPublish`] it
+    /// returns gives their positions once durable. Appends begun by successive calls land
+    /// in each partition in call order. An error here stores nothing.
+    pub fn begin_publish_to_topic(
+        &self,
+        topic: &str,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<PendingPublish> {
         let topic = self.topic(topic)?;
         if messages.is_empty() {
-            return Ok(Vec::new());
+            return Ok(PendingPublish::empty(self));
         }
         let shape = topic.shape();
         let messages = self.resolve_for_topic(messages)?;
@@ -291,7 +309,7 @@ impl Broker {
             })
             .collect();
         let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
-        self.append_placed(&topic, &shape, records, placement).await
+        self.place(&topic, &shape, records, placement)
     }
 
     /// Publishes `messages` to one partition, in order, with one storage append.
@@ -301,16 +319,31 @@ impl Broker {
         partition: u32,
         messages: Vec<OutgoingMessage>,
     ) -> Result<Vec<TopicPosition>> {
+        self.begin_publish_to_partition(topic, partition, messages)?
+            .durable()
+            .await
+    }
+
+    /// [`Broker::publish_to_partition`] in two steps (see `engine/pending_publish.rs`):
+    /// this validates the messages and places their append, and the [`PendingPublish`] it
+    /// returns gives their positions once durable. Appends begun by successive calls land
+    /// in the partition in call order, before any is awaited. An error here stores nothing.
+    pub fn begin_publish_to_partition(
+        &self,
+        topic: &str,
+        partition: u32,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<PendingPublish> {
         let topic = self.topic(topic)?;
         topic.partition(partition)?;
         if messages.is_empty() {
-            return Ok(Vec::new());
+            return Ok(PendingPublish::empty(self));
         }
         let shape = topic.shape();
         let messages = self.resolve_for_topic(messages)?;
         let placement = vec![partition; messages.len()];
         let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
-        self.append_placed(&topic, &shape, records, placement).await
+        self.place(&topic, &shape, records, placement)
     }
 
     /// Publishes `messages` to one partition as producer `producer_id`, numbered
@@ -461,15 +494,17 @@ impl Broker {
             .collect()
     }
 
-    /// Appends `records[i]` to partition `placement[i]`, one append per partition, all
-    /// checked before any starts; returns each record's position once all are durable.
-    async fn append_placed(
+    /// Places `records[i]` on partition `placement[i]`, one append per partition, all
+    /// checked before any starts; every append is handed to its log before this returns
+    /// (so in call order), and the result gives each record's position once all are
+    /// durable.
+    fn place(
         &self,
         topic: &Topic,
         shape: &Shape,
         records: Vec<NewRecord>,
         placement: Vec<u32>,
-    ) -> Result<Vec<TopicPosition>> {
+    ) -> Result<PendingPublish> {
         let mut groups: BTreeMap<u32, (Vec<usize>, Vec<NewRecord>)> = BTreeMap::new();
         for (i, (record, partition)) in records.into_iter().zip(&placement).enumerate() {
             let group = groups.entry(*partition).or_default();
@@ -483,30 +518,11 @@ impl Broker {
             bytes += records_on_disk(records);
         }
         self.inner.disk.admit(bytes)?;
-        let pending: Vec<_> = groups
-            .into_iter()
-            .map(|(p, (indexes, records))| (p, indexes, partition(p).append(records)))
-            .collect();
-        let mut positions = vec![
-            TopicPosition {
-                partition: 0,
-                offset: 0
-            };
-            placement.len()
-        ];
-        for (p, indexes, rx) in pending {
-            let appended = rx
-                .await
-                .map_err(|_| StorageError::Closed)?
-                .map_err(|e| self.inner.disk.refusal(e.into()))?;
-            for (j, i) in indexes.into_iter().enumerate() {
-                positions[i] = TopicPosition {
-                    partition: p,
-                    offset: appended.base_offset + j as u64,
-                };
-            }
+        let mut pending = PendingPublish::new(self, placement.len());
+        for (p, (indexes, records)) in groups {
+            pending.placed(p, indexes, partition(p).append(records));
         }
-        Ok(positions)
+        Ok(pending)
     }
 
     // ---- Read ----

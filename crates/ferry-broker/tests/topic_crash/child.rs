@@ -84,6 +84,11 @@ pub async fn produce(broker: Broker, round: u32, producer: u32, seed: u64) {
     let (name, partitions, _) = TOPICS[topic];
     let mut n = 0u64;
     loop {
+        if rng.u8(..5) == 0 {
+            n = produce_pipelined(&broker, round, producer, n, &mut rng).await;
+            tokio::time::sleep(Duration::from_millis(rng.u64(..3))).await;
+            continue;
+        }
         let count = 1 + rng.u64(..4);
         let ids: Vec<Id> = (n..n + count)
             .map(|n| Id::Plain { round, producer, n })
@@ -116,6 +121,67 @@ pub async fn produce(broker: Broker, round: u32, producer: u32, seed: u64) {
         // Spreads the producers' calls over time rather than in lockstep behind the fsyncs.
         tokio::time::sleep(Duration::from_millis(rng.u64(..3))).await;
     }
+}
+
+/// Begins two to five publishes before awaiting any, as a Kafka connection begins the
+/// produce requests it has in flight, then says each once durable, in call order. Their
+/// appends must land in call order: in each partition a later call's offsets are above an
+/// earlier's (and the parent checks the stored order after the kill). Returns the next `n`.
+async fn produce_pipelined(
+    broker: &Broker,
+    round: u32,
+    producer: u32,
+    mut n: u64,
+    rng: &mut fastrand::Rng,
+) -> u64 {
+    let topic = Id::Plain {
+        round,
+        producer,
+        n: 0,
+    }
+    .topic();
+    let (name, partitions, _) = TOPICS[topic];
+    let mut begun = Vec::new();
+    for _ in 0..2 + rng.u32(..4) {
+        let count = 1 + rng.u64(..4);
+        let ids: Vec<Id> = (n..n + count)
+            .map(|n| Id::Plain { round, producer, n })
+            .collect();
+        n += count;
+        let messages: Vec<OutgoingMessage> = ids.iter().map(|&id| derive(id)).collect();
+        let placed = if messages.iter().all(|m| m.key.is_none()) && rng.bool() {
+            broker.begin_publish_to_partition(name, rng.u32(..partitions), messages.clone())
+        } else {
+            broker.begin_publish_to_topic(name, messages.clone())
+        };
+        match placed {
+            Ok(pending) => begun.push((ids, messages, pending)),
+            Err(e) => fail(&format!("begin publish of {ids:?} to {name}: {e}")),
+        }
+    }
+    let mut highest: HashMap<u32, u64> = HashMap::new();
+    for (ids, messages, pending) in begun {
+        match pending.durable().await {
+            Ok(got) => {
+                check_positions(topic, &ids, &messages, &got);
+                for at in &got {
+                    if highest.get(&at.partition).is_some_and(|&h| at.offset <= h) {
+                        fail(&format!(
+                            "publish of {ids:?} to {name}, begun after others, was stored \
+                             before them: {got:?} (earlier up to {highest:?})"
+                        ));
+                    }
+                }
+                for at in &got {
+                    let h = highest.entry(at.partition).or_insert(at.offset);
+                    *h = (*h).max(at.offset);
+                }
+                say_published(topic, &ids, &got);
+            }
+            Err(e) => fail(&format!("publish of {ids:?} to {name}: {e}")),
+        }
+    }
+    n
 }
 
 /// The child side: does nothing unless the parent started this binary to be crashed.

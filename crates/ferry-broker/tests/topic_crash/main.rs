@@ -8,7 +8,10 @@
 //! `spread`: 3 partitions, [`KeylessPlacement::RoundRobin`]) and runs producer tasks:
 //!
 //! - plain producers publish single messages and batches with `publish_to_topic` (a batch
-//!   without keys sometimes with `publish_to_partition`), keyed (one of eight keys) or not;
+//!   without keys sometimes with `publish_to_partition`), keyed (one of eight keys) or not,
+//!   and now and then begin two to five such publishes (`begin_publish_to_topic`,
+//!   `begin_publish_to_partition`) before awaiting any, as a Kafka connection pipelines its
+//!   produce requests;
 //! - idempotent producers (`idem-0`, `idem-1`, `idem-2`, the same three on every round)
 //!   publish batches with `publish_idempotent` to a partition of their topic, numbering
 //!   each partition's messages `0, 1, 2, …`. Some batches are sent as two racing copies,

@@ -28,7 +28,7 @@ use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
     FetchRequest, HeartbeatResponse, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, ProduceRequest, SyncGroupResponse,
+    ListOffsetsRequest, MetadataRequest, OffsetDeleteResponse, SyncGroupResponse,
 };
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
@@ -82,23 +82,12 @@ pub async fn handle(
             response.responses.extend(denied);
             encode_response(request, version, &response)?
         }
-        ApiKey::Produce if version < 3 => {
-            let mut body = produce::decode_before_v3(request)?;
-            let denied = access.produce(&mut body);
-            let Some(mut response) = produce::answer(shared, body, version).await else {
-                return Ok(None);
-            };
-            response.responses.extend(denied);
-            produce::encode_before_v3(request, version, &response)
-        }
         ApiKey::Produce => {
-            let mut body: ProduceRequest = decode_body(request)?;
-            let denied = access.produce(&mut body);
-            let Some(mut response) = produce::answer(shared, body, version).await else {
+            let produce = produce::Produce::decode(shared, access, request)?;
+            let Some(response) = produce.begin(shared).answer(shared).await else {
                 return Ok(None);
             };
-            response.responses.extend(denied);
-            encode_response(request, version, &response)?
+            produce::encode(request, version, &response)?
         }
         ApiKey::Fetch => {
             let mut body: FetchRequest = decode_body(request)?;
