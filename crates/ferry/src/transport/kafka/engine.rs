@@ -253,10 +253,6 @@ impl Kafka {
             .set("group.id", "ferry-catalog-reader")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
-            // A read that reaches the end waits this long for more at most: librdkafka's
-            // 500 ms default held every catalog read that polled, and a publish looks its
-            // destination up in the catalog.
-            .set("fetch.wait.max.ms", "10")
             .create()
             .map_err(kafka_error)?;
         let shared = Arc::new(Shared {
