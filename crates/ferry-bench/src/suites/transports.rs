@@ -48,10 +48,14 @@ pub struct TransportsArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// Kafka where `ferry serve`'s Kafka listener and Kafka itself listen by default. Measured
+/// only by builds with the `kafka` feature: the transport links the system's librdkafka.
+pub const KAFKA_TARGET: (&str, &str, &str) = ("kafka", "kafka://127.0.0.1:9092", "127.0.0.1:9092");
+
 /// The engines outside this process and where they usually listen on this machine:
 /// (name, url, address probed before trying).
-fn local_targets() -> Vec<(&'static str, &'static str, &'static str)> {
-    vec![
+pub fn local_targets() -> Vec<(&'static str, &'static str, &'static str)> {
+    let mut targets = vec![
         ("nats", "nats://127.0.0.1:4222", "127.0.0.1:4222"),
         ("redis", "redis://127.0.0.1:6379/0", "127.0.0.1:6379"),
         (
@@ -71,7 +75,26 @@ fn local_targets() -> Vec<(&'static str, &'static str, &'static str)> {
             "sqs://bench:bench@127.0.0.1:4566?region=us-east-1",
             "127.0.0.1:4566",
         ),
-    ]
+    ];
+    if cfg!(feature = "kafka") {
+        targets.push(KAFKA_TARGET);
+    }
+    targets
+}
+
+/// Why this build cannot measure `url`, if it cannot: said before any transport is
+/// measured, rather than after the others have run. Every transport but Kafka is always
+/// compiled into this crate; Kafka needs the `kafka` cargo feature.
+pub fn not_in_this_build(url: &str) -> Option<String> {
+    let kafka = url
+        .split_once(':')
+        .is_some_and(|(scheme, _)| scheme == "kafka");
+    (kafka && !cfg!(feature = "kafka")).then(|| {
+        "this build has no kafka:// transport; build `ferry` with the `kafka` cargo feature \
+         (`cargo build -p ferry-cli --features kafka`, which links the system's librdkafka, \
+         e.g. Debian's librdkafka-dev)"
+            .to_owned()
+    })
 }
 
 /// A Ferry server on a fresh broker in `dir`, in this process on a real TCP socket.
@@ -100,12 +123,23 @@ pub fn run(args: &TransportsArgs) -> anyhow::Result<()> {
     if args.messages == 0 || args.publishers == 0 || args.consumers == 0 || args.batch == 0 {
         bail!("--messages, --publishers, --consumers and --batch must be at least 1");
     }
+    // The named targets first, so that one this build cannot measure is refused before
+    // anything is created or measured.
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for spec in &args.urls {
+        let (name, url) = spec
+            .split_once('=')
+            .with_context(|| format!("--url {spec}: expected NAME=URL"))?;
+        if let Some(why) = not_in_this_build(url) {
+            bail!("--url {spec}: {why}");
+        }
+        targets.push((name.into(), url.into()));
+    }
     let scratch = scratch_dir(args.dir.as_deref(), "ferry-bench-transports-")?;
     println!("{}", Machine::probe(scratch.path()).line());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let mut targets: Vec<(String, String)> = Vec::new();
     let mut server = None;
     if args.urls.is_empty() {
         targets.push((
@@ -115,19 +149,18 @@ pub fn run(args: &TransportsArgs) -> anyhow::Result<()> {
         let (url, stop) = runtime.block_on(start_server(&scratch.path().join("server")))?;
         targets.push(("ferry server".into(), url));
         server = Some(stop);
+        if !cfg!(feature = "kafka") {
+            println!(
+                "kafka: skipped, this build lacks the `kafka` cargo feature \
+                 (cargo build -p ferry-cli --features kafka)"
+            );
+        }
         for (name, url, addr) in local_targets() {
             if answers(addr) {
                 targets.push((name.into(), url.into()));
             } else {
                 println!("{name}: skipped, nothing answers at {addr}");
             }
-        }
-    } else {
-        for spec in &args.urls {
-            let (name, url) = spec
-                .split_once('=')
-                .with_context(|| format!("--url {spec}: expected NAME=URL"))?;
-            targets.push((name.into(), url.into()));
         }
     }
     let mut results = Vec::new();
@@ -277,4 +310,34 @@ fn print_table(results: &[(String, Figures)]) {
         }
     }
     println!("{table}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_is_a_local_target_exactly_when_the_feature_is_on() {
+        let listed = local_targets().contains(&KAFKA_TARGET);
+        assert_eq!(listed, cfg!(feature = "kafka"));
+    }
+
+    #[test]
+    fn kafka_urls_are_refused_up_front_exactly_when_the_feature_is_off() {
+        let why = not_in_this_build("kafka://127.0.0.1:9092");
+        if cfg!(feature = "kafka") {
+            assert_eq!(why, None);
+        } else {
+            let why = why.expect("refused");
+            assert!(why.contains("`kafka` cargo feature"), "{why}");
+            assert!(why.contains("--features kafka"), "{why}");
+        }
+        for url in [
+            "nats://127.0.0.1:4222",
+            "sqs://a:b@127.0.0.1:4566?region=us-east-1",
+            "embedded:./kafka",
+        ] {
+            assert_eq!(not_in_this_build(url), None, "{url}");
+        }
+    }
 }
