@@ -12,7 +12,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use ferry_broker::{Broker, BrokerConfig};
+use ferry_broker::BrokerConfig;
 use ferry_proto::v1::publisher_client::PublisherClient;
 use ferry_proto::v1::{self, admin_client::AdminClient, consumer_client::ConsumerClient};
 use ferry_storage::fs_util::available_bytes;
@@ -35,11 +35,11 @@ use support::Served as Running;
 
 impl Running {
     async fn start(dir: &Path) -> Running {
-        let config = BrokerConfig {
+        let broker = support::reopen(dir, || BrokerConfig {
             disk_reserve_bytes: RESERVE,
             ..BrokerConfig::default()
-        };
-        let broker = Broker::open(dir, config).await.unwrap();
+        })
+        .await;
         Running::serve(broker, None, |server| server).await
     }
 

@@ -28,6 +28,23 @@ pub async fn fresh_broker() -> (Broker, TempDir) {
     (broker, dir)
 }
 
+/// Opens the broker in `dir` again after a server on it stopped: the stopped server's last
+/// stream task may still hold its broker (and so the directory's lock) for a moment, and
+/// lets go as soon as that task ends.
+pub async fn reopen(dir: &std::path::Path, config: impl Fn() -> BrokerConfig) -> Broker {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Broker::open(dir, config()).await {
+            Err(ferry_broker::BrokerError::Storage(ferry_broker::StorageError::Locked {
+                ..
+            })) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
 /// A broker served over gRPC and HTTP on loopback, and a gRPC channel to it.
 pub struct Served {
     pub broker: Broker,
