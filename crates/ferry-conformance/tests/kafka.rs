@@ -388,3 +388,77 @@ async fn publishes_one_after_another_do_not_wait_on_the_catalog() {
     ferry.close().await.unwrap();
     served.stop().await;
 }
+
+/// A consumer whose read-ahead is full has paused its partitions; when its group then
+/// rebalances and gives some of them back to it, it reads them again. (librdkafka keeps an
+/// application's pause across a reassignment, so a consumer that forgot its pauses at the
+/// rebalance never fetched those partitions again: the rest of the queue stalled.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_paused_when_its_group_rebalances_reads_on() {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use ferry::{Destination, Ferry, Message, QueueDecl, Source};
+
+    // More than the transport's read-ahead (256), in every partition.
+    const MESSAGES: usize = 800;
+    let dir = tempfile::tempdir().unwrap();
+    let served = common::Served::start(dir.path(), kafka_listener()).await;
+    let ferry = Ferry::connect(&url(served.addr)).await.unwrap();
+    let name = ferry_testkit::fresh("kafka", "paused-rebalance");
+    ferry.declare_queue(&QueueDecl::new(&name)).await.unwrap();
+    let batch = (0..MESSAGES)
+        .map(|i| Message::new(format!("{i}")).with_key(format!("k{i}")))
+        .collect();
+    ferry
+        .publisher(Destination::queue(&name))
+        .send_batch(batch)
+        .await
+        .unwrap();
+
+    // The first consumer takes one delivery, then holds still while its read-ahead fills
+    // and it pauses every partition it has.
+    let mut first = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await
+        .unwrap();
+    let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let d = first
+        .next_within(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("a first delivery");
+    acked.lock().unwrap().insert(d.id.clone());
+    d.ack().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // A second consumer joins: the group rebalances, and the first gets some of its
+    // paused partitions back.
+    let second = ferry
+        .consumer(Source::queue(&name), Default::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut tasks = Vec::new();
+    for mut c in [first, second] {
+        let acked = acked.clone();
+        tasks.push(tokio::spawn(async move {
+            while acked.lock().unwrap().len() < MESSAGES && Instant::now() < deadline {
+                if let Some(d) = c.next_within(Duration::from_millis(200)).await.unwrap() {
+                    let id = d.id.clone();
+                    d.ack().await.unwrap();
+                    acked.lock().unwrap().insert(id);
+                }
+            }
+            c.close().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let got = acked.lock().unwrap().len();
+    assert_eq!(got, MESSAGES, "{got} of {MESSAGES} acked within 90 s");
+    ferry.delete(&Source::queue(&name)).await.unwrap();
+    ferry.close().await.unwrap();
+    served.stop().await;
+}

@@ -136,8 +136,15 @@ fn run(client: Arc<Client>, inner: Arc<Inner>) {
             (std::mem::take(&mut state.reassigned), state.delayed.clone())
         };
         if reassigned {
-            // A pause does not outlive the assignment; start again unpaused.
-            paused.clear();
+            // Start the new assignment unpaused. librdkafka lifts only its own pauses when
+            // it assigns partitions (`rd_kafka_assignment_add` resets the toppar's
+            // LIB_PAUSE flag, not APP_PAUSE), so a partition paused here, revoked and given
+            // back to this consumer would stay paused, and with it forgotten here, never
+            // be fetched again: resume what this thread paused before forgetting it.
+            if !paused.is_empty() {
+                let was: Vec<Tp> = paused.drain().collect();
+                let _ = client.resume(&list(&was));
+            }
             full = false;
         }
         let mut resume: Vec<Tp> = inner
