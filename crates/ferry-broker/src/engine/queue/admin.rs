@@ -142,6 +142,12 @@ impl Broker {
     /// A poisoned queue ([`BrokerError::QueuePoisoned`]) can be deleted: nothing in it can
     /// be trusted until a reopen, and deleting is what an operator may want instead.
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let dir = self.forget_queue(name)?;
+        remove_queue_dir(&dir).await
+    }
+
+    /// Deletes a queue's metadata and lets go of it; the directory its files are in.
+    fn forget_queue(&self, name: &str) -> Result<std::path::PathBuf> {
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let queue = match self.queue(name) {
             Err(BrokerError::QueuePoisoned { queue, .. }) => self
@@ -194,9 +200,7 @@ impl Broker {
         }
         let dir = Queue::dir(&self.inner.dir, &queue.name);
         drop(queue);
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| ferry_storage::StorageError::io("remove queue", &dir, e))?;
-        Ok(())
+        Ok(dir)
     }
 
     /// Whether `name` is a dead-letter queue: its name ends in `.dlq` (the suffix is
@@ -275,4 +279,24 @@ pub(super) fn default_dead_letter_to_create(
         ..QueueSpec::default()
     };
     Ok(Some((dlq, dlq_spec)))
+}
+
+/// Removes a deleted queue's files. A consumer or stream that still held the queue when it
+/// was deleted closes its log as it lets go, and that close may write a file into the
+/// directory while it is being removed ("Directory not empty"); the removal is tried again
+/// until the close is done, for up to two seconds.
+async fn remove_queue_dir(dir: &std::path::Path) -> Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::DirectoryNotEmpty
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(ferry_storage::StorageError::io("remove queue", dir, e).into()),
+        }
+    }
 }
