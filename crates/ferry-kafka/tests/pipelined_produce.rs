@@ -5,7 +5,7 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::{Client, start};
 use ferry_broker::TopicSpec;
 use ferry_kafka::KafkaConfig;
@@ -17,9 +17,7 @@ use kafka_protocol::messages::{
     FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 
 const PRODUCE_VERSION: i16 = 8;
 const FETCH_VERSION: i16 = 12;
@@ -49,13 +47,7 @@ fn batch(values: &[String]) -> Bytes {
             headers: IndexMap::new(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    common::encode_batch(&records, Compression::None)
 }
 
 fn produce(topic: &str, partition: i32, values: &[String]) -> ProduceRequest {

@@ -51,13 +51,7 @@ fn batch(values: &[&str], producer: Option<(i64, i16, i32)>, timestamp: i64) -> 
             headers: IndexMap::new(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    common::encode_batch(&records, Compression::None)
 }
 
 /// `batch` with its records compressed by `codec` (3 lz4, 4 zstd) by crates other than the

@@ -22,9 +22,7 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 
 fn name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
@@ -64,13 +62,7 @@ fn batch(records: &[Record], compression: Compression) -> Bytes {
         r.offset = i as i64;
         r.sequence = i as i32;
     }
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    common::encode_batch(&records, compression)
 }
 
 fn produce_request(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
@@ -729,13 +721,7 @@ async fn a_batch_with_a_producer_id_is_stored_once_and_in_sequence() {
                 r
             })
             .collect();
-        let mut buf = BytesMut::new();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-        buf.freeze()
+        common::encode_batch(&records, Compression::None)
     };
     let first = stamped(0, &["a", "b"]);
     let response = client

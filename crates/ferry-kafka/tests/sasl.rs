@@ -27,9 +27,7 @@ use kafka_protocol::messages::{
     SaslHandshakeRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, TimestampType};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 const TOKEN: &str = "orders-token-7f3a9c";
@@ -194,17 +192,7 @@ fn batch(value: &str) -> Bytes {
         headers: Default::default(),
         delete_horizon: false,
     };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    common::encode_batch(&[record], Compression::None)
 }
 
 fn produce(topics: &[&str]) -> ProduceRequest {

@@ -176,3 +176,18 @@ pub async fn python_checks(client: &str, mut command: std::process::Command) -> 
     );
     stdout
 }
+
+/// `records` as one record batch v2 (the magic every current client writes).
+pub fn encode_batch(
+    records: &[kafka_protocol::records::Record],
+    compression: kafka_protocol::records::Compression,
+) -> Bytes {
+    use kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions};
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut buf, records, &options).unwrap();
+    buf.freeze()
+}
