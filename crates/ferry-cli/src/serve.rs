@@ -7,10 +7,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use ferry_broker::{Broker, BrokerConfig};
 
+use crate::remote::output::parse_duration;
 use crate::{config, test_clock};
 
 /// The flags of `ferry serve`. Each value can also come from a `FERRY_*` variable or the
@@ -65,6 +67,18 @@ pub struct ServeArgs {
     /// proxy-authorization, cookie, set-cookie, x-api-key].
     #[arg(long = "redact-header", value_name = "NAME")]
     pub redact_headers: Vec<String>,
+    /// How often the web console samples every queue's and topic's stats for its charts
+    /// and rates, e.g. 10s or 500ms; it keeps one hour of samples [default 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_sample_interval)]
+    pub console_sample_interval: Option<Duration>,
+    /// The age of a queue's oldest ready message at which the console marks the queue
+    /// `old_messages`, e.g. 5m [default 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub console_age_alert: Option<Duration>,
+    /// The lag of a consumer group at which the console marks its topic `group_lag`,
+    /// e.g. 5m [default 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub console_lag_alert: Option<Duration>,
     /// Test only: the SQS endpoint also serves `POST /moto-api/reset`, which deletes every
     /// queue of the broker, for test suites that reset a mock SQS server between tests.
     /// Hidden: never for a real deployment.
@@ -74,6 +88,16 @@ pub struct ServeArgs {
     /// read again on SIGUSR1 (see `test_clock`). Hidden: never for a real deployment.
     #[arg(long, value_name = "FILE", hide = true, env = "FERRY_TEST_CLOCK")]
     pub test_clock: Option<PathBuf>,
+}
+
+/// A sample interval: a duration of at least 10 ms (the server's floor, refused here
+/// rather than raised silently).
+fn parse_sample_interval(text: &str) -> Result<Duration, String> {
+    let interval = parse_duration(text)?;
+    if interval < Duration::from_millis(10) {
+        return Err(format!("{text:?} is under the shortest interval, 10ms"));
+    }
+    Ok(interval)
 }
 
 impl ServeArgs {
@@ -224,6 +248,16 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(n) = config.max_read_bytes.value {
         server = server.max_read_bytes(n);
     }
+    if let Some(interval) = args.console_sample_interval {
+        server = server.console_sample_interval(interval);
+    }
+    if let Some(age) = args.console_age_alert {
+        server = server.console_age_alert(age);
+    }
+    if let Some(lag) = args.console_lag_alert {
+        server = server.console_lag_alert(lag);
+    }
+    server = server.console_aliases(console_aliases(&config, &sqs, kafka.is_some())?);
     if config.auth.is_some() && !config.metrics_auth.value {
         println!("ferry: /metrics is open: it needs no token (http.metrics_auth = false)");
         server = server.open_metrics();
@@ -383,6 +417,36 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     kafka_served?;
     println!("ferry: stopped");
     Ok(())
+}
+
+/// How the front ends this server runs name queues and topics, for the console's
+/// topology: a queue URL on the SQS listener's address (any host reaches the endpoint;
+/// an unspecified address is shown as `localhost`), SNS ARNs of the configured account
+/// and region, and Kafka topics by their own names.
+fn console_aliases(
+    config: &config::Effective,
+    sqs: &Option<(tokio::net::TcpListener, ferry_aws::Sqs)>,
+    kafka: bool,
+) -> anyhow::Result<ferry_server::ConsoleAliases> {
+    let aws = match sqs {
+        Some((listener, _)) => {
+            let addr = listener
+                .local_addr()
+                .context("reading the SQS listener's address")?;
+            let host = if addr.ip().is_unspecified() {
+                format!("localhost:{}", addr.port())
+            } else {
+                addr.to_string()
+            };
+            Some(ferry_server::AwsNames {
+                queue_url_base: format!("http://{host}"),
+                account_id: config.aws_account_id.value.clone(),
+                region: config.aws_region.value.clone(),
+            })
+        }
+        None => None,
+    };
+    Ok(ferry_server::ConsoleAliases { kafka, aws })
 }
 
 /// Ctrl-C, or SIGTERM (what service managers and container runtimes send).

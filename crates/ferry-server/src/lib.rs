@@ -125,6 +125,8 @@ pub use auth::{
     parse_sha256_hex, sha256,
 };
 pub use convert::MAX_WAIT;
+pub use http::console::topology::{AwsNames, ConsoleAliases};
+pub use http::console::{DEFAULT_ALERT_AFTER, DEFAULT_SAMPLE_INTERVAL};
 pub use local::LocalServer;
 pub use redaction::{DEFAULT_REDACTED_HEADERS, MASK, Redaction, RedactionError};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsConfig};
@@ -142,7 +144,11 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::admission::{Admission, Connection, HttpListener};
 use crate::auth::Gate;
+use crate::http::console::{self, Console, ConsoleSettings};
 use crate::metrics::Meters;
+
+/// The shortest sample interval taken: shorter ones would only spend the broker's time.
+const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
 
 /// The largest gRPC message the server takes by default: a batch of the broker's largest
 /// messages (1 MiB each) needs room for several.
@@ -218,6 +224,7 @@ pub struct Server {
     redaction: Redaction,
     open_metrics: bool,
     max_read_bytes: usize,
+    console: ConsoleSettings,
 }
 
 impl Server {
@@ -237,6 +244,7 @@ impl Server {
             redaction: Redaction::default(),
             open_metrics: false,
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
+            console: ConsoleSettings::default(),
         }
     }
 
@@ -330,6 +338,38 @@ impl Server {
         self
     }
 
+    /// How often the web console's sampler reads every queue's and topic's stats into the
+    /// history its charts and rates come from ([`DEFAULT_SAMPLE_INTERVAL`] unless set;
+    /// at least 10 ms). The history keeps one hour at this interval, at most 3,600
+    /// samples per name.
+    pub fn console_sample_interval(mut self, interval: Duration) -> Server {
+        self.console.sample_interval = interval.max(MIN_SAMPLE_INTERVAL);
+        self
+    }
+
+    /// How old a queue's oldest ready message may get before the console's overview
+    /// raises `old_messages` on it ([`DEFAULT_ALERT_AFTER`] unless set).
+    pub fn console_age_alert(mut self, age: Duration) -> Server {
+        self.console.age_alert = age;
+        self
+    }
+
+    /// How far behind (its oldest unread record's age) a consumer group may fall before
+    /// the console's overview raises `group_lag` on its topic ([`DEFAULT_ALERT_AFTER`]
+    /// unless set).
+    pub fn console_lag_alert(mut self, lag: Duration) -> Server {
+        self.console.lag_alert = lag;
+        self
+    }
+
+    /// The names the front ends running beside this server give queues and topics (SQS
+    /// queue URLs, SNS topic ARNs, Kafka topics), shown in the console's topology. None
+    /// unless set.
+    pub fn console_aliases(mut self, aliases: ConsoleAliases) -> Server {
+        self.console.aliases = aliases;
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -342,8 +382,19 @@ impl Server {
     /// drives the API in process (tests, fuzzing). Listeners, TLS, connection limits and
     /// shutdown are then the program's: `/readyz` stays ready, and `/metrics` counts only
     /// what this router served.
+    ///
+    /// The console's sampler runs while the router (or a clone of it) lives, when this is
+    /// called on a Tokio runtime; elsewhere the console's rates and histories stay empty.
     pub fn into_http_router(self) -> axum::Router {
         let gate = Gate::timed_by(self.auth, self.max_batch, broker_time(&self.broker));
+        let console = Arc::new(Console::new(self.console));
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(console::history::run(
+                self.broker.clone(),
+                Arc::downgrade(&console),
+                None,
+            ));
+        }
         let shared = http::Shared {
             broker: self.broker,
             meters: self.meters,
@@ -352,6 +403,8 @@ impl Server {
             shutting_down: Arc::new(AtomicBool::new(false)),
             open_metrics: self.open_metrics,
             max_read_bytes: self.max_read_bytes,
+            console,
+            stop: None,
         };
         http::router(shared, self.max_body)
     }
@@ -372,6 +425,8 @@ impl Server {
         // Open consume streams are calls in progress too: they end when serving stops, or
         // the wait for calls in progress would last as long as the slowest client.
         let streams_stop = stop_rx.clone();
+        // So do the console's event streams, and its sampler stops with them.
+        let console_stop = stop_rx.clone();
         let stopped = move || {
             let mut rx = stop_rx.clone();
             async move {
@@ -413,6 +468,12 @@ impl Server {
             let Some(listener) = self.http else {
                 return Ok(());
             };
+            let console = Arc::new(Console::new(self.console.clone()));
+            let sampler = tokio::spawn(console::history::run(
+                self.broker.clone(),
+                Arc::downgrade(&console),
+                Some(console_stop.clone()),
+            ));
             let shared = http::Shared {
                 broker: self.broker.clone(),
                 meters: Arc::clone(&self.meters),
@@ -421,6 +482,8 @@ impl Server {
                 shutting_down: Arc::clone(&shutting_down),
                 open_metrics: self.open_metrics,
                 max_read_bytes: self.max_read_bytes,
+                console,
+                stop: Some(console_stop),
             };
             let listener = HttpListener {
                 listener,
@@ -428,10 +491,15 @@ impl Server {
                 tls: self.tls.as_ref().map(|tls| tls.acceptor(tls::ALPN_HTTP)),
                 handshakes: tokio::task::JoinSet::new(),
             };
-            axum::serve(listener, http::router(shared, self.max_body))
+            let served = axum::serve(listener, http::router(shared, self.max_body))
                 .with_graceful_shutdown(stopped())
                 .await
-                .map_err(ServeError::Http)
+                .map_err(ServeError::Http);
+            // Serving ended, so the stop was sent (or the listener failed, and the
+            // sampler is of no more use either).
+            sampler.abort();
+            let _ = sampler.await;
+            served
         };
         let signal = async {
             shutdown.await;

@@ -416,6 +416,77 @@ async fn redrive_filters_by_reason_header_and_age_and_honours_max_messages() {
 }
 
 #[tokio::test]
+async fn redrive_of_selected_seqs_moves_only_those_and_passes_over_seqs_no_longer_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    for p in ["a", "b", "c", "d"] {
+        reject_one(&broker, "q", OutgoingMessage::new(p)).await;
+    }
+    let letters = broker
+        .peek("q.dlq", None, 10, &RedriveFilter::default())
+        .unwrap();
+    let seq_of = |payload: &str| {
+        letters
+            .iter()
+            .find(|l| &l.message.payload[..] == payload.as_bytes())
+            .unwrap()
+            .seq
+    };
+    // "b" and "d" are selected, with a seq the queue never had.
+    let selected = RedriveRequest {
+        filter: RedriveFilter {
+            seqs: Some([seq_of("b"), seq_of("d"), 9_999].into()),
+            ..RedriveFilter::default()
+        },
+        ..RedriveRequest::default()
+    };
+    let report = broker.redrive("q.dlq", selected.clone()).await.unwrap();
+    assert_eq!((report.moved, report.skipped), (2, 0));
+    assert_eq!(payloads(&receive(&broker, "q", 10).await), ["b", "d"]);
+    assert_eq!(stats(&broker, "q.dlq").state.tracked, 2, "a and c stay");
+    // The same selection again: moved already, so nothing more.
+    assert_eq!(broker.redrive("q.dlq", selected).await.unwrap().moved, 0);
+    // An empty selection selects nothing.
+    let none = RedriveRequest {
+        filter: RedriveFilter {
+            seqs: Some(Default::default()),
+            ..RedriveFilter::default()
+        },
+        ..RedriveRequest::default()
+    };
+    assert_eq!(broker.redrive("q.dlq", none).await.unwrap().moved, 0);
+    assert_eq!(stats(&broker, "q.dlq").state.tracked, 2);
+}
+
+#[tokio::test]
+async fn redrive_by_key_moves_only_that_keys_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_queue("q", spec(5)).await.unwrap();
+    reject_one(&broker, "q", OutgoingMessage::new("a").with_key("k1")).await;
+    reject_one(&broker, "q", OutgoingMessage::new("b").with_key("k2")).await;
+    reject_one(&broker, "q", OutgoingMessage::new("c")).await;
+    reject_one(&broker, "q", OutgoingMessage::new("d").with_key("k1")).await;
+    let by_key = RedriveRequest {
+        filter: RedriveFilter {
+            key: Some(bytes::Bytes::from_static(b"k1")),
+            ..RedriveFilter::default()
+        },
+        ..RedriveRequest::default()
+    };
+    assert_eq!(broker.redrive("q.dlq", by_key).await.unwrap().moved, 2);
+    assert_eq!(payloads(&receive(&broker, "q", 10).await), ["a", "d"]);
+    assert_eq!(
+        stats(&broker, "q.dlq").state.tracked,
+        2,
+        "b and keyless c stay"
+    );
+}
+
+#[tokio::test]
 async fn redrive_to_another_queue_skips_in_flight_and_respects_the_targets_limit() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

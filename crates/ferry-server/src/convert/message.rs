@@ -136,6 +136,7 @@ pub fn dead_letter_filter(f: Option<v1::DeadLetterFilter>) -> Result<RedriveFilt
         header,
         older_than: f.older_than_ms.map(ms),
         newer_than: f.newer_than_ms.map(ms),
+        ..RedriveFilter::default()
     })
 }
 

@@ -25,16 +25,19 @@ type Reply<T> = Result<T, ApiError>;
 #[serde(deny_unknown_fields)]
 pub struct Filter {
     /// `max_deliveries`, `rejected`, `expired` or `overflow`.
-    reason: Option<String>,
-    header_name: Option<String>,
-    header_value: Option<String>,
-    older_than_ms: Option<u64>,
-    newer_than_ms: Option<u64>,
+    pub(crate) reason: Option<String>,
+    pub(crate) header_name: Option<String>,
+    pub(crate) header_value: Option<String>,
+    pub(crate) older_than_ms: Option<u64>,
+    pub(crate) newer_than_ms: Option<u64>,
 }
 
 impl Filter {
     /// The broker's filter, refused if it names a header `redaction` masks.
-    fn into_broker(self, redaction: &Redaction) -> Result<ferry_broker::RedriveFilter, ApiError> {
+    pub(crate) fn into_broker(
+        self,
+        redaction: &Redaction,
+    ) -> Result<ferry_broker::RedriveFilter, ApiError> {
         redaction
             .check_filter(self.header_name.as_deref())
             .map_err(|e| ApiError::bad_request("redacted_header", e.to_string()))?;

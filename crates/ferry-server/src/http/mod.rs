@@ -3,18 +3,24 @@
 //! `/metrics`.
 
 mod admin;
+mod browse;
+pub mod console;
 mod dead_letters;
 mod error;
 mod message;
 mod messaging;
+mod offsets;
 mod parked;
 mod path;
 mod prometheus;
+mod purge;
 mod spec;
 mod temporary;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::watch;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -46,6 +52,11 @@ pub struct Shared {
     pub open_metrics: bool,
     /// The most message bytes one peek answers with.
     pub max_read_bytes: usize,
+    /// The console's settings, sample history, redrive jobs and event stream.
+    pub console: Arc<console::Console>,
+    /// Says when serving stops, so that endless responses (the console's event stream)
+    /// end and let shutdown finish; `None` for a router a program serves itself.
+    pub stop: Option<watch::Receiver<bool>>,
 }
 
 impl Shared {
@@ -141,11 +152,21 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
             "/v1/queues/{queue}",
             get(describe_queue).delete(delete_queue),
         )
-        .route("/v1/queues/{queue}/messages", post(publish))
+        .route(
+            "/v1/queues/{queue}/messages",
+            post(publish).get(browse::browse),
+        )
         .route("/v1/queues/{queue}/receive", post(receive))
         .route("/v1/queues/{queue}/messages/{seq}/{outcome}", post(settle))
         .route("/v1/queues/{queue}/dead-letters", get(peek))
         .route("/v1/queues/{queue}/redrive", post(redrive))
+        .route(
+            "/v1/queues/{queue}/redrive-jobs",
+            post(console::redrive_jobs::start_job),
+        )
+        .route("/v1/redrive-jobs", get(console::redrive_jobs::list_jobs))
+        .route("/v1/redrive-jobs/{id}", get(console::redrive_jobs::get_job))
+        .route("/v1/queues/{queue}/purge", post(purge::purge))
         .route("/v1/queues/{queue}/parked", get(parked::list_parked))
         .route(
             "/v1/queues/{queue}/parked/{key}",
@@ -162,6 +183,21 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         )
         .route("/v1/topics/{topic}/messages", post(publish_to_topic))
         .route("/v1/topics/{topic}/groups/{group}", get(describe_group))
+        .route(
+            "/v1/topics/{topic}/groups/{group}/offsets",
+            post(offsets::reset_offsets),
+        )
+        .route("/v1/console/overview", get(console::overview::overview))
+        .route(
+            "/v1/console/queues/{queue}/history",
+            get(console::history::queue_history),
+        )
+        .route(
+            "/v1/console/topics/{topic}/history",
+            get(console::history::topic_history),
+        )
+        .route("/v1/console/events", get(console::events::events))
+        .route("/v1/console/topology", get(console::topology::topology))
         .route("/v1/subscriptions", post(create_subscription))
         .route(
             "/v1/subscriptions/{name}",

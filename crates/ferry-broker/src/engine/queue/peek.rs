@@ -38,7 +38,7 @@ pub struct PeekPage {
 
 impl Broker {
     /// Up to `max` (at most [`MAX_PEEK`]) messages of `queue` after seq `after` (all with
-    /// `None`) that `filter` takes (the redrive filter: reason, header, age), oldest first.
+    /// `None`) that `filter` takes (the redrive filter: reason, header, age, key, selected seqs), oldest first.
     /// Page on by passing the last seq returned. [`Broker::peek_within`] bounds the bytes
     /// too.
     pub fn peek(
@@ -69,10 +69,8 @@ impl Broker {
             ..limit
         });
         let now_ms = self.now_ms();
-        let seqs: Vec<Seq> = queue
-            .lock()
-            .state
-            .seqs()
+        let seqs: Vec<Seq> = filter
+            .candidates(&queue.lock().state)
             .into_iter()
             .filter(|&s| after.is_none_or(|a| s > a))
             .collect();
@@ -100,7 +98,7 @@ impl Broker {
                         more: true,
                     });
                 }
-                if !filter.matches(&message, now_ms) {
+                if !filter.matches(seq, &message, now_ms) {
                     continue;
                 }
                 if !budget.fits(&message) {
@@ -193,6 +191,55 @@ mod tests {
             broker
                 .peek("nope", None, 1, &RedriveFilter::default())
                 .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_peek_by_key_or_selection_shows_only_those_and_takes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_queue("q", spec(1)).await.unwrap();
+        for (i, key) in ["k1", "k2", "k1", "k10"].iter().enumerate() {
+            let m = OutgoingMessage::new(format!("m{i}")).with_key(*key);
+            broker.publish("q", m).await.unwrap();
+        }
+        broker
+            .publish("q", OutgoingMessage::new("keyless"))
+            .await
+            .unwrap();
+        let leased = broker.receive("q", "c", 1, None, None).await.unwrap();
+        let k1 = RedriveFilter {
+            key: Some(bytes::Bytes::from_static(b"k1")),
+            ..RedriveFilter::default()
+        };
+        let got = broker.peek("q", None, 10, &k1).unwrap();
+        let payloads: Vec<_> = got.iter().map(|p| p.message.payload.clone()).collect();
+        assert_eq!(payloads, ["m0", "m2"], "exactly k1: not k10, not keyless");
+        assert!(got[0].in_flight, "m0 is leased, and shown as such");
+        let m2 = got[1].seq;
+        let selected = RedriveFilter {
+            seqs: Some([m2, 4, 77].into()),
+            ..RedriveFilter::default()
+        };
+        let got = broker.peek("q", None, 10, &selected).unwrap();
+        let seqs: Vec<_> = got.iter().map(|p| p.seq).collect();
+        assert_eq!(
+            seqs,
+            [m2, 4],
+            "the selection, less what the queue never had"
+        );
+        // Browsing changed nothing: same depth, and the lease is the only delivery.
+        let stats = broker.describe_queue("q").unwrap().stats.state;
+        assert_eq!((stats.ready, stats.in_flight), (4, 1));
+        broker
+            .ack("q", leased[0].seq, leased[0].token)
+            .await
+            .unwrap();
+        let rest = broker.receive("q", "c", 10, None, None).await.unwrap();
+        assert!(
+            rest.iter().all(|m| m.delivery == 1),
+            "peeks counted no delivery"
         );
     }
 

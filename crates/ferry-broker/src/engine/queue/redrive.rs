@@ -19,8 +19,11 @@
 //! is skipped and counted. An error (the target full, storage) stops the redrive; what
 //! moved before it stays moved, and the message being moved stays in the dead-letter queue.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use super::{Incoming, Queue, durable};
 use crate::engine::Broker;
@@ -28,7 +31,7 @@ use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
 use crate::name::Name;
 use crate::queue::journal::JournalEvent;
-use crate::queue::state::DeadLetterReason;
+use crate::queue::state::{DeadLetterReason, QueueState, Seq};
 use crate::record;
 
 /// What to redrive and where; the default moves every dead letter back to its origin, as
@@ -46,7 +49,7 @@ pub struct RedriveRequest {
     pub rate_per_sec: Option<u32>,
 }
 
-/// Which dead letters to redrive; every condition set must hold. Ages count from when the
+/// Which dead letters to redrive (or messages to peek at); every condition set must hold. Ages count from when the
 /// message was dead-lettered (its publish time in the dead-letter queue).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RedriveFilter {
@@ -57,20 +60,45 @@ pub struct RedriveFilter {
     pub older_than: Option<Duration>,
     /// Dead-lettered less than this long ago.
     pub newer_than: Option<Duration>,
+    /// A key of exactly these bytes (a message without a key never matches).
+    pub key: Option<Bytes>,
+    /// Only these seqs of the queue: an operator's selection. Seqs the queue no longer
+    /// tracks are passed over, so a selection made from a page that has since changed
+    /// moves what is still there and nothing else.
+    pub seqs: Option<BTreeSet<Seq>>,
 }
 
 impl RedriveFilter {
-    pub(crate) fn matches(&self, letter: &Message, now_ms: i64) -> bool {
+    /// The tracked seqs worth reading for this filter, in order: the selection's when there
+    /// is one, so a redrive or peek of a few selected letters does not walk the whole queue.
+    pub(crate) fn candidates(&self, state: &QueueState) -> Vec<Seq> {
+        match &self.seqs {
+            Some(only) => only
+                .iter()
+                .copied()
+                .filter(|&seq| state.is_tracked(seq))
+                .collect(),
+            None => state.seqs(),
+        }
+    }
+
+    pub(crate) fn matches(&self, seq: Seq, letter: &Message, now_ms: i64) -> bool {
         let age = now_ms.saturating_sub(letter.published_at);
-        self.reason.is_none_or(|reason| {
-            letter
-                .dead_letter
+        self.seqs.as_ref().is_none_or(|only| only.contains(&seq))
+            && self
+                .key
                 .as_ref()
-                .is_some_and(|dl| dl.reason == reason.as_str())
-        }) && self
-            .header
-            .as_ref()
-            .is_none_or(|(name, value)| letter.headers.get(name) == Some(value))
+                .is_none_or(|key| letter.key.as_ref() == Some(key))
+            && self.reason.is_none_or(|reason| {
+                letter
+                    .dead_letter
+                    .as_ref()
+                    .is_some_and(|dl| dl.reason == reason.as_str())
+            })
+            && self
+                .header
+                .as_ref()
+                .is_none_or(|(name, value)| letter.headers.get(name) == Some(value))
             && self.older_than.is_none_or(|d| age >= millis(d))
             && self.newer_than.is_none_or(|d| age < millis(d))
     }
@@ -104,7 +132,7 @@ impl Broker {
             .filter(|&rate| rate > 0)
             .map(|rate| Duration::from_secs_f64(1.0 / f64::from(rate)));
         let mut report = RedriveReport::default();
-        let seqs = dlq.lock().state.seqs();
+        let seqs = request.filter.candidates(&dlq.lock().state);
         for seq in seqs {
             if request.max_messages.is_some_and(|max| report.moved >= max) {
                 break;
@@ -114,7 +142,7 @@ impl Broker {
             }
             let now_ms = self.now_ms();
             let letter = dlq.read(seq)?;
-            if !request.filter.matches(&letter, now_ms) {
+            if !request.filter.matches(seq, &letter, now_ms) {
                 continue;
             }
             let target = match &fixed_target {
