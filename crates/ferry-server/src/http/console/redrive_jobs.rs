@@ -81,11 +81,11 @@ impl Jobs {
     }
 
     fn find(&self, id: &str) -> Option<JobStatus> {
-        self.jobs.iter().map(|j| status(j)).find(|j| j.id == id)
+        self.jobs.iter().map(status).find(|j| j.id == id)
     }
 
     fn all(&self) -> Vec<JobStatus> {
-        self.jobs.iter().map(|j| status(j)).collect()
+        self.jobs.iter().map(status).collect()
     }
 }
 
