@@ -58,8 +58,13 @@
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/nack` | `{"token", "delay_ms"?, "error"?}` → `{"retry_at_ms"}` or `{"dead_lettered"}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/reject` | `{"token", "reason"}` → `{}` |
 //! | `POST` | `/v1/queues/{queue}/messages/{seq}/extend` | `{"token", "by_ms"}` → `{"lease_until_ms"}` |
+//! | `GET` | `/v1/queues/{queue}/messages` | query `key`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `reason`, `after_seq`, `max` → `{"messages": [.. with "in_flight"], "next_after_seq", "more"}`: browse any queue without taking anything, headers masked as dead-letter peeks mask them |
+//! | `POST` | `/v1/queues/{queue}/purge` | `{"confirm": "<queue>"}` → `{"purged"}`; another or no `confirm` is 400 `confirmation_mismatch` |
 //! | `GET` | `/v1/queues/{dlq}/dead-letters` | query `reason`, `header_name`+`header_value`, `older_than_ms`, `newer_than_ms`, `after_seq`, `max` → `{"letters": [..], "next_after_seq", "more"}`, redacted header values as `***` ([`Redaction`]) |
 //! | `POST` | `/v1/queues/{dlq}/redrive` | `{"target"?, "filter"?, "max_messages"?, "rate_per_sec"?}` → `{"moved", "skipped"}` |
+//! | `POST` | `/v1/queues/{dlq}/redrive-jobs` | `{"seqs"?, "filter"?, "target"?, "rate_per_sec"?}` (rate default 500 a second, 0 unlimited) → 202 job: a redrive in the background of the letters that match now, with progress |
+//! | `GET` | `/v1/redrive-jobs` | → `{"jobs": [..]}`, newest first, the last 50 |
+//! | `GET` | `/v1/redrive-jobs/{id}` | → `{"id", "dead_letter_queue", "target", "state" (running, done, failed), "matched", "moved", "error", "started_at_ms", "finished_at_ms"}` |
 //! | `PUT` | `/v1/queues/{queue}/parked/{key}` | query `encoding=base64`? (the key's bytes in standard base64; else its UTF-8 text) → 204: the key's messages are held until unparked (key-shared queues only, else 409 `not_key_shared`) |
 //! | `DELETE` | `/v1/queues/{queue}/parked/{key}` | query `encoding=base64`? → 204: the key's messages flow again, in order |
 //! | `GET` | `/v1/queues/{queue}/parked` | → `{"keys": [{"key" or "key_base64", "held"}]}` in byte order of the keys |
@@ -70,9 +75,15 @@
 //! | `DELETE` | `/v1/topics/{topic}` | → 204 |
 //! | `POST` | `/v1/topics/{topic}/messages` | `{"messages", "partition"?, "producer_id"?, "first_sequence"?}` → `{"positions": [..]}` |
 //! | `GET` | `/v1/topics/{topic}/groups/{group}` | → group info with lag per partition |
+//! | `POST` | `/v1/topics/{topic}/groups/{group}/offsets` | `{"partition"?, "to": "earliest" \| "latest" \| {"offset"} \| {"timestamp_ms"}}` → group info, after the reset |
 //! | `POST` | `/v1/subscriptions` | `{"name", "spec": {"topic", ..}}` → 201 `{"name"}` |
 //! | `GET` | `/v1/subscriptions/{name}` | → subscription info |
 //! | `DELETE` | `/v1/subscriptions/{name}` | → 204 |
+//! | `GET` | `/v1/console/overview` | query `name`, `queue_offset`, `topic_offset`, `limit` (1 to 500, default 50) → a page of queues and of topics with depth, rates, sparklines and alerts |
+//! | `GET` | `/v1/console/queues/{queue}/history` | → `{"sample_interval_ms", "samples": [..]}`: the last hour of samples, oldest first |
+//! | `GET` | `/v1/console/topics/{topic}/history` | → the same for a topic |
+//! | `GET` | `/v1/console/events` | → `text/event-stream`: `sample` after each sample, `redrive` on a job's progress, a keep-alive comment every 15 s |
+//! | `GET` | `/v1/console/topology` | → `{"nodes", "edges"}`: topics, subscriptions, queues, dead-letter queues, and the names the Kafka, SQS and SNS front ends give them |
 //! | `GET` | `/healthz` | 200 while the process serves |
 //! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
 //! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`); with tokens configured, needs a `metrics` permission |
@@ -95,6 +106,12 @@
 //! Dead-letter pages go on from `next_after_seq` while `more` is true: a page holds at
 //! most `max` letters (unset: 100; at most 1000) and [`Server::max_read_bytes`] of them,
 //! so a page shorter than `max` is not the end.
+//!
+//! The `/v1/console/...` endpoints serve the web console (see `docs/console-api.md`).
+//! Its overview and topology list only what the token may describe (`admin`); the
+//! histories need `admin` on the name; browsing, as reading the queue; redrive jobs, as
+//! a redrive; purging, as deleting the queue (`admin`). Rates come from a sampler that
+//! reads every queue's and topic's stats each [`Server::console_sample_interval`].
 //!
 //! Failures answer `{"error", "code"}` with a status from the kind of failure; the code of
 //! a broker error is its variant's name (`queue_not_found`, `stale_lease`), so a client
