@@ -77,11 +77,15 @@ impl TokenGrant {
 /// | the same on a dead-letter queue | `dead_letters` on the dead-letter queue |
 /// | park, unpark, list parked keys | as receiving: `consume` on the queue (`dead_letters` on a dead-letter queue) — the worker that meets a poison message parks its key |
 /// | dead-letter peek (list, peek) | `dead_letters` on the dead-letter queue (`consume`, should the queue peeked be an ordinary one) |
-/// | redrive | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
+/// | redrive, redrive job (start, describe; lists show the jobs of the queues the token may read) | `dead_letters` on the dead-letter queue, and `publish` on the target when one is named |
+/// | browse a queue's messages (HTTP) | as receiving: `consume` on the queue (`dead_letters` on a dead-letter queue) |
+/// | purge a queue (HTTP) | `admin` on the queue, as deleting it |
 /// | group join, heartbeat, leave, poll, commit; read topic | `consume` on the topic |
 /// | create temporary queue (gRPC and HTTP) | `consume` on temporary queue names, `tmp.<ulid>` (e.g. `consume:tmp.*`); the server picks the name |
 /// | create, describe, delete (queues, topics, subscriptions); describe group, reset offsets, add partitions | `admin` on the name (the topic, for groups) |
-/// | list queues, list topics | a valid token; only names it has `admin` on are listed |
+/// | list queues, list topics; the console's overview and topology | a valid token; only names it has `admin` on are listed |
+/// | the console's history of a queue or topic | `admin` on the name |
+/// | the console's event stream | a valid token; a redrive job's events only with `dead_letters` on its queue |
 /// | `/metrics` | `metrics` on some name; only the series of names it has `metrics` on are shown (nothing, with [`Server::open_metrics`](crate::Server::open_metrics)) |
 /// | `/healthz`, `/readyz` | nothing |
 ///
