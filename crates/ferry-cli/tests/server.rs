@@ -513,3 +513,97 @@ fn serve_help_shows_only_its_own_flags_and_the_client_flags_stay_where_they_were
         .unwrap();
     assert!(String::from_utf8_lossy(&from_env.stdout).contains("jobs"));
 }
+
+/// The JSON body of a response `support::http` returned whole.
+fn json_body(response: &str) -> Value {
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {response}"))
+}
+
+#[test]
+fn the_console_flags_set_its_sampling_and_alerts_and_its_topology_names_the_front_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, lines) = support::spawn_serve(
+        dir.path(),
+        &[
+            "--console-sample-interval",
+            "250ms",
+            "--console-age-alert",
+            "2m",
+            "--console-lag-alert",
+            "90s",
+        ],
+    );
+    let (http, aws) = support::listening(
+        &lines,
+        "ferry: serving HTTP on http://",
+        "ferry: serving Amazon SQS on http://",
+        |_| {},
+    );
+    // Killed when dropped, whatever the test does.
+    let _server = Server {
+        child,
+        grpc: String::new(),
+        http: http.clone(),
+    };
+    let (status, _) = support::http(&http, "", "POST", "/v1/queues", r#"{"name": "jobs"}"#);
+    assert_eq!(status, 201);
+    let (status, _) = support::http(&http, "", "POST", "/v1/topics", r#"{"name": "events"}"#);
+    assert_eq!(status, 201);
+
+    let (status, response) = http_get(&http, "/v1/console/overview", None);
+    assert_eq!(status, 200, "{response}");
+    let overview = json_body(&response);
+    assert_eq!(overview["sample_interval_ms"], 250);
+    assert_eq!(overview["age_alert_ms"], 120_000);
+    assert_eq!(overview["lag_alert_ms"], 90_000);
+
+    let (status, response) = http_get(&http, "/v1/console/topology", None);
+    assert_eq!(status, 200, "{response}");
+    let topology = json_body(&response);
+    let aliases = |id: &str| {
+        topology["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {topology}"))["aliases"]
+            .clone()
+    };
+    assert_eq!(
+        aliases("queue:jobs"),
+        serde_json::json!([{"protocol": "sqs", "name": format!("http://{aws}/000000000000/jobs")}])
+    );
+    let topic = aliases("topic:events");
+    assert_eq!(
+        topic[0],
+        serde_json::json!({"protocol": "kafka", "name": "events"})
+    );
+    assert_eq!(topic[1]["protocol"], "sns");
+    assert!(
+        topic[1]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with(":000000000000:events")
+    );
+}
+
+#[test]
+fn console_durations_need_a_unit_and_a_sample_interval_of_at_least_10ms() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, says) in [
+        ("--console-sample-interval", "1ms", "10ms"),
+        ("--console-age-alert", "300", "unit"),
+        ("--console-lag-alert", "soon", "duration"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["serve", "--data-dir"])
+            .arg(dir.path())
+            .args([flag, value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {value} was taken");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(flag) && stderr.contains(says), "{stderr}");
+    }
+}

@@ -334,9 +334,19 @@ async fn the_sampler_keeps_a_history_with_rates_and_the_event_stream_says_when()
     let missing = c.send("GET", "/v1/console/queues/nope/history", None).await;
     assert_eq!(missing.status, 404);
     assert_eq!(missing.body["code"], "queue_not_found");
-    // The stream ends with the server: shutdown does not wait on it.
-    drop(stream);
+    // The stream ends with the server: shutdown does not wait on it (`stop` fails the test
+    // after ten seconds), and the client sees the end.
     c.served.stop().await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the event stream outlived the server");
 }
 
 #[tokio::test]

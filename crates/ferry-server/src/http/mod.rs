@@ -20,8 +20,6 @@ mod temporary;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::watch;
-
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -31,6 +29,7 @@ use axum::routing::{get, post, put};
 use bytes::Bytes;
 use ferry_broker::Broker;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use crate::auth::{Action, Caller, Gate};
 use crate::metrics::Meters;

@@ -64,7 +64,7 @@ pub async fn events(State(s): State<Shared>, headers: HeaderMap) -> Result<Event
                         .data(serde_json::json!({ "at_ms": broker.now_ms() }).to_string()),
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
-                _ = keep_alive.tick() => Event::default().comment(" keep-alive"),
+                _ = keep_alive.tick() => Event::default().comment("keep-alive"),
                 () = tx.closed() => break,
                 () = stopped(&mut stop) => break,
             };
