@@ -56,9 +56,9 @@ export function replace(parent, ...children) {
 }
 
 /** A table that scrolls sideways on a narrow screen; the region is focusable so a
- * keyboard can scroll it too. */
+ * keyboard can scroll it too, and named "<label> table" to tell it from its section. */
 export function scrolling(label, table) {
-  return h('div', { class: 'table-scroll', role: 'region', 'aria-label': label, tabindex: '0' }, table);
+  return h('div', { class: 'table-scroll', role: 'region', 'aria-label': `${label} table`, tabindex: '0' }, table);
 }
 
 /** Text only a screen reader reads. */

@@ -4,7 +4,9 @@
 import { h, definitions, scrolling } from './dom.js';
 import { ago, key, payload } from './format.js';
 
-export function messageView(message, nowMs = Date.now()) {
+/** `level`: the heading level of the message's parts (one below the heading it sits under). */
+export function messageView(message, nowMs = Date.now(), level = 4) {
+  const heading = (text) => h(`h${level}`, null, text);
   const headerNames = Object.keys(message.headers || {}).sort();
   const headers = headerNames.length === 0
     ? h('p', { class: 'note' }, 'No headers.')
@@ -25,7 +27,7 @@ export function messageView(message, nowMs = Date.now()) {
       ['In flight', message.in_flight === undefined ? undefined : message.in_flight ? 'yes' : 'no'],
     ]),
     letter && h('section', { 'aria-label': 'Why it was dead-lettered' },
-      h('h4', null, 'Dead letter'),
+      heading('Dead letter'),
       definitions([
         ['Reason', letter.reason],
         ['Attempts', String(letter.deliveries)],
@@ -35,8 +37,8 @@ export function messageView(message, nowMs = Date.now()) {
         ['Last failure', ago(letter.last_failure_at_ms ?? letter.last_failure_ms, nowMs)],
         ['Consumer', letter.consumer || undefined],
       ])),
-    h('h4', null, 'Payload'),
+    heading('Payload'),
     payload(message),
-    h('h4', null, 'Headers'),
+    heading('Headers'),
     headers);
 }

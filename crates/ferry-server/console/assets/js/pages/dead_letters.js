@@ -77,8 +77,6 @@ export function renderDeadLetters({ root, name: dlq, signal }) {
     h('h1', { tabindex: '-1' }, 'Dead letters in ', h('span', { class: 'name' }, dlq)),
     problem,
     h('section', { 'aria-labelledby': 'filters-title' }, h('h2', { id: 'filters-title' }, 'Filters'), filters),
-    h('section', { 'aria-labelledby': 'letters-title' }, h('h2', { id: 'letters-title' }, 'Letters'), listing, selection),
-    opened,
     h('section', { 'aria-labelledby': 'redrive-title', class: 'redrive' },
       h('h2', { id: 'redrive-title' }, 'Redrive'),
       h('fieldset', null,
@@ -90,11 +88,14 @@ export function renderDeadLetters({ root, name: dlq, signal }) {
         h('label', { for: 'redrive-rate' }, 'Rate (messages per second, 0 for no limit)'), rateInput),
       h('p', { class: 'buttons' }, redriveSelected, redriveFiltered, redriveAll),
       progressBar,
-      progress));
+      progress),
+    // The list after the controls: with a long page, redrive is still at hand.
+    h('section', { 'aria-labelledby': 'letters-title' }, h('h2', { id: 'letters-title' }, 'Letters'), selection, listing),
+    opened);
 
   function open(letter) {
     opened.hidden = false;
-    replace(opened, h('h2', { id: 'letter-title', tabindex: '-1' }, `Dead letter ${letter.seq}`), messageView(letter, state.shownAt));
+    replace(opened, h('h2', { id: 'letter-title', tabindex: '-1' }, `Dead letter ${letter.seq}`), messageView(letter, state.shownAt, 3));
     opened.querySelector('h2').focus();
   }
 

@@ -31,7 +31,7 @@ function rates(row, interval) {
   return h('td', { 'data-col': 'rates' },
     h('span', { class: 'rate' },
       sparkline(row.publish_history, { label: `Publish rate over the last ${row.publish_history?.length || 0} samples of ${per}` }),
-      ` in ${rate(row.publish_rate)}`),
+      ` publish ${rate(row.publish_rate)}`),
     row.ack_history !== undefined && h('span', { class: 'rate' },
       sparkline(row.ack_history, { label: `Ack rate over the last ${row.ack_history?.length || 0} samples of ${per}`, colour: '#1b7a3a' }),
       ` ack ${rate(row.ack_rate)}`));
@@ -125,13 +125,13 @@ export function renderOverview({ root, signal }) {
     const noMatch = state.filter ? `No queue's name contains "${state.filter}".` : 'No queues yet.';
     replace(queues,
       h('h2', { id: 'queues-title' }, 'Queues ', h('span', { class: 'count' }, `(${count(data.queues.total)})`)),
-      scrolling('Queues table', table('queues-table', 'Queues: depths, oldest ready message, rates and alerts',
+      scrolling('Queues', table('queues-table', 'Queues: depths, oldest ready message, rates and alerts',
         [['Queue'], ['Ready', 'num'], ['In flight', 'num'], ['Delayed', 'num'], ['Dead letters', 'num'], ['Oldest ready', 'num'], ['Rates']],
         data.queues.rows.map((row) => queueRow(row, data)), noMatch)),
       pager('Queues', data.queues, 'queueOffset', load));
     replace(topics,
       h('h2', { id: 'topics-title' }, 'Topics ', h('span', { class: 'count' }, `(${count(data.topics.total)})`)),
-      scrolling('Topics table', table('topics-table', 'Topics: partitions, records, publish rate, subscriptions and groups',
+      scrolling('Topics', table('topics-table', 'Topics: partitions, records, publish rate, subscriptions and groups',
         [['Topic'], ['Partitions', 'num'], ['Records', 'num'], ['Publish rate'], ['Subscriptions'], ['Groups']],
         data.topics.rows.map((row) => topicRow(row, data)),
         state.filter ? `No topic's name contains "${state.filter}".` : 'No topics yet.')),

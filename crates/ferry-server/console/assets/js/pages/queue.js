@@ -12,7 +12,7 @@ import { href } from '../router.js';
 import { errorBox, loading, outcome } from './common.js';
 import { filterForm } from './filters.js';
 
-const PAGE = 50;
+const PAGE = 25;
 
 /** The queue its dead letters go to, from the spec: derived, named, or none. */
 function deadLetterQueue(name, spec) {

@@ -99,8 +99,10 @@ function drawing(graph) {
     const label = [`${node.kind.replace(/_/g, ' ')} ${node.name}`,
       ...(node.filter ? [`filter ${node.filter}`] : []),
       ...(node.aliases || []).map((a) => `${a.protocol} name ${a.name}`)].join(', ');
-    svg.append(s('a', { href: linkFor(node), id: `node-${node.id}`, class: `node node-${node.kind}`, 'data-node': node.id, 'aria-label': label },
-      s('title', null, label),
+    // Named by its visible text (name, filter, aliases), as a link should be; the full,
+    // unclipped text is its description (and the list below the graph has it too).
+    svg.append(s('a', { href: linkFor(node), id: `node-${node.id}`, class: `node node-${node.kind}`, 'data-node': node.id },
+      s('desc', null, label),
       s('rect', { x, y, width: w, height: boxH, rx: 6 }),
       text));
   }
@@ -122,7 +124,7 @@ function asLists(graph) {
     h('a', { href: linkFor(node) }, node.name),
     ` (${node.kind.replace(/_/g, ' ')})`,
     node.filter && [' filter ', h('code', null, node.filter)],
-    node.aliases?.length && ` — also ${node.aliases.map((a) => `${a.protocol}: ${a.name}`).join('; ')}`,
+    node.aliases?.length > 0 && ` — also ${node.aliases.map((a) => `${a.protocol}: ${a.name}`).join('; ')}`,
     (() => {
       const next = (children.get(node.id) || []).filter((e) => byId.has(e.to) && !seen.has(e.to));
       if (!next.length) return null;
