@@ -98,7 +98,9 @@ fn imports(source: &str) -> Vec<String> {
     for line in source.lines() {
         let line = line.trim_start();
         let static_import = (line.starts_with("import ") || line.starts_with("export "))
-            && (line.contains(" from ") || line.starts_with("import '") || line.starts_with("import \""));
+            && (line.contains(" from ")
+                || line.starts_with("import '")
+                || line.starts_with("import \""));
         let dynamic = line.contains("import(");
         if !(static_import || dynamic) || line.starts_with("//") {
             continue;
@@ -106,7 +108,9 @@ fn imports(source: &str) -> Vec<String> {
         let start = if dynamic && !static_import {
             line.find("import(").unwrap() + "import(".len()
         } else {
-            line.rfind(" from ").map(|i| i + 6).unwrap_or("import ".len())
+            line.rfind(" from ")
+                .map(|i| i + 6)
+                .unwrap_or("import ".len())
         };
         let rest = line[start..].trim_start();
         let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"');
@@ -135,7 +139,11 @@ fn files_under(dir: &Path, into: &mut Vec<PathBuf>) {
 
 fn assert_served_as(reply: &RawReply, path: &str) {
     assert_eq!(reply.status, 200, "{path}: {}", reply.head);
-    assert_eq!(header(reply, "content-type"), Some(expected_type(path)), "{path}");
+    assert_eq!(
+        header(reply, "content-type"),
+        Some(expected_type(path)),
+        "{path}"
+    );
     assert_eq!(header(reply, "cache-control"), Some("no-cache"), "{path}");
 }
 
@@ -221,11 +229,19 @@ async fn every_file_of_the_console_directory_is_embedded_and_served() {
     files_under(&console_dir(), &mut files);
     assert!(files.len() > 10, "the console's files: {files:?}");
     for file in files {
-        let relative = file.strip_prefix(console_dir()).unwrap().display().to_string();
+        let relative = file
+            .strip_prefix(console_dir())
+            .unwrap()
+            .display()
+            .to_string();
         let path = format!("/ui/{relative}");
         let reply = get(&s, &path).await;
         assert_served_as(&reply, &path);
-        assert_eq!(reply.body, std::fs::read(&file).unwrap(), "{path}: the embedded copy is stale");
+        assert_eq!(
+            reply.body,
+            std::fs::read(&file).unwrap(),
+            "{path}: the embedded copy is stale"
+        );
     }
 }
 
@@ -246,7 +262,11 @@ async fn an_unknown_file_is_not_found() {
 #[tokio::test]
 async fn the_console_needs_no_token_though_the_api_does() {
     let s = served_with_tokens().await;
-    assert_eq!(get(&s, "/v1/queues").await.status, 401, "tokens are required");
+    assert_eq!(
+        get(&s, "/v1/queues").await.status,
+        401,
+        "tokens are required"
+    );
     for path in ["/ui/", "/ui/assets/js/main.js", "/ui/assets/console.css"] {
         assert_eq!(get(&s, path).await.status, 200, "{path}");
     }
@@ -255,14 +275,22 @@ async fn the_console_needs_no_token_though_the_api_does() {
 #[tokio::test]
 async fn every_file_carries_the_content_security_policy() {
     let s = served_with_tokens().await;
-    for path in ["/ui/", "/ui/assets/js/main.js", "/ui/assets/console.css", "/ui/assets/icon.svg"] {
+    for path in [
+        "/ui/",
+        "/ui/assets/js/main.js",
+        "/ui/assets/console.css",
+        "/ui/assets/icon.svg",
+    ] {
         let reply = get(&s, path).await;
         let head = reply.head.to_ascii_lowercase();
         assert!(head.contains(CSP), "{path}: {}", reply.head);
         assert!(head.contains("frame-ancestors 'none'"), "{path}");
         assert!(head.contains("x-content-type-options: nosniff"), "{path}");
         let policy = header(&reply, "content-security-policy").unwrap();
-        assert!(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"), "{policy}");
+        assert!(
+            !policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"),
+            "{policy}"
+        );
     }
 }
 
@@ -275,14 +303,30 @@ fn the_page_has_no_inline_script_or_handler_and_no_module_parses_html() {
     let scripts = lower.matches("<script").count();
     let external = lower.matches("<script type=\"module\" src=").count();
     assert_eq!(scripts, external, "every script is a module from a file");
-    for handler in [" onclick=", " onload=", " onsubmit=", " oninput=", " style=", "javascript:"] {
+    for handler in [
+        " onclick=",
+        " onload=",
+        " onsubmit=",
+        " oninput=",
+        " style=",
+        "javascript:",
+    ] {
         assert!(!lower.contains(handler), "index.html has {handler}");
     }
     let mut files = Vec::new();
     files_under(&console_dir(), &mut files);
-    for file in files.iter().filter(|p| p.extension().is_some_and(|e| e == "js")) {
+    for file in files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "js"))
+    {
         let source = std::fs::read_to_string(file).unwrap();
-        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
             assert!(!source.contains(sink), "{} uses {sink}", file.display());
         }
     }
@@ -291,11 +335,19 @@ fn the_page_has_no_inline_script_or_handler_and_no_module_parses_html() {
 #[test]
 fn relative_references_resolve_as_a_browser_resolves_them() {
     assert_eq!(resolve("/ui/", "assets/a.css"), "/ui/assets/a.css");
-    assert_eq!(resolve("/ui/assets/js/main.js", "./api.js"), "/ui/assets/js/api.js");
-    assert_eq!(resolve("/ui/assets/js/pages/queue.js", "../dom.js"), "/ui/assets/js/dom.js");
+    assert_eq!(
+        resolve("/ui/assets/js/main.js", "./api.js"),
+        "/ui/assets/js/api.js"
+    );
+    assert_eq!(
+        resolve("/ui/assets/js/pages/queue.js", "../dom.js"),
+        "/ui/assets/js/dom.js"
+    );
     assert_eq!(resolve("/ui/assets/js/main.js", "/ui/x.js"), "/ui/x.js");
     assert_eq!(
-        imports("import { a } from './a.js';\nimport * as b from \"../b.js\";\nconst c = import('./c.js');\n// import x from './no.js'\n"),
+        imports(
+            "import { a } from './a.js';\nimport * as b from \"../b.js\";\nconst c = import('./c.js');\n// import x from './no.js'\n"
+        ),
         vec!["./a.js", "../b.js", "./c.js"]
     );
 }

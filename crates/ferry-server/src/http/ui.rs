@@ -86,7 +86,10 @@ fn serve(path: &str) -> Response {
     };
     (
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type)),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(asset.content_type),
+            ),
             // Revalidate every time: after an upgrade the page must not mix old modules
             // with new ones.
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
