@@ -42,14 +42,23 @@ function renderMissing({ root }) {
 
 /** Whether the API takes this tab's token (or needs none): 401/403 say it does not. */
 async function accepted() {
+  const refused = (e) => e.status === 401 || e.status === 403;
   try {
     await api.get('/v1/console/overview?limit=1', { quietAuth: true });
-    return true;
   } catch (e) {
-    if (e.status === 401 || e.status === 403) throw e;
+    if (refused(e)) throw e;
+    // A server without the console's endpoints answers 404 before checking any token:
+    // ask a call every server has, so the sign-in still appears when one is needed.
+    if (e.status === 404) {
+      try {
+        await api.get('/v1/queues', { quietAuth: true });
+      } catch (other) {
+        if (refused(other)) throw other;
+      }
+    }
     // Any other failure is the views' to show; the token was not what failed.
-    return true;
   }
+  return true;
 }
 
 function showSignIn(message) {

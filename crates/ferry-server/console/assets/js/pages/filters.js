@@ -16,7 +16,8 @@ export function filterForm(prefix, fields, onApply, submitLabel = 'Apply filters
     h('label', { for: id(name) }, label),
     h('input', { id: id(name), name, type: 'text', autocomplete: 'off', ...attrs }),
   ];
-  const problem = h('p', { class: 'error', role: 'alert', hidden: true });
+  // The alert role is given when there is something to say, so no empty alert waits in the page.
+  const problem = h('p', { class: 'error', hidden: true });
   const form = h('form', { class: 'filters', 'aria-label': 'Filters' },
     fields.includes('key') && h('div', null, input('key', 'Key is exactly')),
     fields.includes('reason') && h('div', null,
@@ -63,6 +64,7 @@ export function filterForm(prefix, fields, onApply, submitLabel = 'Apply filters
       filter = read();
     } catch (e) {
       problem.textContent = e.message;
+      problem.setAttribute('role', 'alert');
       problem.hidden = false;
       return;
     }

@@ -33,7 +33,7 @@ function specFacts(spec) {
     ['Dead letters', dl == null ? 'default' : typeof dl === 'object' ? `to ${dl.queue}` : dl],
     ['Default TTL', spec.default_ttl_ms != null ? duration(spec.default_ttl_ms) : 'none'],
     ['Dedup window', spec.dedup_window_ms != null ? duration(spec.dedup_window_ms) : 'default'],
-    ['Length limit', limit
+    ['Length limit', limit && (limit.max_messages != null || limit.max_bytes != null)
       ? [limit.max_messages != null ? `${count(limit.max_messages)} messages` : null,
         limit.max_bytes != null ? bytes(limit.max_bytes) : null,
         limit.overflow].filter(Boolean).join(', ')
@@ -123,6 +123,10 @@ function browser(name, signal) {
     fetchPage(true);
   }, 'Browse');
   return {
+    start: () => {
+      filter = {};
+      fetchPage(true);
+    },
     section: h('section', { 'aria-labelledby': 'browse-title' },
       h('h2', { id: 'browse-title' }, 'Messages'),
       h('p', { class: 'note' }, 'Browsing takes nothing: messages stay where they are.'),
@@ -265,5 +269,6 @@ export function renderQueue({ root, name, signal }) {
 
   loadDescription().then(loadLinks);
   loadHistory();
+  browse.start();
   live.on('sample', refresh, signal);
 }
