@@ -40,6 +40,37 @@ function stopFallback() {
   fallbackTimer = null;
 }
 
+/**
+ * `fn` at most once per `ms`, the last call always running (after the pause): a redrive
+ * reports progress many times a second, and a view needs re-reading only now and then.
+ */
+export function throttle(fn, ms) {
+  let last = 0;
+  let timer = null;
+  return (...args) => {
+    clearTimeout(timer);
+    const wait = last + ms - Date.now();
+    if (wait <= 0) {
+      last = Date.now();
+      fn(...args);
+    } else {
+      timer = setTimeout(() => {
+        last = Date.now();
+        fn(...args);
+      }, wait);
+    }
+  };
+}
+
+/** Re-reads a view after each sample, and while a redrive moves messages. */
+export function onChange(reload, signal) {
+  on('sample', reload, signal);
+  const moved = throttle(reload, 2000);
+  on('redrive', () => {
+    if (!signal.aborted) moved();
+  }, signal);
+}
+
 /** Listens to `type` until `signal` aborts (the page that listened was left). */
 export function on(type, listener, signal) {
   listeners[type].add(listener);

@@ -99,6 +99,12 @@ export function renderDeadLetters({ root, name: dlq, signal }) {
     opened.querySelector('h2').focus();
   }
 
+  // A click anywhere on a row opens it too, except on its own controls (checkbox, link,
+  // button): the Open button is the keyboard's way.
+  function openFromRow(event, letter) {
+    if (!event.target.closest('a, button, input, label')) open(letter);
+  }
+
   function updateSelection() {
     const n = state.selected.size;
     selection.textContent = n === 0 ? '' : `${n} selected`;
@@ -113,7 +119,7 @@ export function renderDeadLetters({ root, name: dlq, signal }) {
       else state.selected.delete(letter.seq);
       updateSelection();
     });
-    return h('tr', { 'data-seq': letter.seq },
+    return h('tr', { 'data-seq': letter.seq, class: 'openable', onclick: (event) => openFromRow(event, letter) },
       h('td', { class: 'select' }, box, h('label', { for: box.id, class: 'visually-hidden' }, `Select message ${letter.seq}`)),
       h('th', { scope: 'row', class: 'num' }, String(letter.seq)),
       h('td', { 'data-col': 'reason' }, d.reason ?? '–'),

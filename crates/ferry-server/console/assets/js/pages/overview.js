@@ -152,6 +152,6 @@ export function renderOverview({ root, signal }) {
     inFlight?.abort();
     clearTimeout(typing);
   });
-  live.on('sample', load, signal);
+  live.onChange(load, signal);
   load();
 }

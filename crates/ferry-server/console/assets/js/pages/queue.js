@@ -91,7 +91,12 @@ function browser(name, signal) {
         ['Seq', 'Key', 'Published', 'In flight', 'Headers', 'Payload', 'Open'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', null, rows.length === 0
         ? h('tr', null, h('td', { colspan: 7 }, 'No message matches.'))
-        : rows.map((m) => h('tr', { 'data-seq': m.seq },
+        : rows.map((m) => h('tr', {
+          'data-seq': m.seq,
+          class: 'openable',
+          // The Open button is the keyboard's way; a click on the row is a shortcut.
+          onclick: (event) => { if (!event.target.closest('a, button, input, label')) open(m); },
+        },
           h('td', { class: 'num' }, String(m.seq)),
           h('td', null, key(m)),
           h('td', null, ago(m.published_at_ms, shownAt)),
@@ -270,5 +275,5 @@ export function renderQueue({ root, name, signal }) {
   loadDescription().then(loadLinks);
   loadHistory();
   browse.start();
-  live.on('sample', refresh, signal);
+  live.onChange(refresh, signal);
 }

@@ -226,6 +226,6 @@ export function renderTopic({ root, name, signal }) {
     load();
     loadHistory();
   };
-  live.on('sample', refresh, signal);
+  live.onChange(refresh, signal);
   refresh();
 }
