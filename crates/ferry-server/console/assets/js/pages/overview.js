@@ -3,7 +3,7 @@
 
 import * as api from '../api.js';
 import * as live from '../live.js';
-import { h, hidden, replace, scrolling } from '../dom.js';
+import { h, replace, scrolling } from '../dom.js';
 import { age, count, duration, rate } from '../format.js';
 import { sparkline } from '../chart.js';
 import { href } from '../router.js';
@@ -49,7 +49,8 @@ function queueRow(q, data) {
     h('td', { 'data-col': 'delayed', class: 'num' }, count(q.delayed)),
     h('td', { 'data-col': 'dlq_depth', class: 'num' },
       dlqLink && q.dlq_depth > 0
-        ? h('a', { href: href.deadLetters(dlqLink), id: `dlq-link-${q.name}` }, count(q.dlq_depth), hidden(` dead letters in ${dlqLink}`))
+        // Named in full for a screen reader; the cell's text stays the number alone.
+        ? h('a', { href: href.deadLetters(dlqLink), id: `dlq-link-${q.name}`, 'aria-label': `${count(q.dlq_depth)} dead letters in ${dlqLink}` }, count(q.dlq_depth))
         : count(q.dlq_depth)),
     h('td', { 'data-col': 'oldest_age', class: 'num' }, age(q.oldest_ready_age_ms, data.now_ms)),
     rates(q, data.sample_interval_ms));
