@@ -21,11 +21,11 @@
 //! deliveries go back to ready — and [`Server::serve`] returns. [`serve`] is the gRPC-only
 //! shorthand.
 //!
-//! **Access and limits.** With [`Server::auth`], every call but `/healthz` and `/readyz`
-//! needs `authorization: Bearer <token>`: no token or an unknown one is
-//! `UNAUTHENTICATED` / 401 — answered before the request's body or message is read — and
-//! a token without the permission for the call's action on its name is
-//! `PERMISSION_DENIED` / 403 (see [`AuthConfig`] for what each call needs; `/metrics`
+//! **Access and limits.** With [`Server::auth`], every call but `/healthz`, `/readyz` and
+//! the web console's files under `/ui` needs `authorization: Bearer <token>`: no token or
+//! an unknown one is `UNAUTHENTICATED` / 401 — answered before the request's body or
+//! message is read — and a token without the permission for the call's action on its
+//! name is `PERMISSION_DENIED` / 403 (see [`AuthConfig`] for what each call needs; `/metrics`
 //! needs `metrics`, unless [`Server::open_metrics`]). Publishes over [`Server::max_batch`]
 //! messages or over their token's quota are `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and
 //! connections over [`Server::max_connections`] ([`DEFAULT_MAX_CONNECTIONS`] per listener
@@ -87,6 +87,7 @@
 //! | `GET` | `/healthz` | 200 while the process serves |
 //! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
 //! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`); with tokens configured, needs a `metrics` permission |
+//! | `GET` | `/ui` | the web console (see `docs/console.md`): static files, served without a token; the page sends the token on its API calls |
 //!
 //! ```sh
 //! curl -s localhost:7071/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
@@ -290,8 +291,8 @@ impl Server {
         self
     }
 
-    /// Require an API token on every call but `/healthz` and `/readyz`, and allow each
-    /// call only what its token's permissions grant (see [`AuthConfig`]); `/metrics` then
+    /// Require an API token on every call but `/healthz`, `/readyz` and the console's files
+    /// under `/ui`, and allow each call only what its token's permissions grant (see [`AuthConfig`]); `/metrics` then
     /// needs a `metrics` permission unless [`Server::open_metrics`]. Without this the
     /// server is open.
     pub fn auth(mut self, config: AuthConfig) -> Server {

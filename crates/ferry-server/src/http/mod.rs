@@ -16,6 +16,7 @@ mod prometheus;
 mod purge;
 mod spec;
 mod temporary;
+mod ui;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -209,6 +210,7 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus::scrape))
+        .merge(ui::router())
         .merge(api)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
