@@ -5,6 +5,9 @@
 //! browser's console for errors. This file sets up the server and its content, runs the
 //! script with Node.js and asserts its result.
 //!
+//! With `FERRY_CONSOLE_SCREENSHOTS=DIR` (an absolute path) the script also saves a
+//! 1280x800 PNG of each page there: `scripts/console-screenshots.sh` makes the docs' ones so.
+//!
 //! Chromium, and the npm packages the script imports, are installed by
 //! `scripts/console-packages.sh`; without them (or without `node`) the test says so loudly
 //! and skips — under `CI=true` that is a failure.
@@ -170,7 +173,6 @@ fn the_console_signs_in_shows_dead_letters_redrives_them_live_and_passes_axe() {
         .env("FERRY_QUEUE", QUEUE)
         .env("FERRY_DLQ", DLQ)
         .env("FERRY_TOPIC", TOPIC)
-        .env_remove("FERRY_CONSOLE_SCREENSHOTS")
         .output()
         .expect("running node tests/console/console.mjs");
     let stdout = String::from_utf8_lossy(&output.stdout);
