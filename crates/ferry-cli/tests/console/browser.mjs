@@ -45,8 +45,9 @@ export function route(...parts) {
   return '#/' + parts.map((part, i) => (i % 2 === 1 ? encodeURIComponent(part) : part)).join('/');
 }
 
-// Opens the console in `page` and signs in with `token` through its login form; returns
-// once the form is gone (the page accepted the token) or throws with what the page shows.
+// Opens the console's overview in `page` and signs in with `token` through its login form;
+// returns once the form is gone (hidden or removed) and the overview's queue table shows,
+// or throws with what the page shows.
 export async function signIn(page, base, token, { timeout = 15000 } = {}) {
   await page.goto(consoleUrl(base), { waitUntil: 'domcontentloaded' });
   const form = page.locator('form#login');
@@ -54,11 +55,12 @@ export async function signIn(page, base, token, { timeout = 15000 } = {}) {
   await page.getByLabel('API token').fill(token);
   await form.getByRole('button', { name: 'Sign in' }).click();
   try {
-    await form.waitFor({ state: 'detached', timeout });
+    await form.waitFor({ state: 'hidden', timeout });
   } catch {
     const alert = await page.getByRole('alert').allInnerTexts().catch(() => []);
     throw new Error(`the login form stayed after signing in; alerts: ${JSON.stringify(alert)}`);
   }
+  await page.getByTestId('queues-table').waitFor({ timeout });
 }
 
 // Moves `page` to another route of the single-page console without reloading it.
@@ -68,14 +70,16 @@ export async function go(page, hash) {
   }, hash);
 }
 
-// The whole count a table cell shows ("1024", "1,024", "1 024"): thousand separators
-// dropped; an error quoting the cell when it shows anything else (a unit, a rounded "1.2k").
+// The whole count a table cell begins with ("1024", "1,024", "1 024"), thousand separators
+// dropped; words after it (a description for screen readers, "dead letters in orders.dlq")
+// are left. An error quoting the cell when it begins with anything else, or with a rounded
+// figure ("1.2k").
 export function count(text) {
-  const trimmed = text.trim();
-  if (!/^\d{1,3}([,\u00a0\u202f ]?\d{3})*$/.test(trimmed)) {
+  const match = /^\s*(\d{1,3}(?:[,\u00a0\u202f ]?\d{3})*)(?![\d.,kKmMgG])/.exec(text);
+  if (!match) {
     throw new Error(`the cell shows no whole count: ${JSON.stringify(text)}`);
   }
-  return Number(trimmed.replace(/\D/g, ''));
+  return Number(match[1].replace(/\D/g, ''));
 }
 
 // One call to the server's HTTP API with the token; the parsed JSON, or an error with the

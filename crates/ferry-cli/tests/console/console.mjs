@@ -238,8 +238,8 @@ const pages = {
   'topology': async (page, topic) => {
     await go(page, '#/topology');
     await page.getByRole('heading', { name: /topology/i }).first().waitFor();
-    await page.getByText(topic).first().waitFor();
-    await page.getByText(queue).first().waitFor();
+    await page.getByText(topic).filter({ visible: true }).first().waitFor();
+    await page.getByText(queue).filter({ visible: true }).first().waitFor();
   },
 };
 
