@@ -1,8 +1,8 @@
 //! The web console (`/ui`) of a real `ferry serve` in a real browser: Debian's Chromium
 //! driven by Playwright from `tests/console/console.mjs`, which signs in (and is refused
-//! with a wrong token), reads the overview and the dead letters, redrives them and sees
-//! the overview change without a reload, audits each page with axe-core, and watches the
-//! browser's console for errors. This file sets up the server and its content, runs the
+//! with a wrong token), reads the overview and the dead letters, redrives them and sees the
+//! overview change without a reload, audits each page with axe-core, signs out, and watches
+//! the browser's console for errors. This file sets up the server and its content, runs the
 //! script with Node.js and asserts its result.
 //!
 //! With `FERRY_CONSOLE_SCREENSHOTS=DIR` (an absolute path) the script also saves a
@@ -25,7 +25,7 @@ const QUEUE: &str = "orders";
 const DLQ: &str = "orders.dlq";
 const TOPIC: &str = "events";
 /// The checks `console.mjs` runs: fewer passing means one was left out.
-const CHECKS: usize = 11;
+const CHECKS: usize = 12;
 
 const INSTALL: &str = "bash scripts/console-packages.sh";
 

@@ -400,6 +400,22 @@ const browserChecks = [
   }],
 ];
 
+browserChecks.push(['"Sign out" forgets the token', async () => {
+  const page = await context.newPage();
+  watch(page, 'sign-out');
+  await signIn(page, base, token, { timeout: WAIT_MS });
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.locator('form#login').waitFor();
+  const kept = await page.evaluate(
+    (t) => Object.keys(sessionStorage).some((k) => sessionStorage.getItem(k) === t),
+    token,
+  );
+  assert.equal(kept, false, 'the token is still in sessionStorage');
+  // Nothing else remembers it either: a reload asks again.
+  await page.reload();
+  await page.locator('form#login').waitFor();
+  await page.close();
+}]);
 browserChecks.push(['the browser logged no error', async () => {
   assert.equal(browserErrors.length, 0, `${browserErrors.length} errors:\n${browserErrors.join('\n')}`);
 }]);
