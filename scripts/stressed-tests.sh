@@ -23,6 +23,7 @@ fi
 ensure_machine_services
 scripts/python-packages.sh
 scripts/debian-packages.sh
+scripts/console-packages.sh
 
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--workspace)

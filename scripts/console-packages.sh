@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# What the web console's browser test (crates/ferry-cli/tests/console.rs, which runs
+# crates/ferry-cli/tests/console/console.mjs) drives the page with: Debian's `chromium`,
+# run as /usr/bin/chromium, and from the npm registry the exact versions that
+# crates/ferry-cli/tests/console/package-lock.json pins of `playwright-core` (the browser
+# automation library, without a browser of its own) and `@axe-core/playwright` with
+# `axe-core` (the accessibility checks). Node.js 20 and npm are the machine's.
+# Playwright never downloads a browser here (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1): the test
+# launches Debian's. node_modules is installed by `npm ci`, never committed, and kept
+# while it matches the lock, so a second run installs nothing.
+# Under CI=true a test whose package is missing fails instead of skipping, so every script
+# that runs the suite installs them first. Installs as root, or through sudo.
+set -euo pipefail
+cd "$(dirname "$0")/../crates/ferry-cli/tests/console"
+
+packages=(chromium)
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+  elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+  else
+    echo "console-packages.sh: ${missing[*]} missing, and not root without sudo to install them" >&2
+    exit 1
+  fi
+  install() {
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  }
+  # The package lists may be missing or stale: refreshed once if the install fails.
+  if ! install; then
+    "${as_root[@]}" apt-get update -q >/dev/null
+    install
+  fi
+fi
+
+# npm ci deletes node_modules and installs it again every time: it runs only when the lock
+# differs from the one the last whole install recorded (written after npm ci succeeded).
+stamp=node_modules/.installed-lock.sha256
+if ! sha256sum --status -c "$stamp" 2>/dev/null; then
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >/dev/null
+  sha256sum package-lock.json >"$stamp"
+fi
