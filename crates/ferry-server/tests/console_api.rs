@@ -232,8 +232,14 @@ async fn the_overview_pages_filters_and_raises_dead_letters_old_messages_and_gro
     assert_eq!(orders["dlq_depth"], 0);
     assert!(orders["oldest_ready_age_ms"].as_i64().unwrap() >= 1);
     assert_eq!(orders["alerts"], json!(["old_messages"]));
-    assert_eq!(orders["publish_rate"], 0.0, "no samples yet");
-    assert_eq!(orders["publish_history"], json!([]));
+    // The sampler's first tick may come before or after the queue was made (it runs at
+    // start, on a loaded machine possibly late); either way no rate exists before two.
+    assert_eq!(orders["publish_rate"], 0.0, "no rate before two samples");
+    let history = orders["publish_history"].as_array().unwrap();
+    assert!(
+        history.len() <= 1 && history.iter().all(|r| r == 0.0),
+        "{history:?}"
+    );
 
     let events = &o["topics"]["rows"][0];
     assert_eq!(events["name"], "events");
