@@ -11,5 +11,5 @@ cd "$ROOT"
 scripts/console-packages.sh
 mkdir -p docs/console
 FERRY_CONSOLE_SCREENSHOTS=$ROOT/docs/console \
-  cargo test -p ferry-cli --test console -- --nocapture
+  cargo test --workspace --test console -- --nocapture
 ls -l docs/console/*.png

@@ -36,9 +36,11 @@ export function sparkline(values, { label, colour = COLOURS[0], width = 80, heig
 /**
  * A line chart of `series` ([{name, values: [[atMs, value|null]]}]) over time: y from 0 to
  * the largest value, x from the first sample to the last, a legend naming each line.
- * `format` writes a y value. The chart's name and latest values go in its aria-label.
+ * `format` writes a y value; `floor` is the least top of the y axis, so a flat or tiny series
+ * (an age of 0 ms, a rate of 0.001/s) does not get grid labels that round to one value.
+ * The chart's name and latest values go in its aria-label.
  */
-export function lineChart(series, { title, format = String, width = 560, height = 180 }) {
+export function lineChart(series, { title, format = String, floor = 1, width = 560, height = 180 }) {
   const left = 64;
   const right = 12;
   const top = 10;
@@ -64,7 +66,7 @@ export function lineChart(series, { title, format = String, width = 560, height 
   }
   const t0 = Math.min(...all.map(([t]) => t));
   const t1 = Math.max(...all.map(([t]) => t));
-  const max = Math.max(...all.map(([, v]) => v)) || 1;
+  const max = Math.max(floor, ...all.map(([, v]) => v));
   const x = (t) => left + (t1 === t0 ? plotW / 2 : ((t - t0) / (t1 - t0)) * plotW);
   const y = (v) => top + plotH - (v / max) * plotH;
   // Three horizontal grid lines with their values, and the time span below.

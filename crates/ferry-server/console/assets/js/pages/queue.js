@@ -65,7 +65,7 @@ function charts(history) {
   return h('div', { class: 'charts' },
     lineChart([series('Ready', 'ready'), series('In flight', 'in_flight'), series('Delayed', 'delayed'), series('Dead letters', 'dlq_depth')],
       { title: 'Depth (messages)', format: count }),
-    lineChart([series('Oldest ready', 'oldest_ready_age_ms')], { title: 'Oldest ready message age', format: duration }),
+    lineChart([series('Oldest ready', 'oldest_ready_age_ms')], { title: 'Oldest ready message age', format: duration, floor: 1000 }),
     lineChart([series('Publish', 'publish_rate'), series('Ack', 'ack_rate')], { title: 'Rates (messages per second)', format: rate }));
 }
 

@@ -11,15 +11,20 @@ import { confirmDialog } from '../confirm.js';
 import { href } from '../router.js';
 import { errorBox, loading, outcome } from './common.js';
 
+/** `head` names the columns; a name ending in '#' is a number column, aligned right as its
+ *  cells are. */
 function table(caption, head, rows, empty) {
+  const column = (c) => (c.endsWith('#')
+    ? h('th', { scope: 'col', class: 'num' }, c.slice(0, -1))
+    : h('th', { scope: 'col' }, c));
   return scrolling(caption, h('table', { class: 'data' },
     h('caption', { class: 'visually-hidden' }, caption),
-    h('thead', null, h('tr', null, head.map((c) => h('th', { scope: 'col' }, c)))),
+    h('thead', null, h('tr', null, head.map(column))),
     h('tbody', null, rows.length ? rows : h('tr', null, h('td', { colspan: head.length }, empty)))));
 }
 
 function partitions(info, nowMs) {
-  return table('Partitions', ['Partition', 'Start offset', 'End offset', 'Records', 'Bytes', 'Oldest record'],
+  return table('Partitions', ['Partition#', 'Start offset#', 'End offset#', 'Records#', 'Bytes#', 'Oldest record'],
     info.partitions.map((p) => h('tr', { 'data-partition': p.partition },
       h('th', { scope: 'row', class: 'num' }, String(p.partition)),
       h('td', { class: 'num' }, count(p.start_offset)),
@@ -49,7 +54,7 @@ function retention(spec) {
 }
 
 function subscriptions(rows) {
-  return table('Subscriptions', ['Subscription', 'Filter', 'Start', 'Ready', 'In flight', 'Not yet considered'],
+  return table('Subscriptions', ['Subscription', 'Filter', 'Start', 'Ready#', 'In flight#', 'Not yet considered#'],
     rows.map(({ name, info, error }) => h('tr', { 'data-subscription': name },
       h('th', { scope: 'row' }, h('a', { href: href.queue(name) }, name)),
       error
@@ -122,7 +127,7 @@ function groupView(topic, info, partitionIds, report, onReset) {
     table(`Members of ${info.group}`, ['Member', 'Partitions'],
       info.members.map((m) => h('tr', null, h('th', { scope: 'row' }, m.member_id), h('td', null, m.partitions.join(', ') || 'none'))),
       'No members: nobody reads for this group now.'),
-    table(`Assignments and lag of ${info.group}`, ['Partition', 'Owner', 'Committed', 'End offset', 'Lag (records)', 'Lag (time)'],
+    table(`Assignments and lag of ${info.group}`, ['Partition#', 'Owner', 'Committed#', 'End offset#', 'Lag (records)#', 'Lag (time)#'],
       info.partitions.map((p) => h('tr', null,
         h('th', { scope: 'row', class: 'num' }, String(p.partition)),
         h('td', null, p.owner ?? 'unassigned'),
@@ -140,7 +145,7 @@ function charts(history) {
   return h('div', { class: 'charts' },
     lineChart([series('Records', 'records')], { title: 'Records', format: count }),
     lineChart([series('Publish', 'publish_rate')], { title: 'Publish rate (records per second)', format: rate }),
-    lineChart([series('Largest group lag', 'max_group_lag_ms')], { title: 'Largest group lag', format: duration }));
+    lineChart([series('Largest group lag', 'max_group_lag_ms')], { title: 'Largest group lag', format: duration, floor: 1000 }));
 }
 
 export function renderTopic({ root, name, signal }) {
