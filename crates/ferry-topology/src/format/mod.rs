@@ -12,8 +12,7 @@ mod policy;
 mod units;
 
 pub use channel::{
-    Broker, ChannelKind, ConsumerGroup, Consumers, DeadLetter, Limits, Queue, Subscription,
-    Topic,
+    Broker, ChannelKind, ConsumerGroup, Consumers, DeadLetter, Limits, Queue, Subscription, Topic,
 };
 pub use message::{Field, Guarantee, MessageType, Protection, Schema, SchemaFormat};
 pub use policy::{Alerts, DeliveryPolicy, Ordering, OrderingMode, Retry};
@@ -89,7 +88,10 @@ mod tests {
     fn a_duration_without_a_unit_is_an_error_at_its_line() {
         let error = parse_error("version: 1\nname: t\nlongest_consumer_outage: 7\n");
         assert_eq!(error.line(), Some(3));
-        assert!(error.to_string().contains("`7` is not a duration"), "{error}");
+        assert!(
+            error.to_string().contains("`7` is not a duration"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -112,6 +114,9 @@ mod tests {
     #[test]
     fn a_missing_required_field_is_an_error() {
         let error = parse_error("version: 1\n");
-        assert!(error.to_string().contains("missing field `name`"), "{error}");
+        assert!(
+            error.to_string().contains("missing field `name`"),
+            "{error}"
+        );
     }
 }

@@ -46,9 +46,9 @@ impl Duration {
             .ok_or_else(|| {
                 format!("`{text}` is not a duration: write a number and a unit (ms, s, m, h, d), e.g. 30s or 7d")
             })?;
-        let number: u64 = number
-            .parse()
-            .map_err(|_| format!("`{text}` is not a duration: the number must be a whole number"))?;
+        let number: u64 = number.parse().map_err(|_| {
+            format!("`{text}` is not a duration: the number must be a whole number")
+        })?;
         number
             .checked_mul(scale)
             .map(Self::from_millis)
@@ -66,7 +66,7 @@ impl fmt::Display for Duration {
             ("s", 1000),
         ];
         for (unit, scale) in UNITS {
-            if self.millis >= scale && self.millis % scale == 0 {
+            if self.millis >= scale && self.millis.is_multiple_of(scale) {
                 return write!(f, "{}{unit}", self.millis / scale);
             }
         }
@@ -137,7 +137,7 @@ impl fmt::Display for ByteSize {
             ("KB", 1000),
         ];
         for (unit, scale) in UNITS {
-            if self.bytes >= scale && self.bytes % scale == 0 {
+            if self.bytes >= scale && self.bytes.is_multiple_of(scale) {
                 return write!(f, "{}{unit}", self.bytes / scale);
             }
         }

@@ -1,8 +1,8 @@
 //! Failures and backlogs are seen by someone.
 
+use super::Rule;
 use super::view::{endpoints, group_element};
-use super::{Report, Rule};
-use crate::{Severity, Topology};
+use crate::Severity;
 
 /// FT011. Seed: patterns guide Process step 6 ("alert on DLQ depth > 0. A non-empty DLQ
 /// always indicates a processing problem"); backend guide Rules ("DLQ must have
@@ -74,15 +74,21 @@ pub const LAG: Rule = Rule {
 mod tests {
     use crate::rules::test_support::{clean_with, findings_of};
 
-    const EMAIL_ALERTS: &str = "        alerts: { dlq_depth: 0, oldest_age: 60s }\n      # Transient";
+    const EMAIL_ALERTS: &str =
+        "        alerts: { dlq_depth: 0, oldest_age: 60s }\n      # Transient";
     const EMAIL: &str = "subscription ecommerce-order-events/email-notifications";
 
     #[test]
     fn a_subscription_without_a_dlq_depth_alert_is_an_error() {
-        let yaml = clean_with(EMAIL_ALERTS, "        alerts: { oldest_age: 60s }\n      # Transient");
+        let yaml = clean_with(
+            EMAIL_ALERTS,
+            "        alerts: { oldest_age: 60s }\n      # Transient",
+        );
         assert_eq!(
             findings_of(&yaml, "FT011"),
-            [format!("{EMAIL}: has no dead-letter depth alert: failures pile up unseen")]
+            [format!(
+                "{EMAIL}: has no dead-letter depth alert: failures pile up unseen"
+            )]
         );
         assert!(findings_of(&yaml, "FT012").is_empty());
     }
@@ -92,7 +98,9 @@ mod tests {
         let yaml = clean_with(EMAIL_ALERTS, "      # Transient");
         assert_eq!(
             findings_of(&yaml, "FT012"),
-            [format!("{EMAIL}: has no oldest-message age alert: a stalled consumer goes unnoticed")]
+            [format!(
+                "{EMAIL}: has no oldest-message age alert: a stalled consumer goes unnoticed"
+            )]
         );
     }
 
@@ -100,10 +108,15 @@ mod tests {
     fn a_consumer_group_without_a_lag_alert_is_an_error() {
         let group = "    consumer_groups:\n      - name: audit\n        \
                      consumers: { name: audit-log, idempotent: true }\n";
-        let yaml = clean_with("    subscriptions:\n", &format!("{group}    subscriptions:\n"));
+        let yaml = clean_with(
+            "    subscriptions:\n",
+            &format!("{group}    subscriptions:\n"),
+        );
         assert_eq!(
             findings_of(&yaml, "FT016"),
-            ["consumer-group ecommerce-order-events/audit: has no lag alert: it can fall behind unnoticed"]
+            [
+                "consumer-group ecommerce-order-events/audit: has no lag alert: it can fall behind unnoticed"
+            ]
         );
         let yaml = clean_with(
             "    subscriptions:\n",

@@ -1,8 +1,8 @@
 //! Retries spread out: exponential, capped, jittered.
 
+use super::Rule;
 use super::view::endpoints;
-use super::{Report, Rule};
-use crate::{Severity, Topology};
+use crate::Severity;
 
 /// FT003. Seed: patterns guide Process step 6 ("exponential backoff with jitter …
 /// sleep = min(base * 2^attempt, cap) + random(0, jitter) … prevents thundering herd")

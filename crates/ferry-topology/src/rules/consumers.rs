@@ -1,9 +1,9 @@
 //! Who consumes, how many, and whether they can take a duplicate.
 
+use super::Rule;
 use super::view::{endpoints, group_element};
-use super::{Report, Rule};
+use crate::Severity;
 use crate::format::Guarantee;
-use crate::{Severity, Topology};
 
 /// FT018. Seed: backend guide Step 7 ("rule: consumer count <= partition count");
 /// patterns guide Process step 8 ("partition count determines maximum parallelism").
@@ -15,7 +15,9 @@ pub const WITHIN_PARTITIONS: Rule = Rule {
     summary: "a consumer group has no more consumers than its topic has partitions",
     check: |topology, report| {
         for t in &topology.topics {
-            let Some(partitions) = t.partitions else { continue };
+            let Some(partitions) = t.partitions else {
+                continue;
+            };
             for g in &t.consumer_groups {
                 let Some(instances) = g.consumers.as_ref().and_then(|c| c.instances) else {
                     continue;
@@ -109,7 +111,9 @@ mod tests {
     fn more_consumers_than_partitions_is_a_warning() {
         assert_eq!(
             findings_of(&with_group(3), "FT018"),
-            ["consumer-group ecommerce-order-events/audit: has 3 consumers for 1 partitions: 2 stay idle"]
+            [
+                "consumer-group ecommerce-order-events/audit: has 3 consumers for 1 partitions: 2 stay idle"
+            ]
         );
         assert!(findings_of(&with_group(1), "FT018").is_empty());
     }
@@ -134,8 +138,10 @@ mod tests {
         );
         assert_eq!(
             findings_of(&yaml, "FT023"),
-            ["subscription ecommerce-order-events/email-notifications: consumers email-service \
-              are not idempotent, but OrderPlaced is delivered at least once"]
+            [
+                "subscription ecommerce-order-events/email-notifications: consumers email-service \
+              are not idempotent, but OrderPlaced is delivered at least once"
+            ]
         );
     }
 }

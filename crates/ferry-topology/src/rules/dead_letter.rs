@@ -1,9 +1,9 @@
 //! Failed messages have somewhere to go, and stop being retried.
 
+use super::Rule;
 use super::view::endpoints;
-use super::{Report, Rule};
+use crate::Severity;
 use crate::format::Duration;
-use crate::{Severity, Topology};
 
 /// FT001. Seed: patterns guide Rule 2 ("every queue in production must have a
 /// corresponding Dead Letter Queue configured before the queue is used") and Process
@@ -15,7 +15,10 @@ pub const DEAD_LETTER: Rule = Rule {
     severity: Severity::Error,
     summary: "every queue and subscription has a dead-letter queue",
     check: |topology, report| {
-        for e in endpoints(topology).iter().filter(|e| e.dead_letter.is_none()) {
+        for e in endpoints(topology)
+            .iter()
+            .filter(|e| e.dead_letter.is_none())
+        {
             let dlq = e.element.rsplit(['/', ' ']).next().unwrap_or("name");
             report.add(
                 &e.element,
@@ -98,8 +101,10 @@ mod tests {
         let yaml = clean_with(INVENTORY_DLQ, "");
         assert_eq!(
             findings_of(&yaml, "FT001"),
-            ["subscription ecommerce-order-events/inventory-reservation.fifo: has no dead-letter queue: \
-              messages that fail for good are dropped or retried forever"]
+            [
+                "subscription ecommerce-order-events/inventory-reservation.fifo: has no dead-letter queue: \
+              messages that fail for good are dropped or retried forever"
+            ]
         );
     }
 
@@ -108,8 +113,10 @@ mod tests {
         let yaml = clean_with("max_deliveries: 5", "max_deliveries: 0");
         assert_eq!(
             findings_of(&yaml, "FT002"),
-            ["subscription ecommerce-order-events/inventory-reservation.fifo: \
-              has max deliveries 0: no message would ever be delivered"]
+            [
+                "subscription ecommerce-order-events/inventory-reservation.fifo: \
+              has max deliveries 0: no message would ever be delivered"
+            ]
         );
         let yaml = clean_with("          max_deliveries: 5\n", "");
         assert_eq!(findings_of(&yaml, "FT002").len(), 1);
@@ -123,8 +130,10 @@ mod tests {
         );
         assert_eq!(
             findings_of(&yaml, "FT017"),
-            ["subscription ecommerce-order-events/inventory-reservation.fifo: dead-letter queue \
-              inventory-reservation-dlq.fifo keeps messages 4d: they may expire before anyone triages them"]
+            [
+                "subscription ecommerce-order-events/inventory-reservation.fifo: dead-letter queue \
+              inventory-reservation-dlq.fifo keeps messages 4d: they may expire before anyone triages them"
+            ]
         );
     }
 }

@@ -1,9 +1,9 @@
 //! What consumers may assume about duplicates and loss, and what makes it true.
 
+use super::Rule;
 use super::view::carriers;
-use super::{Report, Rule};
+use crate::Severity;
 use crate::format::Guarantee;
-use crate::{Severity, Topology};
 
 /// FT007. Seed: patterns guide Process step 4 ("every production message consumer must
 /// be idempotent … include a message ID in every message envelope"); backend guide
@@ -110,7 +110,9 @@ mod tests {
         let yaml = clean_with(KEY, "");
         assert_eq!(
             findings_of(&yaml, "FT007"),
-            ["message OrderPlaced: has no idempotency key: a redelivered message cannot be told from a new one"]
+            [
+                "message OrderPlaced: has no idempotency key: a redelivered message cannot be told from a new one"
+            ]
         );
         let at_most_once = clean_with(KEY, "").replace("at-least-once", "at-most-once");
         assert!(findings_of(&at_most_once, "FT007").is_empty());
@@ -157,9 +159,8 @@ mod tests {
         assert!(findings[2].contains("payment-processing.fifo has no dedup window"));
         let yaml = clean_with("guarantee: at-least-once", "guarantee: exactly-once")
             .replace("    idempotency_key: id\n", "");
-        assert!(
-            findings_of(&yaml, "FT009")
-                .contains(&"message OrderPlaced: claims exactly-once without an idempotency key".to_owned())
-        );
+        assert!(findings_of(&yaml, "FT009").contains(
+            &"message OrderPlaced: claims exactly-once without an idempotency key".to_owned()
+        ));
     }
 }

@@ -1,9 +1,9 @@
 //! What a channel accepts.
 
+use super::Rule;
 use super::view::{channels, endpoints};
-use super::{Report, Rule};
+use crate::Severity;
 use crate::format::{Broker, ByteSize};
-use crate::{Severity, Topology};
 
 /// FT013. Seed: backend guide Rules ("max message size: 1MB for Kafka, 256KB for SQS,
 /// unlimited for RabbitMQ (practical: 10MB)") and Security ("DoS via large messages:
@@ -85,7 +85,9 @@ mod tests {
         let yaml = clean_with(LIMITS, "");
         assert_eq!(
             findings_of(&yaml, "FT013"),
-            ["topic ecommerce-order-events: sets no max message size: one huge message can stall every consumer"]
+            [
+                "topic ecommerce-order-events: sets no max message size: one huge message can stall every consumer"
+            ]
         );
     }
 
@@ -94,7 +96,9 @@ mod tests {
         let yaml = clean_with(LIMITS, "    limits: { max_message_size: 1MiB }\n");
         assert_eq!(
             findings_of(&yaml, "FT013"),
-            ["topic ecommerce-order-events: max message size 1MiB is more than Sns accepts (256KiB)"]
+            [
+                "topic ecommerce-order-events: max message size 1MiB is more than Sns accepts (256KiB)"
+            ]
         );
     }
 
@@ -104,8 +108,10 @@ mod tests {
         let yaml = clean_with(dedup, &format!("{dedup}          priorities: 10\n"));
         assert_eq!(
             findings_of(&yaml, "FT019"),
-            ["subscription ecommerce-order-events/inventory-reservation.fifo: has 10 priority levels: \
-              past 8 the broker slows and low priorities starve"]
+            [
+                "subscription ecommerce-order-events/inventory-reservation.fifo: has 10 priority levels: \
+              past 8 the broker slows and low priorities starve"
+            ]
         );
         let yaml = clean_with(dedup, &format!("{dedup}          priorities: 8\n"));
         assert!(findings_of(&yaml, "FT019").is_empty());

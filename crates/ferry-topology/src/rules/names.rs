@@ -2,9 +2,9 @@
 
 use std::collections::BTreeSet;
 
+use super::Rule;
 use super::view::subscription_element;
-use super::{Report, Rule};
-use crate::{Severity, Topology};
+use crate::Severity;
 
 /// FT020. Seed: backend guide Rules ("never produce to a topic that doesn't exist —
 /// create topics with proper config first"): the same holds for the message types a
@@ -20,7 +20,12 @@ pub const REFERENCES: Rule = Rule {
             .queues
             .iter()
             .map(|q| (format!("queue {}", q.name), &q.messages))
-            .chain(topology.topics.iter().map(|t| (format!("topic {}", t.name), &t.messages)));
+            .chain(
+                topology
+                    .topics
+                    .iter()
+                    .map(|t| (format!("topic {}", t.name), &t.messages)),
+            );
         for (element, messages) in carriers {
             for name in messages.iter().filter(|n| topology.message(n).is_none()) {
                 report.add(
@@ -69,7 +74,11 @@ pub const UNIQUE: Rule = Rule {
             }
         }
         let mut messages = BTreeSet::new();
-        for m in topology.messages.iter().filter(|m| !messages.insert(&m.name)) {
+        for m in topology
+            .messages
+            .iter()
+            .filter(|m| !messages.insert(&m.name))
+        {
             report.add(
                 format!("message {}", m.name),
                 "is defined twice",
@@ -85,22 +94,38 @@ mod tests {
 
     #[test]
     fn a_channel_carrying_an_undefined_message_type_is_an_error() {
-        let yaml = clean_with("messages: [OrderPlaced]", "messages: [OrderPlaced, OrderShipped]");
+        let yaml = clean_with(
+            "messages: [OrderPlaced]",
+            "messages: [OrderPlaced, OrderShipped]",
+        );
         assert_eq!(
             findings_of(&yaml, "FT020"),
-            ["topic ecommerce-order-events: carries message type OrderShipped, which `messages` does not define"]
+            [
+                "topic ecommerce-order-events: carries message type OrderShipped, which `messages` does not define"
+            ]
         );
     }
 
     #[test]
     fn duplicate_names_are_an_error() {
-        let yaml = clean_with("      - name: analytics-ingest\n", "      - name: email-notifications\n");
+        let yaml = clean_with(
+            "      - name: analytics-ingest\n",
+            "      - name: email-notifications\n",
+        );
         assert_eq!(
             findings_of(&yaml, "FT021"),
-            ["subscription ecommerce-order-events/email-notifications: has the name of another subscription of its topic"]
+            [
+                "subscription ecommerce-order-events/email-notifications: has the name of another subscription of its topic"
+            ]
         );
         let message = "  - name: OrderPlaced\n";
-        let yaml = format!("{}{message}    schema: {{ format: avro, version: 2 }}\n", super::super::test_support::CLEAN);
-        assert!(findings_of(&yaml, "FT021").contains(&"message OrderPlaced: is defined twice".to_owned()));
+        let yaml = format!(
+            "{}{message}    schema: {{ format: avro, version: 2 }}\n",
+            super::super::test_support::CLEAN
+        );
+        assert!(
+            findings_of(&yaml, "FT021")
+                .contains(&"message OrderPlaced: is defined twice".to_owned())
+        );
     }
 }

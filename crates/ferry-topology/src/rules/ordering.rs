@@ -1,9 +1,9 @@
 //! Order that matters is kept by a key.
 
+use super::Rule;
 use super::view::carriers;
-use super::{Report, Rule};
+use crate::Severity;
 use crate::format::OrderingMode;
-use crate::{Severity, Topology};
 
 /// FT006. Seed: backend guide Rules ("always use key-based partitioning when message
 /// ordering matters") and completion criteria ("ordering requirements are documented

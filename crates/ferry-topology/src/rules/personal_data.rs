@@ -1,7 +1,7 @@
 //! Personal data stays out of messages, or travels protected.
 
-use super::{Report, Rule};
-use crate::{Severity, Topology};
+use super::Rule;
+use crate::Severity;
 
 /// FT010. Seed: patterns guide Rule 8 ("never log or store message payloads containing
 /// PII … in DLQs, outbox tables, or monitoring systems without field-level encryption or
@@ -54,8 +54,7 @@ const PERSONAL_WORDS: [(&str, &str); 16] = [
 /// Words that make `name` a person's name (`first_name`, `customerName`), not a
 /// product's.
 const PERSON_QUALIFIERS: [&str; 10] = [
-    "first", "last", "full", "given", "family", "middle", "customer", "user", "contact",
-    "holder",
+    "first", "last", "full", "given", "family", "middle", "customer", "user", "contact", "holder",
 ];
 
 /// What kind of personal data the field name suggests, if any.
@@ -112,16 +111,37 @@ mod tests {
     #[test]
     fn field_names_are_split_into_words_in_any_case_style() {
         assert_eq!(words("customerEmail"), ["customer", "email"]);
-        assert_eq!(words("shipping-address_line1"), ["shipping", "address", "line1"]);
+        assert_eq!(
+            words("shipping-address_line1"),
+            ["shipping", "address", "line1"]
+        );
         assert_eq!(words("IPAddress"), ["ipaddress"]);
     }
 
     #[test]
     fn personal_looking_names_are_recognised_and_others_are_not() {
-        for personal in ["email", "customer_email", "phoneNumber", "first_name", "name", "shipping_address", "card_number", "date_of_birth", "ip"] {
+        for personal in [
+            "email",
+            "customer_email",
+            "phoneNumber",
+            "first_name",
+            "name",
+            "shipping_address",
+            "card_number",
+            "date_of_birth",
+            "ip",
+        ] {
             assert!(looks_personal(personal).is_some(), "{personal}");
         }
-        for plain in ["order_id", "customer_id", "product_name", "sku", "currency", "zipper_count", "emailed_at_ms"] {
+        for plain in [
+            "order_id",
+            "customer_id",
+            "product_name",
+            "sku",
+            "currency",
+            "zipper_count",
+            "emailed_at_ms",
+        ] {
             assert_eq!(looks_personal(plain), None, "{plain}");
         }
     }
@@ -129,15 +149,22 @@ mod tests {
     #[test]
     fn an_unprotected_email_field_is_an_error_and_a_protected_one_is_not() {
         let field = "      - { name: currency, type: string }\n";
-        let yaml = clean_with(field, &format!("{field}      - {{ name: customerEmail, type: string }}\n"));
+        let yaml = clean_with(
+            field,
+            &format!("{field}      - {{ name: customerEmail, type: string }}\n"),
+        );
         assert_eq!(
             findings_of(&yaml, "FT010"),
-            ["message OrderPlaced field customerEmail: looks like personal data (an email address): \
-              it would sit in the clear in queues, dead-letter queues and logs"]
+            [
+                "message OrderPlaced field customerEmail: looks like personal data (an email address): \
+              it would sit in the clear in queues, dead-letter queues and logs"
+            ]
         );
         let yaml = clean_with(
             field,
-            &format!("{field}      - {{ name: customerEmail, type: string, personal_data: encrypted }}\n"),
+            &format!(
+                "{field}      - {{ name: customerEmail, type: string, personal_data: encrypted }}\n"
+            ),
         );
         assert!(findings_of(&yaml, "FT010").is_empty());
     }

@@ -1,8 +1,8 @@
 //! Messages are kept long enough, and not forever.
 
+use super::Rule;
 use super::view::{channels, endpoints};
-use super::{Report, Rule};
-use crate::{Severity, Topology};
+use crate::Severity;
 
 /// FT014. Seed: backend guide Rules ("always set a retention limit (time or size).
 /// Never use infinite retention") and Anti-Patterns ("infinite retention: storage
@@ -75,8 +75,10 @@ mod tests {
         let yaml = clean_with("    retention: 7d\n", "");
         assert_eq!(
             findings_of(&yaml, "FT014"),
-            ["topic ecommerce-order-events: sets no retention: storage grows without bound, \
-              or the broker's default decides silently"]
+            [
+                "topic ecommerce-order-events: sets no retention: storage grows without bound, \
+              or the broker's default decides silently"
+            ]
         );
     }
 
@@ -85,8 +87,10 @@ mod tests {
         let yaml = clean_with("longest_consumer_outage: 1d", "longest_consumer_outage: 4d");
         assert_eq!(
             findings_of(&yaml, "FT015"),
-            ["subscription ecommerce-order-events/email-notifications: keeps messages 4d, \
-              not longer than the longest consumer outage (4d): they expire unread"]
+            [
+                "subscription ecommerce-order-events/email-notifications: keeps messages 4d, \
+              not longer than the longest consumer outage (4d): they expire unread"
+            ]
         );
     }
 
@@ -95,8 +99,10 @@ mod tests {
         let yaml = clean_with("longest_consumer_outage: 1d\n", "");
         assert_eq!(
             findings_of(&yaml, "FT015"),
-            ["topology ecommerce-order-processing: declares no longest consumer outage: \
-              retention cannot be checked against it"]
+            [
+                "topology ecommerce-order-processing: declares no longest consumer outage: \
+              retention cannot be checked against it"
+            ]
         );
     }
 }

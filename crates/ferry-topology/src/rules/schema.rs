@@ -1,7 +1,7 @@
 //! Every message type has a versioned schema.
 
-use super::{Report, Rule};
-use crate::{Severity, Topology};
+use super::Rule;
+use crate::Severity;
 
 /// FT004. Seed: backend guide completion criteria ("every message has: schema with
 /// version …") and "schema evolution strategy is defined"; patterns guide Process step 8
@@ -56,7 +56,9 @@ mod tests {
         let yaml = clean_with(SCHEMA, "");
         assert_eq!(
             findings_of(&yaml, "FT004"),
-            ["message OrderPlaced: has no schema: producers and consumers can drift apart unnoticed"]
+            [
+                "message OrderPlaced: has no schema: producers and consumers can drift apart unnoticed"
+            ]
         );
         assert!(findings_of(&yaml, "FT005").is_empty());
     }
@@ -66,7 +68,9 @@ mod tests {
         let yaml = clean_with(SCHEMA, "    schema: { format: avro }\n");
         assert_eq!(
             findings_of(&yaml, "FT005"),
-            ["message OrderPlaced: has an unversioned schema: a change cannot be told from the old one"]
+            [
+                "message OrderPlaced: has an unversioned schema: a change cannot be told from the old one"
+            ]
         );
     }
 }
