@@ -104,6 +104,8 @@ fn the_bad_design_as_json_is_an_array_of_findings() {
     let output = lint(&file, "json");
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let findings: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let design = std::fs::read_to_string(&file).unwrap();
+    let design: Vec<&str> = design.lines().collect();
     let heads: Vec<String> = findings
         .as_array()
         .unwrap()
@@ -112,6 +114,20 @@ fn the_bad_design_as_json_is_an_array_of_findings() {
             assert_eq!(f["file"], file.display().to_string());
             assert!(!f["message"].as_str().unwrap().is_empty(), "{f}");
             assert!(!f["fix"].as_str().unwrap().is_empty(), "{f}");
+            // The line is where the element's own name is written; for a reference to
+            // nothing, where the reference is.
+            let line = f["line"].as_u64().unwrap_or_else(|| panic!("no line: {f}"));
+            let element = f["element"].as_str().unwrap();
+            let name = element.rsplit([' ', '/']).next().unwrap();
+            let expected = match f["id"].as_str().unwrap() {
+                "FT020" => "UserDeleted".to_owned(),
+                _ => format!("name: {name}"),
+            };
+            assert!(
+                design[line as usize - 1].contains(&expected),
+                "{f}: line {line} is {:?}",
+                design[line as usize - 1]
+            );
             format!(
                 "{} {} {}",
                 f["id"].as_str().unwrap(),

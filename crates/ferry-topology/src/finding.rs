@@ -28,6 +28,8 @@ pub struct Finding {
     pub severity: Severity,
     /// What it is about, e.g. `queue payments` or `message OrderPlaced`.
     pub element: String,
+    /// The line the element is defined on, when known.
+    pub line: Option<u64>,
     pub message: String,
     /// What to change in the file.
     pub fix: String,

@@ -3,6 +3,7 @@
 
 use serde::Deserialize;
 
+use super::name::Name;
 use super::policy::{Alerts, DeliveryPolicy};
 use super::units::{ByteSize, Duration};
 
@@ -39,7 +40,7 @@ pub enum ChannelKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Queue {
-    pub name: String,
+    pub name: Name,
     pub broker: Broker,
     #[serde(rename = "type")]
     pub kind: ChannelKind,
@@ -50,7 +51,7 @@ pub struct Queue {
     pub dead_letter: Option<DeadLetter>,
     /// The message types sent to this queue (names from `messages`).
     #[serde(default)]
-    pub messages: Vec<String>,
+    pub messages: Vec<Name>,
     pub limits: Option<Limits>,
     pub delivery: Option<DeliveryPolicy>,
     pub alerts: Option<Alerts>,
@@ -60,7 +61,7 @@ pub struct Queue {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Topic {
-    pub name: String,
+    pub name: Name,
     pub broker: Broker,
     #[serde(rename = "type")]
     pub kind: ChannelKind,
@@ -68,7 +69,7 @@ pub struct Topic {
     pub retention: Option<Duration>,
     /// The message types published to this topic (names from `messages`).
     #[serde(default)]
-    pub messages: Vec<String>,
+    pub messages: Vec<Name>,
     pub limits: Option<Limits>,
     #[serde(default)]
     pub subscriptions: Vec<Subscription>,
@@ -81,7 +82,7 @@ pub struct Topic {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Subscription {
-    pub name: String,
+    pub name: Name,
     /// Which of the topic's messages this subscription takes, e.g. `orders.*` or
     /// `type = 'OrderPlaced'`; all of them when absent.
     pub filter: Option<String>,
@@ -97,7 +98,7 @@ pub struct Subscription {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumerGroup {
-    pub name: String,
+    pub name: Name,
     pub consumers: Option<Consumers>,
     pub alerts: Option<Alerts>,
 }

@@ -3,11 +3,13 @@
 
 use serde::Deserialize;
 
+use super::name::Name;
+
 /// One kind of message (the seed's `Schema: {event_name} v{version}` block).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageType {
-    pub name: String,
+    pub name: Name,
     pub schema: Option<Schema>,
     /// The partition / ordering key field.
     pub key: Option<String>,
@@ -39,7 +41,7 @@ pub enum SchemaFormat {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Field {
-    pub name: String,
+    pub name: Name,
     #[serde(rename = "type")]
     pub kind: Option<String>,
     /// How a field holding personal data is kept out of queues, dead-letter queues and

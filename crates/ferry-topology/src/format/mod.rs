@@ -8,6 +8,7 @@
 
 mod channel;
 mod message;
+mod name;
 mod policy;
 mod units;
 
@@ -15,6 +16,7 @@ pub use channel::{
     Broker, ChannelKind, ConsumerGroup, Consumers, DeadLetter, Limits, Queue, Subscription, Topic,
 };
 pub use message::{Field, Guarantee, MessageType, Protection, Schema, SchemaFormat};
+pub use name::Name;
 pub use policy::{Alerts, DeliveryPolicy, Ordering, OrderingMode, Retry};
 pub use units::{ByteSize, Duration};
 
@@ -32,7 +34,7 @@ pub struct Topology {
     /// The format version; only [`FORMAT_VERSION`] is read.
     pub version: u32,
     /// What the design is, e.g. `ecommerce-order-processing`.
-    pub name: String,
+    pub name: Name,
     /// The longest time any consumer may be down (a deploy, a maintenance window, a
     /// dependency's outage). Retention must outlast it, or messages expire unread.
     pub longest_consumer_outage: Option<Duration>,
@@ -58,7 +60,7 @@ impl Topology {
 
     /// The message type named `name`, if the file defines one.
     pub fn message(&self, name: &str) -> Option<&MessageType> {
-        self.messages.iter().find(|m| m.name == name)
+        self.messages.iter().find(|m| m.name.as_str() == name)
     }
 }
 

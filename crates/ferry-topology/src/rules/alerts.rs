@@ -17,6 +17,7 @@ pub const DLQ_DEPTH: Rule = Rule {
             if e.alerts.and_then(|a| a.dlq_depth).is_none() {
                 report.add(
                     &e.element,
+                    e.line,
                     "has no dead-letter depth alert: failures pile up unseen",
                     "set `alerts.dlq_depth: 0` (alert on the first dead letter)",
                 );
@@ -38,6 +39,7 @@ pub const OLDEST_AGE: Rule = Rule {
             if e.alerts.and_then(|a| a.oldest_age).is_none() {
                 report.add(
                     &e.element,
+                    e.line,
                     "has no oldest-message age alert: a stalled consumer goes unnoticed",
                     "set `alerts.oldest_age` to the latency the consumers promise (e.g. 60s)",
                 );
@@ -61,6 +63,7 @@ pub const LAG: Rule = Rule {
                 if g.alerts.as_ref().and_then(|a| a.lag).is_none() {
                     report.add(
                         group_element(t, &g.name),
+                        g.name.line(),
                         "has no lag alert: it can fall behind unnoticed",
                         "set `alerts.lag` (a time, e.g. 60s)",
                     );

@@ -18,6 +18,7 @@ pub const BACKOFF: Rule = Rule {
             let Some(retry) = e.delivery.and_then(|d| d.retry.as_ref()) else {
                 report.add(
                     &e.element,
+                    e.line,
                     "has no retry policy: failed messages come back at once, all together",
                     "add `delivery.retry: { initial: 1s, multiplier: 2, max: 5m, jitter: 0.25 }`",
                 );
@@ -27,6 +28,7 @@ pub const BACKOFF: Rule = Rule {
                 Some(m) if m > 1.0 => {}
                 _ => report.add(
                     &e.element,
+                    e.line,
                     "retries do not back off exponentially (no multiplier above 1)",
                     "set `delivery.retry.multiplier` to 2",
                 ),
@@ -34,11 +36,13 @@ pub const BACKOFF: Rule = Rule {
             match retry.max {
                 None => report.add(
                     &e.element,
+                    e.line,
                     "retry backoff has no cap: delays grow without bound",
                     "set `delivery.retry.max`, e.g. 5m",
                 ),
                 Some(max) if max < retry.initial => report.add(
                     &e.element,
+                    e.line,
                     format!(
                         "retry cap {max} is below the initial delay {}",
                         retry.initial
@@ -51,11 +55,13 @@ pub const BACKOFF: Rule = Rule {
                 Some(j) if j > 0.0 && j <= 1.0 => {}
                 Some(j) => report.add(
                     &e.element,
+                    e.line,
                     format!("retry jitter {j} is not between 0 and 1"),
                     "set `delivery.retry.jitter` to 0.25",
                 ),
                 None => report.add(
                     &e.element,
+                    e.line,
                     "retries have no jitter: consumers retry in lockstep after an outage",
                     "set `delivery.retry.jitter` to 0.25",
                 ),

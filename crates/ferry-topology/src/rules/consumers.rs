@@ -25,6 +25,7 @@ pub const WITHIN_PARTITIONS: Rule = Rule {
                 if instances > partitions {
                     report.add(
                         group_element(t, &g.name),
+                        g.name.line(),
                         format!(
                             "has {instances} consumers for {partitions} partitions: {} stay idle",
                             instances - partitions
@@ -48,11 +49,16 @@ pub const DECLARED: Rule = Rule {
     check: |topology, report| {
         let fix = "add `consumers: { name: SERVICE, idempotent: true }`";
         for e in endpoints(topology).iter().filter(|e| e.consumers.is_none()) {
-            report.add(&e.element, "names no consumers", fix);
+            report.add(&e.element, e.line, "names no consumers", fix);
         }
         for t in &topology.topics {
             for g in t.consumer_groups.iter().filter(|g| g.consumers.is_none()) {
-                report.add(group_element(t, &g.name), "names no consumers", fix);
+                report.add(
+                    group_element(t, &g.name),
+                    g.name.line(),
+                    "names no consumers",
+                    fix,
+                );
             }
         }
     },
@@ -73,12 +79,13 @@ pub const IDEMPOTENT: Rule = Rule {
             };
             let redelivered = e.messages.iter().find(|name| {
                 topology
-                    .message(name)
+                    .message(name.as_str())
                     .is_some_and(|m| m.guarantee == Some(Guarantee::AtLeastOnce))
             });
             if let Some(name) = redelivered {
                 report.add(
                     &e.element,
+                    e.line,
                     format!(
                         "consumers {} are not idempotent, but {name} is delivered at least once",
                         consumers.name

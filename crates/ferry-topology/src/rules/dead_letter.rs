@@ -22,6 +22,7 @@ pub const DEAD_LETTER: Rule = Rule {
             let dlq = e.element.rsplit(['/', ' ']).next().unwrap_or("name");
             report.add(
                 &e.element,
+                e.line,
                 "has no dead-letter queue: messages that fail for good are dropped or retried forever",
                 format!("add `dead_letter: {{ name: {dlq}.dlq, retention: 14d }}`"),
             );
@@ -42,11 +43,13 @@ pub const MAX_DELIVERIES: Rule = Rule {
             match e.delivery.and_then(|d| d.max_deliveries) {
                 None => report.add(
                     &e.element,
+                    e.line,
                     "has no max deliveries: a poison message is redelivered forever",
                     "set `delivery.max_deliveries` (3 to 5 for transient errors)",
                 ),
                 Some(0) => report.add(
                     &e.element,
+                    e.line,
                     "has max deliveries 0: no message would ever be delivered",
                     "set `delivery.max_deliveries` to at least 1",
                 ),
@@ -73,6 +76,7 @@ pub const DEAD_LETTER_RETENTION: Rule = Rule {
                 Some(r) if r >= DLQ_RETENTION => {}
                 Some(r) => report.add(
                     &e.element,
+                    e.line,
                     format!(
                         "dead-letter queue {} keeps messages {r}: they may expire before anyone triages them",
                         dlq.name
@@ -81,6 +85,7 @@ pub const DEAD_LETTER_RETENTION: Rule = Rule {
                 ),
                 None => report.add(
                     &e.element,
+                    e.line,
                     format!("dead-letter queue {} has no retention set", dlq.name),
                     "set `dead_letter.retention` to 14d or more",
                 ),

@@ -21,6 +21,7 @@ pub const IDEMPOTENCY_KEY: Rule = Rule {
             if m.idempotency_key.is_none() && m.guarantee != Some(Guarantee::AtMostOnce) {
                 report.add(
                     format!("message {}", m.name),
+                    m.name.line(),
                     "has no idempotency key: a redelivered message cannot be told from a new one",
                     "set `idempotency_key` (the message id, or business key + event type)",
                 );
@@ -41,6 +42,7 @@ pub const GUARANTEE: Rule = Rule {
         for m in topology.messages.iter().filter(|m| m.guarantee.is_none()) {
             report.add(
                 format!("message {}", m.name),
+                m.name.line(),
                 "states no delivery guarantee",
                 "set `guarantee` (at-least-once, unless loss is acceptable or exactly-once is mandated)",
             );
@@ -66,14 +68,16 @@ pub const EXACTLY_ONCE: Rule = Rule {
             if m.idempotency_key.is_none() {
                 report.add(
                     &element,
+                    m.name.line(),
                     "claims exactly-once without an idempotency key",
                     "set `idempotency_key`, or claim at-least-once",
                 );
             }
-            for e in carriers(topology, &m.name) {
+            for e in carriers(topology, m.name.as_str()) {
                 if e.delivery.and_then(|d| d.dedup_window).is_none() {
                     report.add(
                         &element,
+                        m.name.line(),
                         format!("claims exactly-once, but {} has no dedup window", e.element),
                         format!(
                             "set `delivery.dedup_window` on {} longer than its redelivery span",
@@ -84,6 +88,7 @@ pub const EXACTLY_ONCE: Rule = Rule {
                 if !e.consumers.is_some_and(|c| c.idempotent) {
                     report.add(
                         &element,
+                        m.name.line(),
                         format!(
                             "claims exactly-once, but the consumers of {} are not idempotent",
                             e.element

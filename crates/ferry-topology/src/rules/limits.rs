@@ -19,6 +19,7 @@ pub const MAX_MESSAGE_SIZE: Rule = Rule {
             let Some(size) = c.limits.and_then(|l| l.max_message_size) else {
                 report.add(
                     &c.element,
+                    c.line,
                     "sets no max message size: one huge message can stall every consumer",
                     "set `limits.max_message_size` (e.g. 256KiB; larger payloads go by reference)",
                 );
@@ -29,6 +30,7 @@ pub const MAX_MESSAGE_SIZE: Rule = Rule {
             {
                 report.add(
                     &c.element,
+                    c.line,
                     format!("max message size {size} is more than {:?} accepts ({limit})", c.broker),
                     format!("set `limits.max_message_size` to {limit} or less, and send larger payloads by reference"),
                 );
@@ -66,6 +68,7 @@ pub const PRIORITIES: Rule = Rule {
             {
                 report.add(
                     &e.element,
+                    e.line,
                     format!("has {levels} priority levels: past {MAX_PRIORITIES} the broker slows and low priorities starve"),
                     format!("set `delivery.priorities` to {MAX_PRIORITIES} or fewer"),
                 );

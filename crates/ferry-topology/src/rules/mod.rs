@@ -41,6 +41,7 @@ impl Report<'_> {
     pub(crate) fn add(
         &mut self,
         element: impl Into<String>,
+        line: Option<u64>,
         message: impl Into<String>,
         fix: impl Into<String>,
     ) {
@@ -48,6 +49,7 @@ impl Report<'_> {
             id: self.rule.id,
             severity: self.rule.severity,
             element: element.into(),
+            line,
             message: message.into(),
             fix: fix.into(),
         });
@@ -122,6 +124,30 @@ pub(crate) mod test_support {
     fn the_clean_example_has_no_finding() {
         let topology = Topology::from_yaml(CLEAN).unwrap();
         assert_eq!(super::lint(&topology), Vec::<Finding>::new());
+    }
+
+    #[test]
+    fn a_finding_points_at_the_line_its_element_is_defined_on() {
+        let yaml = clean_with(
+            "        dead_letter: { name: analytics-ingest-dlq, retention: 14d }\n",
+            "",
+        )
+        .replace("    schema: { format: json-schema, version: 1 }\n", "");
+        let findings = super::lint(&Topology::from_yaml(&yaml).unwrap());
+        let line_of = |text: &str| {
+            yaml.lines()
+                .position(|l| l.trim_end() == text)
+                .map(|i| i as u64 + 1)
+        };
+        let lines: Vec<(&str, Option<u64>)> = findings.iter().map(|f| (f.id, f.line)).collect();
+        assert_eq!(
+            lines,
+            [
+                ("FT001", line_of("      - name: analytics-ingest")),
+                ("FT004", line_of("  - name: OrderPlaced")),
+            ]
+        );
+        assert!(lines.iter().all(|(_, line)| line.is_some()));
     }
 
     #[test]

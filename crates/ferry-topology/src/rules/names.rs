@@ -27,9 +27,13 @@ pub const REFERENCES: Rule = Rule {
                     .map(|t| (format!("topic {}", t.name), &t.messages)),
             );
         for (element, messages) in carriers {
-            for name in messages.iter().filter(|n| topology.message(n).is_none()) {
+            for name in messages
+                .iter()
+                .filter(|n| topology.message(n.as_str()).is_none())
+            {
                 report.add(
                     &element,
+                    name.line(),
                     format!("carries message type {name}, which `messages` does not define"),
                     format!("define {name} under `messages`, or fix the name"),
                 );
@@ -53,9 +57,10 @@ pub const UNIQUE: Rule = Rule {
             .map(|q| ("queue", &q.name))
             .chain(topology.topics.iter().map(|t| ("topic", &t.name)));
         for (kind, name) in names {
-            if !channels.insert(name) {
+            if !channels.insert(name.as_str()) {
                 report.add(
                     format!("{kind} {name}"),
+                    name.line(),
                     "has the name of another queue or topic",
                     "rename one of them",
                 );
@@ -64,9 +69,10 @@ pub const UNIQUE: Rule = Rule {
         let mut seen = BTreeSet::new();
         for t in &topology.topics {
             for s in &t.subscriptions {
-                if !seen.insert((&t.name, &s.name)) {
+                if !seen.insert((t.name.as_str(), s.name.as_str())) {
                     report.add(
                         subscription_element(t, &s.name),
+                        s.name.line(),
                         "has the name of another subscription of its topic",
                         "rename one of them",
                     );
@@ -77,10 +83,11 @@ pub const UNIQUE: Rule = Rule {
         for m in topology
             .messages
             .iter()
-            .filter(|m| !messages.insert(&m.name))
+            .filter(|m| !messages.insert(m.name.as_str()))
         {
             report.add(
                 format!("message {}", m.name),
+                m.name.line(),
                 "is defined twice",
                 "merge the two definitions",
             );

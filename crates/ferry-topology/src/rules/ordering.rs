@@ -19,7 +19,7 @@ pub const ORDERING_KEY: Rule = Rule {
     summary: "a message type whose order matters has a key",
     check: |topology, report| {
         for m in topology.messages.iter().filter(|m| m.key.is_none()) {
-            let keyed_by = carriers(topology, &m.name)
+            let keyed_by = carriers(topology, m.name.as_str())
                 .into_iter()
                 .find(|e| e.ordering_mode() == Some(OrderingMode::KeyShared));
             let why = match (m.ordered, keyed_by) {
@@ -31,6 +31,7 @@ pub const ORDERING_KEY: Rule = Rule {
             };
             report.add(
                 format!("message {}", m.name),
+                m.name.line(),
                 why,
                 "set `key` to the field whose messages must stay in order (e.g. order_id)",
             );

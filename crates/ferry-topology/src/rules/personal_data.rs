@@ -19,9 +19,10 @@ pub const PERSONAL_DATA: Rule = Rule {
     check: |topology, report| {
         for m in &topology.messages {
             for field in m.payload.iter().filter(|f| f.personal_data.is_none()) {
-                if let Some(kind) = looks_personal(&field.name) {
+                if let Some(kind) = looks_personal(field.name.as_str()) {
                     report.add(
                         format!("message {} field {}", m.name, field.name),
+                        field.name.line(),
                         format!("looks like personal data ({kind}): it would sit in the clear in queues, dead-letter queues and logs"),
                         "send a reference (e.g. customer_id) instead, or encrypt or tokenize it and say `personal_data: encrypted` (or `tokenized`)",
                     );

@@ -16,6 +16,7 @@ pub const RETENTION: Rule = Rule {
         for c in channels(topology).iter().filter(|c| c.retention.is_none()) {
             report.add(
                 &c.element,
+                c.line,
                 "sets no retention: storage grows without bound, or the broker's default decides silently",
                 "set `retention` (e.g. 7d)",
             );
@@ -38,6 +39,7 @@ pub const OUTLASTS_OUTAGE: Rule = Rule {
         let Some(outage) = topology.longest_consumer_outage else {
             report.add(
                 format!("topology {}", topology.name),
+                topology.name.line(),
                 "declares no longest consumer outage: retention cannot be checked against it",
                 "set `longest_consumer_outage` (e.g. 1d)",
             );
@@ -45,19 +47,20 @@ pub const OUTLASTS_OUTAGE: Rule = Rule {
         };
         let stores = channels(topology)
             .into_iter()
-            .map(|c| (c.element, c.retention))
+            .map(|c| (c.element, c.line, c.retention))
             .chain(
                 endpoints(topology)
                     .into_iter()
                     .filter(|e| e.element.starts_with("subscription "))
-                    .map(|e| (e.element, e.retention)),
+                    .map(|e| (e.element, e.line, e.retention)),
             );
-        for (element, retention) in stores {
+        for (element, line, retention) in stores {
             if let Some(retention) = retention
                 && retention <= outage
             {
                 report.add(
                     element,
+                    line,
                     format!("keeps messages {retention}, not longer than the longest consumer outage ({outage}): they expire unread"),
                     format!("set `retention` above {outage}"),
                 );

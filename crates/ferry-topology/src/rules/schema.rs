@@ -15,6 +15,7 @@ pub const SCHEMA: Rule = Rule {
         for m in topology.messages.iter().filter(|m| m.schema.is_none()) {
             report.add(
                 format!("message {}", m.name),
+                m.name.line(),
                 "has no schema: producers and consumers can drift apart unnoticed",
                 "add `schema: { format: json-schema, version: 1 }`",
             );
@@ -37,6 +38,7 @@ pub const SCHEMA_VERSION: Rule = Rule {
             {
                 report.add(
                     format!("message {}", m.name),
+                    m.name.line(),
                     "has an unversioned schema: a change cannot be told from the old one",
                     "set `schema.version` (and bump it on every change)",
                 );

@@ -4,12 +4,13 @@
 
 use crate::Topology;
 use crate::format::{
-    Alerts, Consumers, DeadLetter, DeliveryPolicy, Duration, Limits, OrderingMode, Topic,
+    Alerts, Consumers, DeadLetter, DeliveryPolicy, Duration, Limits, Name, OrderingMode, Topic,
 };
 
 /// A queue or a subscription: where consumers take messages from, one at a time.
 pub(crate) struct Endpoint<'a> {
     pub element: String,
+    pub line: Option<u64>,
     /// Its own retention, or its topic's when it declares none.
     pub retention: Option<Duration>,
     pub consumers: Option<&'a Consumers>,
@@ -17,7 +18,7 @@ pub(crate) struct Endpoint<'a> {
     pub delivery: Option<&'a DeliveryPolicy>,
     pub alerts: Option<&'a Alerts>,
     /// The message types it carries (a subscription: all of its topic's).
-    pub messages: &'a [String],
+    pub messages: &'a [Name],
 }
 
 impl Endpoint<'_> {
@@ -29,6 +30,7 @@ impl Endpoint<'_> {
 pub(crate) fn endpoints(topology: &Topology) -> Vec<Endpoint<'_>> {
     let queues = topology.queues.iter().map(|q| Endpoint {
         element: format!("queue {}", q.name),
+        line: q.name.line(),
         retention: q.retention,
         consumers: q.consumers.as_ref(),
         dead_letter: q.dead_letter.as_ref(),
@@ -39,6 +41,7 @@ pub(crate) fn endpoints(topology: &Topology) -> Vec<Endpoint<'_>> {
     let subscriptions = topology.topics.iter().flat_map(|t| {
         t.subscriptions.iter().map(move |s| Endpoint {
             element: subscription_element(t, &s.name),
+            line: s.name.line(),
             retention: s.retention.or(t.retention),
             consumers: s.consumers.as_ref(),
             dead_letter: s.dead_letter.as_ref(),
@@ -50,17 +53,18 @@ pub(crate) fn endpoints(topology: &Topology) -> Vec<Endpoint<'_>> {
     queues.chain(subscriptions).collect()
 }
 
-pub(crate) fn subscription_element(topic: &Topic, name: &str) -> String {
+pub(crate) fn subscription_element(topic: &Topic, name: &Name) -> String {
     format!("subscription {}/{name}", topic.name)
 }
 
-pub(crate) fn group_element(topic: &Topic, name: &str) -> String {
+pub(crate) fn group_element(topic: &Topic, name: &Name) -> String {
     format!("consumer-group {}/{name}", topic.name)
 }
 
 /// A queue or topic: where messages are stored.
 pub(crate) struct Channel<'a> {
     pub element: String,
+    pub line: Option<u64>,
     pub broker: crate::format::Broker,
     pub retention: Option<Duration>,
     pub limits: Option<&'a Limits>,
@@ -69,12 +73,14 @@ pub(crate) struct Channel<'a> {
 pub(crate) fn channels(topology: &Topology) -> Vec<Channel<'_>> {
     let queues = topology.queues.iter().map(|q| Channel {
         element: format!("queue {}", q.name),
+        line: q.name.line(),
         broker: q.broker,
         retention: q.retention,
         limits: q.limits.as_ref(),
     });
     let topics = topology.topics.iter().map(|t| Channel {
         element: format!("topic {}", t.name),
+        line: t.name.line(),
         broker: t.broker,
         retention: t.retention,
         limits: t.limits.as_ref(),
@@ -86,6 +92,6 @@ pub(crate) fn channels(topology: &Topology) -> Vec<Channel<'_>> {
 pub(crate) fn carriers<'a>(topology: &'a Topology, name: &str) -> Vec<Endpoint<'a>> {
     endpoints(topology)
         .into_iter()
-        .filter(|e| e.messages.iter().any(|m| m == name))
+        .filter(|e| e.messages.iter().any(|m| m.as_str() == name))
         .collect()
 }
