@@ -21,15 +21,17 @@ pub enum TopologyCommand {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum LintFormat {
+    /// One finding per line.
     Text,
-    /// An array of objects: file, id, severity, element, message, fix.
+    /// An array of objects: file, id, severity, element, line, message, fix.
     Json,
 }
 
 /// Exit code: some finding is an error.
 const EXIT_FINDINGS: i32 = 1;
-/// Exit code: the file could not be read or parsed; nothing was checked.
-const EXIT_INVALID: i32 = 2;
+/// Exit code: no verdict. The file could not be read or parsed (nothing was checked),
+/// or the findings could not be written.
+const EXIT_NO_VERDICT: i32 = 2;
 
 /// Runs the command and returns the process exit code.
 pub fn run(command: TopologyCommand) -> i32 {
@@ -46,7 +48,7 @@ fn lint(file: &Path, format: LintFormat) -> i32 {
         Ok(topology) => topology,
         Err(error) => {
             eprintln!("ferry: error: {}: {error}", file.display());
-            return EXIT_INVALID;
+            return EXIT_NO_VERDICT;
         }
     };
     let findings = ferry_topology::lint(&topology);
@@ -54,7 +56,13 @@ fn lint(file: &Path, format: LintFormat) -> i32 {
         LintFormat::Text => text(file, &findings),
         LintFormat::Json => json(file, &findings),
     };
-    print!("{out}");
+    // `ferry topology lint … | head` is not a failure: the exit code still tells.
+    if let Err(e) = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("ferry: error: writing the findings: {e}");
+        return EXIT_NO_VERDICT;
+    }
     let errors = findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -93,6 +101,7 @@ fn json(file: &Path, findings: &[Finding]) -> String {
                 "id": f.id,
                 "severity": f.severity,
                 "element": f.element,
+                "line": f.line,
                 "message": f.message,
                 "fix": f.fix,
             })
