@@ -108,6 +108,15 @@ mod tests {
     }
 
     #[test]
+    fn a_cap_equal_to_the_initial_delay_and_full_jitter_are_fine() {
+        let yaml = clean_with(
+            INVENTORY,
+            "retry: { initial: 30s, multiplier: 1.5, max: 30s, jitter: 1 }",
+        );
+        assert!(findings_of(&yaml, "FT003").is_empty());
+    }
+
+    #[test]
     fn no_retry_policy_is_an_error() {
         let yaml = clean_with(&format!("          {INVENTORY}\n"), "");
         assert_eq!(

@@ -125,6 +125,8 @@ mod tests {
         );
         let yaml = clean_with("          max_deliveries: 5\n", "");
         assert_eq!(findings_of(&yaml, "FT002").len(), 1);
+        let yaml = clean_with("max_deliveries: 5", "max_deliveries: 1");
+        assert!(findings_of(&yaml, "FT002").is_empty());
     }
 
     #[test]

@@ -148,6 +148,18 @@ mod tests {
     }
 
     #[test]
+    fn exactly_once_with_dedup_everywhere_and_idempotent_consumers_is_fine() {
+        let yaml = clean_with("guarantee: at-least-once", "guarantee: exactly-once").replace(
+            "          retry: { initial: 1s, multiplier: 2, max: 120s",
+            "          dedup_window: 1h\n          retry: { initial: 1s, multiplier: 2, max: 120s",
+        ).replace(
+            "          retry: { initial: 5s,",
+            "          dedup_window: 1h\n          retry: { initial: 5s,",
+        );
+        assert!(findings_of(&yaml, "FT009").is_empty());
+    }
+
+    #[test]
     fn exactly_once_needs_idempotent_consumers_and_a_key() {
         let yaml = clean_with("guarantee: at-least-once", "guarantee: exactly-once")
             .replace("          dedup_window: 5m\n", "")

@@ -53,6 +53,13 @@ mod tests {
     }
 
     #[test]
+    fn an_unordered_message_on_exclusive_or_shared_queues_needs_no_key() {
+        let yaml = clean_with("    key: order_id\n    ordered: true\n", "")
+            .replace("mode: key-shared", "mode: exclusive");
+        assert!(findings_of(&yaml, "FT006").is_empty());
+    }
+
+    #[test]
     fn a_key_shared_subscription_needs_a_key_on_its_messages() {
         let yaml = clean_with("    key: order_id\n    ordered: true\n", "");
         assert_eq!(

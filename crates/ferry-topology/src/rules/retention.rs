@@ -98,6 +98,15 @@ mod tests {
     }
 
     #[test]
+    fn retention_longer_than_the_declared_outage_is_fine() {
+        let yaml = clean_with(
+            "longest_consumer_outage: 1d",
+            "longest_consumer_outage: 95h",
+        );
+        assert!(findings_of(&yaml, "FT015").is_empty());
+    }
+
+    #[test]
     fn no_declared_outage_is_an_error() {
         let yaml = clean_with("longest_consumer_outage: 1d\n", "");
         assert_eq!(
