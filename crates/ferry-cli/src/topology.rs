@@ -12,8 +12,10 @@ pub enum TopologyCommand {
     /// `FILE: ID severity element: message (fix: …)`. Exits 1 if any finding is an
     /// error, 2 if FILE cannot be read or is not a valid topology file.
     Lint {
+        /// The topology file (YAML).
         #[arg(value_name = "FILE")]
         file: PathBuf,
+        /// How to print the findings.
         #[arg(long, value_enum, default_value_t = LintFormat::Text)]
         format: LintFormat,
     },

@@ -23,8 +23,12 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn from_yaml(error: serde_saphyr::Error) -> Self {
-        // The plain message (no source snippet): the CLI prints one line per error.
-        let message = error.without_snippet().to_string();
+        // The plain message (no source snippet): the CLI prints one line per error. The
+        // parser's advice for duplicate keys is about its own API, not the file.
+        let message = error.without_snippet().to_string().replace(
+            ", set DuplicateKeyPolicy in Options if acceptable",
+            " (each key may appear once)",
+        );
         match error.location() {
             Some(location) if location.line() > 0 => {
                 let (line, column) = (location.line(), location.column());

@@ -105,6 +105,15 @@ mod tests {
     }
 
     #[test]
+    fn a_duplicate_key_is_an_error_at_its_line() {
+        let error = parse_error("version: 1\nname: x\nname: y\n");
+        assert_eq!(
+            error.to_string(),
+            "line 3, column 1: duplicate mapping key: name (each key may appear once)"
+        );
+    }
+
+    #[test]
     fn another_format_version_is_refused() {
         let error = parse_error("version: 2\nname: t\n");
         assert_eq!(
