@@ -191,3 +191,26 @@ fn a_missing_file_exits_2() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("/nonexistent/topology.yaml: cannot read it"));
 }
+
+#[test]
+fn lint_takes_no_server_flags_since_it_talks_to_no_server() {
+    let help = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["topology", "lint", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--format"), "{help}");
+    assert!(!help.contains("--server"), "{help}");
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["topology", "lint", "--server", "ferry://127.0.0.1:1"])
+        .arg(example("ecommerce.yaml"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("talk to a server"),
+        "{}",
+        stderr(&refused)
+    );
+}
