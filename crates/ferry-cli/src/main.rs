@@ -3,6 +3,7 @@
 mod remote;
 mod serve;
 mod test_clock;
+mod topology;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -146,6 +147,11 @@ enum Command {
         #[command(subcommand)]
         command: ferry_chaos::cli::ChaosCommand,
     },
+    /// Topology as code: check a design file against the messaging rules.
+    Topology {
+        #[command(subcommand)]
+        command: topology::TopologyCommand,
+    },
     /// Measure performance on this machine.
     Bench {
         #[command(subcommand)]
@@ -177,7 +183,15 @@ const CLIENT_FLAGS: [&str; 3] = ["server", "token", "tls_ca"];
 
 /// The commands that never talk to a server through the client flags (`serve` is the
 /// server; `chaos` and `bench` start their own).
-const LOCAL_COMMANDS: [&str; 6] = ["serve", "config", "token", "completions", "chaos", "bench"];
+const LOCAL_COMMANDS: [&str; 7] = [
+    "serve",
+    "config",
+    "token",
+    "completions",
+    "chaos",
+    "topology",
+    "bench",
+];
 
 /// The command line, with the client flags hidden under the commands that do not use
 /// them: `ferry serve --help` showing `--server` and `--token` read as if `serve` took
@@ -329,6 +343,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!("the chaos checks failed (see the verdict above)")
             }
         }
+        // Its own exit codes: 1 for error findings, 2 for a file it cannot read.
+        Command::Topology { command } => std::process::exit(topology::run(command)),
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
             BenchTarget::Broker(args) => bench::broker::run(&args),
