@@ -243,6 +243,7 @@ pub struct Server {
     open_metrics: bool,
     max_read_bytes: usize,
     console: ConsoleSettings,
+    schema_registry: Option<Arc<ferry_schema_registry::SchemaRegistry>>,
 }
 
 impl Server {
@@ -263,6 +264,7 @@ impl Server {
             open_metrics: false,
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
             console: ConsoleSettings::default(),
+            schema_registry: None,
         }
     }
 
@@ -388,6 +390,18 @@ impl Server {
         self
     }
 
+    /// Serve `registry` on the HTTP listener under `/schema-registry`, Confluent Schema
+    /// Registry's REST API (see `docs/schema-registry.md`), behind the same tokens as
+    /// `/v1`: `Authorization: Bearer <token>`, or HTTP Basic with the token as the
+    /// password (what Confluent clients send from `basic.auth.user.info`).
+    pub fn schema_registry(
+        mut self,
+        registry: Arc<ferry_schema_registry::SchemaRegistry>,
+    ) -> Server {
+        self.schema_registry = Some(registry);
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -423,6 +437,7 @@ impl Server {
             max_read_bytes: self.max_read_bytes,
             console,
             stop: None,
+            schema_registry: self.schema_registry,
         };
         http::router(shared, self.max_body)
     }
@@ -502,6 +517,7 @@ impl Server {
                 max_read_bytes: self.max_read_bytes,
                 console,
                 stop: Some(console_stop),
+                schema_registry: self.schema_registry.clone(),
             };
             let listener = HttpListener {
                 listener,

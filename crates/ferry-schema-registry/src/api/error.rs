@@ -18,7 +18,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub(crate) fn new(status: StatusCode, error_code: u32, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, error_code: u32, message: impl Into<String>) -> Self {
         ApiError {
             status,
             error_code,
