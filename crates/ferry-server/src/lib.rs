@@ -88,6 +88,7 @@
 //! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
 //! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`); with tokens configured, needs a `metrics` permission |
 //! | `GET` | `/ui` | the web console (see `docs/console.md`): static files, served without a token; the page sends the token on its API calls |
+//! | any | `/schema-registry/...` | Confluent Schema Registry's REST API, when given one ([`Server::schema_registry`], see `docs/schema-registry.md`); with tokens, Bearer or HTTP Basic with the token as password |
 //!
 //! ```sh
 //! curl -s localhost:7071/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
