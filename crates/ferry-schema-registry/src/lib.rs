@@ -5,6 +5,7 @@
 //! for now; JSON Schema and Protobuf are refused with a message saying so.
 //!
 //! One concept per module: [`model`] holds the state and every decision on it (pure),
+//! `schema` the values calls take and answer,
 //! `compatibility` decides with Avro's rules whether a schema may follow another,
 //! `store` keeps the state in one file replaced atomically, and [`api`] is the REST API
 //! as an axum router. [`SchemaRegistry`] ties them: a change is decided on a copy of the
@@ -26,6 +27,7 @@ mod compatibility;
 mod error;
 mod level;
 pub mod model;
+mod schema;
 mod store;
 
 use std::path::Path;
@@ -33,7 +35,9 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use error::RegistryError;
 pub use level::{CompatibilityLevel, Mode};
-pub use model::{Deleted, NewSchema, Reference, RegisteredVersion, SchemaType, VersionSpec};
+pub use schema::{
+    Deleted, NewSchema, Reference, RegisteredVersion, SchemaType, StoredSchema, VersionSpec,
+};
 
 use model::Registry;
 use store::Store;

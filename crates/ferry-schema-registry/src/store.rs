@@ -118,8 +118,8 @@ fn io_error(doing: &str, path: &Path, error: &std::io::Error) -> RegistryError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NewSchema, VersionSpec};
     use crate::{CompatibilityLevel, Mode};
+    use crate::{NewSchema, VersionSpec};
 
     const V1: &str =
         r#"{"type":"record","name":"OrderPlaced","fields":[{"name":"id","type":"string"}]}"#;

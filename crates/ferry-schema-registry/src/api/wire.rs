@@ -243,7 +243,7 @@ impl SchemaRequest {
 
 /// `schemaType` and `references` beside a schema, left out when they are the defaults
 /// (AVRO, none), as Confluent leaves them out.
-fn schema_fields(map: &mut Map<String, Value>, schema: &crate::model::StoredSchema) {
+fn schema_fields(map: &mut Map<String, Value>, schema: &crate::StoredSchema) {
     map.insert("schema".into(), Value::String(schema.schema.clone()));
     if schema.schema_type != SchemaType::Avro {
         map.insert("schemaType".into(), json!(schema.schema_type.as_str()));
@@ -258,7 +258,7 @@ fn schema_fields(map: &mut Map<String, Value>, schema: &crate::model::StoredSche
     }
 }
 
-pub(crate) fn schema_json(schema: &crate::model::StoredSchema) -> Value {
+pub(crate) fn schema_json(schema: &crate::StoredSchema) -> Value {
     let mut map = Map::new();
     schema_fields(&mut map, schema);
     Value::Object(map)
