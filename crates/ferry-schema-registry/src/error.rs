@@ -33,6 +33,10 @@ pub enum RegistryError {
     SubjectLevelNotConfigured(String),
     #[error("Invalid schema: {0}")]
     InvalidSchema(String),
+    #[error(
+        "The specified subject {0:?} is not valid: it must be non-empty, without control characters"
+    )]
+    InvalidSubject(String),
     /// JSON Schema and Protobuf: named apart from a malformed schema, so the message says
     /// the type is the problem, not the text.
     #[error(

@@ -148,10 +148,7 @@ impl Registry {
     /// the subject's compatibility level, under the schema's id across all subjects.
     pub fn register(&mut self, subject: &str, new: &NewSchema) -> Result<u32, RegistryError> {
         if subject.is_empty() || subject.chars().any(char::is_control) {
-            return Err(RegistryError::InvalidSchema(format!(
-                "invalid subject name {subject:?}: it must be non-empty, without control \
-                 characters"
-            )));
+            return Err(RegistryError::InvalidSubject(subject.to_owned()));
         }
         match self.mode {
             Mode::Readonly => {

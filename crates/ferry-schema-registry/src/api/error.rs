@@ -60,6 +60,7 @@ impl From<RegistryError> for ApiError {
             NotPermitted(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42205),
             ReferenceExists { .. } => (StatusCode::UNPROCESSABLE_ENTITY, 42206),
             IdDoesNotMatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, 42207),
+            InvalidSubject(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42208),
             Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, 50001),
         };
         ApiError::new(status, code, error.to_string())
