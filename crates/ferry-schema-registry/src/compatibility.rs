@@ -69,23 +69,43 @@ mod tests {
     use super::*;
     use crate::avro::parse;
 
-    /// The seed schema of the order flow, and its consumer-first evolutions.
+    /// `OrderPlaced` of the orders example (`examples/orders/src/domain.rs`) in Avro, and
+    /// its consumer-first evolutions.
     const ORDER_PLACED_V1: &str = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
-        "fields":[{"name":"order_id","type":"string"},{"name":"amount_cents","type":"long"}]}"#;
+        "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                      "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"long"}]}}},
+                  {"name":"total_cents","type":"long"}]}"#;
     /// v1.1: an optional field with a default, which readers on v1.1 fill in for old data.
     const ORDER_PLACED_V1_1: &str = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
-        "fields":[{"name":"order_id","type":"string"},{"name":"amount_cents","type":"long"},
+        "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                      "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"long"}]}}},
+                  {"name":"total_cents","type":"long"},
                   {"name":"coupon","type":["null","string"],"default":null}]}"#;
     /// A field added without a default: a new reader has nothing to fill in for old data.
     const ADDS_REQUIRED: &str = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
-        "fields":[{"name":"order_id","type":"string"},{"name":"amount_cents","type":"long"},
-                  {"name":"currency","type":"string"}]}"#;
-    /// `amount_cents` removed (it had no default).
+        "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                      "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"long"}]}}},
+                  {"name":"total_cents","type":"long"},{"name":"currency","type":"string"}]}"#;
+    /// `total_cents` removed (it had no default).
     const REMOVES_FIELD: &str = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
-        "fields":[{"name":"order_id","type":"string"}]}"#;
-    /// `amount_cents` turned from a long into a string.
+        "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                      "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"long"}]}}}]}"#;
+    /// `total_cents` turned from a long into a string.
     const CHANGES_TYPE: &str = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
-        "fields":[{"name":"order_id","type":"string"},{"name":"amount_cents","type":"string"}]}"#;
+        "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                      "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"long"}]}}},
+                  {"name":"total_cents","type":"string"}]}"#;
+    /// A line's quantity narrowed from a long to an int, deep inside the array.
+    const NARROWS_NESTED: &str = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
+        "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                      "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"int"}]}}},
+                  {"name":"total_cents","type":"long"}]}"#;
 
     fn check(level: CompatibilityLevel, history: &[&str], new: &str) -> Vec<String> {
         let parsed: Vec<Schema> = history.iter().map(|s| parse(s, &[]).unwrap()).collect();
@@ -124,7 +144,7 @@ mod tests {
             REMOVES_FIELD,
         );
         assert_eq!(refused.len(), 1, "{refused:?}");
-        assert!(refused[0].contains("amount_cents"), "{refused:?}");
+        assert!(refused[0].contains("total_cents"), "{refused:?}");
         assert!(!check(CompatibilityLevel::Full, &[ORDER_PLACED_V1], REMOVES_FIELD).is_empty());
     }
 
@@ -157,10 +177,30 @@ mod tests {
         ] {
             let refused = check(level, &[ORDER_PLACED_V1], CHANGES_TYPE);
             assert!(!refused.is_empty(), "{level}");
-            assert!(refused[0].contains("amount_cents"), "{refused:?}");
+            assert!(refused[0].contains("total_cents"), "{refused:?}");
         }
         let both = check(CompatibilityLevel::Full, &[ORDER_PLACED_V1], CHANGES_TYPE);
         assert_eq!(both.len(), 2, "full checks both directions: {both:?}");
+    }
+
+    #[test]
+    fn narrowing_a_nested_field_is_refused_backward_and_widening_it_back_is_not() {
+        let refused = check(
+            CompatibilityLevel::Backward,
+            &[ORDER_PLACED_V1],
+            NARROWS_NESTED,
+        );
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("lines"), "{refused:?}");
+        // int data is read as long: widening is backward compatible.
+        assert!(
+            check(
+                CompatibilityLevel::Backward,
+                &[NARROWS_NESTED],
+                ORDER_PLACED_V1
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -170,11 +210,13 @@ mod tests {
 
     #[test]
     fn transitive_levels_check_every_earlier_version_others_only_the_latest() {
-        // v1 has a long `amount_cents`, v2 dropped it, v3 brings it back as a string with a
+        // v1 has a long `total_cents`, v2 dropped it, v3 brings it back as a string with a
         // default: fine against v2 in both directions, unreadable against v1.
         let v3 = r#"{"type":"record","name":"OrderPlaced","namespace":"shop",
-            "fields":[{"name":"order_id","type":"string"},
-                      {"name":"amount_cents","type":"string","default":"0"}]}"#;
+            "fields":[{"name":"order_id","type":"string"},{"name":"customer","type":"string"},
+                      {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line",
+                          "fields":[{"name":"sku","type":"string"},{"name":"quantity","type":"long"}]}}},
+                      {"name":"total_cents","type":"string","default":"0"}]}"#;
         let history = [ORDER_PLACED_V1, REMOVES_FIELD];
         assert!(check(CompatibilityLevel::Backward, &history, v3).is_empty());
         let refused = check(CompatibilityLevel::BackwardTransitive, &history, v3);
