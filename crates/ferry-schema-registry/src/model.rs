@@ -125,6 +125,31 @@ impl Registry {
             .collect())
     }
 
+    /// The ids of the live schemas that reference `subject`'s `version`, ascending.
+    pub fn referenced_by(
+        &self,
+        subject: &str,
+        spec: VersionSpec,
+    ) -> Result<Vec<u32>, RegistryError> {
+        let s = self.subject(subject, false)?;
+        let version = find_version(s, subject, spec, false)?.version;
+        let mut ids: Vec<u32> = self
+            .subjects
+            .values()
+            .flat_map(|s| s.live())
+            .map(|v| v.id)
+            .filter(|id| {
+                self.schemas[id]
+                    .references
+                    .iter()
+                    .any(|r| r.subject == subject && r.version == version)
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// The version of `subject` that holds `new`'s schema.
     pub fn lookup(
         &self,

@@ -601,6 +601,16 @@ async fn references_resolve_named_types_from_other_subjects() {
     assert_eq!((status, body), (StatusCode::OK, json!({"id": 2})));
     let (_, by_id) = api.call(Method::GET, "/schemas/ids/2", None).await;
     assert_eq!(by_id["references"], reference);
+    assert_eq!(
+        api.call(
+            Method::GET,
+            "/subjects/address/versions/1/referencedby",
+            None
+        )
+        .await
+        .1,
+        json!([2])
+    );
     // A referenced version cannot be deleted from under the schema that uses it.
     let (status, body) = api
         .call(Method::DELETE, "/subjects/address/versions/1", None)

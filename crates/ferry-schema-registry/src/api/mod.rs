@@ -10,6 +10,7 @@
 //! | `GET` | `/subjects/{s}/versions` | `[1, 2, ..]` |
 //! | `GET` | `/subjects/{s}/versions/{v}` | `{"subject", "version", "id", "schema", ..}`; `v` is a number, `latest` or -1 |
 //! | `GET` | `/subjects/{s}/versions/{v}/schema` | the schema's text |
+//! | `GET` | `/subjects/{s}/versions/{v}/referencedby` | `[id, ..]`: the live schemas referencing it |
 //! | `POST` | `/subjects/{s}` | look a schema up → its version, as above |
 //! | `DELETE` | `/subjects/{s}` | soft delete → `[versions]`; `permanent=true` after a soft delete removes it |
 //! | `DELETE` | `/subjects/{s}/versions/{v}` | the same for one version → `version` |
@@ -65,6 +66,10 @@ pub fn router(registry: Arc<SchemaRegistry>) -> Router {
         .route(
             "/subjects/{subject}/versions/{version}/schema",
             get(subjects::get_version_schema),
+        )
+        .route(
+            "/subjects/{subject}/versions/{version}/referencedby",
+            get(subjects::referenced_by),
         )
         .route("/schemas/types", get(schemas::types))
         .route("/schemas/ids/{id}", get(schemas::by_id))

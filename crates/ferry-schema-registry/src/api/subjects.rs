@@ -130,3 +130,14 @@ pub(crate) async fn delete_version(
     .await?;
     Ok(ok(json!(deleted)))
 }
+
+/// `GET /subjects/{subject}/versions/{version}/referencedby`: the ids of the live schemas
+/// that reference that version.
+pub(crate) async fn referenced_by(
+    State(registry): State<Arc<SchemaRegistry>>,
+    Path((subject, version)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let spec = VersionSpec::parse(&version)?;
+    let ids = registry.read(|r| r.referenced_by(&subject, spec))?;
+    Ok(ok(json!(ids)))
+}
