@@ -282,7 +282,14 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         loopback &= http_addr.ip().is_loopback();
         let scheme = if secure { "https" } else { "http" };
         println!("ferry: serving HTTP on {scheme}://{http_addr}");
-        server = server.http(http);
+        // Beside the broker's own directories, as the SQS endpoint's state is.
+        let registry_dir = data_dir.join("schema-registry");
+        let registry =
+            ferry_schema_registry::SchemaRegistry::open(&registry_dir).with_context(|| {
+                format!("opening the schema registry in {}", registry_dir.display())
+            })?;
+        println!("ferry: serving the schema registry on {scheme}://{http_addr}/schema-registry");
+        server = server.http(http).schema_registry(Arc::new(registry));
     }
     if let Some((listener, _)) = &sqs {
         let aws_addr = listener

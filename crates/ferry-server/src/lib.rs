@@ -88,6 +88,7 @@
 //! | `GET` | `/readyz` | 200 when the broker takes traffic; 503 once shutdown began |
 //! | `GET` | `/metrics` | Prometheus text format (see `docs/metrics.md`); with tokens configured, needs a `metrics` permission |
 //! | `GET` | `/ui` | the web console (see `docs/console.md`): static files, served without a token; the page sends the token on its API calls |
+//! | any | `/schema-registry/...` | Confluent Schema Registry's REST API, when given one ([`Server::schema_registry`], see `docs/schema-registry.md`); with tokens, Bearer or HTTP Basic with the token as password |
 //!
 //! ```sh
 //! curl -s localhost:7071/v1/queues -d '{"name": "jobs", "spec": {"retry": {"max_deliveries": 5}}}'
@@ -243,6 +244,7 @@ pub struct Server {
     open_metrics: bool,
     max_read_bytes: usize,
     console: ConsoleSettings,
+    schema_registry: Option<Arc<ferry_schema_registry::SchemaRegistry>>,
 }
 
 impl Server {
@@ -263,6 +265,7 @@ impl Server {
             open_metrics: false,
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
             console: ConsoleSettings::default(),
+            schema_registry: None,
         }
     }
 
@@ -388,6 +391,18 @@ impl Server {
         self
     }
 
+    /// Serve `registry` on the HTTP listener under `/schema-registry`, Confluent Schema
+    /// Registry's REST API (see `docs/schema-registry.md`), behind the same tokens as
+    /// `/v1`: `Authorization: Bearer <token>`, or HTTP Basic with the token as the
+    /// password (what Confluent clients send from `basic.auth.user.info`).
+    pub fn schema_registry(
+        mut self,
+        registry: Arc<ferry_schema_registry::SchemaRegistry>,
+    ) -> Server {
+        self.schema_registry = Some(registry);
+        self
+    }
+
     /// How long to keep serving, with `/readyz` at 503, after shutdown begins and before
     /// the listeners stop accepting.
     pub fn drain(mut self, period: Duration) -> Server {
@@ -423,6 +438,7 @@ impl Server {
             max_read_bytes: self.max_read_bytes,
             console,
             stop: None,
+            schema_registry: self.schema_registry,
         };
         http::router(shared, self.max_body)
     }
@@ -502,6 +518,7 @@ impl Server {
                 max_read_bytes: self.max_read_bytes,
                 console,
                 stop: Some(console_stop),
+                schema_registry: self.schema_registry.clone(),
             };
             let listener = HttpListener {
                 listener,

@@ -14,6 +14,7 @@ mod parked;
 mod path;
 mod prometheus;
 mod purge;
+mod schema_registry;
 mod spec;
 mod temporary;
 mod ui;
@@ -57,6 +58,8 @@ pub struct Shared {
     /// Says when serving stops, so that endless responses (the console's event stream)
     /// end and let shutdown finish; `None` for a router a program serves itself.
     pub stop: Option<watch::Receiver<bool>>,
+    /// Served under `/schema-registry` when set (see `schema_registry`).
+    pub schema_registry: Option<Arc<ferry_schema_registry::SchemaRegistry>>,
 }
 
 impl Shared {
@@ -212,6 +215,7 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         .route("/metrics", get(prometheus::scrape))
         .merge(ui::router())
         .merge(api)
+        .merge(schema_registry::router(&shared))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(max_body))
