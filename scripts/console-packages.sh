@@ -11,34 +11,9 @@
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first. Installs as root, or through sudo.
 set -euo pipefail
-cd "$(dirname "$0")/../crates/ferry-cli/tests/console"
-
-packages=(chromium)
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    as_root=()
-  elif command -v sudo >/dev/null; then
-    as_root=(sudo)
-  else
-    echo "console-packages.sh: ${missing[*]} missing, and not root without sudo to install them" >&2
-    exit 1
-  fi
-  install() {
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-  }
-  # The package lists may be missing or stale: refreshed once if the install fails.
-  if ! install; then
-    "${as_root[@]}" apt-get update -q >/dev/null
-    install
-  fi
-fi
+scripts=$(cd "$(dirname "$0")" && pwd)
+"$scripts/debian-packages.sh" chromium
+cd "$scripts/../crates/ferry-cli/tests/console"
 
 # npm ci deletes node_modules and installs it again every time: it runs only when the lock
 # differs from the one the last whole install recorded (written after npm ci succeeded).

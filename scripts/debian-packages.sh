@@ -8,8 +8,14 @@
 # (scripts/compat/librdkafka.sh, crates/ferry-cli/tests/librdkafka.rs).
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first. Installs as root, or through sudo.
+# Given package names (`debian-packages.sh chromium`), it installs those instead, the same
+# way: scripts/console-packages.sh does so for the browser.
 set -euo pipefail
-packages=(awscli kcat librdkafka-dev pkg-config gcc g++ make)
+if [ $# -gt 0 ]; then
+  packages=("$@")
+else
+  packages=(awscli kcat librdkafka-dev pkg-config gcc g++ make)
+fi
 
 missing=()
 for package in "${packages[@]}"; do
