@@ -20,7 +20,7 @@ pub use name::Name;
 pub use policy::{Alerts, DeliveryPolicy, Ordering, OrderingMode, Retry};
 pub use units::{ByteSize, Duration};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
@@ -28,7 +28,7 @@ use crate::Error;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// A whole design: its channels and the message types they carry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     /// The format version; only [`FORMAT_VERSION`] is read.
@@ -37,12 +37,13 @@ pub struct Topology {
     pub name: Name,
     /// The longest time any consumer may be down (a deploy, a maintenance window, a
     /// dependency's outage). Retention must outlast it, or messages expire unread.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub longest_consumer_outage: Option<Duration>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topics: Vec<Topic>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<Queue>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<MessageType>,
 }
 
@@ -56,6 +57,14 @@ impl Topology {
             });
         }
         Ok(topology)
+    }
+
+    /// Writes the design as a topology file that [`Topology::from_yaml`] reads back to the
+    /// same design. Absent options and empty lists are left out.
+    pub fn to_yaml(&self) -> String {
+        // Serializing plain data (strings, numbers, lists, maps) into a String cannot
+        // fail: serde-saphyr errors only on writer failures and unsupported shapes.
+        serde_saphyr::to_string(self).expect("a topology always serializes to YAML")
     }
 
     /// The message type named `name`, if the file defines one.

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer};
+use serde::ser::{Serialize, Serializer};
 
 #[derive(Debug, Clone)]
 pub struct Name {
@@ -13,6 +14,15 @@ pub struct Name {
 }
 
 impl Name {
+    /// A name made by a program (an export, an import) rather than read from a file: it
+    /// has no line.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            line: 0,
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -42,5 +52,11 @@ impl<'de> Deserialize<'de> for Name {
             line: spanned.referenced.line(),
             text: spanned.value,
         })
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
     }
 }

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer};
+use serde::ser::{Serialize, Serializer};
 
 /// A length of time, kept in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -71,6 +72,13 @@ impl fmt::Display for Duration {
             }
         }
         write!(f, "{}ms", self.millis)
+    }
+}
+
+/// Written as it is read: `7d`.
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
@@ -142,6 +150,13 @@ impl fmt::Display for ByteSize {
             }
         }
         write!(f, "{}B", self.bytes)
+    }
+}
+
+/// Written as it is read: `256KiB`.
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
