@@ -27,6 +27,7 @@ mod compatibility;
 mod error;
 mod level;
 pub mod model;
+mod rejection;
 mod schema;
 mod store;
 
@@ -35,6 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use error::RegistryError;
 pub use level::{CompatibilityLevel, Mode};
+pub use rejection::PayloadRejection;
 pub use schema::{
     Deleted, NewSchema, Reference, RegisteredVersion, SchemaType, StoredSchema, VersionSpec,
 };
