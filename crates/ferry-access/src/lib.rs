@@ -26,6 +26,13 @@ pub enum Action {
     /// (`metrics:#`: all of them). Apart from `admin` so that a scraper's token can read
     /// every queue's depth without being able to delete one.
     Metrics,
+    /// Read the schema registry's subjects the pattern matches: their versions, lookups,
+    /// compatibility checks, their level and mode. The pattern is over subject names
+    /// (`orders.*` matches `orders.placed-value`; a subject is split at its dots too).
+    SchemaRead,
+    /// Register, delete, and set the level and mode of the subjects the pattern matches;
+    /// reading them too. On `#`, also the registry-wide level and mode.
+    SchemaWrite,
 }
 
 impl Action {
@@ -36,6 +43,8 @@ impl Action {
             Action::DeadLetters => "dead_letters",
             Action::Admin => "admin",
             Action::Metrics => "metrics",
+            Action::SchemaRead => "schema_read",
+            Action::SchemaWrite => "schema_write",
         }
     }
 
@@ -62,7 +71,8 @@ pub enum AccessError {
     #[error("{given:?} is not a permission: write `<action>:<pattern>`, e.g. `publish:orders.*`")]
     MissingColon { given: String },
     #[error(
-        "{given:?} is not an action: use publish, consume, dead_letters (or dlq), admin or metrics"
+        "{given:?} is not an action: use publish, consume, dead_letters (or dlq), admin, \
+         metrics, schema_read or schema_write"
     )]
     UnknownAction { given: String },
     #[error("an empty name pattern matches nothing: use `#` for every name")]
@@ -175,7 +185,14 @@ pub struct Permission {
 
 impl Permission {
     pub fn allows(&self, action: Action, name: &str) -> bool {
-        self.action == action && self.pattern.matches(name)
+        self.grants(action) && self.pattern.matches(name)
+    }
+
+    /// Whether this permission's action covers `action`: itself, and reading a subject
+    /// for `schema_write` (a producer registering a schema reads it back by its id).
+    pub fn grants(&self, action: Action) -> bool {
+        self.action == action
+            || (self.action == Action::SchemaWrite && action == Action::SchemaRead)
     }
 }
 
@@ -194,6 +211,8 @@ impl FromStr for Permission {
             "dead_letters" | "dlq" => Action::DeadLetters,
             "admin" => Action::Admin,
             "metrics" => Action::Metrics,
+            "schema_read" => Action::SchemaRead,
+            "schema_write" => Action::SchemaWrite,
             other => {
                 return Err(AccessError::UnknownAction {
                     given: other.to_owned(),
@@ -277,6 +296,19 @@ mod tests {
             "admin:orders*".parse::<Permission>(),
             Err(AccessError::PartialWildcard { .. })
         ));
+    }
+
+    #[test]
+    fn schema_write_covers_reading_the_same_subjects() {
+        let write: Permission = "schema_write:orders.#".parse().unwrap();
+        assert_eq!(write.to_string(), "schema_write:orders.#");
+        assert!(write.allows(Action::SchemaWrite, "orders.placed-value"));
+        assert!(write.allows(Action::SchemaRead, "orders.placed-value"));
+        assert!(!write.allows(Action::SchemaRead, "payments-value"));
+        let read: Permission = "schema_read:#".parse().unwrap();
+        assert!(read.allows(Action::SchemaRead, "anything"));
+        assert!(!read.allows(Action::SchemaWrite, "anything"));
+        assert!(!read.allows(Action::Admin, "anything"));
     }
 
     #[test]

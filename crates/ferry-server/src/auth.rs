@@ -314,6 +314,19 @@ impl Gate {
         }
     }
 
+    /// Whether `caller` may do `action` on every name, holding it on a `#` pattern (always,
+    /// on an open server): what a call needs whose reach is not one name.
+    pub fn may_every(&self, caller: Caller, action: Action) -> bool {
+        match (&self.auth, self.grant(caller)) {
+            (None, _) => true,
+            (Some(_), Some(grant)) => grant
+                .permissions
+                .iter()
+                .any(|p| p.grants(action) && p.pattern.matches_every_name()),
+            (Some(_), None) => false,
+        }
+    }
+
     /// Whether `caller` may scrape `/metrics` at all: it holds some `metrics` permission
     /// (always, on an open server). Which series it sees is [`Gate::may`] per name.
     pub fn allow_metrics(&self, caller: Caller) -> Result<(), Refusal> {
