@@ -23,10 +23,14 @@
 
 pub mod api;
 mod avro;
+mod canonical_json;
 mod compatibility;
 mod error;
+mod format;
+mod json_schema;
 mod level;
 pub mod model;
+mod protobuf;
 mod rejection;
 mod schema;
 mod store;
@@ -37,8 +41,15 @@ use std::sync::{Mutex, MutexGuard};
 pub use error::RegistryError;
 pub use level::{CompatibilityLevel, Mode};
 pub use rejection::PayloadRejection;
+// The compiled payload validators of the JSON Schema and Protobuf formats, for
+// enforcement at publish.
+#[allow(unused_imports)]
+pub(crate) use json_schema::validator::JsonPayloadValidator;
+#[allow(unused_imports)]
+pub(crate) use protobuf::validator::ProtobufPayloadValidator;
 pub use schema::{
-    Deleted, NewSchema, Reference, RegisteredVersion, SchemaType, StoredSchema, VersionSpec,
+    Deleted, NewSchema, Reference, RegisteredVersion, ResolvedReference, SchemaType, StoredSchema,
+    VersionSpec,
 };
 
 use model::Registry;

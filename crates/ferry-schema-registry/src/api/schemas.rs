@@ -98,8 +98,7 @@ pub(crate) async fn subjects(
     Ok(ok(json!(params.page(names)?)))
 }
 
-/// `GET /schemas/types`: only AVRO for now — JSON Schema and Protobuf are refused at
-/// registration, so listing them would promise what is not there.
+/// `GET /schemas/types`: the three formats, in the order Confluent lists them.
 pub(crate) async fn types() -> Response {
-    ok(json!(["AVRO"]))
+    ok(json!(["JSON", "PROTOBUF", "AVRO"]))
 }
