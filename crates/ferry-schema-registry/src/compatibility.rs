@@ -33,6 +33,16 @@ pub(crate) fn violations(
     };
     let mut messages = Vec::new();
     for old in against {
+        if level != CompatibilityLevel::None && old.schema.schema_type() != new.schema_type() {
+            messages.push(format!(
+                "{level}: the new schema is {} and version {} is {}: a reader of one \
+                 format cannot read data written in another",
+                new.schema_type().as_str(),
+                old.version,
+                old.schema.schema_type().as_str()
+            ));
+            continue;
+        }
         if level.backward() {
             for why in readable(old.schema, new) {
                 messages.push(format!(
@@ -60,7 +70,7 @@ fn readable(writer: &Parsed, reader: &Parsed) -> Vec<String> {
         (Parsed::Json(w), Parsed::Json(r)) => json_schema::compatibility::readable(w, r),
         (Parsed::Protobuf(w), Parsed::Protobuf(r)) => protobuf::compatibility::readable(w, r),
         (w, r) => vec![format!(
-            "the schema type changed from {} to {}",
+            "data written as {} cannot be read as {}",
             w.schema_type().as_str(),
             r.schema_type().as_str()
         )],

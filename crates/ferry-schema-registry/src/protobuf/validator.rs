@@ -205,3 +205,119 @@ fn join(path: &str, name: &str) -> String {
 fn at(path: &str, reason: &str) -> PayloadRejection {
     PayloadRejection::at(path, reason)
 }
+
+#[cfg(test)]
+mod tests {
+    use prost::encoding::encode_varint;
+
+    use super::*;
+    use crate::NewSchema;
+
+    const ORDER: &str = r#"syntax = "proto3";
+        package shop;
+        message Order {
+            string id = 1;
+            repeated Line lines = 2;
+            message Line { string sku = 1; int64 qty = 2; }
+        }
+        message Refund { string order_id = 1; }"#;
+
+    fn validator() -> ProtobufPayloadValidator {
+        let mut registry = Registry::default();
+        let id = registry
+            .register("orders-value", &NewSchema::protobuf(ORDER))
+            .unwrap();
+        ProtobufPayloadValidator::compile(registry.schema(id).unwrap(), &registry).unwrap()
+    }
+
+    fn key(out: &mut Vec<u8>, number: u32, wire_type: u8) {
+        encode_varint(u64::from(number) << 3 | u64::from(wire_type), out);
+    }
+
+    fn string(out: &mut Vec<u8>, number: u32, value: &[u8]) {
+        key(out, number, 2);
+        encode_varint(value.len() as u64, out);
+        out.extend_from_slice(value);
+    }
+
+    fn line(sku: &[u8], qty: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        string(&mut out, 1, sku);
+        key(&mut out, 2, 0);
+        encode_varint(qty, &mut out);
+        out
+    }
+
+    /// An `Order` with `lines`, after the message-index array `[0]` (the single byte 0).
+    fn order(lines: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = vec![0];
+        string(&mut out, 1, b"o-1");
+        for l in lines {
+            string(&mut out, 2, l);
+        }
+        out
+    }
+
+    #[test]
+    fn a_valid_message_passes_and_unknown_fields_are_kept() {
+        let v = validator();
+        v.validate(&order(&[line(b"a", 1), line(b"b", 2)])).unwrap();
+        let mut with_unknown = order(&[line(b"a", 1)]);
+        key(&mut with_unknown, 99, 0);
+        encode_varint(7, &mut with_unknown);
+        v.validate(&with_unknown).unwrap();
+    }
+
+    #[test]
+    fn a_wrong_wire_type_at_a_nested_field_names_the_field() {
+        let mut bad_line = Vec::new();
+        key(&mut bad_line, 1, 0); // sku is a string, sent as a varint
+        encode_varint(5, &mut bad_line);
+        let payload = order(&[line(b"a", 1), line(b"b", 2), bad_line]);
+        let refused = validator().validate(&payload).unwrap_err();
+        assert_eq!(refused.field, "lines[2].sku", "{refused}");
+    }
+
+    #[test]
+    fn invalid_utf8_in_a_string_names_the_field() {
+        let refused = validator()
+            .validate(&order(&[line(b"\xff\xfe", 1)]))
+            .unwrap_err();
+        assert_eq!(refused.field, "lines[0].sku", "{refused}");
+    }
+
+    #[test]
+    fn a_truncated_message_is_refused_naming_where_it_ends() {
+        let payload = order(&[line(b"abc", 1)]);
+        let refused = validator()
+            .validate(&payload[..payload.len() - 2])
+            .unwrap_err();
+        assert_eq!(refused.field, "lines[0]", "{refused}");
+        assert!(refused.reason.contains("ends"), "{refused}");
+    }
+
+    #[test]
+    fn message_indexes_pick_the_message_and_a_wrong_one_is_refused() {
+        let v = validator();
+        // [1]: count 1 (zig-zag 2), index 1 (zig-zag 2) — the second top-level message.
+        let mut refund = vec![2, 2];
+        string(&mut refund, 1, b"o-1");
+        v.validate(&refund).unwrap();
+        // [0, 0]: Order's first nested message, Line.
+        let mut nested = vec![4, 0, 0];
+        nested.extend(line(b"a", 1));
+        v.validate(&nested).unwrap();
+        for wrong in [vec![2, 10], vec![4, 0, 4], vec![2, 1]] {
+            let refused = v.validate(&wrong).unwrap_err();
+            assert_eq!(refused.field, "", "{refused}");
+            assert!(
+                refused.reason.contains("message index"),
+                "{wrong:?}: {refused}"
+            );
+        }
+        let refused = v.validate(&[]).unwrap_err();
+        assert!(refused.reason.contains("message-index array"), "{refused}");
+        let refused = v.validate(&[0x80]).unwrap_err();
+        assert!(refused.reason.contains("message-index array"), "{refused}");
+    }
+}
