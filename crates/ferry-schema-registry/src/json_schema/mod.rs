@@ -151,6 +151,26 @@ mod tests {
     }
 
     #[test]
+    fn a_ref_with_a_fragment_or_against_an_id_reaches_the_reference() {
+        let defs = r#"{"definitions":{"City":{"type":"string","minLength":1}}}"#;
+        let fragment =
+            r##"{"type":"object","properties":{"city":{"$ref":"defs.json#/definitions/City"}}}"##;
+        let schema = parse(fragment, &[reference("defs.json", defs)]).unwrap();
+        let validator = schema.compile().unwrap();
+        assert!(validator.is_valid(&serde_json::json!({"city": "Lyon"})));
+        assert!(!validator.is_valid(&serde_json::json!({"city": ""})));
+        let with_id = r##"{"$id":"https://example.com/schemas/order.json","type":"object",
+            "properties":{"city":{"$ref":"defs.json#/definitions/City"}}}"##;
+        let schema = parse(with_id, &[reference("defs.json", defs)]).unwrap();
+        assert!(
+            !schema
+                .compile()
+                .unwrap()
+                .is_valid(&serde_json::json!({"city": 3}))
+        );
+    }
+
+    #[test]
     fn identity_ignores_formatting() {
         assert_eq!(
             identity(r#"{"type":"object","required":["a"]}"#).unwrap(),
