@@ -72,7 +72,7 @@ fn field_path(location: &jsonschema::paths::Location) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::NewSchema;
+    use crate::{NewSchema, Reference};
 
     const ORDER: &str = r#"{"type":"object","required":["order"],"properties":{
         "order":{"type":"object","properties":{
@@ -123,5 +123,29 @@ mod tests {
             .unwrap_err();
         assert_eq!(refused.field, "order.items[0]", "{refused}");
         assert!(refused.reason.contains("sku"), "{refused}");
+    }
+
+    #[test]
+    fn references_are_resolved_as_registration_resolves_them() {
+        let mut registry = Registry::default();
+        registry
+            .register(
+                "address",
+                &NewSchema::json(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#),
+            )
+            .unwrap();
+        let order = NewSchema::json(
+            r#"{"type":"object","properties":{"ship_to":{"$ref":"address.json"}}}"#,
+        )
+        .with_references(vec![Reference {
+            name: "address.json".to_owned(),
+            subject: "address".to_owned(),
+            version: 1,
+        }]);
+        let id = registry.register("orders-value", &order).unwrap();
+        let v = JsonPayloadValidator::compile(registry.schema(id).unwrap(), &registry).unwrap();
+        v.validate(br#"{"ship_to":{"city":"Lyon"}}"#).unwrap();
+        let refused = v.validate(br#"{"ship_to":{"city":false}}"#).unwrap_err();
+        assert_eq!(refused.field, "ship_to.city", "{refused}");
     }
 }

@@ -276,6 +276,7 @@ mod tests {
         let payload = order(&[line(b"a", 1), line(b"b", 2), bad_line]);
         let refused = validator().validate(&payload).unwrap_err();
         assert_eq!(refused.field, "lines[2].sku", "{refused}");
+        assert!(refused.reason.contains("wire type"), "{refused}");
     }
 
     #[test]
@@ -284,6 +285,7 @@ mod tests {
             .validate(&order(&[line(b"\xff\xfe", 1)]))
             .unwrap_err();
         assert_eq!(refused.field, "lines[0].sku", "{refused}");
+        assert!(refused.reason.contains("UTF-8"), "{refused}");
     }
 
     #[test]
