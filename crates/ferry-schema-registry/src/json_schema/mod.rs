@@ -47,9 +47,13 @@ impl JsonSchema {
         if !matches!(self.root, Value::Object(_) | Value::Bool(_)) {
             return Err("a JSON Schema is an object or a boolean".to_owned());
         }
-        jsonschema::options()
-            // Confluent's registry reads a schema without `$schema` as draft 7.
-            .with_draft(Draft::Draft7)
+        let mut options = jsonschema::options();
+        // Confluent's registry reads a schema without `$schema` as draft 7; one with
+        // `$schema` is read as the draft it names (an explicit draft would override it).
+        if self.root.get("$schema").is_none() {
+            options = options.with_draft(Draft::Draft7);
+        }
+        options
             .with_retriever(References(Arc::clone(&self.references)))
             .build(&self.root)
             .map_err(|e| {
@@ -168,6 +172,27 @@ mod tests {
                 .unwrap()
                 .is_valid(&serde_json::json!({"city": 3}))
         );
+    }
+
+    #[test]
+    fn the_draft_is_the_one_schema_names_and_draft_7_without_one() {
+        // 2020-12's prefixItems constrains the first item; draft 7 ignores the keyword.
+        let tuple = |schema: &str| {
+            format!(r#"{{{schema}"type":"array","prefixItems":[{{"type":"string"}}]}}"#)
+        };
+        let modern = parse(
+            &tuple(r#""$schema":"https://json-schema.org/draft/2020-12/schema","#),
+            &[],
+        )
+        .unwrap();
+        assert!(!modern.compile().unwrap().is_valid(&serde_json::json!([1])));
+        let unnamed = parse(&tuple(""), &[]).unwrap();
+        assert!(unnamed.compile().unwrap().is_valid(&serde_json::json!([1])));
+        let unknown = parse(
+            r#"{"$schema":"https://example.com/mine","type":"string"}"#,
+            &[],
+        );
+        assert!(unknown.is_err(), "{unknown:?}");
     }
 
     #[test]
