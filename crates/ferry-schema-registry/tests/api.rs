@@ -1043,3 +1043,63 @@ async fn a_subject_mode_overrides_the_global_one_and_survives_a_restart() {
         StatusCode::UNPROCESSABLE_ENTITY
     );
 }
+
+#[tokio::test]
+async fn protobuf_schemas_travel_as_base64_descriptors_as_confluents_serializers_send_them() {
+    let api = Api::new();
+    api.register_typed("orders-value", "PROTOBUF", PROTO_V1, json!([]))
+        .await;
+    api.register("avro-value", V1).await;
+    let (status, by_id) = api
+        .call(Method::GET, "/schemas/ids/1?format=serialized", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{by_id}");
+    assert_eq!(by_id["schemaType"], "PROTOBUF");
+    let descriptor = by_id["schema"].as_str().unwrap().to_owned();
+    assert!(
+        !descriptor.contains("message"),
+        "base64, not text: {descriptor}"
+    );
+    let (_, latest) = api
+        .call(
+            Method::GET,
+            "/subjects/orders-value/versions/latest?format=serialized",
+            None,
+        )
+        .await;
+    assert_eq!(latest["schema"], descriptor.as_str());
+    let (_, raw) = api
+        .call_text(Method::GET, "/schemas/ids/1/schema?format=serialized", None)
+        .await;
+    assert_eq!(raw, descriptor);
+    // Registered in that form, it is a Protobuf schema like any other: the same form
+    // again keeps its id, and an incompatible change to it is refused.
+    let (status, body) = api
+        .register_typed("copy-value", "PROTOBUF", &descriptor, json!([]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["id"].clone();
+    assert_eq!(
+        api.register_typed("copy-value", "PROTOBUF", &descriptor, json!([]))
+            .await
+            .1["id"],
+        id
+    );
+    let reused = PROTO_V1.replace("int64 amount_cents = 2;", "string amount_cents = 2;");
+    let (status, _) = api
+        .register_typed("copy-value", "PROTOBUF", &reused, json!([]))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    // Other formats, and `serialized` for another schema type, are refused.
+    for uri in [
+        "/schemas/ids/2?format=serialized",
+        "/schemas/ids/1?format=resolved",
+    ] {
+        let (status, body) = api.call(Method::GET, uri, None).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::UNPROCESSABLE_ENTITY, 42205),
+            "{uri}"
+        );
+    }
+}

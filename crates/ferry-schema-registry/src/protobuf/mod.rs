@@ -3,6 +3,11 @@
 //! schema's references, a reference's `name` being the import path, as in Confluent's
 //! registry; Google's well-known types (`google/protobuf/timestamp.proto`, …) come built
 //! in, as Confluent's do. Nothing is read from disk.
+//!
+//! A schema is taken in either form Confluent's registry takes: `.proto` text, or a
+//! base64 `FileDescriptorProto`, which is what Confluent's serializers register (they
+//! hold compiled descriptors, not sources). [`serialized`] gives the second form back,
+//! for `format=serialized`.
 
 pub(crate) mod compatibility;
 pub(crate) mod validator;
@@ -10,8 +15,11 @@ pub(crate) mod validator;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use prost::Message as _;
 use prost_reflect::FileDescriptor;
+use prost_reflect::prost_types::FileDescriptorProto;
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
 use crate::schema::ResolvedReference;
@@ -58,19 +66,58 @@ struct References(BTreeMap<String, String>);
 impl FileResolver for References {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
         match self.0.get(name) {
-            Some(source) => File::from_source(name, source),
+            Some(source) => source_file(name, source),
             None => Err(protox::Error::file_not_found(name)),
         }
     }
 }
 
+/// A schema's text as a file named `name`: `.proto` text, else a base64
+/// `FileDescriptorProto`. When it is neither, the `.proto` parser's error says why.
+fn source_file(name: &str, text: &str) -> Result<File, protox::Error> {
+    match File::from_source(name, text) {
+        Ok(file) => Ok(file),
+        Err(error) => match descriptor(text) {
+            Some(mut descriptor) => {
+                // The descriptor names itself after the client's file; imports name it by
+                // the reference's name, which is the one that counts here.
+                descriptor.name = Some(name.to_owned());
+                Ok(File::from_file_descriptor_proto(descriptor))
+            }
+            None => Err(error),
+        },
+    }
+}
+
+/// `text` as a base64 `FileDescriptorProto`, when it is one that declares something.
+fn descriptor(text: &str) -> Option<FileDescriptorProto> {
+    let bytes = BASE64.decode(text.trim()).ok()?;
+    let descriptor = FileDescriptorProto::decode(bytes.as_slice()).ok()?;
+    let declares = !descriptor.message_type.is_empty()
+        || !descriptor.enum_type.is_empty()
+        || !descriptor.service.is_empty()
+        || !descriptor.dependency.is_empty();
+    declares.then_some(descriptor)
+}
+
+/// The compiled schema as a base64 `FileDescriptorProto`, the form Confluent's
+/// serializers ask for with `format=serialized`.
+pub(crate) fn serialized(schema: &ProtobufSchema) -> String {
+    let mut descriptor = schema.file.file_descriptor_proto().clone();
+    descriptor.source_code_info = None;
+    BASE64.encode(descriptor.encode_to_vec())
+}
+
 /// What two registrations of the same `.proto` share: the file as parsed, without
-/// comments, whitespace or source positions. A field's name, number, type or order, an
-/// option or an import makes another schema.
+/// comments, whitespace, source positions or its own file name. A field's name, number,
+/// type or order, an option or an import makes another schema. The same schema sent as
+/// text and as a descriptor need not match (a compiler fills in fields the parser
+/// leaves out), but each form keeps its id when sent again.
 pub(crate) fn identity(text: &str) -> Result<String, String> {
-    let file = File::from_source(ROOT, text).map_err(|e| error_text(&e))?;
+    let file = source_file(ROOT, text).map_err(|e| error_text(&e))?;
     let mut descriptor = file.file_descriptor_proto().clone();
     descriptor.source_code_info = None;
+    descriptor.name = None;
     let mut out = String::new();
     for byte in descriptor.encode_to_vec() {
         let _ = write!(out, "{byte:02x}");
@@ -120,6 +167,37 @@ mod tests {
         let text = "syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\";
                     message A { google.protobuf.Timestamp at = 1; }";
         parse(text, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_base64_descriptor_is_taken_as_confluents_serializers_send_it() {
+        let line = ResolvedReference {
+            name: "shop/line.proto".to_owned(),
+            schema_type: SchemaType::Protobuf,
+            schema: "syntax = \"proto3\"; package shop; message Line { string sku = 1; }"
+                .to_owned(),
+        };
+        let order = "syntax = \"proto3\"; package shop; import \"shop/line.proto\";
+                     message Order { repeated Line lines = 1; }";
+        let compiled = parse(order, std::slice::from_ref(&line)).unwrap();
+        let encoded = serialized(&compiled);
+        // The descriptor form compiles to the same messages, its import resolved the
+        // same way.
+        let again = parse(&encoded, &[line]).unwrap();
+        let names = |s: &ProtobufSchema| -> Vec<String> {
+            s.file
+                .messages()
+                .map(|m| m.full_name().to_owned())
+                .collect()
+        };
+        assert_eq!(names(&again), names(&compiled));
+        assert_eq!(
+            identity(&encoded).unwrap(),
+            identity(&format!("\n{encoded}\n")).unwrap()
+        );
+        // Neither .proto nor a descriptor: the .proto parser's reason.
+        let error = parse("bm90IGEgZGVzY3JpcHRvcg==", &[]).unwrap_err();
+        assert!(!error.is_empty());
     }
 
     #[test]
