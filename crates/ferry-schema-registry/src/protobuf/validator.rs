@@ -322,4 +322,40 @@ mod tests {
         let refused = v.validate(&[0x80]).unwrap_err();
         assert!(refused.reason.contains("message-index array"), "{refused}");
     }
+
+    /// What Confluent's Python `ProtobufSerializer` (confluent-kafka 2.12.1) registered
+    /// and wrote against this registry: the file as a base64 descriptor (`Refund`, then
+    /// `Order` with a nested `Line`), and whole records, 5-byte prefix included.
+    const CONFLUENT_FILE: &str = "ChBzaG9wL29yZGVyLnByb3RvEgRzaG9wIhoKBlJlZnVuZBIQCghvcmRlcl9pZBgBIAEoCSJWCgVPcmRlchIKCgJpZBgBIAEoCRIfCgVsaW5lcxgCIAMoCzIQLnNob3AuT3JkZXIuTGluZRogCgRMaW5lEgsKA3NrdRgBIAEoCRILCgNxdHkYAiABKANiBnByb3RvMw==";
+    /// `Order{id: "o-1", lines: [{sku: "a", qty: 1}, {sku: "b", qty: 2}]}`: indexes [1].
+    const CONFLUENT_ORDER: &str = "000000000202020a036f2d3112050a0161100112050a01621002";
+    /// `Order.Line{sku: "z", qty: 9}`: indexes [1, 0].
+    const CONFLUENT_LINE: &str = "00000000020402000a017a1009";
+
+    fn unhex(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn records_written_by_confluents_serializer_pass_and_a_damaged_one_does_not() {
+        let mut registry = Registry::default();
+        let id = registry
+            .register("porders-value", &NewSchema::protobuf(CONFLUENT_FILE))
+            .unwrap();
+        let v = ProtobufPayloadValidator::compile(registry.schema(id).unwrap(), &registry).unwrap();
+        let order = unhex(CONFLUENT_ORDER);
+        v.validate(&order[5..]).unwrap();
+        v.validate(&unhex(CONFLUENT_LINE)[5..]).unwrap();
+        // The Order's bytes read as the first message, Refund, pass too: its field 1 is a
+        // string as well, and the `lines` it does not know are kept as unknown fields.
+        // Cut short, they do not pass.
+        let mut as_refund = vec![0];
+        as_refund.extend_from_slice(&order[7..]);
+        v.validate(&as_refund).unwrap();
+        let refused = v.validate(&order[5..order.len() - 1]).unwrap_err();
+        assert_eq!(refused.field, "lines[1]", "{refused}");
+    }
 }
