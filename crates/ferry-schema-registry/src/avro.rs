@@ -2,7 +2,6 @@
 //! that tells two registrations of the same schema apart from different ones.
 
 use apache_avro::Schema;
-use serde_json::Value;
 
 /// `text` as an Avro schema, with the named types of `references` (each a named schema's
 /// JSON, the references' own references included) inlined, so that the compatibility
@@ -23,40 +22,7 @@ pub(crate) fn parse(text: &str, references: &[String]) -> Result<Schema, String>
 /// Parsing Canonical Form is not used: it drops defaults, and a changed default is a
 /// change a reader sees.
 pub(crate) fn identity(text: &str) -> Result<String, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let mut out = String::with_capacity(text.len());
-    write_sorted(&value, &mut out);
-    Ok(out)
-}
-
-fn write_sorted(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_sorted(value, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_sorted(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
+    crate::canonical_json::identity(text)
 }
 
 /// An Avro error with its causes, which carry the useful part ("unknown type X").

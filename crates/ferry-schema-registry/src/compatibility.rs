@@ -1,24 +1,29 @@
 //! Whether a new schema may follow a subject's earlier versions under a compatibility
-//! level, by Avro's own schema-resolution rules (the `apache-avro` crate's
-//! `SchemaCompatibility`). A pure decision: schemas in, reasons out.
+//! level: which versions and directions the level names, and each format's rules for one
+//! direction — Avro's own schema-resolution rules (the `apache-avro` crate's
+//! `SchemaCompatibility`), Confluent's JSON Schema rules (`json_schema::compatibility`)
+//! and its Protobuf rules (`protobuf::compatibility`). A pure decision: schemas in,
+//! reasons out.
 
 use apache_avro::Schema;
 use apache_avro::schema_compatibility::{Compatibility, SchemaCompatibility};
 
 use crate::CompatibilityLevel;
 use crate::avro::error_text;
+use crate::format::Parsed;
+use crate::{json_schema, protobuf};
 
 /// An earlier version of the subject, parsed.
 pub(crate) struct Earlier<'a> {
     pub version: u32,
-    pub schema: &'a Schema,
+    pub schema: &'a Parsed,
 }
 
 /// Why `new` breaks `level` against `earlier` (oldest first), one message per failed
 /// check; empty when it is compatible. A non-transitive level looks at the newest only.
 pub(crate) fn violations(
     level: CompatibilityLevel,
-    new: &Schema,
+    new: &Parsed,
     earlier: &[Earlier<'_>],
 ) -> Vec<String> {
     let against: &[Earlier<'_>] = if level.transitive() {
@@ -28,31 +33,55 @@ pub(crate) fn violations(
     };
     let mut messages = Vec::new();
     for old in against {
-        if level.backward()
-            && let Err(why) = readable(old.schema, new)
-        {
+        if level != CompatibilityLevel::None && old.schema.schema_type() != new.schema_type() {
             messages.push(format!(
-                "{level}: the new schema cannot read data written with version {}: {why}",
-                old.version
+                "{level}: the new schema is {} and version {} is {}: a reader of one \
+                 format cannot read data written in another",
+                new.schema_type().as_str(),
+                old.version,
+                old.schema.schema_type().as_str()
             ));
+            continue;
         }
-        if level.forward()
-            && let Err(why) = readable(new, old.schema)
-        {
-            messages.push(format!(
-                "{level}: version {} cannot read data written with the new schema: {why}",
-                old.version
-            ));
+        if level.backward() {
+            for why in readable(old.schema, new) {
+                messages.push(format!(
+                    "{level}: the new schema cannot read data written with version {}: {why}",
+                    old.version
+                ));
+            }
+        }
+        if level.forward() {
+            for why in readable(new, old.schema) {
+                messages.push(format!(
+                    "{level}: version {} cannot read data written with the new schema: {why}",
+                    old.version
+                ));
+            }
         }
     }
     messages
+}
+
+/// Why some datum `writer` writes cannot be read as `reader`; empty when all can.
+fn readable(writer: &Parsed, reader: &Parsed) -> Vec<String> {
+    match (writer, reader) {
+        (Parsed::Avro(w), Parsed::Avro(r)) => avro_readable(w, r).err().into_iter().collect(),
+        (Parsed::Json(w), Parsed::Json(r)) => json_schema::compatibility::readable(w, r),
+        (Parsed::Protobuf(w), Parsed::Protobuf(r)) => protobuf::compatibility::readable(w, r),
+        (w, r) => vec![format!(
+            "data written as {} cannot be read as {}",
+            w.schema_type().as_str(),
+            r.schema_type().as_str()
+        )],
+    }
 }
 
 /// Whether every datum `writer` writes can be read as `reader`. Avro's "partial" answer
 /// (some data resolves, some fails: an enum symbol or union branch the reader lacks) is a
 /// refusal, as in Avro's Java checker that Confluent's registry uses: a consumer must not
 /// fail on the first message that happens to carry the missing symbol.
-fn readable(writer: &Schema, reader: &Schema) -> Result<(), String> {
+fn avro_readable(writer: &Schema, reader: &Schema) -> Result<(), String> {
     match SchemaCompatibility::can_read(writer, reader) {
         Ok(Compatibility::Full) => Ok(()),
         Ok(Compatibility::Partial) => Err(
@@ -108,13 +137,16 @@ mod tests {
                   {"name":"total_cents","type":"long"}]}"#;
 
     fn check(level: CompatibilityLevel, history: &[&str], new: &str) -> Vec<String> {
-        let parsed: Vec<Schema> = history.iter().map(|s| parse(s, &[]).unwrap()).collect();
+        let parsed: Vec<Parsed> = history
+            .iter()
+            .map(|s| Parsed::Avro(parse(s, &[]).unwrap()))
+            .collect();
         let earlier: Vec<Earlier<'_>> = parsed
             .iter()
             .zip(1..)
             .map(|(schema, version)| Earlier { version, schema })
             .collect();
-        violations(level, &parse(new, &[]).unwrap(), &earlier)
+        violations(level, &Parsed::Avro(parse(new, &[]).unwrap()), &earlier)
     }
 
     #[test]

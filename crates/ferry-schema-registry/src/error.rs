@@ -31,18 +31,21 @@ pub enum RegistryError {
          (ask with defaultToGlobal=true for the global level)"
     )]
     SubjectLevelNotConfigured(String),
+    #[error(
+        "Subject '{0}' does not have subject-level mode configured \
+         (ask with defaultToGlobal=true for the global mode)"
+    )]
+    SubjectModeNotConfigured(String),
     #[error("Invalid schema: {0}")]
     InvalidSchema(String),
     #[error(
         "The specified subject {0:?} is not valid: it must be non-empty, without control characters"
     )]
     InvalidSubject(String),
-    /// JSON Schema and Protobuf: named apart from a malformed schema, so the message says
-    /// the type is the problem, not the text.
-    #[error(
-        "Schema type {0} is not supported yet: this registry stores AVRO schemas only \
-         (JSON Schema and Protobuf come later)"
-    )]
+    /// A schema type this registry does not take, named apart from a malformed schema so
+    /// the message says the type is the problem, not the text. Every type Confluent
+    /// defines (AVRO, JSON, PROTOBUF) is taken now; kept for callers that match on it.
+    #[error("Schema type {0} is not supported by this registry")]
     UnsupportedSchemaType(String),
     #[error(
         "The specified version '{0}' is not a valid version id. Allowed values are between \

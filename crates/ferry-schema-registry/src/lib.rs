@@ -1,12 +1,17 @@
 //! A schema registry that speaks Confluent Schema Registry's REST API, so that Confluent's
-//! clients, serializers and tools work against Ferry: subjects with numbered versions,
-//! schemas under global ids shared across subjects, references, soft and hard deletes,
-//! the seven compatibility levels, and the READWRITE / READONLY / IMPORT modes. Avro only
-//! for now; JSON Schema and Protobuf are refused with a message saying so.
+//! clients, serializers and tools work against Ferry: Avro, JSON Schema and Protobuf
+//! schemas in subjects with numbered versions, under global ids shared across subjects,
+//! with references, soft and hard deletes, the seven compatibility levels by each
+//! format's Confluent rules, and the READWRITE / READONLY / IMPORT modes, global and per
+//! subject.
 //!
 //! One concept per module: [`model`] holds the state and every decision on it (pure),
 //! `schema` the values calls take and answer,
-//! `compatibility` decides with Avro's rules whether a schema may follow another,
+//! `format` puts the three formats behind one face (parse, identity), each in its own
+//! module — `avro`, `json_schema` (the `jsonschema` crate), `protobuf` (`protox` and
+//! `prost-reflect`) — with its compatibility rules and, for JSON Schema and Protobuf,
+//! a compiled payload validator answering a [`PayloadRejection`],
+//! `compatibility` decides which versions and directions a level checks,
 //! `store` keeps the state in one file replaced atomically, and [`api`] is the REST API
 //! as an axum router. [`SchemaRegistry`] ties them: a change is decided on a copy of the
 //! state, saved, and only then becomes the state, so a refused or failed call changes
@@ -23,10 +28,14 @@
 
 pub mod api;
 mod avro;
+mod canonical_json;
 mod compatibility;
 mod error;
+mod format;
+mod json_schema;
 mod level;
 pub mod model;
+mod protobuf;
 mod rejection;
 mod schema;
 mod store;
@@ -37,8 +46,15 @@ use std::sync::{Mutex, MutexGuard};
 pub use error::RegistryError;
 pub use level::{CompatibilityLevel, Mode};
 pub use rejection::PayloadRejection;
+// The compiled payload validators of the JSON Schema and Protobuf formats, for
+// enforcement at publish.
+#[allow(unused_imports)]
+pub(crate) use json_schema::validator::JsonPayloadValidator;
+#[allow(unused_imports)]
+pub(crate) use protobuf::validator::ProtobufPayloadValidator;
 pub use schema::{
-    Deleted, NewSchema, Reference, RegisteredVersion, SchemaType, StoredSchema, VersionSpec,
+    Deleted, NewSchema, Reference, RegisteredVersion, ResolvedReference, SchemaType, StoredSchema,
+    VersionSpec,
 };
 
 use model::Registry;

@@ -1,17 +1,20 @@
 //! The registry's state and every decision on it: subjects and their versions, schemas
 //! under global ids shared across subjects, references between schemas, soft and hard
-//! deletes, compatibility levels and the mode (the values calls take are in `schema`). Pure: no I/O, so a change is made on a
-//! copy, stored, and only then becomes the state (see `SchemaRegistry`).
+//! deletes, compatibility levels and modes, global and per subject (the values calls
+//! take are in `schema`). Pure: no I/O, so a change is made on a copy, stored, and only
+//! then becomes the state (see `SchemaRegistry`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::compatibility::{self, Earlier};
+use crate::format::{self, Parsed};
 use crate::schema::{
-    Deleted, NewSchema, Reference, RegisteredVersion, SchemaType, StoredSchema, VersionSpec,
+    Deleted, NewSchema, Reference, RegisteredVersion, ResolvedReference, SchemaType, StoredSchema,
+    VersionSpec,
 };
-use crate::{CompatibilityLevel, Mode, RegistryError, avro};
+use crate::{CompatibilityLevel, Mode, RegistryError};
 
 /// One version of a subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +30,10 @@ struct Subject {
     versions: Vec<SubjectVersion>,
     /// Overrides the global level when set.
     compatibility: Option<CompatibilityLevel>,
+    /// Overrides the global mode when set. Absent from files written before subjects had
+    /// modes, which still open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<Mode>,
 }
 
 impl Subject {
@@ -175,7 +182,8 @@ impl Registry {
         if subject.is_empty() || subject.chars().any(char::is_control) {
             return Err(RegistryError::InvalidSubject(subject.to_owned()));
         }
-        match self.mode {
+        let mode = self.effective_mode(subject);
+        match mode {
             Mode::Readonly => {
                 return Err(RegistryError::NotPermitted(format!(
                     "Subject {subject} is in read-only mode: set the mode to READWRITE to register"
@@ -200,7 +208,7 @@ impl Registry {
         {
             return Ok(v.id);
         }
-        if self.mode != Mode::Import {
+        if mode != Mode::Import {
             let messages = self.violations(subject, &prepared, None)?;
             if !messages.is_empty() {
                 return Err(RegistryError::Incompatible {
@@ -390,7 +398,7 @@ impl Registry {
             .filter(|s| s.compatibility.is_some())
             .ok_or_else(|| RegistryError::SubjectLevelNotConfigured(subject.to_owned()))?;
         let level = s.compatibility.take().expect("filtered on it");
-        if s.versions.is_empty() {
+        if s.versions.is_empty() && s.mode.is_none() {
             self.subjects.remove(subject);
         }
         Ok(level)
@@ -398,6 +406,60 @@ impl Registry {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The mode set on `subject` itself, if any.
+    pub fn subject_mode(&self, subject: &str) -> Option<Mode> {
+        self.subjects.get(subject).and_then(|s| s.mode)
+    }
+
+    /// The mode `subject`'s registrations and deletes are under: its own, else the
+    /// global one.
+    pub fn effective_mode(&self, subject: &str) -> Mode {
+        self.subject_mode(subject).unwrap_or(self.mode)
+    }
+
+    /// Sets `subject`'s own mode (a subject may have one before its first version).
+    /// IMPORT keeps ids from elsewhere: it needs a subject without versions, or `force`.
+    pub fn set_subject_mode(
+        &mut self,
+        subject: &str,
+        mode: Mode,
+        force: bool,
+    ) -> Result<(), RegistryError> {
+        if subject.is_empty() || subject.chars().any(char::is_control) {
+            return Err(RegistryError::InvalidSubject(subject.to_owned()));
+        }
+        let has_versions = self
+            .subjects
+            .get(subject)
+            .is_some_and(|s| !s.versions.is_empty());
+        if mode == Mode::Import
+            && self.effective_mode(subject) != Mode::Import
+            && !force
+            && has_versions
+        {
+            return Err(RegistryError::NotPermitted(format!(
+                "Cannot import since found existing subjects: subject {subject} has versions; \
+                 IMPORT mode needs a subject without versions (or force=true)"
+            )));
+        }
+        self.subjects.entry(subject.to_owned()).or_default().mode = Some(mode);
+        Ok(())
+    }
+
+    /// Removes `subject`'s own mode and answers it; it then follows the global one.
+    pub fn delete_subject_mode(&mut self, subject: &str) -> Result<Mode, RegistryError> {
+        let s = self
+            .subjects
+            .get_mut(subject)
+            .filter(|s| s.mode.is_some())
+            .ok_or_else(|| RegistryError::SubjectModeNotConfigured(subject.to_owned()))?;
+        let mode = s.mode.take().expect("filtered on it");
+        if s.versions.is_empty() && s.compatibility.is_none() {
+            self.subjects.remove(subject);
+        }
+        Ok(mode)
     }
 
     /// Sets the mode. IMPORT keeps ids from elsewhere, which could collide with the ones
@@ -432,7 +494,7 @@ impl Registry {
     }
 
     fn writable(&self, subject: &str) -> Result<(), RegistryError> {
-        if self.mode == Mode::Readonly {
+        if self.effective_mode(subject) == Mode::Readonly {
             return Err(RegistryError::NotPermitted(format!(
                 "Subject {subject} is in read-only mode: set the mode to READWRITE to delete"
             )));
@@ -475,25 +537,37 @@ impl Registry {
 
     /// `new` parsed with its references, or why it is not a schema.
     fn prepare(&self, new: &NewSchema) -> Result<Prepared, RegistryError> {
-        let texts = self.reference_texts(&new.references, 0)?;
-        let avro = avro::parse(&new.schema, &texts).map_err(RegistryError::InvalidSchema)?;
+        let references = self.resolve_references(&new.references)?;
+        let parsed = format::parse(new.schema_type, &new.schema, &references)
+            .map_err(RegistryError::InvalidSchema)?;
         let identity = identity(new.schema_type, &new.schema, &new.references)
             .map_err(RegistryError::InvalidSchema)?;
-        Ok(Prepared { avro, identity })
+        Ok(Prepared { parsed, identity })
     }
 
-    /// The texts of the named types `references` bring, theirs included, each once.
-    fn reference_texts(
+    /// The schemas `references` bring, theirs included, each once and before the
+    /// schemas that reference them: what parsing a schema with references needs, at
+    /// registration and for a payload validator alike.
+    pub(crate) fn resolve_references(
+        &self,
+        references: &[Reference],
+    ) -> Result<Vec<ResolvedReference>, RegistryError> {
+        let mut resolved = Vec::new();
+        self.collect_references(references, 0, &mut resolved)?;
+        Ok(resolved)
+    }
+
+    fn collect_references(
         &self,
         references: &[Reference],
         depth: usize,
-    ) -> Result<Vec<String>, RegistryError> {
+        resolved: &mut Vec<ResolvedReference>,
+    ) -> Result<(), RegistryError> {
         if depth > MAX_REFERENCE_DEPTH {
             return Err(RegistryError::InvalidSchema(format!(
                 "references nest deeper than {MAX_REFERENCE_DEPTH} levels"
             )));
         }
-        let mut texts: Vec<String> = Vec::new();
         for r in references {
             let missing = || {
                 RegistryError::InvalidSchema(format!(
@@ -508,16 +582,17 @@ impl Registry {
                 .find(|v| v.version == r.version)
                 .ok_or_else(missing)?;
             let schema = &self.schemas[&v.id];
-            for text in self.reference_texts(&schema.references, depth + 1)? {
-                if !texts.contains(&text) {
-                    texts.push(text);
-                }
-            }
-            if !texts.contains(&schema.schema) {
-                texts.push(schema.schema.clone());
+            self.collect_references(&schema.references, depth + 1, resolved)?;
+            let reference = ResolvedReference {
+                name: r.name.clone(),
+                schema_type: schema.schema_type,
+                schema: schema.schema.clone(),
+            };
+            if !resolved.contains(&reference) {
+                resolved.push(reference);
             }
         }
-        Ok(texts)
+        Ok(())
     }
 
     /// Why `prepared` breaks `subject`'s level: against `only` when given (with the
@@ -538,13 +613,14 @@ impl Registry {
         let mut parsed = Vec::new();
         for v in s.live().filter(|v| only.is_none_or(|o| o == v.version)) {
             let stored = &self.schemas[&v.id];
-            let texts = self.reference_texts(&stored.references, 0)?;
-            let schema = avro::parse(&stored.schema, &texts).map_err(|e| {
-                RegistryError::Store(format!(
-                    "version {} of subject {subject} no longer parses: {e}",
-                    v.version
-                ))
-            })?;
+            let references = self.resolve_references(&stored.references)?;
+            let schema =
+                format::parse(stored.schema_type, &stored.schema, &references).map_err(|e| {
+                    RegistryError::Store(format!(
+                        "version {} of subject {subject} no longer parses: {e}",
+                        v.version
+                    ))
+                })?;
             parsed.push((v.version, schema));
         }
         let earlier: Vec<Earlier<'_>> = parsed
@@ -554,7 +630,7 @@ impl Registry {
                 schema,
             })
             .collect();
-        Ok(compatibility::violations(level, &prepared.avro, &earlier))
+        Ok(compatibility::violations(level, &prepared.parsed, &earlier))
     }
 }
 
@@ -592,12 +668,12 @@ fn identity(
     Ok(format!(
         "{}|{}|{}",
         schema_type.as_str(),
-        avro::identity(text)?,
+        format::identity(schema_type, text)?,
         refs.join(",")
     ))
 }
 
 struct Prepared {
-    avro: apache_avro::Schema,
+    parsed: Parsed,
     identity: String,
 }

@@ -5,13 +5,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::RegistryError;
 
-/// A schema's format. Only Avro is accepted for now; the others are named so that a
-/// request for them is refused with a message that says so, not as a malformed schema.
+/// A schema's format, as Confluent names it in `schemaType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum SchemaType {
     #[default]
     Avro,
+    /// JSON Schema (drafts 4 to 2020-12; draft 7 when the schema names none).
+    Json,
+    /// Protobuf `.proto` text, proto2 or proto3.
+    Protobuf,
 }
 
 impl SchemaType {
@@ -20,12 +23,8 @@ impl SchemaType {
         match name {
             None => Ok(SchemaType::Avro),
             Some(name) if name.eq_ignore_ascii_case("AVRO") => Ok(SchemaType::Avro),
-            Some(name) if name.eq_ignore_ascii_case("JSON") => {
-                Err(RegistryError::UnsupportedSchemaType("JSON".to_owned()))
-            }
-            Some(name) if name.eq_ignore_ascii_case("PROTOBUF") => {
-                Err(RegistryError::UnsupportedSchemaType("PROTOBUF".to_owned()))
-            }
+            Some(name) if name.eq_ignore_ascii_case("JSON") => Ok(SchemaType::Json),
+            Some(name) if name.eq_ignore_ascii_case("PROTOBUF") => Ok(SchemaType::Protobuf),
             Some(other) => Err(RegistryError::InvalidSchema(format!(
                 "unknown schemaType {other:?}: AVRO, JSON or PROTOBUF"
             ))),
@@ -35,14 +34,17 @@ impl SchemaType {
     pub fn as_str(self) -> &'static str {
         match self {
             SchemaType::Avro => "AVRO",
+            SchemaType::Json => "JSON",
+            SchemaType::Protobuf => "PROTOBUF",
         }
     }
 }
 
-/// A named type a schema takes from another subject's version.
+/// A schema another subject's version brings to the schema that references it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reference {
-    /// The type's full name, as the referring schema writes it.
+    /// How the referring schema names it: an Avro type's full name, the URI a JSON
+    /// Schema's `$ref` uses (`address.json`), a Protobuf import path (`shop/line.proto`).
     pub name: String,
     pub subject: String,
     pub version: u32,
@@ -70,14 +72,41 @@ pub struct NewSchema {
 
 impl NewSchema {
     pub fn avro(schema: impl Into<String>) -> NewSchema {
+        NewSchema::of(SchemaType::Avro, schema)
+    }
+
+    pub fn json(schema: impl Into<String>) -> NewSchema {
+        NewSchema::of(SchemaType::Json, schema)
+    }
+
+    pub fn protobuf(schema: impl Into<String>) -> NewSchema {
+        NewSchema::of(SchemaType::Protobuf, schema)
+    }
+
+    pub fn of(schema_type: SchemaType, schema: impl Into<String>) -> NewSchema {
         NewSchema {
-            schema_type: SchemaType::Avro,
+            schema_type,
             schema: schema.into(),
             references: Vec::new(),
             id: None,
             version: None,
         }
     }
+
+    /// The same schema, with `references`.
+    pub fn with_references(mut self, references: Vec<Reference>) -> NewSchema {
+        self.references = references;
+        self
+    }
+}
+
+/// A referenced schema, resolved: the name the referring schema uses for it, its type and
+/// its text. A schema's resolved references include its references' own, each once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedReference {
+    pub name: String,
+    pub schema_type: SchemaType,
+    pub schema: String,
 }
 
 /// A subject's version with its schema.

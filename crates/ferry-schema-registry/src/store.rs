@@ -189,6 +189,42 @@ mod tests {
     }
 
     #[test]
+    fn a_file_written_before_subject_modes_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        // registry.json as written before subjects had their own mode.
+        let old = r#"{"format":1,"registry":{
+            "schemas":{"1":{"schema_type":"AVRO","schema":"\"string\"","references":[]}},
+            "subjects":{"orders-value":{"versions":[{"version":1,"id":1,"deleted":false}],
+                                        "compatibility":"FULL"}},
+            "next_id":2,"compatibility":"BACKWARD","mode":"READWRITE"}}"#;
+        fs::write(dir.path().join(FILE), old).unwrap();
+        let (store, mut registry) = Store::open(dir.path()).unwrap();
+        assert_eq!(registry.subject_mode("orders-value"), None);
+        assert_eq!(registry.effective_mode("orders-value"), Mode::Readwrite);
+        assert_eq!(
+            registry.effective_level("orders-value"),
+            CompatibilityLevel::Full
+        );
+        assert_eq!(
+            registry
+                .version("orders-value", VersionSpec::Latest, false)
+                .unwrap()
+                .id,
+            1
+        );
+        // Saved again without subject modes, the file keeps the old shape.
+        store.save(&registry).unwrap();
+        let text = fs::read_to_string(dir.path().join(FILE)).unwrap();
+        assert!(!text.contains(r#""mode":null"#), "{text}");
+        registry
+            .set_subject_mode("orders-value", Mode::Readonly, false)
+            .unwrap();
+        store.save(&registry).unwrap();
+        let (_, reopened) = Store::open(dir.path()).unwrap();
+        assert_eq!(reopened.subject_mode("orders-value"), Some(Mode::Readonly));
+    }
+
+    #[test]
     fn an_empty_directory_opens_an_empty_registry() {
         let dir = tempfile::tempdir().unwrap();
         let (_, registry) = Store::open(&dir.path().join("new")).unwrap();

@@ -158,7 +158,7 @@ async fn register_fetch_and_evolve_a_subject_under_backward() {
     assert_eq!(found["version"], 1);
     assert_eq!(found["id"], 1);
     let (_, types) = api.call(Method::GET, "/schemas/types", None).await;
-    assert_eq!(types, json!(["AVRO"]));
+    assert_eq!(types, json!(["JSON", "PROTOBUF", "AVRO"]));
 }
 
 #[tokio::test]
@@ -412,7 +412,7 @@ async fn bad_requests_answer_confluents_codes() {
         (
             Method::POST,
             "/subjects/s/versions",
-            Some(json!({"schema": "{\"type\":\"object\"}", "schemaType": "JSON"})),
+            Some(json!({"schema": "{\"type\":\"strng\"}", "schemaType": "JSON"})),
             StatusCode::UNPROCESSABLE_ENTITY,
             42201,
         ),
@@ -472,15 +472,12 @@ async fn bad_requests_answer_confluents_codes() {
         .call(
             Method::POST,
             "/subjects/s/versions",
-            Some(json!({"schema": "{}", "schemaType": "JSON"})),
+            Some(json!({"schema": "{\"type\":\"strng\"}", "schemaType": "JSON"})),
         )
         .await;
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("not supported yet"),
-        "{body}"
+        body["message"].as_str().unwrap().contains("strng"),
+        "the reason names what is wrong: {body}"
     );
     assert_eq!(api.call(Method::GET, "/subjects", None).await.1, json!([]));
 }
@@ -660,4 +657,449 @@ async fn everything_survives_a_reopen() {
         api.register("audit-value", BREAKING).await.0,
         StatusCode::CONFLICT
     );
+}
+
+impl Api {
+    async fn register_typed(
+        &self,
+        subject: &str,
+        schema_type: &str,
+        schema: &str,
+        references: Value,
+    ) -> (StatusCode, Value) {
+        self.call(
+            Method::POST,
+            &format!("/subjects/{subject}/versions"),
+            Some(json!({"schema": schema, "schemaType": schema_type, "references": references})),
+        )
+        .await
+    }
+}
+
+const JSON_V1: &str = r#"{"type":"object","additionalProperties":false,
+    "properties":{"order_id":{"type":"string"},"amount_cents":{"type":"integer"}},
+    "required":["order_id"]}"#;
+/// v1 plus an optional property: a closed model may gain one.
+const JSON_V2: &str = r#"{"type":"object","additionalProperties":false,
+    "properties":{"order_id":{"type":"string"},"amount_cents":{"type":"integer"},
+                  "coupon":{"type":"string"}},
+    "required":["order_id"]}"#;
+
+#[tokio::test]
+async fn json_schemas_register_keep_their_id_when_reformatted_and_evolve_by_the_rules() {
+    let api = Api::new();
+    let (status, body) = api
+        .register_typed("orders-value", "JSON", JSON_V1, json!([]))
+        .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"id": 1})));
+    let pretty =
+        serde_json::to_string_pretty(&serde_json::from_str::<Value>(JSON_V1).unwrap()).unwrap();
+    assert_eq!(
+        api.register_typed("orders-value", "JSON", &pretty, json!([]))
+            .await
+            .1,
+        json!({"id": 1})
+    );
+    // The same text as AVRO is another schema (and not a valid Avro one).
+    assert_eq!(
+        api.register("orders-value", JSON_V1).await.0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    let (_, found) = api
+        .call(
+            Method::POST,
+            "/subjects/orders-value",
+            Some(json!({"schema": pretty, "schemaType": "JSON"})),
+        )
+        .await;
+    assert_eq!(
+        (found["version"].clone(), found["schemaType"].clone()),
+        (json!(1), json!("JSON"))
+    );
+    assert_eq!(
+        api.register_typed("orders-value", "JSON", JSON_V2, json!([]))
+            .await
+            .1,
+        json!({"id": 2})
+    );
+    let (_, by_id) = api.call(Method::GET, "/schemas/ids/2", None).await;
+    assert_eq!(by_id, json!({"schema": JSON_V2, "schemaType": "JSON"}));
+
+    // Narrowing a type breaks BACKWARD, with the property named.
+    let narrowed = JSON_V2.replace(
+        r#""amount_cents":{"type":"integer"}"#,
+        r#""amount_cents":{"type":"integer","maximum":100}"#,
+    );
+    let (status, body) = api
+        .register_typed("orders-value", "JSON", &narrowed, json!([]))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, 40901),
+        "{body}"
+    );
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("#/properties/amount_cents: maximum added"),
+        "{message}"
+    );
+    // The same verdict from the compatibility endpoint, which changes nothing.
+    let (_, verdict) = api
+        .call(
+            Method::POST,
+            "/compatibility/subjects/orders-value/versions/latest?verbose=true",
+            Some(json!({"schema": narrowed, "schemaType": "JSON"})),
+        )
+        .await;
+    assert_eq!(verdict["is_compatible"], false);
+    assert!(
+        verdict["messages"][0]
+            .as_str()
+            .unwrap()
+            .contains("maximum added"),
+        "{verdict}"
+    );
+    // Removing a property from a closed model breaks BACKWARD; FORWARD takes it.
+    let (status, _) = api
+        .register_typed("orders-value", "JSON", JSON_V1, json!([]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "v1 again is its old id");
+    let (_, verdict) = api
+        .call(
+            Method::POST,
+            "/compatibility/subjects/orders-value/versions/2?verbose=true",
+            Some(json!({"schema": JSON_V1, "schemaType": "JSON"})),
+        )
+        .await;
+    assert_eq!(verdict["is_compatible"], false, "{verdict}");
+    assert!(
+        verdict["messages"][0].as_str().unwrap().contains("coupon"),
+        "{verdict}"
+    );
+    api.call(
+        Method::PUT,
+        "/config/orders-value",
+        Some(json!({"compatibility": "FORWARD"})),
+    )
+    .await;
+    let (_, verdict) = api
+        .call(
+            Method::POST,
+            "/compatibility/subjects/orders-value/versions/2",
+            Some(json!({"schema": JSON_V1, "schemaType": "JSON"})),
+        )
+        .await;
+    assert_eq!(verdict, json!({"is_compatible": true}));
+    // An AVRO schema cannot follow a JSON one.
+    let (_, verdict) = api
+        .call(
+            Method::POST,
+            "/compatibility/subjects/orders-value/versions/latest?verbose=true",
+            Some(json!({"schema": V1})),
+        )
+        .await;
+    assert!(
+        verdict["messages"][0]
+            .as_str()
+            .unwrap()
+            .contains("the new schema is AVRO and version 2 is JSON"),
+        "{verdict}"
+    );
+    let (_, versions) = api
+        .call(Method::GET, "/subjects/orders-value/versions", None)
+        .await;
+    assert_eq!(versions, json!([1, 2]));
+}
+
+#[tokio::test]
+async fn a_json_schema_ref_resolves_to_the_referenced_subject_by_the_reference_name() {
+    let api = Api::new();
+    let address = r#"{"type":"object","properties":{"city":{"type":"string"}}}"#;
+    api.register_typed("address", "JSON", address, json!([]))
+        .await;
+    let order = r#"{"type":"object","properties":{"ship_to":{"$ref":"address.json"}}}"#;
+    let (status, body) = api
+        .register_typed("orders-value", "JSON", order, json!([]))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42201)
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("address.json"),
+        "{body}"
+    );
+    let references = json!([{"name": "address.json", "subject": "address", "version": 1}]);
+    let (status, body) = api
+        .register_typed("orders-value", "JSON", order, references.clone())
+        .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"id": 2})));
+    let (_, got) = api
+        .call(Method::GET, "/subjects/orders-value/versions/1", None)
+        .await;
+    assert_eq!(got["references"], references);
+    let (_, referencing) = api
+        .call(
+            Method::GET,
+            "/subjects/address/versions/1/referencedby",
+            None,
+        )
+        .await;
+    assert_eq!(referencing, json!([2]));
+}
+
+const PROTO_V1: &str = r#"syntax = "proto3";
+package shop;
+message OrderPlaced {
+  string order_id = 1;
+  int64 amount_cents = 2;
+}
+"#;
+
+#[tokio::test]
+async fn protobuf_schemas_register_keep_their_id_when_reformatted_and_evolve_by_the_rules() {
+    let api = Api::new();
+    let (status, body) = api
+        .register_typed("orders-value", "PROTOBUF", PROTO_V1, json!([]))
+        .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"id": 1})));
+    let reformatted = format!(
+        "// OrderPlaced, as the orders service writes it\n{}",
+        PROTO_V1.replace("\n  ", " ")
+    );
+    assert_eq!(
+        api.register_typed("orders-value", "PROTOBUF", &reformatted, json!([]))
+            .await
+            .1,
+        json!({"id": 1})
+    );
+    let (_, found) = api
+        .call(
+            Method::POST,
+            "/subjects/orders-value",
+            Some(json!({"schema": reformatted, "schemaType": "PROTOBUF"})),
+        )
+        .await;
+    assert_eq!(found["version"], 1, "{found}");
+    let v2 = PROTO_V1.replace(
+        "int64 amount_cents = 2;",
+        "int64 amount_cents = 2;\n  string coupon = 3;",
+    );
+    assert_eq!(
+        api.register_typed("orders-value", "PROTOBUF", &v2, json!([]))
+            .await
+            .1,
+        json!({"id": 2})
+    );
+    // Field 2 reused as a string: refused with the field named.
+    let reused = v2.replace("int64 amount_cents = 2;", "string amount_cents = 2;");
+    let (status, body) = api
+        .register_typed("orders-value", "PROTOBUF", &reused, json!([]))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, 40901),
+        "{body}"
+    );
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("OrderPlaced.amount_cents (field 2)"),
+        "{message}"
+    );
+    // Not a .proto at all.
+    let (status, body) = api
+        .register_typed("orders-value", "PROTOBUF", "message {", json!([]))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42201)
+    );
+    let (_, versions) = api
+        .call(Method::GET, "/subjects/orders-value/versions", None)
+        .await;
+    assert_eq!(versions, json!([1, 2]));
+}
+
+#[tokio::test]
+async fn a_protobuf_import_resolves_to_the_reference_named_by_its_path() {
+    let api = Api::new();
+    let line = "syntax = \"proto3\"; package shop; message Line { string sku = 1; int64 qty = 2; }";
+    api.register_typed("shop-line", "PROTOBUF", line, json!([]))
+        .await;
+    let order = "syntax = \"proto3\"; package shop; import \"shop/line.proto\";
+                 message Order { repeated Line lines = 1; }";
+    let (status, body) = api
+        .register_typed("orders-value", "PROTOBUF", order, json!([]))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42201)
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("shop/line.proto"),
+        "{body}"
+    );
+    let references = json!([{"name": "shop/line.proto", "subject": "shop-line", "version": 1}]);
+    let (status, body) = api
+        .register_typed("orders-value", "PROTOBUF", order, references)
+        .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"id": 2})));
+    // The referenced version cannot go while the order references it.
+    let (status, body) = api
+        .call(Method::DELETE, "/subjects/shop-line/versions/1", None)
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42206)
+    );
+}
+
+#[tokio::test]
+async fn a_subject_mode_overrides_the_global_one_and_survives_a_restart() {
+    let api = Api::new();
+    api.register("orders-value", V1).await;
+    let (status, body) = api.call(Method::GET, "/mode/orders-value", None).await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, 40409));
+    assert_eq!(
+        api.call(Method::GET, "/mode/orders-value?defaultToGlobal=true", None)
+            .await
+            .1,
+        json!({"mode": "READWRITE"})
+    );
+    assert_eq!(
+        api.call(
+            Method::PUT,
+            "/mode/orders-value",
+            Some(json!({"mode": "READONLY"}))
+        )
+        .await
+        .1,
+        json!({"mode": "READONLY"})
+    );
+    let api = api.reopen();
+    assert_eq!(
+        api.call(Method::GET, "/mode/orders-value", None).await.1,
+        json!({"mode": "READONLY"})
+    );
+    let (status, body) = api.register("orders-value", V1_1).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42205)
+    );
+    let (status, body) = api
+        .call(Method::DELETE, "/subjects/orders-value", None)
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42205)
+    );
+    // Another subject follows the global mode.
+    assert_eq!(api.register("audit-value", V1).await.1, json!({"id": 1}));
+    let (status, body) = api
+        .call(
+            Method::PUT,
+            "/mode/orders-value",
+            Some(json!({"mode": "SOMETIMES"})),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42204)
+    );
+    // IMPORT on a subject with versions needs force.
+    let (status, body) = api
+        .call(
+            Method::PUT,
+            "/mode/orders-value",
+            Some(json!({"mode": "IMPORT"})),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, 42205)
+    );
+    assert_eq!(
+        api.call(Method::DELETE, "/mode/orders-value", None).await.1,
+        json!({"mode": "READONLY"})
+    );
+    let (status, body) = api.call(Method::DELETE, "/mode/orders-value", None).await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, 40409));
+    assert_eq!(api.register("orders-value", V1_1).await.1, json!({"id": 2}));
+    // A subject's READWRITE overrides a global READONLY.
+    api.call(Method::PUT, "/mode", Some(json!({"mode": "READONLY"})))
+        .await;
+    api.call(
+        Method::PUT,
+        "/mode/fresh-value",
+        Some(json!({"mode": "READWRITE"})),
+    )
+    .await;
+    assert_eq!(api.register("fresh-value", V1).await.0, StatusCode::OK);
+    assert_eq!(
+        api.register("audit-value", V1_1).await.0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+}
+
+#[tokio::test]
+async fn protobuf_schemas_travel_as_base64_descriptors_as_confluents_serializers_send_them() {
+    let api = Api::new();
+    api.register_typed("orders-value", "PROTOBUF", PROTO_V1, json!([]))
+        .await;
+    api.register("avro-value", V1).await;
+    let (status, by_id) = api
+        .call(Method::GET, "/schemas/ids/1?format=serialized", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{by_id}");
+    assert_eq!(by_id["schemaType"], "PROTOBUF");
+    let descriptor = by_id["schema"].as_str().unwrap().to_owned();
+    assert!(
+        !descriptor.contains("message"),
+        "base64, not text: {descriptor}"
+    );
+    let (_, latest) = api
+        .call(
+            Method::GET,
+            "/subjects/orders-value/versions/latest?format=serialized",
+            None,
+        )
+        .await;
+    assert_eq!(latest["schema"], descriptor.as_str());
+    let (_, raw) = api
+        .call_text(Method::GET, "/schemas/ids/1/schema?format=serialized", None)
+        .await;
+    assert_eq!(raw, descriptor);
+    // Registered in that form, it is a Protobuf schema like any other: the same form
+    // again keeps its id, and an incompatible change to it is refused.
+    let (status, body) = api
+        .register_typed("copy-value", "PROTOBUF", &descriptor, json!([]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["id"].clone();
+    assert_eq!(
+        api.register_typed("copy-value", "PROTOBUF", &descriptor, json!([]))
+            .await
+            .1["id"],
+        id
+    );
+    let reused = PROTO_V1.replace("int64 amount_cents = 2;", "string amount_cents = 2;");
+    let (status, _) = api
+        .register_typed("copy-value", "PROTOBUF", &reused, json!([]))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    // Other formats, and `serialized` for another schema type, are refused.
+    for uri in [
+        "/schemas/ids/2?format=serialized",
+        "/schemas/ids/1?format=resolved",
+    ] {
+        let (status, body) = api.call(Method::GET, uri, None).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::UNPROCESSABLE_ENTITY, 42205),
+            "{uri}"
+        );
+    }
 }

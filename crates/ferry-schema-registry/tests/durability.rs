@@ -2,7 +2,8 @@
 //! saved is not made, and any sequence of calls reads back the same after a reopen.
 
 use ferry_schema_registry::{
-    CompatibilityLevel, Deleted, NewSchema, RegistryError, SchemaRegistry, VersionSpec,
+    CompatibilityLevel, Deleted, Mode, NewSchema, RegistryError, SchemaRegistry, SchemaType,
+    VersionSpec,
 };
 use proptest::prelude::*;
 
@@ -31,6 +32,34 @@ fn schemas() -> Vec<String> {
         order(&[("id", r#""string""#, None), ("qty", r#""int""#, None)]),
         order(&[("id", r#""long""#, None)]),
     ]
+}
+
+/// The schemas above as Avro, and a few JSON Schema and Protobuf ones: a subject may
+/// only keep one format, so registering across formats is refused too.
+fn typed_schemas() -> Vec<(SchemaType, String)> {
+    let mut all: Vec<(SchemaType, String)> = schemas()
+        .into_iter()
+        .map(|s| (SchemaType::Avro, s))
+        .collect();
+    all.push((
+        SchemaType::Json,
+        r#"{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"}}}"#
+            .to_owned(),
+    ));
+    all.push((
+        SchemaType::Json,
+        r#"{"type":"object","additionalProperties":false,"properties":{"id":{"type":"integer"}}}"#
+            .to_owned(),
+    ));
+    all.push((
+        SchemaType::Protobuf,
+        "syntax = \"proto3\"; message OrderPlaced { string id = 1; }".to_owned(),
+    ));
+    all.push((
+        SchemaType::Protobuf,
+        "syntax = \"proto3\"; message OrderPlaced { int64 id = 1; }".to_owned(),
+    ));
+    all
 }
 
 #[test]
@@ -84,17 +113,23 @@ enum Call {
         subject: Option<usize>,
         level: usize,
     },
+    /// `None` removes the subject's own mode.
+    SetSubjectMode {
+        subject: usize,
+        mode: Option<usize>,
+    },
     Reopen,
 }
 
 fn call() -> impl Strategy<Value = Call> {
     prop_oneof![
-        4 => (0..2usize, 0..4usize).prop_map(|(subject, schema)| Call::Register { subject, schema }),
+        4 => (0..2usize, 0..8usize).prop_map(|(subject, schema)| Call::Register { subject, schema }),
         1 => (0..2usize, any::<bool>()).prop_map(|(subject, latest)| Call::SoftDeleteVersion { subject, latest }),
         1 => (0..2usize, 1..5u32).prop_map(|(subject, version)| Call::HardDeleteVersion { subject, version }),
         1 => (0..2usize).prop_map(|subject| Call::SoftDeleteSubject { subject }),
         1 => (0..2usize).prop_map(|subject| Call::HardDeleteSubject { subject }),
         1 => (proptest::option::of(0..2usize), 0..7usize).prop_map(|(subject, level)| Call::SetLevel { subject, level }),
+        1 => (0..2usize, proptest::option::of(0..3usize)).prop_map(|(subject, mode)| Call::SetSubjectMode { subject, mode }),
         1 => Just(Call::Reopen),
     ]
 }
@@ -110,17 +145,18 @@ proptest! {
     fn any_sequence_of_calls_reads_back_the_same_after_a_reopen(calls in proptest::collection::vec(call(), 1..30)) {
         let dir = tempfile::tempdir().unwrap();
         let mut registry = SchemaRegistry::open(dir.path()).unwrap();
-        let schemas = schemas();
+        let schemas = typed_schemas();
         let mut id_of: std::collections::HashMap<usize, u32> = Default::default();
         for call in calls {
             match call {
                 Call::Register { subject, schema } => {
-                    let answer = registry.change(|r| r.register(SUBJECTS[subject], &NewSchema::avro(schemas[schema].clone())));
+                    let (schema_type, text) = &schemas[schema];
+                    let answer = registry.change(|r| r.register(SUBJECTS[subject], &NewSchema::of(*schema_type, text.clone())));
                     match answer {
                         Ok(id) => {
                             // An id names one schema, and a schema still held keeps its id.
                             let text = registry.read(|r| r.schema(id).map(|s| s.schema.clone()));
-                            prop_assert_eq!(text.as_deref(), Ok(schemas[schema].as_str()));
+                            prop_assert_eq!(text.as_deref(), Ok(schemas[schema].1.as_str()));
                             if let Some(previous) = id_of.get(&schema)
                                 && registry.read(|r| r.schema(*previous).is_ok())
                             {
@@ -129,6 +165,10 @@ proptest! {
                             id_of.insert(schema, id);
                         }
                         Err(RegistryError::Incompatible { messages, .. }) => prop_assert!(!messages.is_empty()),
+                        Err(RegistryError::NotPermitted(_)) => prop_assert_eq!(
+                            registry.read(|r| r.effective_mode(SUBJECTS[subject])),
+                            Mode::Readonly
+                        ),
                         Err(other) => prop_assert!(false, "unexpected refusal {other:?}"),
                     }
                 }
@@ -154,6 +194,13 @@ proptest! {
                         }
                         Ok(())
                     }).unwrap();
+                }
+                Call::SetSubjectMode { subject, mode } => {
+                    let modes = [Mode::Readwrite, Mode::Readonly, Mode::Import];
+                    let _ = registry.change(|r| match mode {
+                        Some(m) => r.set_subject_mode(SUBJECTS[subject], modes[m], false),
+                        None => r.delete_subject_mode(SUBJECTS[subject]).map(|_| ()),
+                    });
                 }
                 Call::Reopen => {
                     let before = registry.read(|r| r.clone());

@@ -50,6 +50,7 @@ impl From<RegistryError> for ApiError {
             VersionSoftDeleted { .. } => (StatusCode::NOT_FOUND, 40406),
             VersionNotSoftDeleted { .. } => (StatusCode::NOT_FOUND, 40407),
             SubjectLevelNotConfigured(_) => (StatusCode::NOT_FOUND, 40408),
+            SubjectModeNotConfigured(_) => (StatusCode::NOT_FOUND, 40409),
             Incompatible { .. } => (StatusCode::CONFLICT, 40901),
             InvalidSchema(_) | UnsupportedSchemaType(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, 42201)

@@ -6,7 +6,7 @@
 //! | method | path | answer |
 //! | --- | --- | --- |
 //! | `GET` | `/subjects` | `["name", ..]`; `subject` (prefix), `deleted`, `deleted_only`, `offset`, `limit` |
-//! | `POST` | `/subjects/{s}/versions` | register `{"schema", "schemaType"?, "references"?}` → `{"id"}`; the same schema again → the same id |
+//! | `POST` | `/subjects/{s}/versions` | register `{"schema", "schemaType"?, "references"?}` (`AVRO` when absent, `JSON`, `PROTOBUF`) → `{"id"}`; the same schema again → the same id |
 //! | `GET` | `/subjects/{s}/versions` | `[1, 2, ..]` |
 //! | `GET` | `/subjects/{s}/versions/{v}` | `{"subject", "version", "id", "schema", ..}`; `v` is a number, `latest` or -1 |
 //! | `GET` | `/subjects/{s}/versions/{v}/schema` | the schema's text |
@@ -18,11 +18,12 @@
 //! | `GET` | `/schemas/ids/{id}/schema` | the schema's text |
 //! | `GET` | `/schemas/ids/{id}/versions` | `[{"subject", "version"}]` |
 //! | `GET` | `/schemas/ids/{id}/subjects` | `["name", ..]` |
-//! | `GET` | `/schemas/types` | `["AVRO"]` |
+//! | `GET` | `/schemas/types` | `["JSON", "PROTOBUF", "AVRO"]` |
 //! | `POST` | `/compatibility/subjects/{s}/versions/{v}` | `{"is_compatible"}`, `"messages"` with `verbose=true` |
 //! | `POST` | `/compatibility/subjects/{s}/versions` | the same, against what the level names |
 //! | `GET`, `PUT`, `DELETE` | `/config`, `/config/{s}` | `{"compatibilityLevel"}`; `PUT` takes and answers `{"compatibility"}` |
 //! | `GET`, `PUT` | `/mode` | `{"mode"}`: `READWRITE`, `READONLY`, `IMPORT` |
+//! | `GET`, `PUT`, `DELETE` | `/mode/{s}` | the subject's own mode, over the global one; `GET` answers 40409 without one unless `defaultToGlobal=true`; `PUT` takes `force` |
 //!
 //! Failures answer `{"error_code", "message"}` (see [`ApiError`]).
 
@@ -97,6 +98,12 @@ pub fn router(registry: Arc<SchemaRegistry>) -> Router {
                 .delete(config::delete_subject),
         )
         .route("/mode", get(mode::get).put(mode::put))
+        .route(
+            "/mode/{subject}",
+            get(mode::get_subject)
+                .put(mode::put_subject)
+                .delete(mode::delete_subject),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(registry)

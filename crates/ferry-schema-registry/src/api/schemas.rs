@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::wire::{Params, ok, raw_schema, schema_json};
+use super::wire::{Params, formatted, ok, raw_schema, schema_json};
 use crate::{RegistryError, SchemaRegistry};
 
 type Q = Result<Query<HashMap<String, String>>, QueryRejection>;
@@ -35,11 +35,11 @@ pub(crate) async fn by_id(
     query: Q,
 ) -> Result<Response, ApiError> {
     let params = Params::from(query)?;
-    params.refuse_format()?;
+    let format = params.format()?;
     let id = id(&text)?;
     let max_id = params.flag("fetchMaxId")?;
     let answer = registry.read(|r| -> Result<Value, RegistryError> {
-        let mut value = schema_json(r.schema(id)?);
+        let mut value = schema_json(&formatted(r, r.schema(id)?.clone(), format)?);
         if max_id {
             value["maxId"] = json!(r.max_id());
         }
@@ -54,10 +54,10 @@ pub(crate) async fn raw_by_id(
     Path(text): Path<String>,
     query: Q,
 ) -> Result<Response, ApiError> {
-    Params::from(query)?.refuse_format()?;
+    let format = Params::from(query)?.format()?;
     let id = id(&text)?;
-    let schema = registry.read(|r| r.schema(id).map(|s| s.schema.clone()))?;
-    Ok(raw_schema(&schema))
+    let schema = registry.read(|r| formatted(r, r.schema(id)?.clone(), format))?;
+    Ok(raw_schema(&schema.schema))
 }
 
 /// `GET /schemas/ids/{id}/versions`: `[{"subject", "version"}]`; `deleted` adds the
@@ -98,8 +98,7 @@ pub(crate) async fn subjects(
     Ok(ok(json!(params.page(names)?)))
 }
 
-/// `GET /schemas/types`: only AVRO for now — JSON Schema and Protobuf are refused at
-/// registration, so listing them would promise what is not there.
+/// `GET /schemas/types`: the three formats, in the order Confluent lists them.
 pub(crate) async fn types() -> Response {
-    ok(json!(["AVRO"]))
+    ok(json!(["JSON", "PROTOBUF", "AVRO"]))
 }

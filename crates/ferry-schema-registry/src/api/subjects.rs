@@ -82,10 +82,14 @@ pub(crate) async fn get_version(
     query: Q,
 ) -> Result<Response, ApiError> {
     let params = Params::from(query)?;
-    params.refuse_format()?;
+    let format = params.format()?;
     let spec = VersionSpec::parse(&version)?;
     let include_deleted = params.flag("deleted")?;
-    let found = registry.read(|r| r.version(&subject, spec, include_deleted))?;
+    let found = registry.read(|r| {
+        let mut found = r.version(&subject, spec, include_deleted)?;
+        found.schema = wire::formatted(r, found.schema, format)?;
+        Ok::<_, crate::RegistryError>(found)
+    })?;
     Ok(ok(version_json(&found)))
 }
 
@@ -96,11 +100,14 @@ pub(crate) async fn get_version_schema(
     query: Q,
 ) -> Result<Response, ApiError> {
     let params = Params::from(query)?;
-    params.refuse_format()?;
+    let format = params.format()?;
     let spec = VersionSpec::parse(&version)?;
     let include_deleted = params.flag("deleted")?;
-    let found = registry.read(|r| r.version(&subject, spec, include_deleted))?;
-    Ok(raw_schema(&found.schema.schema))
+    let schema = registry.read(|r| {
+        let found = r.version(&subject, spec, include_deleted)?;
+        wire::formatted(r, found.schema, format)
+    })?;
+    Ok(raw_schema(&schema.schema))
 }
 
 /// `DELETE /subjects/{subject}`: soft; `permanent=true` after a soft delete removes it.

@@ -140,6 +140,21 @@ impl Params {
         Ok(())
     }
 
+    /// How a schema is served: as registered, or `format=serialized` — a Protobuf schema
+    /// as a base64 `FileDescriptorProto`, which Confluent's Protobuf deserializers ask for.
+    /// Other formats (`resolved`, `ignore_extensions`) are refused.
+    pub(crate) fn format(&self) -> Result<SchemaFormat, ApiError> {
+        match self.text("format") {
+            None | Some("") | Some("default") => Ok(SchemaFormat::AsRegistered),
+            Some("serialized") => Ok(SchemaFormat::Serialized),
+            Some(other) => Err(RegistryError::NotPermitted(format!(
+                "format={other} is not supported yet: leave it out for the schema as \
+                 registered, or ask format=serialized for a Protobuf schema's descriptor"
+            ))
+            .into()),
+        }
+    }
+
     /// Refuses a `format` other than the default: only schemas as registered are served.
     pub(crate) fn refuse_format(&self) -> Result<(), ApiError> {
         match self.text("format") {
@@ -161,6 +176,37 @@ impl Params {
             crate::Deleted::Exclude
         })
     }
+}
+
+/// How a schema's text is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SchemaFormat {
+    AsRegistered,
+    /// Protobuf only: the compiled file as a base64 `FileDescriptorProto`.
+    Serialized,
+}
+
+/// `schema` as `format` asks, its references resolved in `registry` when it must be
+/// compiled.
+pub(crate) fn formatted(
+    registry: &Registry,
+    mut schema: crate::StoredSchema,
+    format: SchemaFormat,
+) -> Result<crate::StoredSchema, RegistryError> {
+    if format == SchemaFormat::AsRegistered {
+        return Ok(schema);
+    }
+    if schema.schema_type != SchemaType::Protobuf {
+        return Err(RegistryError::NotPermitted(format!(
+            "format=serialized is for PROTOBUF schemas; this one is {}",
+            schema.schema_type.as_str()
+        )));
+    }
+    let references = registry.resolve_references(&schema.references)?;
+    let compiled = crate::protobuf::parse(&schema.schema, &references)
+        .map_err(|e| RegistryError::Store(format!("a stored schema no longer compiles: {e}")))?;
+    schema.schema = crate::protobuf::serialized(&compiled);
+    Ok(schema)
 }
 
 /// A schema in a register, lookup or compatibility request.
