@@ -9,12 +9,15 @@
 //! assert_eq!(findings[0].id, "FT015");
 //! ```
 
+pub mod asyncapi;
 mod error;
 mod finding;
 pub mod format;
+mod imported;
 pub mod rules;
 
 pub use error::Error;
 pub use finding::{Finding, Severity};
 pub use format::Topology;
+pub use imported::{Imported, Note};
 pub use rules::{RULES, Rule, lint};
