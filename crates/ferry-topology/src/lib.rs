@@ -14,6 +14,7 @@ mod error;
 mod finding;
 pub mod format;
 mod imported;
+pub mod rabbitmq;
 pub mod rules;
 
 pub use error::Error;
