@@ -78,14 +78,17 @@ fn the_official_parser_accepts_every_exported_document() {
         std::fs::write(&yaml, asyncapi::to_yaml_document(topology)).unwrap();
         written.extend([json, yaml]);
     };
-    for path in files_in("../../examples/topology", &[".yaml"]) {
+    let designs = files_in("../../examples/topology", &[".yaml"])
+        .into_iter()
+        .chain(files_in("tests/data/topology", &[".yaml"]));
+    for path in designs {
         let topology = Topology::from_yaml(&read(&path)).unwrap();
         write(
             path.file_stem().unwrap().to_string_lossy().into(),
             &topology,
         );
     }
-    let third_party = files_in("tests/data", &[".yaml", ".json"]);
+    let third_party = files_in("tests/data/asyncapi", &[".yaml", ".json"]);
     assert!(third_party.len() >= 2, "{third_party:?}");
     for path in &third_party {
         let topology = asyncapi::from_document(&read(path)).unwrap();
@@ -100,7 +103,7 @@ fn the_third_party_documents_are_valid_asyncapi_themselves() {
     if !validator_ready() {
         return;
     }
-    validate(&files_in("tests/data", &[".yaml", ".json"]));
+    validate(&files_in("tests/data/asyncapi", &[".yaml", ".json"]));
 }
 
 #[test]

@@ -5,7 +5,7 @@ use ferry_topology::format::{Broker, ChannelKind, SchemaFormat};
 use ferry_topology::{Imported, asyncapi};
 
 fn import(name: &str) -> Imported {
-    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/data/asyncapi/{name}", env!("CARGO_MANIFEST_DIR"));
     asyncapi::import(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -293,6 +293,11 @@ async fn exported_definitions_import_as_the_declared_design() {
     assert!(has("exchange \"legacy\": a fanout exchange"), "{notes:?}");
     // And nothing else: the design above is all the format can say.
     assert_eq!(notes.len(), 3, "{notes:#?}");
+
+    // The imported design goes on to AsyncAPI and back unchanged.
+    let document = ferry_topology::asyncapi::to_document(&topology).to_string();
+    let again = ferry_topology::asyncapi::from_document(&document).unwrap();
+    assert_eq!(again.to_yaml(), topology.to_yaml());
 }
 
 #[test]
