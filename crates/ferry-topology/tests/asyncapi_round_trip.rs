@@ -178,3 +178,15 @@ fn an_x_ferry_value_the_format_refuses_is_an_error_naming_the_channel() {
         "{error}"
     );
 }
+
+#[test]
+fn a_channel_added_to_an_exported_document_by_hand_is_imported_too() {
+    let mut doc = asyncapi::to_document(&example("ecommerce.yaml"));
+    doc["channels"]["refunds"] = serde_json::json!({
+        "address": "refunds",
+        "bindings": {"sqs": {"queue": {"name": "refunds", "fifoQueue": false}}}
+    });
+    let topology = asyncapi::from_document(&doc.to_string()).unwrap();
+    let queues: Vec<&str> = topology.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(queues, ["refunds"]);
+}

@@ -33,23 +33,28 @@ struct SkeletonComponents {
 pub fn parse(text: &str) -> Result<Source, Error> {
     // JSON is (almost) YAML, but serde_json's errors are the ones a JSON author expects.
     let is_json = text.trim_start().starts_with('{');
-    let (doc, skeleton): (Value, Option<Skeleton>) = if is_json {
+    let (doc, skeleton): (Value, Skeleton) = if is_json {
         let doc = serde_json::from_str(text).map_err(|error| Error::Json {
             line: error.line(),
             column: error.column(),
             message: error.to_string(),
         })?;
-        (doc, serde_json::from_str(text).ok())
+        check_version(&doc)?;
+        let skeleton = serde_json::from_str(text).map_err(|error| Error::Invalid {
+            at: "document".into(),
+            message: error.to_string(),
+        })?;
+        (doc, skeleton)
     } else {
         let doc = serde_saphyr::from_str(text)
             .map_err(|error| Error::Yaml(crate::Error::from_yaml(error)))?;
-        (doc, serde_saphyr::from_str(text).ok())
+        check_version(&doc)?;
+        let skeleton = serde_saphyr::from_str(text).map_err(|error| Error::Invalid {
+            at: "document".into(),
+            message: error.to_string(),
+        })?;
+        (doc, skeleton)
     };
-    check_version(&doc)?;
-    let skeleton = skeleton.unwrap_or(Skeleton {
-        channels: IndexMap::new(),
-        components: None,
-    });
     Ok(Source {
         channel_order: skeleton.channels.into_keys().collect(),
         message_order: skeleton
@@ -170,6 +175,12 @@ mod tests {
     fn bad_json_names_its_line() {
         let error = parse("{\n \"asyncapi\": \"3.0.0\",\n}").err().unwrap();
         assert!(matches!(error, Error::Json { line: 3, .. }), "{error}");
+    }
+
+    #[test]
+    fn channels_that_are_not_a_map_are_an_error_not_an_empty_design() {
+        let error = parse("asyncapi: 3.0.0\nchannels: [a, b]\n").err().unwrap();
+        assert!(matches!(error, Error::Invalid { .. }), "{error}");
     }
 
     #[test]

@@ -20,15 +20,23 @@ pub fn import(text: &str) -> Result<Imported, Error> {
         message_order,
     } = document::parse(text)?;
     let root = doc.get(extension::KEY).cloned().unwrap_or(Value::Null);
+    // The order `x-ferry` records, then anything added to the document by hand since.
     let order = |key: &str, written: Vec<String>| -> Vec<String> {
-        root.get(key)
+        let mut keys: Vec<String> = root
+            .get(key)
             .and_then(Value::as_array)
             .map(|keys| {
                 keys.iter()
                     .filter_map(|k| k.as_str().map(str::to_owned))
                     .collect()
             })
-            .unwrap_or(written)
+            .unwrap_or_default();
+        for key in written {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
     };
     let channel_order = order("channels", channel_order);
     let message_order = order("messages", message_order);
