@@ -36,7 +36,9 @@
 //! assert!(imported.notes.is_empty());
 //! ```
 
+mod arguments;
 mod convert;
+mod dead_letter;
 mod definitions;
 mod error;
 mod policy;
