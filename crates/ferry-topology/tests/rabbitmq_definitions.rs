@@ -374,7 +374,7 @@ fn what_does_not_map_is_noted_rather_than_dropped() {
       ],
       "exchanges": [
         {"name": "dlx", "vhost": "v", "type": "fanout", "durable": true},
-        {"name": "headers-in", "vhost": "v", "type": "headers", "durable": true},
+        {"name": "headers-in", "vhost": "v", "type": "headers", "durable": false},
         {"name": "front", "vhost": "v", "type": "topic", "durable": true,
          "arguments": {"alternate-exchange": "headers-in"}}
       ],
@@ -411,6 +411,7 @@ fn what_does_not_map_is_noted_rather_than_dropped() {
         "queue \"a\": not durable or auto-deleted",
         "queue \"b\": dead letters also go to \"b.dlq2\"",
         "exchange \"headers-in\": a headers exchange",
+        "exchange \"headers-in\": not durable or auto-deleted",
         "header match",
         "exchange \"front\": argument alternate-exchange is not carried over",
         "binding \"front\" → exchange \"headers-in\": exchange-to-exchange bindings",

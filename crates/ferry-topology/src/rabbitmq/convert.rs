@@ -74,6 +74,12 @@ pub fn convert(definitions: &Definitions, vhost: &str) -> Imported {
                 ),
             ));
         }
+        if !exchange.durable || exchange.auto_delete {
+            notes.push(Note::new(
+                &subject,
+                "not durable or auto-deleted: the format describes durable exchanges",
+            ));
+        }
         if exchange.internal {
             notes.push(Note::new(
                 &subject,

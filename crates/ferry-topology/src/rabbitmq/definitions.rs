@@ -43,6 +43,10 @@ pub struct ExchangeDefinition {
     pub vhost: String,
     #[serde(rename = "type")]
     pub kind: String,
+    #[serde(default = "yes")]
+    pub durable: bool,
+    #[serde(default)]
+    pub auto_delete: bool,
     #[serde(default)]
     pub internal: bool,
     #[serde(default)]
