@@ -54,7 +54,8 @@ pub fn document(topology: &Topology) -> Value {
     }
 
     // What the document's own fields do not say goes to `x-ferry`, computed against what
-    // an import reads from those fields (see `extension`).
+    // an import reads from those fields (see `extension`). Reading cannot fail here: the
+    // export writes only references to channels and messages it has just written.
     for channel in &channels {
         let mut ignored = Vec::new();
         let derived = derive::channel(&doc, &channel.key, channel.role, &mut ignored)
@@ -71,11 +72,7 @@ pub fn document(topology: &Topology) -> Value {
                 object.insert("topic".into(), json!(topic));
             }
         }
-        let mut derived = Value::Object(derived);
-        if let (Some(derived), true) = (derived.as_object_mut(), role_differs) {
-            derived.insert("role".into(), json!(role_from_bindings.name()));
-        }
-        if let Some(diff) = extension::difference(&full, &derived) {
+        if let Some(diff) = extension::difference(&full, &Value::Object(derived)) {
             doc["channels"][&channel.key][extension::KEY] = diff;
         }
     }
