@@ -24,6 +24,7 @@ ensure_machine_services
 scripts/python-packages.sh
 scripts/debian-packages.sh
 scripts/console-packages.sh
+scripts/asyncapi-packages.sh
 
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--workspace)
