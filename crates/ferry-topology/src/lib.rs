@@ -12,6 +12,7 @@
 mod error;
 mod finding;
 pub mod format;
+pub mod plan;
 pub mod rules;
 
 pub use error::Error;
