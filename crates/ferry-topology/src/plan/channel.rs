@@ -112,12 +112,26 @@ pub struct Channels {
 }
 
 impl Channels {
-    /// Reads the channels of `topology`. Errors when a name is defined twice or a queue's
-    /// TTL is given twice with two values.
+    /// Reads the channels of `topology` that the Ferry server serves, the others into
+    /// [`Channels::foreign`]. Errors when a name is defined twice or a queue's TTL is given
+    /// twice with two values.
     pub fn of(topology: &Topology) -> Result<Channels, PlanError> {
+        Channels::read(topology, served_by_ferry)
+    }
+
+    /// Reads every channel of `topology` whatever its broker: for declaring the design on
+    /// one transport, which is then the broker of all of it.
+    pub fn every(topology: &Topology) -> Result<Channels, PlanError> {
+        Channels::read(topology, |_, _| true)
+    }
+
+    fn read(
+        topology: &Topology,
+        keep: impl Fn(Broker, ChannelKind) -> bool,
+    ) -> Result<Channels, PlanError> {
         let mut channels = Channels::default();
         for topic in &topology.topics {
-            if !served_by_ferry(topic.broker, topic.kind) {
+            if !keep(topic.broker, topic.kind) {
                 channels.foreign.push(Foreign {
                     kind: Kind::Topic,
                     name: topic.name.to_string(),
@@ -141,12 +155,15 @@ impl Channels {
                 settings.insert(Setting::Filter, Value::Text(filter));
                 let name = sub.name.as_str();
                 delivery(&mut settings, name, sub.delivery.as_ref(), sub.retention)?;
+                // The server deduplicates a topic's records at publish (idempotent
+                // producers), not per subscription: a subscription has no dedup window.
+                settings.remove(&Setting::DedupWindow);
                 dead_letter(&mut settings, sub.dead_letter.as_ref());
                 channels.add_queue(Kind::Subscription, name, settings)?;
             }
         }
         for queue in &topology.queues {
-            if !served_by_ferry(queue.broker, queue.kind) {
+            if !keep(queue.broker, queue.kind) {
                 channels.foreign.push(Foreign {
                     kind: Kind::Queue,
                     name: queue.name.to_string(),

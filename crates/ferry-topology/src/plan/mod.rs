@@ -9,7 +9,8 @@
 //!   whatever the server holds afterwards is no difference. A subscription's `filter` is
 //!   the exception: absent means every message, so removing it removes the filter.
 //! - Fields the server cannot hold (alerts, consumers, message types, limits other than
-//!   `max_length`, `park_failed_keys`, a queue's `partitions`) are never compared.
+//!   `max_length`, `park_failed_keys`, a queue's `partitions`, a subscription's
+//!   `dedup_window`) are never compared.
 //! - The Ferry server changes a setting of an existing channel only by deleting and
 //!   creating it again, except a topic's partitions, which grow in place; so every other
 //!   update loses data. Fewer partitions cannot be made at all and is an error.
