@@ -81,8 +81,27 @@ pub struct Foreign {
 
 impl fmt::Display for Foreign {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let broker = serde_saphyr::to_string(&self.broker).unwrap_or_default();
-        write!(f, "{} {} (broker: {})", self.kind, self.name, broker.trim())
+        write!(
+            f,
+            "{} {} (broker: {})",
+            self.kind,
+            self.name,
+            broker_name(self.broker)
+        )
+    }
+}
+
+/// The file's spelling of a broker.
+fn broker_name(broker: Broker) -> &'static str {
+    match broker {
+        Broker::Ferry => "ferry",
+        Broker::Kafka => "kafka",
+        Broker::Rabbitmq => "rabbitmq",
+        Broker::Sqs => "sqs",
+        Broker::Sns => "sns",
+        Broker::Nats => "nats",
+        Broker::Redis => "redis",
+        Broker::Pubsub => "pubsub",
     }
 }
 
