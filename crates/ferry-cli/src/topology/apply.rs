@@ -9,7 +9,7 @@ use ferry_topology::plan::{Action, Change, Channel, Kind, Options, Plan, Setting
 
 use super::{
     Connection, EXIT_DATA_LOSS_REFUSED, EXIT_FINDINGS, EXIT_NO_VERDICT, EXIT_PARTLY_APPLIED,
-    PlanArgs, PlanFormat, export, spec, with_server,
+    PlanArgs, PlanFormat, check, export, spec, with_server,
 };
 use crate::remote::Remote;
 use crate::remote::output::write_line;
@@ -94,6 +94,7 @@ async fn make_plan(args: &PlanArgs, desired: &Topology, remote: &Remote) -> anyh
         };
         anyhow::anyhow!("{}: {e}{hint}", args.file.display())
     })?;
+    check::check(&plan).map_err(|e| anyhow::anyhow!("{}: {e:#}", args.file.display()))?;
     Ok(plan)
 }
 

@@ -9,6 +9,7 @@
 //! part way: the changes printed before the error were made.
 
 mod apply;
+mod check;
 mod export;
 mod lint;
 mod spec;
