@@ -276,13 +276,29 @@ fn channels_missing_from_the_file_are_deleted_only_with_prune() {
         stdout(&refused)
     );
 
+    // A request/reply client's temporary queue is no part of the design.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let temporary = runtime.block_on(async {
+        let client = ferry_client::Client::connect(&server.grpc).await.unwrap();
+        let (name, _) = client
+            .create_temporary_queue("replies", None)
+            .await
+            .unwrap();
+        name
+    });
     exits(
         &topology(&server, &["apply", "--prune", "--allow-data-loss"], &file),
         0,
     );
     let queues = server.json(&["queue", "list"]);
     // `stray.dlq` went with it; `orders.dlq`, where `orders` sends, stays.
-    assert_eq!(queues, serde_json::json!(["orders", "orders.dlq"]));
+    assert_eq!(
+        queues,
+        serde_json::json!(["orders", "orders.dlq", temporary])
+    );
 }
 
 #[test]

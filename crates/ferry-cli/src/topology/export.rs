@@ -74,6 +74,9 @@ pub async fn read(remote: &Remote) -> anyhow::Result<Topology> {
     }
     let mut queues = Vec::new();
     for name in remote.call(client.list_queues()).await? {
+        if is_temporary(&name) {
+            continue;
+        }
         match client.describe_subscription(&name).await {
             Ok(info) => {
                 let spec = info.spec.unwrap_or_default();
@@ -138,6 +141,18 @@ pub async fn read(remote: &Remote) -> anyhow::Result<Topology> {
     })
 }
 
+/// Whether `name` is a temporary queue's (`tmp.` and a ULID, as the server names them):
+/// owned by a live connection and gone with it, so no part of a design; pruning it would
+/// break a request/reply client.
+fn is_temporary(name: &str) -> bool {
+    name.strip_prefix("tmp.").is_some_and(|id| {
+        id.len() == 26
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    })
+}
+
 /// A queue's delivery policy, TTL (written as `retention`), dead-letter queue and length
 /// limit in the format's fields.
 fn settings(
@@ -187,4 +202,14 @@ fn settings(
         dead_letter,
         max_length,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn temporary_queues_are_told_by_their_server_given_names() {
+        assert!(super::is_temporary("tmp.01JABCDEFGHJKMNPQRSTVWXYZ0"));
+        assert!(!super::is_temporary("tmp.orders"));
+        assert!(!super::is_temporary("orders"));
+    }
 }
