@@ -128,9 +128,10 @@ fn print_plan(plan: &Plan) {
     for skipped in &plan.skipped {
         eprintln!("skipped {skipped}: not served by the Ferry server");
     }
-    for (kind, name) in &plan.unmanaged {
+    for channel in &plan.unmanaged {
         eprintln!(
-            "{kind} {name}: on the server, not in the file; left as it is (--prune deletes it)"
+            "{} {}: on the server, not in the file; left as it is (--prune deletes it)",
+            channel.kind, channel.name
         );
     }
     write_line(format_args!("{}", plan.to_string().trim_end()));

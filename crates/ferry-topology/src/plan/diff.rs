@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::change::{Action, Change, Loss};
 use super::channel::{Channel, Channels, Kind};
 use super::setting::{Setting, Value};
-use super::{Options, Plan, PlanError};
+use super::{Options, Plan, PlanError, Unmanaged};
 use crate::Topology;
 
 /// The plan that makes `current` (read from the server) into `desired` (the file).
@@ -60,7 +60,10 @@ pub fn plan(desired: &Topology, current: &Topology, options: Options) -> Result<
         if options.prune {
             steps.push((Order::deleting(h, &have), delete(h)));
         } else {
-            unmanaged.push((h.kind, h.name.clone()));
+            unmanaged.push(Unmanaged {
+                kind: h.kind,
+                name: h.name.clone(),
+            });
         }
     }
     // Stable: the updates of one channel keep their setting order.

@@ -54,7 +54,7 @@ pub struct Options {
 pub struct Plan {
     pub changes: Vec<Change>,
     /// Channels the server has and the file does not, left as they are (without pruning).
-    pub unmanaged: Vec<(Kind, String)>,
+    pub unmanaged: Vec<Unmanaged>,
     /// Channels of the file left out because the Ferry server does not serve their broker.
     pub skipped: Vec<Foreign>,
     /// The file's channels, with the settings each create or recreate needs.
@@ -71,6 +71,13 @@ impl Plan {
     pub fn data_losing(&self) -> impl Iterator<Item = &Change> {
         self.changes.iter().filter(|c| c.loses_data.is_some())
     }
+}
+
+/// A channel the server has and the file does not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unmanaged {
+    pub kind: Kind,
+    pub name: String,
 }
 
 /// One change per line, or `no changes`.

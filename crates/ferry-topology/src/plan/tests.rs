@@ -170,11 +170,14 @@ fn channels_missing_from_the_file_are_deleted_only_when_pruning() {
     let kept = plan(&topology(""), &topology(current), Options::default()).unwrap();
     assert!(kept.is_empty());
     assert_eq!(
-        kept.unmanaged,
+        kept.unmanaged
+            .iter()
+            .map(|u| (u.kind, u.name.as_str()))
+            .collect::<Vec<_>>(),
         [
-            (Kind::Topic, "old".to_owned()),
-            (Kind::Subscription, "old-sub".to_owned()),
-            (Kind::Queue, "old-sub.dlq".to_owned())
+            (Kind::Topic, "old"),
+            (Kind::Subscription, "old-sub"),
+            (Kind::Queue, "old-sub.dlq")
         ]
     );
     let prune = Options {
@@ -323,6 +326,25 @@ fn the_json_form_names_the_action_setting_and_loss() {
             "kind": "queue", "name": "orders", "action": "create",
             "settings": { "ttl": "1h" }, "loses_data": null,
         })
+    );
+}
+
+#[test]
+fn the_json_form_lists_unmanaged_and_skipped_channels_as_objects() {
+    let desired = "queues:\n  - name: jobs\n    broker: rabbitmq\n    type: queue\n";
+    let skip = Options {
+        skip_foreign: true,
+        ..Options::default()
+    };
+    let plan = plan(&topology(desired), &topology(ORDERS), skip).unwrap();
+    let json = serde_json::to_value(&plan).unwrap();
+    assert_eq!(
+        json["unmanaged"],
+        serde_json::json!([{ "kind": "queue", "name": "orders" }])
+    );
+    assert_eq!(
+        json["skipped"],
+        serde_json::json!([{ "kind": "queue", "name": "jobs", "broker": "rabbitmq" }])
     );
 }
 
