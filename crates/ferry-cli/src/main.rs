@@ -147,7 +147,8 @@ enum Command {
         #[command(subcommand)]
         command: ferry_chaos::cli::ChaosCommand,
     },
-    /// Topology as code: check a design file against the messaging rules.
+    /// Topology as code: check a design file against the messaging rules, and plan, apply
+    /// and export it against the server.
     Topology {
         #[command(subcommand)]
         command: topology::TopologyCommand,
@@ -183,14 +184,14 @@ const CLIENT_FLAGS: [&str; 3] = ["server", "token", "tls_ca"];
 
 /// The commands that never talk to a server through the client flags (`serve` is the
 /// server; `chaos` and `bench` start their own).
-const LOCAL_COMMANDS: [&str; 7] = [
-    "serve",
-    "config",
-    "token",
-    "completions",
-    "chaos",
-    "topology",
-    "bench",
+const LOCAL_COMMANDS: [&str; 6] = ["serve", "config", "token", "completions", "chaos", "bench"];
+
+/// Subcommands of a command that talks to a server that themselves do not: `topology
+/// lint` reads a file only, while `topology plan`, `apply` and `export` use the server.
+const LOCAL_SUBCOMMANDS: [(&str, &str); 3] = [
+    ("topology", "lint"),
+    ("topology", "import"),
+    ("topology", "convert"),
 ];
 
 /// The command line, with the client flags hidden under the commands that do not use
@@ -205,21 +206,35 @@ fn command() -> clap::Command {
         .filter(|arg| CLIENT_FLAGS.contains(&arg.get_id().as_str()))
         .map(|arg| arg.clone().hide(true))
         .collect();
-    LOCAL_COMMANDS.iter().fold(command, |command, name| {
+    let command = LOCAL_COMMANDS.iter().fold(command, |command, name| {
         command.mut_subcommand(name, |sub| sub.args(hidden.iter().cloned()))
-    })
+    });
+    LOCAL_SUBCOMMANDS
+        .iter()
+        .fold(command, |command, (name, local)| {
+            command.mut_subcommand(name, |sub| {
+                sub.mut_subcommand(local, |sub| sub.args(hidden.iter().cloned()))
+            })
+        })
 }
 
 /// Exits with a usage error when a client flag is given on the command line to a command
 /// that does not use it (`ferry serve --server …`): taking it silently would let the user
 /// think it did something. From the environment (`FERRY_SERVER` in the shell) it is fine.
 fn refuse_misplaced_client_flags(matches: &clap::ArgMatches) {
-    let Some((name, _)) = matches.subcommand() else {
+    let Some((name, sub)) = matches.subcommand() else {
         return;
     };
-    if !LOCAL_COMMANDS.contains(&name) {
+    let local_sub = sub
+        .subcommand_name()
+        .filter(|s| LOCAL_SUBCOMMANDS.contains(&(name, s)));
+    if !LOCAL_COMMANDS.contains(&name) && local_sub.is_none() {
         return;
     }
+    let name = match local_sub {
+        Some(sub) => format!("{name} {sub}"),
+        None => name.to_owned(),
+    };
     // Clap gathers a global flag's value at the top, wherever it was written.
     for flag in CLIENT_FLAGS {
         if matches.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
@@ -270,7 +285,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         options = options.token(token);
     }
     let tls_ca = cli.tls_ca;
-    let remote = |output: Output, command: RemoteCommand| -> anyhow::Result<()> {
+    let connect_options = || -> anyhow::Result<ferry_client::ConnectOptions> {
         let mut options = options.clone();
         if let Some(path) = &tls_ca {
             let pem = std::fs::read(path).with_context(|| {
@@ -281,6 +296,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             })?;
             options = options.tls_ca_pem(pem);
         }
+        Ok(options)
+    };
+    let remote = |output: Output, command: RemoteCommand| -> anyhow::Result<()> {
+        let options = connect_options()?;
         remote::runtime()?.block_on(async {
             let remote = Remote::connect(&server, options, output.json).await?;
             match command {
@@ -343,8 +362,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!("the chaos checks failed (see the verdict above)")
             }
         }
-        // Its own exit codes: 1 for error findings, 2 for a file it cannot read.
-        Command::Topology { command } => std::process::exit(topology::run(command)),
+        // Its own exit codes (topology/mod.rs): CI gates on lint and plan.
+        Command::Topology { command } => std::process::exit(topology::run(command, || {
+            Ok(topology::Connection {
+                server: server.clone(),
+                options: connect_options()?,
+            })
+        })),
         Command::Bench { target } => match target {
             BenchTarget::Storage(args) => bench::run_storage(&args),
             BenchTarget::Broker(args) => bench::broker::run(&args),

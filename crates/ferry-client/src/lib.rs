@@ -198,6 +198,16 @@ impl Client {
             .await?
             .into_inner())
     }
+    /// Grows a topic to `partitions`; records stay where they are. Fewer is refused.
+    pub async fn add_partitions(&self, name: &str, partitions: u32) -> Result<()> {
+        self.admin_client()
+            .add_partitions(v1::AddPartitionsRequest {
+                name: name.into(),
+                partitions,
+            })
+            .await?;
+        Ok(())
+    }
     pub async fn create_subscription(&self, name: &str, spec: v1::SubscriptionSpec) -> Result<()> {
         self.admin_client()
             .create_subscription(v1::CreateSubscriptionRequest {

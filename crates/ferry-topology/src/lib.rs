@@ -20,6 +20,7 @@ mod error;
 mod finding;
 pub mod format;
 mod imported;
+pub mod plan;
 pub mod rabbitmq;
 pub mod rules;
 

@@ -52,6 +52,7 @@ pub mod sql_dialect;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod sql_name;
 pub mod temporary;
+pub mod topology;
 pub mod transport;
 
 // The snippets of `docs/patterns.md` run as doc tests, so the guide cannot drift from the
@@ -77,4 +78,5 @@ pub use spec::{
     TopicDecl,
 };
 pub use temporary::{TemporaryQueue, TemporaryQueueDecl};
+pub use topology::{Applied, NotDeclared, Topology};
 pub use transport::ConsumerOptions;

@@ -94,7 +94,7 @@ pub struct Topic {
 pub struct Subscription {
     pub name: Name,
     /// Which of the topic's messages this subscription takes, e.g. `orders.*` or
-    /// `type = 'OrderPlaced'`; all of them when absent.
+    /// `type = OrderPlaced`; all of them when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,25 +1,12 @@
-//! `ferry topology …`: topology as code. `lint` checks a design file against the rules
-//! of `ferry_topology` and exits so that CI can gate on it: 0 when no finding is an
-//! error, 1 when one is, 2 when the file cannot be read or is not in the format.
+//! `ferry topology lint`: checks a design file against the rules of `ferry_topology` and
+//! exits so that CI can gate on it: 0 when no finding is an error, 1 when one is, 2 when
+//! the file cannot be read or is not in the format.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ferry_topology::{Finding, Severity, Topology};
 
-#[derive(clap::Subcommand, Debug)]
-pub enum TopologyCommand {
-    /// Check FILE against the design rules (docs/topology.md): one finding per line,
-    /// `FILE: ID severity element: message (fix: …)`. Exits 1 if any finding is an
-    /// error, 2 if FILE cannot be read or is not a valid topology file.
-    Lint {
-        /// The topology file (YAML).
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
-        /// How to print the findings.
-        #[arg(long, value_enum, default_value_t = LintFormat::Text)]
-        format: LintFormat,
-    },
-}
+use super::{EXIT_FINDINGS, EXIT_NO_VERDICT};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum LintFormat {
@@ -29,20 +16,7 @@ pub enum LintFormat {
     Json,
 }
 
-/// Exit code: some finding is an error.
-const EXIT_FINDINGS: i32 = 1;
-/// Exit code: no verdict. The file could not be read or parsed (nothing was checked),
-/// or the findings could not be written.
-const EXIT_NO_VERDICT: i32 = 2;
-
-/// Runs the command and returns the process exit code.
-pub fn run(command: TopologyCommand) -> i32 {
-    match command {
-        TopologyCommand::Lint { file, format } => lint(&file, format),
-    }
-}
-
-fn lint(file: &Path, format: LintFormat) -> i32 {
+pub fn lint(file: &Path, format: LintFormat) -> i32 {
     let topology = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read it: {e}"))
         .and_then(|text| Topology::from_yaml(&text).map_err(|e| e.to_string()));
