@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
 }
 
 fn topology(args: &[&str]) -> Output {
@@ -36,7 +38,10 @@ fn stderr(output: &Output) -> String {
 /// under `CI=true`) when scripts/asyncapi-packages.sh has not installed it.
 fn parser_verdict(file: &Path) -> Option<Output> {
     let dir = repo("crates/ferry-topology/tests/asyncapi");
-    if !dir.join("node_modules/@asyncapi/parser/package.json").exists() {
+    if !dir
+        .join("node_modules/@asyncapi/parser/package.json")
+        .exists()
+    {
         ferry_testkit::skip_or_fail(
             "the AsyncAPI parser is not installed (bash scripts/asyncapi-packages.sh)",
         );
@@ -78,16 +83,28 @@ fn a_design_converted_to_asyncapi_is_valid_and_imports_back_to_the_same_design()
 
     let imported = topology(&["import", "--from", "asyncapi", document.to_str().unwrap()]);
     let yaml = ok(&imported);
-    assert_eq!(stderr(&imported), "", "its own document imports without a note");
+    assert_eq!(
+        stderr(&imported),
+        "",
+        "its own document imports without a note"
+    );
     let normalised = ok(&topology(&["convert", design_arg, "--to", "yaml"]));
     assert_eq!(yaml, normalised);
 
     // The YAML form of the document says the same.
     let yaml_document = ok(&topology(&["convert", design_arg, "--to", "asyncapi"]));
-    assert!(yaml_document.starts_with("asyncapi: 3.0.0"), "{yaml_document}");
+    assert!(
+        yaml_document.starts_with("asyncapi: \"3.0.0\""),
+        "{yaml_document}"
+    );
     let yaml_path = dir.path().join("ecommerce.asyncapi.yaml");
     std::fs::write(&yaml_path, yaml_document).unwrap();
-    let again = ok(&topology(&["import", "--from", "asyncapi", yaml_path.to_str().unwrap()]));
+    let again = ok(&topology(&[
+        "import",
+        "--from",
+        "asyncapi",
+        yaml_path.to_str().unwrap(),
+    ]));
     assert_eq!(again, normalised);
 }
 
@@ -114,7 +131,11 @@ fn a_third_party_asyncapi_document_imports_with_notes_and_lints() {
     assert!(design.contains("broker: kafka"), "{design}");
     // The imported file is a topology file: lint reads it and judges it (0 or 1), not 2.
     let lint = topology(&["lint", out.to_str().unwrap()]);
-    assert!(matches!(lint.status.code(), Some(0 | 1)), "{}", stderr(&lint));
+    assert!(
+        matches!(lint.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&lint)
+    );
 }
 
 /// RabbitMQ definitions as `rabbitmqctl export_definitions` writes them: a work queue
@@ -146,7 +167,12 @@ fn rabbitmq_definitions_import_with_their_dead_letter_queue() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("definitions.json");
     std::fs::write(&file, DEFINITIONS).unwrap();
-    let design = ok(&topology(&["import", "--from", "rabbitmq", file.to_str().unwrap()]));
+    let design = ok(&topology(&[
+        "import",
+        "--from",
+        "rabbitmq",
+        file.to_str().unwrap(),
+    ]));
     let imported = ferry_topology::Topology::from_yaml(&design).unwrap();
     let jobs = imported
         .queues
@@ -164,16 +190,23 @@ fn rabbitmq_definitions_import_with_their_dead_letter_queue() {
         "nope",
         file.to_str().unwrap(),
     ]);
-    assert_eq!(wrong_vhost.status.code(), Some(2), "{}", stderr(&wrong_vhost));
+    assert_eq!(
+        wrong_vhost.status.code(),
+        Some(2),
+        "{}",
+        stderr(&wrong_vhost)
+    );
 }
-
 
 #[test]
 fn bad_input_is_refused_with_exit_code_2_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let old = dir.path().join("old.yaml");
-    std::fs::write(&old, "asyncapi: 2.6.0\ninfo: {title: t, version: '1'}\nchannels: {}\n")
-        .unwrap();
+    std::fs::write(
+        &old,
+        "asyncapi: 2.6.0\ninfo: {title: t, version: '1'}\nchannels: {}\n",
+    )
+    .unwrap();
     let out = dir.path().join("out.yaml");
     let refused = topology(&[
         "import",
@@ -187,11 +220,22 @@ fn bad_input_is_refused_with_exit_code_2_and_writes_nothing() {
     assert!(stderr(&refused).contains("2.6.0"), "{}", stderr(&refused));
     assert!(!out.exists(), "nothing written");
 
-    let vhost = topology(&["import", "--from", "asyncapi", "--vhost", "/", old.to_str().unwrap()]);
+    let vhost = topology(&[
+        "import",
+        "--from",
+        "asyncapi",
+        "--vhost",
+        "/",
+        old.to_str().unwrap(),
+    ]);
     assert_eq!(vhost.status.code(), Some(2));
     assert!(stderr(&vhost).contains("--vhost"), "{}", stderr(&vhost));
 
     let missing = topology(&["convert", "no-such-file.yaml", "--to", "asyncapi"]);
     assert_eq!(missing.status.code(), Some(2));
-    assert!(stderr(&missing).contains("cannot read it"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("cannot read it"),
+        "{}",
+        stderr(&missing)
+    );
 }

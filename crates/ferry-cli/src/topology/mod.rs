@@ -152,8 +152,9 @@ fn render(topology: &ferry_topology::Topology, format: ExportFormat) -> String {
         ExportFormat::Yaml => topology.to_yaml(),
         ExportFormat::Asyncapi => ferry_topology::asyncapi::to_yaml_document(topology),
         ExportFormat::AsyncapiJson => {
-            let mut text = serde_json::to_string_pretty(&ferry_topology::asyncapi::to_document(topology))
-                .expect("a JSON value serializes");
+            let mut text =
+                serde_json::to_string_pretty(&ferry_topology::asyncapi::to_document(topology))
+                    .expect("a JSON value serializes");
             text.push('\n');
             text
         }
