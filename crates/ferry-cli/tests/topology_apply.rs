@@ -163,26 +163,62 @@ fn an_export_reads_back_and_plans_no_changes_against_the_same_server() {
 }
 
 #[test]
-fn a_data_losing_change_is_refused_without_the_flag_and_made_with_it() {
+fn settings_change_in_place_and_a_data_losing_change_is_refused_without_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"));
-    let file = write(
-        dir.path(),
-        "orders.yaml",
-        "version: 1\nname: t\nqueues:\n  - name: orders\n    broker: ferry\n    type: queue\n    delivery: { max_deliveries: 5 }\n",
+    let queue_file = |delivery: &str| {
+        write(
+            dir.path(),
+            "orders.yaml",
+            &format!(
+                "version: 1\nname: t\nqueues:\n  - name: orders\n    broker: ferry\n    type: queue\n    delivery: {{ {delivery} }}\n"
+            ),
+        )
+    };
+    exits(
+        &topology(
+            &server,
+            &["apply"],
+            &queue_file("max_deliveries: 5, ttl: 1d"),
+        ),
+        0,
     );
-    exits(&topology(&server, &["apply"], &file), 0);
     server.ok(&["publish", "orders", "kept"]);
-    let changed = write(
-        dir.path(),
-        "orders.yaml",
-        "version: 1\nname: t\nqueues:\n  - name: orders\n    broker: ferry\n    type: queue\n    delivery: { max_deliveries: 7 }\n",
+
+    // The retry policy and the TTL change in place: no flag needed, nothing lost.
+    let in_place = topology(
+        &server,
+        &["apply"],
+        &queue_file("max_deliveries: 7, ttl: 1h"),
+    );
+    exits(&in_place, 0);
+    assert!(
+        stdout(&in_place).contains("~ queue orders: max_deliveries 5 → 7\n"),
+        "{}",
+        stdout(&in_place)
+    );
+    let queue = server.json(&["queue", "describe", "orders"]);
+    assert_eq!(queue["spec"]["max_deliveries"], 7);
+    assert_eq!(
+        queue["stats"]["ready"], 1,
+        "changed in place: the message is kept"
+    );
+    exits(
+        &topology(
+            &server,
+            &["plan"],
+            &queue_file("max_deliveries: 7, ttl: 1h"),
+        ),
+        0,
     );
 
+    // The ordering mode is fixed at creation: changing it recreates the queue.
+    let changed = queue_file("max_deliveries: 7, ttl: 1h, ordering: { mode: key-shared }");
     let refused = topology(&server, &["apply"], &changed);
     exits(&refused, 3);
     assert!(
-        stdout(&refused).contains("~ queue orders: max_deliveries 5 → 7 (loses data"),
+        stdout(&refused)
+            .contains("~ queue orders: ordering.mode \"shared\" → \"key-shared\" (loses data"),
         "{}",
         stdout(&refused)
     );
@@ -192,7 +228,7 @@ fn a_data_losing_change_is_refused_without_the_flag_and_made_with_it() {
         stderr(&refused)
     );
     let queue = server.json(&["queue", "describe", "orders"]);
-    assert_eq!(queue["spec"]["max_deliveries"], 5, "nothing changed");
+    assert_eq!(queue["spec"]["ordering"], "shared", "nothing changed");
     assert_eq!(queue["stats"]["ready"], 1, "nothing lost");
 
     let json = topology(&server, &["plan", "--format", "json"], &changed);
@@ -205,7 +241,11 @@ fn a_data_losing_change_is_refused_without_the_flag_and_made_with_it() {
         0,
     );
     let queue = server.json(&["queue", "describe", "orders"]);
-    assert_eq!(queue["spec"]["max_deliveries"], 7);
+    assert_eq!(queue["spec"]["ordering"], "key-shared");
+    assert_eq!(
+        queue["spec"]["max_deliveries"], 7,
+        "the other settings kept"
+    );
     assert_eq!(queue["stats"]["ready"], 0, "recreated, as the plan said");
 
     let fewer = |n: u32| {
@@ -226,6 +266,24 @@ fn a_data_losing_change_is_refused_without_the_flag_and_made_with_it() {
     );
     let topic = server.json(&["topic", "describe", "events"]);
     assert_eq!(topic["partitions"].as_array().unwrap().len(), 5);
+    // A shorter retention of a topic changes in place, and expires records already
+    // stored: refused without the flag.
+    let bounded = write(
+        dir.path(),
+        "t.yaml",
+        &format!("{}    retention: 3d\n", fewer(5)),
+    );
+    exits(&topology(&server, &["apply"], &bounded), 3);
+    let applied = topology(&server, &["apply", "--allow-data-loss"], &bounded);
+    exits(&applied, 0);
+    assert!(
+        stdout(&applied).contains("(loses data: what is stored expires sooner)"),
+        "{}",
+        stdout(&applied)
+    );
+    let topic = server.json(&["topic", "describe", "events"]);
+    assert_eq!(topic["retention_max_age_ms"], 3 * 86_400_000u64, "{topic}");
+    assert_eq!(topic["partitions"].as_array().unwrap().len(), 5, "{topic}");
     let shrink = topology(
         &server,
         &["apply", "--allow-data-loss"],

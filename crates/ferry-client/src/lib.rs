@@ -208,6 +208,33 @@ impl Client {
             .await?;
         Ok(())
     }
+    /// Replaces queue `name`'s spec with `spec` in place (unset fields take the defaults,
+    /// as at creation); settings fixed at creation must be unchanged. Returns the spec now
+    /// in force.
+    pub async fn update_queue(&self, name: &str, spec: v1::QueueSpec) -> Result<v1::QueueSpec> {
+        let reply = self
+            .admin_client()
+            .update_queue(v1::UpdateQueueRequest {
+                name: name.into(),
+                spec: Some(spec),
+            })
+            .await?;
+        Ok(reply.into_inner().spec.unwrap_or_default())
+    }
+
+    /// Replaces topic `name`'s spec with `spec` in place, as [`Client::update_queue`];
+    /// `spec.partitions` 0 keeps the partition count.
+    pub async fn update_topic(&self, name: &str, spec: v1::TopicSpec) -> Result<v1::TopicSpec> {
+        let reply = self
+            .admin_client()
+            .update_topic(v1::UpdateTopicRequest {
+                name: name.into(),
+                spec: Some(spec),
+            })
+            .await?;
+        Ok(reply.into_inner().spec.unwrap_or_default())
+    }
+
     pub async fn create_subscription(&self, name: &str, spec: v1::SubscriptionSpec) -> Result<()> {
         self.admin_client()
             .create_subscription(v1::CreateSubscriptionRequest {

@@ -51,6 +51,7 @@
 //! | `POST` | `/v1/queues` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/queues` | → `{"names": [..]}` |
 //! | `GET` | `/v1/queues/{queue}` | → queue info (spec and stats) |
+//! | `PUT` | `/v1/queues/{queue}` | a whole spec → queue info: the settings that may change after creation, in place (a fixed one changed is 400 `queue_setting_fixed`) |
 //! | `DELETE` | `/v1/queues/{queue}` | → 204, also with messages in flight (their leases end with the queue) |
 //! | `POST` | `/v1/queues/{queue}/messages` | `{"messages": [..]}` → `{"ids": [..]}` |
 //! | `POST` | `/v1/queues/{queue}/receive` | `{"consumer", "max"?, "lease_ms"?, "wait_ms"?}` → `{"deliveries": [..]}` |
@@ -72,6 +73,7 @@
 //! | `POST` | `/v1/topics` | `{"name", "spec"?}` → 201 `{"name"}` |
 //! | `GET` | `/v1/topics` | → `{"names": [..]}` |
 //! | `GET` | `/v1/topics/{topic}` | → topic info |
+//! | `PUT` | `/v1/topics/{topic}` | a whole spec → topic info: retention, compaction, keyless placement in place; a larger `partitions` adds partitions, a smaller one is 400 `topic_setting_fixed` |
 //! | `DELETE` | `/v1/topics/{topic}` | → 204 |
 //! | `POST` | `/v1/topics/{topic}/messages` | `{"messages", "partition"?, "producer_id"?, "first_sequence"?}` → `{"positions": [..]}` |
 //! | `GET` | `/v1/topics/{topic}/groups/{group}` | → group info with lag per partition |

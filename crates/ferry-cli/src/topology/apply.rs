@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use ferry_client::proto as v1;
 use ferry_topology::Topology;
-use ferry_topology::plan::{Action, Change, Channel, Kind, Options, Plan, Setting};
+use ferry_topology::plan::{Action, Change, Channel, Kind, Loss, Options, Plan, Setting};
 
 use super::{
     Connection, EXIT_DATA_LOSS_REFUSED, EXIT_FINDINGS, EXIT_NO_VERDICT, EXIT_PARTLY_APPLIED,
@@ -138,11 +138,19 @@ fn print_plan(plan: &Plan) {
 }
 
 /// Makes the plan's changes in order and returns the exit code. A channel with several
-/// setting changes is recreated once, with all of them.
+/// setting changes is updated, or recreated, once with all of them; recreated when any of
+/// them cannot be made in place.
 async fn carry_out(plan: &Plan, remote: &Remote) -> i32 {
-    let mut recreated: BTreeSet<(Kind, &str)> = BTreeSet::new();
+    let recreating: BTreeSet<(Kind, &str)> = plan
+        .changes
+        .iter()
+        .filter(|c| c.loses_data == Some(Loss::Recreates))
+        .map(|c| (c.kind, c.name.as_str()))
+        .collect();
+    let mut done: BTreeSet<(Kind, &str)> = BTreeSet::new();
     let mut made = 0;
     for change in &plan.changes {
+        let channel = (change.kind, change.name.as_str());
         let result = match &change.action {
             Action::Create { .. } => create(plan, change, remote).await,
             Action::Delete => delete(change.kind, &change.name, remote).await,
@@ -150,26 +158,20 @@ async fn carry_out(plan: &Plan, remote: &Remote) -> i32 {
                 setting: Setting::Partitions,
                 to,
                 ..
-            } if change.loses_data.is_none() => {
+            } if !recreating.contains(&channel) => {
                 let partitions = match to {
                     ferry_topology::plan::Value::Count(n) => u32::try_from(*n).unwrap_or(u32::MAX),
                     _ => 0,
                 };
-                if recreated.contains(&(change.kind, change.name.as_str())) {
-                    Ok(())
-                } else {
-                    remote
-                        .call(remote.client.add_partitions(&change.name, partitions))
-                        .await
-                }
+                remote
+                    .call(remote.client.add_partitions(&change.name, partitions))
+                    .await
             }
-            Action::Update { .. } => {
-                if recreated.insert((change.kind, change.name.as_str())) {
-                    recreate(plan, change, remote).await
-                } else {
-                    Ok(())
-                }
+            Action::Update { .. } if !done.insert(channel) => Ok(()),
+            Action::Update { .. } if recreating.contains(&channel) => {
+                recreate(plan, change, remote).await
             }
+            Action::Update { .. } => update_in_place(plan, change, remote).await,
         };
         if let Err(error) = result {
             eprintln!(
@@ -220,6 +222,33 @@ async fn delete(kind: Kind, name: &str, remote: &Remote) -> anyhow::Result<()> {
         Kind::Topic => remote.call(client.delete_topic(name)).await,
         Kind::Queue => remote.call(client.delete_queue(name)).await,
         Kind::Subscription => remote.call(client.delete_subscription(name)).await,
+    }
+}
+
+/// Gives a queue or topic its current spec with the file's settings over it, in place:
+/// every change of the channel is one the server makes without emptying it
+/// (`ferry_topology::plan::changes_in_place`). A topic's partitions are left to
+/// AddPartitions.
+async fn update_in_place(plan: &Plan, change: &Change, remote: &Remote) -> anyhow::Result<()> {
+    let channel = desired(plan, change)?;
+    let client = &remote.client;
+    let name = channel.name.as_str();
+    match channel.kind {
+        Kind::Topic => {
+            let current = remote.call(client.describe_topic(name)).await?;
+            let mut spec = spec::topic(channel, current.spec.unwrap_or_default());
+            spec.partitions = 0;
+            remote.call(client.update_topic(name, spec)).await.map(drop)
+        }
+        Kind::Queue => {
+            let current = remote.call(client.describe_queue(name)).await?;
+            let spec = spec::queue(channel, current.spec.unwrap_or_default());
+            remote.call(client.update_queue(name, spec)).await.map(drop)
+        }
+        Kind::Subscription => anyhow::bail!(
+            "subscription {name}: the server changes a subscription's settings only by \
+             recreating it"
+        ),
     }
 }
 

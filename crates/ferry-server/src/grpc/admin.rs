@@ -134,6 +134,46 @@ impl Admin for AdminService {
         Ok(Response::new(v1::AddPartitionsResponse {}))
     }
 
+    async fn update_queue(
+        &self,
+        r: Request<v1::UpdateQueueRequest>,
+    ) -> Reply<v1::UpdateQueueResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
+        let r = r.into_inner();
+        let next = convert::queue_spec(r.spec, QueueSpec::default()).map_err(from_convert)?;
+        let now = self
+            .broker
+            .update_queue(&r.name, |spec| *spec = next)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::UpdateQueueResponse {
+            spec: Some(convert::queue_spec_to_proto(&now)),
+        }))
+    }
+
+    async fn update_topic(
+        &self,
+        r: Request<v1::UpdateTopicRequest>,
+    ) -> Reply<v1::UpdateTopicResponse> {
+        allow(&self.gate, &r, Action::Admin, &r.get_ref().name)?;
+        let r = r.into_inner();
+        let keep_partitions = r.spec.as_ref().is_none_or(|s| s.partitions == 0);
+        let mut next = convert::topic_spec(r.spec).map_err(from_convert)?;
+        let now = self
+            .broker
+            .update_topic(&r.name, |spec| {
+                if keep_partitions {
+                    next.partitions = spec.partitions;
+                }
+                *spec = next;
+            })
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(v1::UpdateTopicResponse {
+            spec: Some(convert::topic_spec_to_proto(&now)),
+        }))
+    }
+
     async fn create_subscription(
         &self,
         r: Request<v1::CreateSubscriptionRequest>,

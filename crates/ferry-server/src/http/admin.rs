@@ -68,6 +68,23 @@ pub async fn describe_queue(
     Ok(Json(convert::queue_info(info).into()))
 }
 
+/// `PUT /v1/queues/{queue}` with a spec (as `POST /v1/queues` takes, whole: unset fields
+/// take the defaults): the queue's settings changed in place; a setting fixed at creation
+/// changed is refused (400, `queue_setting_fixed`) and nothing changes. Answers as describe does.
+pub async fn update_queue(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    ApiPath(queue): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<QueueInfo>> {
+    s.allow(&headers, Action::Admin, &queue)?;
+    let given: spec::QueueSpec = parse(&body?)?;
+    let next = convert::queue_spec(Some(given.into()), QueueSpec::default())?;
+    s.broker.update_queue(&queue, |spec| *spec = next).await?;
+    let info = s.broker.describe_queue(&queue)?;
+    Ok(Json(convert::queue_info(info).into()))
+}
+
 pub async fn delete_queue(
     State(s): State<Shared>,
     headers: HeaderMap,
@@ -93,6 +110,36 @@ pub async fn create_topic(
     let spec = convert::topic_spec(r.spec.map(Into::into))?;
     s.broker.create_topic(&r.name, spec).await?;
     Ok((StatusCode::CREATED, Json(Created { name: r.name })))
+}
+
+/// `PUT /v1/topics/{topic}` with a spec, as [`update_queue`]; `partitions` absent keeps
+/// the count, a larger one adds partitions first (the HTTP API has no call of its own for
+/// that), a smaller one is refused.
+pub async fn update_topic(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    ApiPath(topic): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Json<TopicInfo>> {
+    s.allow(&headers, Action::Admin, &topic)?;
+    let given: spec::TopicSpec = parse(&body?)?;
+    let keep_partitions = given.partitions.is_none();
+    let mut next = convert::topic_spec(Some(given.into()))?;
+    let current = s.broker.describe_topic(&topic)?.spec.partitions;
+    if !keep_partitions && next.partitions > current {
+        next.validate()?;
+        s.broker.add_partitions(&topic, next.partitions).await?;
+    }
+    s.broker
+        .update_topic(&topic, |spec| {
+            if keep_partitions {
+                next.partitions = spec.partitions;
+            }
+            *spec = next;
+        })
+        .await?;
+    let info = s.broker.describe_topic(&topic)?;
+    Ok(Json(convert::topic_info(info).into()))
 }
 
 pub async fn list_topics(State(s): State<Shared>, headers: HeaderMap) -> Reply<Json<Names>> {

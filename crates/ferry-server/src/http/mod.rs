@@ -153,7 +153,7 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         .route("/v1/queues", post(create_queue).get(list_queues))
         .route(
             "/v1/queues/{queue}",
-            get(describe_queue).delete(delete_queue),
+            get(describe_queue).put(update_queue).delete(delete_queue),
         )
         .route(
             "/v1/queues/{queue}/messages",
@@ -182,7 +182,7 @@ pub fn router(shared: Shared, max_body: usize) -> Router {
         .route("/v1/topics", post(create_topic).get(list_topics))
         .route(
             "/v1/topics/{topic}",
-            get(describe_topic).delete(delete_topic),
+            get(describe_topic).put(update_topic).delete(delete_topic),
         )
         .route("/v1/topics/{topic}/messages", post(publish_to_topic))
         .route("/v1/topics/{topic}/groups/{group}", get(describe_group))

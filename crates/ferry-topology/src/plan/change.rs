@@ -41,7 +41,8 @@ pub enum Action {
 pub enum Loss {
     /// Deleting the channel deletes its messages or records.
     DeletesMessages,
-    /// Messages older than the new, shorter retention or TTL expire.
+    /// A shorter retention, changed in place: records and dead letters already stored
+    /// expire sooner.
     ShortensRetention,
     /// The server cannot change this setting in place: the channel is deleted and created
     /// again, and what it held is lost.
@@ -52,7 +53,7 @@ impl Loss {
     pub fn as_str(self) -> &'static str {
         match self {
             Loss::DeletesMessages => "its messages are deleted",
-            Loss::ShortensRetention => "older messages expire, and the server recreates it",
+            Loss::ShortensRetention => "what is stored expires sooner",
             Loss::Recreates => "the server changes it only by recreating it, emptied",
         }
     }

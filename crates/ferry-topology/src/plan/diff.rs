@@ -115,12 +115,30 @@ fn update_loss(
             _ => Ok(None),
         };
     }
-    // No value on the server is no bound: any bound is shorter.
-    let shorter = from.is_none_or(|from| to.shorter_than(from) == Some(true));
-    if setting.is_retention() && shorter {
-        return Ok(Some(Loss::ShortensRetention));
+    if !changes_in_place(channel.kind, setting) {
+        return Ok(Some(Loss::Recreates));
     }
-    Ok(Some(Loss::Recreates))
+    // No value on the server is no bound: any bound is shorter. A queue's default TTL is
+    // not here: a message keeps the TTL it was published with.
+    let shorter = from.is_none_or(|from| to.shorter_than(from) == Some(true));
+    let expires_stored = matches!(setting, Setting::Retention | Setting::DeadLetterRetention);
+    Ok((expires_stored && shorter).then_some(Loss::ShortensRetention))
+}
+
+/// Whether the server changes `setting` of a `kind` in place — a queue's and a topic's
+/// settings that the broker reads event by event (UpdateQueue, UpdateTopic) and a
+/// topic's partitions (AddPartitions) — rather than only by recreating the channel: what
+/// shaped a queue's delivery state (ordering, dedup window, priority levels) and every
+/// setting of a subscription, whose delivery settings change only with it.
+pub fn changes_in_place(kind: Kind, setting: Setting) -> bool {
+    match kind {
+        Kind::Queue => !matches!(
+            setting,
+            Setting::Ordering | Setting::DedupWindow | Setting::Priorities
+        ),
+        Kind::Topic => matches!(setting, Setting::Retention | Setting::Partitions),
+        Kind::Subscription => false,
+    }
 }
 
 /// Whether a channel absent from the file is the dead-letter queue of a channel the file

@@ -11,9 +11,13 @@
 //! - Fields the server cannot hold (alerts, consumers, message types, limits other than
 //!   `max_length`, `park_failed_keys`, a queue's `partitions`, a subscription's
 //!   `dedup_window`) are never compared.
-//! - The Ferry server changes a setting of an existing channel only by deleting and
-//!   creating it again, except a topic's partitions, which grow in place; so every other
-//!   update loses data. Fewer partitions cannot be made at all and is an error.
+//! - The Ferry server changes most settings of an existing queue or topic in place
+//!   ([`changes_in_place`]): a queue's retry policy, TTL, length limit and dead-letter
+//!   target and retention; a topic's retention and (growing) partitions. A shorter
+//!   retention of what is already stored (a topic's, dead letters') loses data. The
+//!   rest — a queue's ordering, dedup window and priority levels, and any setting of a
+//!   subscription — changes only by deleting and creating the channel again, which loses
+//!   data. Fewer partitions cannot be made at all and is an error.
 //! - Channels on the server and not in the file are deleted only when pruning; otherwise
 //!   they are listed as unmanaged. A dead-letter queue that a kept channel sends to is
 //!   never pruned from under it.
@@ -34,7 +38,7 @@ use serde::Serialize;
 
 pub use change::{Action, Change, Loss};
 pub use channel::{Channel, Channels, Foreign, Kind, Settings, ordering_name, served_by_ferry};
-pub use diff::plan;
+pub use diff::{changes_in_place, plan};
 pub use setting::{Setting, Value};
 
 use crate::format::Duration;

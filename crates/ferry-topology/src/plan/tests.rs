@@ -51,16 +51,22 @@ fn the_same_file_on_both_sides_plans_nothing() {
 }
 
 #[test]
-fn a_changed_delivery_setting_is_an_update_that_recreates_the_queue() {
+fn a_changed_retry_setting_is_made_in_place_and_a_fixed_one_recreates_the_queue() {
     let changes = lines(
         &orders("max_deliveries: 7"),
         &orders("max_deliveries: 5"),
         Options::default(),
     );
+    assert_eq!(changes, ["~ queue orders: max_deliveries 5 → 7"]);
+    let changes = lines(
+        &orders("ordering: { mode: key-shared }"),
+        &orders("ordering: { mode: shared }"),
+        Options::default(),
+    );
     assert_eq!(
         changes,
         [
-            "~ queue orders: max_deliveries 5 → 7 (loses data: the server changes it only by recreating it, emptied)"
+            "~ queue orders: ordering.mode \"shared\" → \"key-shared\" (loses data: the server changes it only by recreating it, emptied)"
         ]
     );
 }
@@ -97,37 +103,31 @@ fn every_managed_delivery_setting_is_compared() {
 }
 
 #[test]
-fn a_shorter_ttl_or_retention_is_marked_as_expiring_messages() {
+fn a_shorter_retention_is_marked_as_expiring_what_is_stored() {
+    // A message keeps the TTL it was published with: a shorter default TTL loses nothing.
     let changes = lines(&orders("ttl: 1h"), &orders("ttl: 1d"), Options::default());
-    assert_eq!(
-        changes,
-        [
-            "~ queue orders: ttl 1d → 1h (loses data: older messages expire, and the server recreates it)"
-        ]
-    );
+    assert_eq!(changes, ["~ queue orders: ttl 1d → 1h"]);
     // `retention` on a queue is the same setting as `delivery.ttl`.
     let longer = lines(
         &format!("{ORDERS}    retention: 2d\n"),
         &orders("ttl: 1d"),
         Options::default(),
     );
-    assert_eq!(
-        longer,
-        [
-            "~ queue orders: ttl 1d → 2d (loses data: the server changes it only by recreating it, emptied)"
-        ]
-    );
+    assert_eq!(longer, ["~ queue orders: ttl 1d → 2d"]);
     let topic = |r: &str| {
         format!("topics:\n  - name: t\n    broker: ferry\n    type: topic\n    retention: {r}\n")
     };
     let changes = lines(&topic("1d"), &topic("7d"), Options::default());
-    assert!(changes[0].contains("older messages expire"), "{changes:?}");
+    assert!(
+        changes[0].ends_with("(loses data: what is stored expires sooner)"),
+        "{changes:?}"
+    );
     let dead = |r: &str| format!("{ORDERS}    dead_letter: {{ name: d, retention: {r} }}\n");
     let changes = lines(&dead("1d"), &dead("14d"), Options::default());
     assert_eq!(
         changes,
         [
-            "~ queue orders: dead_letter.retention 14d → 1d (loses data: older messages expire, and the server recreates it)"
+            "~ queue orders: dead_letter.retention 14d → 1d (loses data: what is stored expires sooner)"
         ]
     );
 }
@@ -316,7 +316,7 @@ fn the_json_form_names_the_action_setting_and_loss() {
         json["changes"][0],
         serde_json::json!({
             "kind": "queue", "name": "orders", "action": "update",
-            "setting": "max_deliveries", "from": 5, "to": 7, "loses_data": "recreates",
+            "setting": "max_deliveries", "from": 5, "to": 7, "loses_data": null,
         })
     );
     let create = plan_json("", &orders("ttl: 1h"));
