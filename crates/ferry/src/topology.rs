@@ -105,24 +105,9 @@ fn in_channel(channel: &Channel, error: Error) -> Error {
 }
 
 fn duration(value: &Value) -> Option<Duration> {
-    match value {
-        Value::Duration(d) => Some(Duration::from_millis(d.as_millis())),
-        _ => None,
-    }
-}
-
-fn count(value: &Value) -> Option<u64> {
-    match value {
-        Value::Count(n) => Some(*n),
-        _ => None,
-    }
-}
-
-fn ratio(value: &Value) -> Option<f64> {
-    match value {
-        Value::Ratio(r) => Some(*r),
-        _ => None,
-    }
+    value
+        .duration()
+        .map(|d| Duration::from_millis(d.as_millis()))
 }
 
 fn topic(channel: &Channel, applied: &mut Applied) -> TopicDecl {
@@ -130,7 +115,9 @@ fn topic(channel: &Channel, applied: &mut Applied) -> TopicDecl {
     for (setting, value) in &channel.settings {
         match setting {
             Setting::Partitions => {
-                decl.partitions = count(value).map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))
+                decl.partitions = value
+                    .count()
+                    .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))
             }
             _ => applied.skip(
                 channel,
@@ -148,22 +135,23 @@ fn delivery(channel: &Channel, applied: &mut Applied) -> DeliveryPolicy {
     for (setting, value) in &channel.settings {
         match setting {
             Setting::MaxDeliveries => {
-                if let Some(n) = count(value) {
+                if let Some(n) = value.count() {
                     policy.max_deliveries = u32::try_from(n).unwrap_or(u32::MAX);
                 }
             }
             Setting::RetryInitial => policy.backoff.base = duration(value).unwrap_or_default(),
             Setting::RetryMax => policy.backoff.cap = duration(value).unwrap_or_default(),
             Setting::RetryMultiplier => {
-                policy.backoff.multiplier = ratio(value).unwrap_or(policy.backoff.multiplier)
+                policy.backoff.multiplier = value.ratio().unwrap_or(policy.backoff.multiplier)
             }
             Setting::RetryJitter => {
-                policy.backoff.jitter = ratio(value).unwrap_or(policy.backoff.jitter)
+                policy.backoff.jitter = value.ratio().unwrap_or(policy.backoff.jitter)
             }
             Setting::Ttl => policy.default_ttl = duration(value),
             Setting::Priorities => {
-                policy.priority_levels =
-                    count(value).map_or(1, |n| u8::try_from(n).unwrap_or(u8::MAX))
+                policy.priority_levels = value
+                    .count()
+                    .map_or(1, |n| u8::try_from(n).unwrap_or(u8::MAX))
             }
             Setting::Ordering => match value {
                 Value::Text(mode) if mode == "shared" => policy.ordering = KeyOrdering::None,
@@ -199,7 +187,7 @@ fn queue(channel: &Channel, applied: &mut Applied) -> QueueDecl {
         decl.dedup_window = duration(window).filter(|w| !w.is_zero());
     }
     if let Some(max) = channel.settings.get(&Setting::MaxLength) {
-        decl.max_length = count(max);
+        decl.max_length = max.count();
     }
     decl
 }

@@ -6,31 +6,7 @@ use ferry_client::proto as v1;
 use ferry_topology::plan::{Channel, Setting, Value};
 
 fn millis(value: &Value) -> Option<u64> {
-    match value {
-        Value::Duration(d) => Some(d.as_millis()),
-        _ => None,
-    }
-}
-
-fn count(value: &Value) -> Option<u64> {
-    match value {
-        Value::Count(n) => Some(*n),
-        _ => None,
-    }
-}
-
-fn ratio(value: &Value) -> Option<f64> {
-    match value {
-        Value::Ratio(r) => Some(*r),
-        _ => None,
-    }
-}
-
-fn text(value: &Value) -> Option<&str> {
-    match value {
-        Value::Text(t) => Some(t),
-        _ => None,
-    }
+    value.duration().map(|d| d.as_millis())
 }
 
 /// A queue's or subscription's delivery spec.
@@ -40,14 +16,14 @@ pub fn queue(channel: &Channel, mut spec: v1::QueueSpec) -> v1::QueueSpec {
     for (setting, value) in &channel.settings {
         match setting {
             Setting::MaxDeliveries => {
-                retry.max_deliveries = count(value).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                retry.max_deliveries = value.count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
             }
             Setting::RetryInitial => backoff.base_ms = millis(value),
-            Setting::RetryMultiplier => backoff.multiplier = ratio(value),
+            Setting::RetryMultiplier => backoff.multiplier = value.ratio(),
             Setting::RetryMax => backoff.cap_ms = millis(value),
-            Setting::RetryJitter => backoff.jitter = ratio(value),
+            Setting::RetryJitter => backoff.jitter = value.ratio(),
             Setting::Ordering => {
-                spec.ordering = match text(value) {
+                spec.ordering = match value.text() {
                     Some("key-shared") => v1::OrderingMode::KeyShared,
                     Some("exclusive") => v1::OrderingMode::Exclusive,
                     _ => v1::OrderingMode::Shared,
@@ -56,14 +32,16 @@ pub fn queue(channel: &Channel, mut spec: v1::QueueSpec) -> v1::QueueSpec {
             Setting::DedupWindow => spec.dedup_window_ms = millis(value),
             Setting::Ttl => spec.default_ttl_ms = millis(value),
             Setting::Priorities => {
-                spec.priority_levels = count(value).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                spec.priority_levels = value.count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
             }
             Setting::MaxLength => {
-                spec.length_limit.get_or_insert_default().max_messages = count(value)
+                spec.length_limit.get_or_insert_default().max_messages = value.count()
             }
             Setting::DeadLetter => {
                 spec.dead_letter = Some(v1::DeadLetter {
-                    target: text(value).map(|q| v1::dead_letter::Target::Queue(q.to_owned())),
+                    target: value
+                        .text()
+                        .map(|q| v1::dead_letter::Target::Queue(q.to_owned())),
                 })
             }
             Setting::DeadLetterRetention => spec.dead_letter_retention_ms = millis(value),
@@ -87,7 +65,9 @@ pub fn topic(channel: &Channel, mut spec: v1::TopicSpec) -> v1::TopicSpec {
     for (setting, value) in &channel.settings {
         match setting {
             Setting::Partitions => {
-                spec.partitions = count(value).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+                spec.partitions = value
+                    .count()
+                    .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
             }
             Setting::Retention => {
                 let retention = spec.retention.get_or_insert_default();
@@ -104,7 +84,7 @@ pub fn subscription(channel: &Channel, mut spec: v1::SubscriptionSpec) -> v1::Su
     if let Some(topic) = channel.topic() {
         spec.topic = topic.to_owned();
     }
-    if let Some(filter) = channel.settings.get(&Setting::Filter).and_then(text) {
+    if let Some(filter) = channel.settings.get(&Setting::Filter).and_then(Value::text) {
         spec.filter = filter.to_owned();
     }
     spec.delivery = Some(queue(channel, spec.delivery.take().unwrap_or_default()));

@@ -82,6 +82,38 @@ pub enum Value {
 }
 
 impl Value {
+    /// The value as a count, when it is one.
+    pub fn count(&self) -> Option<u64> {
+        match self {
+            Value::Count(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The value as a duration, when it is one.
+    pub fn duration(&self) -> Option<Duration> {
+        match self {
+            Value::Duration(d) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// The value as a ratio (a multiplier, a jitter), when it is one.
+    pub fn ratio(&self) -> Option<f64> {
+        match self {
+            Value::Ratio(r) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// The value as text (an ordering mode, a filter, a queue's name), when it is text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Value::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Whether `self` keeps messages for less time than `other`; `None` when the values
     /// are not both durations.
     pub(crate) fn shorter_than(&self, other: &Value) -> Option<bool> {
