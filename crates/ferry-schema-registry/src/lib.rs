@@ -27,6 +27,7 @@ mod compatibility;
 mod error;
 mod level;
 pub mod model;
+mod payload;
 mod rejection;
 mod schema;
 mod store;
