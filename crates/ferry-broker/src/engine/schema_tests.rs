@@ -84,8 +84,13 @@ async fn a_valid_message_is_stored_and_an_invalid_one_refused_with_its_field() {
         .create_queue("orders", requiring("orders-value"))
         .await
         .unwrap();
+    broker.create_queue("free-form", spec(3)).await.unwrap();
+    // The schema id header a producer names its schema with is stored and delivered.
     broker
-        .publish("orders", OutgoingMessage::new("ok 1"))
+        .publish(
+            "orders",
+            OutgoingMessage::new("ok 1").with_header(crate::header::SCHEMA_ID, "3"),
+        )
         .await
         .unwrap();
     let refused = broker
@@ -97,6 +102,10 @@ async fn a_valid_message_is_stored_and_an_invalid_one_refused_with_its_field() {
     let got = broker.receive("orders", "c", 10, None, None).await.unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(&got[0].payload[..], b"ok 1");
+    assert_eq!(got[0].headers[crate::header::SCHEMA_ID], "3");
+    let odd = OutgoingMessage::new("ok 2").with_header(crate::header::SCHEMA_ID, "three");
+    let refused = broker.publish("free-form", odd).await.unwrap_err();
+    assert!(refused.to_string().contains("not a schema id"), "{refused}");
 }
 
 #[tokio::test]
