@@ -609,4 +609,64 @@ mod tests {
         assert_eq!(replaced.compaction, None);
         assert_eq!(replaced.partitions, hour.partitions);
     }
+
+    #[test]
+    fn value_schema_validation_requires_the_topics_value_subject_and_key_validation_is_refused() {
+        let on = apply(
+            "orders",
+            &TopicSpec::default(),
+            &[set(VALUE_SCHEMA_VALIDATION, "TRUE")],
+            false,
+        )
+        .unwrap();
+        assert_eq!(on.schema_subject.as_deref(), Some("orders-value"));
+        let entry = |spec: &TopicSpec| {
+            describe(spec, &LIMITS)
+                .into_iter()
+                .find(|e| e.name == VALUE_SCHEMA_VALIDATION)
+                .unwrap()
+        };
+        assert_eq!(entry(&on).value, "true");
+        assert!(!entry(&on).is_default());
+        assert_eq!(entry(&TopicSpec::default()).value, "false");
+        // A subject set through Ferry's own API is kept while validation stays on.
+        let named = TopicSpec {
+            schema_subject: Some("orders".into()),
+            ..TopicSpec::default()
+        };
+        let kept = apply(
+            "orders",
+            &named,
+            &[
+                set(RETENTION_MS, "1000"),
+                set(VALUE_SCHEMA_VALIDATION, "true"),
+            ],
+            false,
+        )
+        .unwrap();
+        assert_eq!(kept.schema_subject.as_deref(), Some("orders"));
+        let off = apply(
+            "orders",
+            &on,
+            &[(VALUE_SCHEMA_VALIDATION.into(), Op::Delete)],
+            false,
+        )
+        .unwrap();
+        assert_eq!(off.schema_subject, None);
+        let refused = |changes: &[(String, Op)]| {
+            apply("orders", &TopicSpec::default(), changes, false)
+                .unwrap_err()
+                .0
+        };
+        assert!(refused(&[set(VALUE_SCHEMA_VALIDATION, "yes")]).contains("true or false"));
+        assert!(refused(&[set(KEY_SCHEMA_VALIDATION, "true")]).contains("not keys"));
+        let keys_off = apply(
+            "orders",
+            &TopicSpec::default(),
+            &[set(KEY_SCHEMA_VALIDATION, "false")],
+            false,
+        )
+        .unwrap();
+        assert_eq!(keys_off, TopicSpec::default());
+    }
 }
