@@ -1,5 +1,6 @@
 //! A [`QueueSpec`]'s stored form (under `queue/<name>`): `ferry-queue-spec 1`, then every
-//! field, in the shared text form of [`super`].
+//! field, in the shared text form of [`super`]. `schema_subject` is present exactly when the
+//! queue requires one, so specs stored before it existed read as requiring none.
 
 use crate::name::Name;
 use crate::retry::{Backoff, RetryPolicy};

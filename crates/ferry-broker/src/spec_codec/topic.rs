@@ -1,6 +1,6 @@
 //! A [`TopicSpec`]'s stored form (under `topic/<name>`): `ferry-topic-spec 1`, then every
 //! field, in the shared text form of [`super`]. The compaction sub-settings are present
-//! exactly when compaction is on.
+//! exactly when compaction is on, and `schema_subject` exactly when the topic requires one.
 
 use crate::topic::spec::{KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec};
 
