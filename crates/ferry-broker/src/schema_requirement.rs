@@ -8,6 +8,11 @@
 //! refused message — or a batch with one — stores nothing and costs the engine nothing.
 //! A channel that requires a subject on a broker opened without a validator refuses every
 //! publish ([`BrokerError::NoPayloadValidator`]) rather than store unchecked data.
+//!
+//! Only what producers publish is checked. Messages the broker moves itself — a redrive
+//! from a dead-letter queue, a link's copy into its queue — were published once already and
+//! are not checked again, also when the requirement was set after they were published; a
+//! requirement applies from the next publish, as every spec change does.
 
 use std::fmt;
 
