@@ -114,6 +114,7 @@ fn a_queue_requiring_a_subject_takes_matching_payloads_and_refuses_others_over_g
         "{response}"
     );
     assert!(response.contains("field `text`"), "{response}");
+    assert!(response.contains("\"field\":\"text\""), "{response}");
     let (status, response) = publish_http(
         &server,
         "notes",
