@@ -204,9 +204,11 @@ pub fn from_broker(error: BrokerError) -> SqsError {
         },
         ErrorKind::AlreadyExists => Code::QueueNameExists,
         ErrorKind::StaleLease | ErrorKind::Fenced => Code::MessageNotInflight,
-        ErrorKind::Conflict | ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge => {
-            Code::InvalidParameterValue
-        }
+        ErrorKind::Conflict
+        | ErrorKind::Invalid
+        | ErrorKind::SchemaViolation
+        | ErrorKind::OutOfRange
+        | ErrorKind::TooLarge => Code::InvalidParameterValue,
         ErrorKind::Full => Code::OverLimit,
         ErrorKind::DiskFull | ErrorKind::Unavailable => Code::ServiceUnavailable,
         // The front end checks callers itself; the broker raises neither for it.

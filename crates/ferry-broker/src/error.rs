@@ -477,6 +477,25 @@ pub enum BrokerError {
         reserve: u64,
     },
 
+    // Schema requirements (see `schema_requirement.rs`).
+    #[error(
+        "the message does not match schema subject {subject:?}: {}{reason}; \
+         publish a payload written with a registered schema of the subject",
+        if .field.is_empty() { String::new() } else { format!("field `{}`: ", .field) }
+    )]
+    SchemaViolation {
+        subject: String,
+        /// The path to the first field that fails; empty when the payload as a whole does.
+        field: String,
+        reason: String,
+    },
+    #[error(
+        "publishes here must match schema subject {subject:?}, but this broker was opened \
+         without a payload validator, so nothing can be checked and nothing is stored; open \
+         it with one (ferry serve opens its schema registry) or remove the requirement"
+    )]
+    NoPayloadValidator { subject: String },
+
     #[error("storage: {0}")]
     Storage(#[from] ferry_storage::StorageError),
 }
@@ -523,6 +542,8 @@ impl BrokerError {
             | E::OffsetMetadataTooLarge { .. } => K::TooLarge,
             E::QueueFull { .. } => K::Full,
             E::DiskFull { .. } => K::DiskFull,
+            E::SchemaViolation { .. } => K::SchemaViolation,
+            E::NoPayloadValidator { .. } => K::Unavailable,
             E::Storage(e) if e.is_resource_exhausted() => K::DiskFull,
             E::Storage(_)
             | E::QueuePoisoned { .. }

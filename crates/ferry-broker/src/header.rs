@@ -36,6 +36,19 @@ pub const RESERVED_PREFIX: &str = "ferry-";
 /// stored and delivered among the message's headers, so every API shows it alike.
 pub const CREATED_AT: &str = "ferry-created-at";
 
+/// The schema registry id of the schema a payload was written with, in decimal, for
+/// producers that do not put Confluent's wire-format prefix in the payload: a channel that
+/// requires a schema subject checks the payload against this schema (see
+/// `schema_requirement.rs`). Like [`CREATED_AT`], a name in the reserved namespace a
+/// publisher may set (exactly so spelled, a value from 0 to `u32::MAX`), stored and
+/// delivered with the message so that a consumer knows how to decode it.
+pub const SCHEMA_ID: &str = "ferry-schema-id";
+
+/// A [`SCHEMA_ID`] value, `None` when it is not one.
+pub fn parse_schema_id(value: &str) -> Option<u32> {
+    value.parse::<u32>().ok()
+}
+
 /// A [`CREATED_AT`] value, `None` when it is not one.
 pub fn parse_created_at(value: &str) -> Option<i64> {
     value.parse::<i64>().ok().filter(|&t| t >= 0)

@@ -89,6 +89,7 @@ mod random;
 mod read_limit;
 mod record;
 mod retry;
+mod schema_requirement;
 mod spec;
 mod spec_codec;
 mod subscription;
@@ -116,6 +117,7 @@ pub use queue::state::{Acked, DeadLetterReason, LeaseToken, Nacked, QueueStateSt
 pub use read_limit::{ReadLimit, message_bytes};
 pub use record::{DeadLetterInfo, ProducerStamp};
 pub use retry::{Backoff, RetryPolicy};
+pub use schema_requirement::{MAX_SCHEMA_SUBJECT_BYTES, PayloadValidator, SchemaRejection};
 pub use spec::{DeadLetter, Durability, LengthLimit, OrderingMode, OverflowPolicy, QueueSpec};
 pub use subscription::{SubscriptionSpec, SubscriptionStart};
 pub use topic::partitioner::partition_for_key;

@@ -260,6 +260,13 @@ fn check_header(name: &str, value: &str, limits: &Limits) -> Result<()> {
                 ),
             });
         }
+    } else if name == header::SCHEMA_ID {
+        if header::parse_schema_id(value).is_none() {
+            return Err(BrokerError::InvalidSetting {
+                setting: header::SCHEMA_ID,
+                problem: format!("{value:?} is not a schema id; give the registry's id in decimal"),
+            });
+        }
     } else if header::is_reserved(name) {
         return Err(BrokerError::ReservedHeaderName {
             name: name.to_owned(),

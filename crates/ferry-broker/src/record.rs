@@ -59,8 +59,9 @@
 //! | `ferry-producer-seq` | decimal `u64`: the message's sequence number      |
 //!
 //! A producer's own creation time, [`header::CREATED_AT`] (`ferry-created-at`, decimal ms),
-//! is the one reserved header a publisher may set; like the redrive headers it is kept in
-//! the message's [`Headers`]. Records written before it existed simply lack it.
+//! and the schema id a payload was written with, [`header::SCHEMA_ID`] (`ferry-schema-id`,
+//! decimal), are the reserved headers a publisher may set; like the redrive headers they
+//! are kept in the message's [`Headers`]. Records written before they existed lack them.
 //!
 //! Text rather than binary values: a log can be inspected with any tool, and the bytes
 //! saved (about ten per message) are small next to the header framing itself. Absent
@@ -294,6 +295,9 @@ impl Message {
             if name == header::CREATED_AT && header::parse_created_at(&value).is_none() {
                 return Err(unparsable());
             }
+            if name == header::SCHEMA_ID && header::parse_schema_id(&value).is_none() {
+                return Err(unparsable());
+            }
             if !header::is_reserved(&name)
                 || [
                     REDRIVE_COUNT,
@@ -302,6 +306,7 @@ impl Message {
                     LINK_TOPIC,
                     LINK_LABEL,
                     header::CREATED_AT,
+                    header::SCHEMA_ID,
                 ]
                 .contains(&name.as_str())
             {

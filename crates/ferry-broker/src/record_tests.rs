@@ -330,3 +330,15 @@ fn a_producers_creation_time_is_kept_among_the_headers_and_checked_when_read() {
     );
     assert!(problem(Message::from_record(bad)).contains("ferry-created-at"));
 }
+
+#[test]
+fn a_schema_id_header_is_kept_among_the_headers_and_checked_when_read() {
+    let mut message = minimal();
+    message
+        .headers
+        .insert(header::SCHEMA_ID.to_owned(), "42".to_owned());
+    let read = Message::from_record(stored(message.to_record(), 42)).unwrap();
+    assert_eq!(read, message);
+    let bad = with_header(stored(minimal().to_record(), 42), header::SCHEMA_ID, "x");
+    assert!(problem(Message::from_record(bad)).contains("ferry-schema-id"));
+}

@@ -113,6 +113,9 @@ pub struct QueueSpec {
     pub durability: Durability,
     /// How long dead letters are kept in this queue's dead-letter queue.
     pub dead_letter_retention: Duration,
+    /// The schema registry subject every message published here must match (see
+    /// `schema_requirement.rs`); `None` (the default) checks nothing.
+    pub schema_subject: Option<String>,
 }
 
 impl QueueSpec {
@@ -198,6 +201,13 @@ impl QueueSpec {
                     human(&self.dead_letter_retention)
                 ),
             );
+        }
+        if let Some(problem) = self
+            .schema_subject
+            .as_deref()
+            .and_then(crate::schema_requirement::subject_problem)
+        {
+            return bad("schema_subject", problem);
         }
         Ok(())
     }
@@ -291,6 +301,7 @@ impl Default for QueueSpec {
             length_limit: LengthLimit::default(),
             durability: Durability::Fsync,
             dead_letter_retention: Duration::from_secs(14 * DAY),
+            schema_subject: None,
         }
     }
 }

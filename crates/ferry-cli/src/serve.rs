@@ -149,6 +149,19 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Opened before the broker, which checks publishes to queues and topics that require a
+    // schema subject against it (from the open on: a link's catch-up publishes nothing a
+    // producer sent, so no check is missed); served over HTTP below when HTTP is on.
+    // Beside the broker's own directories, as the SQS endpoint's state is.
+    let registry_dir = data_dir.join("schema-registry");
+    let registry = Arc::new(
+        ferry_schema_registry::SchemaRegistry::open(&registry_dir).with_context(|| {
+            format!("opening the schema registry in {}", registry_dir.display())
+        })?,
+    );
+    broker_config.payload_validator = Some(Arc::new(ferry_server::RegistryPayloadValidator::new(
+        Arc::clone(&registry),
+    )));
     let broker = Broker::open(data_dir, broker_config)
         .await
         .with_context(|| format!("opening the broker in {}", data_dir.display()))?;
@@ -282,14 +295,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         loopback &= http_addr.ip().is_loopback();
         let scheme = if secure { "https" } else { "http" };
         println!("ferry: serving HTTP on {scheme}://{http_addr}");
-        // Beside the broker's own directories, as the SQS endpoint's state is.
-        let registry_dir = data_dir.join("schema-registry");
-        let registry =
-            ferry_schema_registry::SchemaRegistry::open(&registry_dir).with_context(|| {
-                format!("opening the schema registry in {}", registry_dir.display())
-            })?;
         println!("ferry: serving the schema registry on {scheme}://{http_addr}/schema-registry");
-        server = server.http(http).schema_registry(Arc::new(registry));
+        server = server.http(http).schema_registry(Arc::clone(&registry));
     }
     if let Some((listener, _)) = &sqs {
         let aws_addr = listener

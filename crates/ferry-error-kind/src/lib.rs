@@ -40,6 +40,9 @@ pub enum ErrorKind {
     Fenced,
     /// The request is malformed or breaks a rule (names, settings, headers, limits).
     Invalid,
+    /// A message's payload does not match the schema subject its queue or topic requires:
+    /// the producer must send data written with a registered schema of that subject.
+    SchemaViolation,
     /// A position outside what a topic partition holds.
     OutOfRange,
     /// A payload or a batch over the size limit.
@@ -60,13 +63,14 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, for tests and tables that must cover them all.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::Conflict,
         ErrorKind::StaleLease,
         ErrorKind::Fenced,
         ErrorKind::Invalid,
+        ErrorKind::SchemaViolation,
         ErrorKind::OutOfRange,
         ErrorKind::TooLarge,
         ErrorKind::Full,
@@ -86,6 +90,7 @@ impl ErrorKind {
             ErrorKind::StaleLease => "stale_lease",
             ErrorKind::Fenced => "fenced",
             ErrorKind::Invalid => "invalid",
+            ErrorKind::SchemaViolation => "schema_violation",
             ErrorKind::OutOfRange => "out_of_range",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::Full => "full",

@@ -30,6 +30,8 @@ pub fn from_broker(error: &BrokerError) -> ResponseError {
             | BrokerError::HeaderValueTooLong { .. } => ResponseError::InvalidRecord,
             _ => ResponseError::InvalidRequest,
         },
+        // Confluent Server's answer to a record its topic's schema validation refuses.
+        ErrorKind::SchemaViolation => ResponseError::InvalidRecord,
         ErrorKind::OutOfRange => ResponseError::OffsetOutOfRange,
         ErrorKind::TooLarge => ResponseError::MessageTooLarge,
         // Length limits belong to queues; a topic never refuses as full. Kept total.

@@ -13,6 +13,8 @@
 //! | `min.compaction.lag.ms` | `compaction.min_lag` |
 //! | `max.message.bytes` | the broker's largest batch per partition (read-only) |
 //! | `segment.bytes` | the broker's segment size (read-only) |
+//! | `confluent.value.schema.validation` | `schema_subject`: `<topic>-value` when true |
+//! | `confluent.key.schema.validation` | `false` only: Ferry checks values, not keys |
 //!
 //! Any other key is refused (INVALID_CONFIG, naming these), never ignored.
 //!
@@ -23,6 +25,13 @@
 //! once `delete` is added back), and setting a bound in the same change is refused; the
 //! compaction keys likewise read as their defaults while compaction is off, and setting
 //! them then is refused.
+//!
+//! **Schema validation.** Confluent Server's `confluent.value.schema.validation=true` makes
+//! the broker check every record's value against the schema registry; in Ferry it sets the
+//! topic's schema subject by Confluent's default TopicNameStrategy, `<topic>-value` (a
+//! subject already set through Ferry's own API is kept), and a refused record is answered
+//! INVALID_RECORD. Keys are not checked: `confluent.key.schema.validation=true` is refused
+//! when set, so a producer never believes its keys are checked when they are not.
 
 use std::time::Duration;
 
@@ -35,6 +44,8 @@ pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
+pub const VALUE_SCHEMA_VALIDATION: &str = "confluent.value.schema.validation";
+pub const KEY_SCHEMA_VALIDATION: &str = "confluent.key.schema.validation";
 
 /// Kafka's config types (DescribeConfigs v3+).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +94,8 @@ pub enum Op {
 pub struct ConfigError(pub String);
 
 /// The keys that can be changed, for messages.
-const ALTERABLE: &str =
-    "cleanup.policy, retention.ms, retention.bytes, delete.retention.ms, min.compaction.lag.ms";
+const ALTERABLE: &str = "cleanup.policy, retention.ms, retention.bytes, delete.retention.ms, \
+     min.compaction.lag.ms, confluent.value.schema.validation";
 
 fn ms(d: Duration) -> String {
     d.as_millis().to_string()
@@ -110,6 +121,8 @@ struct Draft {
     bound_set: bool,
     /// A compaction key was set by this change (refused when compaction ends off).
     compaction_set: bool,
+    /// Record values are checked against the topic's schema subject.
+    value_validation: bool,
 }
 
 impl Draft {
@@ -131,6 +144,7 @@ impl Draft {
             compaction: spec.compaction.unwrap_or_default(),
             bound_set: false,
             compaction_set: false,
+            value_validation: spec.schema_subject.is_some(),
         }
     }
 
@@ -233,6 +247,21 @@ impl Draft {
                 }
                 self.compaction_set |= value.is_some();
             }
+            VALUE_SCHEMA_VALIDATION => {
+                self.value_validation = match value {
+                    None => false,
+                    Some(v) => boolean(name, v)?,
+                };
+            }
+            KEY_SCHEMA_VALIDATION => {
+                if value.map(|v| boolean(name, v)).transpose()? == Some(true) {
+                    return Err(ConfigError(format!(
+                        "{KEY_SCHEMA_VALIDATION}=true is not supported: Ferry checks record \
+                         values against the schema registry, not keys; leave it false and \
+                         use {VALUE_SCHEMA_VALIDATION}=true for values"
+                    )));
+                }
+            }
             MAX_MESSAGE_BYTES | SEGMENT_BYTES => {
                 return Err(ConfigError(format!(
                     "{name} is read-only in Ferry: every topic's partitions share the broker's \
@@ -250,8 +279,9 @@ impl Draft {
         Ok(())
     }
 
-    /// `base` with these settings; refuses settings that would not apply.
-    fn into_spec(self, base: &TopicSpec) -> Result<TopicSpec, ConfigError> {
+    /// `base` (topic `topic`'s spec) with these settings; refuses settings that would not
+    /// apply.
+    fn into_spec(self, topic: &str, base: &TopicSpec) -> Result<TopicSpec, ConfigError> {
         if !self.delete && self.bound_set {
             return Err(ConfigError(
                 "retention.ms and retention.bytes apply only when cleanup.policy includes \
@@ -273,6 +303,16 @@ impl Draft {
             (None, None)
         };
         spec.compaction = self.compact.then_some(self.compaction);
+        spec.schema_subject = if self.value_validation {
+            // TopicNameStrategy, unless the topic already names its subject.
+            Some(
+                base.schema_subject
+                    .clone()
+                    .unwrap_or_else(|| format!("{topic}-value")),
+            )
+        } else {
+            None
+        };
         Ok(spec)
     }
 }
@@ -282,6 +322,14 @@ fn long(name: &str, value: &str) -> Result<i64, ConfigError> {
         .trim()
         .parse()
         .map_err(|_| ConfigError(format!("{name} {value:?} is not a whole number")))
+}
+
+fn boolean(name: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim() {
+        v if v.eq_ignore_ascii_case("true") => Ok(true),
+        v if v.eq_ignore_ascii_case("false") => Ok(false),
+        other => Err(ConfigError(format!("{name} {other:?}: give true or false"))),
+    }
 }
 
 /// `(delete, compact)` from a `cleanup.policy` list.
@@ -301,11 +349,12 @@ fn policy(value: &str) -> Result<(bool, bool), ConfigError> {
     Ok((delete, compact))
 }
 
-/// `spec` with `changes` applied in order, from `spec`'s own settings
+/// `spec` (topic `topic`'s) with `changes` applied in order, from `spec`'s own settings
 /// (IncrementalAlterConfigs) or from the defaults (`replace`: AlterConfigs and
 /// CreateTopics, where a key not given is the default). Only the settings Kafka's keys map
 /// to change; the partition count, durability and Ferry's own settings are kept.
 pub fn apply(
+    topic: &str,
     spec: &TopicSpec,
     changes: &[(String, Op)],
     replace: bool,
@@ -325,7 +374,7 @@ pub fn apply(
     for (name, op) in policies.into_iter().chain(others) {
         draft.apply(name, op)?;
     }
-    draft.into_spec(spec)
+    draft.into_spec(topic, spec)
 }
 
 /// The topic configs Ferry reports for `spec`, in a fixed order.
@@ -394,6 +443,15 @@ pub fn describe(spec: &TopicSpec, limits: &TopicStorageLimits) -> Vec<Entry> {
             ConfigType::Long,
             "Records younger than this are not compacted.",
         ),
+        entry(
+            VALUE_SCHEMA_VALIDATION,
+            draft.value_validation.to_string(),
+            defaults.value_validation.to_string(),
+            VALUE_SCHEMA_VALIDATION,
+            ConfigType::Boolean,
+            "Check every record's value against the schema registry subject <topic>-value; \
+             a record that does not match is refused with INVALID_RECORD.",
+        ),
         fixed(
             MAX_MESSAGE_BYTES,
             limits.max_batch_bytes.to_string(),
@@ -444,6 +502,7 @@ mod tests {
     #[test]
     fn retention_keys_set_ferrys_bounds() {
         let spec = apply(
+            "t",
             &TopicSpec::default(),
             &[set(RETENTION_MS, "60000"), set(RETENTION_BYTES, "-1")],
             false,
@@ -452,16 +511,16 @@ mod tests {
         assert_eq!(spec.retention.max_age, Some(Duration::from_secs(60)));
         assert_eq!(spec.retention.max_bytes, None);
         assert_eq!(value(&spec, RETENTION_MS), "60000");
-        let unbounded = apply(&spec, &[set(RETENTION_MS, "-1")], false).unwrap();
+        let unbounded = apply("t", &spec, &[set(RETENTION_MS, "-1")], false).unwrap();
         assert_eq!(unbounded.retention.max_age, None);
-        let back = apply(&spec, &[(RETENTION_MS.into(), Op::Delete)], false).unwrap();
+        let back = apply("t", &spec, &[(RETENTION_MS.into(), Op::Delete)], false).unwrap();
         assert_eq!(back.retention, TopicRetention::default());
     }
 
     #[test]
     fn cleanup_policy_maps_onto_compaction_and_the_bounds() {
         let base = TopicSpec::default();
-        let compact = apply(&base, &[set(CLEANUP_POLICY, "compact")], false).unwrap();
+        let compact = apply("t", &base, &[set(CLEANUP_POLICY, "compact")], false).unwrap();
         assert!(compact.compaction.is_some());
         assert_eq!(
             (compact.retention.max_age, compact.retention.max_bytes),
@@ -474,6 +533,7 @@ mod tests {
             "dormant default"
         );
         let both = apply(
+            "t",
             &compact,
             &[(CLEANUP_POLICY.into(), Op::Append("delete".into()))],
             false,
@@ -482,6 +542,7 @@ mod tests {
         assert_eq!(value(&both, CLEANUP_POLICY), "compact,delete");
         assert_eq!(both.retention.max_age, TopicRetention::default().max_age);
         let hour = apply(
+            "t",
             &base,
             &[
                 set(CLEANUP_POLICY, "delete,compact"),
@@ -493,6 +554,7 @@ mod tests {
         assert_eq!(hour.retention.max_age, Some(Duration::from_secs(3600)));
         assert!(hour.compaction.is_some());
         let off = apply(
+            "t",
             &hour,
             &[(CLEANUP_POLICY.into(), Op::Subtract("compact".into()))],
             false,
@@ -500,14 +562,14 @@ mod tests {
         .unwrap();
         assert_eq!(off.compaction, None);
         assert_eq!(off.retention.max_age, Some(Duration::from_secs(3600)));
-        let lag = apply(&compact, &[set(MIN_COMPACTION_LAG_MS, "5000")], false).unwrap();
+        let lag = apply("t", &compact, &[set(MIN_COMPACTION_LAG_MS, "5000")], false).unwrap();
         assert_eq!(lag.compaction.unwrap().min_lag, Duration::from_secs(5));
     }
 
     #[test]
     fn changes_that_would_not_apply_or_are_unknown_are_refused() {
         let base = TopicSpec::default();
-        let refused = |changes: &[(String, Op)]| apply(&base, changes, false).unwrap_err().0;
+        let refused = |changes: &[(String, Op)]| apply("t", &base, changes, false).unwrap_err().0;
         assert!(refused(&[set("min.insync.replicas", "2")]).contains("no topic config"));
         assert!(refused(&[set(SEGMENT_BYTES, "1")]).contains("read-only"));
         assert!(refused(&[set(RETENTION_MS, "0")]).contains("at least 1 ms"));
@@ -529,6 +591,7 @@ mod tests {
     #[test]
     fn a_replacing_change_resets_what_it_does_not_name() {
         let hour = apply(
+            "t",
             &TopicSpec::default(),
             &[
                 set(RETENTION_MS, "3600000"),
@@ -537,7 +600,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let replaced = apply(&hour, &[set(RETENTION_BYTES, "1000")], true).unwrap();
+        let replaced = apply("t", &hour, &[set(RETENTION_BYTES, "1000")], true).unwrap();
         assert_eq!(
             replaced.retention.max_age,
             TopicRetention::default().max_age
@@ -545,5 +608,65 @@ mod tests {
         assert_eq!(replaced.retention.max_bytes, Some(1000));
         assert_eq!(replaced.compaction, None);
         assert_eq!(replaced.partitions, hour.partitions);
+    }
+
+    #[test]
+    fn value_schema_validation_requires_the_topics_value_subject_and_key_validation_is_refused() {
+        let on = apply(
+            "orders",
+            &TopicSpec::default(),
+            &[set(VALUE_SCHEMA_VALIDATION, "TRUE")],
+            false,
+        )
+        .unwrap();
+        assert_eq!(on.schema_subject.as_deref(), Some("orders-value"));
+        let entry = |spec: &TopicSpec| {
+            describe(spec, &LIMITS)
+                .into_iter()
+                .find(|e| e.name == VALUE_SCHEMA_VALIDATION)
+                .unwrap()
+        };
+        assert_eq!(entry(&on).value, "true");
+        assert!(!entry(&on).is_default());
+        assert_eq!(entry(&TopicSpec::default()).value, "false");
+        // A subject set through Ferry's own API is kept while validation stays on.
+        let named = TopicSpec {
+            schema_subject: Some("orders".into()),
+            ..TopicSpec::default()
+        };
+        let kept = apply(
+            "orders",
+            &named,
+            &[
+                set(RETENTION_MS, "1000"),
+                set(VALUE_SCHEMA_VALIDATION, "true"),
+            ],
+            false,
+        )
+        .unwrap();
+        assert_eq!(kept.schema_subject.as_deref(), Some("orders"));
+        let off = apply(
+            "orders",
+            &on,
+            &[(VALUE_SCHEMA_VALIDATION.into(), Op::Delete)],
+            false,
+        )
+        .unwrap();
+        assert_eq!(off.schema_subject, None);
+        let refused = |changes: &[(String, Op)]| {
+            apply("orders", &TopicSpec::default(), changes, false)
+                .unwrap_err()
+                .0
+        };
+        assert!(refused(&[set(VALUE_SCHEMA_VALIDATION, "yes")]).contains("true or false"));
+        assert!(refused(&[set(KEY_SCHEMA_VALIDATION, "true")]).contains("not keys"));
+        let keys_off = apply(
+            "orders",
+            &TopicSpec::default(),
+            &[set(KEY_SCHEMA_VALIDATION, "false")],
+            false,
+        )
+        .unwrap();
+        assert_eq!(keys_off, TopicSpec::default());
     }
 }

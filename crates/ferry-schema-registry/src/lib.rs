@@ -35,6 +35,7 @@ mod format;
 mod json_schema;
 mod level;
 pub mod model;
+mod payload;
 mod protobuf;
 mod rejection;
 mod schema;
@@ -47,10 +48,8 @@ pub use error::RegistryError;
 pub use level::{CompatibilityLevel, Mode};
 pub use rejection::PayloadRejection;
 // The compiled payload validators of the JSON Schema and Protobuf formats, for
-// enforcement at publish.
-#[allow(unused_imports)]
+// enforcement at publish (`payload`).
 pub(crate) use json_schema::validator::JsonPayloadValidator;
-#[allow(unused_imports)]
 pub(crate) use protobuf::validator::ProtobufPayloadValidator;
 pub use schema::{
     Deleted, NewSchema, Reference, RegisteredVersion, ResolvedReference, SchemaType, StoredSchema,
@@ -66,6 +65,8 @@ use store::Store;
 pub struct SchemaRegistry {
     store: Store,
     state: Mutex<Registry>,
+    /// Schemas compiled for enforcement at publish, by id.
+    compiled: payload::CompiledCache,
 }
 
 impl SchemaRegistry {
@@ -75,6 +76,7 @@ impl SchemaRegistry {
         Ok(SchemaRegistry {
             store,
             state: Mutex::new(registry),
+            compiled: payload::CompiledCache::default(),
         })
     }
 

@@ -125,7 +125,10 @@
 //! without a known one, 403 `forbidden` without the permission, 413 `batch_too_large`
 //! over the batch limit, 429 `over_quota` over the token's publish rate. A publish on a
 //! full disk is 507 `disk_full` (gRPC: `RESOURCE_EXHAUSTED`) and stores nothing; receives
-//! and acks keep working, and publishes resume once space is freed.
+//! and acks keep working, and publishes resume once space is freed. A publish to a queue or
+//! topic that requires a schema subject, with a payload that does not match it, is 422
+//! `schema_violation` (gRPC: `INVALID_ARGUMENT`), naming the field, and stores nothing (see
+//! [`RegistryPayloadValidator`] for how a message names its schema).
 
 mod admission;
 mod auth;
@@ -135,6 +138,7 @@ mod http;
 mod local;
 mod metrics;
 mod redaction;
+mod schema_enforcement;
 mod settle;
 mod status;
 mod temporary;
@@ -150,6 +154,7 @@ pub use http::console::topology::{AwsNames, ConsoleAliases};
 pub use http::console::{DEFAULT_ALERT_AFTER, DEFAULT_SAMPLE_INTERVAL};
 pub use local::LocalServer;
 pub use redaction::{DEFAULT_REDACTED_HEADERS, MASK, Redaction, RedactionError};
+pub use schema_enforcement::RegistryPayloadValidator;
 pub use tls::{HANDSHAKE_TIMEOUT, TlsConfig};
 
 use std::future::Future;

@@ -18,7 +18,9 @@ pub fn grpc_code(kind: ErrorKind) -> Code {
         ErrorKind::NotFound => Code::NotFound,
         ErrorKind::AlreadyExists => Code::AlreadyExists,
         ErrorKind::Conflict | ErrorKind::StaleLease | ErrorKind::Fenced => Code::FailedPrecondition,
-        ErrorKind::Invalid | ErrorKind::TooLarge => Code::InvalidArgument,
+        ErrorKind::Invalid | ErrorKind::TooLarge | ErrorKind::SchemaViolation => {
+            Code::InvalidArgument
+        }
         ErrorKind::OutOfRange => Code::OutOfRange,
         ErrorKind::Full | ErrorKind::DiskFull => Code::ResourceExhausted,
         ErrorKind::Unavailable => Code::Unavailable,
@@ -34,7 +36,7 @@ pub fn http(error: &BrokerError) -> StatusCode {
 
 /// The HTTP status of each kind: 404 unknown name, 409 exists or conflicts with what
 /// exists, 412 a stale lease or another precondition on the caller's state, 413 too large,
-/// 429 a full queue, 507 a full disk (RFC 4918's Insufficient Storage: the server cannot
+/// 422 a payload that does not match the schema its channel requires, 429 a full queue, 507 a full disk (RFC 4918's Insufficient Storage: the server cannot
 /// store what the request needs, which retrying later may fix), 503 other storage
 /// failures, 400 anything else the caller sent wrong.
 pub fn http_status(kind: ErrorKind) -> StatusCode {
@@ -44,6 +46,8 @@ pub fn http_status(kind: ErrorKind) -> StatusCode {
         ErrorKind::StaleLease | ErrorKind::Fenced => StatusCode::PRECONDITION_FAILED,
         ErrorKind::Invalid | ErrorKind::OutOfRange => StatusCode::BAD_REQUEST,
         ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        // Well-formed, but its content is not what the channel accepts.
+        ErrorKind::SchemaViolation => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::Full => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::DiskFull => StatusCode::INSUFFICIENT_STORAGE,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

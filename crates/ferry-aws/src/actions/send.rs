@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_broker::{DeliveryTime, Headers, MessageId, OutgoingMessage};
+use ferry_broker::{DeliveryTime, ErrorKind, Headers, MessageId, OutgoingMessage};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -269,6 +269,26 @@ pub async fn send_batch(call: &Call<'_>) -> Result<Value, SqsError> {
                     let mut out = sent(&target, prepared, id);
                     out.insert("Id".into(), (*entry_id).into());
                     successful.push(Value::Object(out));
+                }
+            }
+            // One entry's payload does not match the queue's schema subject: the broker
+            // stored none of the batch, but SQS answers each entry on its own, so each is
+            // sent alone (in order) and answered with its own outcome.
+            Err(e) if e.kind() == ErrorKind::SchemaViolation => {
+                for (entry_id, prepared) in &ready {
+                    let published = call
+                        .sqs
+                        .broker
+                        .publish(&target.queue, prepared.message.clone())
+                        .await;
+                    match published {
+                        Ok(id) => {
+                            let mut out = sent(&target, prepared, id);
+                            out.insert("Id".into(), (*entry_id).into());
+                            successful.push(Value::Object(out));
+                        }
+                        Err(e) => failed.push(batch::failed(entry_id, &from_broker(e))),
+                    }
                 }
             }
             Err(e) => {

@@ -135,6 +135,7 @@ pub fn from_broker(error: BrokerError) -> SnsError {
         ErrorKind::AlreadyExists
         | ErrorKind::Conflict
         | ErrorKind::Invalid
+        | ErrorKind::SchemaViolation
         | ErrorKind::OutOfRange
         | ErrorKind::TooLarge => Code::InvalidParameter,
         ErrorKind::StaleLease

@@ -12,5 +12,6 @@ mod interop;
 mod json;
 mod move_tasks;
 mod query;
+mod schema;
 mod settings;
 mod support;

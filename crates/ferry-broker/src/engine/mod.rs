@@ -117,6 +117,9 @@ pub struct BrokerConfig {
     /// The filter kinds links may use beyond the broker's own (see [`crate::link`]): a
     /// stored link of a kind not registered here fails the open.
     pub filter_evaluators: crate::link::FilterEvaluators,
+    /// Checks messages published to a queue or topic that requires a schema subject (see
+    /// `schema_requirement.rs`). `None`: such publishes are refused, never stored unchecked.
+    pub payload_validator: Option<Arc<dyn crate::PayloadValidator>>,
 }
 
 impl Default for BrokerConfig {
@@ -134,6 +137,7 @@ impl Default for BrokerConfig {
             // default free-disk limit is 50 MB.
             disk_reserve_bytes: 64 << 20,
             filter_evaluators: crate::link::FilterEvaluators::default(),
+            payload_validator: None,
         }
     }
 }
@@ -352,6 +356,7 @@ impl Broker {
         messages: Vec<OutgoingMessage>,
     ) -> Result<Vec<MessageId>> {
         let queue = self.queue(queue)?;
+        self.check_schema(queue.spec().schema_subject.as_deref(), &messages)?;
         let now_ms = self.now_ms();
         let mut limits = self.inner.config.limits.clone();
         limits.max_delay = limits.max_delay.min(queue.spec().max_delay);
@@ -401,6 +406,16 @@ impl Broker {
             self.store_limited(&queue, to_store).await?;
         }
         Ok(ids)
+    }
+
+    /// Refuses the publish unless every message matches `subject` (when the channel requires
+    /// one): on the caller's task, before anything is stored.
+    fn check_schema(&self, subject: Option<&str>, messages: &[OutgoingMessage]) -> Result<()> {
+        crate::schema_requirement::check_messages(
+            self.inner.config.payload_validator.as_deref(),
+            subject,
+            messages,
+        )
     }
 
     /// Cancels a scheduled message — published with a delay and not delivered yet — by its
@@ -593,3 +608,6 @@ mod run_tests;
 
 #[cfg(test)]
 mod park_tests;
+
+#[cfg(test)]
+mod schema_tests;

@@ -3,7 +3,8 @@
 //! **What may change** is what maintenance and publishes read each time they run, not
 //! what shaped the topic's storage: the retention bounds and whether they override
 //! subscriptions, compaction (on, off, its tombstone retention and lag), where keyless
-//! messages go and the idempotent producers' window. Each applies from the next pass or
+//! messages go, the idempotent producers' window and the schema subject publishes must
+//! match. Each applies from the next pass or
 //! publish it governs: retention and compaction at the next housekeeping pass, the key
 //! requirement of a compacted topic at the next publish. Records already deleted stay
 //! deleted; turning compaction on compacts what is already kept (keyless records, which

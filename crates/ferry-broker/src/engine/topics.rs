@@ -293,6 +293,7 @@ impl Broker {
             return Ok(PendingPublish::empty(self));
         }
         let shape = topic.shape();
+        self.check_schema(shape.spec.schema_subject.as_deref(), &messages)?;
         let messages = self.resolve_for_topic(messages)?;
         let count = u64::from(shape.spec.partitions);
         let mut next_keyless =
@@ -340,6 +341,7 @@ impl Broker {
             return Ok(PendingPublish::empty(self));
         }
         let shape = topic.shape();
+        self.check_schema(shape.spec.schema_subject.as_deref(), &messages)?;
         let messages = self.resolve_for_topic(messages)?;
         let placement = vec![partition; messages.len()];
         let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
@@ -388,6 +390,7 @@ impl Broker {
             });
         }
         let spec = topic.shape().spec.clone();
+        self.check_schema(spec.schema_subject.as_deref(), &messages)?;
         let messages = self.resolve_for_topic(messages)?;
         let records: Vec<NewRecord> = messages
             .iter()

@@ -1,5 +1,6 @@
 //! A [`QueueSpec`]'s stored form (under `queue/<name>`): `ferry-queue-spec 1`, then every
-//! field, in the shared text form of [`super`].
+//! field, in the shared text form of [`super`]. `schema_subject` is present exactly when the
+//! queue requires one, so specs stored before it existed read as requiring none.
 
 use crate::name::Name;
 use crate::retry::{Backoff, RetryPolicy};
@@ -74,6 +75,10 @@ pub fn encode(spec: &QueueSpec) -> String {
     for (key, value) in lines {
         out.setting(key, &value);
     }
+    // Written only when set, so a spec without one keeps the bytes earlier versions wrote.
+    if let Some(subject) = &spec.schema_subject {
+        out.setting("schema_subject", subject);
+    }
     out.finish()
 }
 
@@ -122,6 +127,8 @@ pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
         },
         durability: f.durability("durability")?,
         dead_letter_retention: f.duration("dead_letter_retention")?,
+        // Absent from specs stored before the setting existed, and from specs without one.
+        schema_subject: f.take_if_present("schema_subject").map(str::to_owned),
     };
     f.finish()?;
     spec.validate().map_err(|e| e.to_string())?;
@@ -190,7 +197,11 @@ mod tests {
             ordering: OrderingMode::Exclusive,
             ..QueueSpec::default()
         };
-        for spec in [QueueSpec::default(), odd, exclusive] {
+        let with_schema = QueueSpec {
+            schema_subject: Some("orders-value".to_owned()),
+            ..QueueSpec::default()
+        };
+        for spec in [QueueSpec::default(), odd, exclusive, with_schema] {
             assert_eq!(decode(encode(&spec).as_bytes()).unwrap(), spec);
         }
     }

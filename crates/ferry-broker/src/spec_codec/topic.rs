@@ -1,6 +1,6 @@
 //! A [`TopicSpec`]'s stored form (under `topic/<name>`): `ferry-topic-spec 1`, then every
 //! field, in the shared text form of [`super`]. The compaction sub-settings are present
-//! exactly when compaction is on.
+//! exactly when compaction is on, and `schema_subject` exactly when the topic requires one.
 
 use crate::topic::spec::{KeylessPlacement, TopicCompaction, TopicRetention, TopicSpec};
 
@@ -50,6 +50,10 @@ pub fn encode(spec: &TopicSpec) -> String {
     for (key, value) in lines.into_iter().chain(compaction) {
         out.setting(key, &value);
     }
+    // Written only when set, so a spec without one keeps the bytes earlier versions wrote.
+    if let Some(subject) = &spec.schema_subject {
+        out.setting("schema_subject", subject);
+    }
     out.finish()
 }
 
@@ -88,6 +92,8 @@ pub fn decode(bytes: &[u8]) -> Result<TopicSpec, String> {
             }),
             Some(other) => return Err(format!("compaction {other:?} is neither none nor on")),
         },
+        // Absent from specs stored before the setting existed, and from specs without one.
+        schema_subject: f.take_if_present("schema_subject").map(str::to_owned),
     };
     f.finish()?;
     spec.validate().map_err(|e| e.to_string())?;
@@ -117,6 +123,7 @@ mod tests {
                 tombstone_retention: Duration::from_nanos(1_500_000_000),
                 min_lag: Duration::ZERO,
             }),
+            schema_subject: None,
         }
     }
 
@@ -147,7 +154,11 @@ mod tests {
             durability: Durability::None,
             ..TopicSpec::with_partitions(3)
         };
-        for spec in [TopicSpec::default(), odd, none] {
+        let with_schema = TopicSpec {
+            schema_subject: Some("orders-value".to_owned()),
+            ..TopicSpec::default()
+        };
+        for spec in [TopicSpec::default(), odd, none, with_schema] {
             assert_eq!(decode(encode(&spec).as_bytes()).unwrap(), spec);
         }
     }

@@ -105,6 +105,9 @@ pub struct TopicSpec {
     pub producer_state_window: Duration,
     /// Compaction by key; `None` (the default) keeps every record until retention.
     pub compaction: Option<TopicCompaction>,
+    /// The schema registry subject every message published here must match (see
+    /// `schema_requirement.rs`); `None` (the default) checks nothing.
+    pub schema_subject: Option<String>,
 }
 
 impl TopicSpec {
@@ -183,6 +186,13 @@ impl TopicSpec {
                 }
             }
         }
+        if let Some(problem) = self
+            .schema_subject
+            .as_deref()
+            .and_then(crate::schema_requirement::subject_problem)
+        {
+            return bad("schema_subject", problem);
+        }
         Ok(())
     }
 }
@@ -196,6 +206,7 @@ impl Default for TopicSpec {
             durability: Durability::Fsync,
             producer_state_window: Duration::from_secs(7 * DAY),
             compaction: None,
+            schema_subject: None,
         }
     }
 }

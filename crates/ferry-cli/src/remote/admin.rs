@@ -34,6 +34,10 @@ pub struct QueueCreate {
     pub name: String,
     #[command(flatten)]
     pub delivery: DeliveryOptions,
+    /// Refuse publishes whose payload does not match this schema registry subject
+    /// (e.g. orders-value): Confluent wire format, or a ferry-schema-id header.
+    #[arg(long)]
+    pub schema_subject: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -63,6 +67,10 @@ pub struct TopicCreate {
     /// Keep only the newest record of each key.
     #[arg(long)]
     pub compaction: bool,
+    /// Refuse publishes whose payload does not match this schema registry subject
+    /// (e.g. orders-value): Confluent wire format, or a ferry-schema-id header.
+    #[arg(long)]
+    pub schema_subject: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -121,8 +129,12 @@ pub enum GroupCommand {
 pub async fn queue(remote: &Remote, command: QueueCommand) -> anyhow::Result<()> {
     match command {
         QueueCommand::Create(args) => {
+            let spec = v1::QueueSpec {
+                schema_subject: args.schema_subject,
+                ..args.delivery.spec()
+            };
             remote
-                .call(remote.client.create_queue(&args.name, args.delivery.spec()))
+                .call(remote.client.create_queue(&args.name, spec))
                 .await?;
             done(remote, "created", "queue", &args.name);
         }
@@ -215,9 +227,15 @@ fn queue_json(info: &v1::QueueInfo) -> serde_json::Value {
             "max_messages": limit.max_messages,
             "max_bytes": limit.max_bytes,
             "overflow": enum_name(limit.overflow().as_str_name(), "OVERFLOW_POLICY_"),
+            "schema_subject": spec.schema_subject,
         },
         "stats": stats_json(&info.stats.unwrap_or_default()),
     })
+}
+
+/// A channel's schema requirement as describe shows it.
+fn schema_subject(subject: Option<&str>) -> String {
+    subject.map_or_else(|| "none".to_owned(), str::to_owned)
 }
 
 fn opt<T: ToString>(value: Option<T>) -> String {
@@ -256,6 +274,10 @@ fn queue_rows(info: &v1::QueueInfo) -> Vec<(&'static str, String)> {
             "overflow",
             enum_name(limit.overflow().as_str_name(), "OVERFLOW_POLICY_"),
         ),
+        (
+            "schema subject",
+            schema_subject(spec.schema_subject.as_deref()),
+        ),
         ("ready", s.ready.to_string()),
         ("in flight", s.in_flight.to_string()),
         ("delayed", s.delayed.to_string()),
@@ -291,6 +313,7 @@ pub async fn topic(remote: &Remote, command: TopicCommand) -> anyhow::Result<()>
                 partitions: args.partitions,
                 retention: Some(retention),
                 compaction: args.compaction.then(v1::TopicCompaction::default),
+                schema_subject: args.schema_subject,
                 ..Default::default()
             };
             remote
@@ -325,6 +348,7 @@ pub async fn topic(remote: &Remote, command: TopicCommand) -> anyhow::Result<()>
                     "retention_unbounded_age": retention.unbounded_age,
                     "retention_max_bytes": retention.max_bytes,
                     "compaction": spec.compaction.is_some(),
+                    "schema_subject": spec.schema_subject,
                 }));
             } else {
                 let age = if retention.unbounded_age {
@@ -342,6 +366,10 @@ pub async fn topic(remote: &Remote, command: TopicCommand) -> anyhow::Result<()>
                         ("retention age", age),
                         ("retention bytes", opt(retention.max_bytes)),
                         ("compaction", spec.compaction.is_some().to_string()),
+                        (
+                            "schema subject",
+                            schema_subject(spec.schema_subject.as_deref())
+                        ),
                     ])
                 );
                 let mut t = table(["partition", "start", "end", "records", "bytes"]);

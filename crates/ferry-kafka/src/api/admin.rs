@@ -104,8 +104,13 @@ async fn create(
                 })
         })
         .collect::<Result<_, _>>()?;
-    let spec = topic_config::apply(&TopicSpec::with_partitions(partitions), &changes, true)
-        .map_err(|e| (ResponseError::InvalidConfig, e.0))?;
+    let spec = topic_config::apply(
+        name,
+        &TopicSpec::with_partitions(partitions),
+        &changes,
+        true,
+    )
+    .map_err(|e| (ResponseError::InvalidConfig, e.0))?;
     let broker_error = |e: ferry_broker::BrokerError| {
         let code = match (&e, errors::from_broker(&e)) {
             // A partition count the broker refuses is Kafka's INVALID_PARTITIONS; another

@@ -420,7 +420,7 @@ async fn change(
         (code, e.to_string())
     };
     let current = broker.describe_topic(name).map_err(refused)?.spec;
-    let next = topic_config::apply(&current, changes, replace)
+    let next = topic_config::apply(name, &current, changes, replace)
         .map_err(|e| (ResponseError::InvalidConfig, e.0))?;
     next.validate().map_err(refused)?;
     if validate_only {
@@ -431,7 +431,7 @@ async fn change(
     let mut outcome = Ok(());
     broker
         .update_topic(name, |spec| {
-            match topic_config::apply(spec, changes, replace) {
+            match topic_config::apply(name, spec, changes, replace) {
                 Ok(next) => *spec = next,
                 Err(e) => outcome = Err(e),
             }

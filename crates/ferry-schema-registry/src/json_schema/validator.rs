@@ -8,9 +8,6 @@ use crate::model::Registry;
 use crate::{PayloadRejection, StoredSchema};
 
 /// A JSON Schema compiled once, for many payloads.
-// Called by the publish-time dispatcher (`payload.rs`), which lands separately; until
-// then only the tests call it.
-#[allow(dead_code)]
 pub(crate) struct JsonPayloadValidator {
     validator: jsonschema::Validator,
 }
@@ -22,7 +19,6 @@ impl std::fmt::Debug for JsonPayloadValidator {
     }
 }
 
-#[allow(dead_code)]
 impl JsonPayloadValidator {
     /// Compiles `schema`, its references resolved in `registry` as registration does.
     pub(crate) fn compile(

@@ -17,14 +17,10 @@ use crate::{PayloadRejection, StoredSchema};
 
 /// A compiled `.proto`, for many payloads.
 #[derive(Debug)]
-// Called by the publish-time dispatcher (`payload.rs`), which lands separately; until
-// then only the tests call it.
-#[allow(dead_code)]
 pub(crate) struct ProtobufPayloadValidator {
     schema: super::ProtobufSchema,
 }
 
-#[allow(dead_code)]
 impl ProtobufPayloadValidator {
     /// Compiles `schema`, its imports resolved from its references in `registry` as
     /// registration does.

@@ -140,6 +140,9 @@ pub fn queue_spec(spec: Option<v1::QueueSpec>, base: QueueSpec) -> Result<QueueS
     if let Some(v) = p.dead_letter_retention_ms {
         q.dead_letter_retention = ms(v);
     }
+    if let Some(subject) = p.schema_subject {
+        q.schema_subject = Some(subject);
+    }
     Ok(q)
 }
 
@@ -177,6 +180,7 @@ pub fn queue_spec_to_proto(q: &QueueSpec) -> v1::QueueSpec {
         durability,
         durability_interval_ms,
         dead_letter_retention_ms: Some(to_ms(q.dead_letter_retention)),
+        schema_subject: q.schema_subject.clone(),
     }
 }
 
@@ -242,6 +246,7 @@ pub fn topic_spec(spec: Option<v1::TopicSpec>) -> Result<TopicSpec, ConvertError
         }
         on
     });
+    t.schema_subject = p.schema_subject;
     Ok(t)
 }
 
@@ -266,6 +271,7 @@ pub fn topic_spec_to_proto(t: &TopicSpec) -> v1::TopicSpec {
             tombstone_retention_ms: Some(to_ms(c.tombstone_retention)),
             min_lag_ms: Some(to_ms(c.min_lag)),
         }),
+        schema_subject: t.schema_subject.clone(),
     }
 }
 
@@ -352,6 +358,7 @@ mod tests {
             },
             durability: Durability::Interval(Duration::from_millis(20)),
             dead_letter_retention: Duration::from_secs(86_400),
+            schema_subject: Some("orders-value".into()),
         };
         assert_eq!(
             queue_spec(Some(queue_spec_to_proto(&q)), QueueSpec::default()).unwrap(),
@@ -372,6 +379,7 @@ mod tests {
                 tombstone_retention: Duration::from_secs(3600),
                 min_lag: Duration::from_secs(5),
             }),
+            schema_subject: Some("orders-value".into()),
         };
         assert_eq!(topic_spec(Some(topic_spec_to_proto(&t))).unwrap(), t);
 

@@ -1,7 +1,9 @@
 //! Failures as HTTP responses: the status from the kind of failure, and a JSON body
 //! `{"error": "<what went wrong and what to do>", "code": "<snake_case kind>"}`. The code
 //! of a broker error is its variant's name (`queue_not_found`, `stale_lease`), so a client
-//! program can tell failures apart without parsing the message.
+//! program can tell failures apart without parsing the message. A payload refused by its
+//! channel's schema subject (`schema_violation`, 422) also names the failing field's path
+//! in `"field"` when the refusal is about one field rather than the whole payload.
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -18,12 +20,16 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: String,
     pub message: String,
+    /// The failing field of a schema violation.
+    pub field: Option<String>,
 }
 
 #[derive(Serialize)]
 struct Body<'a> {
     error: &'a str,
     code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
 }
 
 impl IntoResponse for ApiError {
@@ -31,6 +37,7 @@ impl IntoResponse for ApiError {
         let body = Body {
             error: &self.message,
             code: &self.code,
+            field: self.field.as_deref(),
         };
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
@@ -50,6 +57,7 @@ impl ApiError {
             status,
             code: code.to_owned(),
             message: message.into(),
+            field: None,
         }
     }
 
@@ -94,7 +102,13 @@ impl From<BrokerError> for ApiError {
             BrokerError::Storage(e) if e.is_resource_exhausted() => "disk_full".to_owned(),
             other => variant_code(other),
         };
-        ApiError::new(crate::status::http(&error), &code, error.to_string())
+        let mut api = ApiError::new(crate::status::http(&error), &code, error.to_string());
+        if let BrokerError::SchemaViolation { field, .. } = &error
+            && !field.is_empty()
+        {
+            api.field = Some(field.clone());
+        }
+        api
     }
 }
 

@@ -94,6 +94,8 @@ pub struct QueueSpec {
     pub durability: Option<Durability>,
     pub durability_interval_ms: Option<u64>,
     pub dead_letter_retention_ms: Option<u64>,
+    /// The schema registry subject every publish must match; absent: none.
+    pub schema_subject: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -125,6 +127,8 @@ pub struct TopicSpec {
     pub producer_state_window_ms: Option<u64>,
     /// Absent: no compaction; `{}`: compaction with its default settings.
     pub compaction: Option<TopicCompaction>,
+    /// The schema registry subject every publish must match; absent: none.
+    pub schema_subject: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -199,6 +203,7 @@ impl From<QueueSpec> for v1::QueueSpec {
             durability: durability(q.durability),
             durability_interval_ms: q.durability_interval_ms,
             dead_letter_retention_ms: q.dead_letter_retention_ms,
+            schema_subject: q.schema_subject,
         }
     }
 }
@@ -245,6 +250,7 @@ impl From<v1::QueueSpec> for QueueSpec {
             durability: durability_from(q.durability),
             durability_interval_ms: q.durability_interval_ms,
             dead_letter_retention_ms: q.dead_letter_retention_ms,
+            schema_subject: q.schema_subject,
         }
     }
 }
@@ -271,6 +277,7 @@ impl From<TopicSpec> for v1::TopicSpec {
                 tombstone_retention_ms: c.tombstone_retention_ms,
                 min_lag_ms: c.min_lag_ms,
             }),
+            schema_subject: t.schema_subject,
         }
     }
 }
@@ -297,6 +304,7 @@ impl From<v1::TopicSpec> for TopicSpec {
                 tombstone_retention_ms: c.tombstone_retention_ms,
                 min_lag_ms: c.min_lag_ms,
             }),
+            schema_subject: t.schema_subject,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! **What may change** is what the broker reads when something happens, not what shaped
 //! the queue's storage or state: the retry policy (max deliveries, backoff), the
 //! dead-letter target and the retention of dead letters, the lease, the default TTL, the
-//! longest delay, the length limit and its overflow policy, the lower-priority share. Each
+//! longest delay, the length limit and its overflow policy, the lower-priority share, the
+//! schema subject publishes must match. Each
 //! applies from the next event it governs — the next failed attempt, receive, publish,
 //! dead letter — and never rewrites what already happened: a lease running keeps its
 //! deadline, a message published keeps its TTL and delay, a dead letter already moved

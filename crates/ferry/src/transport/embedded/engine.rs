@@ -187,9 +187,10 @@ pub(super) fn map_error(e: BrokerError) -> Error {
         // The broker authenticates nobody; only a server's front ends raise these.
         ErrorKind::Unauthenticated => Error::unauthorized(e.to_string()),
         ErrorKind::PermissionDenied => Error::forbidden(e.to_string()),
-        ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge => {
-            Error::invalid("request", e.to_string())
-        }
+        ErrorKind::Invalid
+        | ErrorKind::SchemaViolation
+        | ErrorKind::OutOfRange
+        | ErrorKind::TooLarge => Error::invalid("request", e.to_string()),
     }
 }
 

@@ -121,9 +121,12 @@ pub(super) fn map_error(e: ClientError) -> Error {
             why: message,
         },
         Some(ErrorKind::Full | ErrorKind::DiskFull) => Error::Full { message },
-        Some(ErrorKind::Invalid | ErrorKind::OutOfRange | ErrorKind::TooLarge) => {
-            Error::invalid("request", message)
-        }
+        Some(
+            ErrorKind::Invalid
+            | ErrorKind::SchemaViolation
+            | ErrorKind::OutOfRange
+            | ErrorKind::TooLarge,
+        ) => Error::invalid("request", message),
         // The server's own words say what is missing (a token, one it knows, a permission).
         Some(ErrorKind::Unauthenticated) => Error::unauthorized(e_message(&e)),
         Some(ErrorKind::PermissionDenied) => Error::forbidden(e_message(&e)),
