@@ -4,9 +4,10 @@
 //!
 //! The Kafka test is Confluent's own Python clients (confluent-kafka from PyPI, pinned in
 //! `scripts/python-packages.sh`): the AdminClient creates the topic with Confluent
-//! Server's `confluent.value.schema.validation=true`, `AvroSerializer` registers and
-//! produces through Ferry's Kafka listener, and refused records come back INVALID_RECORD
-//! (`schema_enforcement/kafka_producer.py`). Without python3 and confluent-kafka[avro] it
+//! Server's `confluent.value.schema.validation=true`, `AvroSerializer` and
+//! `JSONSerializer` register and produce through Ferry's Kafka listener, and refused
+//! records come back INVALID_RECORD (`schema_enforcement/kafka_producer.py`). Without
+//! python3 and confluent-kafka's avro and json extras it
 //! says so loudly and skips — under `CI=true` that is a failure. The gRPC (through the
 //! `ferry` CLI) and HTTP test needs nothing beyond the server.
 
@@ -147,7 +148,8 @@ fn python_clients_installed() -> bool {
     Command::new("python3")
         .args([
             "-c",
-            "import confluent_kafka.admin, confluent_kafka.schema_registry.avro, fastavro",
+            "import confluent_kafka.admin, confluent_kafka.schema_registry.avro, fastavro, \
+             confluent_kafka.schema_registry.json_schema, jsonschema",
         ])
         .output()
         .is_ok_and(|o| o.status.success())
@@ -200,11 +202,11 @@ impl Drop for Killed {
 }
 
 #[test]
-fn confluent_clients_produce_avro_through_kafka_to_a_validated_topic_and_refused_records_are_not_stored()
+fn confluent_clients_produce_avro_and_json_through_kafka_to_validated_topics_and_refused_records_are_not_stored()
  {
     if !python_clients_installed() {
         ferry_testkit::skip_or_fail(
-            "python3 with confluent-kafka[avro] is missing (bash scripts/python-packages.sh)",
+            "python3 with confluent-kafka[avro,json] is missing (bash scripts/python-packages.sh)",
         );
         return;
     }
