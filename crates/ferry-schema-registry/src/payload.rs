@@ -94,20 +94,21 @@ fn compiled_for(
             "schema id {id} does not exist in the registry"
         )));
     };
-    let holders = registry.versions_of_id(id, true).unwrap_or_default();
-    let mut versions = holders.iter().filter(|(s, _)| s == subject).peekable();
-    if versions.peek().is_none() {
+    // The common case, a live version of the subject, scans the subjects once; the
+    // refusals below look again only to say why.
+    let live = registry.versions_of_id(id, false).unwrap_or_default();
+    if !live.iter().any(|(s, _)| s == subject) {
+        let holders = registry.versions_of_id(id, true).unwrap_or_default();
+        if holders.iter().any(|(s, _)| s == subject) {
+            return Err(PayloadRejection::whole(format!(
+                "schema id {id} is a deleted version of subject {subject:?}: register the \
+                 schema again, or write with a live version"
+            )));
+        }
         let others: Vec<&str> = holders.iter().map(|(s, _)| s.as_str()).collect();
         return Err(PayloadRejection::whole(format!(
             "schema id {id} is not a version of subject {subject:?} (it is registered under \
              {others:?}): the payload was written for another subject"
-        )));
-    }
-    let live = registry.versions_of_id(id, false).unwrap_or_default();
-    if !live.iter().any(|(s, _)| s == subject) {
-        return Err(PayloadRejection::whole(format!(
-            "schema id {id} is a deleted version of subject {subject:?}: register the schema \
-             again, or write with a live version"
         )));
     }
     if let Some(compiled) = cache.get(id, stored) {

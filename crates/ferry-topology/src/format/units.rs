@@ -7,6 +7,25 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, Serializer};
 
+/// A unit-carrying value is written as it is read (`7d`, `256KiB`): its `Display` out,
+/// its `parse` in, so that an error names the text at its line.
+macro_rules! serde_as_text {
+    ($type:ty) => {
+        impl Serialize for $type {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $type {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                Self::parse(text.trim()).map_err(de::Error::custom)
+            }
+        }
+    };
+}
+
 /// A length of time, kept in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Duration {
@@ -66,28 +85,11 @@ impl fmt::Display for Duration {
             ("m", 60_000),
             ("s", 1000),
         ];
-        for (unit, scale) in UNITS {
-            if self.millis >= scale && self.millis.is_multiple_of(scale) {
-                return write!(f, "{}{unit}", self.millis / scale);
-            }
-        }
-        write!(f, "{}ms", self.millis)
+        write_in_largest_unit(f, self.millis, &UNITS, "ms")
     }
 }
 
-/// Written as it is read: `7d`.
-impl Serialize for Duration {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Duration {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Self::parse(text.trim()).map_err(de::Error::custom)
-    }
-}
+serde_as_text!(Duration);
 
 /// A number of bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -144,27 +146,26 @@ impl fmt::Display for ByteSize {
             ("MB", 1_000_000),
             ("KB", 1000),
         ];
-        for (unit, scale) in UNITS {
-            if self.bytes >= scale && self.bytes.is_multiple_of(scale) {
-                return write!(f, "{}{unit}", self.bytes / scale);
-            }
+        write_in_largest_unit(f, self.bytes, &UNITS, "B")
+    }
+}
+
+serde_as_text!(ByteSize);
+
+/// Writes `value` in the first of `units` (largest first) that divides it exactly, else
+/// in `smallest`: `7d` rather than `604800s`.
+fn write_in_largest_unit(
+    f: &mut fmt::Formatter<'_>,
+    value: u64,
+    units: &[(&str, u64)],
+    smallest: &str,
+) -> fmt::Result {
+    for (unit, scale) in units {
+        if value >= *scale && value.is_multiple_of(*scale) {
+            return write!(f, "{}{unit}", value / scale);
         }
-        write!(f, "{}B", self.bytes)
     }
-}
-
-/// Written as it is read: `256KiB`.
-impl Serialize for ByteSize {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ByteSize {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Self::parse(text.trim()).map_err(de::Error::custom)
-    }
+    write!(f, "{value}{smallest}")
 }
 
 /// `"30s"` → `("30", "s")`: the leading digits and the rest.
