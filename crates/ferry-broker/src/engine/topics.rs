@@ -525,7 +525,7 @@ impl Broker {
         let mut pending = PendingPublish::new(self, placement.len());
         // One call: its subscriptions' references to all its partitions go in one append
         // per subscription, once the last partition's append is durable.
-        let shares = PublishCall::new(groups.len());
+        let shares = PublishCall::shares(groups.len());
         for ((p, (indexes, records)), share) in groups.into_iter().zip(shares) {
             pending.placed(p, indexes, partition(p).append(records, share));
         }

@@ -24,7 +24,7 @@ pub(crate) struct PublishCall {
 
 impl PublishCall {
     /// A call of `appends` partition appends, one [`CallShare`] each.
-    pub fn new(appends: usize) -> Vec<CallShare> {
+    pub fn shares(appends: usize) -> Vec<CallShare> {
         let call = Arc::new(PublishCall {
             left: AtomicUsize::new(appends),
             staged_on: Mutex::new(Vec::new()),
@@ -34,7 +34,7 @@ impl PublishCall {
 
     /// A call of one append (one partition, an idempotent producer's): it flushes at once.
     pub fn single() -> CallShare {
-        Self::new(1).pop().expect("one share")
+        Self::shares(1).pop().expect("one share")
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Link>>> {
