@@ -195,3 +195,29 @@ async fn a_data_dir_with_references_in_the_text_form_still_delivers_them() {
         (0..14).collect::<Vec<_>>()
     );
 }
+
+#[tokio::test]
+async fn publishes_in_flight_while_their_subscription_is_deleted_still_return() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    broker.create_topic("t", spec(16)).await.unwrap();
+    broker.create_subscription("gone", sub()).await.unwrap();
+    broker.create_subscription("kept", sub()).await.unwrap();
+    // Calls in flight whose references are staged, flushed or not yet offered when the
+    // subscription goes: each must still be answered.
+    let pending: Vec<_> = (0..8)
+        .map(|call| {
+            let batch = (0..32).map(|i| keyed(call * 32 + i)).collect();
+            broker.begin_publish_to_topic("t", batch).unwrap()
+        })
+        .collect();
+    broker.delete_queue("gone").await.unwrap();
+    for p in pending {
+        tokio::time::timeout(Duration::from_secs(10), p.durable())
+            .await
+            .expect("the publish is answered")
+            .unwrap();
+    }
+    assert_eq!(references_in_log(&broker, "kept").len(), 8 * 32);
+}
