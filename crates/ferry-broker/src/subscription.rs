@@ -7,26 +7,25 @@
 //! namespace (receive, ack, nack, reject, extend, park, stats, its `<name>.dlq` and redrive
 //! all work on it by name) but its log holds, per message that passed its filter, a small
 //! reference — the message's id, key, priority, times and dedup id, and where it is in the
-//! topic (`ferry-topic-ref: <partition>:<offset>:<size>`) — never the payload or headers.
-//! Fifty subscriptions of one topic add fifty references per message, not fifty copies.
+//! topic (partition, offset, size) — never the payload or headers (its layout is in
+//! `subscription/reference.rs`). Fifty subscriptions of one topic add fifty references per
+//! message, not fifty copies.
 //!
 //! A queue attached to topics (see [`crate::link`]) keeps the same references, with the
-//! id of the link they came through as a fourth field (`<partition>:<offset>:<size>:<id>`);
-//! a subscription's own link is id 0 and writes no fourth field, as before links existed.
+//! id of the link they came through; a subscription's own link is id 0.
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use ferry_storage::{NewRecord, Record};
-
 use crate::error::{BrokerError, Result};
 use crate::filter::Filter;
-use crate::message::Message;
 use crate::name::Name;
 use crate::spec::QueueSpec;
 
-/// The header naming the topic record a reference stands for.
-pub const TOPIC_REF: &str = "ferry-topic-ref";
+mod reference;
+
+#[cfg(test)]
+pub use reference::text_ref_record;
+pub use reference::{TopicRef, decode_record, ref_record};
 
 /// Where a subscription starts in its topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,72 +129,6 @@ pub fn decode(bytes: &[u8], delivery: QueueSpec) -> std::result::Result<Subscrip
     })
 }
 
-/// Where a referenced message is in its topic, and its size (payload, key and headers) for
-/// the subscription's stats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TopicRef {
-    /// The link the reference came through, per queue: 0 for a subscription's own.
-    pub link: u32,
-    pub partition: u32,
-    pub offset: u64,
-    pub size: u32,
-}
-
-/// The reference record of `message` (read from the topic at `at`): its broker fields and
-/// key, no payload, no user headers, and the [`TOPIC_REF`] header.
-pub fn ref_record(message: &Message, at: TopicRef) -> NewRecord {
-    let slim = Message {
-        headers: Default::default(),
-        payload: Bytes::new(),
-        ..message.clone()
-    };
-    let mut record = slim.to_record();
-    let value = match at.link {
-        0 => format!("{}:{}:{}", at.partition, at.offset, at.size),
-        link => format!("{}:{}:{}:{link}", at.partition, at.offset, at.size),
-    };
-    record.headers.insert(
-        0,
-        (Bytes::from_static(TOPIC_REF.as_bytes()), Bytes::from(value)),
-    );
-    record
-}
-
-/// Takes the [`TOPIC_REF`] header out of `record`, if it has one.
-pub fn split_ref(record: &mut Record) -> Result<Option<TopicRef>> {
-    let Some(i) = record
-        .headers
-        .iter()
-        .position(|(name, _)| name == TOPIC_REF.as_bytes())
-    else {
-        return Ok(None);
-    };
-    let (_, value) = record.headers.remove(i);
-    let bad = || BrokerError::MalformedRecord {
-        offset: record.offset,
-        problem: format!("header {TOPIC_REF:?} is not <partition>:<offset>:<size>[:<link>]"),
-    };
-    let text = std::str::from_utf8(&value).map_err(|_| bad())?;
-    let mut parts = text.split(':');
-    let mut next = || parts.next().ok_or_else(bad);
-    let partition = next()?.parse().map_err(|_| bad())?;
-    let offset = next()?.parse().map_err(|_| bad())?;
-    let size = next()?.parse().map_err(|_| bad())?;
-    let link = match parts.next() {
-        Some(id) => id.parse().ok().filter(|id| *id > 0).ok_or_else(bad)?,
-        None => 0,
-    };
-    if parts.next().is_some() {
-        return Err(bad());
-    }
-    Ok(Some(TopicRef {
-        link,
-        partition,
-        offset,
-        size,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,65 +180,5 @@ mod tests {
                 ..
             })
         ));
-    }
-
-    #[test]
-    fn a_reference_carries_the_broker_fields_and_the_position_only() {
-        let mut rng = fastrand::Rng::with_seed(1);
-        let message = crate::OutgoingMessage::new("a large payload")
-            .with_key("k")
-            .with_header("type", "t")
-            .with_priority(3)
-            .into_message(&crate::Limits::default(), 1_000, &mut rng)
-            .unwrap();
-        let at = TopicRef {
-            link: 0,
-            partition: 2,
-            offset: 77,
-            size: 19,
-        };
-        let attached = TopicRef { link: 4, ..at };
-        let mut via_link = record_of(ref_record(&message, attached));
-        assert_eq!(split_ref(&mut via_link).unwrap(), Some(attached));
-        let new = ref_record(&message, at);
-        assert!(new.value.is_empty());
-        let mut record = Record {
-            offset: 5,
-            timestamp: new.timestamp.unwrap(),
-            key: new.key.clone(),
-            headers: new.headers.clone(),
-            value: new.value.clone(),
-        };
-        assert_eq!(split_ref(&mut record).unwrap(), Some(at));
-        let back = Message::from_record(record).unwrap();
-        assert_eq!(
-            (back.id, back.priority, back.key),
-            (message.id, 3, message.key)
-        );
-        assert!(back.headers.is_empty() && back.payload.is_empty());
-    }
-
-    fn record_of(new: NewRecord) -> Record {
-        Record {
-            offset: 0,
-            timestamp: new.timestamp.unwrap(),
-            key: new.key,
-            headers: new.headers,
-            value: new.value,
-        }
-    }
-
-    #[test]
-    fn a_reference_with_a_damaged_link_field_is_refused() {
-        for value in ["1:2:3:0", "1:2:3:x", "1:2:3:4:5"] {
-            let mut record = Record {
-                offset: 0,
-                timestamp: 0,
-                key: None,
-                headers: vec![(Bytes::from_static(TOPIC_REF.as_bytes()), Bytes::from(value))],
-                value: Bytes::new(),
-            };
-            assert!(split_ref(&mut record).is_err(), "{value}");
-        }
     }
 }

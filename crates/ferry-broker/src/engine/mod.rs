@@ -587,6 +587,9 @@ mod storage_stats_tests;
 mod subscription_tests;
 
 #[cfg(test)]
+mod fanout_tests;
+
+#[cfg(test)]
 mod refusal_tests;
 
 #[cfg(test)]

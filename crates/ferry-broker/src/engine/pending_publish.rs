@@ -16,8 +16,9 @@
 //!
 //! **Subscriptions.** Nothing changes for them: each append offers its batch to the topic's
 //! subscriptions from its completion, which storage runs in offset order however many
-//! appends of a partition are in flight (as for concurrent publishes), and the publish is
-//! durable once their references are too (`Countdown` in `engine/topic.rs`).
+//! appends of a partition are in flight (as for concurrent publishes); the call's last
+//! completion flushes the references its links staged (`subscriptions/publish_call.rs`),
+//! and the publish is durable once they are too (`Countdown` in `engine/topic.rs`).
 
 use ferry_storage::{Appended, StorageError};
 use tokio::sync::oneshot;

@@ -8,12 +8,15 @@
 //! **Feeding.** Each subscription keeps, per partition, a cursor: the next topic offset to
 //! consider. When a partition's append is durable, its completion (which runs in offset
 //! order) offers the new records to every subscription of the topic: one whose cursor is at
-//! the batch's first offset appends references for the records that pass its filter to its
-//! own log and moves the cursor past the batch; one that is behind (it started at the
-//! earliest record, or is recovering) leaves them to its *catch-up*, which reads the
-//! partition from the cursor on and does the same. Catch-up runs at creation, on open and
-//! at every housekeeping pass. Per partition, references are appended in offset order, so
-//! per-key order holds.
+//! the batch's first offset stages references for the records that pass its filter and
+//! moves the cursor past the batch; one that is behind (it started at the earliest record,
+//! or is recovering) leaves them to its *catch-up*, which reads the partition from the
+//! cursor on and does the same. Catch-up runs at creation, on open and at every
+//! housekeeping pass. What a link staged goes to its own log in one append when the
+//! publish call's last partition append has offered (see `subscriptions/publish_call.rs`),
+//! or at once for catch-up. Staging and flushing both happen under the link's lock, and a
+//! flush takes everything staged, in staging order: per partition, references are
+//! appended in offset order, so per-key order holds.
 //!
 //! **Durability.** A publish to a topic returns when the topic's records are durable, not
 //! its subscriptions' references: a crash in between loses references, never messages —
@@ -43,8 +46,10 @@ use crate::queue::state::Seq;
 use crate::subscription::{self, SubscriptionSpec, SubscriptionStart, TopicRef};
 use crate::topic::Position;
 
+mod publish_call;
 mod skips;
 
+pub(crate) use publish_call::{CallShare, PublishCall};
 pub use skips::SkippedRange;
 pub(super) use skips::{SKIPS_PREFIX, decode as decode_skips};
 
@@ -53,6 +58,10 @@ const SUBSCRIPTION_PREFIX: &str = "subscription/";
 pub(super) const CURSOR_PREFIX: &str = "subscription-cursor/";
 /// Records read per catch-up step.
 const CATCH_UP_RECORDS: usize = 4096;
+/// About the most bytes of references one flush puts in one append: staged spans beyond
+/// it go in the next (storage refuses a batch over 16 MiB; a span is at most one catch-up
+/// step or one partition's part of a publish).
+const FLUSH_APPEND_BYTES: usize = 4 << 20;
 
 /// Where a subscription is in one partition.
 #[derive(Debug, Clone, Copy, Default)]
@@ -61,14 +70,14 @@ struct Cursor {
     issued: u64,
     /// The same, counting only references that are durable: what a restart resumes from.
     durable: u64,
-    /// Reference appends issued and not complete.
+    /// Spans of references issued (staged, or appended) whose append is not complete.
     in_flight: u32,
     /// Where `durable` goes once those complete: batches the filter took nothing from,
     /// issued behind them, must not move it first.
     deferred: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct LinkState {
     cursors: Vec<Cursor>,
     /// Per partition, the topic offsets referenced and not settled.
@@ -77,6 +86,17 @@ struct LinkState {
     positions: HashMap<Seq, (u32, u64)>,
     /// What the topic's retention took before the subscription settled it.
     skipped: Vec<SkippedRange>,
+    /// References issued and not yet handed to the queue's log, in issue order.
+    staged: Vec<Span>,
+}
+
+/// The references one offer (or catch-up step) issued for one partition, up to `end`.
+struct Span {
+    partition: u32,
+    end: u64,
+    refs: Vec<(Message, TopicRef)>,
+    /// The publish waiting for them, held until their append completes.
+    countdown: Option<Arc<Countdown>>,
 }
 
 impl LinkState {
@@ -348,7 +368,8 @@ impl Link {
     }
 
     /// The references to append for `messages` (at `base..`): those the filter takes, with
-    /// the subscription's default TTL applied.
+    /// the subscription's default TTL applied. Each keeps what its record carries only:
+    /// no payload, no user headers (which would be cloned per link for nothing).
     fn references(
         &self,
         queue: &Queue,
@@ -366,8 +387,20 @@ impl Link {
             .iter()
             .enumerate()
             .filter(|(_, m)| self.filter.matches(m))
-            .map(|(i, m)| {
-                let mut m = m.clone();
+            .map(|(i, full)| {
+                let mut m = Message {
+                    id: full.id,
+                    key: full.key.clone(),
+                    headers: Default::default(),
+                    payload: bytes::Bytes::new(),
+                    published_at: full.published_at,
+                    priority: full.priority,
+                    deliver_at: full.deliver_at,
+                    expires_at: full.expires_at,
+                    dedup_id: full.dedup_id.clone(),
+                    id_chosen: full.id_chosen,
+                    dead_letter: None,
+                };
                 if m.expires_at.is_none()
                     && let Some(ttl) = default_ttl
                 {
@@ -381,21 +414,23 @@ impl Link {
                     link: self.id,
                     partition,
                     offset: base + i as u64,
-                    size: super::queue::message_size(&m),
+                    size: super::queue::message_size(full),
                 };
                 (m, at)
             })
             .collect()
     }
 
-    /// Offers a durable batch of `partition` (from `base`): taken if the cursor is there.
-    /// Called from the partition's completion, in offset order.
+    /// Offers a durable batch of `partition` (from `base`): taken if the cursor is there,
+    /// its references staged until `call`'s appends have all offered. Called from the
+    /// partition's completion, in offset order.
     pub fn offer(
         self: &Arc<Self>,
         partition: u32,
         base: u64,
         messages: &[Message],
         countdown: &Arc<Countdown>,
+        call: &CallShare,
     ) {
         let Some(queue) = self.queue() else {
             return;
@@ -413,29 +448,21 @@ impl Link {
         let end = base + messages.len() as u64;
         state.cursors[partition as usize].issued = end;
         let refs = self.references(&queue, partition, base, messages);
-        self.issue(
-            &mut state,
-            &queue,
-            partition,
-            end,
-            refs,
-            Some(Arc::clone(countdown)),
-        );
+        if Self::issue(&mut state, partition, end, refs, Some(countdown)) {
+            call.staged_on(self);
+        }
     }
 
-    /// Appends references (with the link's lock held — `state` — so per partition they go
-    /// in order) and moves the durable cursor to `end` once they are on disk. The
-    /// completion runs on the log's thread, later (an append never completes inline, except
-    /// when refused, which takes no lock).
+    /// Stages references for `partition` up to `end` (with the link's lock held — `state`
+    /// — so per partition they go in order); returns whether there were any. None: the
+    /// durable cursor moves to `end` now, or once the spans in flight before it complete.
     fn issue(
-        self: &Arc<Self>,
         state: &mut LinkState,
-        queue: &Arc<Queue>,
         partition: u32,
         end: u64,
         refs: Vec<(Message, TopicRef)>,
-        countdown: Option<Arc<Countdown>>,
-    ) {
+        countdown: Option<&Arc<Countdown>>,
+    ) -> bool {
         let cursor = &mut state.cursors[partition as usize];
         if refs.is_empty() {
             if cursor.in_flight == 0 {
@@ -443,33 +470,81 @@ impl Link {
             } else {
                 cursor.deferred = cursor.deferred.max(end);
             }
-            return;
+            return false;
         }
         cursor.in_flight += 1;
-        let link = Arc::clone(self);
-        if let Some(countdown) = &countdown {
+        if let Some(countdown) = countdown {
             countdown.hold();
         }
-        queue.store_refs(
-            self,
+        state.staged.push(Span {
+            partition,
+            end,
             refs,
-            Box::new(move |ok| {
-                // A refused append completes inline, with the link's lock held by the
-                // caller: take no lock then (the subscription is poisoned anyway).
-                if ok {
-                    let mut state = link.lock();
-                    let cursor = &mut state.cursors[partition as usize];
-                    cursor.in_flight -= 1;
-                    cursor.durable = cursor.durable.max(end);
-                    if cursor.in_flight == 0 {
-                        cursor.durable = cursor.durable.max(cursor.deferred);
+            countdown: countdown.cloned(),
+        });
+        true
+    }
+
+    /// Hands everything staged to the queue's log: one append (more only past
+    /// [`FLUSH_APPEND_BYTES`]).
+    pub(super) fn flush(self: &Arc<Self>) {
+        let mut state = self.lock();
+        self.flush_locked(&mut state);
+    }
+
+    /// [`flush`](Self::flush) with the link's lock held — `state` —, so appends go to the
+    /// log in staging order. Each moves the durable cursors of its spans once it is on
+    /// disk; its completion runs on the log's thread, later (an append never completes
+    /// inline, except when refused, which takes no lock).
+    fn flush_locked(self: &Arc<Self>, state: &mut LinkState) {
+        let spans = std::mem::take(&mut state.staged);
+        if spans.is_empty() {
+            return;
+        }
+        let Some(queue) = self.queue() else {
+            // The queue is gone, and its references with it: only the publishes wait.
+            for countdown in spans.into_iter().filter_map(|s| s.countdown) {
+                countdown.release();
+            }
+            return;
+        };
+        let mut spans = spans.into_iter().peekable();
+        while spans.peek().is_some() {
+            let mut refs = Vec::new();
+            let mut ends = Vec::new();
+            let mut countdowns = Vec::new();
+            let mut bytes = 0;
+            while let Some(span) = spans.next_if(|_| refs.is_empty() || bytes < FLUSH_APPEND_BYTES)
+            {
+                bytes += span.refs.iter().map(|(m, _)| ref_bytes(m)).sum::<usize>();
+                refs.extend(span.refs);
+                ends.push((span.partition, span.end));
+                countdowns.extend(span.countdown);
+            }
+            let link = Arc::clone(self);
+            queue.store_refs(
+                self,
+                refs,
+                Box::new(move |ok| {
+                    // A refused append completes inline, with the link's lock held by the
+                    // caller: take no lock then (the subscription is poisoned anyway).
+                    if ok {
+                        let mut state = link.lock();
+                        for (partition, end) in ends {
+                            let cursor = &mut state.cursors[partition as usize];
+                            cursor.in_flight -= 1;
+                            cursor.durable = cursor.durable.max(end);
+                            if cursor.in_flight == 0 {
+                                cursor.durable = cursor.durable.max(cursor.deferred);
+                            }
+                        }
                     }
-                }
-                if let Some(countdown) = countdown {
-                    countdown.release();
-                }
-            }),
-        );
+                    for countdown in countdowns {
+                        countdown.release();
+                    }
+                }),
+            );
+        }
     }
 
     /// Reads each partition from the cursor to the end, appending references; returns
@@ -510,7 +585,10 @@ impl Link {
             let messages: Vec<Message> = records.into_iter().map(|r| r.message).collect();
             let refs = self.references(&queue, p, from, &messages);
             state.cursors[p as usize].issued = last + 1;
-            self.issue(&mut state, &queue, p, last + 1, refs, None);
+            // Flushed at once, with whatever publishes staged before it (their spans of
+            // this partition are below `from`, so they must reach the log first).
+            Self::issue(&mut state, p, last + 1, refs, None);
+            self.flush_locked(&mut state);
             done &= last + 1 >= end;
         }
         Ok(done)
@@ -764,6 +842,12 @@ pub struct SubscriptionInfo {
     /// Topic offsets the subscription lost to a retention that overrides subscriptions,
     /// oldest first; empty otherwise.
     pub skipped: Vec<SkippedRange>,
+}
+
+/// About what a reference to `message` takes in an append, for [`FLUSH_APPEND_BYTES`].
+fn ref_bytes(message: &Message) -> usize {
+    64 + message.key.as_ref().map_or(0, |k| k.len())
+        + message.dedup_id.as_ref().map_or(0, String::len)
 }
 
 fn records_missing(offsets: &[u64], held: impl Fn(u64) -> bool) -> bool {

@@ -13,7 +13,7 @@ use ferry_storage::{
 use tokio::sync::oneshot;
 
 use super::queue::scan_from;
-use super::subscriptions::Link;
+use super::subscriptions::{CallShare, Link};
 use super::{BrokerConfig, max_record_bytes};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
@@ -47,8 +47,9 @@ pub(crate) struct Shape {
     pub partitions: Vec<Arc<Partition>>,
 }
 
-/// Answers a publish once every subscription's references to its batch are durable: one
-/// count for the batch itself, one per reference append.
+/// Answers a partition's append of a publish once every subscription's references to its
+/// batch are durable: one count for the batch itself, one per link that staged references
+/// to it, released when the append carrying them completes.
 pub(crate) struct Countdown {
     left: std::sync::atomic::AtomicUsize,
     answer: std::sync::Mutex<Option<oneshot::Sender<ferry_storage::Result<Appended>>>>,
@@ -283,11 +284,13 @@ impl Partition {
         Ok(())
     }
 
-    /// Starts one append; the receiver resolves once it is durable under the topic's
-    /// durability.
+    /// Starts one append, `call`'s share of a publish call (see
+    /// `subscriptions/publish_call.rs`); the receiver resolves once it is durable under the
+    /// topic's durability, and so are the subscriptions' references to it.
     pub fn append(
         &self,
         records: Vec<NewRecord>,
+        call: CallShare,
     ) -> oneshot::Receiver<ferry_storage::Result<Appended>> {
         let (tx, rx) = oneshot::channel();
         // Subscriptions get the batch in the completion, which runs in offset order.
@@ -317,12 +320,15 @@ impl Partition {
                     // too, so a receive right after it finds the message.
                     let countdown = Countdown::new(tx, appended);
                     for link in fanout.links() {
-                        link.offer(index, appended.base_offset, &messages, &countdown);
+                        link.offer(index, appended.base_offset, &messages, &countdown, &call);
                     }
                     countdown.release();
+                    // The call's last append flushes what its links staged.
+                    drop(call);
                     return;
                 }
                 let _ = tx.send(result);
+                drop(call);
             }),
         );
         rx

@@ -38,6 +38,7 @@ use ferry_storage::{MetaStore, NewRecord, StorageError};
 
 use super::pending_publish::PendingPublish;
 use super::storage_stats::LogStatsByKind;
+use super::subscriptions::PublishCall;
 use super::topic::{Partition, Shape, Topic};
 use super::{Broker, BrokerConfig, MaintenanceReport};
 use crate::error::{BrokerError, Result};
@@ -457,7 +458,7 @@ impl Broker {
             }
         }
         let appended = target
-            .append(records)
+            .append(records, PublishCall::single())
             .await
             .map_err(|_| StorageError::Closed)?
             .map_err(|e| self.inner.disk.refusal(e.into()))?;
@@ -522,8 +523,11 @@ impl Broker {
         }
         self.inner.disk.admit(bytes)?;
         let mut pending = PendingPublish::new(self, placement.len());
-        for (p, (indexes, records)) in groups {
-            pending.placed(p, indexes, partition(p).append(records));
+        // One call: its subscriptions' references to all its partitions go in one append
+        // per subscription, once the last partition's append is durable.
+        let shares = PublishCall::shares(groups.len());
+        for ((p, (indexes, records)), share) in groups.into_iter().zip(shares) {
+            pending.placed(p, indexes, partition(p).append(records, share));
         }
         Ok(pending)
     }

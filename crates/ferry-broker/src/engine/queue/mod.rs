@@ -24,7 +24,7 @@ use crate::queue::journal::{Counts, JournalEvent};
 use crate::queue::seq_ranges::SeqRanges;
 use crate::queue::state::{QueueState, Seq, Tracked};
 use crate::spec::QueueSpec;
-use crate::subscription::{TopicRef, split_ref};
+use crate::subscription::{TopicRef, decode_record};
 
 use crate::engine::storage_stats::LogStatsByKind;
 use crate::engine::{BrokerConfig, max_record_bytes};
@@ -331,9 +331,8 @@ impl Queue {
     /// [`read`](Self::read) fetches them from the topic). Any queue may hold references,
     /// settled ones of links it no longer has included; a producer cannot forge one, the
     /// header being reserved.
-    pub fn decode(&self, mut record: Record) -> Result<(Message, Option<TopicRef>)> {
-        let at = split_ref(&mut record)?;
-        Ok((Message::from_record(record)?, at))
+    pub fn decode(&self, record: Record) -> Result<(Message, Option<TopicRef>)> {
+        decode_record(record)
     }
 
     /// The full message of a decoded record: a reference is read from its topic.
