@@ -11,6 +11,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Payloads and keys as `bytes::Bytes`: the broker keeps them that way, so a publish
         // or a delivery passes them on without a copy.
         .bytes(".")
+        // A published message's headers in the broker's own map type (a proto `map` is
+        // the same on the wire whatever the Rust collection): the server hands them to
+        // the broker as they were decoded, with no per-message rebuild or hasher set-up.
+        .btree_map(".ferry.v1.OutgoingMessage.headers")
         .compile_fds(descriptors)?;
     Ok(())
 }

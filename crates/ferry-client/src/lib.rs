@@ -15,8 +15,10 @@ mod consumer;
 mod error;
 mod message;
 mod producer;
+mod publish_call;
 mod retry;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -305,23 +307,24 @@ impl Client {
     /// client-chosen id unless it has one, so a publish retried after a lost answer is
     /// stored once (within the queue's dedup window).
     pub async fn publish(&self, queue: &str, messages: Vec<Message>) -> Result<Vec<String>> {
+        let mut ids = message::IdMinter::now();
         let messages: Vec<v1::OutgoingMessage> = messages
             .into_iter()
             .map(|m| {
                 let mut m = m.0;
-                m.id.get_or_insert_with(message::new_id);
+                m.id.get_or_insert_with(|| ids.mint());
                 m
             })
             .collect();
-        let request = v1::PublishRequest {
+        // Shared by every try: a retry sends the same batch without copying it.
+        let request = Arc::new(v1::PublishRequest {
             queue: queue.into(),
             messages,
-        };
+        });
         self.retry
             .run(|| {
-                let mut publisher = self.publisher();
-                let request = request.clone();
-                async move { Ok(publisher.publish(request).await?.into_inner().ids) }
+                let (channel, request) = (self.channel.clone(), Arc::clone(&request));
+                async move { Ok(publish_call::publish(channel, request).await?.ids) }
             })
             .await
     }
@@ -555,9 +558,9 @@ mod tests {
 
     #[test]
     fn new_ids_are_ulids_in_time_order() {
-        let a = message::new_id();
+        let a = message::IdMinter::now().mint();
         std::thread::sleep(Duration::from_millis(2));
-        let b = message::new_id();
+        let b = message::IdMinter::now().mint();
         assert_eq!(a.len(), 26);
         assert!(a < b);
     }

@@ -56,11 +56,46 @@ impl Message {
     }
 }
 
-/// A new message id: a ULID from the wall clock and a random part.
-pub(crate) fn new_id() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let random = (u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..))) >> 48;
-    ulid::Ulid::from_parts(ms, random).to_string()
+/// Mints message ids (ULIDs) for one batch: the wall clock is read once, when the minter is
+/// made, and each id gets its own random part. Ids minted in the same millisecond carry no
+/// order among themselves anyway (publish order is the queue's), so one reading per batch
+/// loses nothing.
+pub(crate) struct IdMinter {
+    ms: u64,
+}
+
+impl IdMinter {
+    pub(crate) fn now() -> IdMinter {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        IdMinter { ms }
+    }
+
+    /// A new id: this minter's time and 80 random bits.
+    pub(crate) fn mint(&mut self) -> String {
+        let random = (u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..))) >> 48;
+        ulid::Ulid::from_parts(self.ms, random).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_ids_are_distinct_ulids_of_the_clock_time() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let mut minter = IdMinter::now();
+        let ids: std::collections::BTreeSet<String> = (0..1000).map(|_| minter.mint()).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in &ids {
+            let ulid = ulid::Ulid::from_string(id).unwrap();
+            assert!(ulid.timestamp_ms() >= before && ulid.timestamp_ms() <= before + 60_000);
+            assert!(!ulid.is_nil());
+        }
+    }
 }

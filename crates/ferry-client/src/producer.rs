@@ -77,11 +77,12 @@ async fn run(
                 Ok(None) | Err(_) => break,
             }
         }
+        let mut ids = message::IdMinter::now();
         let (messages, waiters): (Vec<Message>, Vec<_>) = batch
             .into_iter()
             .map(|(mut m, done)| {
                 // The id is fixed before the first try, so every retry carries the same.
-                m.0.id.get_or_insert_with(message::new_id);
+                m.0.id.get_or_insert_with(|| ids.mint());
                 (m, done)
             })
             .unzip();

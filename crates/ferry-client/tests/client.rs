@@ -510,3 +510,49 @@ async fn deliveries_dropped_with_a_failed_stream_are_reported_with_their_attempt
     drop(consumer);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_batch_arrives_with_every_field_and_its_chosen_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let client = Client::connect(&format!("ferry://{}", server.addr))
+        .await
+        .unwrap();
+    client.create_queue("fields", spec(30_000)).await.unwrap();
+
+    // Larger than the codec's first buffer in all, so the request is encoded past it.
+    let big = |i: usize| vec![b'a' + (i % 26) as u8; 4096 + i];
+    let chosen = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    let mut batch = vec![
+        Message::new("first")
+            .with_key("k")
+            .with_header("tenant", "acme")
+            .with_header("trace", "t-1")
+            .with_id(chosen),
+    ];
+    batch.extend((0..20).map(|i| Message::new(big(i))));
+    let ids = client.publish("fields", batch).await.unwrap();
+    assert_eq!(ids.len(), 21);
+    assert_eq!(ids[0], chosen);
+    let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), 21, "each message its own id");
+
+    let got = client
+        .receive("fields", "reader", 100, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 21);
+    let by_id: std::collections::HashMap<_, _> = got.iter().map(|d| (d.id.as_str(), d)).collect();
+    let first = by_id[chosen];
+    assert_eq!(&first.payload[..], b"first");
+    assert_eq!(first.key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(first.headers.len(), 2);
+    assert_eq!(first.headers["tenant"], "acme");
+    assert_eq!(first.headers["trace"], "t-1");
+    for (i, id) in ids[1..].iter().enumerate() {
+        let d = by_id[id.as_str()];
+        assert_eq!(d.payload, big(i), "payload {i}");
+        assert!(d.key.is_none() && d.headers.is_empty());
+    }
+    server.stop().await;
+}

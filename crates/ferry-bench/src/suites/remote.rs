@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use comfy_table::{CellAlignment, Table};
-use ferry_broker::{Durability, OutgoingMessage, QueueSpec};
+use ferry_broker::{Durability, MessageId, OutgoingMessage, QueueSpec};
 use ferry_client::{Client, ConsumerConfig, Message};
 use hdrhistogram::Histogram;
 
@@ -49,6 +49,12 @@ pub struct RemoteArgs {
     /// Messages per publish call.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub batch: usize,
+    /// The in-process producers choose each message's id, as the remote client does so
+    /// that a retry is stored once: every message is then a key in the queue's dedup
+    /// window on both sides. Compared with a run without it, this shows what the window
+    /// costs the remote publish.
+    #[arg(long)]
+    pub chosen_ids: bool,
 }
 
 /// What one publish window measured.
@@ -66,6 +72,15 @@ impl Window {
 
 fn payload(size: usize) -> Bytes {
     Bytes::from(vec![b'x'; size])
+}
+
+/// An id as a producer would choose it: a ULID of the wall clock and a random part.
+fn chosen_id() -> MessageId {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let random = (u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..))) >> 48;
+    MessageId::from_ulid(ulid::Ulid::from_parts(ms, random))
 }
 
 fn queue_spec() -> QueueSpec {
@@ -204,11 +219,19 @@ async fn measure(args: &RemoteArgs, seconds: f64, base: &Path) -> anyhow::Result
         let broker = fresh.broker.clone();
         let body = payload(size);
         let batch = args.batch;
+        let chosen_ids = args.chosen_ids;
         let local = window(args.producers, batch, seconds, move || {
             let (broker, body) = (broker.clone(), body.clone());
             async move {
                 let messages = (0..batch)
-                    .map(|_| OutgoingMessage::new(body.clone()))
+                    .map(|_| {
+                        let message = OutgoingMessage::new(body.clone());
+                        if chosen_ids {
+                            message.with_id(chosen_id())
+                        } else {
+                            message
+                        }
+                    })
                     .collect();
                 broker.publish_batch(QUEUE, messages).await?;
                 Ok(())
@@ -319,8 +342,14 @@ async fn measure(args: &RemoteArgs, seconds: f64, base: &Path) -> anyhow::Result
     }
     println!(
         "publish: {} producers x batches of {}, Fsync, {seconds} s windows; \
-         remote = ferry-client -> ferry-server over 127.0.0.1",
-        args.producers, args.batch
+         remote = ferry-client -> ferry-server over 127.0.0.1; in-process ids: {}",
+        args.producers,
+        args.batch,
+        if args.chosen_ids {
+            "chosen by the producers (--chosen-ids)"
+        } else {
+            "the broker's"
+        }
     );
     println!("{table}");
     println!(

@@ -14,7 +14,7 @@ use super::{
 pub fn outgoing(m: v1::OutgoingMessage) -> Result<OutgoingMessage, ConvertError> {
     let mut out = OutgoingMessage::new(m.payload);
     out.key = m.key;
-    out.headers = m.headers.into_iter().collect();
+    out.headers = m.headers;
     out.priority = u8::try_from(m.priority).map_err(|_| ConvertError::OutOfRange {
         field: "priority",
         value: m.priority.to_string(),
