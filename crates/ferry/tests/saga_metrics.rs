@@ -113,6 +113,13 @@ async fn sagas_count_starts_completions_failures_and_timeouts() {
         Status::Failed,
     );
 
+    // A saga's state is saved before its transition is counted, so `wait` can see it
+    // finished a moment before the counter moves.
+    eventually("the finished sagas counted", || {
+        count("ferry_saga_completed_total{saga=order}") == 1
+            && count("ferry_saga_failed_total{saga=order}") == 2
+    })
+    .await;
     assert_eq!(count("ferry_saga_started_total{saga=order}"), 3);
     assert_eq!(count("ferry_saga_completed_total{saga=order}"), 1);
     assert_eq!(count("ferry_saga_failed_total{saga=order}"), 2);
