@@ -60,13 +60,14 @@ use crate::error::{BrokerError, Result};
 use crate::message::{Limits, OutgoingMessage};
 use crate::message_id::MessageId;
 use crate::name::Name;
+use crate::queue::dedup::DedupKey;
 use crate::queue::journal::JournalEvent;
 use crate::spec_codec;
 
 #[cfg(test)]
 use queue::MAX_CONSUMER_NAME_BYTES;
 use queue::check_consumer;
-use queue::{Incoming, Queue, dedup_keys, durable};
+use queue::{Incoming, Queue, dedup_key, durable};
 use timer_wake::TimerWake;
 
 pub use disk_reserve::DiskSpace;
@@ -375,27 +376,24 @@ impl Broker {
                     });
                 }
                 let message = message.into_message(&limits, now_ms, &mut *rng)?;
-                let dedup_keys = dedup_keys(&message);
-                resolved.push(Incoming {
-                    message,
-                    dedup_keys,
-                });
+                let dedup_key = dedup_key(&message);
+                resolved.push(Incoming { message, dedup_key });
             }
         }
         let mut ids = Vec::with_capacity(resolved.len());
         let mut to_store = Vec::new();
         {
             let inner = queue.lock();
-            let mut in_batch: HashMap<String, MessageId> = HashMap::new();
+            let mut in_batch: HashMap<DedupKey, MessageId> = HashMap::new();
             for incoming in resolved {
-                let keys = &incoming.dedup_keys;
-                let original = Queue::duplicate_of(&inner, keys, now_ms)
-                    .or_else(|| keys.iter().find_map(|k| in_batch.get(k).copied()));
+                let key = incoming.dedup_key.as_ref();
+                let original = Queue::duplicate_of(&inner, key, now_ms)
+                    .or_else(|| key.and_then(|k| in_batch.get(k).copied()));
                 if let Some(original) = original.filter(|_| inner.dedup.is_enabled()) {
                     ids.push(original);
                     continue;
                 }
-                for key in keys {
+                if let Some(key) = key {
                     in_batch.insert(key.clone(), incoming.message.id);
                 }
                 ids.push(incoming.message.id);

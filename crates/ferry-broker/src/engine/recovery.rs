@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::queue::{Queue, dedup_keys, scan, scan_from};
+use super::queue::{Queue, dedup_key, scan, scan_from};
 use crate::error::{BrokerError, Result};
 use crate::message::{Message, millis};
 use crate::message_id::MessageId;
@@ -263,7 +263,7 @@ impl Queue {
                 link.seen_on_disk(at);
             }
             if message.published_at >= window_start {
-                for key in dedup_keys(&message) {
+                if let Some(key) = dedup_key(&message) {
                     dedup.push((key, message.id, message.published_at));
                 }
             }

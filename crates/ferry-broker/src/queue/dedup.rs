@@ -15,6 +15,7 @@
 //! [`expire`]: DedupWindow::expire
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,16 +31,57 @@ pub enum Seen {
     Duplicate(MessageId),
 }
 
+/// What a message is remembered by: the dedup id its producer gave, or else the message id
+/// its producer chose. Two variants, so a dedup id can never collide with a message id.
+///
+/// A chosen id is kept as its 16 bytes, not as text: a remote producer chooses the id of
+/// every message it sends (so that a retry is stored once), and formatting, allocating and
+/// hashing a string per message made the window the costliest step of such a publish.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DedupKey {
+    /// The producer-given dedup id.
+    Given(Arc<str>),
+    /// The producer-chosen message id.
+    ChosenId(MessageId),
+}
+
+impl From<&str> for DedupKey {
+    fn from(dedup_id: &str) -> Self {
+        DedupKey::Given(Arc::from(dedup_id))
+    }
+}
+
+impl From<String> for DedupKey {
+    fn from(dedup_id: String) -> Self {
+        DedupKey::Given(Arc::from(dedup_id))
+    }
+}
+
+impl fmt::Display for DedupKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DedupKey::Given(dedup_id) => f.write_str(dedup_id),
+            DedupKey::ChosenId(id) => write!(f, "id {id}"),
+        }
+    }
+}
+
 /// Dedup ids remembered for a window, with a bound on how many.
 ///
-/// **Memory** per entry, for a key of `L` bytes: one shared `Arc<str>` allocation (16 B of
-/// counts + `L`), a 48 B + 1 control byte hash-table slot (key pointer, id, insertion time,
-/// sequence number) and a 32 B slot in the time-ordered B-tree. Measured with a counting
-/// allocator over 1–3 million 36-byte keys inserted in time order: **190–220 B per entry**
+/// **Memory** per entry: a 48 B + 1 control byte hash-table slot (the key — a 16-byte id,
+/// or a pointer to a shared `Arc<str>` of `L` bytes plus 16 B of counts — the original id,
+/// the insertion time and a sequence number) and a slot in the time-ordered B-tree holding
+/// the key again. Measured with a counting allocator over 1–3 million 36-byte string keys
+/// inserted in time order (before chosen ids were kept as bytes): **190–220 B per entry**
 /// (the B-tree's nodes run ~55 % full under in-order inserts, the hash table 55–87 %), i.e.
 /// about `150 B + L` plus the allocator's rounding of the key. The default bound of 10 million
 /// entries is therefore about 2 GB with UUID keys: a backstop against unbounded growth, not a
 /// size to plan for; a queue with that many distinct publishes per window should shorten it.
+///
+/// **Hashing** stays the standard library's keyed SipHash: the keys are chosen by
+/// producers, and a faster unkeyed or weakly keyed hash would let one craft collisions.
+/// What made the window costly was hashing each key up to six times and allocating it
+/// twice per message, which [`check_and_insert`](Self::check_and_insert) no longer does.
 ///
 /// **Beyond `max_entries`** the oldest entries are evicted before their window ends and
 /// counted in [`evicted_early`](DedupWindow::evicted_early). This only weakens dedup — a
@@ -50,10 +92,10 @@ pub struct DedupWindow {
     /// Window length in ms; 0 means deduplication is off.
     window_ms: i64,
     max_entries: NonZeroUsize,
-    by_key: HashMap<Arc<str>, Entry>,
+    by_key: HashMap<DedupKey, Entry>,
     /// Insertion order, for expiry and eviction oldest first. The sequence number keeps
     /// entries inserted in the same millisecond distinct and in insertion order.
-    by_time: BTreeMap<(i64, u64), Arc<str>>,
+    by_time: BTreeMap<(i64, u64), DedupKey>,
     next_seq: u64,
     evicted_early: u64,
 }
@@ -106,20 +148,52 @@ impl DedupWindow {
     /// If `dedup_key` was inserted within the window before `now_ms`, returns
     /// [`Seen::Duplicate`] with the original id and changes nothing. Otherwise remembers
     /// `dedup_key` → `id` from `now_ms` (replacing an expired entry for the same key) and
-    /// returns [`Seen::New`].
-    pub fn check_and_insert(&mut self, dedup_key: &str, id: MessageId, now_ms: i64) -> Seen {
+    /// returns [`Seen::New`]. One hash of the key, except when the window is full.
+    pub fn check_and_insert(
+        &mut self,
+        dedup_key: impl Into<DedupKey>,
+        id: MessageId,
+        now_ms: i64,
+    ) -> Seen {
         if !self.is_enabled() {
             return Seen::New;
         }
-        if let Some(original) = self.get(dedup_key, now_ms) {
-            return Seen::Duplicate(original);
+        let key = dedup_key.into();
+        // Evicted before the entry is taken (it borrows the table), and only for a key not
+        // held: a duplicate or a replacement makes no room.
+        if self.by_key.len() >= self.max_entries.get() && !self.by_key.contains_key(&key) {
+            self.evict_oldest();
         }
-        self.insert(Arc::from(dedup_key), id, now_ms);
+        let seq = self.next_seq;
+        let fresh = Entry {
+            id,
+            inserted_ms: now_ms,
+            seq,
+        };
+        match self.by_key.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut held) => {
+                let old = *held.get();
+                if is_live(self.window_ms, old.inserted_ms, now_ms) {
+                    return Seen::Duplicate(old.id);
+                }
+                let key = self
+                    .by_time
+                    .remove(&(old.inserted_ms, old.seq))
+                    .unwrap_or_else(|| held.key().clone());
+                held.insert(fresh);
+                self.by_time.insert((now_ms, seq), key);
+            }
+            std::collections::hash_map::Entry::Vacant(free) => {
+                self.by_time.insert((now_ms, seq), free.key().clone());
+                free.insert(fresh);
+            }
+        }
+        self.next_seq += 1;
         Seen::New
     }
 
     /// The original id for `dedup_key` if it is still within the window at `now_ms`.
-    pub fn get(&self, dedup_key: &str, now_ms: i64) -> Option<MessageId> {
+    pub fn get(&self, dedup_key: &DedupKey, now_ms: i64) -> Option<MessageId> {
         let entry = self.by_key.get(dedup_key)?;
         is_live(self.window_ms, entry.inserted_ms, now_ms).then_some(entry.id)
     }
@@ -164,10 +238,10 @@ impl DedupWindow {
     /// snapshot the engine persists. Feeding it to [`restore`](Self::restore) on an empty
     /// window reproduces this one's answers.
     #[cfg(test)]
-    pub fn entries(&self) -> impl Iterator<Item = (&str, MessageId, i64)> + '_ {
+    pub fn entries(&self) -> impl Iterator<Item = (&DedupKey, MessageId, i64)> + '_ {
         self.by_time
             .iter()
-            .map(|(&(inserted_ms, _), key)| (key.as_ref(), self.by_key[key].id, inserted_ms))
+            .map(|(&(inserted_ms, _), key)| (key, self.by_key[key].id, inserted_ms))
     }
 
     /// Adds entries from a snapshot (or a replayed log of insertions), each as if inserted at
@@ -175,21 +249,21 @@ impl DedupWindow {
     /// re-insertion after expiry would. Nothing is expired here — the caller follows with
     /// [`expire`](Self::expire) at its current time — but `max_entries` still holds. A
     /// disabled window stays empty.
-    pub fn restore<S: AsRef<str>>(
+    pub fn restore<K: Into<DedupKey>>(
         &mut self,
-        entries: impl IntoIterator<Item = (S, MessageId, i64)>,
+        entries: impl IntoIterator<Item = (K, MessageId, i64)>,
     ) {
         if !self.is_enabled() {
             return;
         }
         for (key, id, inserted_ms) in entries {
-            self.insert(Arc::from(key.as_ref()), id, inserted_ms);
+            self.insert(key.into(), id, inserted_ms);
         }
     }
 
     /// Inserts or replaces `key`, evicting the oldest entry first if the window is full, so
     /// the entry just inserted is never the one evicted.
-    fn insert(&mut self, key: Arc<str>, id: MessageId, inserted_ms: i64) {
+    fn insert(&mut self, key: DedupKey, id: MessageId, inserted_ms: i64) {
         if let Some(old) = self.by_key.remove(&key) {
             self.by_time.remove(&(old.inserted_ms, old.seq));
         } else if self.by_key.len() >= self.max_entries.get() {
@@ -197,7 +271,7 @@ impl DedupWindow {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.by_time.insert((inserted_ms, seq), Arc::clone(&key));
+        self.by_time.insert((inserted_ms, seq), key.clone());
         self.by_key.insert(
             key,
             Entry {
@@ -239,6 +313,10 @@ mod tests {
         DedupWindow::new(Duration::from_secs(5 * 60))
     }
 
+    fn key(dedup_id: &str) -> DedupKey {
+        DedupKey::from(dedup_id)
+    }
+
     fn max(n: usize) -> NonZeroUsize {
         NonZeroUsize::new(n).unwrap()
     }
@@ -253,10 +331,10 @@ mod tests {
             Seen::Duplicate(id(1))
         );
         assert_eq!(dedup.len(), 1);
-        assert_eq!(dedup.get("order-7", last_moment), Some(id(1)));
+        assert_eq!(dedup.get(&key("order-7"), last_moment), Some(id(1)));
         assert_eq!(
             dedup.entries().collect::<Vec<_>>(),
-            [("order-7", id(1), T0)]
+            [(&key("order-7"), id(1), T0)]
         );
     }
 
@@ -265,7 +343,7 @@ mod tests {
         let mut dedup = five_minutes();
         dedup.check_and_insert("order-7", id(1), T0);
         let window_end = T0 + 5 * MINUTE_MS;
-        assert_eq!(dedup.get("order-7", window_end), None);
+        assert_eq!(dedup.get(&key("order-7"), window_end), None);
         assert_eq!(
             dedup.check_and_insert("order-7", id(2), window_end),
             Seen::New
@@ -281,6 +359,23 @@ mod tests {
             0,
             "the old entry left no stale index"
         );
+    }
+
+    #[test]
+    fn a_dedup_id_never_collides_with_a_chosen_message_id() {
+        let mut dedup = five_minutes();
+        let chosen = DedupKey::ChosenId(id(7));
+        assert_eq!(dedup.check_and_insert(chosen.clone(), id(7), T0), Seen::New);
+        // The same text as a dedup id is another key.
+        assert_eq!(
+            dedup.check_and_insert(id(7).to_string().as_str(), id(8), T0),
+            Seen::New
+        );
+        assert_eq!(
+            dedup.check_and_insert(chosen, id(9), T0 + 1),
+            Seen::Duplicate(id(7))
+        );
+        assert_eq!(dedup.len(), 2);
     }
 
     #[test]
@@ -301,7 +396,7 @@ mod tests {
         assert_eq!(dedup.check_and_insert("k", id(1), T0), Seen::New);
         assert_eq!(dedup.check_and_insert("k", id(2), T0), Seen::New);
         assert!(dedup.is_empty());
-        assert_eq!(dedup.get("k", T0), None);
+        assert_eq!(dedup.get(&key("k"), T0), None);
         dedup.restore([("k", id(1), T0)]);
         assert!(dedup.is_empty());
     }
@@ -328,11 +423,14 @@ mod tests {
         dedup.check_and_insert("d", id(4), T0 + 2 * MINUTE_MS);
         assert_eq!(dedup.expire(T0 + 5 * MINUTE_MS - 1), 0);
         assert_eq!(dedup.expire(T0 + 5 * MINUTE_MS), 2);
-        let left: Vec<_> = dedup.entries().map(|(k, _, _)| k).collect();
+        let left: Vec<_> = dedup.entries().map(|(k, _, _)| k.to_string()).collect();
         assert_eq!(left, ["b", "d"]);
         assert_eq!(dedup.expire(T0 + 6 * MINUTE_MS), 1);
         assert_eq!(
-            dedup.entries().map(|(k, _, _)| k).collect::<Vec<_>>(),
+            dedup
+                .entries()
+                .map(|(k, _, _)| k.to_string())
+                .collect::<Vec<_>>(),
             ["d"]
         );
         assert_eq!(dedup.expire(i64::MAX), 1);
@@ -344,7 +442,7 @@ mod tests {
         let mut dedup = five_minutes();
         dedup.check_and_insert("k", id(1), T0);
         assert_eq!(dedup.len(), 1);
-        assert_eq!(dedup.get("k", T0 + 10 * MINUTE_MS), None);
+        assert_eq!(dedup.get(&key("k"), T0 + 10 * MINUTE_MS), None);
     }
 
     #[test]
@@ -355,7 +453,7 @@ mod tests {
             dedup.check_and_insert(key, id(n as u128 + 1), T0 + n * MINUTE_MS / 2);
         }
         dedup.check_and_insert("same-ms", id(9), T0);
-        let snapshot: Vec<(String, MessageId, i64)> = dedup
+        let snapshot: Vec<(DedupKey, MessageId, i64)> = dedup
             .entries()
             .map(|(k, id, at)| (k.to_owned(), id, at))
             .collect();
@@ -369,7 +467,11 @@ mod tests {
         assert_eq!(again, snapshot);
         let later = T0 + 5 * MINUTE_MS + 1;
         for key in ["x", "y", "z", "w", "same-ms"] {
-            assert_eq!(restored.get(key, later), dedup.get(key, later), "{key}");
+            assert_eq!(
+                restored.get(&key.into(), later),
+                dedup.get(&key.into(), later),
+                "{key}"
+            );
         }
         assert_eq!(restored.expire(later), dedup.expire(later));
         assert_eq!(restored.len(), dedup.len());
@@ -380,7 +482,7 @@ mod tests {
         let mut dedup = five_minutes();
         dedup.restore([("k", id(1), T0), ("k", id(2), T0 + 6 * MINUTE_MS)]);
         assert_eq!(dedup.len(), 1);
-        assert_eq!(dedup.get("k", T0 + 6 * MINUTE_MS), Some(id(2)));
+        assert_eq!(dedup.get(&key("k"), T0 + 6 * MINUTE_MS), Some(id(2)));
     }
 
     #[test]
@@ -394,7 +496,7 @@ mod tests {
         }
         assert_eq!(dedup.len(), 3);
         assert_eq!(dedup.evicted_early(), 2);
-        let held: Vec<_> = dedup.entries().map(|(k, _, _)| k).collect();
+        let held: Vec<_> = dedup.entries().map(|(k, _, _)| k.to_string()).collect();
         assert_eq!(held, ["c", "d", "e"]);
         // The weakening: a duplicate of an evicted id within its window is accepted again.
         assert_eq!(dedup.check_and_insert("a", id(10), T0 + 10), Seen::New);
@@ -413,7 +515,7 @@ mod tests {
         dedup.check_and_insert("a", id(1), T0);
         dedup.check_and_insert("b", id(2), T0 + 1);
         dedup.check_and_insert("early", id(3), T0 - 1_000);
-        assert_eq!(dedup.get("early", T0), Some(id(3)));
+        assert_eq!(dedup.get(&key("early"), T0), Some(id(3)));
         assert_eq!(dedup.len(), 2);
     }
 
@@ -424,7 +526,10 @@ mod tests {
         let dedup = dedup.with_max_entries(max(2));
         assert_eq!(dedup.evicted_early(), 3);
         assert_eq!(
-            dedup.entries().map(|(k, _, _)| k).collect::<Vec<_>>(),
+            dedup
+                .entries()
+                .map(|(k, _, _)| k.to_string())
+                .collect::<Vec<_>>(),
             ["3", "4"]
         );
     }
@@ -512,7 +617,7 @@ mod tests {
                         let key = k.to_string();
                         next_id += 1;
                         prop_assert_eq!(
-                            dedup.check_and_insert(&key, id(next_id), now),
+                            dedup.check_and_insert(key.as_str(), id(next_id), now),
                             model.publish(&key, id(next_id), now)
                         );
                     }
@@ -537,13 +642,13 @@ mod tests {
                 prop_assert_eq!(dedup.len(), model.entries.len());
                 prop_assert_eq!(dedup.evicted_early(), model.evicted);
                 let held: Vec<_> =
-                    dedup.entries().map(|(k, id, at)| (k.to_owned(), id, at)).collect();
+                    dedup.entries().map(|(k, id, at)| (k.to_string(), id, at)).collect();
                 let mut expected = model.entries.clone();
                 expected.sort_by_key(|e| e.2); // stable: insertion order among equal times
                 prop_assert_eq!(held, expected);
                 for k in 0u8..10 {
                     let key = k.to_string();
-                    prop_assert_eq!(dedup.get(&key, now), model.get(&key, now));
+                    prop_assert_eq!(dedup.get(&key.as_str().into(), now), model.get(&key, now));
                 }
             }
         }

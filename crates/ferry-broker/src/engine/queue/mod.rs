@@ -19,7 +19,7 @@ use crate::error::{BrokerError, Result};
 use crate::message::Message;
 use crate::message_id::MessageId;
 use crate::name::Name;
-use crate::queue::dedup::DedupWindow;
+use crate::queue::dedup::{DedupKey, DedupWindow};
 use crate::queue::journal::{Counts, JournalEvent};
 use crate::queue::seq_ranges::SeqRanges;
 use crate::queue::state::{QueueState, Seq, Tracked};
@@ -87,11 +87,11 @@ pub(crate) struct Queue {
     pub fail_next_journal_append: std::sync::atomic::AtomicBool,
 }
 
-/// A message on its way into a queue's log, with the keys it enters the dedup window under
+/// A message on its way into a queue's log, with the key it enters the dedup window under
 /// once it is stored (none for a dead letter or a redriven message).
 pub(crate) struct Incoming {
     pub message: Message,
-    pub dedup_keys: Vec<String>,
+    pub dedup_key: Option<DedupKey>,
 }
 
 impl Incoming {
@@ -99,7 +99,7 @@ impl Incoming {
     pub fn without_dedup(message: Message) -> Incoming {
         Incoming {
             message,
-            dedup_keys: Vec::new(),
+            dedup_key: None,
         }
     }
 }
@@ -401,17 +401,12 @@ impl Queue {
                     let now_ms = clock.now_ms();
                     let mut inner = queue.lock();
                     inner.pending.release(reserved);
-                    for (
-                        i,
-                        Incoming {
-                            message,
-                            dedup_keys,
-                        },
-                    ) in messages.iter().enumerate()
-                    {
+                    for (i, Incoming { message, dedup_key }) in messages.iter().enumerate() {
                         let seq = appended.base_offset + i as u64;
-                        for key in dedup_keys {
-                            inner.dedup.check_and_insert(key, message.id, now_ms);
+                        if let Some(key) = dedup_key {
+                            inner
+                                .dedup
+                                .check_and_insert(key.clone(), message.id, now_ms);
                         }
                         let tracked = queue.tracked(seq, message);
                         inner.state.track(tracked, now_ms);
@@ -577,9 +572,9 @@ impl Queue {
             .collect()
     }
 
-    /// The original id if any of `keys` is in the window.
-    pub fn duplicate_of(inner: &Inner, keys: &[String], now_ms: i64) -> Option<MessageId> {
-        keys.iter().find_map(|key| inner.dedup.get(key, now_ms))
+    /// The original id if `key` is in the window.
+    pub fn duplicate_of(inner: &Inner, key: Option<&DedupKey>, now_ms: i64) -> Option<MessageId> {
+        key.and_then(|key| inner.dedup.get(key, now_ms))
     }
 }
 
@@ -611,14 +606,13 @@ pub(crate) async fn durable(
     Ok(())
 }
 
-/// The dedup keys of a message: its dedup id, or else its id when the producer chose it
+/// The dedup key of a message: its dedup id, or else its id when the producer chose it
 /// ([`Message::id_chosen`], stored in the record, so a reopen rebuilds the same keys).
-/// Prefixed so a dedup id can never collide with a message id.
-pub(crate) fn dedup_keys(message: &Message) -> Vec<String> {
+pub(crate) fn dedup_key(message: &Message) -> Option<DedupKey> {
     match &message.dedup_id {
-        Some(dedup_id) => vec![format!("d:{dedup_id}")],
-        None if message.id_chosen => vec![format!("i:{}", message.id)],
-        None => Vec::new(),
+        Some(dedup_id) => Some(DedupKey::from(dedup_id.as_str())),
+        None if message.id_chosen => Some(DedupKey::ChosenId(message.id)),
+        None => None,
     }
 }
 
