@@ -262,10 +262,10 @@ impl Queue {
             {
                 link.seen_on_disk(at);
             }
-            if message.published_at >= window_start {
-                if let Some(key) = dedup_key(&message) {
-                    dedup.push((key, message.id, message.published_at));
-                }
+            if message.published_at >= window_start
+                && let Some(key) = dedup_key(&message)
+            {
+                dedup.push((key, message.id, message.published_at));
             }
             if replay.settled(seq) {
                 return Ok(());
