@@ -32,6 +32,7 @@
 //! [`QueueState`]: crate::QueueState
 
 mod delete_records;
+mod deleted_dir;
 mod disk_reserve;
 mod effects;
 mod groups;
@@ -232,6 +233,7 @@ impl Broker {
             queues.insert(name, Arc::new(queue));
         }
         remove_stale_queue_dirs(&dir, &queues)?;
+        deleted_dir::sweep(&dir.join("topics"))?;
         let topics = topics::open_topics(&dir, &meta, &config, &log_stats)?;
         let mut links = subscriptions::link_subscriptions(&meta, &queues, &topics)?;
         links.extend(links::link_attached(

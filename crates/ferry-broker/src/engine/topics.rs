@@ -140,20 +140,22 @@ impl Broker {
     /// Deletes a topic and all its records.
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
         let topic = self.topic(name)?;
-        let refuse = |link: &Arc<super::subscriptions::Link>| BrokerError::TopicHasSubscriptions {
-            topic: topic.name.clone(),
-            subscription: link.name(),
-        };
         if let Some(link) = topic.fanout.links().iter().find(|l| !l.is_detached()) {
-            return Err(refuse(link));
+            return Err(has_subscriptions(&topic, link));
         }
         // Detached links may still reference its records: copied out first (see
         // `engine/links.rs`).
         self.copy_out_references(&topic).await?;
+        let aside = self.forget_topic(topic)?;
+        super::deleted_dir::remove("remove topic", aside).await
+    }
+
+    /// Deletes a topic's metadata and lets go of it; its files' directory, set aside.
+    fn forget_topic(&self, topic: Arc<Topic>) -> Result<Option<std::path::PathBuf>> {
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         // Attached meanwhile.
         if let Some(link) = topic.fanout.links().first() {
-            return Err(refuse(link));
+            return Err(has_subscriptions(&topic, link));
         }
         // Metadata first: a crash before the files are gone leaves a directory that is not
         // a topic, which create_topic clears.
@@ -181,8 +183,7 @@ impl Broker {
             .remove(&topic.name);
         let dir = Topic::dir(&self.inner.dir, &topic.name);
         drop(topic);
-        std::fs::remove_dir_all(&dir).map_err(|e| StorageError::io("remove topic", &dir, e))?;
-        Ok(())
+        super::deleted_dir::set_aside(&dir)
     }
 
     pub fn list_topics(&self) -> Vec<Name> {
@@ -607,4 +608,12 @@ fn records_on_disk(records: &[NewRecord]) -> u64 {
         .iter()
         .map(|r| r.encoded_len() as u64 + super::disk_reserve::RECORD_OVERHEAD_BYTES)
         .sum()
+}
+
+/// Why a topic with a subscription cannot be deleted.
+fn has_subscriptions(topic: &Topic, link: &super::subscriptions::Link) -> BrokerError {
+    BrokerError::TopicHasSubscriptions {
+        topic: topic.name.clone(),
+        subscription: link.name(),
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use ferry_storage::MetaBatch;
 
 use super::Queue;
-use crate::engine::{Broker, SPEC_PREFIX};
+use crate::engine::{Broker, SPEC_PREFIX, deleted_dir};
 use crate::error::{BrokerError, Result};
 use crate::name::Name;
 use crate::queue::state::QueueStateStats;
@@ -142,12 +142,12 @@ impl Broker {
     /// A poisoned queue ([`BrokerError::QueuePoisoned`]) can be deleted: nothing in it can
     /// be trusted until a reopen, and deleting is what an operator may want instead.
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
-        let dir = self.forget_queue(name)?;
-        remove_queue_dir(&dir).await
+        let aside = self.forget_queue(name)?;
+        deleted_dir::remove("remove queue", aside).await
     }
 
-    /// Deletes a queue's metadata and lets go of it; the directory its files are in.
-    fn forget_queue(&self, name: &str) -> Result<std::path::PathBuf> {
+    /// Deletes a queue's metadata and lets go of it; its files' directory, set aside.
+    fn forget_queue(&self, name: &str) -> Result<Option<std::path::PathBuf>> {
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         let queue = match self.queue(name) {
             Err(BrokerError::QueuePoisoned { queue, .. }) => self
@@ -200,7 +200,7 @@ impl Broker {
         }
         let dir = Queue::dir(&self.inner.dir, &queue.name);
         drop(queue);
-        Ok(dir)
+        deleted_dir::set_aside(&dir)
     }
 
     /// Whether `name` is a dead-letter queue: its name ends in `.dlq` (the suffix is
@@ -279,24 +279,4 @@ pub(super) fn default_dead_letter_to_create(
         ..QueueSpec::default()
     };
     Ok(Some((dlq, dlq_spec)))
-}
-
-/// Removes a deleted queue's files. A consumer or stream that still held the queue when it
-/// was deleted closes its log as it lets go, and that close may write a file into the
-/// directory while it is being removed ("Directory not empty"); the removal is tried again
-/// until the close is done, for up to two seconds.
-async fn remove_queue_dir(dir: &std::path::Path) -> Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match std::fs::remove_dir_all(dir) {
-            Ok(()) => return Ok(()),
-            Err(e)
-                if e.kind() == std::io::ErrorKind::DirectoryNotEmpty
-                    && std::time::Instant::now() < deadline =>
-            {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            Err(e) => return Err(ferry_storage::StorageError::io("remove queue", dir, e).into()),
-        }
-    }
 }
