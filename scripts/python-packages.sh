@@ -16,9 +16,10 @@
 # confluent-kafka's `avro`, `json` and `protobuf` extras (its schema-registry client's httpx,
 # attrs, cachetools and authlib; fastavro, jsonschema and protobuf for its serializers),
 # pinned fastavro, for the schema registry's client tests (crates/ferry-cli/tests/
-# schema_registry.rs, schema_enforcement.rs).
+# schema_registry.rs, schema_enforcement.rs); Google's google-cloud-pubsub for the Pub/Sub
+# front end's client test (crates/ferry-pubsub/tests/python_client.rs).
 # Under CI=true a test whose package is missing fails instead of skipping, so every script
 # that runs the suite installs them first.
 set -euo pipefail
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-  grpcio grpcio-tools boto3 awscli==1.45.11 awscli-local==0.23.0 kafka-python==3.0.12 lz4==4.4.5 zstandard==0.25.0 'confluent-kafka[avro,json,protobuf]==2.12.1' fastavro==1.13.1 'moto[server]==5.2.1' aiokafka==0.14.0
+  grpcio grpcio-tools boto3 awscli==1.45.11 awscli-local==0.23.0 kafka-python==3.0.12 lz4==4.4.5 zstandard==0.25.0 'confluent-kafka[avro,json,protobuf]==2.12.1' fastavro==1.13.1 'moto[server]==5.2.1' aiokafka==0.14.0 google-cloud-pubsub==2.44.0

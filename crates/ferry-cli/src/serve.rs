@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// false].
     #[arg(long)]
     pub no_kafka: bool,
+    /// Serve the Google Cloud Pub/Sub API on this address, for clients'
+    /// PUBSUB_EMULATOR_HOST (unauthenticated, loopback only) [env FERRY_PUBSUB_ADDR; file
+    /// pubsub.addr; default off, 127.0.0.1:8085 with pubsub.enabled = true].
+    #[arg(long, value_name = "ADDR")]
+    pub pubsub_addr: Option<SocketAddr>,
     /// A config file: listeners, data, limits, TLS and API tokens (see `ferry config
     /// check`).
     #[arg(long, value_name = "FILE", env = "FERRY_CONFIG")]
@@ -110,6 +115,7 @@ impl ServeArgs {
             no_aws: self.no_aws,
             kafka: self.kafka_addr,
             no_kafka: self.no_kafka,
+            pubsub: self.pubsub_addr,
             data_dir: self.data_dir.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
@@ -245,6 +251,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let pubsub = if config.pubsub_enabled.value {
+        let listener = ferry_server::bind(config.pubsub.value).await?;
+        Some((listener, ferry_pubsub::PubSub::new(broker.clone())))
+    } else {
+        None
+    };
     let mut server = ferry_server::Server::new(broker)
         .grpc(grpc)
         .redact_headers(config.redaction.value.clone());
@@ -368,6 +380,16 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    if let Some((listener, _)) = &pubsub {
+        let pubsub_addr = listener
+            .local_addr()
+            .context("reading the Pub/Sub listener's address")?;
+        // The config keeps it on loopback and away from [auth] and [tls].
+        println!(
+            "ferry: serving Google Cloud Pub/Sub on {pubsub_addr} (open, as Google's emulator: \
+             PUBSUB_EMULATOR_HOST={pubsub_addr})"
+        );
+    }
     // With access keys the SQS endpoint is authenticated (said above) and left out of
     // `loopback`; what is open then is gRPC and HTTP.
     let unauthenticated = if aws_keys > 0 {
@@ -425,10 +447,23 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         served
     };
-    let (served, sqs_served, kafka_served) = tokio::join!(grpc_and_http, sqs, kafka);
+    let pubsub = async {
+        let Some((listener, pubsub)) = pubsub else {
+            return Ok(());
+        };
+        let served = pubsub
+            .serve(listener, stopped())
+            .await
+            .context("serving the Pub/Sub endpoint");
+        let _ = stop_tx.send(true);
+        served
+    };
+    let (served, sqs_served, kafka_served, pubsub_served) =
+        tokio::join!(grpc_and_http, sqs, kafka, pubsub);
     served?;
     sqs_served?;
     kafka_served?;
+    pubsub_served?;
     println!("ferry: stopped");
     Ok(())
 }

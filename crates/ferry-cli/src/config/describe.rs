@@ -39,6 +39,12 @@ pub fn describe(effective: &Effective) -> String {
         e.aws_region.value.clone(),
         e.aws_region.source,
     );
+    line("pubsub.addr", e.pubsub.value.to_string(), e.pubsub.source);
+    line(
+        "pubsub.enabled",
+        e.pubsub_enabled.value.to_string(),
+        e.pubsub_enabled.source,
+    );
     line("kafka.addr", e.kafka.value.to_string(), e.kafka.source);
     line(
         "kafka.enabled",

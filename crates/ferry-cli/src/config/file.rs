@@ -27,6 +27,8 @@ pub struct ConfigFile {
     pub aws: Aws,
     #[serde(default)]
     pub kafka: Kafka,
+    #[serde(default)]
+    pub pubsub: PubSub,
     pub auth: Option<Auth>,
 }
 
@@ -62,6 +64,14 @@ pub struct Kafka {
     pub tls: Option<bool>,
     /// SASL (with `[auth]`) without TLS on an address beyond loopback: tokens in the clear.
     pub allow_plaintext_sasl: Option<bool>,
+}
+
+/// The Google Cloud Pub/Sub endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PubSub {
+    pub addr: Option<SocketAddr>,
+    pub enabled: Option<bool>,
 }
 
 /// The Amazon SQS endpoint.

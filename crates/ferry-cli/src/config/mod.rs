@@ -57,6 +57,10 @@
 //! allow_plaintext_sasl = false  # FERRY_KAFKA_ALLOW_PLAINTEXT_SASL: with [auth] and no
 //!                           # TLS, serve beyond loopback anyway (tokens in the clear)
 //!
+//! [pubsub]                  # the Google Cloud Pub/Sub API (see ferry_pubsub)
+//! addr = "127.0.0.1:8085"   # FERRY_PUBSUB_ADDR, --pubsub-addr: setting it serves it
+//! enabled = false           # FERRY_PUBSUB_ENABLED (see "The Pub/Sub endpoint" below)
+//!
 //! [[aws.credentials]]       # an access key SigV4 requests must be signed with
 //! access_key_id = "AKIAORDERS0000000001"
 //! secret_access_key_env = "ORDERS_AWS_SECRET"  # or secret_access_key_file = "/run/…",
@@ -117,6 +121,11 @@
 //! `kafka.allow_plaintext_sasl = true` says tokens may cross the network in the clear;
 //! without `[auth]` the endpoint is open and stays on loopback.
 //!
+//! **The Pub/Sub endpoint** serves Google Cloud Pub/Sub's gRPC API for its clients'
+//! `PUBSUB_EMULATOR_HOST`. Like Google's emulator it authenticates no one, so it is off
+//! unless asked for (an address from any layer, or `pubsub.enabled = true` for the default
+//! one), refused beside `[tls]` or `[auth]`, and refused beyond the loopback interface.
+//!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
 //! on the loopback interface only. Relative paths are taken from the working directory.
@@ -127,6 +136,7 @@ mod aws_credentials;
 mod describe;
 mod file;
 mod kafka_security;
+mod pubsub;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -140,8 +150,8 @@ use ferry_server::{AuthConfig, Redaction, TlsConfig};
 
 pub use describe::describe;
 pub use file::{
-    Auth, Aws, AwsCredential, ConfigFile, Data, Grpc, Http, Kafka, Limits, RedactionSection, Tls,
-    Token, parse_file,
+    Auth, Aws, AwsCredential, ConfigFile, Data, Grpc, Http, Kafka, Limits, PubSub,
+    RedactionSection, Tls, Token, parse_file,
 };
 pub use resolve::resolve;
 
@@ -190,6 +200,7 @@ pub struct Flags {
     pub no_aws: bool,
     pub kafka: Option<SocketAddr>,
     pub no_kafka: bool,
+    pub pubsub: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -228,6 +239,9 @@ pub struct Effective {
     pub kafka_allow_plaintext_sasl: Setting<bool>,
     /// The SASL users (every request authenticated), `None` without `[auth]`.
     pub kafka_users: Option<std::sync::Arc<ferry_kafka::Users>>,
+    pub pubsub: Setting<SocketAddr>,
+    /// Whether the Pub/Sub endpoint is served (see the module head for the default).
+    pub pubsub_enabled: Setting<bool>,
     /// Whether `/metrics` needs a token; `false` when there are no tokens to need.
     pub metrics_auth: Setting<bool>,
     pub data_dir: Setting<PathBuf>,

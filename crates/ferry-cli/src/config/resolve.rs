@@ -20,7 +20,7 @@ const MIN_KAFKA_FRAME: usize = 1024;
 
 /// The value of the first of `flag`, the variable `name` and `file`; `None` if none is
 /// set.
-fn layer<T: FromStr>(
+pub(super) fn layer<T: FromStr>(
     env: Env,
     name: &'static str,
     flag: Option<(T, &'static str)>,
@@ -47,7 +47,7 @@ where
 }
 
 impl<T> Setting<T> {
-    fn or_default(setting: Option<Setting<T>>, default: T) -> Setting<T> {
+    pub(super) fn or_default(setting: Option<Setting<T>>, default: T) -> Setting<T> {
         setting.unwrap_or(Setting {
             value: default,
             source: Source::Default,
@@ -412,6 +412,7 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
     let auth = file.auth.map(auth_config).transpose()?;
     let kafka_users = kafka_users?;
     let kafka_defaults = ferry_kafka::KafkaConfig::default();
+    let (pubsub, pubsub_enabled) = super::pubsub::resolve(env, flags, &file.pubsub, guarded)?;
     Ok(Effective {
         grpc: Setting::or_default(grpc, DEFAULT_GRPC.parse().expect("a socket address")),
         http: Setting::or_default(http, DEFAULT_HTTP.parse().expect("a socket address")),
@@ -445,6 +446,8 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         kafka_tls,
         kafka_allow_plaintext_sasl,
         kafka_users,
+        pubsub,
+        pubsub_enabled,
         metrics_auth,
         data_dir: Setting::or_default(data_dir, DEFAULT_DATA_DIR.into()),
         disk_reserve_mib: Setting::optional(disk_reserve_mib),

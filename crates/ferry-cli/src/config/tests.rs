@@ -658,3 +658,43 @@ fn a_scram_secret_comes_from_the_environment_or_a_file_and_must_be_the_hashed_to
     );
     assert!(format!("{:#}", parse(&both).unwrap_err()).contains("keep one"));
 }
+
+#[test]
+fn the_pubsub_endpoint_is_served_only_when_asked_for_and_only_unguarded_on_loopback() {
+    let off = parse("").unwrap();
+    assert!(!off.pubsub_enabled.value);
+    assert_eq!(off.pubsub.value, "127.0.0.1:8085".parse().unwrap());
+
+    // An address from any layer asks for it.
+    let flags = Flags {
+        pubsub: Some("127.0.0.1:18085".parse().unwrap()),
+        ..Flags::default()
+    };
+    let e = resolve(parse_file("").unwrap(), &|_| None, &flags).unwrap();
+    assert!(e.pubsub_enabled.value);
+    assert_eq!(e.pubsub_enabled.source, Source::Flag("--pubsub-addr"));
+    let vars = [("FERRY_PUBSUB_ADDR", "127.0.0.1:28085")];
+    let e = resolve(parse_file("").unwrap(), &env(&vars), &Flags::default()).unwrap();
+    assert!(e.pubsub_enabled.value);
+    assert_eq!(e.pubsub.value, "127.0.0.1:28085".parse().unwrap());
+    // So does enabled = true, on the default address; enabled = false wins over an address.
+    let on = parse("[pubsub]\nenabled = true\n").unwrap();
+    assert!(on.pubsub_enabled.value);
+    assert_eq!(on.pubsub.value, "127.0.0.1:8085".parse().unwrap());
+    let vars = [("FERRY_PUBSUB_ENABLED", "false")];
+    let e = resolve(parse_file("").unwrap(), &env(&vars), &flags).unwrap();
+    assert!(!e.pubsub_enabled.value);
+    assert!(describe(&e).contains("pubsub.enabled = false  (env FERRY_PUBSUB_ENABLED)"));
+
+    // It authenticates no one: not beyond loopback, not beside [auth] or [tls].
+    let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+    assert!(e("[pubsub]\naddr = \"0.0.0.0:8085\"\n").contains("beyond the loopback"));
+    let guarded = format!(
+        "[pubsub]\nenabled = true\n\n[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
+    );
+    assert!(e(&guarded).contains("no authentication"));
+    let tokens = format!(
+        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
+    );
+    assert!(!parse(&tokens).unwrap().pubsub_enabled.value);
+}

@@ -1,0 +1,127 @@
+//! Ferry's Google Cloud Pub/Sub front end: `google.pubsub.v1`'s Publisher and Subscriber
+//! services over the broker, so that Google's client libraries work against `ferry serve`
+//! unchanged through `PUBSUB_EMULATOR_HOST` — durable, where Google's emulator keeps
+//! everything in memory.
+//!
+//! | Pub/Sub | broker |
+//! |---|---|
+//! | topic `projects/P/topics/T` | topic `P.T` (see [`names`]) |
+//! | subscription `projects/P/subscriptions/S` | subscription `P.S`: a queue its topic feeds |
+//! | Publish: data, attributes, ordering key | payload, headers, key |
+//! | ack deadline, Pull and StreamingPull, Acknowledge, ModifyAckDeadline | lease, receive, ack, extend (nack at 0) |
+//! | `enable_message_ordering` | key-shared ordering |
+//! | retry policy | retry backoff |
+//!
+//! Topics and subscriptions made here are the broker's own, so the CLI, the console,
+//! metrics and the other front ends see them. Errors are gRPC statuses from the broker's
+//! single error classification ([`status`]). What Pub/Sub offers and this server does not
+//! carry out — push subscriptions, filters, dead-letter policies, exactly-once delivery,
+//! snapshots and seek, updates, labels, schemas — is refused with UNIMPLEMENTED when asked
+//! for, never ignored (`docs/compat/pubsub.md` lists each).
+
+mod ack_id;
+mod convert;
+pub mod names;
+mod pages;
+mod publisher;
+mod settle;
+pub mod status;
+mod streaming_pull;
+mod subscriber;
+mod subscription_spec;
+mod topic_spec;
+
+/// The services generated in build.rs.
+mod generated {
+    /// `google.protobuf.Empty`, as prost maps it.
+    pub type Empty = ();
+    include!(concat!(env!("OUT_DIR"), "/google.pubsub.v1.Publisher.rs"));
+    include!(concat!(env!("OUT_DIR"), "/google.pubsub.v1.Subscriber.rs"));
+}
+
+use std::future::Future;
+use std::sync::Arc;
+
+use ferry_broker::Broker;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use generated::publisher_server::PublisherServer;
+use generated::subscriber_server::SubscriberServer;
+
+/// Where Google's emulator listens, and so where `PUBSUB_EMULATOR_HOST` usually points.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8085";
+/// The largest request or response: Pub/Sub's Publish takes up to 10 MB; the broker's own
+/// limits then refuse what is too large for it, with its message.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The Pub/Sub front end over one broker.
+#[derive(Clone)]
+pub struct PubSub {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    broker: Broker,
+    /// Raised when the server stops, so that waiting pulls and open streams end and the
+    /// server's graceful shutdown does not wait for them.
+    closing: watch::Sender<bool>,
+    streams: streaming_pull::OpenStreams,
+}
+
+impl PubSub {
+    pub fn new(broker: Broker) -> PubSub {
+        PubSub {
+            inner: Arc::new(Inner {
+                broker,
+                closing: watch::Sender::new(false),
+                streams: streaming_pull::OpenStreams::default(),
+            }),
+        }
+    }
+
+    pub(crate) fn broker(&self) -> &Broker {
+        &self.inner.broker
+    }
+
+    pub(crate) fn open_streams(&self) -> &streaming_pull::OpenStreams {
+        &self.inner.streams
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        *self.inner.closing.borrow()
+    }
+
+    /// Done once the server stops.
+    pub(crate) fn closing(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut closing = self.inner.closing.subscribe();
+        async move {
+            let _ = closing.wait_for(|c| *c).await;
+        }
+    }
+
+    /// Serves both services on `listener` over plaintext HTTP/2 until `shutdown` is done.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), tonic::transport::Error> {
+        let closing = self.inner.closing.clone();
+        let stopped = async move {
+            shutdown.await;
+            closing.send_replace(true);
+        };
+        let publisher = PublisherServer::new(self.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let subscriber = SubscriberServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        tonic::transport::Server::builder()
+            .add_service(publisher)
+            .add_service(subscriber)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped)
+            .await
+    }
+}

@@ -1,0 +1,171 @@
+//! `google.pubsub.v1.Publisher`: topics and publishing.
+
+use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use crate::generated::publisher_server::Publisher;
+use crate::names::{self, Collection, to_broker, to_resource};
+use crate::status::{from_broker, unsupported};
+use crate::{PubSub, convert, pages, topic_spec};
+
+/// Pub/Sub's limit on messages in one Publish.
+const MAX_PUBLISH_MESSAGES: usize = 1000;
+
+#[tonic::async_trait]
+impl Publisher for PubSub {
+    async fn create_topic(
+        &self,
+        request: Request<pb::Topic>,
+    ) -> Result<Response<pb::Topic>, Status> {
+        let topic = request.into_inner();
+        let name = to_broker(&topic.name, Collection::Topics)?;
+        let spec = topic_spec::to_spec(&topic)?;
+        self.broker()
+            .create_topic(name.as_str(), spec.clone())
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(topic_spec::from_spec(topic.name, &spec)))
+    }
+
+    async fn update_topic(
+        &self,
+        _request: Request<pb::UpdateTopicRequest>,
+    ) -> Result<Response<pb::Topic>, Status> {
+        Err(unsupported("UpdateTopic"))
+    }
+
+    async fn publish(
+        &self,
+        request: Request<pb::PublishRequest>,
+    ) -> Result<Response<pb::PublishResponse>, Status> {
+        let request = request.into_inner();
+        let name = to_broker(&request.topic, Collection::Topics)?;
+        if request.messages.is_empty() {
+            return Err(Status::invalid_argument(
+                "A Publish needs at least one message",
+            ));
+        }
+        if request.messages.len() > MAX_PUBLISH_MESSAGES {
+            return Err(Status::invalid_argument(format!(
+                "A Publish takes at most {MAX_PUBLISH_MESSAGES} messages (got {})",
+                request.messages.len()
+            )));
+        }
+        let now_ms = self.broker().now_ms();
+        let messages = request
+            .messages
+            .into_iter()
+            .map(|m| convert::outgoing(m, now_ms))
+            .collect::<Result<Vec<_>, _>>()?;
+        let message_ids = messages
+            .iter()
+            .map(|m| m.id.map(|id| id.to_string()).unwrap_or_default())
+            .collect();
+        self.broker()
+            .publish_to_topic(name.as_str(), messages)
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(pb::PublishResponse { message_ids }))
+    }
+
+    async fn get_topic(
+        &self,
+        request: Request<pb::GetTopicRequest>,
+    ) -> Result<Response<pb::Topic>, Status> {
+        let resource = request.into_inner().topic;
+        let name = to_broker(&resource, Collection::Topics)?;
+        let info = self
+            .broker()
+            .describe_topic(name.as_str())
+            .map_err(from_broker)?;
+        Ok(Response::new(topic_spec::from_spec(resource, &info.spec)))
+    }
+
+    async fn list_topics(
+        &self,
+        request: Request<pb::ListTopicsRequest>,
+    ) -> Result<Response<pb::ListTopicsResponse>, Status> {
+        let request = request.into_inner();
+        let prefix = names::prefix(names::project(&request.project)?);
+        let broker = self.broker();
+        let resources = broker
+            .list_topics()
+            .iter()
+            .filter(|n| n.as_str().starts_with(&prefix))
+            .filter_map(|n| to_resource(n.as_str(), Collection::Topics))
+            .collect();
+        let (page, next_page_token) =
+            pages::page(resources, request.page_size, &request.page_token)?;
+        let mut topics = Vec::with_capacity(page.len());
+        for resource in page {
+            let name = to_broker(&resource, Collection::Topics)?;
+            // Deleted since listed: left out, as a later list would.
+            if let Ok(info) = broker.describe_topic(name.as_str()) {
+                topics.push(topic_spec::from_spec(resource, &info.spec));
+            }
+        }
+        Ok(Response::new(pb::ListTopicsResponse {
+            topics,
+            next_page_token,
+        }))
+    }
+
+    async fn list_topic_subscriptions(
+        &self,
+        request: Request<pb::ListTopicSubscriptionsRequest>,
+    ) -> Result<Response<pb::ListTopicSubscriptionsResponse>, Status> {
+        let request = request.into_inner();
+        let topic = to_broker(&request.topic, Collection::Topics)?;
+        let broker = self.broker();
+        broker.describe_topic(topic.as_str()).map_err(from_broker)?;
+        let resources = broker
+            .list_queues()
+            .iter()
+            .filter(|q| {
+                broker
+                    .describe_subscription(q.as_str())
+                    .is_ok_and(|info| info.spec.topic == topic)
+            })
+            .filter_map(|q| to_resource(q.as_str(), Collection::Subscriptions))
+            .collect();
+        let (subscriptions, next_page_token) =
+            pages::page(resources, request.page_size, &request.page_token)?;
+        Ok(Response::new(pb::ListTopicSubscriptionsResponse {
+            subscriptions,
+            next_page_token,
+        }))
+    }
+
+    async fn list_topic_snapshots(
+        &self,
+        request: Request<pb::ListTopicSnapshotsRequest>,
+    ) -> Result<Response<pb::ListTopicSnapshotsResponse>, Status> {
+        let topic = to_broker(&request.into_inner().topic, Collection::Topics)?;
+        self.broker()
+            .describe_topic(topic.as_str())
+            .map_err(from_broker)?;
+        // Snapshots cannot be created here (CreateSnapshot is refused), so none exist.
+        Ok(Response::new(pb::ListTopicSnapshotsResponse::default()))
+    }
+
+    async fn delete_topic(
+        &self,
+        request: Request<pb::DeleteTopicRequest>,
+    ) -> Result<Response<()>, Status> {
+        let name = to_broker(&request.into_inner().topic, Collection::Topics)?;
+        // Pub/Sub detaches a deleted topic's subscriptions; the broker refuses to delete a
+        // topic that has any (FAILED_PRECONDITION, naming one), so they go first.
+        self.broker()
+            .delete_topic(name.as_str())
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(()))
+    }
+
+    async fn detach_subscription(
+        &self,
+        _request: Request<pb::DetachSubscriptionRequest>,
+    ) -> Result<Response<pb::DetachSubscriptionResponse>, Status> {
+        Err(unsupported("DetachSubscription"))
+    }
+}

@@ -1,0 +1,247 @@
+//! `google.pubsub.v1.Subscriber`: subscriptions, Pull, StreamingPull and settling.
+
+use std::time::Duration;
+
+use ferry_broker::{Name, SubscriptionInfo};
+use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::generated::subscriber_server::Subscriber;
+use crate::names::{self, Collection, to_broker, to_resource};
+use crate::status::{from_broker, unsupported};
+use crate::{PubSub, convert, pages, settle, streaming_pull, subscription_spec};
+
+/// How long a Pull without `return_immediately` waits for a first message before it
+/// answers with none (the client pulls again).
+const PULL_WAIT: Duration = Duration::from_secs(5);
+/// Pub/Sub's cap on `max_messages` of one Pull.
+const MAX_PULL: usize = 1000;
+/// The consumer every Pull receives as: pulls share one consumer's key affinity, so an
+/// ordered subscription stays in order across them.
+const PULL_CONSUMER: &str = "pubsub-pull";
+
+impl PubSub {
+    /// The subscription `resource` names: NOT_FOUND for a name that is no subscription.
+    pub(crate) fn subscription(&self, resource: &str) -> Result<(Name, SubscriptionInfo), Status> {
+        let name = to_broker(resource, Collection::Subscriptions)?;
+        match self.broker().describe_subscription(name.as_str()) {
+            Ok(info) => Ok((name, info)),
+            Err(e) if e.kind() == ferry_broker::ErrorKind::NotFound => Err(not_found(resource)),
+            // A queue of that name that is no subscription is not one to Pub/Sub either.
+            Err(e) if e.kind() == ferry_broker::ErrorKind::Conflict => Err(not_found(resource)),
+            Err(e) => Err(from_broker(e)),
+        }
+    }
+}
+
+fn not_found(resource: &str) -> Status {
+    Status::not_found(format!("Resource not found (resource={resource})."))
+}
+
+#[tonic::async_trait]
+impl Subscriber for PubSub {
+    async fn create_subscription(
+        &self,
+        request: Request<pb::Subscription>,
+    ) -> Result<Response<pb::Subscription>, Status> {
+        let subscription = request.into_inner();
+        let name = to_broker(&subscription.name, Collection::Subscriptions)?;
+        let topic = to_broker(&subscription.topic, Collection::Topics)?;
+        let spec = subscription_spec::to_spec(&subscription, topic)?;
+        self.broker()
+            .create_subscription(name.as_str(), spec.clone())
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(subscription_spec::from_spec(
+            subscription.name,
+            &spec,
+        )))
+    }
+
+    async fn get_subscription(
+        &self,
+        request: Request<pb::GetSubscriptionRequest>,
+    ) -> Result<Response<pb::Subscription>, Status> {
+        let resource = request.into_inner().subscription;
+        let (_, info) = self.subscription(&resource)?;
+        Ok(Response::new(subscription_spec::from_spec(
+            resource, &info.spec,
+        )))
+    }
+
+    async fn update_subscription(
+        &self,
+        _request: Request<pb::UpdateSubscriptionRequest>,
+    ) -> Result<Response<pb::Subscription>, Status> {
+        Err(unsupported("UpdateSubscription"))
+    }
+
+    async fn list_subscriptions(
+        &self,
+        request: Request<pb::ListSubscriptionsRequest>,
+    ) -> Result<Response<pb::ListSubscriptionsResponse>, Status> {
+        let request = request.into_inner();
+        let prefix = names::prefix(names::project(&request.project)?);
+        let broker = self.broker();
+        let resources = broker
+            .list_queues()
+            .iter()
+            .filter(|q| q.as_str().starts_with(&prefix))
+            .filter_map(|q| to_resource(q.as_str(), Collection::Subscriptions))
+            .collect();
+        let (page, next_page_token) =
+            pages::page(resources, request.page_size, &request.page_token)?;
+        let subscriptions = page
+            .into_iter()
+            // Plain queues, and subscriptions deleted since listed, are left out.
+            .filter_map(|resource| {
+                let (_, info) = self.subscription(&resource).ok()?;
+                Some(subscription_spec::from_spec(resource, &info.spec))
+            })
+            .collect();
+        Ok(Response::new(pb::ListSubscriptionsResponse {
+            subscriptions,
+            next_page_token,
+        }))
+    }
+
+    async fn delete_subscription(
+        &self,
+        request: Request<pb::DeleteSubscriptionRequest>,
+    ) -> Result<Response<()>, Status> {
+        let (name, _) = self.subscription(&request.into_inner().subscription)?;
+        self.broker()
+            .delete_queue(name.as_str())
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(()))
+    }
+
+    async fn modify_ack_deadline(
+        &self,
+        request: Request<pb::ModifyAckDeadlineRequest>,
+    ) -> Result<Response<()>, Status> {
+        let request = request.into_inner();
+        let name = to_broker(&request.subscription, Collection::Subscriptions)?;
+        let settled = settle::modify_deadline(
+            self.broker(),
+            name.as_str(),
+            &request.ack_ids,
+            request.ack_deadline_seconds,
+        )
+        .await?;
+        self.open_streams()
+            .settled(name.as_str(), &request.ack_ids, &settled);
+        Ok(Response::new(()))
+    }
+
+    async fn acknowledge(
+        &self,
+        request: Request<pb::AcknowledgeRequest>,
+    ) -> Result<Response<()>, Status> {
+        let request = request.into_inner();
+        let name = to_broker(&request.subscription, Collection::Subscriptions)?;
+        let settled = settle::acknowledge(self.broker(), name.as_str(), &request.ack_ids).await?;
+        self.open_streams()
+            .settled(name.as_str(), &request.ack_ids, &settled);
+        Ok(Response::new(()))
+    }
+
+    async fn pull(
+        &self,
+        request: Request<pb::PullRequest>,
+    ) -> Result<Response<pb::PullResponse>, Status> {
+        let request = request.into_inner();
+        let (name, _) = self.subscription(&request.subscription)?;
+        let max = match request.max_messages {
+            n if n <= 0 => {
+                return Err(Status::invalid_argument(format!(
+                    "max_messages must be positive (got {n})"
+                )));
+            }
+            n => (n as usize).min(MAX_PULL),
+        };
+        #[allow(deprecated)]
+        let wait = (!request.return_immediately).then_some(PULL_WAIT);
+        let received = self
+            .broker()
+            .receive_unless(
+                name.as_str(),
+                PULL_CONSUMER,
+                max,
+                None,
+                wait,
+                self.closing(),
+            )
+            .await
+            .map_err(from_broker)?;
+        Ok(Response::new(pb::PullResponse {
+            received_messages: received
+                .into_iter()
+                .map(|m| convert::received(m, false))
+                .collect(),
+        }))
+    }
+
+    type StreamingPullStream = ReceiverStream<Result<pb::StreamingPullResponse, Status>>;
+
+    async fn streaming_pull(
+        &self,
+        request: Request<Streaming<pb::StreamingPullRequest>>,
+    ) -> Result<Response<Self::StreamingPullStream>, Status> {
+        let stream = streaming_pull::open(self.clone(), request.into_inner()).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn modify_push_config(
+        &self,
+        _request: Request<pb::ModifyPushConfigRequest>,
+    ) -> Result<Response<()>, Status> {
+        Err(unsupported("A push subscription (ModifyPushConfig)"))
+    }
+
+    async fn get_snapshot(
+        &self,
+        request: Request<pb::GetSnapshotRequest>,
+    ) -> Result<Response<pb::Snapshot>, Status> {
+        // None can be created here (CreateSnapshot is refused).
+        Err(not_found(&request.into_inner().snapshot))
+    }
+
+    async fn list_snapshots(
+        &self,
+        request: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
+        names::project(&request.into_inner().project)?;
+        Ok(Response::new(pb::ListSnapshotsResponse::default()))
+    }
+
+    async fn create_snapshot(
+        &self,
+        _request: Request<pb::CreateSnapshotRequest>,
+    ) -> Result<Response<pb::Snapshot>, Status> {
+        Err(unsupported("Snapshots"))
+    }
+
+    async fn update_snapshot(
+        &self,
+        _request: Request<pb::UpdateSnapshotRequest>,
+    ) -> Result<Response<pb::Snapshot>, Status> {
+        Err(unsupported("Snapshots"))
+    }
+
+    async fn delete_snapshot(
+        &self,
+        request: Request<pb::DeleteSnapshotRequest>,
+    ) -> Result<Response<()>, Status> {
+        Err(not_found(&request.into_inner().snapshot))
+    }
+
+    async fn seek(
+        &self,
+        _request: Request<pb::SeekRequest>,
+    ) -> Result<Response<pb::SeekResponse>, Status> {
+        Err(unsupported("Seek"))
+    }
+}

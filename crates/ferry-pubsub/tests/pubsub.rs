@@ -1,0 +1,420 @@
+//! The Pub/Sub front end over a real broker, driven by the generated `google.pubsub.v1`
+//! clients over loopback gRPC.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_pubsub::PubSub;
+use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
+use pb::publisher_client::PublisherClient;
+use pb::subscriber_client::SubscriberClient;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const TOPIC: &str = "projects/demo/topics/orders";
+const SUB: &str = "projects/demo/subscriptions/billing";
+
+struct Served {
+    addr: SocketAddr,
+    broker: Broker,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn serve(dir: &std::path::Path) -> Served {
+    let broker = Broker::open(dir, BrokerConfig::default()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let pubsub = PubSub::new(broker.clone());
+    let task = tokio::spawn(async move {
+        pubsub
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Served {
+        addr,
+        broker,
+        stop,
+        task,
+    }
+}
+
+impl Served {
+    async fn clients(&self) -> (PublisherClient<Channel>, SubscriberClient<Channel>) {
+        let channel = Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        (
+            PublisherClient::new(channel.clone()),
+            SubscriberClient::new(channel),
+        )
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("the server stops")
+            .unwrap();
+    }
+}
+
+fn message(data: &str, key: &str) -> pb::PubsubMessage {
+    let mut m = pb::PubsubMessage {
+        data: Bytes::copy_from_slice(data.as_bytes()),
+        ordering_key: key.into(),
+        ..Default::default()
+    };
+    m.attributes.insert("kind".into(), "order".into());
+    m
+}
+
+async fn set_up(
+    publisher: &mut PublisherClient<Channel>,
+    subscriber: &mut SubscriberClient<Channel>,
+    ordered: bool,
+) {
+    publisher
+        .create_topic(pb::Topic {
+            name: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    subscriber
+        .create_subscription(pb::Subscription {
+            name: SUB.into(),
+            topic: TOPIC.into(),
+            ack_deadline_seconds: 20,
+            enable_message_ordering: ordered,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+async fn publish(
+    publisher: &mut PublisherClient<Channel>,
+    messages: Vec<pb::PubsubMessage>,
+) -> Vec<String> {
+    publisher
+        .publish(pb::PublishRequest {
+            topic: TOPIC.into(),
+            messages,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .message_ids
+}
+
+async fn pull(subscriber: &mut SubscriberClient<Channel>, max: i32) -> Vec<pb::ReceivedMessage> {
+    #[allow(deprecated)]
+    let request = pb::PullRequest {
+        subscription: SUB.into(),
+        max_messages: max,
+        return_immediately: true,
+    };
+    subscriber
+        .pull(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .received_messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_messages_are_pulled_acknowledged_and_handed_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+
+    let ids = publish(&mut publisher, vec![message("a", "k1"), message("b", "")]).await;
+    assert_eq!(ids.len(), 2);
+    let got = pull(&mut subscriber, 10).await;
+    assert_eq!(got.len(), 2);
+    let first = got[0].message.as_ref().unwrap();
+    assert_eq!(first.data, Bytes::from_static(b"a"));
+    assert_eq!(first.attributes["kind"], "order");
+    assert_eq!(first.ordering_key, "k1");
+    assert_eq!(first.message_id, ids[0]);
+    assert!(first.publish_time.is_some());
+    // No dead-letter policy: Pub/Sub leaves the attempt count unset.
+    assert_eq!(got[0].delivery_attempt, 0);
+
+    // One acknowledged, one handed back at once (deadline 0): only that one comes again.
+    subscriber
+        .acknowledge(pb::AcknowledgeRequest {
+            subscription: SUB.into(),
+            ack_ids: vec![got[0].ack_id.clone()],
+        })
+        .await
+        .unwrap();
+    subscriber
+        .modify_ack_deadline(pb::ModifyAckDeadlineRequest {
+            subscription: SUB.into(),
+            ack_ids: vec![got[1].ack_id.clone()],
+            ack_deadline_seconds: 0,
+        })
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        let again = pull(&mut subscriber, 10).await;
+        if !again.is_empty() || Instant::now() > deadline {
+            break again;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].message.as_ref().unwrap().message_id, ids[1]);
+
+    // A second ack of the first delivery is dropped, as Pub/Sub's best-effort acks are;
+    // a malformed ack id is refused.
+    subscriber
+        .acknowledge(pb::AcknowledgeRequest {
+            subscription: SUB.into(),
+            ack_ids: vec![got[0].ack_id.clone(), again[0].ack_id.clone()],
+        })
+        .await
+        .unwrap();
+    let bad = subscriber
+        .acknowledge(pb::AcknowledgeRequest {
+            subscription: SUB.into(),
+            ack_ids: vec!["not-an-ack-id".into()],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(pull(&mut subscriber, 10).await.is_empty());
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_and_subscriptions_are_the_brokers_and_listed_per_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, true).await;
+
+    // The broker's own names: what the CLI and the other front ends see.
+    assert!(served.broker.describe_topic("demo.orders").is_ok());
+    let info = served.broker.describe_subscription("demo.billing").unwrap();
+    assert_eq!(info.spec.topic.as_str(), "demo.orders");
+    assert_eq!(info.spec.delivery.lease, Duration::from_secs(20));
+
+    let got = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.topic, TOPIC);
+    assert_eq!(got.ack_deadline_seconds, 20);
+    assert!(got.enable_message_ordering);
+
+    let topics = publisher
+        .list_topics(pb::ListTopicsRequest {
+            project: "projects/demo".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(topics.topics.len(), 1);
+    assert_eq!(topics.topics[0].name, TOPIC);
+    let other = publisher
+        .list_topics(pb::ListTopicsRequest {
+            project: "projects/other".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(other.topics.is_empty());
+    let subs = publisher
+        .list_topic_subscriptions(pb::ListTopicSubscriptionsRequest {
+            topic: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(subs.subscriptions, vec![SUB.to_owned()]);
+
+    // Errors from the broker's classification.
+    let again = publisher
+        .create_topic(pb::Topic {
+            name: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists);
+    let missing = publisher
+        .publish(pb::PublishRequest {
+            topic: "projects/demo/topics/nowhere".into(),
+            messages: vec![message("x", "")],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    let with_subscriptions = publisher
+        .delete_topic(pb::DeleteTopicRequest {
+            topic: TOPIC.into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(with_subscriptions.code(), Code::FailedPrecondition);
+
+    // What is not carried out is refused and creates nothing.
+    let filtered = subscriber
+        .create_subscription(pb::Subscription {
+            name: "projects/demo/subscriptions/filtered".into(),
+            topic: TOPIC.into(),
+            filter: "attributes.kind = \"order\"".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(filtered.code(), Code::Unimplemented);
+    let nothing = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: "projects/demo/subscriptions/filtered".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(nothing.code(), Code::NotFound);
+
+    subscriber
+        .delete_subscription(pb::DeleteSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap();
+    publisher
+        .delete_topic(pb::DeleteTopicRequest {
+            topic: TOPIC.into(),
+        })
+        .await
+        .unwrap();
+    assert!(served.broker.describe_topic("demo.orders").is_err());
+    served.stop().await;
+}
+
+/// A streaming pull sends no more than the client's `max_outstanding_messages` until some
+/// are acknowledged; acks and deadline changes travel on the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_pull_keeps_to_its_flow_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+    let messages = (0..10).map(|i| message(&i.to_string(), "")).collect();
+    publish(&mut publisher, messages).await;
+
+    let (requests, rx) = mpsc::channel(16);
+    requests
+        .send(pb::StreamingPullRequest {
+            subscription: SUB.into(),
+            stream_ack_deadline_seconds: 30,
+            max_outstanding_messages: 3,
+            client_id: "test-client".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut responses = subscriber
+        .streaming_pull(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+
+    let mut held = Vec::new();
+    while held.len() < 3 {
+        let response = responses.message().await.unwrap().expect("a response");
+        held.extend(response.received_messages);
+    }
+    assert_eq!(held.len(), 3, "three outstanding at most");
+    // Nothing more while three are outstanding.
+    let more = tokio::time::timeout(Duration::from_millis(700), responses.message()).await;
+    assert!(
+        more.is_err(),
+        "a fourth message came while three were outstanding"
+    );
+
+    // Acknowledge two and extend the third: two more come.
+    requests
+        .send(pb::StreamingPullRequest {
+            ack_ids: vec![held[0].ack_id.clone(), held[1].ack_id.clone()],
+            modify_deadline_seconds: vec![60],
+            modify_deadline_ack_ids: vec![held[2].ack_id.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut next = Vec::new();
+    while next.len() < 2 {
+        let response = tokio::time::timeout(Duration::from_secs(10), responses.message())
+            .await
+            .expect("more after the acks")
+            .unwrap()
+            .expect("a response");
+        next.extend(response.received_messages);
+    }
+    assert_eq!(next.len(), 2);
+    let info = served.broker.describe_queue("demo.billing").unwrap();
+    assert_eq!(info.stats.state.in_flight, 3, "{:?}", info.stats);
+    assert_eq!(info.stats.acked, 2, "{:?}", info.stats);
+
+    // An ack by the unary call frees the stream's room too (Google's Python client acks
+    // that way).
+    subscriber
+        .acknowledge(pb::AcknowledgeRequest {
+            subscription: SUB.into(),
+            ack_ids: vec![next[0].ack_id.clone()],
+        })
+        .await
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), responses.message())
+        .await
+        .expect("one more after the unary ack")
+        .unwrap()
+        .expect("a response");
+    assert_eq!(response.received_messages.len(), 1);
+    drop(requests);
+    served.stop().await;
+}
+
+/// What was published survives a restart of the server on the same directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_messages_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+    let ids = publish(&mut publisher, vec![message("kept", "")]).await;
+    drop((publisher, subscriber));
+    let broker = served.broker.clone();
+    served.stop().await;
+    drop(broker);
+
+    let served = serve(dir.path()).await;
+    let (_, mut subscriber) = served.clients().await;
+    let got = pull(&mut subscriber, 10).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message.as_ref().unwrap().message_id, ids[0]);
+    served.stop().await;
+}

@@ -1,0 +1,60 @@
+//! Google's own Python client for Pub/Sub (`google-cloud-pubsub`, from PyPI) against the
+//! front end through `PUBSUB_EMULATOR_HOST`, as an application's tests would point it at
+//! Google's emulator: `python/pubsub_client.py` creates topics and subscriptions, publishes
+//! with ordering keys, reads with a streaming pull under flow control (each key in order),
+//! pulls, hands back and acknowledges, and checks the errors the client raises.
+//!
+//! CI installs the client (`scripts/python-packages.sh`); elsewhere, without it, the test
+//! says so loudly and skips — under `CI=true` that is a failure.
+
+use std::path::Path;
+use std::process::Command;
+
+use ferry_broker::{Broker, BrokerConfig};
+use ferry_pubsub::PubSub;
+
+fn python_has_the_client() -> bool {
+    Command::new("python3")
+        .args(["-c", "from google.cloud import pubsub_v1"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn googles_python_client_works_against_the_front_end() {
+    if !python_has_the_client() {
+        ferry_testkit::skip_or_fail(
+            "python3 with google-cloud-pubsub is missing (python3 -m pip install google-cloud-pubsub)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path(), BrokerConfig::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(PubSub::new(broker).serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/pubsub_client.py");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(script)
+            .env("PUBSUB_EMULATOR_HOST", addr.to_string())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+    assert!(
+        output.status.success(),
+        "the Python client failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("every check passed"));
+}
