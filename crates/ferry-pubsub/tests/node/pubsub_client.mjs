@@ -1,0 +1,116 @@
+// Google's Node.js client for Pub/Sub (@google-cloud/pubsub) against Ferry's front end.
+//
+// Run with PUBSUB_EMULATOR_HOST set to the front end's address: the client then speaks
+// plaintext gRPC without credentials, as it does to Google's emulator. Prints "every check
+// passed" at the end; a failed check throws.
+
+import {PubSub} from '@google-cloud/pubsub';
+
+const pubsub = new PubSub({projectId: 'ferry-node'});
+
+function check(condition, what) {
+  if (!condition) {
+    throw new Error(`check failed: ${what}`);
+  }
+}
+
+async function refusedWith(code, call, what) {
+  try {
+    await call();
+  } catch (e) {
+    check(e.code === code, `${what}: code ${e.code} (${e.message})`);
+    return;
+  }
+  throw new Error(`${what} succeeded`);
+}
+
+const ALREADY_EXISTS = 6;
+const NOT_FOUND = 5;
+const UNIMPLEMENTED = 12;
+
+const [topic] = await pubsub.createTopic('orders');
+await refusedWith(ALREADY_EXISTS, () => pubsub.createTopic('orders'), 'a second createTopic');
+const [subscription] = await topic.createSubscription('ordered', {
+  enableMessageOrdering: true,
+  ackDeadlineSeconds: 20,
+});
+const [metadata] = await subscription.getMetadata();
+check(metadata.topic === topic.name, `subscription topic ${metadata.topic}`);
+check(metadata.enableMessageOrdering === true, 'ordering enabled');
+check(metadata.ackDeadlineSeconds === 20, `ack deadline ${metadata.ackDeadlineSeconds}`);
+const [topics] = await pubsub.getTopics();
+check(
+  topics.length === 1 && topics[0].name === topic.name,
+  `topics: ${topics.map(t => t.name)}`,
+);
+await refusedWith(
+  UNIMPLEMENTED,
+  () => topic.createSubscription('filtered', {filter: 'attributes.kind = "x"'}),
+  'a filtered subscription',
+);
+await refusedWith(
+  NOT_FOUND,
+  () => pubsub.topic('nowhere').publishMessage({data: Buffer.from('x')}),
+  'a publish to a missing topic',
+);
+
+// Publish with ordering keys: two keys, interleaved.
+const ordered = pubsub.topic('orders', {messageOrdering: true});
+const KEYS = ['customer-1', 'customer-2'];
+const PER_KEY = 25;
+const published = [];
+for (let i = 0; i < PER_KEY; i++) {
+  for (const key of KEYS) {
+    published.push(
+      ordered.publishMessage({
+        data: Buffer.from(`${key}:${i}`),
+        orderingKey: key,
+        attributes: {seq: String(i)},
+      }),
+    );
+  }
+}
+const ids = await Promise.all(published);
+check(new Set(ids).size === ids.length, 'message ids are unique');
+
+// A streaming pull under flow control: each key in order, never more than five held.
+const received = new Map(KEYS.map(k => [k, []]));
+let outstanding = 0;
+let mostOutstanding = 0;
+const reader = pubsub.subscription('ordered', {flowControl: {maxMessages: 5, allowExcessMessages: false}});
+const all = new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error('the streaming pull stalled')), 60_000);
+  reader.on('error', reject);
+  reader.on('message', message => {
+    outstanding += 1;
+    mostOutstanding = Math.max(mostOutstanding, outstanding);
+    setTimeout(() => {
+      const [key, number] = message.data.toString().split(':');
+      check(message.orderingKey === key, `ordering key ${message.orderingKey} for ${key}`);
+      check(message.attributes.seq === number, 'attributes arrive');
+      received.get(key).push(Number(number));
+      outstanding -= 1;
+      message.ack();
+      if ([...received.values()].every(v => v.length === PER_KEY)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    }, 5);
+  });
+});
+await all;
+await reader.close();
+for (const key of KEYS) {
+  const got = received.get(key);
+  check(
+    got.every((n, i) => n === i),
+    `${key} in order: ${got}`,
+  );
+}
+check(mostOutstanding <= 5, `flow control: ${mostOutstanding} outstanding`);
+
+await subscription.delete();
+await topic.delete();
+await refusedWith(NOT_FOUND, () => subscription.getMetadata(), 'a deleted subscription');
+await pubsub.close();
+console.log('every check passed');
