@@ -170,6 +170,9 @@ enum BenchTarget {
     Fanout(bench::fanout::FanoutArgs),
     /// The server over loopback with the Rust client, next to the embedded broker.
     Remote(bench::remote::RemoteArgs),
+    /// The server's publish-ack of 1 KiB messages against the disk's sequential bandwidth,
+    /// in alternating rounds on the file system of its data directory.
+    DiskRatio(bench::disk_ratio::DiskRatioArgs),
     /// The same SDK code on every transport this build has, side by side.
     Transports(bench::transports::TransportsArgs),
     /// Internal to `bench storage`: fills a log in DIR with about BYTES of records, then
@@ -374,6 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             BenchTarget::Broker(args) => bench::broker::run(&args),
             BenchTarget::Fanout(args) => bench::fanout::run(&args),
             BenchTarget::Remote(args) => bench::remote::run(&args),
+            BenchTarget::DiskRatio(args) => bench::disk_ratio::run(&args),
             BenchTarget::Transports(args) => bench::transports::run(&args),
             BenchTarget::StorageChildFill { dir, bytes } => bench::reopen::child_fill(&dir, bytes),
         },

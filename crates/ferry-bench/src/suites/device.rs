@@ -77,10 +77,24 @@ pub fn measure(dir: &Path, seconds: f64) -> anyhow::Result<DeviceLimits> {
     })
 }
 
+/// Bytes written to the block device `source` (e.g. `/dev/vda`) since it came up: what the
+/// disk got, file system journal included, and anything else writing to it meanwhile.
+/// `None` where /sys does not say (not a block device, not Linux).
+pub fn written_bytes(source: &str) -> Option<u64> {
+    let name = Path::new(source).file_name()?.to_str()?;
+    let stat = std::fs::read_to_string(format!("/sys/class/block/{name}/stat")).ok()?;
+    // The seventh field counts 512-byte sectors written, whatever the device's block size.
+    let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
+    Some(sectors * 512)
+}
+
+/// Writes `block_bytes` at the end of a new file at `path` and fdatasyncs, over and over,
+/// until `duration` has passed or `cap_bytes` are written; then removes the file.
+///
 /// Appending (not overwriting) on purpose: that is what the log does, and an appending
 /// fdatasync must also persist the new file size, which costs a journal commit on most
 /// file systems.
-fn sync_loop(
+pub fn sync_loop(
     path: &Path,
     block_bytes: usize,
     duration: Duration,

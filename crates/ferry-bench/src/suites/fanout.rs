@@ -185,15 +185,6 @@ fn io() -> Option<Io> {
     })
 }
 
-/// Bytes written to the block device `source` (e.g. `/dev/vda`) since it came up.
-fn device_written(source: &str) -> Option<u64> {
-    let name = Path::new(source).file_name()?.to_str()?;
-    let stat = std::fs::read_to_string(format!("/sys/class/block/{name}/stat")).ok()?;
-    // The seventh field counts 512-byte sectors written, whatever the device's block size.
-    let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
-    Some(sectors * 512)
-}
-
 /// Sum of the sizes of the files under `dir`.
 fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -286,7 +277,7 @@ async fn run_case(
         fsync_count::count(),
         process::cpu_seconds(),
         io(),
-        device_written(device),
+        super::device::written_bytes(device),
         dir_bytes(&dir),
     );
     let start = Instant::now();
@@ -299,7 +290,7 @@ async fn run_case(
         fsync_count::count(),
         process::cpu_seconds(),
         io(),
-        device_written(device),
+        super::device::written_bytes(device),
         dir_bytes(&dir),
     );
     let mut depth_end = 0;

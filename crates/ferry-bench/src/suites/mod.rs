@@ -6,11 +6,13 @@
 //! conditions. `ferry bench broker` ([`broker`]) shares its machine facts, directory choice
 //! and fsync count, and `ferry bench fanout` ([`fanout`]) the broker bench's process figures
 //! and fresh brokers. `ferry bench remote` ([`remote`]) and `ferry bench transports`
-//! ([`transports`]) put the server and every transport beside the embedded broker.
+//! ([`transports`]) put the server and every transport beside the embedded broker, and
+//! `ferry bench disk-ratio` ([`disk_ratio`]) the server's publish-ack beside the disk.
 
 pub mod broker;
 pub mod checks;
 pub mod device;
+pub mod disk_ratio;
 pub mod fanout;
 pub mod fsync_count;
 mod json;

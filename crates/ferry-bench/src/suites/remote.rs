@@ -27,7 +27,7 @@ use super::broker::Fresh;
 use super::machine::Machine;
 use super::{latency_histogram, scratch_dir};
 
-const QUEUE: &str = "bench";
+pub(super) const QUEUE: &str = "bench";
 /// Remote publish throughput over in-process, at least.
 const TARGET_RATIO: f64 = 0.5;
 
@@ -58,19 +58,21 @@ pub struct RemoteArgs {
 }
 
 /// What one publish window measured.
-struct Window {
-    messages: u64,
-    seconds: f64,
-    calls: Histogram<u64>,
+pub(super) struct Window {
+    /// Messages in the publish calls that completed inside the window.
+    pub(super) messages: u64,
+    pub(super) seconds: f64,
+    /// Latency of each publish call, in nanoseconds.
+    pub(super) calls: Histogram<u64>,
 }
 
 impl Window {
-    fn rate(&self) -> f64 {
+    pub(super) fn rate(&self) -> f64 {
         self.messages as f64 / self.seconds
     }
 }
 
-fn payload(size: usize) -> Bytes {
+pub(super) fn payload(size: usize) -> Bytes {
     Bytes::from(vec![b'x'; size])
 }
 
@@ -101,6 +103,25 @@ where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
 {
+    let (window, (), ()) = probed_window(producers, batch, seconds, publish, || ()).await?;
+    Ok(window)
+}
+
+/// [`window`], reading `probe` (counters kept outside the publishers: device sectors,
+/// fdatasyncs, CPU time) at the two edges of the measured window, so that what it counts
+/// belongs to the same seconds as the messages. Returns the window and both readings.
+pub(super) async fn probed_window<F, Fut, P, T>(
+    producers: usize,
+    batch: usize,
+    seconds: f64,
+    publish: F,
+    probe: P,
+) -> anyhow::Result<(Window, T, T)>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+    P: Fn() -> T,
+{
     let publish = Arc::new(publish);
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -127,32 +148,46 @@ where
         });
     }
     tokio::time::sleep(Duration::from_secs_f64((seconds / 4.0).min(1.0))).await;
+    let before = probe();
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
+    let after = probe();
     stop.store(true, Ordering::Relaxed);
     let mut calls = latency_histogram();
     while let Some(done) = tasks.join_next().await {
         calls.add(done??).context("merging histograms")?;
     }
-    Ok(Window {
+    let window = Window {
         messages: count.load(Ordering::Relaxed),
         seconds: elapsed,
         calls,
-    })
+    };
+    Ok((window, before, after))
 }
 
-struct Remote {
-    client: Client,
+/// A server on 127.0.0.1 over a fresh broker with the bench queue, and a client of it.
+pub(super) struct Remote {
+    pub(super) client: Client,
     stop: tokio::sync::oneshot::Sender<()>,
     served: tokio::task::JoinHandle<anyhow::Result<()>>,
-    fresh: Fresh,
+    pub(super) fresh: Fresh,
 }
 
-async fn start_remote(base: &Path, size: usize) -> anyhow::Result<Remote> {
-    let fresh = Fresh::empty(base, &format!("remote-{size}")).await?;
+impl Remote {
+    /// Stops serving and waits until the server has; returns the broker to close.
+    pub(super) async fn stop(self) -> anyhow::Result<Fresh> {
+        let _ = self.stop.send(());
+        self.served.await??;
+        Ok(self.fresh)
+    }
+}
+
+/// Starts a [`Remote`] whose broker lives in a directory named after `scenario` in `base`.
+pub(super) async fn start_remote(base: &Path, scenario: &str) -> anyhow::Result<Remote> {
+    let fresh = Fresh::empty(base, scenario).await?;
     fresh.broker.create_queue(QUEUE, queue_spec()).await?;
     let listener = ferry_server::bind("127.0.0.1:0".parse().expect("an address")).await?;
     let addr = listener.local_addr()?;
@@ -241,7 +276,7 @@ async fn measure(args: &RemoteArgs, seconds: f64, base: &Path) -> anyhow::Result
         finished.push(fresh);
 
         // Over loopback.
-        let remote = start_remote(base, size).await?;
+        let remote = start_remote(base, &format!("remote-{size}")).await?;
         let client = remote.client.clone();
         let body = payload(size);
         let over_the_wire = window(args.producers, batch, seconds, move || {
@@ -303,9 +338,7 @@ async fn measure(args: &RemoteArgs, seconds: f64, base: &Path) -> anyhow::Result
         }
         let consume_rate = consumed as f64 / started.elapsed().as_secs_f64();
         consumer.close();
-        let _ = remote.stop.send(());
-        remote.served.await??;
-        finished.push(remote.fresh);
+        finished.push(remote.stop().await?);
 
         let ratio = over_the_wire.rate() / local.rate();
         let met = ratio >= TARGET_RATIO;
