@@ -59,19 +59,23 @@ impl PgConsumer {
         } else {
             ""
         };
+        // The picked rows are updated by primary key from an array, not joined back: the
+        // statement is prepared, and a generic plan guesses `LIMIT $2` as a tenth of the
+        // table, for which a join reads the whole table into a hash (every row, dead ones
+        // included) on each fetch. `= ANY` of an array is looked up in the primary key
+        // whatever the guess.
         let pick = format!(
-            "WITH picked AS ( \
+            "UPDATE ferry.messages m \
+             SET visible_at = now() + $3 * interval '1 microsecond', \
+                 lease_token = nextval('ferry.lease_tokens'), \
+                 read_count = m.read_count + 1, consumer = $4 \
+             WHERE m.seq = ANY (ARRAY( \
                SELECT c.seq FROM ferry.messages c \
                WHERE c.queue = $1 AND c.visible_at <= now() \
                  AND (c.expires_at IS NULL OR c.expires_at > now()) {head_of_key} \
                ORDER BY c.priority DESC, c.seq \
                LIMIT $2 \
-               FOR UPDATE SKIP LOCKED) \
-             UPDATE ferry.messages m \
-             SET visible_at = now() + $3 * interval '1 microsecond', \
-                 lease_token = nextval('ferry.lease_tokens'), \
-                 read_count = m.read_count + 1, consumer = $4 \
-             FROM picked WHERE m.seq = picked.seq \
+               FOR UPDATE SKIP LOCKED)) \
              RETURNING {DELIVERY}"
         );
         PgConsumer {
@@ -91,6 +95,16 @@ impl PgConsumer {
         if !self.source.dead_letters {
             expire(&mut tx, &self.source).await?;
         }
+        // The pick must walk `messages_next` in its order and stop at the limit. The
+        // planner prefers a bitmap scan of the whole queue and a sort when it guesses that
+        // the queue holds few rows, and it guesses so whenever the table's statistics are
+        // missing or stale (no ANALYZE since the backlog was published, or autovacuum off):
+        // then every fetch reads and sorts the entire backlog to lease a few hundred rows.
+        // For this transaction only, a bitmap scan is not an option.
+        sqlx::query("SET LOCAL enable_bitmapscan = off")
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
         let mut rows = sqlx::query(&self.pick)
             .bind(&self.source.queue)
             .bind(max as i64)
