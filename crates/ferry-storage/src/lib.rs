@@ -40,6 +40,7 @@ pub mod recovery;
 pub mod retention;
 mod segment;
 pub mod stats;
+mod syncer;
 mod writer;
 
 pub use batch::{NewRecord, Record, RecordBatch};

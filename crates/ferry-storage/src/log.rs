@@ -138,7 +138,7 @@ impl Log {
             _lock: lock,
         });
         let (sender, receiver) = mpsc::channel();
-        let writer = Writer::new(shared.clone(), recovered.active_state, receiver)?;
+        let writer = Writer::new(shared.clone(), recovered.active_state, receiver, &sender)?;
         let handle = std::thread::Builder::new()
             .name("ferry-log-writer".into())
             .spawn(move || writer.run())
@@ -445,7 +445,9 @@ impl Log {
     }
 
     fn shutdown(&mut self) {
-        self.sender.take();
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.send(Command::Close);
+        }
         // Dropped from its own completion: the writer cannot be joined from the thread it
         // would wait for. It still drains, syncs and checkpoints on its own, and the
         // directory lock goes only when it has finished.

@@ -6,6 +6,12 @@
 //! group, so the number of fsyncs per second stays at the device's limit while the records
 //! per fsync grow with the load.
 //!
+//! Under `Fsync` the fdatasync runs on a sync thread (see `syncer.rs`): while it runs the
+//! writer writes the next group and may start a second sync for it, so a group arriving
+//! during a slow sync does not wait for that sync's end before its own starts. A group is
+//! completed once a sync that started after its write returned has succeeded, and groups
+//! are completed strictly in order (a later sync finishing first covers the earlier groups).
+//!
 //! Failure rules:
 //! - a failed write (ENOSPC, EROFS…) truncates the segment back to where the group started,
 //!   fails the group's requests and leaves the log as it was: later appends may succeed;
@@ -13,6 +19,7 @@
 //!   pages, so nothing written since the last good sync can be trusted (the PostgreSQL
 //!   "fsyncgate" lesson). The requests fail and so does every later append, until reopen.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -31,6 +38,7 @@ use crate::index::{self, Footer, IndexBuilder};
 use crate::log::{Appended, Shared};
 use crate::preallocate::Preallocator;
 use crate::segment::{Extent, Segment};
+use crate::syncer::{Synced, Syncer};
 
 pub type Completion = Box<dyn FnOnce(Result<Appended>) + Send>;
 
@@ -42,6 +50,11 @@ pub(crate) enum Command {
     },
     Sync(SyncSender<Result<()>>),
     Roll(SyncSender<Result<()>>),
+    /// A sync thread finished an fdatasync: its result waits in the syncer.
+    Synced,
+    /// The log is closing: finish what is queued before this, then stop. (The sync threads
+    /// hold senders too, so the channel never disconnects while the writer lives.)
+    Close,
 }
 
 /// What recovery hands the writer about the active segment.
@@ -62,6 +75,14 @@ struct Pending {
     done: Completion,
     header: BatchHeader,
     position: u64,
+}
+
+/// A group written under `Fsync` whose sync has not finished yet.
+struct WrittenGroup {
+    /// Where the group ends in the active segment: a sync up to here covers it.
+    end: u64,
+    written: u64,
+    pending: Vec<Pending>,
 }
 
 /// Completions of one group, handed to the completer thread.
@@ -91,6 +112,15 @@ pub(crate) struct Writer {
     index_file: File,
     unwritten_index: Vec<u8>,
     synced_len: u64,
+    /// Where readers see the active segment end: the end of the last completed group.
+    published_len: u64,
+    /// Under `Fsync`: the threads that run the fdatasyncs.
+    syncer: Option<Syncer>,
+    /// Written groups awaiting their sync, in offset order.
+    unsynced: VecDeque<WrittenGroup>,
+    /// The end of the data the last started sync covers.
+    sync_target: u64,
+    closing: bool,
     buf: BytesMut,
     pending: Vec<Pending>,
     last_sync: Instant,
@@ -103,6 +133,7 @@ impl Writer {
         shared: Arc<Shared>,
         active: ActiveState,
         receiver: Receiver<Command>,
+        wake: &Sender<Command>,
     ) -> Result<Self> {
         let index_file = open_index(&active.segment)?;
         let (sender, completions) = mpsc::channel::<Completed>();
@@ -133,6 +164,13 @@ impl Writer {
         } else {
             None
         };
+        let syncer = if config.durability == Durability::Fsync {
+            let s = Syncer::start(wake)
+                .map_err(|e| StorageError::io("spawn sync thread for", &shared.dir, e))?;
+            Some(s)
+        } else {
+            None
+        };
         Ok(Writer {
             completer: Some((sender, handle)),
             completer_backlog,
@@ -140,6 +178,11 @@ impl Writer {
             average_group_bytes: 0,
             last_group_appends: 0,
             synced_len: active.len,
+            published_len: active.len,
+            syncer,
+            unsynced: VecDeque::new(),
+            sync_target: active.len,
+            closing: false,
             shared,
             active,
             index_file,
@@ -163,9 +206,14 @@ impl Writer {
                     .map_err(|_| RecvTimeoutError::Disconnected),
             };
             match command {
+                Ok(Command::Synced) => self.collect_synced(),
+                Ok(Command::Close) => break,
                 Ok(first) => self.process_group(first),
                 Err(RecvTimeoutError::Timeout) => self.on_timer(),
                 Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if self.closing {
+                break;
             }
         }
         self.shutdown();
@@ -214,8 +262,10 @@ impl Writer {
                     });
                     let _ = reply.send(result);
                 }
+                Command::Synced => self.collect_synced(),
+                Command::Close => self.closing = true,
             }
-            if self.buf.len() < max_group {
+            if self.buf.len() < max_group && !self.closing {
                 next = self.receiver.try_recv().ok();
                 if next.is_none() && self.worth_lingering(started) {
                     let wait = LINGER.saturating_sub(started.elapsed());
@@ -271,8 +321,10 @@ impl Writer {
     }
 
     fn staged_next_offset(&self) -> u64 {
+        let written = self.unsynced.back().and_then(|g| g.pending.last());
         self.pending
             .last()
+            .or(written)
             .map_or(self.active.next_offset, |p| p.header.next_offset())
     }
 
@@ -297,7 +349,16 @@ impl Writer {
         if self.pending.is_empty() {
             return Ok(());
         }
+        self.make_room_for_a_sync();
         let pending = std::mem::take(&mut self.pending);
+        // A sync that failed while this group was staged: it would never get a sync of its own.
+        if self.syncer.is_some()
+            && let Some(e) = self.shared.poison_error()
+        {
+            self.buf.clear();
+            self.fail_all(pending, &e);
+            return Err(e);
+        }
         let segment = self.active.segment.clone();
         let start = self.active.len;
         if let Some(last) = pending.last() {
@@ -319,6 +380,8 @@ impl Writer {
         if let Err(source) = file.write_all_at(&self.buf, start) {
             self.buf.clear();
             let error = StorageError::io("append to", &segment.log_path, source);
+            // The groups written before this one complete first: completions stay in order.
+            self.drain_syncs();
             // Undo a partial write so the file ends on a batch boundary again.
             let undone = match &self.prealloc {
                 Some(p) => p.truncate(&file, start),
@@ -333,12 +396,21 @@ impl Writer {
         let written = self.buf.len() as u64;
         self.buf.clear();
         self.active.len += written;
-        if self.shared.config.durability == Durability::Fsync
-            && let Err(e) = self.sync_data()
-        {
-            self.fail_all(pending, &e);
-            return Err(e);
+        if self.syncer.is_some() {
+            self.unsynced.push_back(WrittenGroup {
+                end: self.active.len,
+                written,
+                pending,
+            });
+            self.start_sync_if_due();
+            return Ok(());
         }
+        self.finish_group(pending, self.active.len, written);
+        Ok(())
+    }
+
+    /// Publishes a written (and, under `Fsync`, synced) group to readers and completes it.
+    fn finish_group(&mut self, pending: Vec<Pending>, end: u64, written: u64) {
         if let (Some(first), Some(last)) = (pending.first(), pending.last()) {
             let records = last.header.next_offset() - first.header.base_offset;
             self.shared.stats.record_commit(records, written);
@@ -346,6 +418,7 @@ impl Writer {
         for p in &pending {
             self.note_batch(p.position, &p.header);
         }
+        self.published_len = end;
         self.publish();
         self.complete(
             pending
@@ -359,10 +432,92 @@ impl Writer {
                 })
                 .collect(),
         );
-        if self.shared.config.durability == Durability::Fsync {
-            self.maybe_checkpoint();
+    }
+
+    /// Starts a sync of everything written, unless one already covers it or two are running
+    /// (the groups written meanwhile get the next sync, started when one of those ends).
+    fn start_sync_if_due(&mut self) {
+        let Some(syncer) = &mut self.syncer else {
+            return;
+        };
+        if self.sync_target >= self.active.len || !syncer.has_room() {
+            return;
         }
-        Ok(())
+        // After a failed fdatasync a retry may report success although the kernel dropped
+        // the dirty pages: a poisoned log is never synced again.
+        if self.shared.poison_error().is_some() {
+            return;
+        }
+        syncer.start_sync(self.active.file.clone(), self.active.len);
+        self.sync_target = self.active.len;
+    }
+
+    /// With two syncs running, waits for one to end before the next group is written, so
+    /// that every group gets its sync as soon as it is written, and what arrives meanwhile
+    /// forms one next group rather than many small writes.
+    fn make_room_for_a_sync(&mut self) {
+        let full = self.syncer.as_ref().is_some_and(|s| !s.has_room());
+        if full && let Some(synced) = self.syncer.as_mut().and_then(Syncer::wait_finished) {
+            self.on_synced(synced);
+        }
+    }
+
+    /// Handles every sync that has finished, without waiting.
+    fn collect_synced(&mut self) {
+        while let Some(synced) = self.syncer.as_mut().and_then(Syncer::try_finished) {
+            self.on_synced(synced);
+        }
+    }
+
+    /// Waits for every sync in flight, starting more until all written groups are completed
+    /// (or failed): a roll, an explicit sync or a close needs everything written durable.
+    fn drain_syncs(&mut self) {
+        loop {
+            self.start_sync_if_due();
+            let Some(synced) = self.syncer.as_mut().and_then(Syncer::wait_finished) else {
+                break;
+            };
+            self.on_synced(synced);
+        }
+        debug_assert!(self.unsynced.is_empty());
+    }
+
+    /// Completes the groups a finished sync covers, or fails them all if it failed.
+    fn on_synced(&mut self, synced: Synced) {
+        if let Err(e) = synced.result {
+            let segment = &self.active.segment;
+            if self.shared.poison_error().is_none() {
+                let cause = format!("fdatasync of {} failed: {e}", segment.log_path.display());
+                self.poison(cause);
+            }
+            let error = self.shared.poison_error().expect("just poisoned");
+            // Nothing written since the last good sync can be trusted, whichever sync of it
+            // is still running.
+            let failed = self.unsynced.drain(..).flat_map(|g| g.pending).collect();
+            self.fail_all(failed, &error);
+            return;
+        }
+        // Only a failed sync poisons a log with syncs in flight (every other cause drains
+        // them first), and it has failed every group it left.
+        if self.shared.poison_error().is_some() {
+            return;
+        }
+        self.shared
+            .stats
+            .record_fsync(synced.took.as_nanos() as u64);
+        metrics::histogram!("ferry_storage_fsync_seconds").record(synced.took.as_secs_f64());
+        self.synced_len = self.synced_len.max(synced.up_to);
+        self.last_sync = Instant::now();
+        while self
+            .unsynced
+            .front()
+            .is_some_and(|g| g.end <= self.synced_len)
+        {
+            let group = self.unsynced.pop_front().expect("checked above");
+            self.finish_group(group.pending, group.end, group.written);
+        }
+        self.start_sync_if_due();
+        self.maybe_checkpoint();
     }
 
     /// Adds an index entry when a batch starts a new index interval, and tracks timestamps.
@@ -385,7 +540,7 @@ impl Writer {
 
     fn publish(&self) {
         let mut extent = self.active.segment.extent.write().expect("extent lock");
-        extent.len = self.active.len;
+        extent.len = self.published_len;
         extent.next_offset = self.active.next_offset;
         extent.max_timestamp = self.active.index.max_timestamp();
         drop(extent);
@@ -417,6 +572,7 @@ impl Writer {
 
     /// Syncs whatever is written but not yet durable and refreshes the checkpoint.
     fn sync_active(&mut self) -> Result<()> {
+        self.drain_syncs();
         if let Some(e) = self.shared.poison_error() {
             return Err(e);
         }
@@ -452,9 +608,10 @@ impl Writer {
         .write(&self.shared.dir)
     }
 
-    /// Checkpoints are only taken when everything written is synced.
+    /// Checkpoints are only taken when everything published is synced and nothing synced
+    /// is unpublished, so the published next offset is the synced one.
     fn synced_next_offset(&self) -> u64 {
-        debug_assert_eq!(self.synced_len, self.active.len);
+        debug_assert_eq!(self.synced_len, self.published_len);
         self.active.next_offset
     }
 
@@ -478,6 +635,9 @@ impl Writer {
     /// 3. the footer is written and synced. A crash between 2 and 3 leaves a sealed segment
     ///    without footer, which recovery verifies and re-indexes by scanning.
     fn roll(&mut self) -> Result<()> {
+        // No sync of the old segment may still be running: its result would be taken for
+        // the new one's.
+        self.drain_syncs();
         if let Some(e) = self.shared.poison_error() {
             return Err(e);
         }
@@ -566,6 +726,8 @@ impl Writer {
             index_file_len: 0,
         };
         self.synced_len = 0;
+        self.published_len = 0;
+        self.sync_target = 0;
         if let Err(e) = self.write_checkpoint() {
             // The roll itself is complete; without a fresh checkpoint the next recovery just
             // scans the new (small) active segment from its start.
@@ -661,6 +823,7 @@ impl Writer {
     /// end, so the next open scans nothing.
     fn shutdown(&mut self) {
         let result = self.flush().and_then(|()| {
+            self.drain_syncs();
             if self.shared.poison_error().is_some() {
                 return Ok(());
             }
@@ -675,6 +838,7 @@ impl Writer {
         if let Err(e) = result {
             tracing::warn!(dir = %self.shared.dir.display(), error = %e, "log did not close cleanly");
         }
+        self.syncer.take();
         if let Some((sender, handle)) = self.completer.take() {
             drop(sender);
             let _ = handle.join();

@@ -1,5 +1,7 @@
 //! A failed `fdatasync`: the log is poisoned, never claims durability again, never hands out
-//! an offset twice, and does not spin retrying.
+//! an offset twice, and does not spin retrying. With a slow `fdatasync`: a group written
+//! while one runs gets a second sync of its own, never a third, and completions keep their
+//! order.
 //!
 //! fdatasync failures are injected by an `LD_PRELOAD` shim (`tests/support/failsync.c`),
 //! built with the system C compiler when the test runs. Each test re-executes this test
@@ -13,6 +15,7 @@ mod common;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -23,6 +26,7 @@ const CONTROL_DIR_ENV: &str = "FERRY_FAILSYNC_DIR";
 /// The shim's control files (see `failsync.c`).
 const FAIL_ONCE: &str = "fail_once";
 const FAIL_ALWAYS: &str = "fail_always";
+const SLOW_MS: &str = "slow_ms";
 /// Printed by a child that ran its scenario to the end.
 const DONE_MARKER: &str = "FAILSYNC-SCENARIO-DONE";
 /// A hung child (a deadlocked writer, say) is killed after this long.
@@ -127,6 +131,63 @@ fn fdatasync_calls() -> i64 {
         std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> libc::c_long>(symbol)
     };
     count() as i64
+}
+
+/// The most fdatasync calls that ran at once in this process (child only).
+fn fdatasync_max_concurrent() -> i64 {
+    // SAFETY: dlsym with a NUL-terminated name only looks the symbol up.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"failsync_max_concurrent".as_ptr()) };
+    assert!(!symbol.is_null(), "the fdatasync shim is not loaded");
+    // SAFETY: the shim defines `long failsync_max_concurrent(void)`.
+    let max = unsafe {
+        std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> libc::c_long>(symbol)
+    };
+    max() as i64
+}
+
+/// Makes every later fdatasync take at least `delay`.
+fn slow_down(control: &Path, delay: Duration) {
+    fs::write(control.join(SLOW_MS), delay.as_millis().to_string()).unwrap();
+}
+
+/// Appends one record without waiting; its outcome and the time it took from submission
+/// land in `outcomes`, in completion order.
+fn append_recorded(
+    log: &ferry_storage::Log,
+    label: &'static str,
+    outcomes: &Arc<Mutex<Vec<Outcome>>>,
+) {
+    let outcomes = outcomes.clone();
+    let submitted = Instant::now();
+    log.append_then(
+        vec![NewRecord::new(label)],
+        Box::new(move |result| {
+            outcomes.lock().unwrap().push(Outcome {
+                label,
+                result,
+                took: submitted.elapsed(),
+            });
+        }),
+    );
+}
+
+#[derive(Debug)]
+struct Outcome {
+    label: &'static str,
+    result: Result<ferry_storage::Appended, StorageError>,
+    took: Duration,
+}
+
+fn wait_for(outcomes: &Arc<Mutex<Vec<Outcome>>>, count: usize) {
+    let started = Instant::now();
+    while outcomes.lock().unwrap().len() < count {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "appends never completed: {:?}",
+            outcomes.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn arm(control: &Path, switch: &str) {
@@ -351,6 +412,159 @@ fn failing_interval_fdatasync_does_not_make_the_writer_spin() {
             );
             assert!(is_poisoned(&sync), "sync after the failure: {sync:?}");
             drop(log);
+        },
+    );
+}
+
+/// Fsync with a slow disk: A's sync runs when B is written, so B gets a second sync of its
+/// own instead of waiting for A's to end first; C, written while two run, waits for one of
+/// them. Every append still waits for a whole sync started after it, and completions come in
+/// offset order.
+#[test]
+fn a_group_written_during_a_slow_fdatasync_gets_a_second_sync_and_completions_stay_in_order() {
+    run_with_failing_fdatasync(
+        "a_group_written_during_a_slow_fdatasync_gets_a_second_sync_and_completions_stay_in_order",
+        |control| {
+            let dir = control.join("log");
+            let config = LogConfig {
+                durability: Durability::Fsync,
+                preallocate_bytes: 0,
+                checkpoint_interval: Duration::from_secs(3600),
+                ..small_config()
+            };
+            let log = open(&dir, &config);
+            log.append(vec![NewRecord::new("warm-up")]).unwrap();
+            let slow = Duration::from_millis(400);
+            slow_down(control, slow);
+            let outcomes = Arc::new(Mutex::new(Vec::new()));
+            append_recorded(&log, "A", &outcomes);
+            std::thread::sleep(Duration::from_millis(50));
+            append_recorded(&log, "B", &outcomes);
+            std::thread::sleep(Duration::from_millis(50));
+            append_recorded(&log, "C", &outcomes);
+            wait_for(&outcomes, 3);
+            let outcomes = outcomes.lock().unwrap();
+            let order: Vec<_> = outcomes.iter().map(|o| o.label).collect();
+            assert_eq!(order, ["A", "B", "C"], "completion order: {outcomes:?}");
+            let offsets: Vec<_> = outcomes
+                .iter()
+                .map(|o| o.result.as_ref().expect("append failed").base_offset)
+                .collect();
+            assert_eq!(offsets, [1, 2, 3], "{outcomes:?}");
+            for o in outcomes.iter() {
+                assert!(
+                    o.took >= slow,
+                    "{} acknowledged {:?} after submission, before any sync started after it \
+                     could end",
+                    o.label,
+                    o.took
+                );
+            }
+            // One sync after the other would make B wait for the rest of A's and then its own:
+            // about 750 ms.
+            let b = &outcomes[1];
+            assert!(
+                b.took < slow * 3 / 2,
+                "B took {:?}: it waited for A's sync before its own started",
+                b.took
+            );
+            assert_eq!(fdatasync_max_concurrent(), 2, "syncs running at once");
+            drop(outcomes);
+            fs::remove_file(control.join(SLOW_MS)).unwrap();
+            drop(log);
+            let log = open(&dir, &config);
+            let values: Vec<_> = read_all(&log)
+                .iter()
+                .map(|r| String::from_utf8_lossy(&r.value).into_owned())
+                .collect();
+            assert_eq!(values, ["warm-up", "A", "B", "C"]);
+        },
+    );
+}
+
+/// Many appenders against a slow disk: never more than two syncs at once.
+#[test]
+fn no_more_than_two_fdatasyncs_run_at_once_under_load() {
+    run_with_failing_fdatasync(
+        "no_more_than_two_fdatasyncs_run_at_once_under_load",
+        |control| {
+            let dir = control.join("log");
+            let config = LogConfig {
+                durability: Durability::Fsync,
+                preallocate_bytes: 0,
+                checkpoint_interval: Duration::from_secs(3600),
+                ..small_config()
+            };
+            let log = open(&dir, &config);
+            slow_down(control, Duration::from_millis(20));
+            std::thread::scope(|s| {
+                for t in 0..8u64 {
+                    let log = &log;
+                    s.spawn(move || {
+                        for i in 0..20 {
+                            log.append(vec![record(t * 100 + i, 50)]).unwrap();
+                        }
+                    });
+                }
+            });
+            assert_eq!(fdatasync_max_concurrent(), 2, "syncs running at once");
+            assert_eq!(read_all(&log).len(), 160);
+        },
+    );
+}
+
+/// Fsync with a slow disk: A's sync fails while B's (started after B was written) is still
+/// running. The log is poisoned and B fails too, after A (nothing written since the last
+/// good sync is trusted, whatever a later sync says); no sync is started after the failure.
+#[test]
+fn a_failed_fdatasync_fails_the_group_whose_sync_is_still_running_and_poisons_the_log() {
+    run_with_failing_fdatasync(
+        "a_failed_fdatasync_fails_the_group_whose_sync_is_still_running_and_poisons_the_log",
+        |control| {
+            let dir = control.join("log");
+            let config = LogConfig {
+                durability: Durability::Fsync,
+                preallocate_bytes: 0,
+                checkpoint_interval: Duration::from_secs(3600),
+                ..small_config()
+            };
+            let log = open(&dir, &config);
+            let acked = log.append(vec![NewRecord::new("acked")]).unwrap();
+            slow_down(control, Duration::from_millis(300));
+            arm(control, FAIL_ONCE);
+            let calls_before = fdatasync_calls();
+            let outcomes = Arc::new(Mutex::new(Vec::new()));
+            append_recorded(&log, "A", &outcomes);
+            std::thread::sleep(Duration::from_millis(50));
+            append_recorded(&log, "B", &outcomes);
+            wait_for(&outcomes, 2);
+            {
+                let outcomes = outcomes.lock().unwrap();
+                let order: Vec<_> = outcomes.iter().map(|o| o.label).collect();
+                assert_eq!(order, ["A", "B"], "completion order: {outcomes:?}");
+                for o in outcomes.iter() {
+                    assert!(is_poisoned(&o.result), "{}: {:?}", o.label, o.result);
+                }
+            }
+            assert!(!control.join(FAIL_ONCE).exists());
+            let later = log.append(vec![NewRecord::new("later")]);
+            assert!(is_poisoned(&later), "append on a poisoned log: {later:?}");
+            let closed = log.close();
+            assert!(is_poisoned(&closed), "close of a poisoned log: {closed:?}");
+            // A's sync and B's may both have started before A's failed; none after.
+            let calls = fdatasync_calls() - calls_before;
+            assert!(
+                calls <= 2,
+                "{calls} fdatasync calls: one after the failure (a retry can falsely succeed)"
+            );
+            fs::remove_file(control.join(SLOW_MS)).unwrap();
+            let log = open(&dir, &config);
+            let c = log.append(vec![NewRecord::new("C-acked")]).unwrap();
+            let all = read_all(&log);
+            assert_eq!(all[0].value, "acked".as_bytes());
+            assert_eq!(all[0].offset, acked.base_offset);
+            assert_eq!(all.last().unwrap().offset, c.base_offset);
+            assert_offsets_unique(&log, &[(0, "acked"), (c.base_offset, "C-acked")]);
         },
     );
 }
