@@ -9,8 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ferry_broker::{Broker, BrokerConfig};
-use ferry_pubsub::PubSub;
+mod support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn googles_node_client_works_against_the_front_end() {
@@ -28,35 +27,11 @@ async fn googles_node_client_works_against_the_front_end() {
         );
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path(), BrokerConfig::default())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(PubSub::new(broker).serve(listener, async move {
-        let _ = stopped.await;
-    }));
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("pubsub_client.mjs")
-            .current_dir(dir_of_script)
-            .env("PUBSUB_EMULATOR_HOST", addr.to_string())
-            // No Google metadata server to look for here.
-            .env("METADATA_SERVER_DETECTION", "none")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-    assert!(
-        output.status.success(),
-        "the Node.js client failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("every check passed"));
+    let mut client = Command::new("node");
+    client
+        .arg("pubsub_client.mjs")
+        .current_dir(dir_of_script)
+        // No Google metadata server to look for here.
+        .env("METADATA_SERVER_DETECTION", "none");
+    support::run_client("Node.js client", client).await;
 }

@@ -1,51 +1,23 @@
 //! The Pub/Sub front end over a real broker, driven by the generated `google.pubsub.v1`
 //! clients over loopback gRPC.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_broker::{Broker, BrokerConfig};
-use ferry_pubsub::PubSub;
 use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
 use pb::publisher_client::PublisherClient;
 use pb::subscriber_client::SubscriberClient;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
 
+use support::Served;
+
 const TOPIC: &str = "projects/demo/topics/orders";
 const SUB: &str = "projects/demo/subscriptions/billing";
-
-struct Served {
-    addr: SocketAddr,
-    broker: Broker,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-async fn serve(dir: &std::path::Path) -> Served {
-    let broker = Broker::open(dir, BrokerConfig::default()).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let pubsub = PubSub::new(broker.clone());
-    let task = tokio::spawn(async move {
-        pubsub
-            .serve(listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Served {
-        addr,
-        broker,
-        stop,
-        task,
-    }
-}
 
 impl Served {
     async fn clients(&self) -> (PublisherClient<Channel>, SubscriberClient<Channel>) {
@@ -58,14 +30,6 @@ impl Served {
             PublisherClient::new(channel.clone()),
             SubscriberClient::new(channel),
         )
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("the server stops")
-            .unwrap();
     }
 }
 
@@ -136,7 +100,7 @@ async fn pull(subscriber: &mut SubscriberClient<Channel>, max: i32) -> Vec<pb::R
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn published_messages_are_pulled_acknowledged_and_handed_back() {
     let dir = tempfile::tempdir().unwrap();
-    let served = serve(dir.path()).await;
+    let served = Served::start(dir.path()).await;
     let (mut publisher, mut subscriber) = served.clients().await;
     set_up(&mut publisher, &mut subscriber, false).await;
 
@@ -204,7 +168,7 @@ async fn published_messages_are_pulled_acknowledged_and_handed_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topics_and_subscriptions_are_the_brokers_and_listed_per_project() {
     let dir = tempfile::tempdir().unwrap();
-    let served = serve(dir.path()).await;
+    let served = Served::start(dir.path()).await;
     let (mut publisher, mut subscriber) = served.clients().await;
     set_up(&mut publisher, &mut subscriber, true).await;
 
@@ -319,7 +283,7 @@ async fn topics_and_subscriptions_are_the_brokers_and_listed_per_project() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_pull_keeps_to_its_flow_control() {
     let dir = tempfile::tempdir().unwrap();
-    let served = serve(dir.path()).await;
+    let served = Served::start(dir.path()).await;
     let (mut publisher, mut subscriber) = served.clients().await;
     set_up(&mut publisher, &mut subscriber, false).await;
     let messages = (0..10).map(|i| message(&i.to_string(), "")).collect();
@@ -402,7 +366,7 @@ async fn a_streaming_pull_keeps_to_its_flow_control() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn published_messages_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let served = serve(dir.path()).await;
+    let served = Served::start(dir.path()).await;
     let (mut publisher, mut subscriber) = served.clients().await;
     set_up(&mut publisher, &mut subscriber, false).await;
     let ids = publish(&mut publisher, vec![message("kept", "")]).await;
@@ -411,7 +375,7 @@ async fn published_messages_survive_a_restart() {
     served.stop().await;
     drop(broker);
 
-    let served = serve(dir.path()).await;
+    let served = Served::start(dir.path()).await;
     let (_, mut subscriber) = served.clients().await;
     let got = pull(&mut subscriber, 10).await;
     assert_eq!(got.len(), 1);

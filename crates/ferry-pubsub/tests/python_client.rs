@@ -10,8 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ferry_broker::{Broker, BrokerConfig};
-use ferry_pubsub::PubSub;
+mod support;
 
 fn python_has_the_client() -> bool {
     Command::new("python3")
@@ -28,33 +27,8 @@ async fn googles_python_client_works_against_the_front_end() {
         );
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path(), BrokerConfig::default())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(PubSub::new(broker).serve(listener, async move {
-        let _ = stopped.await;
-    }));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/pubsub_client.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .env("PUBSUB_EMULATOR_HOST", addr.to_string())
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
-    assert!(
-        output.status.success(),
-        "the Python client failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("every check passed"));
+    let mut client = Command::new("python3");
+    client.arg(script);
+    support::run_client("Python client", client).await;
 }
