@@ -193,6 +193,39 @@ pub enum BrokerError {
     #[error("topic {topic} has subscription {subscription}; delete its subscriptions first")]
     TopicHasSubscriptions { topic: Name, subscription: Name },
 
+    // Snapshots of subscriptions, and seeks.
+    #[error(
+        "snapshot {snapshot:?} does not exist or has expired; create it first \
+         (list_snapshots shows what exists)"
+    )]
+    SnapshotNotFound { snapshot: String },
+    #[error("snapshot {snapshot} already exists; delete it first or use another name")]
+    SnapshotExists { snapshot: Name },
+    #[error(
+        "snapshot {snapshot} is of topic {topic}, but subscription {subscription} is of topic \
+         {subscription_topic}; seek to a snapshot of {subscription_topic}"
+    )]
+    SnapshotOfAnotherTopic {
+        snapshot: Name,
+        topic: Name,
+        subscription: Name,
+        subscription_topic: Name,
+    },
+    #[error(
+        "a snapshot of subscription {subscription} would expire within an hour: its oldest \
+         unacknowledged message is {oldest_age_ms} ms old (a snapshot lives 7 days from it); \
+         acknowledge or seek past the oldest messages first"
+    )]
+    SnapshotWouldExpire {
+        subscription: Name,
+        oldest_age_ms: i64,
+    },
+    #[error(
+        "the stored snapshot {snapshot:?} is unreadable: {problem}; the metadata was written \
+         by another Ferry version or damaged"
+    )]
+    MalformedSnapshot { snapshot: String, problem: String },
+
     // Links (queues attached to topics).
     #[error("queue {queue} has no link {link}; list its links to see which it has")]
     LinkNotFound { queue: Name, link: Name },
@@ -512,17 +545,21 @@ impl BrokerError {
             | E::GroupNotFound { .. }
             | E::PartitionNotFound { .. }
             | E::MessageNotPublished { .. }
-            | E::LinkNotFound { .. } => K::NotFound,
+            | E::LinkNotFound { .. }
+            | E::SnapshotNotFound { .. } => K::NotFound,
             E::DuplicateQueue { .. }
             | E::QueueExists { .. }
             | E::TopicExists { .. }
-            | E::LinkExists { .. } => K::AlreadyExists,
+            | E::LinkExists { .. }
+            | E::SnapshotExists { .. } => K::AlreadyExists,
             E::QueueIsDeadLetterTarget { .. }
             | E::TopicHasSubscriptions { .. }
             | E::TopicReferencedInFlight { .. }
             | E::GroupNotEmpty { .. }
             | E::GroupCoordinatedByBroker { .. }
             | E::NotASubscription { .. }
+            | E::SnapshotOfAnotherTopic { .. }
+            | E::SnapshotWouldExpire { .. }
             | E::NotADeadLetterQueue { .. }
             | E::NotKeyShared { .. }
             | E::NotQueueOwner { .. }
@@ -551,7 +588,8 @@ impl BrokerError {
             | E::MalformedJournal { .. }
             | E::MalformedSpec { .. }
             | E::MalformedTopicSpec { .. }
-            | E::MalformedLink { .. } => K::Unavailable,
+            | E::MalformedLink { .. }
+            | E::MalformedSnapshot { .. } => K::Unavailable,
             E::EmptyName
             | E::NameTooLong { .. }
             | E::InvalidNameCharacter { .. }

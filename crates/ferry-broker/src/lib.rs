@@ -101,7 +101,8 @@ pub use engine::{
     GroupJoin, GroupPartition, LinkInfo, MAX_OFFSET_METADATA, MAX_PEEK, MaintenanceReport,
     OffsetCommit, ParkedKey, PartitionLag, PeekPage, PeekedMessage, PendingPublish, QueueInfo,
     QueueStats, ReceiveOptions, ReceivedMessage, RedriveFilter, RedriveReport, RedriveRequest,
-    SkippedRange, StartAt, StorageStats, SubscriptionInfo,
+    SNAPSHOT_LIFETIME, SNAPSHOT_MIN_LIFETIME, SeekTarget, SkippedRange, SnapshotInfo, StartAt,
+    StorageStats, SubscriptionInfo,
 };
 pub use error::{BrokerError, ErrorKind, Result};
 /// The storage types [`StorageStats`] is made of, and the storage error a

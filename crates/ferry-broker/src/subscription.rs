@@ -21,8 +21,10 @@ use crate::filter::Filter;
 use crate::name::Name;
 use crate::spec::QueueSpec;
 
+mod backlog;
 mod reference;
 
+pub use backlog::Backlog;
 #[cfg(test)]
 pub use reference::text_ref_record;
 pub use reference::{TopicRef, decode_record, ref_record};

@@ -225,6 +225,9 @@ impl Broker {
             }
         }
         self.maintain_groups();
+        if let Err(error) = self.delete_expired_snapshots() {
+            first_error.get_or_insert(error);
+        }
         if let Err(error) = self.maintain_topics(&mut report).await {
             first_error.get_or_insert(error);
         }

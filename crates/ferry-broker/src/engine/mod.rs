@@ -12,6 +12,8 @@
 //!   be deleted. Settled messages' segments are deleted too; see [`housekeeping`].
 //! - `topics/<name>/<partition>/` — a storage log per partition of each topic, whose spec
 //!   is in the `MetaStore` under `topic/<name>` (see `engine/topics.rs`).
+//! - snapshots of subscriptions in the `MetaStore` under `snapshot/<name>` (see
+//!   `engine/snapshots.rs`).
 //!
 //! **Durability.** Publish returns once the message is durable under the queue's
 //! durability; ack, nack, reject, extend, park, unpark and purge once their journal events
@@ -42,6 +44,7 @@ mod pending_publish;
 mod producer_ids;
 mod queue;
 mod recovery;
+mod snapshots;
 mod storage_stats;
 mod subscriptions;
 mod timer_wake;
@@ -83,8 +86,9 @@ pub use queue::{MAX_PEEK, PeekPage, PeekedMessage};
 pub use queue::{ParkedKey, ReceiveOptions, ReceivedMessage};
 pub use queue::{QueueInfo, QueueStats};
 pub use queue::{RedriveFilter, RedriveReport, RedriveRequest};
+pub use snapshots::{SNAPSHOT_LIFETIME, SNAPSHOT_MIN_LIFETIME, SnapshotInfo};
 pub use storage_stats::StorageStats;
-pub use subscriptions::{SkippedRange, SubscriptionInfo};
+pub use subscriptions::{SeekTarget, SkippedRange, SubscriptionInfo};
 pub use topic_compaction::CompactionStats;
 
 const SPEC_PREFIX: &str = "queue/";
@@ -164,6 +168,8 @@ struct BrokerInner {
     topics: RwLock<BTreeMap<Name, Arc<topic::Topic>>>,
     /// Consumer groups over topics, created by their first join (see `engine/groups.rs`).
     groups: groups::Groups,
+    /// Snapshots of subscriptions, by name (see `engine/snapshots.rs`).
+    snapshots: Mutex<BTreeMap<Name, Arc<snapshots::Snapshot>>>,
     /// Shared by every log of each kind (see `engine/storage_stats.rs`).
     log_stats: storage_stats::LogStatsByKind,
     rng: Mutex<fastrand::Rng>,
@@ -242,6 +248,7 @@ impl Broker {
             &topics,
             &config.filter_evaluators,
         )?);
+        let snapshots = snapshots::load(&meta)?;
         let now_ms = config.clock.now_ms();
         let dead = recovery::already_dead_lettered(&queues)?;
         let mut settle = Vec::new();
@@ -258,6 +265,7 @@ impl Broker {
                 queues: RwLock::new(queues),
                 topics: RwLock::new(topics),
                 groups: Mutex::new(HashMap::new()),
+                snapshots: Mutex::new(snapshots),
                 log_stats,
                 rng: Mutex::new(rng),
                 token_base,
@@ -282,6 +290,7 @@ impl Broker {
             let effects = queue.take_effects(&mut queue.lock(), now_ms);
             broker.apply_effects(&queue, effects).await?;
         }
+        subscriptions::finish_interrupted_seeks(&broker).await?;
         if broker.inner.config.background_timers {
             tokio::spawn(timer_task(
                 Arc::downgrade(&broker.inner),
@@ -585,6 +594,9 @@ mod storage_stats_tests;
 
 #[cfg(test)]
 mod subscription_tests;
+
+#[cfg(test)]
+mod seek_tests;
 
 #[cfg(test)]
 mod fanout_tests;

@@ -28,9 +28,13 @@
 //! settled or not yet considered: per partition it keeps everything from the lowest
 //! unsettled referenced offset, or the durable cursor if lower — unless the topic's
 //! retention overrides subscriptions, and then what they lose is recorded (see `skips`).
+//!
+//! **Seeking.** A subscription can be set back or forward in bulk — to a time, or to a
+//! snapshot of its acknowledgement state (`engine/snapshots.rs`) — by purging its references
+//! and feeding it again from the target: see `subscriptions/seek.rs`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, Weak};
 
 use ferry_storage::NewRecord;
@@ -47,9 +51,14 @@ use crate::subscription::{self, SubscriptionSpec, SubscriptionStart, TopicRef};
 use crate::topic::Position;
 
 mod publish_call;
+mod seek;
 mod skips;
 
 pub(crate) use publish_call::{CallShare, PublishCall};
+pub use seek::SeekTarget;
+pub(super) use seek::{
+    ACK_BEFORE_PREFIX, SEEK_PREFIX, finish_interrupted_seeks, subscription_link,
+};
 pub use skips::SkippedRange;
 pub(super) use skips::{SKIPS_PREFIX, decode as decode_skips};
 
@@ -139,6 +148,11 @@ pub(crate) struct Link {
     /// The queue fed (weak: the queue owns this link).
     queue: Mutex<Weak<Queue>>,
     state: Mutex<LinkState>,
+    /// Messages published before this (ms since the epoch) count as acknowledged: set by a
+    /// seek to a time, which may be in the future (see `subscriptions/seek.rs`).
+    ack_before_ms: AtomicI64,
+    /// Held through a seek and a snapshot's capture: one at a time per subscription.
+    seeking: tokio::sync::Mutex<()>,
 }
 
 impl Link {
@@ -158,6 +172,8 @@ impl Link {
             filter,
             queue: Mutex::new(Arc::downgrade(queue)),
             state: Mutex::new(LinkState::default()),
+            ack_before_ms: AtomicI64::new(i64::MIN),
+            seeking: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -367,15 +383,15 @@ impl Link {
         )
     }
 
-    /// The references to append for `messages` (at `base..`): those the filter takes, with
-    /// the subscription's default TTL applied. Each keeps what its record carries only:
-    /// no payload, no user headers (which would be cloned per link for nothing).
-    fn references(
+    /// The references to append for `messages` (each with its offset): those the filter
+    /// takes and a seek did not acknowledge, with the subscription's default TTL applied.
+    /// Each keeps what its record carries only: no payload, no user headers (which would be
+    /// cloned per link for nothing).
+    fn references<'m>(
         &self,
         queue: &Queue,
         partition: u32,
-        base: u64,
-        messages: &[Message],
+        messages: impl IntoIterator<Item = (u64, &'m Message)>,
     ) -> Vec<(Message, TopicRef)> {
         // The queue's settings now: an attached queue's may change while it is attached.
         let default_ttl = queue.spec().default_ttl;
@@ -383,11 +399,11 @@ impl Link {
             LinkRole::Attached { spec, .. } => millis(spec.delay),
             LinkRole::Subscription(_) => 0,
         };
+        let ack_before_ms = self.ack_before_ms.load(AtomicOrdering::SeqCst);
         messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| self.filter.matches(m))
-            .map(|(i, full)| {
+            .into_iter()
+            .filter(|(_, m)| m.published_at >= ack_before_ms && self.filter.matches(m))
+            .map(|(offset, full)| {
                 let mut m = Message {
                     id: full.id,
                     key: full.key.clone(),
@@ -413,7 +429,7 @@ impl Link {
                 let at = TopicRef {
                     link: self.id,
                     partition,
-                    offset: base + i as u64,
+                    offset,
                     size: super::queue::message_size(full),
                 };
                 (m, at)
@@ -447,7 +463,7 @@ impl Link {
         }
         let end = base + messages.len() as u64;
         state.cursors[partition as usize].issued = end;
-        let refs = self.references(&queue, partition, base, messages);
+        let refs = self.references(&queue, partition, offsets_from(base, messages));
         if Self::issue(&mut state, partition, end, refs, Some(countdown)) {
             call.staged_on(self);
         }
@@ -583,7 +599,7 @@ impl Link {
                 continue;
             };
             let messages: Vec<Message> = records.into_iter().map(|r| r.message).collect();
-            let refs = self.references(&queue, p, from, &messages);
+            let refs = self.references(&queue, p, offsets_from(from, &messages));
             state.cursors[p as usize].issued = last + 1;
             // Flushed at once, with whatever publishes staged before it (their spans of
             // this partition are below `from`, so they must reach the log first).
@@ -742,6 +758,9 @@ pub(super) fn link_subscriptions(
         if let Some(ranges) = meta.get(&format!("{}{name}", skips::SKIPS_PREFIX)) {
             link.set_skipped(skips::decode(&ranges));
         }
+        if let Some(at) = meta.get(&format!("{ACK_BEFORE_PREFIX}{name}")) {
+            link.set_ack_before(seek::decode_ack_before(&at).map_err(bad)?);
+        }
         queue.attach(Arc::clone(&link));
         topic.subscribe(Arc::clone(&link));
         links.push(link);
@@ -821,11 +840,13 @@ impl Broker {
     }
 
     /// The metadata a subscription adds to its queue's, for `delete_queue`.
-    pub(super) fn subscription_keys(name: &crate::name::Name) -> [String; 3] {
+    pub(super) fn subscription_keys(name: &crate::name::Name) -> [String; 5] {
         [
             format!("{SUBSCRIPTION_PREFIX}{name}"),
             format!("{CURSOR_PREFIX}{name}"),
             format!("{}{name}", skips::SKIPS_PREFIX),
+            format!("{SEEK_PREFIX}{name}"),
+            format!("{ACK_BEFORE_PREFIX}{name}"),
         ]
     }
 }
@@ -848,6 +869,11 @@ pub struct SubscriptionInfo {
 fn ref_bytes(message: &Message) -> usize {
     64 + message.key.as_ref().map_or(0, |k| k.len())
         + message.dedup_id.as_ref().map_or(0, String::len)
+}
+
+/// `messages` with their offsets, the first at `base`.
+fn offsets_from(base: u64, messages: &[Message]) -> impl Iterator<Item = (u64, &Message)> {
+    (base..).zip(messages)
 }
 
 fn records_missing(offsets: &[u64], held: impl Fn(u64) -> bool) -> bool {

@@ -170,7 +170,14 @@ impl Broker {
         {
             batch.delete(key);
         }
+        // And its snapshots: a topic created later under its name has other records at
+        // their offsets.
+        let snapshots = self.snapshots_of(&topic.name);
+        for name in &snapshots {
+            batch.delete(format!("{}{name}", super::snapshots::SNAPSHOT_PREFIX));
+        }
         meta.commit(batch)?;
+        self.forget_snapshots(&snapshots);
         self.inner
             .groups
             .lock()
@@ -579,15 +586,20 @@ impl Broker {
                 .saturating_sub(millis(shape.spec.producer_state_window));
             let links = topic.fanout.links();
             for partition in &shape.partitions {
-                // Nothing a subscription has not settled or not yet considered goes —
-                // unless the topic says otherwise, and then the subscriptions let it go.
+                // Nothing a subscription (or a snapshot) has not settled or not yet
+                // considered goes — unless the topic says otherwise, and then they let it go.
                 let keep_from = if shape.spec.retention.overrides_subscriptions && !links.is_empty()
                 {
                     let target = partition.start_after_retention(&shape.spec);
                     self.release_for_retention(&links, partition, target)
                         .await?
                 } else {
-                    links.iter().filter_map(|l| l.hold(partition.index)).min()
+                    let snapshot = self.snapshot_hold(&topic.name, partition.index);
+                    links
+                        .iter()
+                        .filter_map(|l| l.hold(partition.index))
+                        .chain(snapshot)
+                        .min()
                 };
                 report.deleted(&partition.retain(&shape.spec, keep_from)?);
                 report.compaction += partition.compact(&shape.spec, keep_from, self.now_ms())?;

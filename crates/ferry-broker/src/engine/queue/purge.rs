@@ -33,7 +33,7 @@ impl Broker {
         self.purge(&queue).await
     }
 
-    async fn purge(&self, queue: &Arc<Queue>) -> Result<u64> {
+    pub(in crate::engine) async fn purge(&self, queue: &Arc<Queue>) -> Result<u64> {
         let now_ms = self.now_ms();
         queue.touch(now_ms);
         let (appends, effects, purged) = {
