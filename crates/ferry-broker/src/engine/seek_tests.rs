@@ -456,3 +456,31 @@ async fn a_snapshot_that_would_expire_within_an_hour_is_refused() {
     drain(&broker, "s").await;
     broker.create_snapshot("late", "s").await.unwrap();
 }
+
+#[tokio::test]
+async fn a_seek_while_publishes_go_on_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    publish_each(&broker, &clock, 0..50).await;
+    drain(&broker, "s").await;
+    let publisher = {
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            for batch in 0..10 {
+                let events = (50 + batch * 5..55 + batch * 5).map(event).collect();
+                broker.publish_to_topic("t", events).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    broker
+        .seek_subscription("s", SeekTarget::Time(T0))
+        .await
+        .unwrap();
+    publisher.await.unwrap();
+    assert_eq!(
+        numbers(&drain(&broker, "s").await),
+        (0..100).collect::<Vec<_>>()
+    );
+}

@@ -242,6 +242,7 @@ impl Broker {
         };
         {
             let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+            self.check_still_there(&queue)?;
             meta.put(format!("{SEEK_PREFIX}{}", queue.name), intent.encode())?;
         }
         self.carry_out_seek(&queue, &link, &intent).await
@@ -264,6 +265,17 @@ impl Broker {
         Ok(Backlog::from_offsets(&from))
     }
 
+    /// Refuses to write a subscription's keys once it is deleted: call with the metadata
+    /// lock held, which deletion commits under, so its keys stay gone.
+    fn check_still_there(&self, queue: &Arc<Queue>) -> Result<()> {
+        if self.queue_list().iter().any(|q| Arc::ptr_eq(q, queue)) {
+            return Ok(());
+        }
+        Err(BrokerError::QueueNotFound {
+            queue: queue.name.to_string(),
+        })
+    }
+
     /// Everything after the intent is stored: see the module docs for the order.
     async fn carry_out_seek(
         &self,
@@ -279,25 +291,16 @@ impl Broker {
             .len()
             .max(intent.backlog.partitions());
         link.pause(partitions);
-        while !link.hold_for(&intent.backlog) {
-            tokio::time::sleep(APPEND_POLL).await;
-        }
+        until(queue, || link.hold_for(&intent.backlog)).await?;
         self.purge(queue).await?;
         let mut issued = link.restart_at(queue, &intent.backlog)?;
         while !link.catch_up()? {}
         for (to, c) in issued.iter_mut().zip(link.lock().cursors.iter()) {
             *to = c.issued;
         }
-        while !link.durable_up_to(&issued) {
-            if let Some(error) = queue.poisoned.get() {
-                return Err(BrokerError::QueuePoisoned {
-                    queue: queue.name.clone(),
-                    cause: error.clone(),
-                });
-            }
-            tokio::time::sleep(APPEND_POLL).await;
-        }
+        until(queue, || link.durable_up_to(&issued)).await?;
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_still_there(queue)?;
         let mut batch = ferry_storage::MetaBatch::new();
         batch.put(
             format!("{CURSOR_PREFIX}{}", link.key),
@@ -312,6 +315,16 @@ impl Broker {
         meta.commit(batch)?;
         Ok(())
     }
+}
+
+/// Waits until `done`: for reference appends, which complete on the log's thread. A failed
+/// append poisons the queue and never completes its span, so that ends the wait too.
+async fn until(queue: &Queue, mut done: impl FnMut() -> bool) -> Result<()> {
+    while !done() {
+        queue.check()?;
+        tokio::time::sleep(APPEND_POLL).await;
+    }
+    Ok(())
 }
 
 /// The link of subscription `queue`; a plain queue, attached to topics or not, has none.
@@ -341,8 +354,22 @@ pub(in crate::engine) async fn finish_interrupted_seeks(broker: &Broker) -> Resu
         };
         let name = Name::new(raw).map_err(|e| bad(e.to_string()))?;
         let intent = SeekIntent::decode(&value).map_err(bad)?;
-        let queue = broker.queue(name.as_str())?;
-        let link = subscription_link(&queue)?;
+        let found = broker
+            .queue_list()
+            .into_iter()
+            .find(|q| q.name == name)
+            .and_then(|q| subscription_link(&q).ok().map(|link| (q, link)));
+        let Some((queue, link)) = found else {
+            // Not a subscription: nothing to seek (deletion removes the intent with the
+            // subscription's other keys, so this is not expected).
+            let mut meta = broker.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+            meta.delete(key)?;
+            continue;
+        };
+        if queue.is_poisoned() {
+            // It serves nothing until a reopen recovers it; that open finishes the seek.
+            continue;
+        }
         let _seeking = link.seek_lock().await;
         broker.carry_out_seek(&queue, &link, &intent).await?;
     }
