@@ -1,6 +1,7 @@
 //! Subscription filters: which of a topic's messages a subscription takes.
 //!
-//! A [`Filter`] is a conjunction of predicates over a message's headers:
+//! A [`Filter`] is a boolean expression over a message's headers — predicates joined by
+//! `and`, `or` and `not`, with parentheses for grouping — where a predicate is one of:
 //!
 //! - **subject patterns** on the `subject` header, dot-separated like RabbitMQ topic routing
 //!   keys: `*` matches exactly one segment, `#` zero or more (`orders.*` matches
@@ -8,13 +9,20 @@
 //! - **equals**: a header has this value;
 //! - **in**: a header has one of these values;
 //! - **exists**: a header is present;
-//! - **not** any of these.
+//! - **prefix**: a header's value starts with this text.
 //!
-//! The text form, for configuration and the command line, joins predicates with `and`:
+//! The text form, for configuration and the command line:
 //!
 //! ```text
 //! subject ~ orders.# and type = order.created and region in (eu, "us-east") and exists(trace) and not priority = low
+//! (region = eu or prefix(region, "us-")) and not exists(test)
 //! ```
+//!
+//! `not` applies to the predicate or group right after it, `and` binds tighter than `or`
+//! (`a or b and c` is `a or (b and c)`), and a group may nest at most [`MAX_DEPTH`] deep.
+//! Richer languages of front ends (Google Pub/Sub's `attributes.k = "v" OR
+//! hasPrefix(...)`) translate into this one, so the CLI and the console show every
+//! subscription's filter in one syntax.
 //!
 //! Values are bare (letters, digits and `_ . : / - + @`) or double-quoted with `\"` and `\\`
 //! escapes; header names follow the message header rules. Parsing is strict: anything else is
@@ -33,6 +41,9 @@ use crate::message::Headers;
 pub const MAX_FILTER_BYTES: usize = 4096;
 pub const MAX_PREDICATES: usize = 32;
 pub const MAX_IN_VALUES: usize = 64;
+/// How deep groups and `not`s may nest: parsing recurses per level, and a filter is text
+/// anyone allowed to subscribe may send.
+pub const MAX_DEPTH: usize = 16;
 
 /// A subject pattern: dot-separated segments, `*` one segment, `#` any number.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,10 +139,27 @@ fn matches_from(pattern: &[Segment], parts: &[&str]) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Predicate {
     Subject(SubjectPattern),
-    Equals { header: String, value: String },
-    In { header: String, values: Vec<String> },
-    Exists { header: String },
+    Equals {
+        header: String,
+        value: String,
+    },
+    In {
+        header: String,
+        values: Vec<String>,
+    },
+    Exists {
+        header: String,
+    },
+    /// The header is present and its value starts with `prefix`.
+    Prefix {
+        header: String,
+        prefix: String,
+    },
     Not(Box<Predicate>),
+    /// Every one holds (a parenthesised group inside an `or`); never fewer than two.
+    All(Vec<Predicate>),
+    /// At least one holds; never fewer than two.
+    Any(Vec<Predicate>),
 }
 
 impl Predicate {
@@ -145,12 +173,18 @@ impl Predicate {
                 .get(header)
                 .is_some_and(|v| values.iter().any(|w| w == v)),
             Predicate::Exists { header } => headers.contains_key(header),
+            Predicate::Prefix { header, prefix } => headers
+                .get(header)
+                .is_some_and(|v| v.starts_with(prefix.as_str())),
             Predicate::Not(inner) => !inner.matches(headers),
+            Predicate::All(all) => all.iter().all(|p| p.matches(headers)),
+            Predicate::Any(any) => any.iter().any(|p| p.matches(headers)),
         }
     }
 }
 
-/// All predicates must hold; no predicate takes everything.
+/// All predicates must hold (the top level of the expression, split at its `and`s); no
+/// predicate takes everything.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Filter {
     pub predicates: Vec<Predicate>,
@@ -183,23 +217,17 @@ impl Filter {
             text,
             tokens: tokenize(text)?,
             next: 0,
+            leaves: 0,
         };
-        let mut predicates = Vec::new();
         if parser.tokens.is_empty() {
-            return Ok(Filter { predicates });
+            return Ok(Filter::all());
         }
-        loop {
-            predicates.push(parser.predicate()?);
-            if predicates.len() > MAX_PREDICATES {
-                return Err(parser.error(format!("more than {MAX_PREDICATES} predicates")));
-            }
-            match parser.bump() {
-                None => break,
-                Some((_, Token::Word(w))) if w == "and" => continue,
-                Some((at, token)) => {
-                    return Err(parser.error_at(at, format!("expected `and`, found {token}")));
-                }
-            }
+        let predicates = match parser.expression(0)? {
+            Predicate::All(all) => all,
+            one => vec![one],
+        };
+        if let Some((at, token)) = parser.bump() {
+            return Err(parser.error_at(at, format!("expected `and` or `or`, found {token}")));
         }
         Ok(Filter { predicates })
     }
@@ -207,17 +235,39 @@ impl Filter {
 
 impl fmt::Display for Filter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, p) in self.predicates.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" and ")?;
-            }
-            write_predicate(f, p)?;
+        if let [Predicate::Any(any)] = self.predicates.as_slice() {
+            return write_members(f, any, " or ", Place::InAny);
         }
-        Ok(())
+        write_members(f, &self.predicates, " and ", Place::InAll)
     }
 }
 
-fn write_predicate(f: &mut fmt::Formatter<'_>, p: &Predicate) -> fmt::Result {
+/// Where a predicate prints, which decides whether a group needs parentheses: an `and`
+/// group inside an `or` reads back the same without them (`and` binds tighter), anything
+/// else keeps them. So the printed text never nests deeper than the text it came from, and
+/// always reads back as the same tree.
+#[derive(Clone, Copy)]
+enum Place {
+    InAll,
+    InAny,
+}
+
+fn write_members(
+    f: &mut fmt::Formatter<'_>,
+    members: &[Predicate],
+    joint: &str,
+    place: Place,
+) -> fmt::Result {
+    for (i, p) in members.iter().enumerate() {
+        if i > 0 {
+            f.write_str(joint)?;
+        }
+        write_predicate(f, p, place)?;
+    }
+    Ok(())
+}
+
+fn write_predicate(f: &mut fmt::Formatter<'_>, p: &Predicate, place: Place) -> fmt::Result {
     match p {
         Predicate::Subject(pattern) => write!(f, "subject ~ {}", bare_or_quoted(pattern.as_str())),
         Predicate::Equals { header, value } => write!(f, "{header} = {}", quoted(value)),
@@ -232,9 +282,23 @@ fn write_predicate(f: &mut fmt::Formatter<'_>, p: &Predicate) -> fmt::Result {
             f.write_str(")")
         }
         Predicate::Exists { header } => write!(f, "exists({header})"),
+        Predicate::Prefix { header, prefix } => write!(f, "prefix({header}, {})", quoted(prefix)),
         Predicate::Not(inner) => {
             f.write_str("not ")?;
-            write_predicate(f, inner)
+            write_predicate(f, inner, Place::InAll)
+        }
+        Predicate::All(all) if matches!(place, Place::InAny) => {
+            write_members(f, all, " and ", Place::InAll)
+        }
+        Predicate::All(all) => {
+            f.write_str("(")?;
+            write_members(f, all, " and ", Place::InAll)?;
+            f.write_str(")")
+        }
+        Predicate::Any(any) => {
+            f.write_str("(")?;
+            write_members(f, any, " or ", Place::InAny)?;
+            f.write_str(")")
         }
     }
 }
@@ -346,6 +410,8 @@ struct Parser<'a> {
     text: &'a str,
     tokens: Vec<(usize, Token)>,
     next: usize,
+    /// Predicates read so far, against [`MAX_PREDICATES`].
+    leaves: usize,
 }
 
 impl Parser<'_> {
@@ -417,11 +483,73 @@ impl Parser<'_> {
         }
     }
 
+    fn is_word(&self, word: &str) -> bool {
+        matches!(self.peek(), Some(Token::Word(w)) if w == word)
+    }
+
+    /// `term (or term)*`: one term alone, or [`Predicate::Any`].
+    fn expression(&mut self, depth: usize) -> Result<Predicate> {
+        let mut any = vec![self.term(depth)?];
+        while self.is_word("or") {
+            self.bump();
+            any.push(self.term(depth)?);
+        }
+        Ok(if any.len() == 1 {
+            any.remove(0)
+        } else {
+            Predicate::Any(any)
+        })
+    }
+
+    /// `unary (and unary)*`: one alone, or [`Predicate::All`].
+    fn term(&mut self, depth: usize) -> Result<Predicate> {
+        let mut all = vec![self.unary(depth)?];
+        while self.is_word("and") {
+            self.bump();
+            all.push(self.unary(depth)?);
+        }
+        Ok(if all.len() == 1 {
+            all.remove(0)
+        } else {
+            Predicate::All(all)
+        })
+    }
+
+    /// `not unary`, `( expression )` or a predicate.
+    fn unary(&mut self, depth: usize) -> Result<Predicate> {
+        if depth >= MAX_DEPTH {
+            return Err(self.error(format!("groups and `not`s nest over {MAX_DEPTH} deep")));
+        }
+        if self.is_word("not") {
+            self.bump();
+            return Ok(Predicate::Not(Box::new(self.unary(depth + 1)?)));
+        }
+        if self.peek() == Some(&Token::Open) {
+            self.bump();
+            let inner = self.expression(depth + 1)?;
+            self.expect(Token::Close)?;
+            return Ok(inner);
+        }
+        self.leaves += 1;
+        if self.leaves > MAX_PREDICATES {
+            return Err(self.error(format!("more than {MAX_PREDICATES} predicates")));
+        }
+        self.predicate()
+    }
+
     fn predicate(&mut self) -> Result<Predicate> {
         match self.peek() {
-            Some(Token::Word(w)) if w == "not" => {
+            Some(Token::Word(w))
+                if w == "prefix"
+                    && self.tokens.get(self.next + 1).map(|t| &t.1) == Some(&Token::Open) =>
+            {
                 self.bump();
-                Ok(Predicate::Not(Box::new(self.predicate()?)))
+                self.bump();
+                let header = self.header_name()?;
+                self.expect(Token::Comma)?;
+                let prefix = self.value()?;
+                self.expect(Token::Close)?;
+                Ok(Predicate::Prefix { header, prefix })
             }
             Some(Token::Word(w)) if w == "exists" => {
                 self.bump();

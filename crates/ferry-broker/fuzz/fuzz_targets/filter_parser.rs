@@ -45,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
         let all = filter.matches(headers);
         assert_eq!(all, filter.predicates.iter().all(|p| p.matches(headers)));
         if let Some(subject) = headers.get(SUBJECT) {
-            for pattern in filter.predicates.iter().filter_map(subject_pattern) {
+            let mut patterns = Vec::new();
+            for p in &filter.predicates {
+                subject_patterns(p, &mut patterns);
+            }
+            for pattern in patterns {
                 assert_eq!(
                     pattern.matches(subject),
                     reference_match(pattern.as_str(), subject),
@@ -57,11 +61,17 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-fn subject_pattern(p: &Predicate) -> Option<&SubjectPattern> {
+/// Every subject pattern in `p`, however deep in groups and `not`s.
+fn subject_patterns<'a>(p: &'a Predicate, into: &mut Vec<&'a SubjectPattern>) {
     match p {
-        Predicate::Subject(pattern) => Some(pattern),
-        Predicate::Not(inner) => subject_pattern(inner),
-        _ => None,
+        Predicate::Subject(pattern) => into.push(pattern),
+        Predicate::Not(inner) => subject_patterns(inner, into),
+        Predicate::All(members) | Predicate::Any(members) => {
+            for m in members {
+                subject_patterns(m, into);
+            }
+        }
+        _ => {}
     }
 }
 

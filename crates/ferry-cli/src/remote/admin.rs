@@ -95,7 +95,8 @@ pub struct SubCreate {
     /// The topic it takes records from.
     #[arg(long)]
     pub topic: String,
-    /// e.g. `subject ~ orders.* and region in (eu, us)`; empty takes everything.
+    /// e.g. `subject ~ orders.* and region in (eu, us)` or
+    /// `(type = paid or prefix(type, refund.)) and not exists(test)`; empty takes everything.
     #[arg(long, default_value = "")]
     pub filter: String,
     /// Where in the topic to start.
