@@ -253,7 +253,15 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let pubsub = if config.pubsub_enabled.value {
         let listener = ferry_server::bind(config.pubsub.value).await?;
-        Some((listener, ferry_pubsub::PubSub::new(broker.clone())))
+        // Beside the broker's own directories, which it leaves alone.
+        let pubsub = ferry_pubsub::PubSub::open(broker.clone(), &data_dir.join("pubsub"))
+            .with_context(|| {
+                format!(
+                    "opening the Pub/Sub endpoint's state in {}",
+                    data_dir.display()
+                )
+            })?;
+        Some((listener, pubsub))
     } else {
         None
     };

@@ -21,11 +21,14 @@
 
 mod ack_id;
 mod convert;
+mod filter;
 pub mod names;
 mod pages;
 mod publisher;
 mod settle;
+mod snapshots;
 pub mod status;
+mod store;
 mod streaming_pull;
 mod subscriber;
 mod subscription_spec;
@@ -40,6 +43,7 @@ mod generated {
 }
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 
 use ferry_broker::Broker;
@@ -68,17 +72,26 @@ struct Inner {
     /// server's graceful shutdown does not wait for them.
     closing: watch::Sender<bool>,
     streams: streaming_pull::OpenStreams,
+    store: store::Store,
 }
 
 impl PubSub {
-    pub fn new(broker: Broker) -> PubSub {
-        PubSub {
+    /// The front end over `broker`, keeping its own records (Pub/Sub settings the
+    /// broker's specs do not hold) in `dir`.
+    pub fn open(broker: Broker, dir: &Path) -> std::io::Result<PubSub> {
+        let store = store::Store::open(dir, |name| broker.describe_subscription(name).is_ok())?;
+        Ok(PubSub {
             inner: Arc::new(Inner {
                 broker,
                 closing: watch::Sender::new(false),
                 streams: streaming_pull::OpenStreams::default(),
+                store,
             }),
-        }
+        })
+    }
+
+    pub(crate) fn store(&self) -> &store::Store {
+        &self.inner.store
     }
 
     pub(crate) fn broker(&self) -> &Broker {

@@ -1,7 +1,7 @@
 //! Pub/Sub resource names and the broker names they stand for.
 //!
-//! `projects/P/topics/T` is the broker's topic `P.T`, and `projects/P/subscriptions/S` its
-//! subscription `P.S`: each project keeps a namespace of its own, as in Pub/Sub, and the
+//! `projects/P/topics/T` is the broker's topic `P.T`, `projects/P/subscriptions/S` its
+//! subscription `P.S`, and `projects/P/snapshots/N` its snapshot `P.N`: each project keeps a namespace of its own, as in Pub/Sub, and the
 //! CLI, the console and the other front ends see the same topics under those names. A
 //! project id never holds a dot (Google's are lowercase letters, digits and hyphens), so
 //! the first dot splits a broker name back into project and id.
@@ -17,6 +17,7 @@ use tonic::Status;
 pub enum Collection {
     Topics,
     Subscriptions,
+    Snapshots,
 }
 
 impl Collection {
@@ -24,6 +25,7 @@ impl Collection {
         match self {
             Collection::Topics => "topics",
             Collection::Subscriptions => "subscriptions",
+            Collection::Snapshots => "snapshots",
         }
     }
 }

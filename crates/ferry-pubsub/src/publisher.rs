@@ -140,12 +140,20 @@ impl Publisher for PubSub {
         &self,
         request: Request<pb::ListTopicSnapshotsRequest>,
     ) -> Result<Response<pb::ListTopicSnapshotsResponse>, Status> {
-        let topic = to_broker(&request.into_inner().topic, Collection::Topics)?;
+        let request = request.into_inner();
+        let topic = to_broker(&request.topic, Collection::Topics)?;
         self.broker()
             .describe_topic(topic.as_str())
             .map_err(from_broker)?;
-        // Snapshots cannot be created here (CreateSnapshot is refused), so none exist.
-        Ok(Response::new(pb::ListTopicSnapshotsResponse::default()))
+        let (snapshots, next_page_token) = pages::page(
+            self.topic_snapshots(&topic),
+            request.page_size,
+            &request.page_token,
+        )?;
+        Ok(Response::new(pb::ListTopicSnapshotsResponse {
+            snapshots,
+            next_page_token,
+        }))
     }
 
     async fn delete_topic(

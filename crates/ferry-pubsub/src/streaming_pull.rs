@@ -11,6 +11,11 @@
 //! ([`OpenStreams`]). The sender never drops a receive half-way (a receive
 //! cancelled after leasing would hide its messages until their leases end): it waits
 //! with a stop signal the broker checks, raised when the stream or the server closes.
+//!
+//! On a subscription with exactly-once delivery, each request's acks and deadline changes
+//! are confirmed on the stream: which ack ids took effect and which were invalid (their
+//! leases had ended), as Pub/Sub's `acknowledge_confirmation` and
+//! `modify_ack_deadline_confirmation`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +63,7 @@ pub async fn open(
         messages: positive(first.max_outstanding_messages).unwrap_or(DEFAULT_MAX_OUTSTANDING),
         bytes: positive(first.max_outstanding_bytes),
     };
+    let exactly_once = pubsub.store().get(queue.as_str()).exactly_once;
     let stream = Arc::new(Stream {
         pubsub,
         queue: queue.to_string(),
@@ -69,13 +75,15 @@ pub async fn open(
         client_done: AtomicBool::new(false),
         closed: Notify::new(),
         properties: pb::streaming_pull_response::SubscriptionProperties {
-            exactly_once_delivery_enabled: false,
+            exactly_once_delivery_enabled: exactly_once,
             message_ordering_enabled: info.spec.delivery.ordering == OrderingMode::KeyShared,
         },
     });
-    stream.settle(&first).await?;
-    stream.pubsub.open_streams().register(&stream);
     let (tx, rx) = mpsc::channel(4);
+    if let Some(confirmation) = stream.settle(&first).await? {
+        let _ = tx.send(Ok(confirmation)).await;
+    }
+    stream.pubsub.open_streams().register(&stream);
     tokio::spawn(Arc::clone(&stream).read(inbound, tx.clone()));
     tokio::spawn(stream.send(tx));
     Ok(ReceiverStream::new(rx))
@@ -108,17 +116,31 @@ impl OpenStreams {
         streams.push(Arc::downgrade(stream));
     }
 
+    /// Forgets what `queue`'s open streams had outstanding: after a seek those leases no
+    /// longer count, and the streams' room should not wait for their deadlines.
+    pub fn forget_outstanding(&self, queue: &str) {
+        for stream in self.open(queue) {
+            stream
+                .outstanding
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            stream.room.notify_one();
+        }
+    }
+
+    fn open(&self, queue: &str) -> Vec<Arc<Stream>> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(streams) = open.get_mut(queue) else {
+            return Vec::new();
+        };
+        streams.retain(|s| s.strong_count() > 0);
+        streams.iter().filter_map(Weak::upgrade).collect()
+    }
+
     /// Tells `queue`'s open streams what a unary call settled.
     pub fn settled(&self, queue: &str, ack_ids: &[String], settled: &[Settled]) {
-        let streams: Vec<Arc<Stream>> = {
-            let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(streams) = open.get_mut(queue) else {
-                return;
-            };
-            streams.retain(|s| s.strong_count() > 0);
-            streams.iter().filter_map(Weak::upgrade).collect()
-        };
-        for stream in streams {
+        for stream in self.open(queue) {
             stream.record(ack_ids, settled);
         }
     }
@@ -160,9 +182,17 @@ impl Stream {
     ) {
         // The client's side ends with its stream, or with an error of the stream's.
         while let Ok(Some(request)) = inbound.message().await {
-            if let Err(status) = self.settle(&request).await {
-                let _ = tx.send(Err(status)).await;
-                break;
+            match self.settle(&request).await {
+                Ok(None) => {}
+                Ok(Some(confirmation)) => {
+                    if tx.send(Ok(confirmation)).await.is_err() {
+                        break;
+                    }
+                }
+                Err(status) => {
+                    let _ = tx.send(Err(status)).await;
+                    break;
+                }
             }
         }
         // Deliveries still outstanding keep their leases: they come back when those end,
@@ -173,15 +203,20 @@ impl Stream {
     }
 
     /// Carries out a request's acks and deadline changes, and updates what is outstanding.
-    async fn settle(&self, request: &pb::StreamingPullRequest) -> Result<(), Status> {
+    /// Under exactly-once delivery, answers with their confirmation (when there was any).
+    async fn settle(
+        &self,
+        request: &pb::StreamingPullRequest,
+    ) -> Result<Option<pb::StreamingPullResponse>, Status> {
         let broker = self.pubsub.broker();
-        let acked = settle::acknowledge(broker, &self.queue, &request.ack_ids).await?;
-        self.record(&request.ack_ids, &acked);
         if request.modify_deadline_seconds.len() != request.modify_deadline_ack_ids.len() {
             return Err(Status::invalid_argument(
                 "modify_deadline_seconds and modify_deadline_ack_ids must be the same length",
             ));
         }
+        let acked = settle::acknowledge(broker, &self.queue, &request.ack_ids).await?;
+        self.record(&request.ack_ids, &acked);
+        let mut modified = Vec::with_capacity(request.modify_deadline_ack_ids.len());
         for (seconds, ack_id) in request
             .modify_deadline_seconds
             .iter()
@@ -190,8 +225,43 @@ impl Stream {
             let ids = std::slice::from_ref(ack_id);
             let settled = settle::modify_deadline(broker, &self.queue, ids, *seconds).await?;
             self.record(ids, &settled);
+            modified.extend(settled);
         }
-        Ok(())
+        if !self.properties.exactly_once_delivery_enabled
+            || (request.ack_ids.is_empty() && request.modify_deadline_ack_ids.is_empty())
+        {
+            return Ok(None);
+        }
+        let split = |ids: &[String], settled: &[Settled]| {
+            let (invalid, done): (Vec<_>, Vec<_>) = ids
+                .iter()
+                .zip(settled)
+                .partition(|(_, s)| **s == Settled::Stale);
+            let ids = |pairs: Vec<(&String, &Settled)>| {
+                pairs.into_iter().map(|(id, _)| id.clone()).collect()
+            };
+            (ids(done), ids(invalid))
+        };
+        let (acked_ids, invalid_acks) = split(&request.ack_ids, &acked);
+        let (modified_ids, invalid_modifies) = split(&request.modify_deadline_ack_ids, &modified);
+        Ok(Some(pb::StreamingPullResponse {
+            acknowledge_confirmation: (!request.ack_ids.is_empty()).then(|| {
+                pb::streaming_pull_response::AcknowledgeConfirmation {
+                    ack_ids: acked_ids,
+                    invalid_ack_ids: invalid_acks,
+                    ..Default::default()
+                }
+            }),
+            modify_ack_deadline_confirmation: (!request.modify_deadline_ack_ids.is_empty()).then(
+                || pb::streaming_pull_response::ModifyAckDeadlineConfirmation {
+                    ack_ids: modified_ids,
+                    invalid_ack_ids: invalid_modifies,
+                    ..Default::default()
+                },
+            ),
+            subscription_properties: Some(self.properties),
+            ..Default::default()
+        }))
     }
 
     fn record(&self, ack_ids: &[String], settled: &[Settled]) {

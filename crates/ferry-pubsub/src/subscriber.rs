@@ -35,6 +35,12 @@ impl PubSub {
     }
 }
 
+fn store_failed(error: std::io::Error) -> Status {
+    Status::internal(format!(
+        "keeping the subscription's settings failed: {error}"
+    ))
+}
+
 fn not_found(resource: &str) -> Status {
     Status::not_found(format!("Resource not found (resource={resource})."))
 }
@@ -49,13 +55,34 @@ impl Subscriber for PubSub {
         let name = to_broker(&subscription.name, Collection::Subscriptions)?;
         let topic = to_broker(&subscription.topic, Collection::Topics)?;
         let spec = subscription_spec::to_spec(&subscription, topic)?;
-        self.broker()
+        let record = subscription_spec::record(&subscription);
+        if self.broker().describe_subscription(name.as_str()).is_ok() {
+            return Err(Status::already_exists(format!(
+                "Resource already exists in the project (resource={}).",
+                subscription.name
+            )));
+        }
+        // The record first: a crash before the subscription exists leaves a record the
+        // next start drops, never a subscription without what was asked of it.
+        self.store()
+            .set(name.as_str(), Some(record.clone()))
+            .map_err(store_failed)?;
+        if let Err(e) = self
+            .broker()
             .create_subscription(name.as_str(), spec.clone())
             .await
-            .map_err(from_broker)?;
+        {
+            if self.broker().describe_subscription(name.as_str()).is_err() {
+                self.store()
+                    .set(name.as_str(), None)
+                    .map_err(store_failed)?;
+            }
+            return Err(from_broker(e));
+        }
         Ok(Response::new(subscription_spec::from_spec(
             subscription.name,
             &spec,
+            &record,
         )))
     }
 
@@ -64,9 +91,10 @@ impl Subscriber for PubSub {
         request: Request<pb::GetSubscriptionRequest>,
     ) -> Result<Response<pb::Subscription>, Status> {
         let resource = request.into_inner().subscription;
-        let (_, info) = self.subscription(&resource)?;
+        let (name, info) = self.subscription(&resource)?;
+        let record = self.store().get(name.as_str());
         Ok(Response::new(subscription_spec::from_spec(
-            resource, &info.spec,
+            resource, &info.spec, &record,
         )))
     }
 
@@ -96,8 +124,9 @@ impl Subscriber for PubSub {
             .into_iter()
             // Plain queues, and subscriptions deleted since listed, are left out.
             .filter_map(|resource| {
-                let (_, info) = self.subscription(&resource).ok()?;
-                Some(subscription_spec::from_spec(resource, &info.spec))
+                let (name, info) = self.subscription(&resource).ok()?;
+                let record = self.store().get(name.as_str());
+                Some(subscription_spec::from_spec(resource, &info.spec, &record))
             })
             .collect();
         Ok(Response::new(pb::ListSubscriptionsResponse {
@@ -115,6 +144,9 @@ impl Subscriber for PubSub {
             .delete_queue(name.as_str())
             .await
             .map_err(from_broker)?;
+        self.store()
+            .set(name.as_str(), None)
+            .map_err(store_failed)?;
         Ok(Response::new(()))
     }
 
@@ -133,6 +165,9 @@ impl Subscriber for PubSub {
         .await?;
         self.open_streams()
             .settled(name.as_str(), &request.ack_ids, &settled);
+        if self.store().get(name.as_str()).exactly_once {
+            settle::exactly_once_failures(&request.ack_ids, &settled)?;
+        }
         Ok(Response::new(()))
     }
 
@@ -145,6 +180,9 @@ impl Subscriber for PubSub {
         let settled = settle::acknowledge(self.broker(), name.as_str(), &request.ack_ids).await?;
         self.open_streams()
             .settled(name.as_str(), &request.ack_ids, &settled);
+        if self.store().get(name.as_str()).exactly_once {
+            settle::exactly_once_failures(&request.ack_ids, &settled)?;
+        }
         Ok(Response::new(()))
     }
 
@@ -205,43 +243,47 @@ impl Subscriber for PubSub {
         &self,
         request: Request<pb::GetSnapshotRequest>,
     ) -> Result<Response<pb::Snapshot>, Status> {
-        // None can be created here (CreateSnapshot is refused).
-        Err(not_found(&request.into_inner().snapshot))
+        Ok(Response::new(
+            self.find_snapshot(request.into_inner().snapshot)?,
+        ))
     }
 
     async fn list_snapshots(
         &self,
         request: Request<pb::ListSnapshotsRequest>,
     ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
-        names::project(&request.into_inner().project)?;
-        Ok(Response::new(pb::ListSnapshotsResponse::default()))
+        Ok(Response::new(self.project_snapshots(request.into_inner())?))
     }
 
     async fn create_snapshot(
         &self,
-        _request: Request<pb::CreateSnapshotRequest>,
+        request: Request<pb::CreateSnapshotRequest>,
     ) -> Result<Response<pb::Snapshot>, Status> {
-        Err(unsupported("Snapshots"))
+        Ok(Response::new(
+            self.make_snapshot(request.into_inner()).await?,
+        ))
     }
 
     async fn update_snapshot(
         &self,
         _request: Request<pb::UpdateSnapshotRequest>,
     ) -> Result<Response<pb::Snapshot>, Status> {
-        Err(unsupported("Snapshots"))
+        Err(unsupported("UpdateSnapshot"))
     }
 
     async fn delete_snapshot(
         &self,
         request: Request<pb::DeleteSnapshotRequest>,
     ) -> Result<Response<()>, Status> {
-        Err(not_found(&request.into_inner().snapshot))
+        self.remove_snapshot(&request.into_inner().snapshot)?;
+        Ok(Response::new(()))
     }
 
     async fn seek(
         &self,
-        _request: Request<pb::SeekRequest>,
+        request: Request<pb::SeekRequest>,
     ) -> Result<Response<pb::SeekResponse>, Status> {
-        Err(unsupported("Seek"))
+        self.seek_subscription(request.into_inner()).await?;
+        Ok(Response::new(pb::SeekResponse {}))
     }
 }

@@ -7,6 +7,8 @@
 //! | `enable_message_ordering` | key-shared ordering: one key's messages to one consumer at a time, in order |
 //! | `retry_policy` (backoff 0–600 s, defaults 10 s and 600 s) | the retry backoff, doubling, no jitter (Pub/Sub's bounds are kept) |
 //! | no retry policy | redelivery after [`IMMEDIATE`] |
+//! | `enable_exactly_once_delivery` | the front end's own record (see `store.rs`): the broker's leases already keep a message from anyone else until its deadline; the setting makes acks report which took effect |
+//! | `filter` | the subscription's filter (see `filter.rs`), fixed at creation as in Pub/Sub |
 //!
 //! Without a dead-letter policy Pub/Sub redelivers without end; the broker needs a bound,
 //! and [`UNBOUNDED_DELIVERIES`] is the highest it takes, with dead-lettering off: a message
@@ -26,6 +28,7 @@ use tonic::Status;
 use crate::convert::{duration, proto_duration};
 use crate::names::{Collection, to_resource};
 use crate::status::unsupported;
+use crate::store::SubscriptionRecord;
 
 pub const DEFAULT_ACK_DEADLINE: Duration = Duration::from_secs(10);
 pub const MAX_ACK_DEADLINE: Duration = Duration::from_secs(600);
@@ -110,6 +113,7 @@ pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<Subscript
         }
     };
     let mut spec = SubscriptionSpec::new(topic);
+    spec.filter = crate::filter::parse(&subscription.filter)?;
     spec.delivery = QueueSpec {
         lease,
         retry: RetryPolicy {
@@ -128,8 +132,19 @@ pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<Subscript
     Ok(spec)
 }
 
+/// What of `subscription` the front end keeps itself.
+pub fn record(subscription: &pb::Subscription) -> SubscriptionRecord {
+    SubscriptionRecord {
+        exactly_once: subscription.enable_exactly_once_delivery,
+    }
+}
+
 /// The subscription `name` as Pub/Sub describes it.
-pub fn from_spec(name: String, spec: &SubscriptionSpec) -> pb::Subscription {
+pub fn from_spec(
+    name: String,
+    spec: &SubscriptionSpec,
+    record: &SubscriptionRecord,
+) -> pb::Subscription {
     let delivery = &spec.delivery;
     let backoff = &delivery.retry.backoff;
     let retry_policy =
@@ -146,6 +161,8 @@ pub fn from_spec(name: String, spec: &SubscriptionSpec) -> pb::Subscription {
         // Set without a ttl: the subscription never expires.
         expiration_policy: Some(pb::ExpirationPolicy { ttl: None }),
         retry_policy,
+        filter: crate::filter::render(&spec.filter),
+        enable_exactly_once_delivery: record.exactly_once,
         state: pb::subscription::State::Active as i32,
         ..Default::default()
     }
@@ -186,14 +203,8 @@ fn refuse_unsupported(s: &pb::Subscription) -> Result<(), Status> {
             "Deleting an idle subscription (expiration_policy with a ttl)",
         ));
     }
-    if !s.filter.is_empty() {
-        return Err(unsupported("A subscription filter"));
-    }
     if s.dead_letter_policy.is_some() {
         return Err(unsupported("A dead-letter policy"));
-    }
-    if s.enable_exactly_once_delivery {
-        return Err(unsupported("Exactly-once delivery"));
     }
     if !s.message_transforms.is_empty() {
         return Err(unsupported("Message transforms"));
@@ -218,7 +229,11 @@ mod tests {
         assert_eq!(spec.delivery.retry.max_deliveries, UNBOUNDED_DELIVERIES);
         assert_eq!(spec.delivery.ordering, OrderingMode::Shared);
         spec.validate().unwrap();
-        let back = from_spec("projects/p/subscriptions/s".into(), &spec);
+        let back = from_spec(
+            "projects/p/subscriptions/s".into(),
+            &spec,
+            &SubscriptionRecord::default(),
+        );
         assert_eq!(back.topic, "projects/p/topics/orders");
         assert_eq!(back.ack_deadline_seconds, 10);
         assert_eq!(back.retry_policy, None);
@@ -239,7 +254,11 @@ mod tests {
         let spec = to_spec(&asked, topic()).unwrap();
         spec.validate().unwrap();
         assert_eq!(spec.delivery.ordering, OrderingMode::KeyShared);
-        let back = from_spec("projects/p/subscriptions/s".into(), &spec);
+        let back = from_spec(
+            "projects/p/subscriptions/s".into(),
+            &spec,
+            &SubscriptionRecord::default(),
+        );
         assert_eq!(back.ack_deadline_seconds, 45);
         assert!(back.enable_message_ordering);
         assert_eq!(
@@ -247,6 +266,19 @@ mod tests {
             asked.message_retention_duration
         );
         assert_eq!(back.retry_policy, asked.retry_policy);
+
+        let filtered = pb::Subscription {
+            filter: r#"attributes.kind = "a" OR hasPrefix(attributes.kind, "b-")"#.into(),
+            ..Default::default()
+        };
+        let spec = to_spec(&filtered, topic()).unwrap();
+        assert_eq!(spec.filter.predicates.len(), 1);
+        let back = from_spec(
+            "projects/p/subscriptions/s".into(),
+            &spec,
+            &SubscriptionRecord::default(),
+        );
+        assert_eq!(back.filter, filtered.filter);
     }
 
     #[test]
@@ -259,13 +291,13 @@ mod tests {
             to_spec(&bad_deadline, topic()).unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
-        let filtered = pb::Subscription {
-            filter: "attributes.kind = \"a\"".into(),
+        let badly_filtered = pb::Subscription {
+            filter: "attributes.kind = a".into(),
             ..Default::default()
         };
         assert_eq!(
-            to_spec(&filtered, topic()).unwrap_err().code(),
-            tonic::Code::Unimplemented
+            to_spec(&badly_filtered, topic()).unwrap_err().code(),
+            tonic::Code::InvalidArgument
         );
         let pushed = pb::Subscription {
             push_config: Some(pb::PushConfig {

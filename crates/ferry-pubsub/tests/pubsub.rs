@@ -244,19 +244,22 @@ async fn topics_and_subscriptions_are_the_brokers_and_listed_per_project() {
     assert_eq!(with_subscriptions.code(), Code::FailedPrecondition);
 
     // What is not carried out is refused and creates nothing.
-    let filtered = subscriber
+    let pushed = subscriber
         .create_subscription(pb::Subscription {
-            name: "projects/demo/subscriptions/filtered".into(),
+            name: "projects/demo/subscriptions/pushed".into(),
             topic: TOPIC.into(),
-            filter: "attributes.kind = \"order\"".into(),
+            push_config: Some(pb::PushConfig {
+                push_endpoint: "http://127.0.0.1:9/push".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         })
         .await
         .unwrap_err();
-    assert_eq!(filtered.code(), Code::Unimplemented);
+    assert_eq!(pushed.code(), Code::Unimplemented);
     let nothing = subscriber
         .get_subscription(pb::GetSubscriptionRequest {
-            subscription: "projects/demo/subscriptions/filtered".into(),
+            subscription: "projects/demo/subscriptions/pushed".into(),
         })
         .await
         .unwrap_err();
@@ -380,5 +383,198 @@ async fn published_messages_survive_a_restart() {
     let got = pull(&mut subscriber, 10).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].message.as_ref().unwrap().message_id, ids[0]);
+    served.stop().await;
+}
+
+/// Creates SUB on TOPIC with `settings` (name and topic filled in).
+async fn subscribe_with(
+    publisher: &mut PublisherClient<Channel>,
+    subscriber: &mut SubscriberClient<Channel>,
+    settings: pb::Subscription,
+) -> pb::Subscription {
+    publisher
+        .create_topic(pb::Topic {
+            name: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    subscriber
+        .create_subscription(pb::Subscription {
+            name: SUB.into(),
+            topic: TOPIC.into(),
+            ..settings
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn with_kind(data: &str, kind: &str) -> pb::PubsubMessage {
+    let mut m = message(data, "");
+    m.attributes.insert("kind".into(), kind.into());
+    m
+}
+
+/// A filter in Pub/Sub's syntax becomes the subscription's filter in the broker (which the
+/// CLI and console show in theirs), and only matching messages reach the subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_in_pubsubs_syntax_takes_only_matching_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    let filter = r#"attributes.kind = "paid" OR hasPrefix(attributes.kind, "refund-")"#;
+    let created = subscribe_with(
+        &mut publisher,
+        &mut subscriber,
+        pb::Subscription {
+            filter: filter.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(created.filter, filter);
+    let info = served.broker.describe_subscription("demo.billing").unwrap();
+    assert_eq!(
+        info.spec.filter.to_string(),
+        r#"kind = "paid" or prefix(kind, "refund-")"#
+    );
+    let kinds = ["paid", "created", "refund-partial", "shipped"];
+    publish(
+        &mut publisher,
+        kinds.iter().map(|k| with_kind(k, k)).collect(),
+    )
+    .await;
+    let got = pull(&mut subscriber, 10).await;
+    let mut taken: Vec<String> = got
+        .iter()
+        .map(|m| m.message.as_ref().unwrap().attributes["kind"].clone())
+        .collect();
+    taken.sort();
+    assert_eq!(taken, ["paid", "refund-partial"]);
+
+    let refused = subscriber
+        .create_subscription(pb::Subscription {
+            name: "projects/demo/subscriptions/mixed".into(),
+            topic: TOPIC.into(),
+            filter: "attributes:a AND attributes:b OR attributes:c".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    served.stop().await;
+}
+
+/// Under exactly-once delivery an ack whose lease has ended fails, naming the ack id as
+/// Google's clients read it; on a stream it is confirmed as invalid. The setting is kept
+/// across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_acks_report_the_ack_ids_that_did_not_take_effect() {
+    use tonic_types::StatusExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    let created = subscribe_with(
+        &mut publisher,
+        &mut subscriber,
+        pb::Subscription {
+            enable_exactly_once_delivery: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(created.enable_exactly_once_delivery);
+    publish(&mut publisher, vec![message("a", ""), message("b", "")]).await;
+    let got = pull(&mut subscriber, 10).await;
+    assert_eq!(got.len(), 2);
+    // Handing the first back ends its lease: its ack id is no longer valid.
+    subscriber
+        .modify_ack_deadline(pb::ModifyAckDeadlineRequest {
+            subscription: SUB.into(),
+            ack_ids: vec![got[0].ack_id.clone()],
+            ack_deadline_seconds: 0,
+        })
+        .await
+        .unwrap();
+    let failed = subscriber
+        .acknowledge(pb::AcknowledgeRequest {
+            subscription: SUB.into(),
+            ack_ids: vec![got[0].ack_id.clone(), got[1].ack_id.clone()],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(failed.code(), Code::InvalidArgument);
+    let info = failed.get_details_error_info().expect("an ErrorInfo");
+    assert_eq!(info.reason, "EXACTLY_ONCE_ACKID_FAILURE");
+    assert_eq!(
+        info.metadata.keys().collect::<Vec<_>>(),
+        [&got[0].ack_id],
+        "only the stale ack id fails"
+    );
+    assert_eq!(
+        info.metadata[&got[0].ack_id],
+        "PERMANENT_FAILURE_INVALID_ACK_ID"
+    );
+
+    // The handed-back message comes again; on a stream, acks are confirmed.
+    let (requests, rx) = mpsc::channel(4);
+    requests
+        .send(pb::StreamingPullRequest {
+            subscription: SUB.into(),
+            stream_ack_deadline_seconds: 30,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut responses = subscriber
+        .streaming_pull(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(10), responses.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        first
+            .subscription_properties
+            .unwrap()
+            .exactly_once_delivery_enabled
+    );
+    assert_eq!(first.received_messages.len(), 1);
+    let again = first.received_messages[0].ack_id.clone();
+    requests
+        .send(pb::StreamingPullRequest {
+            ack_ids: vec![again.clone(), got[0].ack_id.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let confirmed = tokio::time::timeout(Duration::from_secs(10), responses.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .acknowledge_confirmation
+        .expect("a confirmation");
+    assert_eq!(confirmed.ack_ids, [again]);
+    assert_eq!(confirmed.invalid_ack_ids, [got[0].ack_id.clone()]);
+    drop(requests);
+    drop((publisher, subscriber, responses));
+
+    served.stop().await;
+    let served = Served::start(dir.path()).await;
+    let (_, mut subscriber) = served.clients().await;
+    let kept = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(kept.enable_exactly_once_delivery);
     served.stop().await;
 }

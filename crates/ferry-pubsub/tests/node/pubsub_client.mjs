@@ -45,8 +45,8 @@ check(
 );
 await refusedWith(
   UNIMPLEMENTED,
-  () => topic.createSubscription('filtered', {filter: 'attributes.kind = "x"'}),
-  'a filtered subscription',
+  () => topic.createSubscription('pushed', {pushConfig: {pushEndpoint: 'http://127.0.0.1:9/push'}}),
+  'a push subscription',
 );
 await refusedWith(
   NOT_FOUND,
@@ -108,6 +108,40 @@ for (const key of KEYS) {
   );
 }
 check(mostOutstanding <= 5, `flow control: ${mostOutstanding} outstanding`);
+
+// A filter in Pub/Sub's syntax, on a topic of its own: only matching messages arrive.
+const [events] = await pubsub.createTopic('events');
+const FILTER = 'attributes.kind = "paid" OR hasPrefix(attributes.kind, "refund-")';
+const [filtered] = await events.createSubscription('filtered', {filter: FILTER});
+const [filteredMetadata] = await filtered.getMetadata();
+check(filteredMetadata.filter === FILTER, `filter reads back: ${filteredMetadata.filter}`);
+for (const kind of ['paid', 'created', 'refund-partial', 'shipped']) {
+  await events.publishMessage({data: Buffer.from(kind), attributes: {kind}});
+}
+const kinds = [];
+await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error('the filtered pull stalled')), 30_000);
+  filtered.on('error', reject);
+  filtered.on('message', message => {
+    kinds.push(message.attributes.kind);
+    message.ack();
+    if (kinds.length === 2) {
+      clearTimeout(timer);
+      resolve();
+    }
+  });
+});
+await new Promise(resolve => setTimeout(resolve, 500));
+await filtered.close();
+kinds.sort();
+check(kinds.join(',') === 'paid,refund-partial', `the filter took ${kinds}`);
+await refusedWith(
+  3,
+  () => events.createSubscription('badly-filtered', {filter: 'attributes.kind = paid'}),
+  'a malformed filter',
+);
+await filtered.delete();
+await events.delete();
 
 await subscription.delete();
 await topic.delete();

@@ -49,10 +49,10 @@ subs = sorted(publisher.list_topic_subscriptions(request={"topic": topic}))
 check(subs == sorted([ordered, plain]), f"list_topic_subscriptions: {subs}")
 try:
     subscriber.create_subscription(
-        request={"name": subscriber.subscription_path(PROJECT, "filtered"), "topic": topic,
-                 "filter": 'attributes.kind = "x"'}
+        request={"name": subscriber.subscription_path(PROJECT, "pushed"), "topic": topic,
+                 "push_config": {"push_endpoint": "http://127.0.0.1:9/push"}}
     )
-    raise AssertionError("a filtered subscription was accepted")
+    raise AssertionError("a push subscription was accepted")
 except exceptions.MethodNotImplemented:
     pass
 try:
@@ -131,6 +131,47 @@ while not again and time.time() < deadline:
 check(len(again) == 1, f"redelivered: {len(again)}")
 check(again[0].message.message_id == handed_back.message.message_id, "the handed-back message")
 subscriber.acknowledge(request={"subscription": plain, "ack_ids": [again[0].ack_id]})
+
+
+def pull_all(subscription, count, timeout=30):
+    """Pulls until `count` messages came or the time is up."""
+    deadline = time.time() + timeout
+    got = []
+    while len(got) < count and time.time() < deadline:
+        response = subscriber.pull(
+            request={"subscription": subscription, "max_messages": count - len(got)},
+            timeout=10,
+        )
+        got.extend(response.received_messages)
+    return got
+
+
+# A filter in Pub/Sub's syntax, on a topic of its own.
+events = publisher.topic_path(PROJECT, "events")
+publisher.create_topic(name=events)
+filtered = subscriber.subscription_path(PROJECT, "filtered")
+FILTER = 'attributes.kind = "paid" OR hasPrefix(attributes.kind, "refund-")'
+subscriber.create_subscription(request={"name": filtered, "topic": events, "filter": FILTER})
+check(subscriber.get_subscription(subscription=filtered).filter == FILTER, "the filter reads back")
+for kind in ["paid", "created", "refund-partial", "shipped"]:
+    publisher.publish(events, kind.encode(), kind=kind).result(timeout=30)
+got = pull_all(filtered, 2)
+check(sorted(m.message.attributes["kind"] for m in got) == ["paid", "refund-partial"],
+      f"the filter took {[m.message.attributes['kind'] for m in got]}")
+subscriber.acknowledge(request={"subscription": filtered, "ack_ids": [m.ack_id for m in got]})
+check(not subscriber.pull(request={"subscription": filtered, "max_messages": 10},
+                          timeout=10).received_messages,
+      "nothing else passed the filter")
+try:
+    subscriber.create_subscription(
+        request={"name": subscriber.subscription_path(PROJECT, "badly-filtered"),
+                 "topic": events, "filter": "attributes.kind = paid"}
+    )
+    raise AssertionError("a malformed filter was accepted")
+except exceptions.InvalidArgument:
+    pass
+subscriber.delete_subscription(subscription=filtered)
+publisher.delete_topic(topic=events)
 
 subscriber.delete_subscription(subscription=ordered)
 subscriber.delete_subscription(subscription=plain)

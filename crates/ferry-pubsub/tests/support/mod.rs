@@ -26,7 +26,7 @@ impl Served {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let pubsub = PubSub::new(broker.clone());
+        let pubsub = PubSub::open(broker.clone(), &dir.join("pubsub")).unwrap();
         let task = tokio::spawn(async move {
             pubsub
                 .serve(listener, async {
