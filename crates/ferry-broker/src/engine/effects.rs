@@ -39,10 +39,9 @@
 //! any number of records, and its subscriptions may already have taken the letter): a
 //! crash between the two steps leaves the letter in the topic *and* the message unsettled
 //! in the origin, which tracks it again after the reopen and moves it again: a second
-//! letter. Dead letters into a topic are therefore at least once —
-//! possibly twice, never lost — as Google Pub/Sub's dead-lettering is "best effort, the
-//! same message might be dead lettered multiple times". A subscriber tells a repeat by the
-//! letter's message id, which is the original's.
+//! letter. Dead letters into a topic are therefore at least once — possibly twice, never
+//! lost — as Google Pub/Sub's are ("the same message might be dead lettered multiple
+//! times"). A subscriber tells a repeat by the letter's message id, the original's.
 //!
 //! A dead-letter topic cannot be deleted while a queue dead-letters into it, so the
 //! target is never gone when a letter moves; if it were (a damaged metadata store), the
