@@ -361,6 +361,12 @@ pub fn lease_of(seconds: u32) -> Duration {
 }
 
 /// The RedrivePolicy a spec holds, in its normalized spelling ("" for none).
+///
+/// A redrive policy can only name a queue (`deadLetterTargetArn` is a queue's ARN): a
+/// spec whose dead letters go to a topic (set through another front end) has none to
+/// show, and is described without one rather than with an ARN of a queue that does not
+/// hold its dead letters. Setting other attributes keeps that target; setting a
+/// RedrivePolicy replaces it.
 pub fn redrive_of_spec(name: &str, spec: &QueueSpec, location: &Location) -> String {
     let target = match &spec.dead_letter {
         DeadLetter::Named(t) => Some(t.to_string()),
@@ -368,7 +374,7 @@ pub fn redrive_of_spec(name: &str, spec: &QueueSpec, location: &Location) -> Str
             .ok()
             .and_then(|n| spec.dead_letter_target(&n).ok().flatten())
             .map(|t| t.to_string()),
-        DeadLetter::Disabled => None,
+        DeadLetter::Disabled | DeadLetter::Topic(_) => None,
     };
     match target {
         Some(t) => serde_json::json!({
@@ -479,6 +485,15 @@ mod tests {
         assert_eq!(e.code, Code::InvalidAttributeName);
         let e = normalize(&attrs(&[("QueueArn", "x")]), false, &l).unwrap_err();
         assert_eq!(e.code, Code::InvalidAttributeName);
+    }
+
+    #[test]
+    fn a_dead_letter_topic_is_described_without_a_redrive_policy() {
+        let spec = QueueSpec {
+            dead_letter: DeadLetter::Topic(ferry_broker::Name::new("graves").unwrap()),
+            ..QueueSpec::default()
+        };
+        assert_eq!(redrive_of_spec("q", &spec, &here()), "");
     }
 
     #[test]

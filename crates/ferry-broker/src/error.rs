@@ -69,6 +69,11 @@ pub enum BrokerError {
     )]
     DeadLetterTargetMissing { queue: Name, target: Name },
     #[error(
+        "queue {queue} dead-letters to topic {topic}, which does not exist; create topic \
+         {topic} first or choose another dead-letter target"
+    )]
+    DeadLetterTopicMissing { queue: Name, topic: Name },
+    #[error(
         "dead-letter queues form a cycle: {} -> {}; dead letters would circulate forever — \
          point one of these queues elsewhere or set its dead_letter to Disabled",
         join(.cycle), .cycle[0]
@@ -192,6 +197,11 @@ pub enum BrokerError {
     NotASubscription { queue: Name },
     #[error("topic {topic} has subscription {subscription}; delete its subscriptions first")]
     TopicHasSubscriptions { topic: Name, subscription: Name },
+    #[error(
+        "topic {topic} is the dead-letter topic of {origin}; delete {origin} first or point \
+         its dead_letter elsewhere"
+    )]
+    TopicIsDeadLetterTarget { topic: Name, origin: Name },
 
     // Snapshots of subscriptions, and seeks.
     #[error(
@@ -554,6 +564,7 @@ impl BrokerError {
             | E::SnapshotExists { .. } => K::AlreadyExists,
             E::QueueIsDeadLetterTarget { .. }
             | E::TopicHasSubscriptions { .. }
+            | E::TopicIsDeadLetterTarget { .. }
             | E::TopicReferencedInFlight { .. }
             | E::GroupNotEmpty { .. }
             | E::GroupCoordinatedByBroker { .. }
@@ -603,6 +614,7 @@ impl BrokerError {
             | E::TopicSettingFixed { .. }
             | E::DeadLetterQueueNeedsExplicitTarget { .. }
             | E::DeadLetterTargetMissing { .. }
+            | E::DeadLetterTopicMissing { .. }
             | E::DeadLetterCycle { .. }
             | E::InvalidMessageId { .. }
             | E::NilMessageId

@@ -38,6 +38,21 @@ pub enum DeadLetter {
     /// No dead-letter queue. What happens to a message that would have been dead-lettered
     /// is the engine's to define and document.
     Disabled,
+    /// An existing topic: each dead letter is published to it, and its subscriptions
+    /// receive it as they receive any publish (Google Pub/Sub's `dead_letter_topic`). The
+    /// letter carries its [`DeadLetterInfo`](crate::DeadLetterInfo); how long it is
+    /// kept is the topic's and its subscriptions' business, not `dead_letter_retention`.
+    Topic(Name),
+}
+
+impl DeadLetter {
+    /// The topic dead letters are published to, when they go to a topic.
+    pub fn topic(&self) -> Option<&Name> {
+        match self {
+            DeadLetter::Topic(topic) => Some(topic),
+            DeadLetter::Default | DeadLetter::Named(_) | DeadLetter::Disabled => None,
+        }
+    }
 }
 
 /// How messages are spread over consumers.
@@ -244,14 +259,15 @@ impl QueueSpec {
         Ok(())
     }
 
-    /// The queue that dead letters of the queue `queue` go to, or `None` when disabled.
+    /// The queue that dead letters of the queue `queue` go to, or `None` when disabled or
+    /// when they go to a topic ([`DeadLetter::topic`]).
     ///
     /// The `.dlq` suffix is reserved for dead-letter queues: a queue named `x.dlq` cannot use
     /// [`DeadLetter::Default`], which would derive `x.dlq.dlq` and so on without end; it must
     /// name its dead-letter queue or disable dead-lettering.
     pub fn dead_letter_target(&self, queue: &Name) -> Result<Option<Name>> {
         match &self.dead_letter {
-            DeadLetter::Disabled => Ok(None),
+            DeadLetter::Disabled | DeadLetter::Topic(_) => Ok(None),
             DeadLetter::Named(target) => Ok(Some(target.clone())),
             DeadLetter::Default if queue.is_dead_letter() => {
                 Err(BrokerError::DeadLetterQueueNeedsExplicitTarget {

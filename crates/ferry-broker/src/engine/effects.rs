@@ -10,8 +10,8 @@
 //!    ahead of any redelivery's `Leased`.
 //! 2. [`Broker::apply_effects`], with the lock let go: wait until those events are durable,
 //!    wake receivers if a message became ready, and move each dead letter
-//!    ([`Broker::dead_letter`]): stored in the dead-letter queue, then `DeadLettered`
-//!    journaled on its origin.
+//!    ([`Broker::dead_letter`]): stored in the dead-letter queue, or published to the
+//!    dead-letter topic, then `DeadLettered` journaled on its origin.
 //!
 //! A nack that uses up a message's deliveries is the whole path: the state decides a
 //! `DeadLetter` effect, step 1 journals nothing for it (the message is not retried), and
@@ -29,6 +29,25 @@
 //! time, so a letter from an earlier queue of the same name never matches) and the origin
 //! does not track those seqs again: it journals their `DeadLettered` then. The other order
 //! could lose the message (journaled as dead but never stored), so it is not used.
+//!
+//! **Into a topic** ([`crate::DeadLetter::Topic`]). The letter is published to the topic
+//! first — durable under the topic's durability, its subscriptions' references made as for
+//! any publish — and only then is `DeadLettered` journaled on the origin, the same order.
+//! The letter carries the same [`DeadLetterInfo`] a dead-letter queue's letters do; no
+//! TTL is set on it, since how long it is kept is the topic's retention and its
+//! subscriptions' settings. Recovery does not scan topics for letters (a topic may hold
+//! any number of records, and its subscriptions may already have taken the letter): a
+//! crash between the two steps leaves the letter in the topic *and* the message unsettled
+//! in the origin, which tracks it again after the reopen and moves it again: a second
+//! letter. Dead letters into a topic are therefore at least once — possibly twice, never
+//! lost — as Google Pub/Sub's are ("the same message might be dead lettered multiple
+//! times"). A subscriber tells a repeat by the letter's message id, the original's.
+//!
+//! A dead-letter topic cannot be deleted while a queue dead-letters into it, so the
+//! target is never gone when a letter moves; if it were (a damaged metadata store), the
+//! move fails and poisons the origin rather than dropping the letter, which a reopen moves
+//! again — unlike a dead-letter queue that is gone, where the letter is dropped as with
+//! dead-lettering disabled.
 
 use std::sync::Arc;
 
@@ -111,43 +130,23 @@ impl Broker {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Stores the dead letter in `origin`'s dead-letter queue (if it has one; with
-    /// dead-lettering disabled the message is dropped), then journals it on `origin`: in
-    /// this order, for the crash window in the module docs.
+    /// Stores the dead letter where `origin`'s dead letters go — its dead-letter queue or
+    /// its dead-letter topic; with dead-lettering disabled the message is dropped — then
+    /// journals it on `origin`: in this order, for the crash window in the module docs.
     async fn dead_letter(&self, origin: &Arc<Queue>, decision: DeadLetterDecision) -> Result<()> {
         let now_ms = self.now_ms();
-        if let Some(dlq) = self.dead_letter_queue(origin) {
-            let original = origin.read(decision.seq)?;
-            // The original untouched — id, key, headers, payload, priority — plus why. Its
-            // schedule, TTL and dedup id belonged to the origin and would misfire here (an
-            // expired message would expire again at once).
-            let letter = Message {
-                id: original.id,
-                key: original.key,
-                headers: original.headers,
-                payload: original.payload,
-                published_at: now_ms,
-                priority: original.priority,
-                deliver_at: None,
-                // The origin's retention for its dead letters, as a TTL in the dead-letter
-                // queue: past it the letter expires from there like any expired message.
-                expires_at: Some(
-                    now_ms.saturating_add(millis(origin.spec().dead_letter_retention)),
-                ),
-                dedup_id: None,
-                id_chosen: false,
-                dead_letter: Some(DeadLetterInfo {
-                    reason: decision.reason.as_str().to_owned(),
-                    deliveries: decision.deliveries,
-                    origin_queue: origin.name.to_string(),
-                    origin_seq: decision.seq,
-                    origin_published_at: original.published_at,
-                    last_error: decision.last_error,
-                    first_failure_ms: decision.first_failure_ms,
-                    last_failure_ms: decision.last_failure_ms,
-                    consumer: decision.consumer,
-                }),
-            };
+        let spec = origin.spec();
+        if let Some(topic) = spec.dead_letter.topic() {
+            let letter = self.letter(origin, &decision, now_ms, None)?;
+            // A topic that is gone (deleting one that is a dead-letter target is refused,
+            // so only a damaged metadata store gets here) fails the move rather than
+            // dropping the letter: the origin is poisoned and a reopen moves it again.
+            self.publish_dead_letter(topic, letter).await?;
+        } else if let Some(dlq) = self.dead_letter_queue(origin) {
+            // The origin's retention for its dead letters, as a TTL in the dead-letter
+            // queue: past it the letter expires from there like any expired message.
+            let expires_at = now_ms.saturating_add(millis(spec.dead_letter_retention));
+            let letter = self.letter(origin, &decision, now_ms, Some(expires_at))?;
             // Not subject to the dead-letter queue's length limit: a dead letter is never
             // refused or dropped for lack of room.
             dlq.store(
@@ -163,6 +162,43 @@ impl Broker {
         };
         let rx = origin.journal(&mut origin.lock(), &[event], now_ms);
         durable(rx).await
+    }
+
+    /// The dead letter for `decision`: the original untouched — id, key, headers, payload,
+    /// priority — plus why, in its [`DeadLetterInfo`]. Its schedule, TTL and dedup id
+    /// belonged to the origin and would misfire where it goes (an expired message would
+    /// expire again at once); `expires_at` is the target's.
+    fn letter(
+        &self,
+        origin: &Queue,
+        decision: &DeadLetterDecision,
+        now_ms: i64,
+        expires_at: Option<i64>,
+    ) -> Result<Message> {
+        let original = origin.read(decision.seq)?;
+        Ok(Message {
+            id: original.id,
+            key: original.key,
+            headers: original.headers,
+            payload: original.payload,
+            published_at: now_ms,
+            priority: original.priority,
+            deliver_at: None,
+            expires_at,
+            dedup_id: None,
+            id_chosen: false,
+            dead_letter: Some(DeadLetterInfo {
+                reason: decision.reason.as_str().to_owned(),
+                deliveries: decision.deliveries,
+                origin_queue: origin.name.to_string(),
+                origin_seq: decision.seq,
+                origin_published_at: original.published_at,
+                last_error: decision.last_error.clone(),
+                first_failure_ms: decision.first_failure_ms,
+                last_failure_ms: decision.last_failure_ms,
+                consumer: decision.consumer.clone(),
+            }),
+        })
     }
 
     /// The queue `origin`'s dead letters go to: `None` when dead-lettering is disabled (or

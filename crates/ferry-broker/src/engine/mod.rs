@@ -626,3 +626,6 @@ mod park_tests;
 
 #[cfg(test)]
 mod schema_tests;
+
+#[cfg(test)]
+mod dead_letter_topic_tests;

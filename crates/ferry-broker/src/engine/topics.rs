@@ -137,9 +137,13 @@ impl Broker {
         Ok(())
     }
 
-    /// Deletes a topic and all its records.
+    /// Deletes a topic and all its records. Refused while a subscription is on it, and
+    /// while a queue dead-letters into it ([`BrokerError::TopicIsDeadLetterTarget`]: as a
+    /// queue another queue dead-letters into cannot be deleted, so a dead letter never
+    /// finds its target gone).
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
         let topic = self.topic(name)?;
+        self.refuse_if_dead_letter_target(&topic)?;
         if let Some(link) = topic.fanout.links().iter().find(|l| !l.is_detached()) {
             return Err(has_subscriptions(&topic, link));
         }
@@ -153,10 +157,12 @@ impl Broker {
     /// Deletes a topic's metadata and lets go of it; its files' directory, set aside.
     fn forget_topic(&self, topic: Arc<Topic>) -> Result<Option<std::path::PathBuf>> {
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
-        // Attached meanwhile.
+        // Attached meanwhile, or named as a dead-letter target meanwhile (both take the
+        // metadata lock held here).
         if let Some(link) = topic.fanout.links().first() {
             return Err(has_subscriptions(&topic, link));
         }
+        self.refuse_if_dead_letter_target(&topic)?;
         // Metadata first: a crash before the files are gone leaves a directory that is not
         // a topic, which create_topic clears.
         // The topic's consumer groups and their committed offsets go with it.
@@ -191,6 +197,16 @@ impl Broker {
         let dir = Topic::dir(&self.inner.dir, &topic.name);
         drop(topic);
         super::deleted_dir::set_aside(&dir)
+    }
+
+    fn refuse_if_dead_letter_target(&self, topic: &Topic) -> Result<()> {
+        match self.dead_letter_origin_of_topic(&topic.name) {
+            Some(origin) => Err(BrokerError::TopicIsDeadLetterTarget {
+                topic: topic.name.clone(),
+                origin,
+            }),
+            None => Ok(()),
+        }
     }
 
     pub fn list_topics(&self) -> Vec<Name> {
@@ -304,6 +320,36 @@ impl Broker {
         let shape = topic.shape();
         self.check_schema(shape.spec.schema_subject.as_deref(), &messages)?;
         let messages = self.resolve_for_topic(messages)?;
+        self.place_messages(&topic, &shape, &messages)
+    }
+
+    /// Publishes a dead letter of a queue to `topic`, as [`Broker::publish_to_topic`]
+    /// places a message — by key, or where the topic's keyless placement puts it — so the
+    /// topic's subscriptions receive it like any publish, with its
+    /// [`crate::DeadLetterInfo`] kept in the record. Returns once it is durable under the
+    /// topic's durability.
+    ///
+    /// `letter` is a message the broker already stored once, not a producer's: it is not
+    /// validated again, and not checked against the topic's schema — a dead letter is
+    /// never refused for what it holds (a queue's dead-letter queue does not refuse one
+    /// either); a failure here (the topic gone, storage) is the caller's to report.
+    pub(super) async fn publish_dead_letter(&self, topic: &Name, letter: Message) -> Result<()> {
+        let topic = self.topic(topic.as_str())?;
+        let shape = topic.shape();
+        self.place_messages(&topic, &shape, std::slice::from_ref(&letter))?
+            .durable()
+            .await
+            .map(drop)
+    }
+
+    /// Places resolved `messages` on the topic's partitions: by key with Kafka's default
+    /// partitioner ([`partition_for_key`]), without one where [`KeylessPlacement`] says.
+    fn place_messages(
+        &self,
+        topic: &Topic,
+        shape: &Shape,
+        messages: &[Message],
+    ) -> Result<PendingPublish> {
         let count = u64::from(shape.spec.partitions);
         let mut next_keyless =
             || (topic.keyless_next.fetch_add(1, Ordering::Relaxed) % count) as u32;
@@ -319,7 +365,7 @@ impl Broker {
             })
             .collect();
         let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
-        self.place(&topic, &shape, records, placement)
+        self.place(topic, shape, records, placement)
     }
 
     /// Publishes `messages` to one partition, in order, with one storage append.

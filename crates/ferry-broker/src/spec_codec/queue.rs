@@ -1,6 +1,9 @@
 //! A [`QueueSpec`]'s stored form (under `queue/<name>`): `ferry-queue-spec 1`, then every
 //! field, in the shared text form of [`super`]. `schema_subject` is present exactly when the
 //! queue requires one, so specs stored before it existed read as requiring none.
+//! `dead_letter` is `default`, `disabled`, `named:<queue>` or `topic:<topic>`: the prefixes
+//! keep a queue target and a topic target of the same name apart, and specs stored before
+//! topic targets existed never start with `topic:`.
 
 use crate::name::Name;
 use crate::retry::{Backoff, RetryPolicy};
@@ -34,6 +37,7 @@ pub fn encode(spec: &QueueSpec) -> String {
                 DeadLetter::Default => "default".to_owned(),
                 DeadLetter::Disabled => "disabled".to_owned(),
                 DeadLetter::Named(name) => format!("named:{name}"),
+                DeadLetter::Topic(name) => format!("topic:{name}"),
             },
         ),
         ("dedup_window", d(spec.dedup_window)),
@@ -98,10 +102,16 @@ pub fn decode(bytes: &[u8]) -> Result<QueueSpec, String> {
         dead_letter: match f.take("dead_letter")? {
             "default" => DeadLetter::Default,
             "disabled" => DeadLetter::Disabled,
-            other => match other.strip_prefix("named:") {
-                Some(name) => DeadLetter::Named(Name::new(name).map_err(|e| e.to_string())?),
-                None => return Err(format!("dead_letter {other:?} is unknown")),
-            },
+            other => {
+                let name = |n: &str| Name::new(n).map_err(|e| e.to_string());
+                if let Some(queue) = other.strip_prefix("named:") {
+                    DeadLetter::Named(name(queue)?)
+                } else if let Some(topic) = other.strip_prefix("topic:") {
+                    DeadLetter::Topic(name(topic)?)
+                } else {
+                    return Err(format!("dead_letter {other:?} is unknown"));
+                }
+            }
         },
         dedup_window: f.duration("dedup_window")?,
         default_ttl: f.optional_duration("default_ttl")?,
@@ -204,6 +214,25 @@ mod tests {
         for spec in [QueueSpec::default(), odd, exclusive, with_schema] {
             assert_eq!(decode(encode(&spec).as_bytes()).unwrap(), spec);
         }
+    }
+
+    #[test]
+    fn a_dead_letter_topic_round_trips_apart_from_a_queue_of_the_same_name() {
+        let to_topic = QueueSpec {
+            dead_letter: DeadLetter::Topic(Name::new("graveyard").unwrap()),
+            ..unusual()
+        };
+        let text = encode(&to_topic);
+        assert!(text.contains("\ndead_letter=topic:graveyard\n"), "{text}");
+        assert_eq!(decode(text.as_bytes()).unwrap(), to_topic);
+        // The same name as a queue target stays a queue target.
+        let to_queue = decode(encode(&unusual()).as_bytes()).unwrap();
+        assert_eq!(
+            to_queue.dead_letter,
+            DeadLetter::Named(Name::new("graveyard").unwrap())
+        );
+        let bad = text.replace("topic:graveyard", "topic:");
+        assert!(decode(bad.as_bytes()).is_err());
     }
 
     #[test]

@@ -185,7 +185,8 @@ fn list(remote: &Remote, kind: &str, names: &[String]) {
     }
 }
 
-/// Where a queue's dead letters go: a queue name, or `None` when they are discarded.
+/// Where a queue's dead letters go: a queue name, or `None` when they are discarded or
+/// published to a topic (no queue holds them).
 pub fn dead_letter_queue(info: &v1::QueueInfo) -> Option<String> {
     let target = info
         .spec
@@ -195,7 +196,20 @@ pub fn dead_letter_queue(info: &v1::QueueInfo) -> Option<String> {
     match target {
         None | Some(v1::dead_letter::Target::Derived(_)) => Some(format!("{}.dlq", info.name)),
         Some(v1::dead_letter::Target::Queue(q)) => Some(q),
-        Some(v1::dead_letter::Target::Disabled(_)) => None,
+        Some(v1::dead_letter::Target::Disabled(_) | v1::dead_letter::Target::Topic(_)) => None,
+    }
+}
+
+/// The topic a queue's dead letters are published to, if they go to one.
+pub fn dead_letter_topic(info: &v1::QueueInfo) -> Option<String> {
+    match info
+        .spec
+        .as_ref()
+        .and_then(|s| s.dead_letter.as_ref())
+        .and_then(|d| d.target.clone())
+    {
+        Some(v1::dead_letter::Target::Topic(topic)) => Some(topic),
+        _ => None,
     }
 }
 
@@ -219,6 +233,7 @@ fn queue_json(info: &v1::QueueInfo) -> serde_json::Value {
             "max_deliveries": retry.max_deliveries,
             "backoff_base_ms": retry.backoff.and_then(|b| b.base_ms),
             "dead_letter": dead_letter_queue(info),
+            "dead_letter_topic": dead_letter_topic(info),
             "dedup_window_ms": spec.dedup_window_ms,
             "default_ttl_ms": spec.default_ttl_ms,
             "lease_ms": spec.lease_ms,
@@ -258,7 +273,11 @@ fn queue_rows(info: &v1::QueueInfo) -> Vec<(&'static str, String)> {
         ),
         (
             "dead letters to",
-            dead_letter_queue(info).unwrap_or_else(|| "discarded".into()),
+            match (dead_letter_queue(info), dead_letter_topic(info)) {
+                (Some(queue), _) => queue,
+                (None, Some(topic)) => format!("topic {topic}"),
+                (None, None) => "discarded".into(),
+            },
         ),
         ("lease", dur(spec.lease_ms)),
         ("dedup window", dur(spec.dedup_window_ms)),

@@ -14,7 +14,7 @@ use ferry_topology::format::{
 
 use super::{Connection, ExportFormat, with_server};
 use crate::remote::Remote;
-use crate::remote::admin::dead_letter_queue;
+use crate::remote::admin::{dead_letter_queue, dead_letter_topic};
 
 pub fn run(
     output: Option<&Path>,
@@ -67,6 +67,7 @@ pub async fn read(remote: &Remote) -> anyhow::Result<Topology> {
                         spec.topic
                     );
                 };
+                refuse_dead_letter_topic(&name, &queue)?;
                 let (delivery, ttl, dead_letter, _) = settings(&queue);
                 topic.subscriptions.push(Subscription {
                     name: Name::new(&name),
@@ -81,6 +82,7 @@ pub async fn read(remote: &Remote) -> anyhow::Result<Topology> {
             // A plain queue: not a subscription.
             Err(e) if e.kind() == Some(ferry_client::ErrorKind::Conflict) => {
                 let info = remote.call(client.describe_queue(&name)).await?;
+                refuse_dead_letter_topic(&name, &info)?;
                 let (delivery, ttl, dead_letter, max_length) = settings(&info);
                 queues.push(Queue {
                     name: Name::new(&name),
@@ -119,6 +121,19 @@ pub async fn read(remote: &Remote) -> anyhow::Result<Topology> {
         queues,
         messages: Vec::new(),
     })
+}
+
+/// A topology file names a dead-letter queue only: a queue whose dead letters go to a
+/// topic cannot be written without losing that (left out, it would read as discarding
+/// them), so the export stops and says so.
+fn refuse_dead_letter_topic(name: &str, info: &v1::QueueInfo) -> anyhow::Result<()> {
+    match dead_letter_topic(info) {
+        Some(topic) => anyhow::bail!(
+            "{name} dead-letters into topic {topic}, which a topology file cannot express \
+             (it names dead-letter queues only); point its dead letters at a queue to export"
+        ),
+        None => Ok(()),
+    }
 }
 
 /// Whether `name` is a temporary queue's (`tmp.` and a ULID, as the server names them):

@@ -86,6 +86,7 @@ pub fn queue_spec(spec: Option<v1::QueueSpec>, base: QueueSpec) -> Result<QueueS
             v1::dead_letter::Target::Derived(_) => DeadLetter::Default,
             v1::dead_letter::Target::Disabled(_) => DeadLetter::Disabled,
             v1::dead_letter::Target::Queue(name) => DeadLetter::Named(Name::new(&name)?),
+            v1::dead_letter::Target::Topic(name) => DeadLetter::Topic(Name::new(&name)?),
         };
     }
     if let Some(v) = p.dedup_window_ms {
@@ -155,6 +156,7 @@ pub fn queue_spec_to_proto(q: &QueueSpec) -> v1::QueueSpec {
                 DeadLetter::Default => v1::dead_letter::Target::Derived(true),
                 DeadLetter::Disabled => v1::dead_letter::Target::Disabled(true),
                 DeadLetter::Named(name) => v1::dead_letter::Target::Queue(name.to_string()),
+                DeadLetter::Topic(name) => v1::dead_letter::Target::Topic(name.to_string()),
             }),
         }),
         dedup_window_ms: Some(to_ms(q.dedup_window)),
@@ -363,6 +365,14 @@ mod tests {
         assert_eq!(
             queue_spec(Some(queue_spec_to_proto(&q)), QueueSpec::default()).unwrap(),
             q
+        );
+        let to_topic = QueueSpec {
+            dead_letter: DeadLetter::Topic(Name::new("graveyard").unwrap()),
+            ..q.clone()
+        };
+        assert_eq!(
+            queue_spec(Some(queue_spec_to_proto(&to_topic)), QueueSpec::default()).unwrap(),
+            to_topic
         );
 
         let t = TopicSpec {

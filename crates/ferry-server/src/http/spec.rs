@@ -45,13 +45,15 @@ pub enum Start {
     Earliest,
 }
 
-/// `"derived"` (`<queue>.dlq`), `"disabled"`, or `{"queue": "name"}`.
+/// `"derived"` (`<queue>.dlq`), `"disabled"`, `{"queue": "name"}`, or `{"topic": "name"}`
+/// (dead letters published to that topic).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeadLetter {
     Derived,
     Disabled,
     Queue(String),
+    Topic(String),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -176,6 +178,7 @@ impl From<QueueSpec> for v1::QueueSpec {
                     DeadLetter::Derived => v1::dead_letter::Target::Derived(true),
                     DeadLetter::Disabled => v1::dead_letter::Target::Disabled(true),
                     DeadLetter::Queue(name) => v1::dead_letter::Target::Queue(name),
+                    DeadLetter::Topic(name) => v1::dead_letter::Target::Topic(name),
                 }),
             }),
             dedup_window_ms: q.dedup_window_ms,
@@ -224,6 +227,7 @@ impl From<v1::QueueSpec> for QueueSpec {
                 v1::dead_letter::Target::Derived(_) => DeadLetter::Derived,
                 v1::dead_letter::Target::Disabled(_) => DeadLetter::Disabled,
                 v1::dead_letter::Target::Queue(name) => DeadLetter::Queue(name),
+                v1::dead_letter::Target::Topic(name) => DeadLetter::Topic(name),
             }),
             dedup_window_ms: q.dedup_window_ms,
             default_ttl_ms: q.default_ttl_ms,
@@ -354,6 +358,20 @@ mod tests {
         spec.dead_letter = ferry_broker::DeadLetter::Named(ferry_broker::Name::new("g").unwrap());
         let json: QueueSpec = convert::queue_spec_to_proto(&spec).into();
         let text = serde_json::to_string(&json).unwrap();
+        let back: QueueSpec = serde_json::from_str(&text).unwrap();
+        let broker = convert::queue_spec(Some(back.into()), Default::default()).unwrap();
+        assert_eq!(broker, spec);
+    }
+
+    #[test]
+    fn a_dead_letter_topic_is_spelled_as_a_topic_in_json() {
+        let spec = ferry_broker::QueueSpec {
+            dead_letter: ferry_broker::DeadLetter::Topic(ferry_broker::Name::new("g").unwrap()),
+            ..Default::default()
+        };
+        let json: QueueSpec = convert::queue_spec_to_proto(&spec).into();
+        let text = serde_json::to_string(&json).unwrap();
+        assert!(text.contains(r#""dead_letter":{"topic":"g"}"#), "{text}");
         let back: QueueSpec = serde_json::from_str(&text).unwrap();
         let broker = convert::queue_spec(Some(back.into()), Default::default()).unwrap();
         assert_eq!(broker, spec);

@@ -32,8 +32,8 @@ pub struct QueueStats {
     /// Failed attempts followed by a retry: nacks and lease expiries. (A failed attempt
     /// that dead-letters counts under `dead_lettered`.)
     pub nacked: u64,
-    /// Messages that left this queue for its dead-letter queue (or were discarded, with
-    /// dead-lettering disabled).
+    /// Messages that left this queue for its dead-letter queue or topic (or were
+    /// discarded, with dead-lettering disabled).
     pub dead_lettered: u64,
     /// Dropped to make room under the overflow policy `DropHead`.
     pub dropped: u64,
@@ -81,6 +81,7 @@ impl Broker {
             all.extend(new.iter().cloned());
             validate_topology(&all)?;
         }
+        self.check_dead_letter_topic(&name, &spec)?;
         let opened = self.open_new_queues(&new)?;
         let mut batch = MetaBatch::new();
         for (name, spec) in &new {
@@ -98,6 +99,37 @@ impl Broker {
             queues.insert(queue.name.clone(), queue);
         }
         Ok(())
+    }
+
+    /// Refuses a spec whose dead letters go to a topic that does not exist
+    /// ([`BrokerError::DeadLetterTopicMissing`]), as [`validate_topology`] refuses a missing
+    /// [`DeadLetter::Named`] queue. Called with the metadata lock held, which
+    /// [`Broker::delete_topic`] takes too, so the topic cannot go between this check and
+    /// the commit.
+    pub(super) fn check_dead_letter_topic(&self, queue: &Name, spec: &QueueSpec) -> Result<()> {
+        let Some(topic) = spec.dead_letter.topic() else {
+            return Ok(());
+        };
+        let topics = self.inner.topics.read().unwrap_or_else(|e| e.into_inner());
+        if topics.contains_key(topic) {
+            Ok(())
+        } else {
+            Err(BrokerError::DeadLetterTopicMissing {
+                queue: queue.clone(),
+                topic: topic.clone(),
+            })
+        }
+    }
+
+    /// The first queue whose dead letters go to `topic`, if one does: such a topic cannot
+    /// be deleted ([`BrokerError::TopicIsDeadLetterTarget`]), as a queue another queue
+    /// dead-letters into cannot.
+    pub(in crate::engine) fn dead_letter_origin_of_topic(&self, topic: &Name) -> Option<Name> {
+        let queues = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        queues
+            .iter()
+            .find(|(_, q)| q.spec().dead_letter.topic() == Some(topic))
+            .map(|(name, _)| name.clone())
     }
 
     /// Opens the logs of queues about to be created; they become queues once their specs

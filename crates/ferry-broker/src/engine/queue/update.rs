@@ -18,7 +18,7 @@
 //! [`BrokerError::QueueNotUpdatable`].
 //!
 //! **Checks** are those of creation: the new spec on its own and the topology with it (no
-//! dead-letter cycle, a named target that exists; a [`crate::DeadLetter::Default`] target missing
+//! dead-letter cycle, a named target — queue or topic — that exists; a [`crate::DeadLetter::Default`] target missing
 //! is created with it, as at creation). The new spec is committed to the metadata, with any
 //! queue created for it, in one commit, and only then applied to the live queue: on any
 //! error nothing changes, and a reopen reads what was committed.
@@ -87,6 +87,7 @@ impl Broker {
             .collect();
         all.extend(created.iter().cloned());
         validate_topology(&all)?;
+        self.check_dead_letter_topic(&queue.name, &next)?;
         let opened = self.open_new_queues(&created)?;
         let mut batch = MetaBatch::new();
         for (name, spec) in std::iter::once((&queue.name, &next))

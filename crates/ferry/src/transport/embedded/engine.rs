@@ -205,6 +205,7 @@ fn conflict_name(e: &BrokerError) -> String {
         | BrokerError::NotASubscription { queue } => queue.to_string(),
         BrokerError::TopicExists { topic }
         | BrokerError::TopicHasSubscriptions { topic, .. }
+        | BrokerError::TopicIsDeadLetterTarget { topic, .. }
         | BrokerError::PartitionsCanOnlyGrow { topic, .. } => topic.to_string(),
         _ => String::new(),
     }
