@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_broker::{MessageId, OutgoingMessage, ReceivedMessage};
+use ferry_broker::{DeadLetterInfo, MessageId, OutgoingMessage, ReceivedMessage};
 use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
 use tonic::Status;
 
@@ -35,13 +35,18 @@ fn mint_id(now_ms: i64) -> MessageId {
 }
 
 /// A delivery as Pub/Sub hands it out. `delivery_attempt` is set only on subscriptions
-/// with a dead-letter policy, as Pub/Sub sets it.
+/// with a dead-letter policy, as Pub/Sub sets it. A dead letter carries where it came from
+/// in the attributes Pub/Sub adds when it forwards one.
 pub fn received(message: ReceivedMessage, counts_attempts: bool) -> pb::ReceivedMessage {
+    let mut attributes = message.headers;
+    if let Some(letter) = &message.dead_letter {
+        dead_letter_attributes(letter, &mut attributes);
+    }
     pb::ReceivedMessage {
         ack_id: ack_id::encode(message.seq, message.token),
         message: Some(pb::PubsubMessage {
             data: message.payload,
-            attributes: message.headers,
+            attributes,
             message_id: message.id.to_string(),
             publish_time: Some(timestamp(message.published_at)),
             ordering_key: message
@@ -54,6 +59,36 @@ pub fn received(message: ReceivedMessage, counts_attempts: bool) -> pb::Received
         } else {
             0
         },
+    }
+}
+
+/// Pub/Sub's attributes on a forwarded dead letter: the delivery count, the subscription
+/// (and its project) it came from, and when it was first published. A letter from a queue
+/// that no Pub/Sub name stands for names the queue as the subscription, with no project.
+fn dead_letter_attributes(letter: &DeadLetterInfo, attributes: &mut ferry_broker::Headers) {
+    let (project, subscription) = letter
+        .origin_queue
+        .split_once('.')
+        .unwrap_or(("", letter.origin_queue.as_str()));
+    for (name, value) in [
+        (
+            "CloudPubSubDeadLetterSourceDeliveryCount",
+            letter.deliveries.to_string(),
+        ),
+        (
+            "CloudPubSubDeadLetterSourceSubscription",
+            subscription.to_owned(),
+        ),
+        (
+            "CloudPubSubDeadLetterSourceSubscriptionProject",
+            project.to_owned(),
+        ),
+        (
+            "CloudPubSubDeadLetterSourceTopicPublishTime",
+            timestamp(letter.origin_published_at).to_string(),
+        ),
+    ] {
+        attributes.insert(name.to_owned(), value);
     }
 }
 

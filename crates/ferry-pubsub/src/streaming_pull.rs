@@ -64,10 +64,12 @@ pub async fn open(
         bytes: positive(first.max_outstanding_bytes),
     };
     let exactly_once = pubsub.store().get(queue.as_str()).exactly_once;
+    let counts_attempts = crate::subscription_spec::counts_attempts(&info.spec);
     let stream = Arc::new(Stream {
         pubsub,
         queue: queue.to_string(),
         consumer: consumer_name(&first.client_id),
+        counts_attempts,
         deadline,
         limits,
         outstanding: Mutex::default(),
@@ -161,6 +163,9 @@ pub struct Stream {
     pubsub: PubSub,
     queue: String,
     consumer: String,
+    /// Whether deliveries carry `delivery_attempt` (the subscription has a dead-letter
+    /// policy).
+    counts_attempts: bool,
     deadline: Duration,
     limits: Limits,
     outstanding: Mutex<HashMap<String, Outstanding>>,
@@ -349,7 +354,7 @@ impl Stream {
                 .into_iter()
                 .map(|m| {
                     let until_ms = m.lease_until_ms;
-                    let message = convert::received(m, false);
+                    let message = convert::received(m, self.counts_attempts);
                     let mut outstanding =
                         self.outstanding.lock().unwrap_or_else(|e| e.into_inner());
                     outstanding.insert(

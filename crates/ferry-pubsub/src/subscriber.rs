@@ -191,7 +191,8 @@ impl Subscriber for PubSub {
         request: Request<pb::PullRequest>,
     ) -> Result<Response<pb::PullResponse>, Status> {
         let request = request.into_inner();
-        let (name, _) = self.subscription(&request.subscription)?;
+        let (name, info) = self.subscription(&request.subscription)?;
+        let counts_attempts = subscription_spec::counts_attempts(&info.spec);
         let max = match request.max_messages {
             n if n <= 0 => {
                 return Err(Status::invalid_argument(format!(
@@ -217,7 +218,7 @@ impl Subscriber for PubSub {
         Ok(Response::new(pb::PullResponse {
             received_messages: received
                 .into_iter()
-                .map(|m| convert::received(m, false))
+                .map(|m| convert::received(m, counts_attempts))
                 .collect(),
         }))
     }

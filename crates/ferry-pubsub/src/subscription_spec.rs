@@ -10,6 +10,8 @@
 //! | `enable_exactly_once_delivery` | the front end's own record (see `store.rs`): the broker's leases already keep a message from anyone else until its deadline; the setting makes acks report which took effect |
 //! | `filter` | the subscription's filter (see `filter.rs`), fixed at creation as in Pub/Sub |
 //!
+//! | `dead_letter_policy` (topic, 5–100 attempts, default 5) | dead letters into that topic after that many deliveries; deliveries then count in `delivery_attempt` |
+//!
 //! Without a dead-letter policy Pub/Sub redelivers without end; the broker needs a bound,
 //! and [`UNBOUNDED_DELIVERIES`] is the highest it takes, with dead-lettering off: a message
 //! delivered that many times without an ack is dropped.
@@ -26,7 +28,7 @@ use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
 use tonic::Status;
 
 use crate::convert::{duration, proto_duration};
-use crate::names::{Collection, to_resource};
+use crate::names::{Collection, to_broker, to_resource};
 use crate::status::unsupported;
 use crate::store::SubscriptionRecord;
 
@@ -44,6 +46,13 @@ const SHORTEST_BACKOFF: Duration = Duration::from_millis(1);
 /// redelivers at once.
 pub const IMMEDIATE: Duration = Duration::from_millis(100);
 pub const UNBOUNDED_DELIVERIES: u32 = RetryPolicy::MAX_DELIVERIES;
+const DEFAULT_DELIVERY_ATTEMPTS: u32 = 5;
+
+/// Whether deliveries of a subscription with `spec` count their attempts: Pub/Sub sets
+/// `delivery_attempt` only on subscriptions with a dead-letter policy.
+pub fn counts_attempts(spec: &SubscriptionSpec) -> bool {
+    spec.delivery.dead_letter.topic().is_some()
+}
 
 /// The spec for `subscription` on the broker's `topic`.
 pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<SubscriptionSpec, Status> {
@@ -112,15 +121,32 @@ pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<Subscript
             }
         }
     };
+    let (dead_letter, max_deliveries) = match &subscription.dead_letter_policy {
+        None => (DeadLetter::Disabled, UNBOUNDED_DELIVERIES),
+        Some(policy) => {
+            let topic = to_broker(&policy.dead_letter_topic, Collection::Topics)?;
+            let attempts = match policy.max_delivery_attempts {
+                0 => DEFAULT_DELIVERY_ATTEMPTS,
+                n @ 5..=100 => n as u32,
+                n => {
+                    return Err(Status::invalid_argument(format!(
+                        "dead_letter_policy.max_delivery_attempts must be between 5 and 100 \
+                         (got {n})"
+                    )));
+                }
+            };
+            (DeadLetter::Topic(topic), attempts)
+        }
+    };
     let mut spec = SubscriptionSpec::new(topic);
     spec.filter = crate::filter::parse(&subscription.filter)?;
     spec.delivery = QueueSpec {
         lease,
         retry: RetryPolicy {
-            max_deliveries: UNBOUNDED_DELIVERIES,
+            max_deliveries,
             backoff,
         },
-        dead_letter: DeadLetter::Disabled,
+        dead_letter,
         default_ttl: Some(retention),
         ordering: if subscription.enable_message_ordering {
             OrderingMode::KeyShared
@@ -162,6 +188,14 @@ pub fn from_spec(
         expiration_policy: Some(pb::ExpirationPolicy { ttl: None }),
         retry_policy,
         filter: crate::filter::render(&spec.filter),
+        dead_letter_policy: delivery
+            .dead_letter
+            .topic()
+            .map(|topic| pb::DeadLetterPolicy {
+                dead_letter_topic: to_resource(topic.as_str(), Collection::Topics)
+                    .unwrap_or_default(),
+                max_delivery_attempts: delivery.retry.max_deliveries as i32,
+            }),
         enable_exactly_once_delivery: record.exactly_once,
         state: pb::subscription::State::Active as i32,
         ..Default::default()
@@ -202,9 +236,6 @@ fn refuse_unsupported(s: &pb::Subscription) -> Result<(), Status> {
         return Err(unsupported(
             "Deleting an idle subscription (expiration_policy with a ttl)",
         ));
-    }
-    if s.dead_letter_policy.is_some() {
-        return Err(unsupported("A dead-letter policy"));
     }
     if !s.message_transforms.is_empty() {
         return Err(unsupported("Message transforms"));

@@ -578,3 +578,248 @@ async fn exactly_once_acks_report_the_ack_ids_that_did_not_take_effect() {
     assert!(kept.enable_exactly_once_delivery);
     served.stop().await;
 }
+
+/// A message handed back until its dead-letter policy's attempts are used up moves to the
+/// dead-letter topic, counting `delivery_attempt` on the way and carrying Pub/Sub's
+/// dead-letter attributes when it arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nacked_message_moves_to_the_dead_letter_topic_after_its_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    let failures = "projects/demo/topics/failures";
+    publisher
+        .create_topic(pb::Topic {
+            name: failures.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    subscriber
+        .create_subscription(pb::Subscription {
+            name: "projects/demo/subscriptions/failures-audit".into(),
+            topic: failures.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let created = subscribe_with(
+        &mut publisher,
+        &mut subscriber,
+        pb::Subscription {
+            dead_letter_policy: Some(pb::DeadLetterPolicy {
+                dead_letter_topic: failures.into(),
+                max_delivery_attempts: 5,
+            }),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        created.dead_letter_policy.unwrap().dead_letter_topic,
+        failures
+    );
+    let ids = publish(&mut publisher, vec![message("poison", "")]).await;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut attempts = Vec::new();
+    while attempts.len() < 5 && Instant::now() < deadline {
+        for m in pull(&mut subscriber, 10).await {
+            attempts.push(m.delivery_attempt);
+            subscriber
+                .modify_ack_deadline(pb::ModifyAckDeadlineRequest {
+                    subscription: SUB.into(),
+                    ack_ids: vec![m.ack_id],
+                    ack_deadline_seconds: 0,
+                })
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(attempts, [1, 2, 3, 4, 5]);
+
+    let mut letters = Vec::new();
+    while letters.is_empty() && Instant::now() < deadline {
+        #[allow(deprecated)]
+        let request = pb::PullRequest {
+            subscription: "projects/demo/subscriptions/failures-audit".into(),
+            max_messages: 10,
+            return_immediately: true,
+        };
+        letters = subscriber
+            .pull(request)
+            .await
+            .unwrap()
+            .into_inner()
+            .received_messages;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(letters.len(), 1, "the letter reached the dead-letter topic");
+    let letter = letters[0].message.as_ref().unwrap();
+    assert_eq!(letter.message_id, ids[0]);
+    assert_eq!(letter.data, Bytes::from_static(b"poison"));
+    assert_eq!(letter.attributes["kind"], "order");
+    assert_eq!(
+        letter.attributes["CloudPubSubDeadLetterSourceDeliveryCount"],
+        "5"
+    );
+    assert_eq!(
+        letter.attributes["CloudPubSubDeadLetterSourceSubscription"],
+        "billing"
+    );
+    assert_eq!(
+        letter.attributes["CloudPubSubDeadLetterSourceSubscriptionProject"],
+        "demo"
+    );
+    assert_eq!(
+        letters[0].delivery_attempt, 0,
+        "no policy on the audit subscription"
+    );
+    assert!(
+        pull(&mut subscriber, 10).await.is_empty(),
+        "gone from the origin"
+    );
+
+    let missing = subscriber
+        .create_subscription(pb::Subscription {
+            name: "projects/demo/subscriptions/nowhere".into(),
+            topic: TOPIC.into(),
+            dead_letter_policy: Some(pb::DeadLetterPolicy {
+                dead_letter_topic: "projects/demo/topics/nowhere".into(),
+                max_delivery_attempts: 5,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::InvalidArgument, "{missing:?}");
+    served.stop().await;
+}
+
+/// Seek to a time redelivers what was acknowledged since; a snapshot keeps the
+/// unacknowledged messages of its moment and everything after, and seeking to it brings
+/// exactly those back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_to_a_time_and_to_a_snapshot_bring_messages_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+    publish(&mut publisher, vec![message("early", "")]).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let between = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    publish(&mut publisher, vec![message("late", "")]).await;
+    let got = pull(&mut subscriber, 10).await;
+    assert_eq!(got.len(), 2);
+    ack(&mut subscriber, &got).await;
+    assert!(pull(&mut subscriber, 10).await.is_empty());
+
+    subscriber
+        .seek(pb::SeekRequest {
+            subscription: SUB.into(),
+            target: Some(pb::seek_request::Target::Time(prost_types::Timestamp {
+                seconds: between.as_secs() as i64,
+                nanos: between.subsec_nanos() as i32,
+            })),
+        })
+        .await
+        .unwrap();
+    let again = pull(&mut subscriber, 10).await;
+    assert_eq!(data(&again), ["late"]);
+
+    // A snapshot while "late" is unacknowledged; then it is acknowledged and one more
+    // published: the seek brings "late" and "later" back.
+    let snapshot = "projects/demo/snapshots/before-deploy";
+    let made = subscriber
+        .create_snapshot(pb::CreateSnapshotRequest {
+            name: snapshot.into(),
+            subscription: SUB.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(made.topic, TOPIC);
+    assert!(made.expire_time.is_some());
+    ack(&mut subscriber, &again).await;
+    publish(&mut publisher, vec![message("later", "")]).await;
+    let latest = pull(&mut subscriber, 10).await;
+    assert_eq!(data(&latest), ["later"]);
+    ack(&mut subscriber, &latest).await;
+
+    subscriber
+        .seek(pb::SeekRequest {
+            subscription: SUB.into(),
+            target: Some(pb::seek_request::Target::Snapshot(snapshot.into())),
+        })
+        .await
+        .unwrap();
+    let mut back = data(&pull(&mut subscriber, 10).await);
+    back.sort();
+    assert_eq!(back, ["late", "later"]);
+
+    let listed = subscriber
+        .list_snapshots(pb::ListSnapshotsRequest {
+            project: "projects/demo".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.snapshots.len(), 1);
+    assert_eq!(listed.snapshots[0].name, snapshot);
+    let of_topic = publisher
+        .list_topic_snapshots(pb::ListTopicSnapshotsRequest {
+            topic: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(of_topic.snapshots, [snapshot]);
+    let twice = subscriber
+        .create_snapshot(pb::CreateSnapshotRequest {
+            name: snapshot.into(),
+            subscription: SUB.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(twice.code(), Code::AlreadyExists);
+    subscriber
+        .delete_snapshot(pb::DeleteSnapshotRequest {
+            snapshot: snapshot.into(),
+        })
+        .await
+        .unwrap();
+    let gone = subscriber
+        .seek(pb::SeekRequest {
+            subscription: SUB.into(),
+            target: Some(pb::seek_request::Target::Snapshot(snapshot.into())),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+    served.stop().await;
+}
+
+async fn ack(subscriber: &mut SubscriberClient<Channel>, messages: &[pb::ReceivedMessage]) {
+    subscriber
+        .acknowledge(pb::AcknowledgeRequest {
+            subscription: SUB.into(),
+            ack_ids: messages.iter().map(|m| m.ack_id.clone()).collect(),
+        })
+        .await
+        .unwrap();
+}
+
+fn data(messages: &[pb::ReceivedMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.message.as_ref().unwrap().data).into_owned())
+        .collect()
+}

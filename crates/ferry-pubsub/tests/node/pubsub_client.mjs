@@ -141,6 +141,100 @@ await refusedWith(
   'a malformed filter',
 );
 await filtered.delete();
+
+// Collects `count` messages from `subscription` through `handle`, then closes it.
+async function receive(subscription, count, handle) {
+  const got = [];
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`stalled after ${got.length}`)), 60_000);
+    subscription.on('error', reject);
+    subscription.on('message', async message => {
+      try {
+        const keep = await handle(message);
+        if (keep) {
+          got.push(message);
+        }
+        if (got.length === count) {
+          clearTimeout(timer);
+          resolve();
+        }
+      } catch (e) {
+        reject(e);
+      }
+    });
+  });
+  await subscription.close();
+  return got;
+}
+
+// A dead-letter policy: nacked until its attempts are used up, a message moves to the
+// dead-letter topic, counting deliveryAttempt on the way.
+const [dead] = await pubsub.createTopic('dead-letters');
+const [audit] = await dead.createSubscription('dead-letter-audit');
+const [retried] = await events.createSubscription('retried', {
+  deadLetterPolicy: {deadLetterTopic: dead.name, maxDeliveryAttempts: 5},
+});
+const poisonId = await events.publishMessage({data: Buffer.from('poison'), attributes: {kind: 'poison'}});
+const attempts = [];
+await receive(retried, 5, message => {
+  attempts.push(message.deliveryAttempt);
+  message.nack();
+  return true;
+});
+check(attempts.join(',') === '1,2,3,4,5', `delivery attempts: ${attempts}`);
+const [letter] = await receive(audit, 1, message => {
+  message.ack();
+  return true;
+});
+check(letter.id === poisonId && letter.data.toString() === 'poison', `the letter ${letter.id}`);
+check(
+  letter.attributes.CloudPubSubDeadLetterSourceDeliveryCount === '5',
+  `dead-letter attributes ${JSON.stringify(letter.attributes)}`,
+);
+await retried.delete();
+await audit.delete();
+await dead.delete();
+
+// Exactly-once delivery: ackWithResponse says the ack took effect.
+const [once] = await events.createSubscription('exactly-once', {enableExactlyOnceDelivery: true});
+const [onceMetadata] = await once.getMetadata();
+check(onceMetadata.enableExactlyOnceDelivery === true, 'exactly-once reads back');
+for (let i = 0; i < 3; i++) {
+  await events.publishMessage({data: Buffer.from(`once-${i}`), attributes: {kind: 'once'}});
+}
+const responses = [];
+await receive(once, 3, async message => {
+  responses.push(await message.ackWithResponse());
+  return true;
+});
+check(responses.every(r => r === 'SUCCESS'), `exactly-once acks: ${responses}`);
+await once.delete();
+
+// Seek back in time: what was acknowledged since comes again.
+const [replayed] = await events.createSubscription('replayed');
+// Topics keep their messages (7 days by default), so a seek may reach back past the
+// subscription's creation, as a Pub/Sub topic with message retention allows: the time is
+// taken after the earlier sections' messages.
+await new Promise(resolve => setTimeout(resolve, 20));
+const seekTo = new Date();
+await new Promise(resolve => setTimeout(resolve, 20));
+for (let i = 0; i < 3; i++) {
+  await events.publishMessage({data: Buffer.from(`replay-${i}`), attributes: {kind: 'replay'}});
+}
+await receive(replayed, 3, message => {
+  message.ack();
+  return true;
+});
+await replayed.seek(seekTo);
+const again = await receive(replayed, 3, message => {
+  message.ack();
+  return true;
+});
+check(
+  again.map(m => m.data.toString()).sort().join(',') === 'replay-0,replay-1,replay-2',
+  `after the seek: ${again.map(m => m.data.toString())}`,
+);
+await replayed.delete();
 await events.delete();
 
 await subscription.delete();

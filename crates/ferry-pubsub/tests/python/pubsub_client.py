@@ -12,6 +12,7 @@ import time
 
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
+from google.cloud.pubsub_v1.subscriber import exceptions as subscriber_exceptions
 
 PROJECT = "ferry-test"
 publisher = pubsub_v1.PublisherClient(
@@ -171,6 +172,115 @@ try:
 except exceptions.InvalidArgument:
     pass
 subscriber.delete_subscription(subscription=filtered)
+
+# A dead-letter policy: a message handed back until its attempts are used up moves to the
+# dead-letter topic, with delivery_attempt counting on the way.
+dead = publisher.topic_path(PROJECT, "dead-letters")
+publisher.create_topic(name=dead)
+audit = subscriber.subscription_path(PROJECT, "dead-letter-audit")
+subscriber.create_subscription(request={"name": audit, "topic": dead})
+retried = subscriber.subscription_path(PROJECT, "retried")
+subscriber.create_subscription(request={
+    "name": retried, "topic": events,
+    "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5},
+})
+policy = subscriber.get_subscription(subscription=retried).dead_letter_policy
+check(policy.dead_letter_topic == dead and policy.max_delivery_attempts == 5, f"policy: {policy}")
+poison_id = publisher.publish(events, b"poison", kind="poison").result(timeout=30)
+attempts = []
+deadline = time.time() + 60
+while len(attempts) < 5 and time.time() < deadline:
+    for m in pull_all(retried, 1, timeout=5):
+        attempts.append(m.delivery_attempt)
+        subscriber.modify_ack_deadline(
+            request={"subscription": retried, "ack_ids": [m.ack_id], "ack_deadline_seconds": 0}
+        )
+check(attempts == [1, 2, 3, 4, 5], f"delivery attempts: {attempts}")
+letters = pull_all(audit, 1)
+check(len(letters) == 1, f"dead letters: {len(letters)}")
+letter = letters[0].message
+check(letter.message_id == poison_id and letter.data == b"poison", f"the letter: {letter}")
+check(letter.attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "5",
+      f"dead-letter attributes: {dict(letter.attributes)}")
+check(letter.attributes["CloudPubSubDeadLetterSourceSubscription"] == "retried",
+      f"dead-letter attributes: {dict(letter.attributes)}")
+subscriber.acknowledge(request={"subscription": audit, "ack_ids": [letters[0].ack_id]})
+check(not subscriber.pull(request={"subscription": retried, "max_messages": 10},
+                          timeout=10).received_messages, "gone from its subscription")
+subscriber.delete_subscription(subscription=retried)
+subscriber.delete_subscription(subscription=audit)
+publisher.delete_topic(topic=dead)
+
+# Exactly-once delivery: every ack answers whether it took effect.
+once = subscriber.subscription_path(PROJECT, "exactly-once")
+subscriber.create_subscription(
+    request={"name": once, "topic": events, "enable_exactly_once_delivery": True}
+)
+check(subscriber.get_subscription(subscription=once).enable_exactly_once_delivery,
+      "exactly-once reads back")
+for i in range(5):
+    publisher.publish(events, f"once-{i}".encode(), kind="once").result(timeout=30)
+statuses = []
+once_done = threading.Event()
+
+
+def on_once(message):
+    statuses.append(message.ack_with_response().result(timeout=30))
+    if len(statuses) == 5:
+        once_done.set()
+
+
+once_stream = subscriber.subscribe(once, callback=on_once)
+once_finished = once_done.wait(timeout=60)
+once_stream.cancel()
+try:
+    once_stream.result(timeout=30)
+except Exception:
+    pass
+check(once_finished, f"exactly-once acks: {statuses}")
+check(all(s == subscriber_exceptions.AcknowledgeStatus.SUCCESS for s in statuses),
+      f"exactly-once acks: {statuses}")
+publisher.publish(events, b"stale", kind="once").result(timeout=30)
+stale = pull_all(once, 1)
+check(len(stale) == 1, "the message to hand back")
+subscriber.modify_ack_deadline(
+    request={"subscription": once, "ack_ids": [stale[0].ack_id], "ack_deadline_seconds": 0}
+)
+try:
+    subscriber.acknowledge(request={"subscription": once, "ack_ids": [stale[0].ack_id]})
+    raise AssertionError("an ack of an ended lease succeeded under exactly-once delivery")
+except exceptions.InvalidArgument:
+    pass
+subscriber.delete_subscription(subscription=once)
+
+# Seek back in time: what was acknowledged since comes again.
+replayed = subscriber.subscription_path(PROJECT, "replayed")
+subscriber.create_subscription(request={"name": replayed, "topic": events})
+for i in range(3):
+    publisher.publish(events, f"replay-{i}".encode(), kind="replay").result(timeout=30)
+first = pull_all(replayed, 3)
+check(len(first) == 3, f"pulled {len(first)}")
+subscriber.acknowledge(request={"subscription": replayed, "ack_ids": [m.ack_id for m in first]})
+before = min(m.message.publish_time for m in first)
+subscriber.seek(request={"subscription": replayed, "time": before})
+second = pull_all(replayed, 3)
+check(sorted(m.message.data for m in second) == [b"replay-0", b"replay-1", b"replay-2"],
+      f"after the seek: {[m.message.data for m in second]}")
+subscriber.acknowledge(request={"subscription": replayed, "ack_ids": [m.ack_id for m in second]})
+snapshot = subscriber.snapshot_path(PROJECT, "before-replay")
+subscriber.create_snapshot(request={"name": snapshot, "subscription": replayed})
+publisher.publish(events, b"after-snapshot", kind="replay").result(timeout=30)
+after = pull_all(replayed, 1)
+subscriber.acknowledge(request={"subscription": replayed, "ack_ids": [m.ack_id for m in after]})
+subscriber.seek(request={"subscription": replayed, "snapshot": snapshot})
+from_snapshot = pull_all(replayed, 1)
+check([m.message.data for m in from_snapshot] == [b"after-snapshot"],
+      f"after the seek to the snapshot: {[m.message.data for m in from_snapshot]}")
+subscriber.acknowledge(
+    request={"subscription": replayed, "ack_ids": [m.ack_id for m in from_snapshot]}
+)
+subscriber.delete_snapshot(request={"snapshot": snapshot})
+subscriber.delete_subscription(subscription=replayed)
 publisher.delete_topic(topic=events)
 
 subscriber.delete_subscription(subscription=ordered)
