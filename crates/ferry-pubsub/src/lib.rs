@@ -33,6 +33,7 @@ mod streaming_pull;
 mod subscriber;
 mod subscription_spec;
 mod topic_spec;
+mod updates;
 
 /// The services generated in build.rs.
 mod generated {
@@ -73,6 +74,8 @@ struct Inner {
     closing: watch::Sender<bool>,
     streams: streaming_pull::OpenStreams,
     store: store::Store,
+    /// The streams' tasks, waited for when the server stops.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl PubSub {
@@ -86,8 +89,14 @@ impl PubSub {
                 closing: watch::Sender::new(false),
                 streams: streaming_pull::OpenStreams::default(),
                 store,
+                tasks: tokio_util::task::TaskTracker::new(),
             }),
         })
+    }
+
+    /// Runs `task` until it ends; the server waits for it when it stops.
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.inner.tasks.spawn(task);
     }
 
     pub(crate) fn store(&self) -> &store::Store {
@@ -128,13 +137,19 @@ impl PubSub {
         let publisher = PublisherServer::new(self.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let tasks = self.inner.tasks.clone();
         let subscriber = SubscriberServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        tonic::transport::Server::builder()
+        let served = tonic::transport::Server::builder()
             .add_service(publisher)
             .add_service(subscriber)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped)
-            .await
+            .await;
+        // Streams end once they see the server closing; when they have, nothing of the
+        // front end holds the broker any more, and the caller may close it.
+        tasks.close();
+        tasks.wait().await;
+        served
     }
 }

@@ -29,9 +29,11 @@ impl Publisher for PubSub {
 
     async fn update_topic(
         &self,
-        _request: Request<pb::UpdateTopicRequest>,
+        request: Request<pb::UpdateTopicRequest>,
     ) -> Result<Response<pb::Topic>, Status> {
-        Err(unsupported("UpdateTopic"))
+        Ok(Response::new(
+            self.change_topic(request.into_inner()).await?,
+        ))
     }
 
     async fn publish(

@@ -86,8 +86,9 @@ pub async fn open(
         let _ = tx.send(Ok(confirmation)).await;
     }
     stream.pubsub.open_streams().register(&stream);
-    tokio::spawn(Arc::clone(&stream).read(inbound, tx.clone()));
-    tokio::spawn(stream.send(tx));
+    let pubsub = stream.pubsub.clone();
+    pubsub.spawn(Arc::clone(&stream).read(inbound, tx.clone()));
+    pubsub.spawn(stream.send(tx));
     Ok(ReceiverStream::new(rx))
 }
 
@@ -185,8 +186,16 @@ impl Stream {
         mut inbound: Streaming<pb::StreamingPullRequest>,
         tx: mpsc::Sender<Result<pb::StreamingPullResponse, Status>>,
     ) {
-        // The client's side ends with its stream, or with an error of the stream's.
-        while let Ok(Some(request)) = inbound.message().await {
+        // The client's side ends with its stream, or with an error of the stream's; the
+        // server closing ends it too.
+        loop {
+            let request = tokio::select! {
+                message = inbound.message() => match message {
+                    Ok(Some(request)) => request,
+                    _ => break,
+                },
+                _ = self.pubsub.closing() => break,
+            };
             match self.settle(&request).await {
                 Ok(None) => {}
                 Ok(Some(confirmation)) => {

@@ -100,9 +100,11 @@ impl Subscriber for PubSub {
 
     async fn update_subscription(
         &self,
-        _request: Request<pb::UpdateSubscriptionRequest>,
+        request: Request<pb::UpdateSubscriptionRequest>,
     ) -> Result<Response<pb::Subscription>, Status> {
-        Err(unsupported("UpdateSubscription"))
+        Ok(Response::new(
+            self.change_subscription(request.into_inner()).await?,
+        ))
     }
 
     async fn list_subscriptions(

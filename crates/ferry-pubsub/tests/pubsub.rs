@@ -823,3 +823,131 @@ fn data(messages: &[pb::ReceivedMessage]) -> Vec<String> {
         .map(|m| String::from_utf8_lossy(&m.message.as_ref().unwrap().data).into_owned())
         .collect()
 }
+
+/// UpdateSubscription changes what its mask names, checked as at creation, and nothing
+/// else; what Pub/Sub fixes at creation is refused. UpdateTopic changes the retention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_change_what_the_mask_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+    let mask = |paths: &[&str]| {
+        Some(prost_types::FieldMask {
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+        })
+    };
+    let updated = subscriber
+        .update_subscription(pb::UpdateSubscriptionRequest {
+            subscription: Some(pb::Subscription {
+                name: SUB.into(),
+                ack_deadline_seconds: 60,
+                enable_exactly_once_delivery: true,
+                // Not in the mask: left as it is.
+                message_retention_duration: Some(prost_types::Duration {
+                    seconds: 3600,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            }),
+            update_mask: mask(&["ack_deadline_seconds", "enable_exactly_once_delivery"]),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.ack_deadline_seconds, 60);
+    assert!(updated.enable_exactly_once_delivery);
+    let info = served.broker.describe_subscription("demo.billing").unwrap();
+    assert_eq!(info.spec.delivery.lease, Duration::from_secs(60));
+    assert_eq!(
+        info.spec.delivery.default_ttl,
+        Some(Duration::from_secs(7 * 24 * 3600)),
+        "retention was not in the mask"
+    );
+    let got = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.ack_deadline_seconds, 60);
+    assert!(got.enable_exactly_once_delivery);
+
+    for (subscription, paths, code) in [
+        (
+            pb::Subscription {
+                name: SUB.into(),
+                filter: "attributes:x".into(),
+                ..Default::default()
+            },
+            &["filter"][..],
+            Code::InvalidArgument,
+        ),
+        (
+            pb::Subscription {
+                name: SUB.into(),
+                ack_deadline_seconds: 601,
+                ..Default::default()
+            },
+            &["ack_deadline_seconds"][..],
+            Code::InvalidArgument,
+        ),
+        (
+            pb::Subscription {
+                name: SUB.into(),
+                ..Default::default()
+            },
+            &[][..],
+            Code::InvalidArgument,
+        ),
+    ] {
+        let refused = subscriber
+            .update_subscription(pb::UpdateSubscriptionRequest {
+                subscription: Some(subscription),
+                update_mask: mask(paths),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), code, "{paths:?}: {refused:?}");
+    }
+    assert_eq!(
+        served
+            .broker
+            .describe_subscription("demo.billing")
+            .unwrap()
+            .spec
+            .delivery
+            .lease,
+        Duration::from_secs(60),
+        "a refused update changes nothing"
+    );
+
+    let topic = publisher
+        .update_topic(pb::UpdateTopicRequest {
+            topic: Some(pb::Topic {
+                name: TOPIC.into(),
+                message_retention_duration: Some(prost_types::Duration {
+                    seconds: 3600,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            }),
+            update_mask: mask(&["message_retention_duration"]),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(topic.message_retention_duration.unwrap().seconds, 3600);
+    assert_eq!(
+        served
+            .broker
+            .describe_topic("demo.orders")
+            .unwrap()
+            .spec
+            .retention
+            .max_age,
+        Some(Duration::from_secs(3600))
+    );
+    served.stop().await;
+}

@@ -831,9 +831,14 @@ impl Broker {
                 queue: queue.name.clone(),
             });
         };
+        let queue_info = self.describe_queue(name)?;
         Ok(SubscriptionInfo {
-            queue: self.describe_queue(name)?,
-            spec: spec.clone(),
+            // The delivery settings as they are now: they change with `update_queue`.
+            spec: SubscriptionSpec {
+                delivery: queue_info.spec.clone(),
+                ..spec.clone()
+            },
+            queue: queue_info,
             not_yet_considered,
             skipped: link.skipped(),
         })

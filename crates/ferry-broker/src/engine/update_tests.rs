@@ -217,7 +217,7 @@ async fn a_default_dead_letter_target_is_created_with_the_update() {
 }
 
 #[tokio::test]
-async fn temporary_queues_and_subscriptions_are_not_updatable() {
+async fn temporary_queues_are_not_updatable_and_subscriptions_only_within_their_rules() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let broker = open(dir.path(), &clock).await;
@@ -233,19 +233,48 @@ async fn temporary_queues_and_subscriptions_are_not_updatable() {
         .create_subscription("s", SubscriptionSpec::new(name("t")))
         .await
         .unwrap();
-    for queue in [temporary.as_str(), "s"] {
-        let error = broker
-            .update_queue(queue, |s| s.lease = Duration::from_secs(1))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(error, BrokerError::QueueNotUpdatable { .. }),
-            "{queue}: {error}"
-        );
-        assert_eq!(error.kind(), ErrorKind::Conflict);
-        assert_ne!(
-            broker.describe_queue(queue).unwrap().spec.lease,
-            Duration::from_secs(1)
-        );
-    }
+    let error = broker
+        .update_queue(temporary.as_str(), |s| s.lease = Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, BrokerError::QueueNotUpdatable { .. }),
+        "{error}"
+    );
+    assert_eq!(error.kind(), ErrorKind::Conflict);
+    assert_ne!(
+        broker
+            .describe_queue(temporary.as_str())
+            .unwrap()
+            .spec
+            .lease,
+        Duration::from_secs(1)
+    );
+
+    // A subscription's delivery settings change, and its description shows them.
+    broker
+        .update_queue("s", |s| s.lease = Duration::from_secs(7))
+        .await
+        .unwrap();
+    let info = broker.describe_subscription("s").unwrap();
+    assert_eq!(info.spec.delivery.lease, Duration::from_secs(7));
+    assert_eq!(info.queue.spec.lease, Duration::from_secs(7));
+    // What a subscription may not have is refused, and changes nothing.
+    let error = broker
+        .update_queue("s", |s| {
+            s.lease = Duration::from_secs(9);
+            s.length_limit.max_messages = Some(10);
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Invalid, "{error}");
+    assert_eq!(
+        broker
+            .describe_subscription("s")
+            .unwrap()
+            .spec
+            .delivery
+            .lease,
+        Duration::from_secs(7)
+    );
 }

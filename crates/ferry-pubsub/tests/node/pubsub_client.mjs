@@ -214,8 +214,10 @@ await once.delete();
 const [replayed] = await events.createSubscription('replayed');
 // Topics keep their messages (7 days by default), so a seek may reach back past the
 // subscription's creation, as a Pub/Sub topic with message retention allows: the time is
-// taken after the earlier sections' messages.
-await new Promise(resolve => setTimeout(resolve, 20));
+// taken after the earlier sections' messages. The client sends a Date's milliseconds as
+// microseconds (`nanos: ms % 1000 * 1000`), so the time it seeks to is the start of the
+// Date's second: the wait keeps that second clear of the earlier messages.
+await new Promise(resolve => setTimeout(resolve, 1100));
 const seekTo = new Date();
 await new Promise(resolve => setTimeout(resolve, 20));
 for (let i = 0; i < 3; i++) {
@@ -232,7 +234,7 @@ const again = await receive(replayed, 3, message => {
 });
 check(
   again.map(m => m.data.toString()).sort().join(',') === 'replay-0,replay-1,replay-2',
-  `after the seek: ${again.map(m => m.data.toString())}`,
+  `after the seek to ${seekTo.getTime()}: ${again.map(m => `${m.data}@${m.publishTime.getTime()}`)}`,
 );
 await replayed.delete();
 await events.delete();

@@ -13,9 +13,10 @@
 //! **What may not** is refused with [`BrokerError::QueueSettingFixed`] and changes nothing:
 //! the ordering mode and the priority levels (the delivery state is built on them), the
 //! durability (the logs are opened with it) and the dedup window (the window's retention
-//! and its rebuild on open are cut to it). A temporary queue (not in the metadata) and a
-//! subscription (whose delivery settings belong to its subscription) are refused whole with
-//! [`BrokerError::QueueNotUpdatable`].
+//! and its rebuild on open are cut to it). A temporary queue (not in the metadata) is
+//! refused whole with [`BrokerError::QueueNotUpdatable`]. A subscription's delivery settings
+//! change here like a queue's, within what a subscription allows
+//! ([`crate::SubscriptionSpec::validate`]); its topic, filter and start do not change.
 //!
 //! **Checks** are those of creation: the new spec on its own and the topology with it (no
 //! dead-letter cycle, a named target — queue or topic — that exists; a [`crate::DeadLetter::Default`] target missing
@@ -32,11 +33,13 @@
 use ferry_storage::MetaBatch;
 
 use super::admin::default_dead_letter_to_create;
+use crate::engine::subscriptions::LinkRole;
 use crate::engine::{Broker, SPEC_PREFIX};
 use crate::error::{BrokerError, Result};
 use crate::name::Name;
 use crate::spec::QueueSpec;
 use crate::spec_codec;
+use crate::subscription::SubscriptionSpec;
 use crate::topology::validate_topology;
 
 impl Broker {
@@ -58,16 +61,19 @@ impl Broker {
                 why: "it is a temporary queue, which lives only as long as its owner",
             });
         }
-        if queue.source.get().is_some() {
-            return Err(BrokerError::QueueNotUpdatable {
-                queue: queue.name.clone(),
-                why: "it is a subscription, whose delivery settings belong to the subscription",
-            });
-        }
         let current = queue.spec();
         let mut next = (*current).clone();
         change(&mut next);
         check_fixed(&queue.name, &current, &next)?;
+        if let Some(link) = queue.source.get()
+            && let LinkRole::Subscription(subscription) = &link.role
+        {
+            SubscriptionSpec {
+                delivery: next.clone(),
+                ..subscription.clone()
+            }
+            .validate()?;
+        }
         if next == *current {
             return Ok(next);
         }
