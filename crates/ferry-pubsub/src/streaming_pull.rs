@@ -50,7 +50,7 @@ pub async fn open(
         .message()
         .await?
         .ok_or_else(|| Status::invalid_argument("the stream ended before its first request"))?;
-    let (queue, info) = pubsub.subscription(&first.subscription)?;
+    let (queue, spec) = pubsub.subscription(&first.subscription)?;
     let deadline = match first.stream_ack_deadline_seconds {
         s if (10..=MAX_ACK_DEADLINE.as_secs() as i32).contains(&s) => Duration::from_secs(s as u64),
         s => {
@@ -64,7 +64,7 @@ pub async fn open(
         bytes: positive(first.max_outstanding_bytes),
     };
     let exactly_once = pubsub.store().get(queue.as_str()).exactly_once;
-    let counts_attempts = crate::subscription_spec::counts_attempts(&info.spec);
+    let counts_attempts = crate::subscription_spec::counts_attempts(&spec);
     let stream = Arc::new(Stream {
         pubsub,
         queue: queue.to_string(),
@@ -78,7 +78,7 @@ pub async fn open(
         closed: Notify::new(),
         properties: pb::streaming_pull_response::SubscriptionProperties {
             exactly_once_delivery_enabled: exactly_once,
-            message_ordering_enabled: info.spec.delivery.ordering == OrderingMode::KeyShared,
+            message_ordering_enabled: spec.delivery.ordering == OrderingMode::KeyShared,
         },
     });
     let (tx, rx) = mpsc::channel(4);

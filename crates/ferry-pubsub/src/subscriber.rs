@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ferry_broker::{Name, SubscriptionInfo};
+use ferry_broker::{Name, SubscriptionSpec};
 use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -23,10 +23,10 @@ const PULL_CONSUMER: &str = "pubsub-pull";
 
 impl PubSub {
     /// The subscription `resource` names: NOT_FOUND for a name that is no subscription.
-    pub(crate) fn subscription(&self, resource: &str) -> Result<(Name, SubscriptionInfo), Status> {
+    pub(crate) fn subscription(&self, resource: &str) -> Result<(Name, SubscriptionSpec), Status> {
         let name = to_broker(resource, Collection::Subscriptions)?;
-        match self.broker().describe_subscription(name.as_str()) {
-            Ok(info) => Ok((name, info)),
+        match self.broker().subscription_spec(name.as_str()) {
+            Ok(spec) => Ok((name, spec)),
             Err(e) if e.kind() == ferry_broker::ErrorKind::NotFound => Err(not_found(resource)),
             // A queue of that name that is no subscription is not one to Pub/Sub either.
             Err(e) if e.kind() == ferry_broker::ErrorKind::Conflict => Err(not_found(resource)),
@@ -91,10 +91,10 @@ impl Subscriber for PubSub {
         request: Request<pb::GetSubscriptionRequest>,
     ) -> Result<Response<pb::Subscription>, Status> {
         let resource = request.into_inner().subscription;
-        let (name, info) = self.subscription(&resource)?;
+        let (name, spec) = self.subscription(&resource)?;
         let record = self.store().get(name.as_str());
         Ok(Response::new(subscription_spec::from_spec(
-            resource, &info.spec, &record,
+            resource, &spec, &record,
         )))
     }
 
@@ -126,9 +126,9 @@ impl Subscriber for PubSub {
             .into_iter()
             // Plain queues, and subscriptions deleted since listed, are left out.
             .filter_map(|resource| {
-                let (name, info) = self.subscription(&resource).ok()?;
+                let (name, spec) = self.subscription(&resource).ok()?;
                 let record = self.store().get(name.as_str());
-                Some(subscription_spec::from_spec(resource, &info.spec, &record))
+                Some(subscription_spec::from_spec(resource, &spec, &record))
             })
             .collect();
         Ok(Response::new(pb::ListSubscriptionsResponse {
@@ -193,8 +193,8 @@ impl Subscriber for PubSub {
         request: Request<pb::PullRequest>,
     ) -> Result<Response<pb::PullResponse>, Status> {
         let request = request.into_inner();
-        let (name, info) = self.subscription(&request.subscription)?;
-        let counts_attempts = subscription_spec::counts_attempts(&info.spec);
+        let (name, spec) = self.subscription(&request.subscription)?;
+        let counts_attempts = subscription_spec::counts_attempts(&spec);
         let max = match request.max_messages {
             n if n <= 0 => {
                 return Err(Status::invalid_argument(format!(

@@ -21,12 +21,12 @@ impl PubSub {
             .subscription
             .ok_or_else(|| Status::invalid_argument("subscription is required"))?;
         let paths = mask_paths(request.update_mask)?;
-        let (name, info) = self.subscription(&asked.name)?;
+        let (name, spec) = self.subscription(&asked.name)?;
         let mut record = self.store().get(name.as_str());
         // The asked values, read as a whole subscription would be at creation: the
         // refusals and range checks are those of CreateSubscription.
-        let checked = subscription_spec::to_spec(&asked, info.spec.topic.clone())?;
-        let mut delivery = info.spec.delivery.clone();
+        let checked = subscription_spec::to_spec(&asked, spec.topic.clone())?;
+        let mut delivery = spec.delivery.clone();
         for path in &paths {
             match path.as_str() {
                 "ack_deadline_seconds" => delivery.lease = checked.delivery.lease,
@@ -57,7 +57,7 @@ impl PubSub {
                 other => return Err(unknown_field(other, "Subscription")),
             }
         }
-        let spec = self
+        let delivery = self
             .broker()
             .update_queue(name.as_str(), |current| *current = delivery)
             .await
@@ -65,10 +65,7 @@ impl PubSub {
         self.store()
             .set(name.as_str(), Some(record.clone()))
             .map_err(|e| Status::internal(format!("keeping the subscription's settings: {e}")))?;
-        let updated = ferry_broker::SubscriptionSpec {
-            delivery: spec,
-            ..info.spec
-        };
+        let updated = ferry_broker::SubscriptionSpec { delivery, ..spec };
         Ok(subscription_spec::from_spec(asked.name, &updated, &record))
     }
 

@@ -810,8 +810,25 @@ impl Broker {
         Ok(())
     }
 
+    /// A subscription's spec, its delivery settings as they are now (they change with
+    /// `update_queue`): what [`Broker::describe_subscription`] says without the cost of the
+    /// queue's statistics, for callers on a hot path that only need to know what it is.
+    pub fn subscription_spec(&self, name: &str) -> Result<SubscriptionSpec> {
+        let queue = self.queue(name)?;
+        match queue.source.get().map(|link| &link.role) {
+            Some(LinkRole::Subscription(spec)) => Ok(SubscriptionSpec {
+                delivery: (*queue.spec()).clone(),
+                ..spec.clone()
+            }),
+            _ => Err(BrokerError::NotASubscription {
+                queue: queue.name.clone(),
+            }),
+        }
+    }
+
     /// What a subscription is and how far behind its topic it is.
     pub fn describe_subscription(&self, name: &str) -> Result<SubscriptionInfo> {
+        let spec = self.subscription_spec(name)?;
         let queue = self.queue(name)?;
         let link = queue
             .source
@@ -826,19 +843,9 @@ impl Broker {
             .iter()
             .map(|p| link.behind(p.index, p.log.end_offset()))
             .sum();
-        let LinkRole::Subscription(spec) = &link.role else {
-            return Err(BrokerError::NotASubscription {
-                queue: queue.name.clone(),
-            });
-        };
-        let queue_info = self.describe_queue(name)?;
         Ok(SubscriptionInfo {
-            // The delivery settings as they are now: they change with `update_queue`.
-            spec: SubscriptionSpec {
-                delivery: queue_info.spec.clone(),
-                ..spec.clone()
-            },
-            queue: queue_info,
+            queue: self.describe_queue(name)?,
+            spec,
             not_yet_considered,
             skipped: link.skipped(),
         })
