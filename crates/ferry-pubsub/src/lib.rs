@@ -25,6 +25,7 @@ mod filter;
 pub mod names;
 mod pages;
 mod publisher;
+mod retained_acks;
 mod settle;
 mod snapshots;
 pub mod status;

@@ -28,6 +28,10 @@ pub struct SubscriptionRecord {
     /// whether they took effect.
     #[serde(default)]
     pub exactly_once: bool,
+    /// `retain_acked_messages`: the topic keeps acknowledged messages for the
+    /// subscription's retention (see `retained_acks.rs`).
+    #[serde(default)]
+    pub retain_acked: bool,
 }
 
 pub struct Store {
@@ -116,7 +120,10 @@ mod tests {
     fn records_survive_a_reopen_and_those_of_gone_subscriptions_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), |_| true).unwrap();
-        let eod = SubscriptionRecord { exactly_once: true };
+        let eod = SubscriptionRecord {
+            exactly_once: true,
+            ..SubscriptionRecord::default()
+        };
         store.set("p.a", Some(eod.clone())).unwrap();
         store.set("p.b", Some(eod.clone())).unwrap();
         store

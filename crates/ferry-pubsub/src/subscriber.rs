@@ -35,6 +35,11 @@ impl PubSub {
     }
 }
 
+/// How long a subscription with `spec` keeps its messages.
+pub(crate) fn retention(spec: &SubscriptionSpec) -> Duration {
+    spec.delivery.default_ttl.unwrap_or(Duration::MAX)
+}
+
 fn store_failed(error: std::io::Error) -> Status {
     Status::internal(format!(
         "keeping the subscription's settings failed: {error}"
@@ -56,6 +61,9 @@ impl Subscriber for PubSub {
         let topic = to_broker(&subscription.topic, Collection::Topics)?;
         let spec = subscription_spec::to_spec(&subscription, topic)?;
         let record = subscription_spec::record(&subscription);
+        if record.retain_acked {
+            self.check_retains_acked(&spec.topic, retention(&spec))?;
+        }
         if self.broker().describe_subscription(name.as_str()).is_ok() {
             return Err(Status::already_exists(format!(
                 "Resource already exists in the project (resource={}).",

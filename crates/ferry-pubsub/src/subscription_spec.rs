@@ -8,6 +8,7 @@
 //! | `retry_policy` (backoff 0–600 s, defaults 10 s and 600 s) | the retry backoff, doubling, no jitter (Pub/Sub's bounds are kept) |
 //! | no retry policy | redelivery after [`IMMEDIATE`] |
 //! | `enable_exactly_once_delivery` | the front end's own record (see `store.rs`): the broker's leases already keep a message from anyone else until its deadline; the setting makes acks report which took effect |
+//! | `retain_acked_messages` | the front end's record, accepted when the topic keeps messages that long (see `retained_acks.rs`) |
 //! | `filter` | the subscription's filter (see `filter.rs`), fixed at creation as in Pub/Sub |
 //!
 //! | `dead_letter_policy` (topic, 5–100 attempts, default 5) | dead letters into that topic after that many deliveries; deliveries then count in `delivery_attempt` |
@@ -162,6 +163,7 @@ pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<Subscript
 pub fn record(subscription: &pb::Subscription) -> SubscriptionRecord {
     SubscriptionRecord {
         exactly_once: subscription.enable_exactly_once_delivery,
+        retain_acked: subscription.retain_acked_messages,
     }
 }
 
@@ -197,6 +199,7 @@ pub fn from_spec(
                 max_delivery_attempts: delivery.retry.max_deliveries as i32,
             }),
         enable_exactly_once_delivery: record.exactly_once,
+        retain_acked_messages: record.retain_acked,
         state: pb::subscription::State::Active as i32,
         ..Default::default()
     }
@@ -220,11 +223,6 @@ fn refuse_unsupported(s: &pb::Subscription) -> Result<(), Status> {
     }
     if s.bigtable_config.is_some() {
         return Err(unsupported("A Bigtable subscription (bigtable_config)"));
-    }
-    if s.retain_acked_messages {
-        return Err(unsupported(
-            "Keeping acknowledged messages (retain_acked_messages)",
-        ));
     }
     if !s.labels.is_empty() || !s.tags.is_empty() {
         return Err(unsupported("Keeping labels and tags"));

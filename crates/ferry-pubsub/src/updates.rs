@@ -5,6 +5,8 @@
 //! — are INVALID_ARGUMENT, and settings this server does not carry out are UNIMPLEMENTED,
 //! as at creation. Nothing changes when any named field is refused.
 
+use std::time::Duration;
+
 use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
 use tonic::Status;
 
@@ -57,6 +59,9 @@ impl PubSub {
                 other => return Err(unknown_field(other, "Subscription")),
             }
         }
+        if record.retain_acked {
+            self.check_retains_acked(&spec.topic, delivery.default_ttl.unwrap_or(Duration::MAX))?;
+        }
         let delivery = self
             .broker()
             .update_queue(name.as_str(), |current| *current = delivery)
@@ -98,6 +103,20 @@ impl PubSub {
                 }
                 other => return Err(unknown_field(other, "Topic")),
             }
+        }
+        if paths.iter().any(|p| p == "message_retention_duration") {
+            self.check_topic_retention(
+                &name,
+                &ferry_broker::TopicRetention {
+                    max_age: checked.retention.max_age,
+                    ..self
+                        .broker()
+                        .describe_topic(name.as_str())
+                        .map_err(from_broker)?
+                        .spec
+                        .retention
+                },
+            )?;
         }
         let spec = self
             .broker()

@@ -951,3 +951,75 @@ async fn updates_change_what_the_mask_names() {
     );
     served.stop().await;
 }
+
+/// `retain_acked_messages` holds when the topic keeps messages at least as long as the
+/// subscription's retention: accepted then, refused otherwise, and the topic's retention
+/// may not drop below it afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retaining_acknowledged_messages_needs_a_topic_that_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    let hour = || {
+        Some(prost_types::Duration {
+            seconds: 3600,
+            nanos: 0,
+        })
+    };
+    publisher
+        .create_topic(pb::Topic {
+            name: TOPIC.into(),
+            message_retention_duration: hour(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let too_long = subscriber
+        .create_subscription(pb::Subscription {
+            name: SUB.into(),
+            topic: TOPIC.into(),
+            retain_acked_messages: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(too_long.code(), Code::FailedPrecondition, "{too_long:?}");
+    let created = subscriber
+        .create_subscription(pb::Subscription {
+            name: SUB.into(),
+            topic: TOPIC.into(),
+            retain_acked_messages: true,
+            message_retention_duration: hour(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created.retain_acked_messages);
+    let shorter = publisher
+        .update_topic(pb::UpdateTopicRequest {
+            topic: Some(pb::Topic {
+                name: TOPIC.into(),
+                message_retention_duration: Some(prost_types::Duration {
+                    seconds: 1800,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["message_retention_duration".into()],
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(shorter.code(), Code::FailedPrecondition, "{shorter:?}");
+    let got = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(got.retain_acked_messages);
+    served.stop().await;
+}
