@@ -21,6 +21,7 @@
 
 mod ack_id;
 mod convert;
+mod expiration;
 mod filter;
 pub mod names;
 mod pages;
@@ -77,6 +78,10 @@ struct Inner {
     store: store::Store,
     /// The streams' tasks, waited for when the server stops.
     tasks: tokio_util::task::TaskTracker,
+    /// The latest use of each subscription, for expiration policies.
+    uses: expiration::Uses,
+    /// How often idle subscriptions are looked for, in ms.
+    sweep_every_ms: std::sync::atomic::AtomicU64,
 }
 
 impl PubSub {
@@ -91,8 +96,22 @@ impl PubSub {
                 streams: streaming_pull::OpenStreams::default(),
                 store,
                 tasks: tokio_util::task::TaskTracker::new(),
+                uses: expiration::Uses::default(),
+                sweep_every_ms: std::sync::atomic::AtomicU64::new(
+                    expiration::SWEEP_EVERY.as_millis() as u64,
+                ),
             }),
         })
+    }
+
+    /// Looks for subscriptions unused for their expiration ttl every `every` instead of
+    /// every minute (tests move the broker's clock and look sooner).
+    pub fn with_expiry_sweep(self, every: std::time::Duration) -> PubSub {
+        self.inner.sweep_every_ms.store(
+            every.as_millis().max(1) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self
     }
 
     /// Runs `task` until it ends; the server waits for it when it stops.
@@ -139,6 +158,22 @@ impl PubSub {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let tasks = self.inner.tasks.clone();
+        let sweeper = self.clone();
+        tasks.spawn(async move {
+            let every = std::time::Duration::from_millis(
+                sweeper
+                    .inner
+                    .sweep_every_ms
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = sweeper.closing() => break,
+                }
+                sweeper.sweep_expired().await;
+            }
+        });
         let subscriber = SubscriberServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);

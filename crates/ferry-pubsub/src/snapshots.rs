@@ -114,6 +114,7 @@ impl PubSub {
                 ));
             }
         };
+        self.used(subscription.as_str());
         self.broker()
             .seek_subscription(subscription.as_str(), target)
             .await

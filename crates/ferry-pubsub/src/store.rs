@@ -32,6 +32,12 @@ pub struct SubscriptionRecord {
     /// subscription's retention (see `retained_acks.rs`).
     #[serde(default)]
     pub retain_acked: bool,
+    /// `expiration_policy.ttl`: deleted when unused this long (see `expiration.rs`).
+    #[serde(default)]
+    pub expiration_ttl_ms: Option<i64>,
+    /// The latest use written down (ms since the epoch); the creation time at first.
+    #[serde(default)]
+    pub last_used_ms: i64,
 }
 
 pub struct Store {
@@ -74,6 +80,14 @@ impl Store {
     /// The record of `subscription` (the broker's name); the defaults when it has none.
     pub fn get(&self, subscription: &str) -> SubscriptionRecord {
         self.lock().get(subscription).cloned().unwrap_or_default()
+    }
+
+    /// Every record, by subscription.
+    pub fn all(&self) -> Vec<(String, SubscriptionRecord)> {
+        self.lock()
+            .iter()
+            .map(|(name, record)| (name.clone(), record.clone()))
+            .collect()
     }
 
     /// Sets (or with `None`, or the defaults, removes) the record of `subscription`,

@@ -64,6 +64,7 @@ pub async fn open(
         bytes: positive(first.max_outstanding_bytes),
     };
     let exactly_once = pubsub.store().get(queue.as_str()).exactly_once;
+    pubsub.used(queue.as_str());
     let counts_attempts = crate::subscription_spec::counts_attempts(&spec);
     let stream = Arc::new(Stream {
         pubsub,
@@ -130,6 +131,11 @@ impl OpenStreams {
                 .clear();
             stream.room.notify_one();
         }
+    }
+
+    /// Whether a stream is open on `queue`: a subscription in use, whatever its last call.
+    pub fn has_open(&self, queue: &str) -> bool {
+        !self.open(queue).is_empty()
     }
 
     fn open(&self, queue: &str) -> Vec<Arc<Stream>> {

@@ -60,7 +60,7 @@ impl Subscriber for PubSub {
         let name = to_broker(&subscription.name, Collection::Subscriptions)?;
         let topic = to_broker(&subscription.topic, Collection::Topics)?;
         let spec = subscription_spec::to_spec(&subscription, topic)?;
-        let record = subscription_spec::record(&subscription);
+        let record = subscription_spec::record(&subscription, self.broker().now_ms())?;
         if record.retain_acked {
             self.check_retains_acked(&spec.topic, retention(&spec))?;
         }
@@ -166,6 +166,7 @@ impl Subscriber for PubSub {
     ) -> Result<Response<()>, Status> {
         let request = request.into_inner();
         let name = to_broker(&request.subscription, Collection::Subscriptions)?;
+        self.used(name.as_str());
         let settled = settle::modify_deadline(
             self.broker(),
             name.as_str(),
@@ -187,6 +188,7 @@ impl Subscriber for PubSub {
     ) -> Result<Response<()>, Status> {
         let request = request.into_inner();
         let name = to_broker(&request.subscription, Collection::Subscriptions)?;
+        self.used(name.as_str());
         let settled = settle::acknowledge(self.broker(), name.as_str(), &request.ack_ids).await?;
         self.open_streams()
             .settled(name.as_str(), &request.ack_ids, &settled);
@@ -203,6 +205,7 @@ impl Subscriber for PubSub {
         let request = request.into_inner();
         let (name, spec) = self.subscription(&request.subscription)?;
         let counts_attempts = subscription_spec::counts_attempts(&spec);
+        self.used(name.as_str());
         let max = match request.max_messages {
             n if n <= 0 => {
                 return Err(Status::invalid_argument(format!(

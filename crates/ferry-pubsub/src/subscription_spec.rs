@@ -9,6 +9,7 @@
 //! | no retry policy | redelivery after [`IMMEDIATE`] |
 //! | `enable_exactly_once_delivery` | the front end's own record (see `store.rs`): the broker's leases already keep a message from anyone else until its deadline; the setting makes acks report which took effect |
 //! | `retain_acked_messages` | the front end's record, accepted when the topic keeps messages that long (see `retained_acks.rs`) |
+//! | `expiration_policy` (ttl of 1 day or more) | the front end's record: deleted when unused that long (see `expiration.rs`); without a ttl, never |
 //! | `filter` | the subscription's filter (see `filter.rs`), fixed at creation as in Pub/Sub |
 //!
 //! | `dead_letter_policy` (topic, 5–100 attempts, default 5) | dead letters into that topic after that many deliveries; deliveries then count in `delivery_attempt` |
@@ -159,12 +160,15 @@ pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<Subscript
     Ok(spec)
 }
 
-/// What of `subscription` the front end keeps itself.
-pub fn record(subscription: &pb::Subscription) -> SubscriptionRecord {
-    SubscriptionRecord {
+/// What of `subscription` the front end keeps itself, made at `now_ms`.
+pub fn record(subscription: &pb::Subscription, now_ms: i64) -> Result<SubscriptionRecord, Status> {
+    let ttl = crate::expiration::ttl(subscription.expiration_policy.as_ref())?;
+    Ok(SubscriptionRecord {
         exactly_once: subscription.enable_exactly_once_delivery,
         retain_acked: subscription.retain_acked_messages,
-    }
+        expiration_ttl_ms: ttl.map(|t| t.as_millis() as i64),
+        last_used_ms: if ttl.is_some() { now_ms } else { 0 },
+    })
 }
 
 /// The subscription `name` as Pub/Sub describes it.
@@ -186,8 +190,12 @@ pub fn from_spec(
         ack_deadline_seconds: delivery.lease.as_secs() as i32,
         message_retention_duration: delivery.default_ttl.map(proto_duration),
         enable_message_ordering: delivery.ordering == OrderingMode::KeyShared,
-        // Set without a ttl: the subscription never expires.
-        expiration_policy: Some(pb::ExpirationPolicy { ttl: None }),
+        // Without a ttl the subscription never expires.
+        expiration_policy: Some(pb::ExpirationPolicy {
+            ttl: record
+                .expiration_ttl_ms
+                .map(|ms| proto_duration(Duration::from_millis(ms.max(0) as u64))),
+        }),
         retry_policy,
         filter: crate::filter::render(&spec.filter),
         dead_letter_policy: delivery
@@ -226,14 +234,6 @@ fn refuse_unsupported(s: &pb::Subscription) -> Result<(), Status> {
     }
     if !s.labels.is_empty() || !s.tags.is_empty() {
         return Err(unsupported("Keeping labels and tags"));
-    }
-    if s.expiration_policy
-        .as_ref()
-        .is_some_and(|p| p.ttl.is_some())
-    {
-        return Err(unsupported(
-            "Deleting an idle subscription (expiration_policy with a ttl)",
-        ));
     }
     if !s.message_transforms.is_empty() {
         return Err(unsupported("Message transforms"));

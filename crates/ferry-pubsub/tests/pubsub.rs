@@ -1023,3 +1023,92 @@ async fn retaining_acknowledged_messages_needs_a_topic_that_keeps_them() {
     assert!(got.retain_acked_messages);
     served.stop().await;
 }
+
+/// A subscription with an expiration policy is deleted once unused for its ttl; use (a
+/// pull) keeps it, and one without a ttl never expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_subscription_expires_after_its_ttl() {
+    const DAY: i64 = 24 * 3600 * 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ferry_storage::ManualClock::new(1_800_000_000_000);
+    let config = ferry_broker::BrokerConfig {
+        clock: std::sync::Arc::new(clock.clone()),
+        ..Default::default()
+    };
+    let served = Served::start_with(dir.path(), config, |pubsub| {
+        pubsub.with_expiry_sweep(Duration::from_millis(20))
+    })
+    .await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    let day = || {
+        Some(pb::ExpirationPolicy {
+            ttl: Some(prost_types::Duration {
+                seconds: 24 * 3600,
+                nanos: 0,
+            }),
+        })
+    };
+    let created = subscribe_with(
+        &mut publisher,
+        &mut subscriber,
+        pb::Subscription {
+            expiration_policy: day(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(created.expiration_policy, day());
+    let forever = "projects/demo/subscriptions/forever";
+    subscriber
+        .create_subscription(pb::Subscription {
+            name: forever.into(),
+            topic: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let short = subscriber
+        .create_subscription(pb::Subscription {
+            name: "projects/demo/subscriptions/short".into(),
+            topic: TOPIC.into(),
+            expiration_policy: Some(pb::ExpirationPolicy {
+                ttl: Some(prost_types::Duration {
+                    seconds: 3600,
+                    nanos: 0,
+                }),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(short.code(), Code::InvalidArgument);
+
+    let exists = |subscriber: &mut SubscriberClient<Channel>, name: &'static str| {
+        let mut subscriber = subscriber.clone();
+        async move {
+            subscriber
+                .get_subscription(pb::GetSubscriptionRequest {
+                    subscription: name.into(),
+                })
+                .await
+                .is_ok()
+        }
+    };
+    // Used most of a day later: kept, and the day starts again.
+    clock.advance(DAY - 60_000);
+    pull(&mut subscriber, 1).await;
+    clock.advance(DAY / 2);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(exists(&mut subscriber, SUB).await, "used within its ttl");
+    clock.advance(DAY);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while exists(&mut subscriber, SUB).await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !exists(&mut subscriber, SUB).await,
+        "deleted after its ttl unused"
+    );
+    assert!(exists(&mut subscriber, forever).await, "no ttl, no expiry");
+    served.stop().await;
+}

@@ -22,11 +22,20 @@ pub struct Served {
 
 impl Served {
     pub async fn start(dir: &Path) -> Served {
-        let broker = Broker::open(dir, BrokerConfig::default()).await.unwrap();
+        Served::start_with(dir, BrokerConfig::default(), |pubsub| pubsub).await
+    }
+
+    /// A front end on a broker opened with `config`, adjusted by `adjust` before it serves.
+    pub async fn start_with(
+        dir: &Path,
+        config: BrokerConfig,
+        adjust: impl FnOnce(PubSub) -> PubSub,
+    ) -> Served {
+        let broker = Broker::open(dir, config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let pubsub = PubSub::open(broker.clone(), &dir.join("pubsub")).unwrap();
+        let pubsub = adjust(PubSub::open(broker.clone(), &dir.join("pubsub")).unwrap());
         let task = tokio::spawn(async move {
             pubsub
                 .serve(listener, async {
