@@ -23,6 +23,7 @@ mod ack_id;
 mod convert;
 mod expiration;
 mod filter;
+mod labels;
 pub mod names;
 mod pages;
 mod publisher;

@@ -38,6 +38,9 @@ pub struct SubscriptionRecord {
     /// The latest use written down (ms since the epoch); the creation time at first.
     #[serde(default)]
     pub last_used_ms: i64,
+    /// `labels`, as given (checked by `labels.rs`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 pub struct Store {

@@ -10,6 +10,7 @@
 //! | `enable_exactly_once_delivery` | the front end's own record (see `store.rs`): the broker's leases already keep a message from anyone else until its deadline; the setting makes acks report which took effect |
 //! | `retain_acked_messages` | the front end's record, accepted when the topic keeps messages that long (see `retained_acks.rs`) |
 //! | `expiration_policy` (ttl of 1 day or more) | the front end's record: deleted when unused that long (see `expiration.rs`); without a ttl, never |
+//! | `labels` | the front end's record, checked as Pub/Sub checks them |
 //! | `filter` | the subscription's filter (see `filter.rs`), fixed at creation as in Pub/Sub |
 //!
 //! | `dead_letter_policy` (topic, 5–100 attempts, default 5) | dead letters into that topic after that many deliveries; deliveries then count in `delivery_attempt` |
@@ -163,7 +164,9 @@ pub fn to_spec(subscription: &pb::Subscription, topic: Name) -> Result<Subscript
 /// What of `subscription` the front end keeps itself, made at `now_ms`.
 pub fn record(subscription: &pb::Subscription, now_ms: i64) -> Result<SubscriptionRecord, Status> {
     let ttl = crate::expiration::ttl(subscription.expiration_policy.as_ref())?;
+    crate::labels::check(&subscription.labels)?;
     Ok(SubscriptionRecord {
+        labels: subscription.labels.clone(),
         exactly_once: subscription.enable_exactly_once_delivery,
         retain_acked: subscription.retain_acked_messages,
         expiration_ttl_ms: ttl.map(|t| t.as_millis() as i64),
@@ -208,6 +211,7 @@ pub fn from_spec(
             }),
         enable_exactly_once_delivery: record.exactly_once,
         retain_acked_messages: record.retain_acked,
+        labels: record.labels.clone(),
         state: pb::subscription::State::Active as i32,
         ..Default::default()
     }
@@ -232,8 +236,8 @@ fn refuse_unsupported(s: &pb::Subscription) -> Result<(), Status> {
     if s.bigtable_config.is_some() {
         return Err(unsupported("A Bigtable subscription (bigtable_config)"));
     }
-    if !s.labels.is_empty() || !s.tags.is_empty() {
-        return Err(unsupported("Keeping labels and tags"));
+    if !s.tags.is_empty() {
+        return Err(unsupported("Keeping tags"));
     }
     if !s.message_transforms.is_empty() {
         return Err(unsupported("Message transforms"));

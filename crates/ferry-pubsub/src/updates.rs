@@ -28,6 +28,7 @@ impl PubSub {
         // The asked values, read as a whole subscription would be at creation: the
         // refusals and range checks are those of CreateSubscription.
         let checked = subscription_spec::to_spec(&asked, spec.topic.clone())?;
+        crate::labels::check(&asked.labels)?;
         let mut delivery = spec.delivery.clone();
         for path in &paths {
             match path.as_str() {
@@ -43,11 +44,15 @@ impl PubSub {
                 "enable_exactly_once_delivery" => {
                     record.exactly_once = asked.enable_exactly_once_delivery;
                 }
+                "retain_acked_messages" => record.retain_acked = asked.retain_acked_messages,
+                "expiration_policy" => {
+                    let asked = subscription_spec::record(&asked, self.broker().now_ms())?;
+                    record.expiration_ttl_ms = asked.expiration_ttl_ms;
+                    record.last_used_ms = record.last_used_ms.max(asked.last_used_ms);
+                }
+                "labels" => record.labels = asked.labels.clone(),
                 // Refused by the checks above when set; cleared, they are already clear.
-                "labels"
-                | "push_config"
-                | "expiration_policy"
-                | "retain_acked_messages"
+                "push_config"
                 | "bigquery_config"
                 | "cloud_storage_config"
                 | "message_transforms" => {}

@@ -1112,3 +1112,86 @@ async fn an_unused_subscription_expires_after_its_ttl() {
     assert!(exists(&mut subscriber, forever).await, "no ttl, no expiry");
     served.stop().await;
 }
+
+/// Labels, an expiration policy and exactly-once delivery are the front end's own record:
+/// set at creation, changed by mask, shown back, and kept across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_ends_own_settings_change_by_mask_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    let labels = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let created = subscribe_with(
+        &mut publisher,
+        &mut subscriber,
+        pb::Subscription {
+            labels: labels(&[("team", "billing")]),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(created.labels, labels(&[("team", "billing")]));
+    let two_days = Some(pb::ExpirationPolicy {
+        ttl: Some(prost_types::Duration {
+            seconds: 2 * 24 * 3600,
+            nanos: 0,
+        }),
+    });
+    subscriber
+        .update_subscription(pb::UpdateSubscriptionRequest {
+            subscription: Some(pb::Subscription {
+                name: SUB.into(),
+                labels: labels(&[("team", "payments"), ("tier", "gold")]),
+                expiration_policy: two_days.clone(),
+                retain_acked_messages: true,
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec![
+                    "labels".into(),
+                    "expiration_policy".into(),
+                    "retain_acked_messages".into(),
+                ],
+            }),
+        })
+        .await
+        .unwrap();
+    let bad_label = subscriber
+        .update_subscription(pb::UpdateSubscriptionRequest {
+            subscription: Some(pb::Subscription {
+                name: SUB.into(),
+                labels: labels(&[("Team", "x")]),
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["labels".into()],
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_label.code(), Code::InvalidArgument);
+    drop((publisher, subscriber));
+    served.stop().await;
+
+    let served = Served::start(dir.path()).await;
+    let (_, mut subscriber) = served.clients().await;
+    let got = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        got.labels,
+        labels(&[("team", "payments"), ("tier", "gold")])
+    );
+    assert_eq!(got.expiration_policy, two_days);
+    assert!(got.retain_acked_messages);
+    served.stop().await;
+}
