@@ -484,3 +484,29 @@ async fn a_seek_while_publishes_go_on_loses_and_duplicates_nothing() {
         (0..100).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_seek_waits_for_its_appends_on_their_completion_not_on_a_timer() {
+    // A runtime without a timer: a seek that polled for its appends would panic here.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = topic_with_subscription(&clock, dir.path()).await;
+        let events: Vec<OutgoingMessage> = (0..3000).map(event).collect();
+        for chunk in events.chunks(200) {
+            broker.publish_to_topic("t", chunk.to_vec()).await.unwrap();
+        }
+        broker
+            .seek_subscription("s", SeekTarget::Time(i64::MAX))
+            .await
+            .unwrap();
+        broker
+            .seek_subscription("s", SeekTarget::Time(0))
+            .await
+            .unwrap();
+        assert_eq!(broker.describe_queue("s").unwrap().stats.state.ready, 3000);
+    });
+}

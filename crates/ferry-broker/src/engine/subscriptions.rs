@@ -153,6 +153,9 @@ pub(crate) struct Link {
     ack_before_ms: AtomicI64,
     /// Held through a seek and a snapshot's capture: one at a time per subscription.
     seeking: tokio::sync::Mutex<()>,
+    /// Woken when one of its reference appends completes, durable or failed: what a seek
+    /// waits on (see `subscriptions/seek.rs`).
+    appends_done: tokio::sync::Notify,
 }
 
 impl Link {
@@ -174,6 +177,7 @@ impl Link {
             state: Mutex::new(LinkState::default()),
             ack_before_ms: AtomicI64::new(i64::MIN),
             seeking: tokio::sync::Mutex::new(()),
+            appends_done: tokio::sync::Notify::new(),
         }
     }
 
@@ -558,6 +562,7 @@ impl Link {
                     for countdown in countdowns {
                         countdown.release();
                     }
+                    link.appends_done.notify_waiters();
                 }),
             );
         }
