@@ -369,6 +369,36 @@ async fn a_snapshot_holds_the_topics_records_until_it_expires() {
 }
 
 #[tokio::test]
+async fn a_retention_that_overrides_subscriptions_overrides_snapshots_also_with_none_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let tiny = TopicSpec {
+        retention: TopicRetention {
+            max_age: None,
+            max_bytes: Some(1),
+            overrides_subscriptions: true,
+        },
+        ..spec(1)
+    };
+    broker.create_topic("t", tiny).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    for i in 0..60 {
+        let big = OutgoingMessage::new(vec![b'x'; 900]).with_header("n", i.to_string());
+        broker.publish_to_topic("t", vec![big]).await.unwrap();
+    }
+    broker.create_snapshot("snap", "s").await.unwrap();
+    // The topic has no subscription left: only the snapshot could hold its records.
+    broker.delete_queue("s").await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
+    let start = broker.describe_topic("t").unwrap().partitions[0].start_offset;
+    assert!(
+        start > 0,
+        "the topic's retention deletes what the snapshot held"
+    );
+}
+
+#[tokio::test]
 async fn bad_seeks_and_snapshots_are_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

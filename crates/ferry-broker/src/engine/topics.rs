@@ -633,19 +633,21 @@ impl Broker {
             let links = topic.fanout.links();
             for partition in &shape.partitions {
                 // Nothing a subscription (or a snapshot) has not settled or not yet
-                // considered goes — unless the topic says otherwise, and then they let it go.
-                let keep_from = if shape.spec.retention.overrides_subscriptions && !links.is_empty()
-                {
+                // considered goes — unless the topic says otherwise, and then they let it go
+                // (snapshots too, also when no subscription is left).
+                let keep_from = if !shape.spec.retention.overrides_subscriptions {
+                    let by_links = links.iter().filter_map(|l| l.hold(partition.index)).min();
+                    // Read after the links: a snapshot being taken is listed at once with
+                    // its capture (see `create_snapshot`), so one not listed yet is covered
+                    // by its subscription's hold, read just before.
+                    let by_snapshots = self.snapshot_hold(&topic.name, partition.index);
+                    by_links.into_iter().chain(by_snapshots).min()
+                } else if links.is_empty() {
+                    None
+                } else {
                     let target = partition.start_after_retention(&shape.spec);
                     self.release_for_retention(&links, partition, target)
                         .await?
-                } else {
-                    let snapshot = self.snapshot_hold(&topic.name, partition.index);
-                    links
-                        .iter()
-                        .filter_map(|l| l.hold(partition.index))
-                        .chain(snapshot)
-                        .min()
                 };
                 report.deleted(&partition.retain(&shape.spec, keep_from)?);
                 report.compaction += partition.compact(&shape.spec, keep_from, self.now_ms())?;
