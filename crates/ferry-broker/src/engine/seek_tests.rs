@@ -325,6 +325,75 @@ async fn a_seek_a_crash_interrupted_is_carried_out_on_open() {
     assert!(drain(&broker, "s").await.is_empty(), "done once");
 }
 
+/// Stores a seek's intent for subscription `s` as the seek does before it touches anything.
+fn store_intent(broker: &Broker, ack_before_ms: Option<i64>, backlog: &Backlog) {
+    let intent = [
+        ack_before_ms.unwrap_or(i64::MIN).to_le_bytes().to_vec(),
+        backlog.encode(),
+    ]
+    .concat();
+    broker
+        .inner
+        .meta
+        .lock()
+        .unwrap()
+        .put(format!("{}s", subscriptions::SEEK_PREFIX), intent)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_seek_a_crash_interrupted_after_its_purge_is_carried_out_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    publish_each(&broker, &clock, 0..4).await;
+    // Two acked, one leased, one ready; then the seek's purge is durable, and nothing after.
+    let first = broker.receive("s", "c", 3, None, None).await.unwrap();
+    for m in &first[..2] {
+        broker.ack("s", m.seq, m.token).await.unwrap();
+    }
+    store_intent(&broker, None, &Backlog::from_offsets(&[1]));
+    broker.purge_queue("s").await.unwrap();
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    let again = drain(&broker, "s").await;
+    assert_eq!(numbers(&again), vec![1, 2, 3]);
+    assert!(again.iter().all(|m| m.delivery == 1));
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(drain(&broker, "s").await.is_empty(), "done once");
+}
+
+#[tokio::test]
+async fn a_seek_a_crash_interrupted_before_its_last_commit_keeps_its_future_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    publish_each(&broker, &clock, 0..4).await;
+    let future = clock.now_ms() + 60_000;
+    broker
+        .seek_subscription("s", SeekTarget::Time(future))
+        .await
+        .unwrap();
+    // Everything done but the commit that saves the cursors and the time and deletes the
+    // intent: the intent back, the time not saved.
+    store_intent(&broker, Some(future), &Backlog::from_offsets(&[4]));
+    broker
+        .inner
+        .meta
+        .lock()
+        .unwrap()
+        .delete(format!("{}s", subscriptions::ACK_BEFORE_PREFIX))
+        .unwrap();
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    publish_each(&broker, &clock, 4..6).await;
+    assert!(drain(&broker, "s").await.is_empty(), "published before the time");
+    clock.set(future);
+    broker.publish_to_topic("t", vec![event(6)]).await.unwrap();
+    assert_eq!(numbers(&drain(&broker, "s").await), vec![6]);
+}
+
 #[tokio::test]
 async fn a_snapshot_holds_the_topics_records_until_it_expires() {
     let dir = tempfile::tempdir().unwrap();
