@@ -388,7 +388,10 @@ async fn a_seek_a_crash_interrupted_before_its_last_commit_keeps_its_future_time
     drop(broker);
     let broker = open(dir.path(), &clock).await;
     publish_each(&broker, &clock, 4..6).await;
-    assert!(drain(&broker, "s").await.is_empty(), "published before the time");
+    assert!(
+        drain(&broker, "s").await.is_empty(),
+        "published before the time"
+    );
     clock.set(future);
     broker.publish_to_topic("t", vec![event(6)]).await.unwrap();
     assert_eq!(numbers(&drain(&broker, "s").await), vec![6]);

@@ -97,6 +97,9 @@ struct LinkState {
     skipped: Vec<SkippedRange>,
     /// References issued and not yet handed to the queue's log, in issue order.
     staged: Vec<Span>,
+    /// Set through a seek: no offer or catch-up issues anything, in any partition — also
+    /// one added to the topic meanwhile (see `subscriptions/seek.rs`).
+    paused: bool,
 }
 
 /// The references one offer (or catch-up step) issued for one partition, up to `end`.
@@ -457,7 +460,7 @@ impl Link {
         };
         let mut state = self.lock();
         // Under the lock, which `detach` sets the flag under: nothing is issued after.
-        if self.is_detached() {
+        if self.is_detached() || state.paused {
             return;
         }
         state.grow(partition as usize + 1);
@@ -580,6 +583,10 @@ impl Link {
             let p = partition.index;
             let mut state = self.lock();
             if self.is_detached() {
+                return Ok(true);
+            }
+            if state.paused {
+                // The seek that paused it resumes it, and catches up then.
                 return Ok(true);
             }
             state.grow(p as usize + 1);

@@ -15,8 +15,8 @@
 //! before the next read: a seek over a large backlog never holds more than one read's
 //! references in memory. It waits for its appends on the link's completions, not a timer.
 //!
-//! While a seek runs the link is *paused*: each cursor's `issued` is [`PAUSED`], so neither
-//! a publish's offer nor catch-up issues anything, and once the spans in flight are durable
+//! While a seek runs the link is *paused*: neither a publish's offer nor catch-up issues
+//! anything, in any partition (also one added meanwhile), and once the spans in flight are durable
 //! the durable cursors drop to what the target needs, which holds the topic's retention
 //! there meanwhile.
 //!
@@ -54,8 +54,6 @@ pub(in crate::engine) const SEEK_PREFIX: &str = "subscription-seek/";
 /// The time before which a subscription's messages count as acknowledged, when a seek set
 /// one.
 pub(in crate::engine) const ACK_BEFORE_PREFIX: &str = "subscription-ack-before/";
-/// A cursor's `issued` while its link is paused by a seek: no offer or catch-up matches it.
-const PAUSED: u64 = u64::MAX;
 
 /// Where [`Broker::seek_subscription`] takes a subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,13 +127,13 @@ impl Link {
         self.seeking.lock().await
     }
 
-    /// Stops issuing references: no offer or catch-up matches a paused cursor.
-    fn pause(&self, partitions: usize) {
+    /// Stops issuing references until [`resume`](Self::resume). Each partition the topic
+    /// has gets a cursor, so the link holds its records while paused.
+    fn pause(&self) {
+        let partitions = self.topic.shape().partitions.len();
         let mut state = self.lock();
         state.grow(partitions);
-        for cursor in &mut state.cursors {
-            cursor.issued = PAUSED;
-        }
+        state.paused = true;
     }
 
     /// Once no reference append is in flight, holds the topic's retention at what
@@ -200,12 +198,21 @@ impl Link {
         Ok(Some(last + 1))
     }
 
-    /// Un-pauses `partition` at `from`: offers and catch-up take it from there.
-    fn resume_at(&self, partition: u32, from: u64) {
+    /// Un-pauses the link with each cursor at its point in `backlog`: offers and catch-up
+    /// take it from there. A partition the backlog does not know (added to the topic
+    /// later) starts at its first record.
+    fn resume(&self, backlog: &Backlog) {
+        let shape = self.topic.shape();
         let mut state = self.lock();
-        state.cursors[partition as usize].issued = from;
-        // Nothing below the point is left to reference.
-        Self::issue(&mut state, partition, from, Vec::new(), None);
+        state.grow(shape.partitions.len());
+        for partition in &shape.partitions {
+            let p = partition.index;
+            let from = backlog.from(p).max(partition.start_offset());
+            state.cursors[p as usize].issued = from;
+            // Nothing below the point is left to reference.
+            Self::issue(&mut state, p, from, Vec::new(), None);
+        }
+        state.paused = false;
     }
 
     /// The cursors' `issued`: what [`durable_up_to`](Self::durable_up_to) waits for.
@@ -245,8 +252,8 @@ async fn restart_at(link: &Arc<Link>, queue: &Queue, backlog: &Backlog) -> Resul
                 at = next;
             }
         }
-        link.resume_at(p, backlog.from(p).max(start));
     }
+    link.resume(backlog);
     loop {
         let caught_up = link.catch_up()?;
         let issued = link.issued();
@@ -346,13 +353,7 @@ impl Broker {
         intent: &SeekIntent,
     ) -> Result<()> {
         link.set_ack_before(intent.ack_before_ms.unwrap_or(i64::MIN));
-        let partitions = link
-            .topic
-            .shape()
-            .partitions
-            .len()
-            .max(intent.backlog.partitions());
-        link.pause(partitions);
+        link.pause();
         until(queue, link, || link.hold_for(&intent.backlog)).await?;
         self.purge(queue).await?;
         restart_at(link, queue, &intent.backlog).await?;
@@ -439,4 +440,40 @@ pub(in crate::engine) async fn finish_interrupted_seeks(broker: &Broker) -> Resu
         broker.carry_out_seek(&queue, &link, &intent).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_storage::ManualClock;
+
+    use crate::engine::tests::T0;
+    use crate::engine::topic_tests::{open, spec};
+    use crate::engine::*;
+    use crate::subscription::SubscriptionSpec;
+
+    #[tokio::test]
+    async fn a_paused_link_takes_nothing_in_also_from_a_partition_added_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_topic("t", spec(1)).await.unwrap();
+        let mut sub = SubscriptionSpec::new(Name::new("t").unwrap());
+        sub.delivery.durability = crate::spec::Durability::None;
+        broker.create_subscription("s", sub).await.unwrap();
+        let queue = broker.queue("s").unwrap();
+        let link = super::subscription_link(&queue).unwrap();
+        link.pause();
+        broker.add_partitions("t", 2).await.unwrap();
+        for partition in 0..2 {
+            broker
+                .publish_to_partition("t", partition, vec![OutgoingMessage::new("x")])
+                .await
+                .unwrap();
+        }
+        link.catch_up().unwrap();
+        assert!(
+            link.is_idle(),
+            "issued while paused: a seek's purge could miss it"
+        );
+    }
 }
