@@ -471,6 +471,38 @@ async fn a_retention_that_overrides_subscriptions_overrides_snapshots_also_with_
 }
 
 #[tokio::test]
+async fn deleting_a_snapshot_lets_retention_take_what_it_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let tiny = TopicSpec {
+        retention: TopicRetention {
+            max_age: None,
+            max_bytes: Some(1),
+            ..TopicRetention::default()
+        },
+        ..spec(1)
+    };
+    broker.create_topic("t", tiny).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    for i in 0..60 {
+        let big = OutgoingMessage::new(vec![b'x'; 900]).with_header("n", i.to_string());
+        broker.publish_to_topic("t", vec![big]).await.unwrap();
+    }
+    broker.create_snapshot("snap", "s").await.unwrap();
+    drain(&broker, "s").await;
+    let start = |b: &Broker| b.describe_topic("t").unwrap().partitions[0].start_offset;
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
+    assert_eq!(start(&broker), 0, "held by the snapshot");
+    broker.delete_snapshot("snap").unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
+    assert!(start(&broker) > 0, "let go with it");
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(broker.list_snapshots().is_empty(), "durably");
+}
+
+#[tokio::test]
 async fn bad_seeks_and_snapshots_are_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

@@ -144,6 +144,17 @@ impl Broker {
         // The metadata lock first, as every snapshot change takes it: two creations of one
         // name cannot both find it free.
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        // Its topic may have been deleted (with the subscription) while this waited for the
+        // seek lock: a topic created later under its name holds other records at the
+        // captured offsets. Deletion commits under the metadata lock, held from here on.
+        let same_topic = self
+            .topic(link.topic.name.as_str())
+            .is_ok_and(|topic| Arc::ptr_eq(&topic, &link.topic));
+        if !same_topic {
+            return Err(BrokerError::TopicNotFound {
+                topic: link.topic.name.to_string(),
+            });
+        }
         // Held from the capture until the snapshot is listed: retention reads the
         // subscriptions' holds, then the snapshots', so it never misses both (an ack
         // between a capture and the listing would otherwise let it delete what the

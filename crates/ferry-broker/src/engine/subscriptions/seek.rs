@@ -476,4 +476,31 @@ mod tests {
             "issued while paused: a seek's purge could miss it"
         );
     }
+
+    #[tokio::test]
+    async fn a_snapshot_waiting_out_a_seek_is_not_taken_of_a_topic_deleted_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_topic("t", spec(1)).await.unwrap();
+        let mut sub = SubscriptionSpec::new(Name::new("t").unwrap());
+        sub.delivery.durability = crate::spec::Durability::None;
+        broker.create_subscription("s", sub).await.unwrap();
+        let link = super::subscription_link(&broker.queue("s").unwrap()).unwrap();
+        // As a seek in progress holds it.
+        let seeking = link.seek_lock().await;
+        let snapshot = {
+            let broker = broker.clone();
+            tokio::spawn(async move { broker.create_snapshot("snap", "s").await })
+        };
+        tokio::task::yield_now().await;
+        broker.delete_queue("s").await.unwrap();
+        broker.delete_topic("t").await.unwrap();
+        drop(seeking);
+        let refused = snapshot.await.unwrap().unwrap_err();
+        assert_eq!(refused.kind(), crate::ErrorKind::NotFound, "{refused}");
+        // A topic of the same name later has other records at those offsets.
+        broker.create_topic("t", spec(1)).await.unwrap();
+        assert!(broker.list_snapshots().is_empty());
+    }
 }
