@@ -503,4 +503,38 @@ mod tests {
         broker.create_topic("t", spec(1)).await.unwrap();
         assert!(broker.list_snapshots().is_empty());
     }
+
+    #[tokio::test]
+    async fn a_seek_waiting_for_another_writes_nothing_once_its_subscription_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_topic("t", spec(1)).await.unwrap();
+        let mut sub = SubscriptionSpec::new(Name::new("t").unwrap());
+        sub.delivery.durability = crate::spec::Durability::None;
+        broker.create_subscription("s", sub).await.unwrap();
+        let link = super::subscription_link(&broker.queue("s").unwrap()).unwrap();
+        let seeking = link.seek_lock().await;
+        let seek = {
+            let broker = broker.clone();
+            tokio::spawn(async move {
+                broker
+                    .seek_subscription("s", super::SeekTarget::Time(0))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        broker.delete_queue("s").await.unwrap();
+        drop(seeking);
+        let refused = seek.await.unwrap().unwrap_err();
+        assert_eq!(refused.kind(), crate::ErrorKind::NotFound, "{refused}");
+        let meta = broker.inner.meta.lock().unwrap();
+        for prefix in [
+            super::SEEK_PREFIX,
+            super::ACK_BEFORE_PREFIX,
+            super::CURSOR_PREFIX,
+        ] {
+            assert!(meta.scan_prefix(prefix).is_empty(), "{prefix}");
+        }
+    }
 }
