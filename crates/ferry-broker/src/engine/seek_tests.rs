@@ -171,6 +171,32 @@ async fn seeking_to_a_snapshot_brings_back_what_it_held_unacked_and_what_came_af
 }
 
 #[tokio::test]
+async fn a_snapshot_holding_more_than_one_read_brings_it_all_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    let total = subscriptions::CATCH_UP_RECORDS + 500;
+    let events: Vec<OutgoingMessage> = (0..total).map(event).collect();
+    for chunk in events.chunks(200) {
+        broker.publish_to_topic("t", chunk.to_vec()).await.unwrap();
+    }
+    // Acked: 0..3 and 100; unacked in two runs below the cursor, the second longer than
+    // one read.
+    let first = broker.receive("s", "c", 101, None, None).await.unwrap();
+    for m in first[..3].iter().chain(&first[100..]) {
+        broker.ack("s", m.seq, m.token).await.unwrap();
+    }
+    broker.create_snapshot("snap", "s").await.unwrap();
+    drain(&broker, "s").await;
+    broker
+        .seek_subscription("s", SeekTarget::Snapshot("snap".into()))
+        .await
+        .unwrap();
+    let expected: Vec<usize> = (3..total).filter(|&i| i != 100).collect();
+    assert_eq!(numbers(&drain(&broker, "s").await), expected);
+}
+
+#[tokio::test]
 async fn a_seek_re_adds_only_what_the_subscriptions_filter_takes() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

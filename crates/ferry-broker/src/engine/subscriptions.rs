@@ -66,7 +66,7 @@ const SUBSCRIPTION_PREFIX: &str = "subscription/";
 /// Cursors of a subscription (`<name>`) or an attached link (`<queue>/<link>`).
 pub(super) const CURSOR_PREFIX: &str = "subscription-cursor/";
 /// Records read per catch-up step.
-const CATCH_UP_RECORDS: usize = 4096;
+pub(super) const CATCH_UP_RECORDS: usize = 4096;
 /// About the most bytes of references one flush puts in one append: staged spans beyond
 /// it go in the next (storage refuses a batch over 16 MiB; a span is at most one catch-up
 /// step or one partition's part of a publish).
