@@ -298,3 +298,93 @@ async fn a_crash_between_the_topic_publish_and_the_journal_delivers_twice_never_
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, id);
 }
+
+/// Receives from `queue` and nacks until the message dead-letters; every nack succeeds.
+async fn nack_until_dead(broker: &Broker, clock: &ManualClock, queue: &str) {
+    for _ in 0..3 {
+        let got = broker.receive(queue, "c", 1, None, None).await.unwrap();
+        broker
+            .nack(
+                queue,
+                got[0].seq,
+                got[0].token,
+                Some(Duration::ZERO),
+                Some("boom"),
+            )
+            .await
+            .unwrap();
+        clock.advance(5);
+    }
+}
+
+#[tokio::test]
+async fn a_keyless_letter_into_a_compacted_topic_is_published_under_its_message_id() {
+    // A compacted topic refuses keyless records; a letter refused there would poison its
+    // origin, and the reopen that moves it again would fail too.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let compacted = TopicSpec {
+        compaction: Some(crate::topic::TopicCompaction::default()),
+        ..topic_spec(1)
+    };
+    broker.create_topic("graves", compacted).await.unwrap();
+    let delivery = QueueSpec {
+        dead_letter: DeadLetter::Disabled,
+        ..spec(5)
+    };
+    broker
+        .create_subscription("graves-sub", subscription("graves", delivery))
+        .await
+        .unwrap();
+    broker
+        .create_queue("orders", to_topic("graves"))
+        .await
+        .unwrap();
+    let id = broker
+        .publish("orders", OutgoingMessage::new("keyless"))
+        .await
+        .unwrap();
+    nack_until_dead(&broker, &clock, "orders").await;
+    assert_origin_settled(&broker, "orders").await;
+    let got = broker
+        .receive("graves-sub", "reader", 10, None, None)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, id);
+    assert_eq!(got[0].key.as_deref(), Some(id.to_string().as_bytes()));
+    drop(broker);
+    open(dir.path(), &clock).await;
+}
+
+#[tokio::test]
+async fn a_letter_into_a_topic_is_not_refused_when_the_disk_is_short_of_its_reserve() {
+    // As a dead-letter queue takes its letters: a refusal would poison the origin, and
+    // the reopen that moves the letter again would fail while the disk stays short.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    dead_letter_topic(&broker).await;
+    broker
+        .create_queue("orders", to_topic("graves"))
+        .await
+        .unwrap();
+    let id = broker.publish("orders", event()).await.unwrap();
+    drop(broker);
+    let config = BrokerConfig {
+        clock: std::sync::Arc::new(clock.clone()),
+        background_timers: false,
+        disk_reserve_bytes: u64::MAX / 4,
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(dir.path(), config).await.unwrap();
+    let refused = broker.publish_to_topic("graves", vec![event()]).await;
+    assert!(
+        matches!(refused, Err(BrokerError::DiskFull { .. })),
+        "{refused:?}"
+    );
+    nack_until_dead(&broker, &clock, "orders").await;
+    assert_origin_settled(&broker, "orders").await;
+    assert_letter_received(&broker, "orders", id).await;
+}

@@ -43,6 +43,11 @@
 //! lost — as Google Pub/Sub's are ("the same message might be dead lettered multiple
 //! times"). A subscriber tells a repeat by the letter's message id, the original's.
 //!
+//! Nor does the topic refuse a letter for what it holds (its schema, a missing key on a
+//! compacted topic) or for lack of room, as a dead-letter queue does not (see
+//! [`Broker::publish_dead_letter`]): a refusal would poison the origin, and the reopen
+//! that moves the letter again would fail the same way.
+//!
 //! A dead-letter topic cannot be deleted while a queue dead-letters into it, so the
 //! target is never gone when a letter moves; if it were (a damaged metadata store), the
 //! move fails and poisons the origin rather than dropping the letter, which a reopen moves

@@ -171,6 +171,32 @@ async fn seeking_to_a_snapshot_brings_back_what_it_held_unacked_and_what_came_af
 }
 
 #[tokio::test]
+async fn a_snapshot_holding_more_than_one_read_brings_it_all_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    let total = subscriptions::CATCH_UP_RECORDS + 500;
+    let events: Vec<OutgoingMessage> = (0..total).map(event).collect();
+    for chunk in events.chunks(200) {
+        broker.publish_to_topic("t", chunk.to_vec()).await.unwrap();
+    }
+    // Acked: 0..3 and 100; unacked in two runs below the cursor, the second longer than
+    // one read.
+    let first = broker.receive("s", "c", 101, None, None).await.unwrap();
+    for m in first[..3].iter().chain(&first[100..]) {
+        broker.ack("s", m.seq, m.token).await.unwrap();
+    }
+    broker.create_snapshot("snap", "s").await.unwrap();
+    drain(&broker, "s").await;
+    broker
+        .seek_subscription("s", SeekTarget::Snapshot("snap".into()))
+        .await
+        .unwrap();
+    let expected: Vec<usize> = (3..total).filter(|&i| i != 100).collect();
+    assert_eq!(numbers(&drain(&broker, "s").await), expected);
+}
+
+#[tokio::test]
 async fn a_seek_re_adds_only_what_the_subscriptions_filter_takes() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
@@ -325,6 +351,78 @@ async fn a_seek_a_crash_interrupted_is_carried_out_on_open() {
     assert!(drain(&broker, "s").await.is_empty(), "done once");
 }
 
+/// Stores a seek's intent for subscription `s` as the seek does before it touches anything.
+fn store_intent(broker: &Broker, ack_before_ms: Option<i64>, backlog: &Backlog) {
+    let intent = [
+        ack_before_ms.unwrap_or(i64::MIN).to_le_bytes().to_vec(),
+        backlog.encode(),
+    ]
+    .concat();
+    broker
+        .inner
+        .meta
+        .lock()
+        .unwrap()
+        .put(format!("{}s", subscriptions::SEEK_PREFIX), intent)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_seek_a_crash_interrupted_after_its_purge_is_carried_out_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    publish_each(&broker, &clock, 0..4).await;
+    // Two acked, one leased, one ready; then the seek's purge is durable, and nothing after.
+    let first = broker.receive("s", "c", 3, None, None).await.unwrap();
+    for m in &first[..2] {
+        broker.ack("s", m.seq, m.token).await.unwrap();
+    }
+    store_intent(&broker, None, &Backlog::from_offsets(&[1]));
+    broker.purge_queue("s").await.unwrap();
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    let again = drain(&broker, "s").await;
+    assert_eq!(numbers(&again), vec![1, 2, 3]);
+    assert!(again.iter().all(|m| m.delivery == 1));
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(drain(&broker, "s").await.is_empty(), "done once");
+}
+
+#[tokio::test]
+async fn a_seek_a_crash_interrupted_before_its_last_commit_keeps_its_future_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = topic_with_subscription(&clock, dir.path()).await;
+    publish_each(&broker, &clock, 0..4).await;
+    let future = clock.now_ms() + 60_000;
+    broker
+        .seek_subscription("s", SeekTarget::Time(future))
+        .await
+        .unwrap();
+    // Everything done but the commit that saves the cursors and the time and deletes the
+    // intent: the intent back, the time not saved.
+    store_intent(&broker, Some(future), &Backlog::from_offsets(&[4]));
+    broker
+        .inner
+        .meta
+        .lock()
+        .unwrap()
+        .delete(format!("{}s", subscriptions::ACK_BEFORE_PREFIX))
+        .unwrap();
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    publish_each(&broker, &clock, 4..6).await;
+    assert!(
+        drain(&broker, "s").await.is_empty(),
+        "published before the time"
+    );
+    clock.set(future);
+    broker.publish_to_topic("t", vec![event(6)]).await.unwrap();
+    assert_eq!(numbers(&drain(&broker, "s").await), vec![6]);
+}
+
 #[tokio::test]
 async fn a_snapshot_holds_the_topics_records_until_it_expires() {
     let dir = tempfile::tempdir().unwrap();
@@ -366,6 +464,68 @@ async fn a_snapshot_holds_the_topics_records_until_it_expires() {
     assert!(start(&broker) > 0, "expired: retention deletes");
     // Its name is free again.
     broker.create_snapshot("snap", "s2").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_retention_that_overrides_subscriptions_overrides_snapshots_also_with_none_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let tiny = TopicSpec {
+        retention: TopicRetention {
+            max_age: None,
+            max_bytes: Some(1),
+            overrides_subscriptions: true,
+        },
+        ..spec(1)
+    };
+    broker.create_topic("t", tiny).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    for i in 0..60 {
+        let big = OutgoingMessage::new(vec![b'x'; 900]).with_header("n", i.to_string());
+        broker.publish_to_topic("t", vec![big]).await.unwrap();
+    }
+    broker.create_snapshot("snap", "s").await.unwrap();
+    // The topic has no subscription left: only the snapshot could hold its records.
+    broker.delete_queue("s").await.unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
+    let start = broker.describe_topic("t").unwrap().partitions[0].start_offset;
+    assert!(
+        start > 0,
+        "the topic's retention deletes what the snapshot held"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_snapshot_lets_retention_take_what_it_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock).await;
+    let tiny = TopicSpec {
+        retention: TopicRetention {
+            max_age: None,
+            max_bytes: Some(1),
+            ..TopicRetention::default()
+        },
+        ..spec(1)
+    };
+    broker.create_topic("t", tiny).await.unwrap();
+    broker.create_subscription("s", sub("")).await.unwrap();
+    for i in 0..60 {
+        let big = OutgoingMessage::new(vec![b'x'; 900]).with_header("n", i.to_string());
+        broker.publish_to_topic("t", vec![big]).await.unwrap();
+    }
+    broker.create_snapshot("snap", "s").await.unwrap();
+    drain(&broker, "s").await;
+    let start = |b: &Broker| b.describe_topic("t").unwrap().partitions[0].start_offset;
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
+    assert_eq!(start(&broker), 0, "held by the snapshot");
+    broker.delete_snapshot("snap").unwrap();
+    broker.maintain_now(Checkpoint::WhenDue).await.unwrap();
+    assert!(start(&broker) > 0, "let go with it");
+    drop(broker);
+    let broker = open(dir.path(), &clock).await;
+    assert!(broker.list_snapshots().is_empty(), "durably");
 }
 
 #[tokio::test]
@@ -483,4 +643,30 @@ async fn a_seek_while_publishes_go_on_loses_and_duplicates_nothing() {
         numbers(&drain(&broker, "s").await),
         (0..100).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_seek_waits_for_its_appends_on_their_completion_not_on_a_timer() {
+    // A runtime without a timer: a seek that polled for its appends would panic here.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = topic_with_subscription(&clock, dir.path()).await;
+        let events: Vec<OutgoingMessage> = (0..3000).map(event).collect();
+        for chunk in events.chunks(200) {
+            broker.publish_to_topic("t", chunk.to_vec()).await.unwrap();
+        }
+        broker
+            .seek_subscription("s", SeekTarget::Time(i64::MAX))
+            .await
+            .unwrap();
+        broker
+            .seek_subscription("s", SeekTarget::Time(0))
+            .await
+            .unwrap();
+        assert_eq!(broker.describe_queue("s").unwrap().stats.state.ready, 3000);
+    });
 }

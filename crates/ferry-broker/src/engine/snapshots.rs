@@ -141,8 +141,27 @@ impl Broker {
         let link = subscription_link(&queue)?;
         // Not in the middle of a seek, whose cursors are the target's, not yet its state.
         let _seeking = link.seek_lock().await;
+        // The metadata lock first, as every snapshot change takes it: two creations of one
+        // name cannot both find it free.
+        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        // Its topic may have been deleted (with the subscription) while this waited for the
+        // seek lock: a topic created later under its name holds other records at the
+        // captured offsets. Deletion commits under the metadata lock, held from here on.
+        let same_topic = self
+            .topic(link.topic.name.as_str())
+            .is_ok_and(|topic| Arc::ptr_eq(&topic, &link.topic));
+        if !same_topic {
+            return Err(BrokerError::TopicNotFound {
+                topic: link.topic.name.to_string(),
+            });
+        }
+        // Held from the capture until the snapshot is listed: retention reads the
+        // subscriptions' holds, then the snapshots', so it never misses both (an ack
+        // between a capture and the listing would otherwise let it delete what the
+        // snapshot still counts unacknowledged).
+        let mut snapshots = self.snapshots();
         let now_ms = self.now_ms();
-        if self.snapshot(name.as_str()).is_ok() {
+        if snapshots.get(&name).is_some_and(|s| !s.is_expired(now_ms)) {
             return Err(BrokerError::SnapshotExists { snapshot: name });
         }
         let backlog = link.backlog();
@@ -179,17 +198,18 @@ impl Broker {
             backlog,
         };
         let info = snapshot.info.clone();
-        let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         meta.put(format!("{SNAPSHOT_PREFIX}{name}"), snapshot.encode())?;
-        self.snapshots().insert(name, Arc::new(snapshot));
+        snapshots.insert(name, Arc::new(snapshot));
         Ok(info)
     }
 
     /// Deletes snapshot `snapshot`, durably; one that does not exist (or has expired) is
     /// [`BrokerError::SnapshotNotFound`].
     pub fn delete_snapshot(&self, snapshot: &str) -> Result<()> {
-        let found = self.snapshot(snapshot)?;
+        // Looked up under the metadata lock: a snapshot created under its name meanwhile
+        // (this one having expired) is not the one deleted.
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let found = self.snapshot(snapshot)?;
         meta.delete(format!("{SNAPSHOT_PREFIX}{}", found.info.name))?;
         self.snapshots().remove(&found.info.name);
         Ok(())

@@ -66,7 +66,7 @@ const SUBSCRIPTION_PREFIX: &str = "subscription/";
 /// Cursors of a subscription (`<name>`) or an attached link (`<queue>/<link>`).
 pub(super) const CURSOR_PREFIX: &str = "subscription-cursor/";
 /// Records read per catch-up step.
-const CATCH_UP_RECORDS: usize = 4096;
+pub(super) const CATCH_UP_RECORDS: usize = 4096;
 /// About the most bytes of references one flush puts in one append: staged spans beyond
 /// it go in the next (storage refuses a batch over 16 MiB; a span is at most one catch-up
 /// step or one partition's part of a publish).
@@ -97,6 +97,9 @@ struct LinkState {
     skipped: Vec<SkippedRange>,
     /// References issued and not yet handed to the queue's log, in issue order.
     staged: Vec<Span>,
+    /// Set through a seek: no offer or catch-up issues anything, in any partition — also
+    /// one added to the topic meanwhile (see `subscriptions/seek.rs`).
+    paused: bool,
 }
 
 /// The references one offer (or catch-up step) issued for one partition, up to `end`.
@@ -153,6 +156,9 @@ pub(crate) struct Link {
     ack_before_ms: AtomicI64,
     /// Held through a seek and a snapshot's capture: one at a time per subscription.
     seeking: tokio::sync::Mutex<()>,
+    /// Woken when one of its reference appends completes, durable or failed: what a seek
+    /// waits on (see `subscriptions/seek.rs`).
+    appends_done: tokio::sync::Notify,
 }
 
 impl Link {
@@ -174,6 +180,7 @@ impl Link {
             state: Mutex::new(LinkState::default()),
             ack_before_ms: AtomicI64::new(i64::MIN),
             seeking: tokio::sync::Mutex::new(()),
+            appends_done: tokio::sync::Notify::new(),
         }
     }
 
@@ -453,7 +460,7 @@ impl Link {
         };
         let mut state = self.lock();
         // Under the lock, which `detach` sets the flag under: nothing is issued after.
-        if self.is_detached() {
+        if self.is_detached() || state.paused {
             return;
         }
         state.grow(partition as usize + 1);
@@ -558,6 +565,7 @@ impl Link {
                     for countdown in countdowns {
                         countdown.release();
                     }
+                    link.appends_done.notify_waiters();
                 }),
             );
         }
@@ -575,6 +583,10 @@ impl Link {
             let p = partition.index;
             let mut state = self.lock();
             if self.is_detached() {
+                return Ok(true);
+            }
+            if state.paused {
+                // The seek that paused it resumes it, and catches up then.
                 return Ok(true);
             }
             state.grow(p as usize + 1);

@@ -320,7 +320,7 @@ impl Broker {
         let shape = topic.shape();
         self.check_schema(shape.spec.schema_subject.as_deref(), &messages)?;
         let messages = self.resolve_for_topic(messages)?;
-        self.place_messages(&topic, &shape, &messages)
+        self.place_messages(&topic, &shape, &messages, DiskAdmission::Checked)
     }
 
     /// Publishes a dead letter of a queue to `topic`, as [`Broker::publish_to_topic`]
@@ -331,12 +331,29 @@ impl Broker {
     ///
     /// `letter` is a message the broker already stored once, not a producer's: it is not
     /// validated again, and not checked against the topic's schema — a dead letter is
-    /// never refused for what it holds (a queue's dead-letter queue does not refuse one
-    /// either); a failure here (the topic gone, storage) is the caller's to report.
-    pub(super) async fn publish_dead_letter(&self, topic: &Name, letter: Message) -> Result<()> {
+    /// never refused for what it holds or for lack of room (a queue's dead-letter queue
+    /// does not refuse one either), since a refused letter poisons its origin and fails
+    /// the reopen that moves it again. So a keyless letter into a compacted topic, which
+    /// takes keyed records only, is keyed by its message id (unique per letter, and the
+    /// same for a repeat of it after a crash). A failure here (the topic gone, storage) is
+    /// the caller's to report.
+    pub(super) async fn publish_dead_letter(
+        &self,
+        topic: &Name,
+        mut letter: Message,
+    ) -> Result<()> {
         let topic = self.topic(topic.as_str())?;
         let shape = topic.shape();
-        self.place_messages(&topic, &shape, std::slice::from_ref(&letter))?
+        let compacted = shape.spec.compaction.is_some()
+            || shape
+                .partitions
+                .iter()
+                .any(|p| p.compacted.load(Ordering::Acquire));
+        if compacted && letter.key.is_none() {
+            letter.key = Some(bytes::Bytes::from(letter.id.to_string()));
+        }
+        let letters = std::slice::from_ref(&letter);
+        self.place_messages(&topic, &shape, letters, DiskAdmission::Exempt)?
             .durable()
             .await
             .map(drop)
@@ -349,6 +366,7 @@ impl Broker {
         topic: &Topic,
         shape: &Shape,
         messages: &[Message],
+        admission: DiskAdmission,
     ) -> Result<PendingPublish> {
         let count = u64::from(shape.spec.partitions);
         let mut next_keyless =
@@ -365,7 +383,7 @@ impl Broker {
             })
             .collect();
         let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
-        self.place(topic, shape, records, placement)
+        self.place(topic, shape, records, placement, admission)
     }
 
     /// Publishes `messages` to one partition, in order, with one storage append.
@@ -400,7 +418,7 @@ impl Broker {
         let messages = self.resolve_for_topic(messages)?;
         let placement = vec![partition; messages.len()];
         let records = messages.iter().map(|m| m.to_topic_record(None)).collect();
-        self.place(&topic, &shape, records, placement)
+        self.place(&topic, &shape, records, placement, DiskAdmission::Checked)
     }
 
     /// Publishes `messages` to one partition as producer `producer_id`, numbered
@@ -562,6 +580,7 @@ impl Broker {
         shape: &Shape,
         records: Vec<NewRecord>,
         placement: Vec<u32>,
+        admission: DiskAdmission,
     ) -> Result<PendingPublish> {
         let mut groups: BTreeMap<u32, (Vec<usize>, Vec<NewRecord>)> = BTreeMap::new();
         for (i, (record, partition)) in records.into_iter().zip(&placement).enumerate() {
@@ -575,7 +594,9 @@ impl Broker {
             partition(p).check_batch(&topic.name, records)?;
             bytes += records_on_disk(records);
         }
-        self.inner.disk.admit(bytes)?;
+        if let DiskAdmission::Checked = admission {
+            self.inner.disk.admit(bytes)?;
+        }
         let mut pending = PendingPublish::new(self, placement.len());
         // One call: its subscriptions' references to all its partitions go in one append
         // per subscription, once the last partition's append is durable.
@@ -633,19 +654,21 @@ impl Broker {
             let links = topic.fanout.links();
             for partition in &shape.partitions {
                 // Nothing a subscription (or a snapshot) has not settled or not yet
-                // considered goes — unless the topic says otherwise, and then they let it go.
-                let keep_from = if shape.spec.retention.overrides_subscriptions && !links.is_empty()
-                {
+                // considered goes — unless the topic says otherwise, and then they let it go
+                // (snapshots too, also when no subscription is left).
+                let keep_from = if !shape.spec.retention.overrides_subscriptions {
+                    let by_links = links.iter().filter_map(|l| l.hold(partition.index)).min();
+                    // Read after the links: a snapshot being taken is listed at once with
+                    // its capture (see `create_snapshot`), so one not listed yet is covered
+                    // by its subscription's hold, read just before.
+                    let by_snapshots = self.snapshot_hold(&topic.name, partition.index);
+                    by_links.into_iter().chain(by_snapshots).min()
+                } else if links.is_empty() {
+                    None
+                } else {
                     let target = partition.start_after_retention(&shape.spec);
                     self.release_for_retention(&links, partition, target)
                         .await?
-                } else {
-                    let snapshot = self.snapshot_hold(&topic.name, partition.index);
-                    links
-                        .iter()
-                        .filter_map(|l| l.hold(partition.index))
-                        .chain(snapshot)
-                        .min()
                 };
                 report.deleted(&partition.retain(&shape.spec, keep_from)?);
                 report.compaction += partition.compact(&shape.spec, keep_from, self.now_ms())?;
@@ -674,4 +697,15 @@ fn has_subscriptions(topic: &Topic, link: &super::subscriptions::Link) -> Broker
         topic: topic.name.clone(),
         subscription: link.name(),
     }
+}
+
+/// Whether a publish to a topic is refused ([`BrokerError::DiskFull`]) when the disk is
+/// short of the broker's reserve (see `engine/disk_reserve.rs`).
+#[derive(Clone, Copy)]
+enum DiskAdmission {
+    /// A producer's publish: refused, and the producer may retry.
+    Checked,
+    /// A dead letter: taken, as a dead-letter queue takes its letters (see
+    /// [`Broker::publish_dead_letter`]).
+    Exempt,
 }

@@ -60,13 +60,8 @@ impl Backlog {
         Backlog { partitions }
     }
 
-    /// The partitions it describes; a partition beyond them (added to the topic later) is
-    /// unacknowledged from its first record on.
-    pub fn partitions(&self) -> usize {
-        self.partitions.len()
-    }
-
-    /// Where everything in `partition` counts as unacknowledged from.
+    /// Where everything in `partition` counts as unacknowledged from: 0 for a partition it
+    /// does not describe (added to the topic later), unacknowledged from its first record.
     pub fn from(&self, partition: u32) -> u64 {
         self.partitions
             .get(partition as usize)

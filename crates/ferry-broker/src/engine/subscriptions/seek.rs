@@ -10,10 +10,13 @@
 //! new references with new seqs: they start with no deliveries, and a lease token of an old
 //! one can never settle them. Per partition they are appended in offset order (the runs
 //! below the point, then catch-up from it), so key-shared ordering holds. What the topic no
-//! longer keeps is not re-added. The purge is counted in `QueueStats::purged`.
+//! longer keeps is not re-added. The purge is counted in `QueueStats::purged`. The
+//! references go one read (at most `CATCH_UP_RECORDS` records) at a time, each durable
+//! before the next read: a seek over a large backlog never holds more than one read's
+//! references in memory. It waits for its appends on the link's completions, not a timer.
 //!
-//! While a seek runs the link is *paused*: each cursor's `issued` is [`PAUSED`], so neither
-//! a publish's offer nor catch-up issues anything, and once the spans in flight are durable
+//! While a seek runs the link is *paused*: neither a publish's offer nor catch-up issues
+//! anything, in any partition (also one added meanwhile), and once the spans in flight are durable
 //! the durable cursors drop to what the target needs, which holds the topic's retention
 //! there meanwhile.
 //!
@@ -35,11 +38,11 @@
 //! the subscription takes in nothing new until the broker is reopened, which finishes it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{CATCH_UP_RECORDS, CURSOR_PREFIX, Link, LinkRole, encode_cursors};
 use crate::engine::Broker;
 use crate::engine::queue::Queue;
+use crate::engine::topic::Partition;
 use crate::error::{BrokerError, Result};
 use crate::message::Message;
 use crate::name::Name;
@@ -51,10 +54,6 @@ pub(in crate::engine) const SEEK_PREFIX: &str = "subscription-seek/";
 /// The time before which a subscription's messages count as acknowledged, when a seek set
 /// one.
 pub(in crate::engine) const ACK_BEFORE_PREFIX: &str = "subscription-ack-before/";
-/// A cursor's `issued` while its link is paused by a seek: no offer or catch-up matches it.
-const PAUSED: u64 = u64::MAX;
-/// How often a seek looks whether the reference appends it waits for are durable.
-const APPEND_POLL: Duration = Duration::from_millis(1);
 
 /// Where [`Broker::seek_subscription`] takes a subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,13 +127,13 @@ impl Link {
         self.seeking.lock().await
     }
 
-    /// Stops issuing references: no offer or catch-up matches a paused cursor.
-    fn pause(&self, partitions: usize) {
+    /// Stops issuing references until [`resume`](Self::resume). Each partition the topic
+    /// has gets a cursor, so the link holds its records while paused.
+    fn pause(&self) {
+        let partitions = self.topic.shape().partitions.len();
         let mut state = self.lock();
         state.grow(partitions);
-        for cursor in &mut state.cursors {
-            cursor.issued = PAUSED;
-        }
+        state.paused = true;
     }
 
     /// Once no reference append is in flight, holds the topic's retention at what
@@ -151,47 +150,74 @@ impl Link {
         true
     }
 
-    /// Issues references for what `backlog` counts unacknowledged below its points, and
-    /// moves each cursor to its point, from which catch-up takes the rest. The topic is read
-    /// under the link's lock, as catch-up reads it.
-    fn restart_at(self: &Arc<Self>, queue: &Queue, backlog: &Backlog) -> Result<Vec<u64>> {
+    /// Before re-adding `partition`'s references: holds the topic's retention at what
+    /// `backlog` needs there (the cursor stays paused).
+    fn hold_partition(&self, partition: u32, backlog: &Backlog, start: u64) {
+        let mut state = self.lock();
+        state.grow(partition as usize + 1);
+        let cursor = &mut state.cursors[partition as usize];
+        cursor.durable = backlog
+            .hold(partition)
+            .max(start)
+            .min(backlog.from(partition));
+        cursor.deferred = 0;
+    }
+
+    /// Issues references for one read of `partition` from `at`, up to `run_end`: those the
+    /// target counts unacknowledged and the filter takes. Returns the offset after the
+    /// records read, or `None` when the partition holds nothing from `at` on. The topic is
+    /// read under the link's lock, as catch-up reads it.
+    fn re_add_step(
+        self: &Arc<Self>,
+        queue: &Queue,
+        partition: &Partition,
+        at: u64,
+        run_end: u64,
+    ) -> Result<Option<u64>> {
+        let want = usize::try_from(run_end - at)
+            .unwrap_or(usize::MAX)
+            .min(CATCH_UP_RECORDS);
+        let mut state = self.lock();
+        let records = partition.read(&self.topic.name, Position::Offset(at), want)?;
+        let Some(last) = records.last().map(|r| r.offset) else {
+            return Ok(None);
+        };
+        let messages: Vec<(u64, Message)> = records
+            .into_iter()
+            .filter(|r| r.offset < run_end)
+            .map(|r| (r.offset, r.message))
+            .collect();
+        let refs = self.references(
+            queue,
+            partition.index,
+            messages.iter().map(|(o, m)| (*o, m)),
+        );
+        let end = (last + 1).min(run_end);
+        Self::issue(&mut state, partition.index, end, refs, None);
+        self.flush_locked(&mut state);
+        Ok(Some(last + 1))
+    }
+
+    /// Un-pauses the link with each cursor at its point in `backlog`: offers and catch-up
+    /// take it from there. A partition the backlog does not know (added to the topic
+    /// later) starts at its first record.
+    fn resume(&self, backlog: &Backlog) {
         let shape = self.topic.shape();
         let mut state = self.lock();
         state.grow(shape.partitions.len());
         for partition in &shape.partitions {
             let p = partition.index;
-            let start = partition.start_offset();
-            let from = backlog.from(p).max(start);
-            let cursor = &mut state.cursors[p as usize];
-            cursor.issued = from;
-            cursor.durable = backlog.hold(p).max(start).min(from);
-            cursor.deferred = 0;
-            for &(run_start, run_end) in backlog.below(p) {
-                let mut at = run_start.max(start);
-                while at < run_end {
-                    let want = usize::try_from(run_end - at)
-                        .unwrap_or(usize::MAX)
-                        .min(CATCH_UP_RECORDS);
-                    let records = partition.read(&self.topic.name, Position::Offset(at), want)?;
-                    let Some(last) = records.last().map(|r| r.offset) else {
-                        break;
-                    };
-                    let messages: Vec<(u64, Message)> = records
-                        .into_iter()
-                        .filter(|r| r.offset < run_end)
-                        .map(|r| (r.offset, r.message))
-                        .collect();
-                    let refs = self.references(queue, p, messages.iter().map(|(o, m)| (*o, m)));
-                    let end = (last + 1).min(run_end);
-                    Self::issue(&mut state, p, end, refs, None);
-                    at = last + 1;
-                }
-            }
+            let from = backlog.from(p).max(partition.start_offset());
+            state.cursors[p as usize].issued = from;
             // Nothing below the point is left to reference.
             Self::issue(&mut state, p, from, Vec::new(), None);
         }
-        self.flush_locked(&mut state);
-        Ok(state.cursors.iter().map(|c| c.issued).collect())
+        state.paused = false;
+    }
+
+    /// The cursors' `issued`: what [`durable_up_to`](Self::durable_up_to) waits for.
+    fn issued(&self) -> Vec<u64> {
+        self.lock().cursors.iter().map(|c| c.issued).collect()
     }
 
     /// Whether every reference issued below `issued` is durable.
@@ -202,6 +228,49 @@ impl Link {
             .iter()
             .zip(issued)
             .all(|(c, &to)| c.durable >= to)
+    }
+}
+
+/// Issues references for what `backlog` counts unacknowledged below its points, then moves
+/// each cursor to its point and catches up from there. One read at a time, each durable
+/// before the next: a seek over a large backlog holds one read's references in memory,
+/// not the whole backlog's, and lets publishes' offers in between.
+async fn restart_at(link: &Arc<Link>, queue: &Queue, backlog: &Backlog) -> Result<()> {
+    let shape = link.topic.shape();
+    for partition in &shape.partitions {
+        let p = partition.index;
+        let start = partition.start_offset();
+        link.hold_partition(p, backlog, start);
+        for &(run_start, run_end) in backlog.below(p) {
+            let mut at = run_start.max(start);
+            while at < run_end {
+                let Some(next) = link.re_add_step(queue, partition, at, run_end)? else {
+                    break;
+                };
+                let issued_to = next.min(run_end);
+                until(queue, link, || link.durable_up_to_in(p, issued_to)).await?;
+                at = next;
+            }
+        }
+    }
+    link.resume(backlog);
+    loop {
+        let caught_up = link.catch_up()?;
+        let issued = link.issued();
+        until(queue, link, || link.durable_up_to(&issued)).await?;
+        if caught_up {
+            return Ok(());
+        }
+    }
+}
+
+impl Link {
+    /// Whether the references of `partition` issued below `to` are durable.
+    fn durable_up_to_in(&self, partition: u32, to: u64) -> bool {
+        self.lock()
+            .cursors
+            .get(partition as usize)
+            .is_some_and(|c| c.durable >= to)
     }
 }
 
@@ -284,21 +353,10 @@ impl Broker {
         intent: &SeekIntent,
     ) -> Result<()> {
         link.set_ack_before(intent.ack_before_ms.unwrap_or(i64::MIN));
-        let partitions = link
-            .topic
-            .shape()
-            .partitions
-            .len()
-            .max(intent.backlog.partitions());
-        link.pause(partitions);
-        until(queue, || link.hold_for(&intent.backlog)).await?;
+        link.pause();
+        until(queue, link, || link.hold_for(&intent.backlog)).await?;
         self.purge(queue).await?;
-        let mut issued = link.restart_at(queue, &intent.backlog)?;
-        while !link.catch_up()? {}
-        for (to, c) in issued.iter_mut().zip(link.lock().cursors.iter()) {
-            *to = c.issued;
-        }
-        until(queue, || link.durable_up_to(&issued)).await?;
+        restart_at(link, queue, &intent.backlog).await?;
         let mut meta = self.inner.meta.lock().unwrap_or_else(|e| e.into_inner());
         self.check_still_there(queue)?;
         let mut batch = ferry_storage::MetaBatch::new();
@@ -317,14 +375,22 @@ impl Broker {
     }
 }
 
-/// Waits until `done`: for reference appends, which complete on the log's thread. A failed
-/// append poisons the queue and never completes its span, so that ends the wait too.
-async fn until(queue: &Queue, mut done: impl FnMut() -> bool) -> Result<()> {
-    while !done() {
+/// Waits until `done`: for `link`'s reference appends, which complete on the log's thread
+/// and wake the link's `appends_done` (looked at again on each wake). A failed append
+/// poisons the queue and never completes its span, so that ends the wait too.
+async fn until(queue: &Queue, link: &Link, mut done: impl FnMut() -> bool) -> Result<()> {
+    loop {
+        // Registered before looking, so a completion between the look and the wait is not
+        // missed.
+        let completed = link.appends_done.notified();
+        tokio::pin!(completed);
+        completed.as_mut().enable();
+        if done() {
+            return Ok(());
+        }
         queue.check()?;
-        tokio::time::sleep(APPEND_POLL).await;
+        completed.await;
     }
-    Ok(())
 }
 
 /// The link of subscription `queue`; a plain queue, attached to topics or not, has none.
@@ -374,4 +440,101 @@ pub(in crate::engine) async fn finish_interrupted_seeks(broker: &Broker) -> Resu
         broker.carry_out_seek(&queue, &link, &intent).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_storage::ManualClock;
+
+    use crate::engine::tests::T0;
+    use crate::engine::topic_tests::{open, spec};
+    use crate::engine::*;
+    use crate::subscription::SubscriptionSpec;
+
+    #[tokio::test]
+    async fn a_paused_link_takes_nothing_in_also_from_a_partition_added_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_topic("t", spec(1)).await.unwrap();
+        let mut sub = SubscriptionSpec::new(Name::new("t").unwrap());
+        sub.delivery.durability = crate::spec::Durability::None;
+        broker.create_subscription("s", sub).await.unwrap();
+        let queue = broker.queue("s").unwrap();
+        let link = super::subscription_link(&queue).unwrap();
+        link.pause();
+        broker.add_partitions("t", 2).await.unwrap();
+        for partition in 0..2 {
+            broker
+                .publish_to_partition("t", partition, vec![OutgoingMessage::new("x")])
+                .await
+                .unwrap();
+        }
+        link.catch_up().unwrap();
+        assert!(
+            link.is_idle(),
+            "issued while paused: a seek's purge could miss it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_waiting_out_a_seek_is_not_taken_of_a_topic_deleted_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_topic("t", spec(1)).await.unwrap();
+        let mut sub = SubscriptionSpec::new(Name::new("t").unwrap());
+        sub.delivery.durability = crate::spec::Durability::None;
+        broker.create_subscription("s", sub).await.unwrap();
+        let link = super::subscription_link(&broker.queue("s").unwrap()).unwrap();
+        // As a seek in progress holds it.
+        let seeking = link.seek_lock().await;
+        let snapshot = {
+            let broker = broker.clone();
+            tokio::spawn(async move { broker.create_snapshot("snap", "s").await })
+        };
+        tokio::task::yield_now().await;
+        broker.delete_queue("s").await.unwrap();
+        broker.delete_topic("t").await.unwrap();
+        drop(seeking);
+        let refused = snapshot.await.unwrap().unwrap_err();
+        assert_eq!(refused.kind(), crate::ErrorKind::NotFound, "{refused}");
+        // A topic of the same name later has other records at those offsets.
+        broker.create_topic("t", spec(1)).await.unwrap();
+        assert!(broker.list_snapshots().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_seek_waiting_for_another_writes_nothing_once_its_subscription_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let broker = open(dir.path(), &clock).await;
+        broker.create_topic("t", spec(1)).await.unwrap();
+        let mut sub = SubscriptionSpec::new(Name::new("t").unwrap());
+        sub.delivery.durability = crate::spec::Durability::None;
+        broker.create_subscription("s", sub).await.unwrap();
+        let link = super::subscription_link(&broker.queue("s").unwrap()).unwrap();
+        let seeking = link.seek_lock().await;
+        let seek = {
+            let broker = broker.clone();
+            tokio::spawn(async move {
+                broker
+                    .seek_subscription("s", super::SeekTarget::Time(0))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        broker.delete_queue("s").await.unwrap();
+        drop(seeking);
+        let refused = seek.await.unwrap().unwrap_err();
+        assert_eq!(refused.kind(), crate::ErrorKind::NotFound, "{refused}");
+        let meta = broker.inner.meta.lock().unwrap();
+        for prefix in [
+            super::SEEK_PREFIX,
+            super::ACK_BEFORE_PREFIX,
+            super::CURSOR_PREFIX,
+        ] {
+            assert!(meta.scan_prefix(prefix).is_empty(), "{prefix}");
+        }
+    }
 }
