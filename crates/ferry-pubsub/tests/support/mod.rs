@@ -6,27 +6,46 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_broker::{Broker, BrokerConfig};
 use ferry_pubsub::PubSub;
+use ferry_schema_registry::SchemaRegistry;
 use tokio::sync::oneshot;
 
 /// A front end serving the broker in a directory, until [`Served::stop`].
 pub struct Served {
     pub addr: SocketAddr,
     pub broker: Broker,
+    /// The schema registry, for servers started with one.
+    pub registry: Option<Arc<SchemaRegistry>>,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Served {
     pub async fn start(dir: &Path) -> Served {
+        Served::start_with(dir, false).await
+    }
+
+    /// A front end with a schema registry kept in `dir/schema-registry`, as `ferry serve`
+    /// keeps it.
+    pub async fn start_with_registry(dir: &Path) -> Served {
+        Served::start_with(dir, true).await
+    }
+
+    async fn start_with(dir: &Path, with_registry: bool) -> Served {
         let broker = Broker::open(dir, BrokerConfig::default()).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let pubsub = PubSub::open(broker.clone(), &dir.join("pubsub")).unwrap();
+        let mut pubsub = PubSub::open(broker.clone(), &dir.join("pubsub")).unwrap();
+        let registry = with_registry
+            .then(|| Arc::new(SchemaRegistry::open(&dir.join("schema-registry")).unwrap()));
+        if let Some(registry) = &registry {
+            pubsub = pubsub.with_schema_registry(Arc::clone(registry));
+        }
         let task = tokio::spawn(async move {
             pubsub
                 .serve(listener, async {
@@ -38,6 +57,7 @@ impl Served {
         Served {
             addr,
             broker,
+            registry,
             stop,
             task,
         }
