@@ -73,10 +73,10 @@ impl Served {
 }
 
 /// Runs `client` (one of Google's clients running a script) against a front end on a fresh
-/// broker, through `PUBSUB_EMULATOR_HOST`; it must succeed and print "every check passed".
+/// broker with a schema registry, through `PUBSUB_EMULATOR_HOST`; it must succeed and print "every check passed".
 pub async fn run_client(what: &str, mut client: Command) {
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(dir.path()).await;
+    let served = Served::start_with_registry(dir.path()).await;
     client.env("PUBSUB_EMULATOR_HOST", served.addr.to_string());
     let output = tokio::task::spawn_blocking(move || client.output().unwrap())
         .await
