@@ -22,28 +22,46 @@ use serde_json::Value;
 /// exhaust the stack.
 const MAX_DEPTH: usize = 256;
 
-/// Whether `value` is `schema`'s JSON encoding; the error names the first field that is
-/// not.
-pub fn check(schema: &Schema, value: &Value) -> Result<(), String> {
-    let names: HashMap<Name, &Schema> = ResolvedSchema::try_from(schema)
-        .map_err(|e| e.to_string())?
-        .get_names()
-        .iter()
-        .map(|(name, named)| (name.clone(), *named))
-        .collect();
-    let walk = Walk { names: &names };
-    walk.value(schema, value, &mut String::new(), 0)
-        .map_err(|(path, why)| {
-            if path.is_empty() {
-                format!("the message is not Avro JSON of the schema: {why}")
-            } else {
-                format!("field `{path}`: {why}")
-            }
-        })
+/// An Avro schema with the named types its references (`Schema::Ref`) resolve to, found
+/// once per schema rather than per message.
+#[derive(Debug)]
+pub struct AvroJson {
+    root: Schema,
+    names: HashMap<Name, Schema>,
+}
+
+impl AvroJson {
+    pub fn new(root: Schema) -> Result<AvroJson, String> {
+        let names = ResolvedSchema::try_from(&root)
+            .map_err(|e| e.to_string())?
+            .get_names()
+            .iter()
+            .map(|(name, named)| (name.clone(), (*named).clone()))
+            .collect();
+        Ok(AvroJson { root, names })
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.root
+    }
+
+    /// Whether `value` is the schema's JSON encoding; the error names the first field
+    /// that is not.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        let walk = Walk { names: &self.names };
+        walk.value(&self.root, value, &mut String::new(), 0)
+            .map_err(|(path, why)| {
+                if path.is_empty() {
+                    format!("the message is not Avro JSON of the schema: {why}")
+                } else {
+                    format!("field `{path}`: {why}")
+                }
+            })
+    }
 }
 
 struct Walk<'a> {
-    names: &'a HashMap<Name, &'a Schema>,
+    names: &'a HashMap<Name, Schema>,
 }
 
 type Checked = Result<(), (String, String)>;
@@ -294,6 +312,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn check(schema: &Schema, value: &Value) -> Result<(), String> {
+        AvroJson::new(schema.clone()).unwrap().check(value)
+    }
+
     fn schema() -> Schema {
         Schema::parse_str(
             r#"{"type":"record","name":"Order","namespace":"shop","fields":[
@@ -315,6 +337,22 @@ mod tests {
         check(&schema(), &good).unwrap();
         let defaulted = json!({"sku":"x","count":1,"kind":"B","lines":[],"id":"ab"});
         check(&schema(), &defaulted).unwrap();
+    }
+
+    #[test]
+    fn a_union_names_a_named_branch_by_its_full_name_and_references_resolve() {
+        let tree = Schema::parse_str(
+            r#"{"type":"record","name":"Node","namespace":"shop","fields":[
+                {"name":"label","type":"string"},
+                {"name":"next","type":["null","Node"],"default":null}]}"#,
+        )
+        .unwrap();
+        let linked = json!({"label":"a","next":{"shop.Node":{"label":"b","next":null}}});
+        check(&tree, &linked).unwrap();
+        let short = json!({"label":"a","next":{"Node":{"label":"b"}}});
+        assert!(check(&tree, &short).unwrap_err().contains("not a branch"));
+        let deep = json!({"label":"a","next":{"shop.Node":{"label":3}}});
+        assert!(check(&tree, &deep).unwrap_err().contains("next.label"));
     }
 
     #[test]

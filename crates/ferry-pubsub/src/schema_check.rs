@@ -15,7 +15,7 @@ use googleapis_tonic_google_pubsub_v1::google::pubsub::v1 as pb;
 use prost_reflect::{DynamicMessage, MessageDescriptor};
 use protox::file::{File, FileResolver};
 
-use crate::avro_json;
+use crate::avro_json::AvroJson;
 
 /// The file name a Protocol Buffer definition compiles under: no import can name it.
 const PROTO_FILE: &str = "<pubsub schema>.proto";
@@ -23,7 +23,7 @@ const PROTO_FILE: &str = "<pubsub schema>.proto";
 /// A compiled definition.
 #[derive(Debug)]
 pub enum CompiledSchema {
-    Avro(AvroSchema),
+    Avro(AvroJson),
     Protobuf(MessageDescriptor),
 }
 
@@ -46,8 +46,10 @@ impl CompiledSchema {
         }
         match kind {
             pb::schema::Type::Avro => AvroSchema::parse_str(definition)
+                .map_err(|e| error_text(&e))
+                .and_then(AvroJson::new)
                 .map(CompiledSchema::Avro)
-                .map_err(|e| format!("invalid Avro schema: {}", error_text(&e))),
+                .map_err(|e| format!("invalid Avro schema: {e}")),
             pb::schema::Type::ProtocolBuffer => compile_proto(definition)
                 .map(CompiledSchema::Protobuf)
                 .map_err(|e| format!("invalid Protocol Buffer schema: {e}")),
@@ -61,11 +63,13 @@ impl CompiledSchema {
     pub fn validate(&self, message: &[u8], encoding: pb::Encoding) -> Result<(), String> {
         match (self, encoding) {
             (_, pb::Encoding::Unspecified) => Err("the encoding must be JSON or BINARY".to_owned()),
-            (CompiledSchema::Avro(schema), pb::Encoding::Binary) => avro_binary(schema, message),
-            (CompiledSchema::Avro(schema), pb::Encoding::Json) => {
+            (CompiledSchema::Avro(avro), pb::Encoding::Binary) => {
+                avro_binary(avro.schema(), message)
+            }
+            (CompiledSchema::Avro(avro), pb::Encoding::Json) => {
                 let value: serde_json::Value = serde_json::from_slice(message)
                     .map_err(|e| format!("the message is not JSON: {e}"))?;
-                avro_json::check(schema, &value)
+                avro.check(&value)
             }
             (CompiledSchema::Protobuf(descriptor), pb::Encoding::Binary) => {
                 DynamicMessage::decode(descriptor.clone(), message)
