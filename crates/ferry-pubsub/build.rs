@@ -1,4 +1,5 @@
-//! Generates the servers of `google.pubsub.v1.Publisher` and `google.pubsub.v1.Subscriber`.
+//! Generates the servers of `google.pubsub.v1.Publisher`, `google.pubsub.v1.Subscriber` and
+//! `google.pubsub.v1.SchemaService` (`google/pubsub/v1/schema.proto`).
 //!
 //! The messages come from `googleapis-tonic-google-pubsub-v1` (generated from Google's
 //! published protos and kept in step with them), whose generated code has clients only. The
@@ -247,8 +248,93 @@ fn main() {
             Rpc("seek", "Seek", "SeekRequest", "SeekResponse", false, false),
         ],
     );
+    let schemas = service(
+        "SchemaService",
+        &[
+            Rpc(
+                "create_schema",
+                "CreateSchema",
+                "CreateSchemaRequest",
+                "Schema",
+                false,
+                false,
+            ),
+            Rpc(
+                "get_schema",
+                "GetSchema",
+                "GetSchemaRequest",
+                "Schema",
+                false,
+                false,
+            ),
+            Rpc(
+                "list_schemas",
+                "ListSchemas",
+                "ListSchemasRequest",
+                "ListSchemasResponse",
+                false,
+                false,
+            ),
+            Rpc(
+                "list_schema_revisions",
+                "ListSchemaRevisions",
+                "ListSchemaRevisionsRequest",
+                "ListSchemaRevisionsResponse",
+                false,
+                false,
+            ),
+            Rpc(
+                "commit_schema",
+                "CommitSchema",
+                "CommitSchemaRequest",
+                "Schema",
+                false,
+                false,
+            ),
+            Rpc(
+                "rollback_schema",
+                "RollbackSchema",
+                "RollbackSchemaRequest",
+                "Schema",
+                false,
+                false,
+            ),
+            Rpc(
+                "delete_schema_revision",
+                "DeleteSchemaRevision",
+                "DeleteSchemaRevisionRequest",
+                "Schema",
+                false,
+                false,
+            ),
+            Rpc(
+                "delete_schema",
+                "DeleteSchema",
+                "DeleteSchemaRequest",
+                "()",
+                false,
+                false,
+            ),
+            Rpc(
+                "validate_schema",
+                "ValidateSchema",
+                "ValidateSchemaRequest",
+                "ValidateSchemaResponse",
+                false,
+                false,
+            ),
+            Rpc(
+                "validate_message",
+                "ValidateMessage",
+                "ValidateMessageRequest",
+                "ValidateMessageResponse",
+                false,
+                false,
+            ),
+        ],
+    );
     Builder::new()
         .build_client(false)
         .build_transport(false)
-        .compile(&[publisher, subscriber]);
+        .compile(&[publisher, subscriber, schemas]);
 }

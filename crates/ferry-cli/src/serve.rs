@@ -260,7 +260,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                     "opening the Pub/Sub endpoint's state in {}",
                     data_dir.display()
                 )
-            })?;
+            })?
+            // Pub/Sub schemas are the registry's subjects, visible through its REST API.
+            .with_schema_registry(Arc::clone(&registry));
         Some((listener, pubsub))
     } else {
         None

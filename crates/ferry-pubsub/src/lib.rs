@@ -12,14 +12,17 @@
 //! | `enable_message_ordering` | key-shared ordering |
 //! | retry policy | retry backoff |
 //!
+//! | schema `projects/P/schemas/S`, its revisions | registry subject `pubsub:P.S`, its versions (see [`schemas`]) |
+//!
 //! Topics and subscriptions made here are the broker's own, so the CLI, the console,
 //! metrics and the other front ends see them. Errors are gRPC statuses from the broker's
 //! single error classification ([`status`]). What Pub/Sub offers and this server does not
 //! carry out — push subscriptions, filters, dead-letter policies, exactly-once delivery,
-//! snapshots and seek, updates, labels, schemas — is refused with UNIMPLEMENTED when asked
+//! snapshots and seek, updates, labels — is refused with UNIMPLEMENTED when asked
 //! for, never ignored (`docs/compat/pubsub.md` lists each).
 
 mod ack_id;
+mod avro_json;
 mod convert;
 mod expiration;
 mod filter;
@@ -28,6 +31,8 @@ pub mod names;
 mod pages;
 mod publisher;
 mod retained_acks;
+mod schema_check;
+pub mod schemas;
 mod settle;
 mod snapshots;
 pub mod status;
@@ -35,6 +40,7 @@ mod store;
 mod streaming_pull;
 mod subscriber;
 mod subscription_spec;
+mod topic_schema;
 mod topic_spec;
 mod updates;
 
@@ -44,18 +50,24 @@ mod generated {
     pub type Empty = ();
     include!(concat!(env!("OUT_DIR"), "/google.pubsub.v1.Publisher.rs"));
     include!(concat!(env!("OUT_DIR"), "/google.pubsub.v1.Subscriber.rs"));
+    include!(concat!(
+        env!("OUT_DIR"),
+        "/google.pubsub.v1.SchemaService.rs"
+    ));
 }
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ferry_broker::Broker;
+use ferry_schema_registry::SchemaRegistry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use generated::publisher_server::PublisherServer;
+use generated::schema_service_server::SchemaServiceServer;
 use generated::subscriber_server::SubscriberServer;
 
 /// Where Google's emulator listens, and so where `PUBSUB_EMULATOR_HOST` usually points.
@@ -77,6 +89,10 @@ struct Inner {
     closing: watch::Sender<bool>,
     streams: streaming_pull::OpenStreams,
     store: store::Store,
+    topics: store::TopicStore,
+    /// The schema registry, when the server has one: the SchemaService and topic schemas
+    /// need it, and are refused without it.
+    schemas: OnceLock<schemas::Schemas>,
     /// The streams' tasks, waited for when the server stops.
     tasks: tokio_util::task::TaskTracker,
     /// The latest use of each subscription, for expiration policies.
@@ -90,12 +106,15 @@ impl PubSub {
     /// broker's specs do not hold) in `dir`.
     pub fn open(broker: Broker, dir: &Path) -> std::io::Result<PubSub> {
         let store = store::Store::open(dir, |name| broker.describe_subscription(name).is_ok())?;
+        let topics = store::TopicStore::open(dir, |name| broker.describe_topic(name).is_ok())?;
         Ok(PubSub {
             inner: Arc::new(Inner {
                 broker,
                 closing: watch::Sender::new(false),
                 streams: streaming_pull::OpenStreams::default(),
                 store,
+                topics,
+                schemas: OnceLock::new(),
                 tasks: tokio_util::task::TaskTracker::new(),
                 uses: expiration::Uses::default(),
                 sweep_every_ms: std::sync::atomic::AtomicU64::new(
@@ -113,6 +132,22 @@ impl PubSub {
             std::sync::atomic::Ordering::Relaxed,
         );
         self
+    }
+
+    /// The front end with Pub/Sub schemas kept in `registry` (see [`schemas`]): the
+    /// SchemaService, and topics whose `schema_settings` validate every Publish. Without
+    /// it both are refused with UNIMPLEMENTED. The first registry given is kept.
+    pub fn with_schema_registry(self, registry: Arc<SchemaRegistry>) -> PubSub {
+        let _ = self.inner.schemas.set(schemas::Schemas::new(registry));
+        self
+    }
+
+    pub(crate) fn schemas(&self) -> Option<&schemas::Schemas> {
+        self.inner.schemas.get()
+    }
+
+    pub(crate) fn topic_store(&self) -> &store::TopicStore {
+        &self.inner.topics
     }
 
     /// Runs `task` until it ends; the server waits for it when it stops.
@@ -144,7 +179,7 @@ impl PubSub {
         }
     }
 
-    /// Serves both services on `listener` over plaintext HTTP/2 until `shutdown` is done.
+    /// Serves the Publisher, Subscriber and SchemaService on `listener` over plaintext HTTP/2 until `shutdown` is done.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -156,6 +191,9 @@ impl PubSub {
             closing.send_replace(true);
         };
         let publisher = PublisherServer::new(self.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let schema_service = SchemaServiceServer::new(self.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let tasks = self.inner.tasks.clone();
@@ -181,6 +219,7 @@ impl PubSub {
         let served = tonic::transport::Server::builder()
             .add_service(publisher)
             .add_service(subscriber)
+            .add_service(schema_service)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped)
             .await;
         // Streams end once they see the server closing; when they have, nothing of the

@@ -1,7 +1,8 @@
 //! Pub/Sub resource names and the broker names they stand for.
 //!
 //! `projects/P/topics/T` is the broker's topic `P.T`, `projects/P/subscriptions/S` its
-//! subscription `P.S`, and `projects/P/snapshots/N` its snapshot `P.N`: each project keeps a namespace of its own, as in Pub/Sub, and the
+//! subscription `P.S`, `projects/P/snapshots/N` its snapshot `P.N` (and `projects/P/schemas/S` the registry's
+//! subject `pubsub:P.S`, see `schemas`): each project keeps a namespace of its own, as in Pub/Sub, and the
 //! CLI, the console and the other front ends see the same topics under those names. A
 //! project id never holds a dot (Google's are lowercase letters, digits and hyphens), so
 //! the first dot splits a broker name back into project and id.
@@ -18,6 +19,7 @@ pub enum Collection {
     Topics,
     Subscriptions,
     Snapshots,
+    Schemas,
 }
 
 impl Collection {
@@ -26,6 +28,7 @@ impl Collection {
             Collection::Topics => "topics",
             Collection::Subscriptions => "subscriptions",
             Collection::Snapshots => "snapshots",
+            Collection::Schemas => "schemas",
         }
     }
 }

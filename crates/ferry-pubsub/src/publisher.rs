@@ -6,10 +6,24 @@ use tonic::{Request, Response, Status};
 use crate::generated::publisher_server::Publisher;
 use crate::names::{self, Collection, to_broker, to_resource};
 use crate::status::{from_broker, unsupported};
-use crate::{PubSub, convert, pages, topic_spec};
+use crate::store::TopicRecord;
+use crate::{PubSub, convert, pages, topic_schema, topic_spec};
 
 /// Pub/Sub's limit on messages in one Publish.
 const MAX_PUBLISH_MESSAGES: usize = 1000;
+
+impl PubSub {
+    /// A topic as Pub/Sub describes it: the broker's spec and the front end's record.
+    fn described_topic(&self, resource: String, spec: &ferry_broker::TopicSpec) -> pb::Topic {
+        let mut topic = topic_spec::from_spec(resource, spec);
+        if let Ok(name) = to_broker(&topic.name, Collection::Topics)
+            && let Some(kept) = self.topic_store().get(name.as_str()).schema
+        {
+            topic.schema_settings = Some(topic_schema::shown(self.schemas(), &kept));
+        }
+        topic
+    }
+}
 
 #[tonic::async_trait]
 impl Publisher for PubSub {
@@ -20,11 +34,26 @@ impl Publisher for PubSub {
         let topic = request.into_inner();
         let name = to_broker(&topic.name, Collection::Topics)?;
         let spec = topic_spec::to_spec(&topic)?;
+        let record = TopicRecord {
+            schema: topic
+                .schema_settings
+                .as_ref()
+                .map(|settings| topic_schema::checked(self.schemas(), settings))
+                .transpose()?,
+        };
+        // The record first, as for subscriptions (see `store`): a crash between the two
+        // leaves a record without a topic, never a topic without its schema. A record of
+        // a topic that already exists is not touched.
+        if self.broker().describe_topic(name.as_str()).is_err() {
+            self.topic_store()
+                .set(name.as_str(), Some(record))
+                .map_err(|e| Status::internal(format!("saving the topic's settings: {e}")))?;
+        }
         self.broker()
             .create_topic(name.as_str(), spec.clone())
             .await
             .map_err(from_broker)?;
-        Ok(Response::new(topic_spec::from_spec(topic.name, &spec)))
+        Ok(Response::new(self.described_topic(topic.name, &spec)))
     }
 
     async fn update_topic(
@@ -53,9 +82,12 @@ impl Publisher for PubSub {
                 request.messages.len()
             )));
         }
+        let mut messages = request.messages;
+        if let Some(schema) = self.topic_store().get(name.as_str()).schema {
+            topic_schema::validate(self.schemas(), &schema, &mut messages)?;
+        }
         let now_ms = self.broker().now_ms();
-        let messages = request
-            .messages
+        let messages = messages
             .into_iter()
             .map(|m| convert::outgoing(m, now_ms))
             .collect::<Result<Vec<_>, _>>()?;
@@ -80,7 +112,7 @@ impl Publisher for PubSub {
             .broker()
             .describe_topic(name.as_str())
             .map_err(from_broker)?;
-        Ok(Response::new(topic_spec::from_spec(resource, &info.spec)))
+        Ok(Response::new(self.described_topic(resource, &info.spec)))
     }
 
     async fn list_topics(
@@ -103,7 +135,7 @@ impl Publisher for PubSub {
             let name = to_broker(&resource, Collection::Topics)?;
             // Deleted since listed: left out, as a later list would.
             if let Ok(info) = broker.describe_topic(name.as_str()) {
-                topics.push(topic_spec::from_spec(resource, &info.spec));
+                topics.push(self.described_topic(resource, &info.spec));
             }
         }
         Ok(Response::new(pb::ListTopicsResponse {
@@ -169,6 +201,10 @@ impl Publisher for PubSub {
             .delete_topic(name.as_str())
             .await
             .map_err(from_broker)?;
+        // A crash before this leaves a record of no topic, which the next open drops.
+        self.topic_store()
+            .set(name.as_str(), None)
+            .map_err(|e| Status::internal(format!("removing the topic's settings: {e}")))?;
         Ok(Response::new(()))
     }
 

@@ -5,7 +5,8 @@
 //! `message_retention_duration` (10 minutes to 31 days) is the broker's retention by age;
 //! without it the broker's default applies (7 days, and longer for records a subscription
 //! still needs), and a topic shows the retention it has either way. Settings this server
-//! does not carry out are refused when set.
+//! does not carry out are refused when set. `schema_settings` is the front end's own
+//! record, not the broker's (see `topic_schema`).
 
 use std::time::Duration;
 
@@ -53,9 +54,6 @@ fn refuse_unsupported(t: &pb::Topic) -> Result<(), Status> {
     }
     if !t.kms_key_name.is_empty() {
         return Err(unsupported("A KMS key (kms_key_name)"));
-    }
-    if t.schema_settings.is_some() {
-        return Err(unsupported("A topic schema (schema_settings)"));
     }
     if t.ingestion_data_source_settings.is_some() {
         return Err(unsupported("Ingestion from another source"));

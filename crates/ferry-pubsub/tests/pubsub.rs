@@ -1035,7 +1035,7 @@ async fn an_unused_subscription_expires_after_its_ttl() {
         clock: std::sync::Arc::new(clock.clone()),
         ..Default::default()
     };
-    let served = Served::start_with(dir.path(), config, |pubsub| {
+    let served = Served::start_with(dir.path(), config, false, |pubsub| {
         pubsub.with_expiry_sweep(Duration::from_millis(20))
     })
     .await;

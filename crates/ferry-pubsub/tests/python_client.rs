@@ -2,7 +2,8 @@
 //! front end through `PUBSUB_EMULATOR_HOST`, as an application's tests would point it at
 //! Google's emulator: `python/pubsub_client.py` creates topics and subscriptions, publishes
 //! with ordering keys, reads with a streaming pull under flow control (each key in order),
-//! pulls, hands back and acknowledges, and checks the errors the client raises.
+//! pulls, hands back and acknowledges, checks the errors the client raises, and keeps a
+//! topic to an Avro schema through `SchemaServiceClient`.
 //!
 //! CI installs the client (`scripts/python-packages.sh`); elsewhere, without it, the test
 //! says so loudly and skips — under `CI=true` that is a failure.

@@ -291,5 +291,59 @@ try:
     raise AssertionError("a deleted subscription was found")
 except exceptions.NotFound:
     pass
+# Schemas: a topic with an Avro schema and the JSON encoding takes valid messages, marked
+# with the schema's attributes, and refuses the others.
+from google.cloud.pubsub import SchemaServiceClient  # noqa: E402
+from google.pubsub_v1.types import Encoding, Schema  # noqa: E402
+
+schema_client = SchemaServiceClient()
+avro_schema = schema_client.schema_path(PROJECT, "reading")
+schema_client.create_schema(
+    request={
+        "parent": f"projects/{PROJECT}",
+        "schema_id": "reading",
+        "schema": Schema(
+            type_=Schema.Type.AVRO,
+            definition='{"type":"record","name":"Reading","fields":'
+                       '[{"name":"celsius","type":"double"}]}',
+        ),
+    }
+)
+check(schema_client.get_schema(request={"name": avro_schema}).revision_id == "1",
+      "the first revision")
+try:
+    schema_client.validate_message(
+        request={"parent": f"projects/{PROJECT}", "name": avro_schema,
+                 "message": b'{"celsius":"warm"}', "encoding": Encoding.JSON}
+    )
+    raise AssertionError("an invalid message validated")
+except exceptions.InvalidArgument:
+    pass
+readings = publisher.topic_path(PROJECT, "readings")
+publisher.create_topic(
+    request={"name": readings,
+             "schema_settings": {"schema": avro_schema, "encoding": Encoding.JSON}}
+)
+check(publisher.get_topic(topic=readings).schema_settings.schema == avro_schema,
+      "the topic's schema")
+read = subscriber.subscription_path(PROJECT, "read")
+subscriber.create_subscription(request={"name": read, "topic": readings})
+try:
+    publisher.publish(readings, b'{"celsius":"warm"}').result(timeout=30)
+    raise AssertionError("a message the schema refuses was published")
+except exceptions.InvalidArgument:
+    pass
+publisher.publish(readings, b'{"celsius":21.5}').result(timeout=30)
+[reading] = pull_all(read, 1)
+attributes = dict(reading.message.attributes)
+check(attributes.get("googclient_schemaname") == avro_schema
+      and attributes.get("googclient_schemaencoding") == "JSON"
+      and attributes.get("googclient_schemarevisionid") == "1",
+      f"schema attributes: {attributes}")
+subscriber.acknowledge(request={"subscription": read, "ack_ids": [reading.ack_id]})
+subscriber.delete_subscription(subscription=read)
+publisher.delete_topic(topic=readings)
+schema_client.delete_schema(request={"name": avro_schema})
+
 print("every check passed")
 sys.stdout.flush()
