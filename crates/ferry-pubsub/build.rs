@@ -1,5 +1,6 @@
-//! Generates the servers of `google.pubsub.v1.Publisher`, `google.pubsub.v1.Subscriber` and
-//! `google.pubsub.v1.SchemaService` (`google/pubsub/v1/schema.proto`).
+//! Generates the servers of `google.pubsub.v1.Publisher`, `google.pubsub.v1.Subscriber`,
+//! `google.pubsub.v1.SchemaService` (`google/pubsub/v1/schema.proto`) and
+//! `google.iam.v1.IAMPolicy` (`google/iam/v1/iam_policy.proto`).
 //!
 //! The messages come from `googleapis-tonic-google-pubsub-v1` (generated from Google's
 //! published protos and kept in step with them), whose generated code has clients only. The
@@ -25,13 +26,18 @@ struct Rpc(
 );
 
 fn service(name: &str, rpcs: &[Rpc]) -> Service {
-    let mut builder = Service::builder().name(name).package("google.pubsub.v1");
+    service_in("google.pubsub.v1", TYPES, name, rpcs)
+}
+
+/// A service of `package`, its messages in the Rust module `types`.
+fn service_in(package: &str, types: &str, name: &str, rpcs: &[Rpc]) -> Service {
+    let mut builder = Service::builder().name(name).package(package);
     for Rpc(method, route, input, output, client_streams, server_streams) in rpcs {
         let ty = |t: &str| {
             if t == "()" {
                 "crate::generated::Empty".to_owned()
             } else {
-                format!("{TYPES}::{t}")
+                format!("{types}::{t}")
             }
         };
         let mut m = Method::builder()
@@ -333,8 +339,41 @@ fn main() {
             ),
         ],
     );
+    // google.iam.v1.IAMPolicy (`google/iam/v1/iam_policy.proto`), which Pub/Sub's clients
+    // call on the same endpoint for topics, subscriptions, snapshots and schemas.
+    let iam = service_in(
+        "google.iam.v1",
+        "googleapis_tonic_google_iam_v1::google::iam::v1",
+        "IAMPolicy",
+        &[
+            Rpc(
+                "set_iam_policy",
+                "SetIamPolicy",
+                "SetIamPolicyRequest",
+                "Policy",
+                false,
+                false,
+            ),
+            Rpc(
+                "get_iam_policy",
+                "GetIamPolicy",
+                "GetIamPolicyRequest",
+                "Policy",
+                false,
+                false,
+            ),
+            Rpc(
+                "test_iam_permissions",
+                "TestIamPermissions",
+                "TestIamPermissionsRequest",
+                "TestIamPermissionsResponse",
+                false,
+                false,
+            ),
+        ],
+    );
     Builder::new()
         .build_client(false)
         .build_transport(false)
-        .compile(&[publisher, subscriber, schemas]);
+        .compile(&[publisher, subscriber, schemas, iam]);
 }

@@ -82,6 +82,7 @@ impl PubSub {
                 continue;
             }
             if now.saturating_sub(last) >= ttl_ms {
+                let topic = self.broker().subscription_spec(&name).ok().map(|s| s.topic);
                 match self.broker().delete_queue(&name).await {
                     Ok(()) => {}
                     Err(e) if e.kind() == ferry_broker::ErrorKind::NotFound => {}
@@ -94,6 +95,9 @@ impl PubSub {
                     tracing::warn!(subscription = %name, error = %e, "forgetting an expired subscription's record failed");
                 }
                 tracing::info!(subscription = %name, "deleted: unused for its expiration ttl");
+                if let Some(topic) = topic {
+                    self.forget_topic_if_deleted(&topic).await;
+                }
                 deleted.push(name);
             } else if last - record.last_used_ms >= PERSIST_STEP.as_millis() as i64 {
                 let kept = SubscriptionRecord {

@@ -24,8 +24,10 @@
 mod ack_id;
 mod avro_json;
 mod convert;
+mod deleted_topics;
 mod expiration;
 mod filter;
+mod iam;
 mod labels;
 pub mod names;
 mod pages;
@@ -54,6 +56,7 @@ mod generated {
         env!("OUT_DIR"),
         "/google.pubsub.v1.SchemaService.rs"
     ));
+    include!(concat!(env!("OUT_DIR"), "/google.iam.v1.IAMPolicy.rs"));
 }
 
 use std::future::Future;
@@ -66,6 +69,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use generated::i_a_m_policy_server::IAMPolicyServer;
 use generated::publisher_server::PublisherServer;
 use generated::schema_service_server::SchemaServiceServer;
 use generated::subscriber_server::SubscriberServer;
@@ -196,6 +200,7 @@ impl PubSub {
         let schema_service = SchemaServiceServer::new(self.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let iam = IAMPolicyServer::new(self.clone());
         let tasks = self.inner.tasks.clone();
         let sweeper = self.clone();
         tasks.spawn(async move {
@@ -220,6 +225,7 @@ impl PubSub {
             .add_service(publisher)
             .add_service(subscriber)
             .add_service(schema_service)
+            .add_service(iam)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped)
             .await;
         // Streams end once they see the server closing; when they have, nothing of the

@@ -14,7 +14,11 @@ const MAX_PUBLISH_MESSAGES: usize = 1000;
 
 impl PubSub {
     /// A topic as Pub/Sub describes it: the broker's spec and the front end's record.
-    fn described_topic(&self, resource: String, spec: &ferry_broker::TopicSpec) -> pb::Topic {
+    pub(crate) fn described_topic(
+        &self,
+        resource: String,
+        spec: &ferry_broker::TopicSpec,
+    ) -> pb::Topic {
         let mut topic = topic_spec::from_spec(resource, spec);
         if let Ok(name) = to_broker(&topic.name, Collection::Topics)
             && let Some(kept) = self.topic_store().get(name.as_str()).schema
@@ -40,10 +44,22 @@ impl Publisher for PubSub {
                 .as_ref()
                 .map(|settings| topic_schema::checked(self.schemas(), settings))
                 .transpose()?,
+            deleted: false,
         };
         // The record first, as for subscriptions (see `store`): a crash between the two
         // leaves a record without a topic, never a topic without its schema. A record of
         // a topic that already exists is not touched.
+        if self.is_deleted_topic(&name) {
+            return Err(Status::failed_precondition(format!(
+                "a topic of this name was deleted and still has subscriptions ({}); delete \
+                 them before creating it again",
+                self.subscriptions_of(&name)
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         if self.broker().describe_topic(name.as_str()).is_err() {
             self.topic_store()
                 .set(name.as_str(), Some(record))
@@ -82,6 +98,9 @@ impl Publisher for PubSub {
                 request.messages.len()
             )));
         }
+        if self.is_deleted_topic(&name) {
+            return Err(crate::deleted_topics::topic_not_found(&request.topic));
+        }
         let mut messages = request.messages;
         if let Some(schema) = self.topic_store().get(name.as_str()).schema {
             topic_schema::validate(self.schemas(), &schema, &mut messages)?;
@@ -108,10 +127,7 @@ impl Publisher for PubSub {
     ) -> Result<Response<pb::Topic>, Status> {
         let resource = request.into_inner().topic;
         let name = to_broker(&resource, Collection::Topics)?;
-        let info = self
-            .broker()
-            .describe_topic(name.as_str())
-            .map_err(from_broker)?;
+        let info = self.live_topic(&name, &resource)?;
         Ok(Response::new(self.described_topic(resource, &info.spec)))
     }
 
@@ -125,7 +141,7 @@ impl Publisher for PubSub {
         let resources = broker
             .list_topics()
             .iter()
-            .filter(|n| n.as_str().starts_with(&prefix))
+            .filter(|n| n.as_str().starts_with(&prefix) && !self.is_deleted_topic(n))
             .filter_map(|n| to_resource(n.as_str(), Collection::Topics))
             .collect();
         let (page, next_page_token) =
@@ -150,16 +166,10 @@ impl Publisher for PubSub {
     ) -> Result<Response<pb::ListTopicSubscriptionsResponse>, Status> {
         let request = request.into_inner();
         let topic = to_broker(&request.topic, Collection::Topics)?;
-        let broker = self.broker();
-        broker.describe_topic(topic.as_str()).map_err(from_broker)?;
-        let resources = broker
-            .list_queues()
+        self.live_topic(&topic, &request.topic)?;
+        let resources = self
+            .subscriptions_of(&topic)
             .iter()
-            .filter(|q| {
-                broker
-                    .describe_subscription(q.as_str())
-                    .is_ok_and(|info| info.spec.topic == topic)
-            })
             .filter_map(|q| to_resource(q.as_str(), Collection::Subscriptions))
             .collect();
         let (subscriptions, next_page_token) =
@@ -176,9 +186,7 @@ impl Publisher for PubSub {
     ) -> Result<Response<pb::ListTopicSnapshotsResponse>, Status> {
         let request = request.into_inner();
         let topic = to_broker(&request.topic, Collection::Topics)?;
-        self.broker()
-            .describe_topic(topic.as_str())
-            .map_err(from_broker)?;
+        self.live_topic(&topic, &request.topic)?;
         let (snapshots, next_page_token) = pages::page(
             self.topic_snapshots(&topic),
             request.page_size,
@@ -194,17 +202,9 @@ impl Publisher for PubSub {
         &self,
         request: Request<pb::DeleteTopicRequest>,
     ) -> Result<Response<()>, Status> {
-        let name = to_broker(&request.into_inner().topic, Collection::Topics)?;
-        // Pub/Sub detaches a deleted topic's subscriptions; the broker refuses to delete a
-        // topic that has any (FAILED_PRECONDITION, naming one), so they go first.
-        self.broker()
-            .delete_topic(name.as_str())
-            .await
-            .map_err(from_broker)?;
-        // A crash before this leaves a record of no topic, which the next open drops.
-        self.topic_store()
-            .set(name.as_str(), None)
-            .map_err(|e| Status::internal(format!("removing the topic's settings: {e}")))?;
+        let resource = request.into_inner().topic;
+        let name = to_broker(&resource, Collection::Topics)?;
+        self.remove_topic(&name, &resource).await?;
         Ok(Response::new(()))
     }
 

@@ -53,6 +53,10 @@ pub struct TopicRecord {
     /// `schema_settings`: every Publish is validated against the schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<TopicSchema>,
+    /// Deleted through Pub/Sub while it had subscriptions: hidden until they are gone (see
+    /// `deleted_topics.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// A topic's `schema_settings`, as given (names and revision ids as Pub/Sub spells them).
@@ -220,6 +224,7 @@ mod tests {
                 encoding: "JSON".into(),
                 ..Default::default()
             }),
+            deleted: true,
         };
         topics.set("p.t", Some(record.clone())).unwrap();
         subscriptions

@@ -59,6 +59,9 @@ impl Subscriber for PubSub {
         let subscription = request.into_inner();
         let name = to_broker(&subscription.name, Collection::Subscriptions)?;
         let topic = to_broker(&subscription.topic, Collection::Topics)?;
+        if self.is_deleted_topic(&topic) {
+            return Err(crate::deleted_topics::topic_not_found(&subscription.topic));
+        }
         let spec = subscription_spec::to_spec(&subscription, topic)?;
         let record = subscription_spec::record(&subscription, self.broker().now_ms())?;
         if record.retain_acked {
@@ -87,7 +90,7 @@ impl Subscriber for PubSub {
             }
             return Err(from_broker(e));
         }
-        Ok(Response::new(subscription_spec::from_spec(
+        Ok(Response::new(self.shown_subscription(
             subscription.name,
             &spec,
             &record,
@@ -101,9 +104,9 @@ impl Subscriber for PubSub {
         let resource = request.into_inner().subscription;
         let (name, spec) = self.subscription(&resource)?;
         let record = self.store().get(name.as_str());
-        Ok(Response::new(subscription_spec::from_spec(
-            resource, &spec, &record,
-        )))
+        Ok(Response::new(
+            self.shown_subscription(resource, &spec, &record),
+        ))
     }
 
     async fn update_subscription(
@@ -136,7 +139,7 @@ impl Subscriber for PubSub {
             .filter_map(|resource| {
                 let (name, spec) = self.subscription(&resource).ok()?;
                 let record = self.store().get(name.as_str());
-                Some(subscription_spec::from_spec(resource, &spec, &record))
+                Some(self.shown_subscription(resource, &spec, &record))
             })
             .collect();
         Ok(Response::new(pb::ListSubscriptionsResponse {
@@ -149,7 +152,7 @@ impl Subscriber for PubSub {
         &self,
         request: Request<pb::DeleteSubscriptionRequest>,
     ) -> Result<Response<()>, Status> {
-        let (name, _) = self.subscription(&request.into_inner().subscription)?;
+        let (name, spec) = self.subscription(&request.into_inner().subscription)?;
         self.broker()
             .delete_queue(name.as_str())
             .await
@@ -157,6 +160,7 @@ impl Subscriber for PubSub {
         self.store()
             .set(name.as_str(), None)
             .map_err(store_failed)?;
+        self.forget_topic_if_deleted(&spec.topic).await;
         Ok(Response::new(()))
     }
 

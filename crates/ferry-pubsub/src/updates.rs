@@ -76,7 +76,7 @@ impl PubSub {
             .set(name.as_str(), Some(record.clone()))
             .map_err(|e| Status::internal(format!("keeping the subscription's settings: {e}")))?;
         let updated = ferry_broker::SubscriptionSpec { delivery, ..spec };
-        Ok(subscription_spec::from_spec(asked.name, &updated, &record))
+        Ok(self.shown_subscription(asked.name, &updated, &record))
     }
 
     pub(crate) async fn change_topic(
@@ -130,7 +130,7 @@ impl PubSub {
             })
             .await
             .map_err(from_broker)?;
-        Ok(topic_spec::from_spec(asked.name, &spec))
+        Ok(self.described_topic(asked.name, &spec))
     }
 }
 

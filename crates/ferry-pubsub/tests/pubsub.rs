@@ -235,14 +235,6 @@ async fn topics_and_subscriptions_are_the_brokers_and_listed_per_project() {
         .await
         .unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
-    let with_subscriptions = publisher
-        .delete_topic(pb::DeleteTopicRequest {
-            topic: TOPIC.into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(with_subscriptions.code(), Code::FailedPrecondition);
-
     // What is not carried out is refused and creates nothing.
     let pushed = subscriber
         .create_subscription(pb::Subscription {
@@ -1193,5 +1185,156 @@ async fn the_front_ends_own_settings_change_by_mask_and_survive_a_restart() {
     );
     assert_eq!(got.expiration_policy, two_days);
     assert!(got.retain_acked_messages);
+    served.stop().await;
+}
+
+/// Deleting a topic that has subscriptions deletes it for Pub/Sub and keeps them: they show
+/// `_deleted-topic_`, keep their backlog, and the topic's storage goes with the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topic_leaves_its_subscriptions_their_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+    publish(&mut publisher, vec![message("kept", "")]).await;
+    publisher
+        .delete_topic(pb::DeleteTopicRequest {
+            topic: TOPIC.into(),
+        })
+        .await
+        .unwrap();
+    for code in [
+        publisher
+            .get_topic(pb::GetTopicRequest {
+                topic: TOPIC.into(),
+            })
+            .await
+            .unwrap_err()
+            .code(),
+        publisher
+            .publish(pb::PublishRequest {
+                topic: TOPIC.into(),
+                messages: vec![message("late", "")],
+            })
+            .await
+            .unwrap_err()
+            .code(),
+        publisher
+            .delete_topic(pb::DeleteTopicRequest {
+                topic: TOPIC.into(),
+            })
+            .await
+            .unwrap_err()
+            .code(),
+        subscriber
+            .create_subscription(pb::Subscription {
+                name: "projects/demo/subscriptions/late".into(),
+                topic: TOPIC.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+            .code(),
+    ] {
+        assert_eq!(code, Code::NotFound);
+    }
+    let listed = publisher
+        .list_topics(pb::ListTopicsRequest {
+            project: "projects/demo".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.topics.is_empty());
+    let again = publisher
+        .create_topic(pb::Topic {
+            name: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::FailedPrecondition);
+    let shown = subscriber
+        .get_subscription(pb::GetSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(shown.topic, "_deleted-topic_");
+    assert_eq!(data(&pull(&mut subscriber, 10).await), ["kept"]);
+
+    subscriber
+        .delete_subscription(pb::DeleteSubscriptionRequest {
+            subscription: SUB.into(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        served.broker.describe_topic("demo.orders").is_err(),
+        "gone with its last subscription"
+    );
+    publisher
+        .create_topic(pb::Topic {
+            name: TOPIC.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    served.stop().await;
+}
+
+/// IAM on an endpoint that authenticates no one: the empty policy, every permission
+/// granted, and a policy to set refused rather than kept unenforced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iam_answers_truthfully_for_an_open_endpoint() {
+    use googleapis_tonic_google_iam_v1::google::iam::v1 as iam;
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = served.clients().await;
+    set_up(&mut publisher, &mut subscriber, false).await;
+    let channel = Channel::from_shared(format!("http://{}", served.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut policies = iam::iam_policy_client::IamPolicyClient::new(channel);
+    let policy = policies
+        .get_iam_policy(iam::GetIamPolicyRequest {
+            resource: TOPIC.into(),
+            options: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(policy.bindings.is_empty());
+    let granted = policies
+        .test_iam_permissions(iam::TestIamPermissionsRequest {
+            resource: SUB.into(),
+            permissions: vec!["pubsub.subscriptions.consume".into()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(granted.permissions, ["pubsub.subscriptions.consume"]);
+    let set = policies
+        .set_iam_policy(iam::SetIamPolicyRequest {
+            resource: TOPIC.into(),
+            policy: Some(policy),
+            update_mask: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(set.code(), Code::Unimplemented);
+    assert!(set.message().contains("authenticates no one"), "{set:?}");
+    let missing = policies
+        .get_iam_policy(iam::GetIamPolicyRequest {
+            resource: "projects/demo/topics/nowhere".into(),
+            options: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
     served.stop().await;
 }
