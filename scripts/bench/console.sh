@@ -69,7 +69,7 @@ sha256 = "$("$FERRY_BIN" token hash "$token")"
 permissions = ["admin:#", "publish:#", "consume:#", "dead_letters:#"]
 EOF
 
-"$FERRY_BIN" serve --grpc 127.0.0.1:0 --http 127.0.0.1:0 --no-kafka --no-aws \
+"$FERRY_BIN" serve --grpc 127.0.0.1:0 --http 127.0.0.1:0 --no-kafka --no-aws --no-pubsub \
   --config "$work/ferry.toml" --data-dir "$work/data" >"$work/serve.log" 2>&1 &
 server_pid=$!
 http=""

@@ -134,7 +134,7 @@ LOG=$WORK/ferry.log
 # may ask for short sessions).
 FERRY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS=1000 FERRY_KAFKA_GROUP_MAX_SESSION_TIMEOUT_MS=60000 \
   "$FERRY_BIN" serve --data-dir "$WORK/data" --grpc 127.0.0.1:0 --no-http --no-aws \
-  --kafka-addr 127.0.0.1:0 >"$LOG" 2>&1 &
+  --no-pubsub --kafka-addr 127.0.0.1:0 >"$LOG" 2>&1 &
 FERRY_PID=$!
 trap 'kill "$FERRY_PID" 2>/dev/null || true; wait "$FERRY_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 addr=

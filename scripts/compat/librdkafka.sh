@@ -182,7 +182,7 @@ start_ferry() {
   # Four partitions for an auto-created topic: the broker setting of the suite's own test
   # clusters (tests/scenarios/default.json, num_partitions), which its tests assume.
   FERRY_KAFKA_DEFAULT_PARTITIONS=4 "$FERRY_BIN" serve --data-dir "$data" --grpc 127.0.0.1:0 --no-http --no-aws \
-    --kafka-addr 127.0.0.1:0 >"$log" 2>&1 &
+    --no-pubsub --kafka-addr 127.0.0.1:0 >"$log" 2>&1 &
   FERRY_PID=$!
   for _ in $(seq 1 100); do
     bootstrap=$(sed -n 's/.*serving Kafka on \([0-9.:]*\).*/\1/p' "$log" | head -n1)

@@ -101,7 +101,7 @@ DATA=$WORK/data
 rm -rf "$DATA"
 LOG=$WORK/ferry.log
 FERRY_AWS_ACCOUNT_ID=$ACCOUNT_ID "$FERRY_BIN" serve --data-dir "$DATA" \
-  --grpc 127.0.0.1:0 --no-http --no-kafka --aws-addr "127.0.0.1:$PORT" --aws-test-reset >"$LOG" 2>&1 &
+  --grpc 127.0.0.1:0 --no-http --no-kafka --no-pubsub --aws-addr "127.0.0.1:$PORT" --aws-test-reset >"$LOG" 2>&1 &
 FERRY_PID=$!
 trap 'kill "$FERRY_PID" 2>/dev/null || true; wait "$FERRY_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do

@@ -74,6 +74,7 @@ impl ServerProcess {
             .arg("--no-http")
             .arg("--no-aws")
             .arg("--no-kafka")
+            .arg("--no-pubsub")
             .arg("--test-clock")
             .arg(&self.clock_file)
             .env_remove("FERRY_CONFIG")

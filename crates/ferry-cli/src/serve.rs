@@ -1,8 +1,8 @@
-//! `ferry serve`: the broker behind its gRPC and HTTP APIs, its Amazon SQS and SNS endpoint
-//! and its Kafka endpoint, durable in a directory, until Ctrl-C or SIGTERM — then every
-//! listener stops accepting, finishes the calls in progress (SQS long polls end at once,
-//! empty; Kafka connections close), gives unsettled deliveries of open consume streams
-//! back, and exits 0.
+//! `ferry serve`: the broker behind its gRPC and HTTP APIs, its Amazon SQS and SNS
+//! endpoint, its Kafka endpoint and its Google Cloud Pub/Sub endpoint, durable in a
+//! directory, until Ctrl-C or SIGTERM — then every listener stops accepting, finishes the
+//! calls in progress (SQS long polls end at once, empty; Kafka connections close), gives
+//! unsettled deliveries of open consume streams back, and exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,11 +50,15 @@ pub struct ServeArgs {
     /// false].
     #[arg(long)]
     pub no_kafka: bool,
-    /// Serve the Google Cloud Pub/Sub API on this address, for clients'
-    /// PUBSUB_EMULATOR_HOST (unauthenticated, loopback only) [env FERRY_PUBSUB_ADDR; file
-    /// pubsub.addr; default off, 127.0.0.1:8085 with pubsub.enabled = true].
+    /// Address of the Google Cloud Pub/Sub endpoint, for clients' PUBSUB_EMULATOR_HOST
+    /// (unauthenticated, as Google's emulator: loopback only, and off by default with
+    /// [tls] or [auth]) [env FERRY_PUBSUB_ADDR; file pubsub.addr; default 127.0.0.1:8085].
     #[arg(long, value_name = "ADDR")]
     pub pubsub_addr: Option<SocketAddr>,
+    /// Do not serve the Pub/Sub endpoint [env FERRY_PUBSUB_ENABLED=false; file
+    /// pubsub.enabled = false].
+    #[arg(long)]
+    pub no_pubsub: bool,
     /// A config file: listeners, data, limits, TLS and API tokens (see `ferry config
     /// check`).
     #[arg(long, value_name = "FILE", env = "FERRY_CONFIG")]
@@ -116,6 +120,7 @@ impl ServeArgs {
             kafka: self.kafka_addr,
             no_kafka: self.no_kafka,
             pubsub: self.pubsub_addr,
+            no_pubsub: self.no_pubsub,
             data_dir: self.data_dir.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
@@ -252,7 +257,11 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         None
     };
     let pubsub = if config.pubsub_enabled.value {
-        let listener = ferry_server::bind(config.pubsub.value).await?;
+        // On by default at a fixed port, which a second server on the same machine finds
+        // taken: say which endpoint it is and the way out.
+        let listener = ferry_server::bind(config.pubsub.value)
+            .await
+            .context("the Pub/Sub endpoint (--pubsub-addr moves it, --no-pubsub turns it off)")?;
         // Beside the broker's own directories, which it leaves alone.
         let pubsub = ferry_pubsub::PubSub::open(broker.clone(), &data_dir.join("pubsub"))
             .with_context(|| {
@@ -265,6 +274,19 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .with_schema_registry(Arc::clone(&registry));
         Some((listener, pubsub))
     } else {
+        if config.pubsub_enabled.source == config::Source::Default {
+            // Off by default only beside [tls] or [auth] (see the config's head): say so,
+            // as a client's PUBSUB_EMULATOR_HOST would otherwise find nothing at 8085.
+            let beside = if config.tls_cert.value.is_some() {
+                "[tls]"
+            } else {
+                "[auth]"
+            };
+            println!(
+                "ferry: the Pub/Sub endpoint is off: it has no authentication and {beside} is \
+                 configured (to serve it, run a server without [tls] and [auth])"
+            );
+        }
         None
     };
     let mut server = ferry_server::Server::new(broker)

@@ -65,7 +65,7 @@ fn serve_verifies_signatures_with_the_configured_keys_and_checks_their_permissio
     let log = std::fs::File::create(&log_path).unwrap();
     let (mut child, lines) = support::spawn_serve_with(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
         |command| {
             command
                 .env("ORDERS_AWS_SECRET", PUBLISHER_SECRET)
@@ -145,7 +145,12 @@ fn serve_refuses_the_unauthenticated_test_reset_route_beside_credentials() {
     let config = write_config(dir.path());
     let (mut child, _lines) = support::spawn_serve_with(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap(), "--aws-test-reset"],
+        &[
+            "--no-pubsub",
+            "--config",
+            config.to_str().unwrap(),
+            "--aws-test-reset",
+        ],
         |command| {
             command
                 .env("ORDERS_AWS_SECRET", PUBLISHER_SECRET)

@@ -126,6 +126,7 @@ impl Serve {
                 "--no-http",
                 "--no-aws",
                 "--no-kafka",
+                "--no-pubsub",
                 "--data-dir",
             ])
             .arg(data)

@@ -157,6 +157,7 @@ fn the_console_signs_in_shows_dead_letters_redrives_them_live_and_passes_axe() {
     let server = Server::start_with(
         &dir.path().join("data"),
         &[
+            "--no-pubsub",
             "--config",
             config.to_str().unwrap(),
             "--console-sample-interval",

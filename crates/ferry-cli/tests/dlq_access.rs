@@ -79,7 +79,7 @@ fn dlq_list_pages_on_past_pages_the_server_cut_short_by_bytes() {
     let config = write_config(dir.path(), "[limits]\nmax_read_bytes = 100\n");
     let server = Server::start_with(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
     );
     server.ok(&["--token", ADMIN, "queue", "create", "jobs"]);
     for i in 0..3 {
@@ -101,7 +101,7 @@ fn dead_letters_need_their_own_permission_and_peeks_mask_credentials() {
     let config = write_config(dir.path(), "");
     let server = Server::start_with(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
     );
     dead_letter_one(&server);
 
@@ -170,6 +170,7 @@ fn the_server_list_comes_from_the_config_and_the_client_can_mask_more() {
     let server = Server::start_with(
         &dir.path().join("data"),
         &[
+            "--no-pubsub",
             "--config",
             config.to_str().unwrap(),
             "--redact-header",
@@ -243,6 +244,7 @@ fn payloads_and_header_values_never_reach_the_servers_log() {
             "--aws-addr",
             "127.0.0.1:0",
             "--no-kafka",
+            "--no-pubsub",
             "--config",
         ])
         .arg(&config)

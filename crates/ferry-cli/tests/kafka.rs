@@ -128,7 +128,12 @@ fn beside_tokens_kafka_is_served_with_sasl_required() {
 
     let (mut child, lines) = support::spawn_serve_with(
         &dir.path().join("data"),
-        &["--no-aws", "--config", config.to_str().unwrap()],
+        &[
+            "--no-aws",
+            "--no-pubsub",
+            "--config",
+            config.to_str().unwrap(),
+        ],
         |command| {
             command.env("ORDERS_TOKEN", "test");
         },

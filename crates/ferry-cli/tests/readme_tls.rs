@@ -62,6 +62,7 @@ fn the_readme_certificate_recipe_serves_tls_to_the_cli() {
     let (mut child, lines) = support::spawn_serve(
         &dir.path().join("data"),
         &[
+            "--no-pubsub",
             "--tls-cert",
             cert.to_str().unwrap(),
             "--tls-key",

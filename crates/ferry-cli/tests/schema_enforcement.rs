@@ -160,6 +160,7 @@ fn serve_with_kafka(data: &Path) -> (std::process::Child, String, String, String
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(["--aws-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"])
+        .args(["--pubsub-addr", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data)
         .env_remove("FERRY_SERVER")

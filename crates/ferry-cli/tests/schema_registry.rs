@@ -105,7 +105,10 @@ fn with_tokens_the_registry_takes_the_token_as_basic_password_or_bearer_and_refu
     )
     .unwrap();
     let data = dir.path().join("data");
-    let server = Server::start_with(&data, &["--config", config.to_str().unwrap()]);
+    let server = Server::start_with(
+        &data,
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
+    );
     let url = format!("http://{}/schema-registry", server.http);
 
     let (status, response) =

@@ -259,6 +259,7 @@ fn no_http_serves_grpc_alone() {
             "--no-http",
             "--no-aws",
             "--no-kafka",
+            "--no-pubsub",
             "--data-dir",
         ])
         .arg(dir.path())
@@ -320,6 +321,7 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
             "--no-http",
             "--no-aws",
             "--no-kafka",
+            "--no-pubsub",
             "--config",
         ])
         .arg(&bad)
@@ -333,7 +335,7 @@ fn a_config_file_turns_authentication_on_and_is_checked_first() {
 
     let server = Server::start_with(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
     );
     let (status, _) = http_get(&server.http, "/v1/queues", None);
     assert_eq!(status, 401);
@@ -606,4 +608,120 @@ fn console_durations_need_a_unit_and_a_sample_interval_of_at_least_10ms() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(flag) && stderr.contains(says), "{stderr}");
     }
+}
+
+#[test]
+fn the_pubsub_endpoint_is_served_by_default_and_off_beside_auth_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // On by default, at the emulator's address (said by `config check`, as serving it on
+    // 8085 here would collide with other tests); served on the port asked for.
+    let empty = dir.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let check = support::config_check(&empty).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    for expected in [
+        "pubsub.addr = 127.0.0.1:8085  (default)",
+        "pubsub.enabled = true  (default)",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in {text}");
+    }
+    let (mut child, lines) = support::spawn_serve(&dir.path().join("data"), &[]);
+    let pubsub = loop {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("ferry serve said where it serves Pub/Sub");
+        if let Some(rest) = line.strip_prefix("ferry: serving Google Cloud Pub/Sub on ") {
+            let addr = rest.split_whitespace().next().unwrap().to_owned();
+            assert!(
+                line.contains(&format!("PUBSUB_EMULATOR_HOST={addr}")),
+                "{line}"
+            );
+            break addr;
+        }
+        assert!(
+            !line.contains("Ctrl-C stops"),
+            "no Pub/Sub line before {line}"
+        );
+    };
+    assert!(std::net::TcpStream::connect(&pubsub).is_ok(), "{pubsub}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A port already taken, as 8085 is by a second server on the same machine: the error
+    // names the endpoint and the way out.
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--no-http",
+            "--no-aws",
+            "--no-kafka",
+        ])
+        .args(["--pubsub-addr", &taken, "--data-dir"])
+        .arg(dir.path().join("second"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Pub/Sub endpoint")
+            && stderr.contains("--no-pubsub")
+            && stderr.contains(&taken),
+        "{stderr}"
+    );
+
+    // Beside [auth] it would be an open door: off by default, and `serve` says why.
+    let config = dir.path().join("auth.toml");
+    std::fs::write(
+        &config,
+        "[[auth.tokens]]\nname = \"ops\"\n\
+         sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\n\
+         permissions = [\"admin:#\"]\n",
+    )
+    .unwrap();
+    let serve = |extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        command
+            .args(["serve", "--grpc", "127.0.0.1:0", "--no-http", "--no-kafka"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.path().join("guarded"))
+            .args(extra)
+            .env_remove("FERRY_PUBSUB_ADDR")
+            .env_remove("FERRY_PUBSUB_ENABLED");
+        command
+    };
+    let child = serve(&[]).stdout(Stdio::piped()).spawn().unwrap();
+    let printed = support::lines_until_ready_then_kill(child);
+    let said: Vec<_> = printed.iter().filter(|l| l.contains("Pub/Sub")).collect();
+    assert_eq!(said.len(), 1, "{printed:?}");
+    assert!(
+        said[0].starts_with("ferry: the Pub/Sub endpoint is off: it has no authentication")
+            && said[0].contains("[auth] is configured"),
+        "{printed:?}"
+    );
+
+    // Asked for there, it is refused before anything opens; --no-pubsub is quiet.
+    std::fs::remove_dir_all(dir.path().join("guarded")).unwrap();
+    let refused = serve(&["--pubsub-addr", "127.0.0.1:0"]).output().unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("no authentication") && stderr.contains("--pubsub-addr"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("guarded").exists(), "nothing opened");
+    let child = serve(&["--no-pubsub"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let printed = support::lines_until_ready_then_kill(child);
+    assert!(
+        !printed.iter().any(|l| l.contains("Pub/Sub")),
+        "{printed:?}"
+    );
 }

@@ -135,7 +135,7 @@ fn serve_with_tls_from_the_config_file_and_the_cli_with_the_ca() {
 
     let server = Server::start(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
     );
     let ca = pki.ca.to_str().unwrap();
     ok(&server.ferry("ferrys", None, &["--tls-ca", ca, "queue", "create", "jobs"]));
@@ -176,6 +176,7 @@ fn serve_with_tls_flags_refuses_a_client_trusting_another_ca() {
     let server = Server::start(
         &dir.path().join("data"),
         &[
+            "--no-pubsub",
             "--tls-cert",
             pki.cert.to_str().unwrap(),
             "--tls-key",
@@ -229,6 +230,7 @@ fn tls_mistakes_are_named_with_their_fix() {
     let server = Server::start(
         &dir.path().join("data"),
         &[
+            "--no-pubsub",
             "--tls-cert",
             cert.to_str().unwrap(),
             "--tls-key",
@@ -307,6 +309,7 @@ fn refusals_and_refused_certificates_are_logged_by_the_server() {
     let (mut child, lines) = support::spawn_serve_with(
         &dir.path().join("data"),
         &[
+            "--no-pubsub",
             "--config",
             config.to_str().unwrap(),
             "--tls-cert",

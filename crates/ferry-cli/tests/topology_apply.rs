@@ -398,7 +398,7 @@ fn plan_and_apply_use_the_token_of_the_other_remote_commands() {
     );
     let server = Server::start_with(
         &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+        &["--no-pubsub", "--config", config.to_str().unwrap()],
     );
     let file = ecommerce(dir.path());
 

@@ -1139,7 +1139,7 @@ async fn the_front_ends_own_settings_change_by_mask_and_survive_a_restart() {
             subscription: Some(pb::Subscription {
                 name: SUB.into(),
                 labels: labels(&[("team", "payments"), ("tier", "gold")]),
-                expiration_policy: two_days.clone(),
+                expiration_policy: two_days,
                 retain_acked_messages: true,
                 ..Default::default()
             }),

@@ -53,8 +53,8 @@ impl Server {
     }
 
     /// As [`Server::start`], with the Kafka endpoint on a port the kernel picks
-    /// (`--kafka-addr 127.0.0.1:0`, read back from the server's output) and no HTTP API or
-    /// SQS endpoint.
+    /// (`--kafka-addr 127.0.0.1:0`, read back from the server's output) and no HTTP API,
+    /// SQS or Pub/Sub endpoint.
     pub async fn start_with_kafka(binary: &Path, data_dir: &Path) -> anyhow::Result<Server> {
         Server::spawn(binary, data_dir, Fronts::Kafka).await
     }
@@ -100,6 +100,8 @@ impl Server {
             // collide between runs.
             command.arg("--no-kafka");
         }
+        // No run drives Pub/Sub, and its fixed default port would collide between runs.
+        command.arg("--no-pubsub");
         let stdout = if fronts == Fronts::Kafka {
             Stdio::piped()
         } else {

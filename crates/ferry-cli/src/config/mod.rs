@@ -58,8 +58,9 @@
 //!                           # TLS, serve beyond loopback anyway (tokens in the clear)
 //!
 //! [pubsub]                  # the Google Cloud Pub/Sub API (see ferry_pubsub)
-//! addr = "127.0.0.1:8085"   # FERRY_PUBSUB_ADDR, --pubsub-addr: setting it serves it
-//! enabled = false           # FERRY_PUBSUB_ENABLED (see "The Pub/Sub endpoint" below)
+//! addr = "127.0.0.1:8085"   # FERRY_PUBSUB_ADDR, --pubsub-addr
+//! enabled = true            # FERRY_PUBSUB_ENABLED, --no-pubsub (see "The Pub/Sub endpoint"
+//!                           # below)
 //!
 //! [[aws.credentials]]       # an access key SigV4 requests must be signed with
 //! access_key_id = "AKIAORDERS0000000001"
@@ -122,9 +123,11 @@
 //! without `[auth]` the endpoint is open and stays on loopback.
 //!
 //! **The Pub/Sub endpoint** serves Google Cloud Pub/Sub's gRPC API for its clients'
-//! `PUBSUB_EMULATOR_HOST`. Like Google's emulator it authenticates no one, so it is off
-//! unless asked for (an address from any layer, or `pubsub.enabled = true` for the default
-//! one), refused beside `[tls]` or `[auth]`, and refused beyond the loopback interface.
+//! `PUBSUB_EMULATOR_HOST`, by default at the emulator's own address, 127.0.0.1:8085. Like
+//! Google's emulator it authenticates no one, so it is off by default with `[tls]` or
+//! `[auth]` (`ferry serve` says so), asking for it beside them (an address from any layer,
+//! or `pubsub.enabled = true`) is refused, and an address beyond the loopback interface is
+//! refused.
 //!
 //! With an `[auth]` section every call needs `authorization: Bearer <token>` (except
 //! `/healthz` and `/readyz`; `/metrics` too unless `http.metrics_auth = false`); without one the server is open and should listen
@@ -201,6 +204,7 @@ pub struct Flags {
     pub kafka: Option<SocketAddr>,
     pub no_kafka: bool,
     pub pubsub: Option<SocketAddr>,
+    pub no_pubsub: bool,
     pub data_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,

@@ -1,8 +1,10 @@
 //! The Pub/Sub endpoint's settings. It speaks Pub/Sub's gRPC API without authentication,
-//! as Google's emulator does (the clients send no credentials to an emulator host), so:
-//! it is served only when asked for — an address from any layer, or `pubsub.enabled =
-//! true` for the default one — never beside `[tls]` or `[auth]`, where it would be an open
-//! door beside protected listeners, and only on the loopback interface.
+//! as Google's emulator does (the clients send no credentials to an emulator host), so it
+//! is served on the loopback interface only, and never beside `[tls]` or `[auth]`, where
+//! it would be an open door beside protected listeners. It is on by default, at the
+//! emulator's own address, so that `PUBSUB_EMULATOR_HOST=127.0.0.1:8085` reaches a plain
+//! `ferry serve` — except beside `[tls]` or `[auth]`, where the default is off; asking for
+//! it there (an address from any layer, or `pubsub.enabled = true`) is refused.
 
 use std::net::SocketAddr;
 
@@ -26,10 +28,19 @@ pub fn resolve(
         flags.pubsub.map(|a| (a, "--pubsub-addr")),
         file.addr,
     )?;
-    let enabled = layer(env, "FERRY_PUBSUB_ENABLED", None, file.enabled)?;
-    let enabled = enabled.unwrap_or(Setting {
-        value: addr.is_some(),
-        source: addr.as_ref().map_or(Source::Default, |a| a.source),
+    let no_pubsub = flags.no_pubsub.then_some((false, "--no-pubsub"));
+    let enabled = layer(env, "FERRY_PUBSUB_ENABLED", no_pubsub, file.enabled)?;
+    // An address asks for the endpoint as `enabled = true` does, so beside [tls] or
+    // [auth] it is refused too rather than quietly left off; only the default gives way.
+    let enabled = enabled.unwrap_or(match &addr {
+        Some(addr) => Setting {
+            value: true,
+            source: addr.source,
+        },
+        None => Setting {
+            value: !guarded,
+            source: Source::Default,
+        },
     });
     let addr = Setting::or_default(addr, DEFAULT_PUBSUB.parse().expect("a socket address"));
     if enabled.value && guarded {

@@ -660,12 +660,14 @@ fn a_scram_secret_comes_from_the_environment_or_a_file_and_must_be_the_hashed_to
 }
 
 #[test]
-fn the_pubsub_endpoint_is_served_only_when_asked_for_and_only_unguarded_on_loopback() {
-    let off = parse("").unwrap();
-    assert!(!off.pubsub_enabled.value);
-    assert_eq!(off.pubsub.value, "127.0.0.1:8085".parse().unwrap());
+fn the_pubsub_endpoint_is_on_by_default_at_the_emulators_address_and_off_where_it_would_be_open() {
+    let on = parse("").unwrap();
+    assert!(on.pubsub_enabled.value);
+    assert_eq!(on.pubsub_enabled.source, Source::Default);
+    assert_eq!(on.pubsub.value, "127.0.0.1:8085".parse().unwrap());
+    assert!(describe(&on).contains("pubsub.enabled = true  (default)"));
 
-    // An address from any layer asks for it.
+    // An address from any layer moves it and asks for it.
     let flags = Flags {
         pubsub: Some("127.0.0.1:18085".parse().unwrap()),
         ..Flags::default()
@@ -677,24 +679,46 @@ fn the_pubsub_endpoint_is_served_only_when_asked_for_and_only_unguarded_on_loopb
     let e = resolve(parse_file("").unwrap(), &env(&vars), &Flags::default()).unwrap();
     assert!(e.pubsub_enabled.value);
     assert_eq!(e.pubsub.value, "127.0.0.1:28085".parse().unwrap());
-    // So does enabled = true, on the default address; enabled = false wins over an address.
-    let on = parse("[pubsub]\nenabled = true\n").unwrap();
-    assert!(on.pubsub_enabled.value);
-    assert_eq!(on.pubsub.value, "127.0.0.1:8085".parse().unwrap());
+
+    // Turned off by --no-pubsub, the variable or the file, over an address.
+    let no_pubsub = Flags {
+        no_pubsub: true,
+        ..flags
+    };
+    let e = resolve(parse_file("").unwrap(), &|_| None, &no_pubsub).unwrap();
+    assert!(!e.pubsub_enabled.value);
+    assert_eq!(e.pubsub_enabled.source, Source::Flag("--no-pubsub"));
     let vars = [("FERRY_PUBSUB_ENABLED", "false")];
-    let e = resolve(parse_file("").unwrap(), &env(&vars), &flags).unwrap();
+    let e = resolve(parse_file("").unwrap(), &env(&vars), &Flags::default()).unwrap();
     assert!(!e.pubsub_enabled.value);
     assert!(describe(&e).contains("pubsub.enabled = false  (env FERRY_PUBSUB_ENABLED)"));
+    let off = parse("[pubsub]\nenabled = false\naddr = \"0.0.0.0:8085\"\n").unwrap();
+    assert!(!off.pubsub_enabled.value);
 
-    // It authenticates no one: not beyond loopback, not beside [auth] or [tls].
+    // It authenticates no one: never beyond loopback...
     let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
     assert!(e("[pubsub]\naddr = \"0.0.0.0:8085\"\n").contains("beyond the loopback"));
-    let guarded = format!(
-        "[pubsub]\nenabled = true\n\n[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
-    );
-    assert!(e(&guarded).contains("no authentication"));
-    let tokens = format!(
-        "[[auth.tokens]]\nname = \"a\"\nsha256 = \"{HASH}\"\npermissions = [\"admin:#\"]\n"
-    );
-    assert!(!parse(&tokens).unwrap().pubsub_enabled.value);
+    // ...and beside [auth] or [tls] the default gives way, with the source serve reads
+    // to say why it is off.
+    for guard in [tokens(), TLS.to_owned()] {
+        let e = parse(&guard).unwrap();
+        assert!(!e.pubsub_enabled.value, "{guard}");
+        assert_eq!(e.pubsub_enabled.source, Source::Default);
+        // Asked for there, from any layer, it is refused rather than left off.
+        let enabled = format!("[pubsub]\nenabled = true\n\n{guard}");
+        assert!(
+            format!("{:#}", parse(&enabled).unwrap_err()).contains("no authentication"),
+            "{guard}"
+        );
+        let vars = [("FERRY_PUBSUB_ADDR", "127.0.0.1:18085")];
+        let refused = resolve(parse_file(&guard).unwrap(), &env(&vars), &Flags::default());
+        let refused = format!("{:#}", refused.unwrap_err());
+        assert!(
+            refused.contains("no authentication") && refused.contains("FERRY_PUBSUB_ADDR"),
+            "{refused}"
+        );
+        // --no-pubsub beside an address is no request for it.
+        let e = resolve(parse_file(&guard).unwrap(), &env(&vars), &no_pubsub).unwrap();
+        assert!(!e.pubsub_enabled.value);
+    }
 }

@@ -120,6 +120,10 @@ pub fn spawn_serve_with(
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(["--aws-addr", "127.0.0.1:0"])
         .args(["--kafka-addr", "127.0.0.1:0"])
+        // A free port rather than the emulator's 8085, which tests running at once would
+        // share. An address asks for the endpoint, which is refused beside [tls] or
+        // [auth]: tests that configure either pass `--no-pubsub`.
+        .args(["--pubsub-addr", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data_dir)
         .args(extra)
