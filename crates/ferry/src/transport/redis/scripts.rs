@@ -25,6 +25,10 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- When an entry delayed by `delay` ms comes due. `now_ms` drops the part of a millisecond
+-- (up to 1 ms), and an entry moves once its due time is not after `now_ms`: one more
+-- millisecond keeps it from moving before its whole delay has passed.
+local function due_after(now, delay) return now + delay + 1 end
 local function ms(n) return string.format('%d', n) end
 local function field_map(fields)
   local m = {}
@@ -204,7 +208,7 @@ local function store(msg, now, stream, delayed)
   if msg.has_key then f[#f + 1] = 'k'; f[#f + 1] = msg.key end
   if msg.ttl > 0 then f[#f + 1] = 'x'; f[#f + 1] = ms(now + msg.ttl) end
   if msg.delay > 0 then
-    redis.call('ZADD', delayed, now + msg.delay, cmsgpack.pack(f))
+    redis.call('ZADD', delayed, due_after(now, msg.delay), cmsgpack.pack(f))
   else
     redis.call('XADD', stream, '*', unpack(f))
   end
@@ -478,7 +482,7 @@ local function one(op, id, consumer, count, carried, delay, err)
   add('a', tostring(attempt))
   add('ff', first)
   add('le', err)
-  redis.call('ZADD', delayed, now + delay, cmsgpack.pack(out))
+  redis.call('ZADD', delayed, due_after(now, delay), cmsgpack.pack(out))
   settle(s, id)
   return 'OK'
 end
