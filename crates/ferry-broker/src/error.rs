@@ -6,6 +6,7 @@ use std::time::Duration;
 
 pub use ferry_error_kind::ErrorKind;
 
+use crate::message_id::MessageId;
 use crate::name::{Name, describe_character};
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
@@ -130,6 +131,17 @@ pub enum BrokerError {
          there; publish without one, or declare the queue with a dedup window"
     )]
     DedupIdWithoutWindow { queue: Name },
+    #[error(
+        "queue {queue} already stored a publish call with batch id {batch}, with {stored} \
+         messages without a dedup key, and this call has {sent}; a retry must carry the same \
+         messages — give a new call a new batch id"
+    )]
+    BatchIdReused {
+        queue: Name,
+        batch: MessageId,
+        stored: u32,
+        sent: u32,
+    },
     #[error(
         "the delivery time is {} away, beyond the longest delay of {}; schedule it closer \
          or hold it in your own scheduler",
@@ -628,6 +640,7 @@ impl BrokerError {
             | E::EmptyDedupId
             | E::DedupIdTooLong { .. }
             | E::DedupIdWithoutWindow { .. }
+            | E::BatchIdReused { .. }
             | E::DelayTooLong { .. }
             | E::TtlTooShort { .. }
             | E::TtlTooLong { .. }

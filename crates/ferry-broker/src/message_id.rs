@@ -37,6 +37,19 @@ impl MessageId {
         MessageId(Ulid::from_parts(timestamp, random))
     }
 
+    /// The first id of a run of consecutive ids stamped with `now_ms` (see
+    /// [`offset_by`](Self::offset_by)): a random part with its top bit clear, so that
+    /// adding any `u32` stays within the 80 random bits and never reaches the timestamp.
+    pub(crate) fn generate_run(now_ms: i64, rng: &mut impl RandomSource) -> MessageId {
+        let id = Self::generate(now_ms, rng);
+        MessageId(Ulid(id.0.0 & !(1u128 << (Ulid::RAND_BITS - 1))))
+    }
+
+    /// The id `k` places after this one in a run from [`generate_run`](Self::generate_run).
+    pub(crate) fn offset_by(&self, k: u32) -> MessageId {
+        MessageId(Ulid(self.0.0 + u128::from(k)))
+    }
+
     /// Parses the 26-character text form, case-insensitively.
     pub fn parse(text: &str) -> Result<MessageId> {
         Ulid::from_string(text)
@@ -109,6 +122,17 @@ mod tests {
         assert_eq!(ids(9), ids(9));
         let unique: std::collections::HashSet<_> = ids(9).into_iter().collect();
         assert_eq!(unique.len(), 1000);
+    }
+
+    #[test]
+    fn a_run_of_the_largest_length_keeps_its_timestamp() {
+        for seed in 0..64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let first = MessageId::generate_run(1_700_000_000_123, &mut rng);
+            let last = first.offset_by(u32::MAX);
+            assert_eq!(last.timestamp_ms(), 1_700_000_000_123);
+            assert!(last > first);
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! | `ferry-expires-at` | decimal ms since the Unix epoch | TTL set          |
 //! | `ferry-dedup-id`   | the dedup id                    | dedup id set     |
 //! | `ferry-id-chosen`  | `1`                             | the producer chose the id |
+//! | `ferry-batch`      | batch id, first id of the run, run length | first record of a publish call with a batch id |
 //!
 //! A dead letter (a message the broker moved into a dead-letter queue) also carries
 //! [`DeadLetterInfo`], all in decimal or plain text:
@@ -78,6 +79,7 @@ use crate::error::{BrokerError, Result};
 use crate::header;
 use crate::message::{Headers, Message};
 use crate::message_id::MessageId;
+use crate::queue::batch_window::BatchMark;
 
 pub const ID: &str = "ferry-id";
 pub const PRIORITY: &str = "ferry-priority";
@@ -86,6 +88,9 @@ pub const EXPIRES_AT: &str = "ferry-expires-at";
 pub const DEDUP_ID: &str = "ferry-dedup-id";
 /// Present (value `1`) when the producer chose the id: only such ids are dedup keys.
 pub const ID_CHOSEN: &str = "ferry-id-chosen";
+/// On the first record of a publish call that carried a batch id: `<batch id> <first id>
+/// <count>`, the [`BatchMark`] that rebuilds the call's entry in the batch window on reopen.
+pub const BATCH: &str = "ferry-batch";
 pub const DLQ_REASON: &str = "ferry-dlq-reason";
 pub const DLQ_DELIVERIES: &str = "ferry-dlq-deliveries";
 pub const DLQ_ORIGIN_QUEUE: &str = "ferry-dlq-origin-queue";
@@ -276,6 +281,7 @@ impl Message {
         let mut expires_at = None;
         let mut dedup_id = None;
         let mut id_chosen = None;
+        let mut batch_seen = None;
         let mut dl = DeadLetterSlots::default();
         let mut headers = Headers::new();
         for (name, value) in record.headers {
@@ -332,6 +338,11 @@ impl Message {
                 DEDUP_ID => dedup_id.replace(value.clone()).is_none(),
                 ID_CHOSEN if value == "1" => id_chosen.replace(true).is_none(),
                 ID_CHOSEN => return Err(unparsable()),
+                // Read where it is used (`batch_mark`): only checked here.
+                BATCH => {
+                    parse_batch_mark(&value).ok_or_else(unparsable)?;
+                    batch_seen.replace(()).is_none()
+                }
                 DLQ_REASON => dl.reason.replace(value.clone()).is_none(),
                 DLQ_DELIVERIES => dl
                     .deliveries
@@ -382,6 +393,45 @@ impl Message {
             dead_letter,
         })
     }
+}
+
+/// Writes `mark` into `record` (the first record of its publish call).
+pub(crate) fn put_batch_mark(record: &mut NewRecord, mark: &BatchMark) {
+    let value = format!("{} {} {}", mark.batch, mark.first, mark.count);
+    record
+        .headers
+        .push((Bytes::from_static(BATCH.as_bytes()), Bytes::from(value)));
+}
+
+/// The batch mark of a queue record, if it has one, without decoding the rest.
+pub(crate) fn batch_mark(record: &Record) -> Result<Option<BatchMark>> {
+    let Some((_, value)) = record
+        .headers
+        .iter()
+        .find(|(name, _)| name == BATCH.as_bytes())
+    else {
+        return Ok(None);
+    };
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(parse_batch_mark)
+        .map(Some)
+        .ok_or_else(|| BrokerError::MalformedRecord {
+            offset: record.offset,
+            problem: format!("header {BATCH:?} has the unreadable value {value:?}"),
+        })
+}
+
+fn parse_batch_mark(value: &str) -> Option<BatchMark> {
+    let mut parts = value.split(' ');
+    let batch = MessageId::parse(parts.next()?).ok()?;
+    let first = MessageId::parse(parts.next()?).ok()?;
+    let count = parts.next()?.parse::<u32>().ok()?;
+    parts.next().is_none().then_some(BatchMark {
+        batch,
+        first,
+        count,
+    })
 }
 
 /// The producer stamp of a topic record, without decoding the rest: both headers or

@@ -54,7 +54,7 @@ fn with_header(mut record: Record, name: &str, value: &str) -> Record {
     record
 }
 
-fn problem(result: Result<Message>) -> String {
+fn problem<T: std::fmt::Debug>(result: Result<T>) -> String {
     match result {
         Err(BrokerError::MalformedRecord {
             offset: 42,
@@ -275,6 +275,52 @@ fn id_chosen_marker_reads_back_and_rejects_other_values_or_repeats() {
         problem(Message::from_record(with_header(record, ID_CHOSEN, "1")))
             .contains("more than once")
     );
+}
+
+#[test]
+fn batch_mark_reads_back_beside_the_message_and_rejects_bad_values_or_repeats() {
+    let mark = BatchMark {
+        batch: MessageId::parse("01HZX3J9Q5W6B2F8N4K7M1R0TA").unwrap(),
+        first: MessageId::parse("01HZX3J9Q5W6B2F8N4K7M1R0TB").unwrap(),
+        count: 256,
+    };
+    let mut record = minimal().to_record();
+    put_batch_mark(&mut record, &mark);
+    let record = stored(record, 42);
+    assert_eq!(batch_mark(&record).unwrap(), Some(mark));
+    // The message reads as if the mark were not there.
+    assert_eq!(Message::from_record(record.clone()).unwrap(), minimal());
+    assert_eq!(
+        batch_mark(&stored(minimal().to_record(), 42)).unwrap(),
+        None
+    );
+    for bad in [
+        "",
+        "01HZX3J9Q5W6B2F8N4K7M1R0TA",
+        "01HZX3J9Q5W6B2F8N4K7M1R0TA 01HZX3J9Q5W6B2F8N4K7M1R0TB",
+        "01HZX3J9Q5W6B2F8N4K7M1R0TA 01HZX3J9Q5W6B2F8N4K7M1R0TB -1",
+        "01HZX3J9Q5W6B2F8N4K7M1R0TA 01HZX3J9Q5W6B2F8N4K7M1R0TB 2 3",
+        "nope 01HZX3J9Q5W6B2F8N4K7M1R0TB 2",
+    ] {
+        let record = with_header(stored(minimal().to_record(), 42), BATCH, bad);
+        assert!(problem(batch_mark(&record)).contains(BATCH), "{bad:?}");
+        assert!(
+            problem(Message::from_record(record)).contains(BATCH),
+            "{bad:?}"
+        );
+    }
+    let twice = with_header(
+        record_with_mark(&mark),
+        BATCH,
+        "01HZX3J9Q5W6B2F8N4K7M1R0TA 01HZX3J9Q5W6B2F8N4K7M1R0TB 1",
+    );
+    assert!(problem(Message::from_record(twice)).contains("more than once"));
+}
+
+fn record_with_mark(mark: &BatchMark) -> Record {
+    let mut record = minimal().to_record();
+    put_batch_mark(&mut record, mark);
+    stored(record, 42)
 }
 
 #[test]

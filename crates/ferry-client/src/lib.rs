@@ -2,8 +2,8 @@
 //!
 //! - [`Client`]: connect, admin calls (parked keys too), publish, receive and settle one call at a time;
 //! - [`Producer`]: batches messages (linger, max batch) and retries a batch that may not
-//!   have arrived — each message carries a client-chosen id, which the queue deduplicates
-//!   within its dedup window, so a retry is stored once;
+//!   have arrived — each publish call carries a client-chosen batch id, which the queue
+//!   remembers within its dedup window, so a retry is stored once;
 //! - [`Consumer`]: streams deliveries with a prefetch (credit), extends their leases while
 //!   they are held, and settles them; it reconnects with backoff after a connection loss.
 //!
@@ -303,21 +303,30 @@ impl Client {
 
     // ---- Publish ----
 
-    /// Publishes a batch to `queue` and returns the ids, in order. Every message gets a
-    /// client-chosen id unless it has one, so a publish retried after a lost answer is
-    /// stored once (within the queue's dedup window).
+    /// Publishes a batch to `queue` and returns the ids, in order. The call carries a
+    /// client-chosen batch id, the same on every try, so a publish retried after a lost
+    /// answer is stored once and answered with the original ids (within the queue's dedup
+    /// window): one check per call on the server, not one per message. Messages without
+    /// an id of their own get ids the server mints.
     pub async fn publish(&self, queue: &str, messages: Vec<Message>) -> Result<Vec<String>> {
-        let mut ids = message::IdMinter::now();
-        let messages: Vec<v1::OutgoingMessage> = messages
-            .into_iter()
-            .map(|m| {
-                let mut m = m.0;
-                m.id.get_or_insert_with(|| ids.mint());
-                m
-            })
-            .collect();
+        self.publish_with_batch_id(queue, &message::IdMinter::now().mint(), messages)
+            .await
+    }
+
+    /// [`publish`](Self::publish) with the caller's batch id (a ULID): for a caller that
+    /// keeps the id of a call across its own restarts and sends the call again with it.
+    /// A call with the batch id of one the queue stored within its dedup window stores
+    /// nothing and answers with the original ids.
+    pub async fn publish_with_batch_id(
+        &self,
+        queue: &str,
+        batch_id: &str,
+        messages: Vec<Message>,
+    ) -> Result<Vec<String>> {
+        let messages: Vec<v1::OutgoingMessage> = messages.into_iter().map(|m| m.0).collect();
         // Shared by every try: a retry sends the same batch without copying it.
         let request = Arc::new(v1::PublishRequest {
+            batch_id: Some(batch_id.to_owned()),
             queue: queue.into(),
             messages,
         });

@@ -56,10 +56,9 @@ impl Message {
     }
 }
 
-/// Mints message ids (ULIDs) for one batch: the wall clock is read once, when the minter is
-/// made, and each id gets its own random part. Ids minted in the same millisecond carry no
-/// order among themselves anyway (publish order is the queue's), so one reading per batch
-/// loses nothing.
+/// Mints ULIDs — a publish call's batch id — from one reading of the wall clock, each with
+/// its own random part. Ids minted in the same millisecond carry no order among themselves
+/// (publish order is the queue's), so one reading per batch loses nothing.
 pub(crate) struct IdMinter {
     ms: u64,
 }

@@ -1,14 +1,14 @@
 //! A batching producer: messages sent within `linger` of each other, up to `max_batch`,
 //! go in one publish. A batch that may not have arrived (the connection broke, the server
-//! restarted) is sent again with the same message ids, which the queue's dedup window
-//! recognises: a retry is stored once.
+//! restarted) is sent again with the same batch id, which the queue's dedup window
+//! recognises: a retry is stored once and answered with the original ids.
 
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{ClientError, Result};
-use crate::{Client, Message, message};
+use crate::{Client, Message};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProducerConfig {
@@ -77,15 +77,8 @@ async fn run(
                 Ok(None) | Err(_) => break,
             }
         }
-        let mut ids = message::IdMinter::now();
-        let (messages, waiters): (Vec<Message>, Vec<_>) = batch
-            .into_iter()
-            .map(|(mut m, done)| {
-                // The id is fixed before the first try, so every retry carries the same.
-                m.0.id.get_or_insert_with(|| ids.mint());
-                (m, done)
-            })
-            .unzip();
+        // `publish` gives the call a batch id that every retry carries.
+        let (messages, waiters): (Vec<Message>, Vec<_>) = batch.into_iter().unzip();
         match client.publish(&queue, messages).await {
             Ok(ids) => {
                 for (done, id) in waiters.into_iter().zip(ids) {

@@ -1,5 +1,5 @@
-//! The client against a real server on a socket: admin, the batching producer (ids chosen
-//! client-side, so a retried batch is stored once), the streaming consumer (prefetch, lease
+//! The client against a real server on a socket: admin, the batching producer (a batch id
+//! per call, so a retried batch is stored once), the streaming consumer (prefetch, lease
 //! extension while a delivery is held, redelivery of what is dropped), and a reconnect
 //! across a server restart on the same directory with no acknowledged message lost.
 
@@ -103,12 +103,23 @@ async fn producer_and_consumer_move_every_message_once() {
     assert_eq!(info.published, 300);
     assert!(info.published < 300 || info.ready == 300);
 
-    // The same ids again (a retry after a lost answer): stored once.
-    let again: Vec<Message> = ids[..5]
-        .iter()
-        .map(|id| Message::new("again").with_id(id.clone()))
-        .collect();
-    client.publish("jobs", again).await.unwrap();
+    // A call sent again with its batch id (a retry after a lost answer): stored once, and
+    // answered with the same ids.
+    let call = || (0..5).map(|i| Message::new(format!("again-{i}"))).collect();
+    let batch_id = "01HZX3J9Q5W6B2F8N4K7M1R0TA";
+    let first = client
+        .publish_with_batch_id("jobs", batch_id, call())
+        .await
+        .unwrap();
+    let retried = client
+        .publish_with_batch_id("jobs", batch_id, call())
+        .await
+        .unwrap();
+    assert_eq!(retried, first);
+    // Messages with ids of their own are deduplicated by them, across calls too.
+    let chosen = || vec![Message::new("mine").with_id("01HZX3J9Q5W6B2F8N4K7M1R0TB")];
+    client.publish("jobs", chosen()).await.unwrap();
+    client.publish("jobs", chosen()).await.unwrap();
     assert_eq!(
         client
             .describe_queue("jobs")
@@ -117,7 +128,7 @@ async fn producer_and_consumer_move_every_message_once() {
             .stats
             .unwrap()
             .published,
-        300
+        306
     );
 
     let mut consumer = client
@@ -132,7 +143,7 @@ async fn producer_and_consumer_move_every_message_once() {
         .await
         .unwrap();
     let mut seen = std::collections::BTreeSet::new();
-    while seen.len() < 300 {
+    while seen.len() < 306 {
         let d = tokio::time::timeout(Duration::from_secs(10), consumer.next())
             .await
             .expect("a delivery in time")
@@ -142,7 +153,7 @@ async fn producer_and_consumer_move_every_message_once() {
         d.ack().await.unwrap();
     }
     let stats = client.describe_queue("jobs").await.unwrap().stats.unwrap();
-    assert_eq!((stats.acked, stats.ready, stats.in_flight), (300, 0, 0));
+    assert_eq!((stats.acked, stats.ready, stats.in_flight), (306, 0, 0));
     drop(consumer);
     server.stop().await;
 }

@@ -167,6 +167,7 @@ fn a_removed_or_renumbered_part_is_gone_and_a_new_one_is_added() {
 fn messages_round_trip_through_the_wire_format() {
     use ferry_proto::v1::{OutgoingMessage, PublishRequest, outgoing_message};
     let request = PublishRequest {
+        batch_id: None,
         queue: "orders".into(),
         messages: vec![OutgoingMessage {
             payload: b"{\"id\":1}".to_vec().into(),

@@ -92,6 +92,7 @@ fn messages(n: usize) -> Vec<v1::OutgoingMessage> {
 
 fn publish_request(queue: &str, n: usize) -> v1::PublishRequest {
     v1::PublishRequest {
+        batch_id: None,
         queue: queue.into(),
         messages: messages(n),
     }
@@ -278,6 +279,7 @@ async fn read_head(stream: &mut TcpStream) -> String {
 async fn a_grpc_call_without_a_token_is_refused_before_its_message_is_decoded() {
     let s = Running::start_with(|s| s.auth(config()).max_grpc_message(1024)).await;
     let oversized = || v1::PublishRequest {
+        batch_id: None,
         queue: "orders.eu".into(),
         messages: vec![v1::OutgoingMessage {
             payload: vec![b'x'; 4096].into(),

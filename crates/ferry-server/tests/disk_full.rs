@@ -52,6 +52,7 @@ impl Running {
             .collect();
         PublisherClient::new(self.channel.clone())
             .publish(v1::PublishRequest {
+                batch_id: None,
                 queue: "orders".into(),
                 messages,
             })

@@ -55,6 +55,7 @@ async fn create_queue(s: &Running, name: &str, max_deliveries: u32) {
 async fn publish(s: &Running, queue: &str, texts: &[&str]) -> Vec<String> {
     s.publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: queue.into(),
             messages: texts.iter().map(|t| message(t)).collect(),
         })
@@ -450,12 +451,66 @@ async fn topics_subscriptions_and_groups() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_retried_with_its_batch_id_is_stored_once() {
+    let s = Running::start().await;
+    create_queue(&s, "q", 3).await;
+    let mut publisher = s.publisher();
+    let call = |batch_id: &str| v1::PublishRequest {
+        batch_id: Some(batch_id.into()),
+        queue: "q".into(),
+        messages: vec![message("a"), message("b"), message("c")],
+    };
+    let batch_id = "01HZX3J9Q5W6B2F8N4K7M1R0TA";
+    let first = publisher
+        .publish(call(batch_id))
+        .await
+        .unwrap()
+        .into_inner();
+    let retried = publisher
+        .publish(call(batch_id))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(retried.ids, first.ids);
+    assert_eq!(first.ids.len(), 3);
+    assert_eq!(stats(&s, "q").next_seq, 3, "the retry stored nothing");
+    let other = publisher
+        .publish(call("01HZX3J9Q5W6B2F8N4K7M1R0TB"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(other.ids.iter().all(|id| !first.ids.contains(id)));
+    assert_eq!(stats(&s, "q").next_seq, 6);
+
+    for bad in ["not-a-ulid", "00000000000000000000000000"] {
+        let refused = publisher.publish(call(bad)).await.unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{bad}");
+    }
+    let reused = publisher
+        .publish(v1::PublishRequest {
+            messages: vec![message("a")],
+            ..call(batch_id)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reused.code(), Code::InvalidArgument);
+    assert!(
+        reused.message().contains("new batch id"),
+        "{}",
+        reused.message()
+    );
+    assert_eq!(stats(&s, "q").next_seq, 6, "nothing stored");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_status_and_changes_nothing() {
     let s = Running::start().await;
     create_queue(&s, "q", 3).await;
     let mut publisher = s.publisher();
     let missing = publisher
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "nope".into(),
             messages: vec![message("x")],
         })
@@ -471,6 +526,7 @@ async fn bad_input_gets_a_status_and_changes_nothing() {
     };
     let refused = publisher
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "q".into(),
             messages: vec![message("fine"), oversized],
         })
@@ -483,6 +539,7 @@ async fn bad_input_gets_a_status_and_changes_nothing() {
     };
     let refused = publisher
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "q".into(),
             messages: vec![bad_priority],
         })

@@ -826,6 +826,7 @@ async fn grpc_and_http_serve_one_broker_and_one_set_of_metrics() {
     let mut publisher = v1::publisher_client::PublisherClient::new(channel.clone());
     publisher
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "both".into(),
             messages: vec![v1::OutgoingMessage {
                 payload: "from gRPC".into(),

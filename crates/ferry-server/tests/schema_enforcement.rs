@@ -69,6 +69,7 @@ async fn a_publish_that_does_not_match_the_queues_subject_is_invalid_argument_na
     let refused = s
         .publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "points".into(),
             messages: vec![message(valid.clone(), id), message(truncated, id)],
         })
@@ -87,6 +88,7 @@ async fn a_publish_that_does_not_match_the_queues_subject_is_invalid_argument_na
     );
     s.publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "points".into(),
             messages: vec![message(valid, id)],
         })

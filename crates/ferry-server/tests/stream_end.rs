@@ -41,6 +41,7 @@ async fn serve_queue(name: &str, max_deliveries: u32) -> Served {
 async fn publish(s: &Served, queue: &str, text: &str) {
     s.publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: queue.into(),
             messages: vec![v1::OutgoingMessage {
                 payload: text.as_bytes().to_vec().into(),

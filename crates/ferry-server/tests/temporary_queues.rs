@@ -44,6 +44,7 @@ fn exists(s: &Served, queue: &str) -> bool {
 async fn publish(s: &Served, queue: &str, text: &str) {
     s.publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: queue.into(),
             messages: vec![v1::OutgoingMessage {
                 payload: text.as_bytes().to_vec().into(),

@@ -156,6 +156,7 @@ impl Broker {
             // refused or dropped for lack of room.
             dlq.store(
                 vec![Incoming::without_dedup(letter)],
+                None,
                 self.inner.config.clock.clone(),
                 Room::NONE,
             )

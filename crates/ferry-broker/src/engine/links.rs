@@ -243,7 +243,7 @@ impl Broker {
                     ..message
                 };
                 if let Err(error) = self
-                    .store_limited(&queue, vec![super::Incoming::without_dedup(copy)])
+                    .store_limited(&queue, vec![super::Incoming::without_dedup(copy)], None)
                     .await
                 {
                     let message = queue.read(seq)?;

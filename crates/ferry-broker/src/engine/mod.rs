@@ -64,6 +64,7 @@ use crate::error::{BrokerError, Result};
 use crate::message::{Limits, OutgoingMessage};
 use crate::message_id::MessageId;
 use crate::name::Name;
+use crate::queue::batch_window::BatchMark;
 use crate::queue::dedup::DedupKey;
 use crate::queue::journal::JournalEvent;
 use crate::spec_codec;
@@ -367,37 +368,108 @@ impl Broker {
         queue: &str,
         messages: Vec<OutgoingMessage>,
     ) -> Result<Vec<MessageId>> {
+        self.publish_call(queue, None, messages).await
+    }
+
+    /// [`publish_batch`](Self::publish_batch) made safe to retry as a whole: a call with the
+    /// `batch` id of a call already stored within the queue's dedup window stores nothing
+    /// and answers with the original ids. One window entry per call, however many messages
+    /// it carries (see `queue/batch_window.rs`): this is how a remote producer gets retry
+    /// safety without a dedup key per message.
+    ///
+    /// The ids of the messages without a dedup key of their own (no dedup id, no chosen
+    /// id) are minted by the broker as one run; those with one go through the dedup window
+    /// as in `publish_batch`. A retry must carry the same messages: one with a different
+    /// number of messages without a dedup key is [`BrokerError::BatchIdReused`]. A queue
+    /// whose dedup window is off remembers no batch: each call is stored. Two calls with
+    /// one batch id racing each other (neither stored yet) may both be stored, as with
+    /// dedup ids.
+    pub async fn publish_batch_idempotent(
+        &self,
+        queue: &str,
+        batch: MessageId,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<MessageId>> {
+        if batch.is_nil() {
+            return Err(BrokerError::InvalidMessageId {
+                input: batch.to_string(),
+                problem: "a batch id may not be all zeros".into(),
+            });
+        }
+        self.publish_call(queue, Some(batch), messages).await
+    }
+
+    async fn publish_call(
+        &self,
+        queue: &str,
+        batch: Option<MessageId>,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<MessageId>> {
         let queue = self.queue(queue)?;
-        self.check_schema(queue.spec().schema_subject.as_deref(), &messages)?;
+        let spec = queue.spec();
+        self.check_schema(spec.schema_subject.as_deref(), &messages)?;
         let now_ms = self.now_ms();
         let mut limits = self.inner.config.limits.clone();
-        limits.max_delay = limits.max_delay.min(queue.spec().max_delay);
+        limits.max_delay = limits.max_delay.min(spec.max_delay);
+        // Without a dedup window there is nothing to remember a batch in.
+        let batch = batch.filter(|_| !spec.dedup_window.is_zero());
         let mut resolved = Vec::with_capacity(messages.len());
-        {
+        let mut unkeyed = 0u32;
+        let run = {
             let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+            let run = batch.map(|_| MessageId::generate_run(now_ms, &mut *rng));
             for mut message in messages {
                 if message.ttl.is_none() {
-                    message.ttl = queue.spec().default_ttl;
+                    message.ttl = spec.default_ttl;
                 }
-                queue.spec().check_priority(&queue.name, message.priority)?;
+                spec.check_priority(&queue.name, message.priority)?;
                 // A dedup id the queue cannot act on is refused, never silently kept.
-                if message.dedup_id.is_some() && queue.spec().dedup_window.is_zero() {
+                if message.dedup_id.is_some() && spec.dedup_window.is_zero() {
                     return Err(BrokerError::DedupIdWithoutWindow {
                         queue: queue.name.clone(),
                     });
                 }
-                let message = message.into_message(&limits, now_ms, &mut *rng)?;
+                let mut message = message.into_message(&limits, now_ms, &mut *rng)?;
                 let dedup_key = dedup_key(&message);
+                if dedup_key.is_none()
+                    && let Some(first) = run
+                {
+                    // The id minted above is replaced by the run's: a retry is answered
+                    // from the run's first id and length alone.
+                    message.id = first.offset_by(unkeyed);
+                    unkeyed += 1;
+                }
                 resolved.push(Incoming { message, dedup_key });
             }
-        }
+            run
+        };
         let mut ids = Vec::with_capacity(resolved.len());
         let mut to_store = Vec::new();
+        let mut mark = None;
         {
             let inner = queue.lock();
+            let stored = batch.and_then(|b| inner.batches.get(b, now_ms));
+            if let (Some(stored), Some(batch)) = (stored, batch)
+                && stored.count != unkeyed
+            {
+                return Err(BrokerError::BatchIdReused {
+                    queue: queue.name.clone(),
+                    batch,
+                    stored: stored.count,
+                    sent: unkeyed,
+                });
+            }
             let mut in_batch: HashMap<DedupKey, MessageId> = HashMap::new();
+            let mut k = 0;
             for incoming in resolved {
                 let key = incoming.dedup_key.as_ref();
+                if key.is_none()
+                    && let Some(stored) = stored
+                {
+                    ids.push(stored.id(k));
+                    k += 1;
+                    continue;
+                }
                 let original = Queue::duplicate_of(&inner, key, now_ms)
                     .or_else(|| key.and_then(|k| in_batch.get(k).copied()));
                 if let Some(original) = original.filter(|_| inner.dedup.is_enabled()) {
@@ -410,9 +482,19 @@ impl Broker {
                 ids.push(incoming.message.id);
                 to_store.push(incoming);
             }
+            if stored.is_none()
+                && unkeyed > 0
+                && let (Some(batch), Some(first)) = (batch, run)
+            {
+                mark = Some(BatchMark {
+                    batch,
+                    first,
+                    count: unkeyed,
+                });
+            }
         }
         if !to_store.is_empty() {
-            self.store_limited(&queue, to_store).await?;
+            self.store_limited(&queue, to_store, mark).await?;
         }
         Ok(ids)
     }
@@ -582,6 +664,9 @@ mod compaction_tests;
 
 #[cfg(test)]
 mod idempotent_tests;
+
+#[cfg(test)]
+mod batch_id_tests;
 
 #[cfg(test)]
 mod group_tests;

@@ -251,9 +251,15 @@ impl Queue {
         };
         let mut inner = self.lock();
         let mut dedup = Vec::new();
+        let mut batches = Vec::new();
         let mut settle = Vec::new();
         scan_from(&self.messages, from, |record| {
             let seq = record.offset;
+            if let Some(mark) = crate::record::batch_mark(&record)?
+                && record.timestamp >= window_start
+            {
+                batches.push((mark, record.timestamp));
+            }
             let (message, at) = self.decode(record)?;
             // A settled reference of a forgotten link names an id no link has any more
             // (ids are never reused): nothing to resume.
@@ -301,6 +307,10 @@ impl Queue {
         })?;
         inner.dedup.restore(dedup);
         inner.dedup.expire(now_ms);
+        for (mark, at) in batches {
+            inner.batches.insert(mark, at);
+        }
+        inner.batches.expire(now_ms);
         for key in &replay.parked {
             inner.state.park(key);
         }

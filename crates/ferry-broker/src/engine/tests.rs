@@ -606,6 +606,7 @@ async fn dead_letter_already_in_the_dlq_is_not_redelivered_after_a_crash_before_
     });
     dlq.store(
         vec![super::queue::Incoming::without_dedup(letter)],
+        None,
         Arc::new(clock.clone()),
         super::queue::Room::NONE,
     )

@@ -39,12 +39,23 @@ async fn publish(
 ) -> Result<v1::PublishResponse, Status> {
     gate.publish(who, &r.queue, r.messages.len())
         .map_err(from_refusal)?;
+    let batch_id = r
+        .batch_id
+        .as_deref()
+        .map(MessageId::parse)
+        .transpose()
+        .map_err(from_broker)?;
     let batch = messages(r.messages)?;
     let started = Instant::now();
-    let ids = broker
-        .publish_batch(&r.queue, batch)
-        .await
-        .map_err(from_broker)?;
+    let ids = match batch_id {
+        Some(batch_id) => {
+            broker
+                .publish_batch_idempotent(&r.queue, batch_id, batch)
+                .await
+        }
+        None => broker.publish_batch(&r.queue, batch).await,
+    }
+    .map_err(from_broker)?;
     meters.published("queue", &r.queue, started.elapsed());
     Ok(v1::PublishResponse {
         // The ULID's own encoder: one 26-byte allocation per id and no pass through the

@@ -79,6 +79,7 @@ pub fn names() -> Vec<Case> {
             |f| async move {
                 f.publisher()
                     .publish(v1::PublishRequest {
+                        batch_id: None,
                         queue: String::new(),
                         messages: vec![message("x")],
                     })

@@ -281,6 +281,7 @@ pub fn message(payload: impl Into<Vec<u8>>) -> v1::OutgoingMessage {
 pub async fn publish_grpc(f: Fixture, m: v1::OutgoingMessage) -> Result<(), Status> {
     f.publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "orders".into(),
             messages: vec![message("fine"), m],
         })

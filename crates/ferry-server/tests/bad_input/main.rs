@@ -151,6 +151,7 @@ async fn inputs_exactly_at_the_limits_are_accepted() {
     big.priority = 9; // the top of edge's 10 levels
     f.publisher()
         .publish(v1::PublishRequest {
+            batch_id: None,
             queue: "edge".into(),
             messages: vec![big],
         })

@@ -27,6 +27,7 @@ use super::{Incoming, Inner, Queue, Room, durable, message_size};
 use crate::engine::effects::Effects;
 use crate::engine::{Broker, disk_reserve};
 use crate::error::{BrokerError, Result};
+use crate::queue::batch_window::BatchMark;
 use crate::queue::journal::JournalEvent;
 use crate::queue::state::{Eviction, Seq};
 use crate::spec::{LengthLimit, OverflowPolicy};
@@ -108,11 +109,13 @@ fn admit(
 
 impl Broker {
     /// Stores messages into `queue` under its length limit (see the module docs); returns
-    /// the seq of the first. Each message's dedup keys enter the window once it is stored.
+    /// the seq of the first. Each message's dedup keys enter the window once it is stored,
+    /// and so does `batch`, the publish call's mark, if it has one.
     pub(in crate::engine) async fn store_limited(
         &self,
         queue: &Arc<Queue>,
         messages: Vec<Incoming>,
+        batch: Option<BatchMark>,
     ) -> Result<Seq> {
         let now_ms = self.now_ms();
         let count = messages.len() as u64;
@@ -144,7 +147,7 @@ impl Broker {
             .flatten()
             .min();
         let seq = queue
-            .store(messages, self.inner.config.clock.clone(), reserved)
+            .store(messages, batch, self.inner.config.clock.clone(), reserved)
             .await
             .map_err(|e| self.inner.disk.refusal(e))?;
         if let Some(at_ms) = earliest {

@@ -19,6 +19,7 @@ use crate::error::{BrokerError, Result};
 use crate::message::Message;
 use crate::message_id::MessageId;
 use crate::name::Name;
+use crate::queue::batch_window::{BatchMark, BatchWindow};
 use crate::queue::dedup::{DedupKey, DedupWindow};
 use crate::queue::journal::{Counts, JournalEvent};
 use crate::queue::seq_ranges::SeqRanges;
@@ -131,6 +132,8 @@ impl Room {
 pub(crate) struct Inner {
     pub state: QueueState,
     pub dedup: DedupWindow,
+    /// Publish calls stored with a batch id, for the same window: see `batch_window.rs`.
+    pub batches: BatchWindow,
     /// Deliveries of messages that have been delivered at least once, for `Failed` events.
     pub deliveries: HashMap<Seq, u32>,
     /// Room reserved by publishes admitted under the length limit whose messages are not
@@ -198,6 +201,7 @@ impl Queue {
             state: Mutex::new(Inner {
                 state,
                 dedup: DedupWindow::new(spec.dedup_window),
+                batches: BatchWindow::new(spec.dedup_window),
                 deliveries: HashMap::new(),
                 pending: Room::NONE,
                 live: SeqRanges::new(),
@@ -380,10 +384,12 @@ impl Queue {
     /// the storage completion, which runs in offset order, so the state sees seqs in
     /// increasing order even when concurrent publishes finish in another order. `reserved`
     /// is room reserved for them under the length limit, given back there
-    /// too, whether the append succeeded or not. Returns the seq of the first message.
+    /// too, whether the append succeeded or not. A `batch` mark goes into the first record
+    /// and, once durable, into the batch window. Returns the seq of the first message.
     pub async fn store(
         self: &Arc<Self>,
         messages: Vec<Incoming>,
+        batch: Option<BatchMark>,
         clock: Arc<dyn Clock>,
         reserved: Room,
     ) -> Result<Seq> {
@@ -391,7 +397,10 @@ impl Queue {
             self.release(reserved);
             return Err(error);
         }
-        let records: Vec<NewRecord> = messages.iter().map(|m| m.message.to_record()).collect();
+        let mut records: Vec<NewRecord> = messages.iter().map(|m| m.message.to_record()).collect();
+        if let (Some(mark), Some(first)) = (&batch, records.first_mut()) {
+            crate::record::put_batch_mark(first, mark);
+        }
         let (tx, rx) = oneshot::channel();
         let queue = Arc::clone(self);
         self.messages.append_then(
@@ -411,6 +420,14 @@ impl Queue {
                         let tracked = queue.tracked(seq, message);
                         inner.state.track(tracked, now_ms);
                     }
+                    if let Some(mark) = batch {
+                        inner.batches.insert(mark, now_ms);
+                    }
+                    // Entries past their window answer nothing any more; dropping them
+                    // here, where entries are added, keeps the windows' memory to what
+                    // the window holds (amortised: each entry is removed once).
+                    inner.dedup.expire(now_ms);
+                    inner.batches.expire(now_ms);
                     let end = appended.base_offset + messages.len() as u64;
                     inner.live.insert(appended.base_offset, end);
                     inner.stored_end = end;

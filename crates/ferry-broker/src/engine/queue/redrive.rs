@@ -168,7 +168,7 @@ impl Broker {
             }
             let message = redriven(&letter, &dlq.name, now_ms);
             if let Err(error) = self
-                .store_limited(&target, vec![Incoming::without_dedup(message)])
+                .store_limited(&target, vec![Incoming::without_dedup(message)], None)
                 .await
             {
                 untake(&dlq, seq, &letter, now_ms);
