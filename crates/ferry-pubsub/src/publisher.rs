@@ -48,7 +48,10 @@ impl Publisher for PubSub {
         };
         // The record first, as for subscriptions (see `store`): a crash between the two
         // leaves a record without a topic, never a topic without its schema. A record of
-        // a topic that already exists is not touched.
+        // a topic that already exists is not touched. A deleted topic whose last
+        // subscription went by another front end (Ferry's own API, the CLI) goes for good
+        // first: none of Pub/Sub's deletions saw it go.
+        self.forget_topic_if_deleted(&name).await;
         if self.is_deleted_topic(&name) {
             return Err(Status::failed_precondition(format!(
                 "a topic of this name was deleted and still has subscriptions ({}); delete \

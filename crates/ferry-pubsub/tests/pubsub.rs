@@ -1188,21 +1188,30 @@ async fn the_front_ends_own_settings_change_by_mask_and_survive_a_restart() {
     served.stop().await;
 }
 
-/// Deleting a topic that has subscriptions deletes it for Pub/Sub and keeps them: they show
-/// `_deleted-topic_`, keep their backlog, and the topic's storage goes with the last one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_topic_leaves_its_subscriptions_their_backlog() {
-    let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(dir.path()).await;
+/// The topic and its subscription set up, one message published, then the topic deleted.
+async fn deleted_topic_with_backlog(
+    served: &Served,
+    payload: &str,
+) -> (PublisherClient<Channel>, SubscriberClient<Channel>) {
     let (mut publisher, mut subscriber) = served.clients().await;
     set_up(&mut publisher, &mut subscriber, false).await;
-    publish(&mut publisher, vec![message("kept", "")]).await;
+    publish(&mut publisher, vec![message(payload, "")]).await;
     publisher
         .delete_topic(pb::DeleteTopicRequest {
             topic: TOPIC.into(),
         })
         .await
         .unwrap();
+    (publisher, subscriber)
+}
+
+/// Deleting a topic that has subscriptions deletes it for Pub/Sub and keeps them: they show
+/// `_deleted-topic_`, keep their backlog, and the topic's storage goes with the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topic_leaves_its_subscriptions_their_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = deleted_topic_with_backlog(&served, "kept").await;
     for code in [
         publisher
             .get_topic(pb::GetTopicRequest {
@@ -1282,6 +1291,21 @@ async fn a_deleted_topic_leaves_its_subscriptions_their_backlog() {
         })
         .await
         .unwrap();
+    served.stop().await;
+}
+
+/// A deleted topic whose last subscription was deleted outside Pub/Sub (Ferry's own API) can
+/// be created again: creating it clears the hidden topic first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topic_whose_subscriptions_went_elsewhere_can_be_created_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path()).await;
+    let (mut publisher, mut subscriber) = deleted_topic_with_backlog(&served, "old").await;
+    served.broker.delete_queue("demo.billing").await.unwrap();
+    // Created again, as new: nothing of the old one's messages, and subscriptions attach.
+    set_up(&mut publisher, &mut subscriber, false).await;
+    publish(&mut publisher, vec![message("new", "")]).await;
+    assert_eq!(data(&pull(&mut subscriber, 10).await), ["new"]);
     served.stop().await;
 }
 
