@@ -50,7 +50,7 @@ async fn every_shipped_workload_runs_and_accounts_for_every_message() {
     assert!(json["machine"]["fdatasync_per_sec"].as_f64().unwrap() > 0.0);
     let markdown = std::fs::read_to_string(out.path().join("results.md")).unwrap();
     let workloads = json["workloads"].as_array().unwrap();
-    assert_eq!(workloads.len(), 6);
+    assert_eq!(workloads.len(), 7);
 
     for w in workloads {
         let name = w["workload"]["name"].as_str().unwrap();
