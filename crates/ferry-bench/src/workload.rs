@@ -321,6 +321,7 @@ mod tests {
                 "backlog-drain-1m-128b",
                 "fanout-1p-10subs-1kb",
                 "fixed-rate-10k-128b-latency",
+                "fixed-rate-50k-128b-latency",
                 "max-rate-1p-1c-128b",
                 "max-rate-4p-4c-1kb-16-partitions",
                 "work-queue-4c-retry-10pct",
