@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use super::dedup::{is_live, window_millis};
 use crate::message_id::MessageId;
 
 /// One stored publish call: its batch id and the run of ids minted for its messages
@@ -80,13 +81,8 @@ impl BatchWindow {
     ///
     /// [`DedupWindow::new`]: super::dedup::DedupWindow::new
     pub fn new(window: Duration) -> BatchWindow {
-        let window_ms = if window.is_zero() {
-            0
-        } else {
-            i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1)
-        };
         BatchWindow {
-            window_ms,
+            window_ms: window_millis(window),
             max_entries: Self::DEFAULT_MAX_ENTRIES,
             by_batch: HashMap::new(),
             by_time: BTreeMap::new(),
@@ -107,7 +103,7 @@ impl BatchWindow {
     /// The stored call with this batch id, if it is still within the window at `now_ms`.
     pub fn get(&self, batch: MessageId, now_ms: i64) -> Option<BatchMark> {
         let entry = self.by_batch.get(&batch)?;
-        (now_ms.saturating_sub(entry.inserted_ms) < self.window_ms).then_some(BatchMark {
+        is_live(self.window_ms, entry.inserted_ms, now_ms).then_some(BatchMark {
             batch,
             first: entry.first,
             count: entry.count,
@@ -145,7 +141,7 @@ impl BatchWindow {
     pub fn expire(&mut self, now_ms: i64) -> usize {
         let mut removed = 0;
         while let Some(entry) = self.by_time.first_entry() {
-            if now_ms.saturating_sub(entry.key().0) < self.window_ms {
+            if is_live(self.window_ms, entry.key().0, now_ms) {
                 break;
             }
             let batch = entry.remove();

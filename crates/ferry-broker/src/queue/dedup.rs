@@ -115,11 +115,7 @@ impl DedupWindow {
     /// 1 ms counts as 1 ms, so it is never silently disabled). A zero window disables
     /// deduplication: nothing is remembered and every publish is [`Seen::New`].
     pub fn new(window: Duration) -> DedupWindow {
-        let window_ms = if window.is_zero() {
-            0
-        } else {
-            i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1)
-        };
+        let window_ms = window_millis(window);
         DedupWindow {
             window_ms,
             max_entries: Self::DEFAULT_MAX_ENTRIES,
@@ -290,9 +286,19 @@ impl DedupWindow {
     }
 }
 
+/// A window's length in ms, as both windows keep it: a non-zero window shorter than 1 ms
+/// counts as 1 ms (never silently off), and zero is off.
+pub(super) fn window_millis(window: Duration) -> i64 {
+    if window.is_zero() {
+        0
+    } else {
+        i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1)
+    }
+}
+
 /// Whether an entry inserted at `inserted_ms` still counts at `now_ms`. Saturating, so
 /// extreme times cannot overflow; a clock that stepped back leaves entries live.
-fn is_live(window_ms: i64, inserted_ms: i64, now_ms: i64) -> bool {
+pub(super) fn is_live(window_ms: i64, inserted_ms: i64, now_ms: i64) -> bool {
     now_ms.saturating_sub(inserted_ms) < window_ms
 }
 
