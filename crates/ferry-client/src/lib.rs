@@ -1,6 +1,9 @@
 //! The Rust client of a Ferry server (`ferry serve`), over gRPC (`ferry.v1`).
 //!
 //! - [`Client`]: connect, admin calls (parked keys too), publish, receive and settle one call at a time;
+//! - [`PublishStream`]: batches to one queue over one long-lived stream, each a message
+//!   each way rather than a call of its own; a batch whose answer was lost is sent again
+//!   with its batch id;
 //! - [`Producer`]: batches messages (linger, max batch) and retries a batch that may not
 //!   have arrived — each publish call carries a client-chosen batch id, which the queue
 //!   remembers within its dedup window, so a retry is stored once;
@@ -16,6 +19,7 @@ mod error;
 mod message;
 mod producer;
 mod publish_call;
+mod publish_stream;
 mod retry;
 
 use std::sync::Arc;
@@ -37,6 +41,7 @@ pub use ferry_proto::MAX_RECEIVE;
 pub use ferry_proto::v1 as proto;
 pub use message::Message;
 pub use producer::{Producer, ProducerConfig};
+pub use publish_stream::PublishStream;
 pub use retry::RetryPolicy;
 
 /// The largest message the client sends or takes, as the server's default.
@@ -336,6 +341,13 @@ impl Client {
                 async move { Ok(publish_call::publish(channel, request).await?.ids) }
             })
             .await
+    }
+
+    /// A [`PublishStream`] to `queue`: batches one after another on one stream, for a
+    /// producer that publishes steadily. Opens nothing yet: the stream starts with the
+    /// first batch.
+    pub fn publish_stream(&self, queue: &str) -> PublishStream {
+        PublishStream::new(self.clone(), queue.to_owned())
     }
 
     /// Publishes a batch to `topic`, each message to its key's partition.

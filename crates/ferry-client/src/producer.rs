@@ -1,5 +1,5 @@
 //! A batching producer: messages sent within `linger` of each other, up to `max_batch`,
-//! go in one publish. A batch that may not have arrived (the connection broke, the server
+//! go in one batch, on the producer's [`PublishStream`](crate::PublishStream). A batch that may not have arrived (the connection broke, the server
 //! restarted) is sent again with the same batch id, which the queue's dedup window
 //! recognises: a retry is stored once and answered with the original ids.
 
@@ -68,6 +68,8 @@ async fn run(
     config: ProducerConfig,
     mut rx: mpsc::Receiver<Pending>,
 ) {
+    // One stream for all the batches: a batch is a message each way, not a call.
+    let mut stream = client.publish_stream(&queue);
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + config.linger;
@@ -77,9 +79,9 @@ async fn run(
                 Ok(None) | Err(_) => break,
             }
         }
-        // `publish` gives the call a batch id that every retry carries.
+        // Each batch carries a batch id that every retry carries too.
         let (messages, waiters): (Vec<Message>, Vec<_>) = batch.into_iter().unzip();
-        match client.publish(&queue, messages).await {
+        match stream.publish(messages).await {
             Ok(ids) => {
                 for (done, id) in waiters.into_iter().zip(ids) {
                     let _ = done.send(Ok(id));

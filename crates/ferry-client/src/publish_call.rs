@@ -1,5 +1,5 @@
-//! The queue publish call (`ferry.v1.Publisher/Publish`), with its request shared between
-//! tries rather than copied for each.
+//! The queue publish calls (`ferry.v1.Publisher/Publish` and `/PublishStream`), with each
+//! request shared between tries rather than copied for each.
 //!
 //! A publish may be retried, so the request must outlive a try; the generated client takes
 //! it by value, which means a deep copy of every message (its id, its headers) before each
@@ -21,6 +21,8 @@ use crate::{MAX_MESSAGE, Transport};
 const SERVICE: &str = "ferry.v1.Publisher";
 const METHOD: &str = "Publish";
 const PATH: &str = "/ferry.v1.Publisher/Publish";
+const STREAM_METHOD: &str = "PublishStream";
+const STREAM_PATH: &str = "/ferry.v1.Publisher/PublishStream";
 
 /// Encodes a shared [`v1::PublishRequest`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,18 +65,46 @@ pub(crate) async fn publish(
     channel: Transport,
     request: Arc<v1::PublishRequest>,
 ) -> Result<v1::PublishResponse, tonic::Status> {
+    let (mut grpc, request) = ready(channel, request, METHOD).await?;
+    let response = grpc
+        .unary(request, PathAndQuery::from_static(PATH), PublishCodec)
+        .await?;
+    Ok(response.into_inner())
+}
+
+/// Opens a publish stream sending `requests`: what `PublisherClient::publish_stream` does,
+/// with shared requests, so that a batch sent again on a new stream is not copied.
+pub(crate) async fn open_stream(
+    channel: Transport,
+    requests: impl tokio_stream::Stream<Item = Arc<v1::PublishRequest>> + Send + 'static,
+) -> Result<tonic::Streaming<v1::PublishResponse>, tonic::Status> {
+    let (mut grpc, request) = ready(channel, requests, STREAM_METHOD).await?;
+    let response = grpc
+        .streaming(
+            request,
+            PathAndQuery::from_static(STREAM_PATH),
+            PublishCodec,
+        )
+        .await?;
+    Ok(response.into_inner())
+}
+
+/// The channel ready for a call of `method`, and `body` as its request: the generated
+/// client's preamble.
+async fn ready<T>(
+    channel: Transport,
+    body: T,
+    method: &'static str,
+) -> Result<(tonic::client::Grpc<Transport>, tonic::Request<T>), tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(channel)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
-    let mut request = tonic::Request::new(request);
+    let mut request = tonic::Request::new(body);
     request
         .extensions_mut()
-        .insert(tonic::GrpcMethod::new(SERVICE, METHOD));
-    let response = grpc
-        .unary(request, PathAndQuery::from_static(PATH), PublishCodec)
-        .await?;
-    Ok(response.into_inner())
+        .insert(tonic::GrpcMethod::new(SERVICE, method));
+    Ok((grpc, request))
 }

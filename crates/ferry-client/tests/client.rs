@@ -567,3 +567,115 @@ async fn a_published_batch_arrives_with_every_field_and_its_chosen_ids() {
     }
     server.stop().await;
 }
+
+/// The ids each payload of `queue` was stored under, consumed and acked.
+async fn ids_by_payload(
+    client: &Client,
+    queue: &str,
+    expected: usize,
+) -> std::collections::BTreeMap<String, String> {
+    let mut consumer = client
+        .consumer(queue, "reader", ConsumerConfig::default())
+        .await
+        .unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    while seen.len() < expected {
+        let d = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+            .await
+            .expect("a delivery in time")
+            .unwrap()
+            .unwrap();
+        let payload = String::from_utf8(d.payload().to_vec()).unwrap();
+        assert!(
+            seen.insert(payload, d.id().to_owned()).is_none(),
+            "stored once"
+        );
+        d.ack().await.unwrap();
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_stream_answers_each_batch_with_its_own_ids_through_errors_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let addr = server.addr;
+    let client = Client::connect(&format!("ferry://{addr}"))
+        .await
+        .unwrap()
+        .with_retry(ferry_client::RetryPolicy {
+            attempts: 50,
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(200),
+        });
+    client.create_queue("s", spec(30_000)).await.unwrap();
+    let batch = |name: &str, n: usize| -> Vec<Message> {
+        (0..n)
+            .map(|i| Message::new(format!("{name}-{i}")))
+            .collect()
+    };
+    let mut stream = client.publish_stream("s");
+    assert_eq!(stream.queue(), "s");
+    let mut answered = std::collections::BTreeMap::new();
+    let mut remember = |name: &str, ids: Vec<String>| {
+        for (i, id) in ids.into_iter().enumerate() {
+            answered.insert(format!("{name}-{i}"), id);
+        }
+    };
+    for name in ["a", "b", "c"] {
+        let ids = stream.publish(batch(name, 10)).await.unwrap();
+        assert_eq!(ids.len(), 10);
+        remember(name, ids);
+    }
+
+    // A batch the server refuses is an error of its own, not retried; the stream it ended
+    // is replaced for the next batch.
+    let refused = stream
+        .publish(vec![Message::new("bad").with_header("ferry-nope", "1")])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(tonic::Code::InvalidArgument));
+    remember("d", stream.publish(batch("d", 3)).await.unwrap());
+
+    // A caller that stops waiting after its batch went out leaves that batch's answer on
+    // the way: the next batch must get its own answer, not that one.
+    // Polled once (which sends the batch), then dropped.
+    {
+        let mut abandoned = std::pin::pin!(stream.publish(batch("abandoned", 4)));
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(abandoned.as_mut(), cx))
+        })
+        .await;
+        assert!(first.is_pending(), "the answer cannot be there at once");
+    }
+    remember("e", stream.publish(batch("e", 5)).await.unwrap());
+
+    // The server restarts under the stream: the next batch goes on a new stream.
+    server.stop().await;
+    let server = start(dir.path(), addr).await;
+    remember("f", stream.publish(batch("f", 6)).await.unwrap());
+
+    // Every answered id is the one its message was stored under, and each message is
+    // stored once. The abandoned batch is stored whole or not at all, as its stream was
+    // dropped before or after it went out.
+    let published = client
+        .describe_queue("s")
+        .await
+        .unwrap()
+        .stats
+        .unwrap()
+        .published as usize;
+    assert!([44, 48].contains(&published), "{published}");
+    let stored = ids_by_payload(&client, "s", published).await;
+    for (payload, id) in &answered {
+        assert_eq!(stored.get(payload), Some(id), "{payload}");
+    }
+    assert_eq!(
+        stored
+            .keys()
+            .filter(|p| p.starts_with("abandoned-"))
+            .count(),
+        published - 44
+    );
+    server.stop().await;
+}

@@ -124,3 +124,80 @@ async fn a_consumer_keeps_going_across_a_server_restart() {
     c.close().await.unwrap();
     served.stop().await;
 }
+
+/// Publishes from many tasks at once go over publish streams the transport keeps open
+/// between them: each message is stored once and delivered once. A queue deleted and
+/// declared again takes publishes at once (its idle streams went with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_from_many_tasks_are_each_stored_once_and_outlive_a_deleted_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = common::Served::start(dir.path(), ferry_server()).await;
+    let ferry = Ferry::connect(&format!("ferry://{}", served.addr))
+        .await
+        .unwrap();
+    let queue = "many-publishers";
+    ferry.declare_queue(&QueueDecl::new(queue)).await.unwrap();
+    let publisher = Arc::new(ferry.publisher(Destination::queue(queue)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for task in 0..24 {
+        let publisher = Arc::clone(&publisher);
+        tasks.spawn(async move {
+            let mut ids = Vec::new();
+            for round in 0..5 {
+                let batch = (0..10)
+                    .map(|i| Message::new(format!("{task}-{round}-{i}")))
+                    .collect();
+                ids.extend(publisher.send_batch(batch).await.unwrap());
+            }
+            ids
+        });
+    }
+    let mut sent = HashSet::new();
+    while let Some(ids) = tasks.join_next().await {
+        for id in ids.unwrap() {
+            assert!(sent.insert(id), "an id answered twice");
+        }
+    }
+    assert_eq!(sent.len(), 24 * 5 * 10);
+    let received = drain(&ferry, queue, sent.len()).await;
+    assert_eq!(received, sent);
+
+    ferry.delete(&Source::queue(queue)).await.unwrap();
+    ferry.declare_queue(&QueueDecl::new(queue)).await.unwrap();
+    let again: HashSet<String> = publisher
+        .send_batch(vec![Message::new("again")])
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(drain(&ferry, queue, 1).await, again);
+    served.stop().await;
+}
+
+/// Consumes and acks `count` messages of `queue`, then checks that nothing more comes;
+/// returns their ids.
+async fn drain(ferry: &Ferry, queue: &str, count: usize) -> HashSet<String> {
+    let mut c = ferry
+        .consumer(Source::queue(queue), ConsumerOptions::default())
+        .await
+        .unwrap();
+    let mut ids = HashSet::new();
+    while ids.len() < count {
+        let d = c
+            .next_within(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("a delivery in time");
+        assert!(ids.insert(d.id.clone()), "{} delivered twice", d.id);
+        d.ack().await.unwrap();
+    }
+    assert!(
+        c.next_within(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none(),
+        "more than was published"
+    );
+    c.close().await.unwrap();
+    ids
+}

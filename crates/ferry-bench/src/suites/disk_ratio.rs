@@ -292,7 +292,7 @@ async fn server_round(
         plan.producers,
         batch,
         plan.seconds,
-        move || {
+        move |_| {
             let (client, body) = (client.clone(), body.clone());
             async move {
                 let messages = (0..batch).map(|_| Message::new(body.clone())).collect();

@@ -99,7 +99,7 @@ pub(crate) fn allow_read<T>(
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
 /// the operator meant to refuse), and peeks, polls and topic reads answering with up to
 /// `max_read_bytes` of messages. Deliveries, rejects and latencies are recorded in `meters`.
-/// Consume streams end once `stopping` turns `true`. Every call passes [`Admit`] (the
+/// Consume streams, and publish streams between batches, end once `stopping` turns `true`. Every call passes [`Admit`] (the
 /// connection limit and the token) before its message is decoded, then `gate`'s
 /// permission check. Dead-letter peeks mask the headers `redaction` names.
 pub fn routes(
@@ -128,6 +128,7 @@ pub fn routes(
             broker: b(),
             gate: g(),
             meters: m(),
+            stopping: stopping.clone(),
         })
         .max_decoding_message_size(max_message),
         admit.clone(),

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use ferry_broker::{Broker, MessageId, OutgoingMessage};
 use ferry_proto::v1::{self, publisher_server::Publisher};
+use tokio::sync::watch;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -19,6 +20,8 @@ pub struct PublisherService {
     pub broker: Broker,
     pub gate: Arc<Gate>,
     pub meters: Arc<Meters>,
+    /// Turns `true` when the server stops: a publish stream ends before its next batch.
+    pub stopping: watch::Receiver<bool>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -87,8 +90,20 @@ impl Publisher for PublisherService {
         let broker = self.broker.clone();
         let meters = Arc::clone(&self.meters);
         let gate = Arc::clone(&self.gate);
+        let mut stopping = self.stopping.clone();
         tokio::spawn(async move {
-            while let Some(next) = inbound.next().await {
+            loop {
+                // A stream a client keeps open between batches would hold a stopping
+                // server's shutdown for as long as the client lives: it ends between
+                // batches (a batch being stored is answered first). A batch the client
+                // sent meanwhile is unanswered, and the client sends it again, with its
+                // batch id, to the server that comes next.
+                let next = tokio::select! {
+                    biased;
+                    _ = stopping.wait_for(|&stop| stop) => break,
+                    next = inbound.next() => next,
+                };
+                let Some(next) = next else { break };
                 let reply = match next {
                     Ok(request) => publish(&broker, &meters, &gate, who, request).await,
                     Err(status) => Err(status),

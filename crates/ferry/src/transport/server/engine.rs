@@ -13,6 +13,7 @@ use tonic::Code;
 
 use super::capabilities;
 use super::consume::RemoteConsumer;
+use super::publish_streams::PublishStreams;
 use crate::capability::Capabilities;
 use crate::declared::{self, Declared};
 use crate::error::{Error, Result};
@@ -36,6 +37,7 @@ pub struct Remote {
 pub(super) struct Shared {
     client: Client,
     closed: AtomicBool,
+    publish_streams: PublishStreams,
 }
 
 impl Shared {
@@ -83,6 +85,7 @@ impl Remote {
             shared: Arc::new(Shared {
                 client,
                 closed: AtomicBool::new(false),
+                publish_streams: PublishStreams::default(),
             }),
             capabilities: capabilities(),
         })
@@ -394,7 +397,11 @@ impl Transport for Remote {
         let client = self.shared.client()?;
         match source {
             Source::Subscription { name, .. } => client.delete_subscription(name).await,
-            other => client.delete_queue(&queue_of(other)).await,
+            other => {
+                let queue = queue_of(other);
+                self.shared.publish_streams.forget(&queue);
+                client.delete_queue(&queue).await
+            }
         }
         .map_err(map_error)
     }
@@ -408,7 +415,15 @@ impl Transport for Remote {
         let client = self.shared.client()?;
         let batch: Vec<_> = batch.into_iter().map(outgoing).collect();
         match destination {
-            Destination::Queue(queue) => client.publish(queue, batch).await.map(drop),
+            Destination::Queue(queue) => {
+                let streams = &self.shared.publish_streams;
+                let mut stream = streams.take(client, queue);
+                let published = stream.publish(batch).await;
+                if published.is_ok() {
+                    streams.give_back(stream);
+                }
+                published.map(drop)
+            }
             Destination::Topic(topic) => client.publish_to_topic(topic, batch).await.map(drop),
         }
         .map_err(map_error)
@@ -437,6 +452,7 @@ impl Transport for Remote {
 
     async fn close(&self) -> Result<()> {
         self.shared.closed.store(true, AtomicOrdering::Release);
+        self.shared.publish_streams.clear();
         Ok(())
     }
 }

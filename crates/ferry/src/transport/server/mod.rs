@@ -6,6 +6,8 @@ mod capabilities;
 mod consume;
 #[cfg(feature = "server")]
 mod engine;
+#[cfg(feature = "server")]
+mod publish_streams;
 
 pub use capabilities::capabilities;
 #[cfg(feature = "server")]
