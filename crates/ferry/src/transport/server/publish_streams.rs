@@ -12,25 +12,34 @@ use std::sync::Mutex;
 
 use ferry_client::{Client, PublishStream};
 
-/// Idle streams kept per queue; a stream given back beyond them is closed. As many as
-/// publishes that commonly run at once to one queue, so they rarely open one.
-const IDLE_PER_QUEUE: usize = 16;
-/// Queues with idle streams kept; a stream to another queue given back beyond them is
-/// closed, so that publishing to many short-lived queues does not grow the map.
-const QUEUES: usize = 1024;
+/// Idle streams kept, over all queues; a stream given back beyond them is closed. Each one
+/// holds a task and stream state on the server, and counts against any limit of
+/// concurrent streams per connection on the way (Ferry's server sets none, but a proxy may:
+/// nginx's gRPC proxy takes 128 by default), which calls and consume streams share — a call
+/// over such a limit waits for a stream to end. So few are kept, whatever the queues.
+const IDLE: usize = 32;
 
 #[derive(Default)]
 pub(super) struct PublishStreams {
-    idle: Mutex<HashMap<String, Vec<PublishStream>>>,
+    idle: Mutex<Idle>,
+}
+
+#[derive(Default)]
+struct Idle {
+    by_queue: HashMap<String, Vec<PublishStream>>,
+    count: usize,
 }
 
 impl PublishStreams {
     /// An idle stream to `queue`, or a new one (opened with its first batch).
     pub(super) fn take(&self, client: &Client, queue: &str) -> PublishStream {
         let mut idle = self.lock();
-        let stream = idle.get_mut(queue).and_then(Vec::pop);
-        if idle.get(queue).is_some_and(Vec::is_empty) {
-            idle.remove(queue);
+        let stream = idle.by_queue.get_mut(queue).and_then(Vec::pop);
+        if stream.is_some() {
+            idle.count -= 1;
+        }
+        if idle.by_queue.get(queue).is_some_and(Vec::is_empty) {
+            idle.by_queue.remove(queue);
         }
         drop(idle);
         stream.unwrap_or_else(|| client.publish_stream(queue))
@@ -39,26 +48,30 @@ impl PublishStreams {
     /// Gives back a stream after its batch was answered, for the next publish to its queue.
     pub(super) fn give_back(&self, stream: PublishStream) {
         let mut idle = self.lock();
-        if idle.len() >= QUEUES && !idle.contains_key(stream.queue()) {
+        if idle.count >= IDLE {
             return;
         }
-        let streams = idle.entry(stream.queue().to_owned()).or_default();
-        if streams.len() < IDLE_PER_QUEUE {
-            streams.push(stream);
-        }
+        idle.count += 1;
+        idle.by_queue
+            .entry(stream.queue().to_owned())
+            .or_default()
+            .push(stream);
     }
 
     /// Closes the idle streams to `queue` (it was deleted).
     pub(super) fn forget(&self, queue: &str) {
-        self.lock().remove(queue);
+        let mut idle = self.lock();
+        if let Some(streams) = idle.by_queue.remove(queue) {
+            idle.count -= streams.len();
+        }
     }
 
     /// Closes every idle stream (the transport is closing).
     pub(super) fn clear(&self) {
-        self.lock().clear();
+        *self.lock() = Idle::default();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<PublishStream>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
         // A panic while holding the lock leaves at worst a stream too few or too many.
         self.idle
             .lock()
