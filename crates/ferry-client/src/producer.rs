@@ -1,7 +1,8 @@
 //! A batching producer: messages sent within `linger` of each other, up to `max_batch`,
-//! go in one batch, on the producer's [`PublishStream`](crate::PublishStream). A batch that may not have arrived (the connection broke, the server
-//! restarted) is sent again with the same batch id, which the queue's dedup window
-//! recognises: a retry is stored once and answered with the original ids.
+//! go in one batch, on the producer's [`PublishStream`](crate::PublishStream). A batch
+//! that may not have arrived (the connection broke, the server restarted) is sent again
+//! with the same batch id, which the queue's dedup window recognises: a retry is stored
+//! once and answered with the original ids.
 
 use std::time::Duration;
 

@@ -61,12 +61,12 @@ impl PublishStream {
             messages: messages.into_iter().map(|m| m.0).collect(),
             batch_id: Some(message::IdMinter::now().mint()),
         });
-        // `RetryPolicy::run` cannot lend `self` to each try; the same loop, written here.
+        // `RetryPolicy::run` cannot lend `self` to each try: its rule, in a loop here.
         let policy = self.client.retry;
         let mut attempt = 0;
         loop {
             match self.try_once(Arc::clone(&request)).await {
-                Err(error) if error.is_transient() && attempt + 1 < policy.attempts.max(1) => {
+                Err(error) if policy.retries(&error, attempt) => {
                     tracing::debug!(%error, attempt, "publishing again on a new stream");
                     tokio::time::sleep(policy.delay(attempt)).await;
                     attempt += 1;

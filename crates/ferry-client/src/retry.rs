@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{ClientError, Result};
 
 /// How a retried call waits: `base × 2^attempt`, at most `cap`, spread by ±25 %.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,7 +43,7 @@ impl RetryPolicy {
         let mut attempt = 0;
         loop {
             match call().await {
-                Err(error) if error.is_transient() && attempt + 1 < self.attempts.max(1) => {
+                Err(error) if self.retries(&error, attempt) => {
                     tracing::debug!(%error, attempt, "retrying");
                     tokio::time::sleep(self.delay(attempt)).await;
                     attempt += 1;
@@ -52,12 +52,17 @@ impl RetryPolicy {
             }
         }
     }
+
+    /// Whether try `attempt` (from 0), which failed with `error`, is tried again: for a
+    /// caller that cannot hand its state to [`run`](Self::run)'s closure.
+    pub(crate) fn retries(&self, error: &ClientError, attempt: u32) -> bool {
+        error.is_transient() && attempt + 1 < self.attempts.max(1)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ClientError;
 
     #[tokio::test]
     async fn transient_failures_are_retried_and_others_are_not() {

@@ -99,9 +99,9 @@ pub(crate) fn allow_read<T>(
 /// bytes (tonic's default of 4 MiB would refuse a batch the broker accepts, or accept one
 /// the operator meant to refuse), and peeks, polls and topic reads answering with up to
 /// `max_read_bytes` of messages. Deliveries, rejects and latencies are recorded in `meters`.
-/// Consume streams, and publish streams between batches, end once `stopping` turns `true`. Every call passes [`Admit`] (the
-/// connection limit and the token) before its message is decoded, then `gate`'s
-/// permission check. Dead-letter peeks mask the headers `redaction` names.
+/// Consume streams, and publish streams between batches, end once `stopping` turns `true`.
+/// Every call passes [`Admit`] (the connection limit and the token) before its message is
+/// decoded, then `gate`'s permission check. Dead-letter peeks mask the headers `redaction` names.
 pub fn routes(
     broker: &Broker,
     gate: &Arc<Gate>,
