@@ -141,72 +141,75 @@ fn replay_journal(queue: &Queue) -> Result<Replay> {
             offset: record.offset,
             problem,
         };
-        let event = JournalEvent::decode(&record.value).map_err(malformed)?;
+        let events = JournalEvent::decode_all(&record.value).map_err(malformed)?;
         let bytes = record.value.len() as u64;
         replay.journal_bytes += bytes;
         if let Some(p) = pending.as_mut() {
             p.journal_bytes += bytes;
         }
-        match event {
-            JournalEvent::CheckpointBegin { low, end, counts } => {
-                pending = Some(Replay {
-                    counts,
-                    covered: Some(Covered {
-                        low,
-                        end,
-                        runs: Vec::new(),
-                    }),
-                    ..Replay::default()
-                });
-            }
-            JournalEvent::CheckpointLive { runs } => {
-                let covered = pending
-                    .as_mut()
-                    .and_then(|p| p.covered.as_mut())
-                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
-                if runs
-                    .first()
-                    .is_some_and(|&(from, _)| covered.runs.last().is_some_and(|&(_, to)| from < to))
-                    || runs.windows(2).any(|w| w[1].0 < w[0].1)
-                {
-                    return Err(malformed("checkpoint runs out of order".into()));
+        for event in events {
+            match event {
+                JournalEvent::CheckpointBegin { low, end, counts } => {
+                    pending = Some(Replay {
+                        counts,
+                        covered: Some(Covered {
+                            low,
+                            end,
+                            runs: Vec::new(),
+                        }),
+                        ..Replay::default()
+                    });
                 }
-                covered.runs.extend(runs);
-            }
-            JournalEvent::CheckpointDelivered { points } => {
-                let p = pending
-                    .as_mut()
-                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
-                for point in points {
-                    let r = p.seqs.entry(point.seq).or_default();
-                    r.deliveries = point.deliveries;
-                    r.not_before_ms = point.not_before_ms;
+                JournalEvent::CheckpointLive { runs } => {
+                    let covered = pending
+                        .as_mut()
+                        .and_then(|p| p.covered.as_mut())
+                        .ok_or_else(|| {
+                            malformed("a checkpoint part outside a checkpoint".into())
+                        })?;
+                    if runs.first().is_some_and(|&(from, _)| {
+                        covered.runs.last().is_some_and(|&(_, to)| from < to)
+                    }) || runs.windows(2).any(|w| w[1].0 < w[0].1)
+                    {
+                        return Err(malformed("checkpoint runs out of order".into()));
+                    }
+                    covered.runs.extend(runs);
                 }
-            }
-            JournalEvent::CheckpointFailures { seq, record } => {
-                let p = pending
-                    .as_mut()
-                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
-                p.seqs.entry(seq).or_default().failures = record;
-            }
-            JournalEvent::CheckpointParked { key } => {
-                let p = pending
-                    .as_mut()
-                    .ok_or_else(|| malformed("a checkpoint part outside a checkpoint".into()))?;
-                p.parked.insert(key);
-            }
-            JournalEvent::CheckpointEnd => {
-                replay = pending
-                    .take()
-                    .ok_or_else(|| malformed("a checkpoint end without its start".into()))?;
-            }
-            event => {
-                // Checkpoints are written in one append under the queue's lock, so nothing
-                // falls between their parts; were it to, it happened after the snapshot.
-                if let Some(p) = pending.as_mut() {
-                    p.apply(&event, record.timestamp);
+                JournalEvent::CheckpointDelivered { points } => {
+                    let p = pending.as_mut().ok_or_else(|| {
+                        malformed("a checkpoint part outside a checkpoint".into())
+                    })?;
+                    for point in points {
+                        let r = p.seqs.entry(point.seq).or_default();
+                        r.deliveries = point.deliveries;
+                        r.not_before_ms = point.not_before_ms;
+                    }
                 }
-                replay.apply(&event, record.timestamp);
+                JournalEvent::CheckpointFailures { seq, record } => {
+                    let p = pending.as_mut().ok_or_else(|| {
+                        malformed("a checkpoint part outside a checkpoint".into())
+                    })?;
+                    p.seqs.entry(seq).or_default().failures = record;
+                }
+                JournalEvent::CheckpointParked { key } => {
+                    let p = pending.as_mut().ok_or_else(|| {
+                        malformed("a checkpoint part outside a checkpoint".into())
+                    })?;
+                    p.parked.insert(key);
+                }
+                JournalEvent::CheckpointEnd => {
+                    replay = pending
+                        .take()
+                        .ok_or_else(|| malformed("a checkpoint end without its start".into()))?;
+                }
+                event => {
+                    // Checkpoints are written in one append under the queue's lock, so nothing
+                    // falls between their parts; were it to, it happened after the snapshot.
+                    if let Some(p) = pending.as_mut() {
+                        p.apply(&event, record.timestamp);
+                    }
+                    replay.apply(&event, record.timestamp);
+                }
             }
         }
         Ok(())

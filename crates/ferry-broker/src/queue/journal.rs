@@ -33,6 +33,8 @@
 //! | 18  | `ReturnedUnsent` | seq u64, deliveries u32 (the count it is back to), last   |
 //! |     |                | consumer (rest; a leading 0 for none, 1 before the name)    |
 //! | 19  | `Purged`       | seq u64 (deleted by a purge of the queue)                   |
+//! | 20  | `Leased` runs  | several leases in one record: see [`super::journal_runs`]   |
+//! | 21  | `Acked` runs   | several acks in one record: see [`super::journal_runs`]     |
 //!
 //! A failed attempt's time is its record's timestamp.
 //!
@@ -54,11 +56,11 @@ use ferry_storage::NewRecord;
 
 use crate::queue::state::{DeadLetterReason, FailureRecord, RestorePoint, Seq};
 
-const VERSION: u8 = 1;
+pub(super) const VERSION: u8 = 1;
 
 /// The byte after the version that says which event a record holds. Stored on disk: a
 /// value never changes meaning, and a new event takes a new one.
-mod tag {
+pub(super) mod tag {
     pub const ACKED: u8 = 1;
     pub const FAILED: u8 = 2;
     pub const LEASED: u8 = 3;
@@ -78,6 +80,8 @@ mod tag {
     pub const SKIPPED: u8 = 17;
     pub const RETURNED_UNSENT: u8 = 18;
     pub const PURGED: u8 = 19;
+    pub const LEASED_RUNS: u8 = 20;
+    pub const ACKED_RUNS: u8 = 21;
 }
 
 /// A `DeadLettered` event's reason byte; stored on disk like the tags.
@@ -369,7 +373,25 @@ impl JournalEvent {
         NewRecord::new(out.freeze()).with_timestamp(now_ms)
     }
 
-    /// The event in a record value; the error is a description of the problem.
+    /// The records of `events`, in order, neighbouring leases and acks packed together
+    /// ([`super::journal_runs`]).
+    pub fn encode_all(events: &[JournalEvent], now_ms: i64) -> Vec<NewRecord> {
+        super::journal_runs::encode(events, now_ms)
+    }
+
+    /// The events in a record value: one, or several for a packed record. The error is a
+    /// description of the problem.
+    pub fn decode_all(value: &Bytes) -> Result<Vec<JournalEvent>, String> {
+        match value.get(..2) {
+            Some(&[VERSION, tag @ (tag::LEASED_RUNS | tag::ACKED_RUNS)]) => {
+                let mut r = Reader(value.slice(2..));
+                super::journal_runs::decode(tag, &mut r)
+            }
+            _ => Ok(vec![JournalEvent::decode(value)?]),
+        }
+    }
+
+    /// The event in a record value holding one; the error is a description of the problem.
     pub fn decode(value: &Bytes) -> Result<JournalEvent, String> {
         let mut r = Reader(value.clone());
         let version = r.u8()?;
@@ -493,6 +515,11 @@ impl JournalEvent {
                 deliveries: r.u32()?,
                 last_consumer: consumer(&mut r)?,
             },
+            tag::LEASED_RUNS | tag::ACKED_RUNS => {
+                return Err(format!(
+                    "tag {tag} holds several events (`decode_all` reads it)"
+                ));
+            }
             other => return Err(format!("unknown event tag {other}")),
         };
         if !r.0.is_empty() {
@@ -522,33 +549,36 @@ fn consumer(r: &mut Reader) -> Result<Option<String>, String> {
     }
 }
 
-fn utf8(bytes: Bytes, what: &str) -> Result<String, String> {
+pub(super) fn utf8(bytes: Bytes, what: &str) -> Result<String, String> {
     String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
 }
 
-struct Reader(Bytes);
+pub(super) struct Reader(Bytes);
 
 impl Reader {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub(super) fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
         if self.0.len() < N {
             return Err("the record is truncated".to_owned());
         }
         let bytes = self.0.split_to(N);
         Ok(bytes[..].try_into().expect("split N bytes"))
     }
-    fn u8(&mut self) -> Result<u8, String> {
+    pub(super) fn u8(&mut self) -> Result<u8, String> {
         Ok(self.take::<1>()?[0])
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    pub(super) fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.take()?))
     }
-    fn u64(&mut self) -> Result<u64, String> {
+    pub(super) fn u64(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.take()?))
     }
-    fn rest(&mut self) -> Bytes {
+    pub(super) fn rest(&mut self) -> Bytes {
         std::mem::take(&mut self.0)
     }
-    fn bytes(&mut self, n: usize) -> Result<Bytes, String> {
+    pub(super) fn bytes(&mut self, n: usize) -> Result<Bytes, String> {
         if self.0.len() < n {
             return Err("the record is truncated".to_owned());
         }

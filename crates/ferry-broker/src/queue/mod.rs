@@ -9,6 +9,7 @@
 pub(crate) mod batch_window;
 pub(crate) mod dedup;
 pub(crate) mod journal;
+mod journal_runs;
 pub(crate) mod key_order;
 pub(crate) mod priority;
 pub(crate) mod seq_ranges;

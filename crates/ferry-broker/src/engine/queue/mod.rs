@@ -510,7 +510,7 @@ impl Queue {
             }));
             return rx;
         }
-        let records: Vec<NewRecord> = events.iter().map(|e| e.to_record(now_ms)).collect();
+        let records = JournalEvent::encode_all(events, now_ms);
         inner.journal_bytes += records.iter().map(|r| r.value.len() as u64).sum::<u64>();
         self.journal.append_then(records, Box::new(done));
         rx
