@@ -280,8 +280,8 @@ async fn storage_histograms_count_every_published_message_and_fsync() {
     let journaled = settled.value(r#"ferry_storage_commit_records_sum{log="journal"}"#)
         - after.value(r#"ferry_storage_commit_records_sum{log="journal"}"#);
     assert!(
-        journaled >= 6.0,
-        "3 leases and 3 acks, journaled: {journaled}"
+        journaled >= 4.0,
+        "the 3 leases of one receive (one packed record) and 3 acks, journaled: {journaled}"
     );
     assert!(
         settled.value(r#"ferry_storage_fsync_seconds_count{log="journal"}"#)
