@@ -302,6 +302,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(n) = config.max_connections.value {
         server = server.max_connections(n);
     }
+    if let Some(n) = config.max_streams_per_connection.value {
+        // Checked to fit when the configuration was resolved.
+        server = server.max_streams_per_connection(u32::try_from(n).unwrap_or(u32::MAX));
+    }
     if let Some(n) = config.max_read_bytes.value {
         server = server.max_read_bytes(n);
     }

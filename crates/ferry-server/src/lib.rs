@@ -29,7 +29,8 @@
 //! needs `metrics`, unless [`Server::open_metrics`]). Publishes over [`Server::max_batch`]
 //! messages or over their token's quota are `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and
 //! connections over [`Server::max_connections`] ([`DEFAULT_MAX_CONNECTIONS`] per listener
-//! unless set) are refused. Every check comes before the broker sees the
+//! unless set) are refused; a gRPC connection carries at most
+//! [`Server::max_streams_per_connection`] calls at once, its client queueing the rest. Every check comes before the broker sees the
 //! call, so a refused call changes nothing. Lists (`list_queues`, `list_topics`) show only
 //! the names the token may administer. Dead letters have their own permission, and peeks
 //! at them mask credential headers ([`Redaction`], [`Server::redact_headers`]).
@@ -192,6 +193,12 @@ pub const DEFAULT_MAX_READ_BYTES: usize = 2 * 1024 * 1024;
 /// file-descriptor limit (often 1024, which the broker's own files share); two listeners
 /// at this limit leave room under it.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// The most calls (HTTP/2 streams) one gRPC connection carries at once by default. HTTP/2
+/// leaves the bound to the server, and the gRPC library this server runs on sets none,
+/// so one connection could otherwise open streams until memory runs out. Generous,
+/// because an application may hold all its consumers' long-lived streams on one
+/// connection: a client past the bound waits for a stream to end, it is not refused.
+pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u32 = 1024;
 
 /// What serving may fail with.
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +253,7 @@ pub struct Server {
     auth: Option<AuthConfig>,
     max_batch: usize,
     max_connections: usize,
+    max_streams_per_connection: u32,
     tls: Option<TlsConfig>,
     redaction: Redaction,
     open_metrics: bool,
@@ -267,6 +275,7 @@ impl Server {
             auth: None,
             max_batch: auth::DEFAULT_MAX_BATCH,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_streams_per_connection: DEFAULT_MAX_STREAMS_PER_CONNECTION,
             tls: None,
             redaction: Redaction::default(),
             open_metrics: false,
@@ -347,6 +356,16 @@ impl Server {
     /// socket and memory without any request in progress.
     pub fn max_connections(mut self, n: usize) -> Server {
         self.max_connections = n;
+        self
+    }
+
+    /// At most `n` calls at once on one gRPC connection (HTTP/2's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`); [`DEFAULT_MAX_STREAMS_PER_CONNECTION`] unless
+    /// set. A client at the bound holds its next call until one of its streams ends, as
+    /// HTTP/2 prescribes: nothing is refused, so `n` must cover the long-lived streams
+    /// (consumers, publish streams) a client keeps open on one connection.
+    pub fn max_streams_per_connection(mut self, n: u32) -> Server {
+        self.max_streams_per_connection = n;
         self
     }
 
@@ -488,7 +507,9 @@ impl Server {
                 streams_stop,
             );
             let admission = Admission::new(self.max_connections);
-            let builder = tonic::transport::Server::builder().add_routes(routes);
+            let builder = tonic::transport::Server::builder()
+                .max_concurrent_streams(self.max_streams_per_connection)
+                .add_routes(routes);
             match &self.tls {
                 None => {
                     builder

@@ -772,3 +772,38 @@ async fn a_stream_ack_after_the_message_was_settled_elsewhere_fails() {
     assert!(stream.settled().await.ok);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_connection_carries_at_most_max_streams_per_connection_calls_at_once() {
+    let (broker, dir) = support::fresh_broker().await;
+    let s = Running::serve(broker, Some(dir), |server| {
+        server.max_streams_per_connection(1)
+    })
+    .await;
+    // A first call, so the client has the server's settings before the stream opens.
+    create_queue(&s, "q", 5).await;
+    let (tx, rx) = mpsc::channel(1);
+    let open = s
+        .publisher()
+        .publish_stream(ReceiverStream::new(rx))
+        .await
+        .unwrap();
+    // The one call the connection may carry is the open stream: the next one waits.
+    let waited = tokio::time::timeout(
+        Duration::from_millis(500),
+        s.admin().list_queues(v1::ListQueuesRequest {}),
+    )
+    .await;
+    assert!(waited.is_err(), "served beside the open stream: {waited:?}");
+    drop(tx);
+    drop(open);
+    let listed = tokio::time::timeout(
+        Duration::from_secs(10),
+        s.admin().list_queues(v1::ListQueuesRequest {}),
+    )
+    .await
+    .expect("served once the stream ended")
+    .unwrap();
+    assert!(listed.into_inner().names.contains(&"q".to_owned()));
+    s.stop().await;
+}

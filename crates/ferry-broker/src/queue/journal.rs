@@ -49,7 +49,8 @@
 //!
 //! Binary rather than text (unlike message headers): the journal is written on every
 //! receive and ack, and nobody reads it by hand. Decoding is strict: an unknown version or
-//! tag is an error, never skipped — it would mean a newer writer whose events matter.
+//! tag is an error, never skipped — it would mean a newer writer whose events matter. (So a
+//! journal with packed records, tags 20 and 21, does not open with a build older than them.)
 
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_storage::NewRecord;

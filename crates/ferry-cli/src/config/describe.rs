@@ -139,6 +139,14 @@ pub fn describe(effective: &Effective) -> String {
         e.max_connections.source,
     );
     line(
+        "limits.max_streams_per_connection",
+        or(
+            e.max_streams_per_connection.value,
+            &ferry_server::DEFAULT_MAX_STREAMS_PER_CONNECTION.to_string(),
+        ),
+        e.max_streams_per_connection.source,
+    );
+    line(
         "limits.max_read_bytes",
         or(
             e.max_read_bytes.value,

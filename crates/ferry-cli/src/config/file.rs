@@ -131,6 +131,7 @@ pub struct Data {
 pub struct Limits {
     pub max_batch: Option<usize>,
     pub max_connections: Option<usize>,
+    pub max_streams_per_connection: Option<usize>,
     pub max_read_bytes: Option<usize>,
 }
 

@@ -22,6 +22,8 @@
 //! [limits]
 //! max_batch = 1000          # FERRY_LIMITS_MAX_BATCH: messages per publish, default 1000
 //! max_connections = 256     # FERRY_LIMITS_MAX_CONNECTIONS: per listener, default 256
+//! max_streams_per_connection = 1024  # FERRY_LIMITS_MAX_STREAMS_PER_CONNECTION: calls at
+//!                           # once on one gRPC connection (more wait), default 1024
 //! max_read_bytes = 2097152  # FERRY_LIMITS_MAX_READ_BYTES: message bytes one dead-letter
 //!                           # peek, topic read or group poll answers with, default 2 MiB
 //!
@@ -253,6 +255,7 @@ pub struct Effective {
     pub disk_reserve_mib: Setting<Option<u64>>,
     pub max_batch: Setting<Option<usize>>,
     pub max_connections: Setting<Option<usize>>,
+    pub max_streams_per_connection: Setting<Option<usize>>,
     pub max_read_bytes: Setting<Option<usize>>,
     pub tls_cert: Setting<Option<PathBuf>>,
     pub tls_key: Setting<Option<PathBuf>>,

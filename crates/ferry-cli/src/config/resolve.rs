@@ -238,6 +238,12 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         None,
         file.limits.max_connections,
     )?;
+    let max_streams_per_connection = layer(
+        env,
+        "FERRY_LIMITS_MAX_STREAMS_PER_CONNECTION",
+        None,
+        file.limits.max_streams_per_connection,
+    )?;
     let max_read_bytes = layer(
         env,
         "FERRY_LIMITS_MAX_READ_BYTES",
@@ -278,17 +284,33 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         redaction_flag,
         redaction_file,
     )?;
-    for limit in [&max_batch, &max_connections, &max_read_bytes]
-        .into_iter()
-        .flatten()
+    for limit in [
+        &max_batch,
+        &max_connections,
+        &max_streams_per_connection,
+        &max_read_bytes,
+    ]
+    .into_iter()
+    .flatten()
     {
         if limit.value == 0 {
             bail!(
-                "limits: max_batch, max_connections and max_read_bytes must be at least 1 \
-                 (from {})",
+                "limits: max_batch, max_connections, max_streams_per_connection and \
+                 max_read_bytes must be at least 1 (from {})",
                 limit.source
             );
         }
+    }
+    if let Some(limit) = &max_streams_per_connection
+        && u32::try_from(limit.value).is_err()
+    {
+        bail!(
+            "limits: max_streams_per_connection is at most {} (HTTP/2 counts streams in 32 \
+             bits), not {} (from {})",
+            u32::MAX,
+            limit.value,
+            limit.source
+        );
     }
     let tokens = file.auth.is_some();
     let metrics_auth = match metrics_auth {
@@ -453,6 +475,7 @@ pub fn resolve(file: ConfigFile, env: Env, flags: &Flags) -> anyhow::Result<Effe
         disk_reserve_mib: Setting::optional(disk_reserve_mib),
         max_batch: Setting::optional(max_batch),
         max_connections: Setting::optional(max_connections),
+        max_streams_per_connection: Setting::optional(max_streams_per_connection),
         max_read_bytes: Setting::optional(max_read_bytes),
         tls_cert: Setting::optional(tls_cert),
         tls_key: Setting::optional(tls_key),

@@ -85,11 +85,27 @@ fn connections_and_read_bytes_have_finite_defaults_and_can_be_set() {
             ferry_server::DEFAULT_MAX_CONNECTIONS
         ),
         format!(
+            "limits.max_streams_per_connection = {}  (default)",
+            ferry_server::DEFAULT_MAX_STREAMS_PER_CONNECTION
+        ),
+        format!(
             "limits.max_read_bytes = {}  (default)",
             ferry_server::DEFAULT_MAX_READ_BYTES
         ),
     ] {
         assert!(defaults.contains(&line), "{defaults}");
+    }
+    let vars = [("FERRY_LIMITS_MAX_STREAMS_PER_CONNECTION", "64")];
+    let file = parse_file("[limits]\nmax_streams_per_connection = 8\n").unwrap();
+    let e = resolve(file, &env(&vars), &Flags::default()).unwrap();
+    assert_eq!(e.max_streams_per_connection.value, Some(64));
+    let file = parse_file("[limits]\nmax_streams_per_connection = 8\n").unwrap();
+    let e = resolve(file, &env(&[]), &Flags::default()).unwrap();
+    assert_eq!(e.max_streams_per_connection.value, Some(8));
+    for bad in ["0", "4294967296"] {
+        let text = format!("[limits]\nmax_streams_per_connection = {bad}\n");
+        let refused = format!("{:#}", parse(&text).unwrap_err());
+        assert!(refused.contains("max_streams_per_connection"), "{refused}");
     }
     let vars = [("FERRY_LIMITS_MAX_READ_BYTES", "65536")];
     let file = parse_file("[limits]\nmax_read_bytes = 1024\n").unwrap();
