@@ -14,9 +14,10 @@ use ferry_client::{Client, PublishStream};
 
 /// Idle streams kept, over all queues; a stream given back beyond them is closed. Each one
 /// holds a task and stream state on the server, and counts against any limit of
-/// concurrent streams per connection on the way (Ferry's server sets none, but a proxy may:
-/// nginx's gRPC proxy takes 128 by default), which calls and consume streams share — a call
-/// over such a limit waits for a stream to end. So few are kept, whatever the queues.
+/// concurrent streams per connection on the way (Ferry's server allows 1,024 by default,
+/// a proxy may allow fewer: nginx's gRPC proxy takes 128), which calls and consume streams
+/// share — a call over such a limit waits for a stream to end. So few are kept, whatever
+/// the queues.
 const IDLE: usize = 32;
 
 #[derive(Default)]
