@@ -148,73 +148,83 @@ fn replay_journal(queue: &Queue) -> Result<Replay> {
             p.journal_bytes += bytes;
         }
         for event in events {
-            match event {
-                JournalEvent::CheckpointBegin { low, end, counts } => {
-                    pending = Some(Replay {
-                        counts,
-                        covered: Some(Covered {
-                            low,
-                            end,
-                            runs: Vec::new(),
-                        }),
-                        ..Replay::default()
-                    });
-                }
-                JournalEvent::CheckpointLive { runs } => {
-                    let covered = pending
-                        .as_mut()
-                        .and_then(|p| p.covered.as_mut())
-                        .ok_or_else(|| {
-                            malformed("a checkpoint part outside a checkpoint".into())
-                        })?;
-                    if runs.first().is_some_and(|&(from, _)| {
-                        covered.runs.last().is_some_and(|&(_, to)| from < to)
-                    }) || runs.windows(2).any(|w| w[1].0 < w[0].1)
-                    {
-                        return Err(malformed("checkpoint runs out of order".into()));
-                    }
-                    covered.runs.extend(runs);
-                }
-                JournalEvent::CheckpointDelivered { points } => {
-                    let p = pending.as_mut().ok_or_else(|| {
-                        malformed("a checkpoint part outside a checkpoint".into())
-                    })?;
-                    for point in points {
-                        let r = p.seqs.entry(point.seq).or_default();
-                        r.deliveries = point.deliveries;
-                        r.not_before_ms = point.not_before_ms;
-                    }
-                }
-                JournalEvent::CheckpointFailures { seq, record } => {
-                    let p = pending.as_mut().ok_or_else(|| {
-                        malformed("a checkpoint part outside a checkpoint".into())
-                    })?;
-                    p.seqs.entry(seq).or_default().failures = record;
-                }
-                JournalEvent::CheckpointParked { key } => {
-                    let p = pending.as_mut().ok_or_else(|| {
-                        malformed("a checkpoint part outside a checkpoint".into())
-                    })?;
-                    p.parked.insert(key);
-                }
-                JournalEvent::CheckpointEnd => {
-                    replay = pending
-                        .take()
-                        .ok_or_else(|| malformed("a checkpoint end without its start".into()))?;
-                }
-                event => {
-                    // Checkpoints are written in one append under the queue's lock, so nothing
-                    // falls between their parts; were it to, it happened after the snapshot.
-                    if let Some(p) = pending.as_mut() {
-                        p.apply(&event, record.timestamp);
-                    }
-                    replay.apply(&event, record.timestamp);
-                }
-            }
+            replay_event(event, record.timestamp, &mut replay, &mut pending).map_err(malformed)?;
         }
         Ok(())
     })?;
     Ok(replay)
+}
+
+/// Applies one journaled event to the replay so far, or to the checkpoint being read
+/// (`pending`); the error describes a malformed journal.
+fn replay_event(
+    event: JournalEvent,
+    at_ms: i64,
+    replay: &mut Replay,
+    pending: &mut Option<Replay>,
+) -> std::result::Result<(), String> {
+    let outside = || "a checkpoint part outside a checkpoint".to_owned();
+    match event {
+        JournalEvent::CheckpointBegin { low, end, counts } => {
+            *pending = Some(Replay {
+                counts,
+                covered: Some(Covered {
+                    low,
+                    end,
+                    runs: Vec::new(),
+                }),
+                ..Replay::default()
+            });
+        }
+        JournalEvent::CheckpointLive { runs } => {
+            let covered = pending
+                .as_mut()
+                .and_then(|p| p.covered.as_mut())
+                .ok_or_else(outside)?;
+            if runs
+                .first()
+                .is_some_and(|&(from, _)| covered.runs.last().is_some_and(|&(_, to)| from < to))
+                || runs.windows(2).any(|w| w[1].0 < w[0].1)
+            {
+                return Err("checkpoint runs out of order".into());
+            }
+            covered.runs.extend(runs);
+        }
+        JournalEvent::CheckpointDelivered { points } => {
+            let p = pending.as_mut().ok_or_else(outside)?;
+            for point in points {
+                let r = p.seqs.entry(point.seq).or_default();
+                r.deliveries = point.deliveries;
+                r.not_before_ms = point.not_before_ms;
+            }
+        }
+        JournalEvent::CheckpointFailures { seq, record } => {
+            pending
+                .as_mut()
+                .ok_or_else(outside)?
+                .seqs
+                .entry(seq)
+                .or_default()
+                .failures = record;
+        }
+        JournalEvent::CheckpointParked { key } => {
+            pending.as_mut().ok_or_else(outside)?.parked.insert(key);
+        }
+        JournalEvent::CheckpointEnd => {
+            *replay = pending
+                .take()
+                .ok_or_else(|| "a checkpoint end without its start".to_owned())?;
+        }
+        event => {
+            // Checkpoints are written in one append under the queue's lock, so nothing
+            // falls between their parts; were it to, it happened after the snapshot.
+            if let Some(p) = pending.as_mut() {
+                p.apply(&event, at_ms);
+            }
+            replay.apply(&event, at_ms);
+        }
+    }
+    Ok(())
 }
 
 impl Queue {
