@@ -30,10 +30,11 @@
 //! messages or over their token's quota are `RESOURCE_EXHAUSTED` (HTTP 413 and 429), and
 //! connections over [`Server::max_connections`] ([`DEFAULT_MAX_CONNECTIONS`] per listener
 //! unless set) are refused; a gRPC connection carries at most
-//! [`Server::max_streams_per_connection`] calls at once, its client queueing the rest. Every check comes before the broker sees the
-//! call, so a refused call changes nothing. Lists (`list_queues`, `list_topics`) show only
-//! the names the token may administer. Dead letters have their own permission, and peeks
-//! at them mask credential headers ([`Redaction`], [`Server::redact_headers`]).
+//! [`Server::max_streams_per_connection`] calls at once, its client queueing the rest.
+//! Every check comes before the broker sees the call, so a refused call changes nothing.
+//! Lists (`list_queues`, `list_topics`) show only the names the token may administer. Dead
+//! letters have their own permission, and peeks at them mask credential headers
+//! ([`Redaction`], [`Server::redact_headers`]).
 //!
 //! **TLS.** With [`Server::tls`], both listeners speak TLS only (see [`TlsConfig`]); the
 //! handshake comes after admission, so limits and refusals work as without it.
