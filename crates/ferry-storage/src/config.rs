@@ -40,9 +40,11 @@ pub struct LogConfig {
     /// How many sealed segments keep their index loaded and their file open at once; the
     /// others cost no memory beyond a few words and no file descriptor until read.
     pub index_cache_segments: usize,
-    /// Under `Fsync`, keep this many bytes ahead of the active segment's end written with
-    /// zeros (by a background thread), so that appends overwrite existing blocks and each
-    /// fdatasync need not commit a size change. 0 turns it off; other modes never use it.
+    /// Under `Fsync`, keep room ahead of the active segment's end written with zeros (by a
+    /// background thread), so that appends overwrite existing blocks and each fdatasync
+    /// need not commit a size change. This is the most one fill writes, and the room ahead
+    /// is at most twice it: a log starts with 256 KiB fills from its first write and grows
+    /// them to this size only as fast as it writes. 0 turns it off; other modes never use it.
     pub preallocate_bytes: u64,
     /// On damage in the middle of the log: quarantine the damaged segment and report the
     /// lost offsets instead of refusing to open.

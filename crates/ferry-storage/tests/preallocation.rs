@@ -144,3 +144,36 @@ fn clean_close_and_segment_roll_leave_no_zero_tail() {
     assert!(log.recovery_report().rebuilt_indexes.is_empty());
     assert_eq!(read_all(&log).len(), 3000);
 }
+
+/// An idle log takes no zeros, and a log written now and then takes a few hundred KiB, not
+/// twice the configured `preallocate_bytes`: a broker opens a log per queue, per
+/// subscription and per partition, most of them quiet.
+#[test]
+fn idle_and_quiet_logs_take_little_zeroed_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        durability: Durability::Fsync,
+        preallocate_bytes: 8 << 20,
+        segment_bytes: 64 << 20,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let segment = active_segment(dir.path());
+    assert_eq!(
+        fs::metadata(&segment).unwrap().len(),
+        0,
+        "zeros before any write"
+    );
+
+    log.append(vec![record(0, 100)]).unwrap();
+    let data_len = log.size_bytes();
+    let file_len = wait_for_zero_tail(&segment, data_len);
+    std::thread::sleep(Duration::from_millis(200));
+    let file_len = file_len.max(fs::metadata(&segment).unwrap().len());
+    assert!(
+        file_len - data_len <= 512 * 1024,
+        "{} bytes of zeros ahead of one small record",
+        file_len - data_len
+    );
+}
